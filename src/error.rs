@@ -1,0 +1,363 @@
+//! The error model: every failure is an [`AgentError`] with a layer, a stable snake_case code and a
+//! human-readable message. The codes are defined once, in the [`codes`] table below; nothing else in
+//! the crate spells a code as a string literal.
+//!
+//! What the model is shown for a failed tool call ([`AgentError::to_model_text`]) is kept apart from
+//! what the operator sees (`Display`, which adds the layer).
+
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::fmt;
+
+/// Where an error comes from. Stable, serialised as snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorLayer {
+    /// Configuration and registration (tool definitions, schemas, agent config).
+    Config,
+    /// Decoding untrusted text (tool-call arguments, JSON limits).
+    Decode,
+    /// Tool lookup, argument validation and execution.
+    Tool,
+    /// Cancellation by the user or the app.
+    Cancelled,
+    /// The run loop (round limit, loop detection, hooks, approvals).
+    Runtime,
+    /// The model provider (HTTP, SSE, response decoding).
+    Provider,
+    /// The state store (snapshots, journal, migrations).
+    Persistence,
+    /// A bug caught at a boundary (a panic turned into an error).
+    Internal,
+}
+
+impl ErrorLayer {
+    /// The stable snake_case name of the layer.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorLayer::Config => "config",
+            ErrorLayer::Decode => "decode",
+            ErrorLayer::Tool => "tool",
+            ErrorLayer::Cancelled => "cancelled",
+            ErrorLayer::Runtime => "runtime",
+            ErrorLayer::Provider => "provider",
+            ErrorLayer::Persistence => "persistence",
+            ErrorLayer::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+macro_rules! error_codes {
+    ($( $(#[$doc:meta])* $name:ident = $code:literal => $layer:ident; )*) => {
+        /// The table of stable error codes. Each constant is the code string; [`ALL`](codes::ALL)
+        /// lists every code with its default layer.
+        pub mod codes {
+            use super::ErrorLayer;
+            $( $(#[$doc])* pub const $name: &str = $code; )*
+            /// Every code with its default layer, in table order.
+            pub const ALL: &[(&str, ErrorLayer)] = &[ $( ($code, ErrorLayer::$layer), )* ];
+        }
+    };
+}
+
+error_codes! {
+    // --- registration and configuration
+    /// A tool definition has an empty (or blank) name.
+    TOOL_NAME_EMPTY = "tool_name_empty" => Config;
+    /// A tool with this name is already registered.
+    TOOL_NAME_DUPLICATE = "tool_name_duplicate" => Config;
+    /// A schema uses a keyword outside the whitelist (the message names it and its path).
+    SCHEMA_UNSUPPORTED_KEYWORD = "schema_unsupported_keyword" => Config;
+    /// `type` is missing where required, not a string / array of strings, or names an unknown type.
+    SCHEMA_INVALID_TYPE = "schema_invalid_type" => Config;
+    /// `required` is not an array of unique strings.
+    SCHEMA_INVALID_REQUIRED = "schema_invalid_required" => Config;
+    /// `properties` is not an object of schemas.
+    SCHEMA_INVALID_PROPERTIES = "schema_invalid_properties" => Config;
+    /// `items` is not a schema.
+    SCHEMA_INVALID_ITEMS = "schema_invalid_items" => Config;
+    /// `enum` is not an array.
+    SCHEMA_INVALID_ENUM = "schema_invalid_enum" => Config;
+    /// `additionalProperties` is not a boolean or a schema.
+    SCHEMA_INVALID_ADDITIONAL_PROPERTIES = "schema_invalid_additional_properties" => Config;
+    /// A numeric bound or `multipleOf` is not a (positive, for multipleOf) number.
+    SCHEMA_INVALID_BOUND = "schema_invalid_bound" => Config;
+    /// A length / count bound is not a non-negative integer.
+    SCHEMA_INVALID_LENGTH = "schema_invalid_length" => Config;
+    /// `pattern` is not a string or does not compile as an ECMA-262 regular expression.
+    SCHEMA_INVALID_PATTERN = "schema_invalid_pattern" => Config;
+    /// `anyOf` is not a non-empty array of schemas.
+    SCHEMA_INVALID_ANY_OF = "schema_invalid_any_of" => Config;
+    /// `uniqueItems` is not a boolean.
+    SCHEMA_INVALID_UNIQUE_ITEMS = "schema_invalid_unique_items" => Config;
+    /// An annotation (`description`, `title`) has the wrong type.
+    SCHEMA_INVALID_ANNOTATION = "schema_invalid_annotation" => Config;
+    /// The root of a tool's parameter schema is not an object schema (or a schema is not an object).
+    SCHEMA_INVALID_ROOT = "schema_invalid_root" => Config;
+    /// A schema nests deeper than the limit.
+    SCHEMA_TOO_DEEP = "schema_too_deep" => Config;
+    /// The agent configuration is invalid (a message says which field).
+    CONFIG_INVALID = "config_invalid" => Config;
+    /// A session id is empty, too long, or contains a path separator, `..` or NUL.
+    SESSION_ID_INVALID = "session_id_invalid" => Config;
+    /// Plain http:// to a host other than loopback without explicit permission.
+    INSECURE_URL = "insecure_url" => Config;
+
+    // --- decoding untrusted JSON
+    /// The text is not valid JSON.
+    JSON_INVALID = "json_invalid" => Decode;
+    /// Valid JSON, but not an object where an object is required.
+    JSON_NOT_OBJECT = "json_not_object" => Decode;
+    /// Nested deeper than the limit.
+    JSON_TOO_DEEP = "json_too_deep" => Decode;
+    /// Longer than the size limit.
+    JSON_TOO_LARGE = "json_too_large" => Decode;
+    /// A number that JSON (and JCS) cannot represent (NaN, infinity).
+    JSON_NUMBER_INVALID = "json_number_invalid" => Decode;
+
+    // --- tools
+    /// No tool with this name is registered.
+    TOOL_NOT_FOUND = "tool_not_found" => Tool;
+    /// A value has the wrong JSON type.
+    TOOL_ARGUMENT_TYPE_MISMATCH = "tool_argument_type_mismatch" => Tool;
+    /// A required property is missing.
+    TOOL_ARGUMENT_REQUIRED = "tool_argument_required" => Tool;
+    /// A value is not one of `enum`.
+    TOOL_ARGUMENT_ENUM = "tool_argument_enum" => Tool;
+    /// A value differs from `const`.
+    TOOL_ARGUMENT_CONST = "tool_argument_const" => Tool;
+    /// A property not allowed by `additionalProperties`.
+    TOOL_ARGUMENT_ADDITIONAL_PROPERTY = "tool_argument_additional_property" => Tool;
+    /// A number below `minimum` / at or below `exclusiveMinimum`.
+    TOOL_ARGUMENT_MINIMUM = "tool_argument_minimum" => Tool;
+    /// A number above `maximum` / at or above `exclusiveMaximum`.
+    TOOL_ARGUMENT_MAXIMUM = "tool_argument_maximum" => Tool;
+    /// A number that is not a multiple of `multipleOf`.
+    TOOL_ARGUMENT_MULTIPLE_OF = "tool_argument_multiple_of" => Tool;
+    /// A string shorter than `minLength` or longer than `maxLength` (in code points).
+    TOOL_ARGUMENT_LENGTH = "tool_argument_length" => Tool;
+    /// A string that does not match `pattern`.
+    TOOL_ARGUMENT_PATTERN = "tool_argument_pattern" => Tool;
+    /// An array with fewer than `minItems` or more than `maxItems` items.
+    TOOL_ARGUMENT_ITEMS_COUNT = "tool_argument_items_count" => Tool;
+    /// An array whose items are not unique under `uniqueItems`.
+    TOOL_ARGUMENT_UNIQUE_ITEMS = "tool_argument_unique_items" => Tool;
+    /// A value that matches none of `anyOf`.
+    TOOL_ARGUMENT_ANY_OF = "tool_argument_any_of" => Tool;
+    /// Several violations at once (the "collect all" validation mode); the message lists them.
+    TOOL_ARGUMENTS_INVALID = "tool_arguments_invalid" => Tool;
+    /// The executor failed (an error that is not a domain error, or a panic).
+    TOOL_EXECUTION_FAILED = "tool_execution_failed" => Tool;
+    /// The executor did not finish within its timeout.
+    TOOL_TIMEOUT = "tool_timeout" => Tool;
+    /// The executor returned something that is not a ToolResult (bindings).
+    TOOL_RESULT_INVALID = "tool_result_invalid" => Tool;
+    /// The call was denied (by the approval policy, the user or a hook).
+    TOOL_DENIED = "tool_denied" => Tool;
+    /// The call was not run because another call of its batch was denied.
+    TOOL_NOT_RUN = "tool_not_run" => Tool;
+    /// The call was started but the process stopped before it finished.
+    TOOL_INTERRUPTED = "tool_interrupted" => Tool;
+
+    // --- cancellation
+    /// The call was cancelled before or while it ran.
+    TOOL_CANCELLED = "tool_cancelled" => Cancelled;
+    /// The run was cancelled.
+    RUN_CANCELLED = "run_cancelled" => Cancelled;
+
+    // --- runtime
+    /// The loop detector found the same call signature (or a short cycle) filling its window.
+    LOOP_DETECTED = "loop_detected" => Runtime;
+    /// The run reached its round limit.
+    MAX_ROUNDS = "max_rounds" => Runtime;
+    /// A hook aborted the run.
+    HOOK_ABORTED = "hook_aborted" => Runtime;
+    /// A hook tried to change a tool call's id.
+    HOOK_CALL_ID_CHANGED = "hook_call_id_changed" => Runtime;
+    /// A hook itself failed.
+    HOOK_FAILED = "hook_failed" => Runtime;
+    /// An approval id that the pending batch does not hold.
+    APPROVAL_NOT_FOUND = "approval_not_found" => Runtime;
+    /// An approval that was already decided.
+    APPROVAL_ALREADY_DECIDED = "approval_already_decided" => Runtime;
+    /// A decision whose call id or argument hash does not match the pending item.
+    APPROVAL_MISMATCH = "approval_mismatch" => Runtime;
+    /// There is no pending approval batch to decide or resume.
+    NO_PENDING_APPROVAL = "no_pending_approval" => Runtime;
+    /// Resume was asked while decisions are still pending.
+    APPROVAL_PENDING = "approval_pending" => Runtime;
+    /// A run was started while another is active on the same session.
+    RUN_IN_PROGRESS = "run_in_progress" => Runtime;
+    /// The sub-agent depth limit was reached.
+    DELEGATION_DEPTH_EXCEEDED = "delegation_depth_exceeded" => Runtime;
+    /// The session is in a state that does not allow the operation.
+    INVALID_STATE = "invalid_state" => Runtime;
+
+    // --- provider
+    /// Could not connect (DNS, TCP, TLS).
+    PROVIDER_CONNECT = "provider_connect" => Provider;
+    /// A timeout (connect, first byte, idle between chunks, total).
+    PROVIDER_TIMEOUT = "provider_timeout" => Provider;
+    /// The provider answered 429 (after the retries).
+    PROVIDER_RATE_LIMITED = "provider_rate_limited" => Provider;
+    /// The provider answered with an HTTP error status (the code of its error body when it has one).
+    PROVIDER_HTTP_STATUS = "provider_http_status" => Provider;
+    /// 401 / 403.
+    PROVIDER_AUTH = "provider_auth" => Provider;
+    /// A response or chunk that could not be decoded (the raw body is kept, truncated).
+    PROVIDER_DECODE = "provider_decode" => Provider;
+    /// A response larger than the size limit.
+    PROVIDER_RESPONSE_TOO_LARGE = "provider_response_too_large" => Provider;
+    /// The stream broke off before it finished.
+    PROVIDER_STREAM_INTERRUPTED = "provider_stream_interrupted" => Provider;
+    /// A scripted model ran out of scripted responses.
+    PROVIDER_SCRIPT_EXHAUSTED = "provider_script_exhausted" => Provider;
+    /// TLS configuration failed (bad extra root PEM...).
+    PROVIDER_TLS = "provider_tls" => Provider;
+
+    // --- persistence
+    /// Reading or writing the state directory failed.
+    STATE_IO = "state_io" => Persistence;
+    /// A snapshot or journal could not be decoded and no good fallback exists.
+    STATE_CORRUPT = "state_corrupt" => Persistence;
+    /// The state was written by a newer schema version than this code knows; the file is left untouched.
+    STATE_VERSION_UNSUPPORTED = "state_version_unsupported" => Persistence;
+    /// A migration step failed.
+    STATE_MIGRATION_FAILED = "state_migration_failed" => Persistence;
+    /// The session does not exist.
+    SESSION_NOT_FOUND = "session_not_found" => Persistence;
+
+    // --- internal
+    /// A panic caught at a boundary.
+    INTERNAL_PANIC = "internal_panic" => Internal;
+}
+
+/// The crate's error: a layer, a stable snake_case code, and a message.
+///
+/// Codes of the crate are listed in [`codes`]; an executor's own domain error keeps its own code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{layer}/{code}: {message}")]
+pub struct AgentError {
+    /// Where the error comes from.
+    pub layer: ErrorLayer,
+    /// Stable snake_case code.
+    pub code: Cow<'static, str>,
+    /// What happened, for people (never contains the API key).
+    pub message: String,
+}
+
+impl AgentError {
+    /// An error with an explicit layer and code.
+    pub fn new(
+        layer: ErrorLayer,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
+        AgentError { layer, code: code.into(), message: message.into() }
+    }
+
+    /// An error for one of the crate's codes, with the layer the [`codes`] table gives it.
+    pub fn of(code: &'static str, message: impl Into<String>) -> Self {
+        let layer = codes::ALL
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map(|(_, l)| *l)
+            .unwrap_or(ErrorLayer::Internal);
+        AgentError::new(layer, code, message)
+    }
+
+    /// A config-layer error.
+    pub fn config(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        AgentError::new(ErrorLayer::Config, code, message)
+    }
+
+    /// A decode-layer error.
+    pub fn decode(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        AgentError::new(ErrorLayer::Decode, code, message)
+    }
+
+    /// A tool-layer error (also what an executor returns for its own domain errors).
+    pub fn tool(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        AgentError::new(ErrorLayer::Tool, code, message)
+    }
+
+    /// A runtime-layer error.
+    pub fn runtime(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        AgentError::new(ErrorLayer::Runtime, code, message)
+    }
+
+    /// A provider-layer error.
+    pub fn provider(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        AgentError::new(ErrorLayer::Provider, code, message)
+    }
+
+    /// A persistence-layer error.
+    pub fn persistence(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        AgentError::new(ErrorLayer::Persistence, code, message)
+    }
+
+    /// A cancellation.
+    pub fn cancelled(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        AgentError::new(ErrorLayer::Cancelled, code, message)
+    }
+
+    /// The generic failure of an executor (anything that is not a domain error).
+    pub fn execution_failed(message: impl Into<String>) -> Self {
+        AgentError::of(codes::TOOL_EXECUTION_FAILED, message)
+    }
+
+    /// True when this is a cancellation.
+    pub fn is_cancelled(&self) -> bool {
+        self.layer == ErrorLayer::Cancelled
+    }
+
+    /// What the model is shown when this error becomes a tool result: the code and the message,
+    /// without the layer (an operator detail).
+    pub fn to_model_text(&self) -> String {
+        format!("error [{}]: {}", self.code, self.message)
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = AgentError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_are_unique_snake_case() {
+        let mut seen = HashSet::new();
+        for (code, _) in codes::ALL {
+            assert!(seen.insert(*code), "duplicate code {code}");
+            assert!(
+                code.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()),
+                "{code} is not snake_case"
+            );
+            assert!(!code.starts_with('_') && !code.ends_with('_'));
+        }
+    }
+
+    #[test]
+    fn of_takes_the_layer_from_the_table() {
+        let e = AgentError::of(codes::TOOL_CANCELLED, "stop");
+        assert_eq!(e.layer, ErrorLayer::Cancelled);
+        assert_eq!(e.to_string(), "cancelled/tool_cancelled: stop");
+        assert_eq!(AgentError::of(codes::JSON_INVALID, "x").layer, ErrorLayer::Decode);
+    }
+
+    #[test]
+    fn serialises_layer_and_code_as_strings() {
+        let e = AgentError::of(codes::TOOL_NOT_FOUND, "Tool not found: x");
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["layer"], "tool");
+        assert_eq!(v["code"], "tool_not_found");
+    }
+}

@@ -1,0 +1,108 @@
+//! Hooks: one method per lifecycle event, each a no-op by default. A [`HookPipeline`] runs hooks in
+//! registration order; rewrites chain, the first short-circuit wins, and a rewrite may never change
+//! a call id.
+//!
+//! INTERFACE (foundation commit): the trait and action types are fixed here; the pipeline's
+//! behaviour comes with the control-safety issue.
+
+use crate::approval::PendingApprovalBatch;
+use crate::error::AgentError;
+use crate::message::{ChatMessage, ToolCall};
+use crate::provider::{ChatRequest, ModelResponse};
+use crate::state::{AgentState, RunStatus};
+use crate::tool::{ToolDefinition, ToolResult};
+use async_trait::async_trait;
+
+/// Where a hook is called from.
+#[derive(Debug, Clone, Copy)]
+pub struct HookContext<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The run.
+    pub run_id: &'a str,
+    /// The model round (1-based; 0 before the first).
+    pub round: u32,
+}
+
+/// What `before_tool_call` decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeforeToolCall {
+    /// Go on, with the call rewritten (same id) or unchanged (`None`).
+    Proceed(Option<ToolCall>),
+    /// Do not run; the model gets this result instead.
+    Deny(ToolResult),
+    /// Ask the user even where the policy allows (reason shown in the approval dialog).
+    Defer(String),
+    /// End the run now.
+    Abort(String),
+}
+
+/// What `after_tool_call` decides about the result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AfterToolCallAction {
+    /// Keep the result, rewritten or unchanged (`None`).
+    Proceed(Option<ToolResult>),
+    /// Keep the result and end the run after this batch.
+    Stop,
+    /// End the run now.
+    Abort(String),
+}
+
+/// `after_tool_call`'s answer: an action plus messages to inject after the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AfterToolCall {
+    /// The action.
+    pub action: AfterToolCallAction,
+    /// Messages appended to the history after the batch's results.
+    pub inject: Vec<ChatMessage>,
+}
+
+impl Default for AfterToolCall {
+    fn default() -> Self {
+        AfterToolCall { action: AfterToolCallAction::Proceed(None), inject: Vec::new() }
+    }
+}
+
+/// Whether a state save may be skipped (terminal states are persisted regardless).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PersistDecision {
+    /// Save.
+    #[default]
+    Persist,
+    /// Skip this save (ignored for terminal states).
+    Skip,
+}
+
+/// A lifecycle hook. Every method has a no-op default.
+#[async_trait]
+pub trait AgentHook: Send + Sync {
+    /// A run starts.
+    async fn on_run_start(&self, _ctx: &HookContext<'_>) {}
+    /// A request is about to go to the model.
+    async fn before_model_call(&self, _ctx: &HookContext<'_>, _request: &ChatRequest) {}
+    /// The model answered.
+    async fn after_model_response(&self, _ctx: &HookContext<'_>, _response: &ModelResponse) {}
+    /// A call is about to go through approval and the registry.
+    async fn before_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        _definition: Option<&ToolDefinition>,
+    ) -> BeforeToolCall {
+        BeforeToolCall::Proceed(None)
+    }
+    /// A call produced a result (errors included).
+    async fn after_tool_call(&self, _ctx: &HookContext<'_>, _call: &ToolCall, _result: &ToolResult) -> AfterToolCall {
+        AfterToolCall::default()
+    }
+    /// A batch was frozen and persisted.
+    async fn on_approval_required(&self, _ctx: &HookContext<'_>, _batch: &PendingApprovalBatch) {}
+    /// The state is about to be saved.
+    async fn before_persist_state(&self, _ctx: &HookContext<'_>, _state: &AgentState) -> PersistDecision {
+        PersistDecision::Persist
+    }
+    /// The run ended.
+    async fn on_run_end(&self, _ctx: &HookContext<'_>, _status: RunStatus, _final_text: Option<&str>) {}
+    /// The run met an error.
+    async fn on_error(&self, _ctx: &HookContext<'_>, _error: &AgentError) {}
+}

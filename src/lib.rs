@@ -1,0 +1,44 @@
+//! arkagent: the tool-calling core of an LLM agent for HarmonyOS apps.
+//!
+//! An app registers tools (a [`ToolDefinition`] the model sees and a [`ToolExecutor`] that runs in
+//! the app); the runtime asks an OpenAI-compatible model with them, assembles the calls it returns,
+//! runs them through hooks, the approval policy, the registry's checks and the schema, executes
+//! them, feeds the results back, detects loops, persists state crash-safely and stops at a round
+//! limit.
+//!
+//! # Layout
+//! - [`error`]: [`AgentError`] (layer + stable code + message) and the one table of codes.
+//! - [`message`]: conversation messages, tool calls, usage.
+//! - [`json`]: limits for untrusted JSON and the RFC 8785 canonical form.
+//! - [`schema`]: the whitelisted JSON-Schema validator (compiled once per tool).
+//! - [`tool`]: the tool contract and the [`ToolRegistry`].
+//! - [`approval`]: the approval policy and the frozen batch.
+//! - [`hook`]: lifecycle hooks and their pipeline.
+//! - [`loop_detect`]: the loop detector.
+//! - [`state`]: the versioned state, its journal events and the [`StateStore`](state::StateStore).
+//! - [`provider`]: the [`ChatModel`](provider::ChatModel) trait, the OpenAI-compatible client, SSE
+//!   assembly and the scripted model.
+//! - [`agent`]: the run state machine and its driver.
+//! - `napi` (feature `napi`): the binding to ArkTS; adapters only.
+
+pub mod agent;
+pub mod approval;
+pub mod error;
+pub mod hook;
+pub mod json;
+pub mod loop_detect;
+pub mod message;
+pub mod provider;
+pub mod schema;
+pub mod state;
+pub mod tool;
+
+#[cfg(feature = "napi")]
+mod napi;
+
+pub use error::{codes, AgentError, ErrorLayer};
+pub use message::{ChatMessage, ToolCall, Usage};
+pub use tool::{
+    CancellationSignal, ContentPart, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry,
+    ToolResult,
+};

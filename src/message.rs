@@ -1,0 +1,169 @@
+//! Conversation messages and tool calls: the domain types every part shares. Provider wire types
+//! live apart, in `provider`, and convert from these.
+
+use serde::{Deserialize, Serialize};
+
+/// One tool call as the model asked for it. `arguments` is the raw JSON text the model produced:
+/// it is parsed and validated by the registry, never silently replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id; every tool result echoes it.
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The raw arguments text (`{}` for a parameterless call that sent `""`).
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A call with the given id, name and raw arguments.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        ToolCall { id: id.into(), name: name.into(), arguments: arguments.into() }
+    }
+
+    /// The same call (same id) with other arguments.
+    pub fn with_arguments(&self, arguments: impl Into<String>) -> Self {
+        ToolCall { id: self.id.clone(), name: self.name.clone(), arguments: arguments.into() }
+    }
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum ChatMessage {
+    /// Instructions for the model.
+    System {
+        /// The text.
+        content: String,
+    },
+    /// What the user said.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// What the model answered: text, tool calls, or both.
+    Assistant {
+        /// The visible text, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        /// A provider's reasoning text (DeepSeek, Grok), kept so it can be sent back where required.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
+        /// The tool calls, in the order the model gave them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call, paired with its call id.
+    Tool {
+        /// The id of the call this answers.
+        tool_call_id: String,
+        /// The tool's name (some providers want it).
+        name: String,
+        /// The text the model is shown.
+        content: String,
+        /// True when the call failed (the model is told so in `content` too).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage::System { content: content.into() }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage::User { content: content.into() }
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant_text(content: impl Into<String>) -> Self {
+        ChatMessage::Assistant {
+            content: Some(content.into()),
+            reasoning_content: None,
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// The tool calls of an assistant message (empty for every other message).
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        match self {
+            ChatMessage::Assistant { tool_calls, .. } => tool_calls,
+            _ => &[],
+        }
+    }
+
+    /// The call id a tool message answers.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        match self {
+            ChatMessage::Tool { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        }
+    }
+
+    /// The role name as the OpenAI wire format spells it.
+    pub fn role(&self) -> &'static str {
+        match self {
+            ChatMessage::System { .. } => "system",
+            ChatMessage::User { .. } => "user",
+            ChatMessage::Assistant { .. } => "assistant",
+            ChatMessage::Tool { .. } => "tool",
+        }
+    }
+}
+
+/// Token counts reported by a provider (summed over a run in the state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens of the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens of the completion.
+    pub completion_tokens: u64,
+    /// Their total as the provider reports it.
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another report to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens += other.total_tokens;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_serialise_with_role_tags_and_no_empty_fields() {
+        let m = ChatMessage::Assistant {
+            content: None,
+            reasoning_content: None,
+            tool_calls: vec![ToolCall::new("c1", "query_order", "{}")],
+        };
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v["role"], "assistant");
+        assert!(v.get("content").is_none());
+        let back: ChatMessage = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+        let t = ChatMessage::Tool {
+            tool_call_id: "c1".into(),
+            name: "query_order".into(),
+            content: "ok".into(),
+            is_error: false,
+        };
+        assert!(serde_json::to_value(&t).unwrap().get("is_error").is_none());
+    }
+
+    #[test]
+    fn with_arguments_keeps_the_id() {
+        let c = ToolCall::new("c1", "t", "{}");
+        let r = c.with_arguments("{\"a\":1}");
+        assert_eq!(r.id, "c1");
+        assert_eq!(r.arguments, "{\"a\":1}");
+    }
+}

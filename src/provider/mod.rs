@@ -1,0 +1,130 @@
+//! Models: the [`ChatModel`] trait the runtime talks to (so it never depends on HTTP), the request
+//! and response domain types, and the streamed [`ModelEvent`]s.
+//!
+//! INTERFACE (foundation commit): the OpenAI-compatible client, SSE assembly and the scripted model
+//! come with the provider issue.
+
+use crate::error::AgentError;
+use crate::message::{ChatMessage, ToolCall, Usage};
+use crate::tool::ToolDefinition;
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// How the model may use tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// This tool.
+    Function(String),
+}
+
+/// One request to a model.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The conversation so far.
+    pub messages: Arc<[ChatMessage]>,
+    /// The tools of this turn (a registry snapshot).
+    pub tools: Arc<[ToolDefinition]>,
+    /// Tool choice; `None` leaves it out of the request.
+    pub tool_choice: Option<ToolChoice>,
+    /// Sampling temperature; `None` uses the client's default (0.2 when tools are present).
+    pub temperature: Option<f32>,
+    /// Completion token limit.
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request with the messages and tools and every option left to the client.
+    pub fn new(messages: Arc<[ChatMessage]>, tools: Arc<[ToolDefinition]>) -> Self {
+        ChatRequest { messages, tools, tool_choice: None, temperature: None, max_tokens: None }
+    }
+}
+
+/// A whole model answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// Visible text.
+    pub content: Option<String>,
+    /// Reasoning text (DeepSeek, Grok).
+    pub reasoning_content: Option<String>,
+    /// Tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// The provider's finish reason (not trusted to say whether there are tool calls).
+    pub finish_reason: Option<String>,
+    /// Token usage, when reported.
+    pub usage: Option<Usage>,
+}
+
+impl ModelResponse {
+    /// The assistant message for the history.
+    pub fn to_message(&self) -> ChatMessage {
+        ChatMessage::Assistant {
+            content: self.content.clone(),
+            reasoning_content: self.reasoning_content.clone(),
+            tool_calls: self.tool_calls.clone(),
+        }
+    }
+}
+
+/// One event of a streamed answer. A stream ends with exactly one `Finished`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// A piece of visible text.
+    TextDelta(String),
+    /// A piece of reasoning text.
+    ReasoningDelta(String),
+    /// A tool call began (its id and name are known).
+    ToolCallStarted {
+        /// Position of the call in the answer (0-based, normalised).
+        index: usize,
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// A piece of a call's arguments.
+    ToolCallArgumentsDelta {
+        /// Position of the call.
+        index: usize,
+        /// The piece.
+        delta: String,
+    },
+    /// A call is complete.
+    ToolCallFinished {
+        /// Position of the call.
+        index: usize,
+        /// The assembled call.
+        call: ToolCall,
+    },
+    /// Token usage.
+    Usage(Usage),
+    /// The answer is complete.
+    Finished(ModelResponse),
+}
+
+/// A stream of model events.
+pub type ModelEventStream = BoxStream<'static, Result<ModelEvent, AgentError>>;
+
+/// A chat model. Dropping a returned future or stream cancels the request.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// One whole answer.
+    ///
+    /// # Errors
+    /// A provider-layer error.
+    async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError>;
+
+    /// A streamed answer.
+    ///
+    /// # Errors
+    /// A provider-layer error before the stream starts; errors after that come as stream items.
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError>;
+}

@@ -1,0 +1,284 @@
+//! Durable state: the versioned [`AgentState`], the [`StateEvent`]s a run appends to its journal,
+//! and the [`StateStore`] trait.
+//!
+//! INTERFACE (foundation commit): the file store, journal, migrations and recovery come with the
+//! durable-state issue.
+
+use crate::approval::{ApprovalDecision, PendingApprovalBatch};
+use crate::error::AgentError;
+use crate::message::{ChatMessage, Usage};
+use crate::tool::{ReadonlyAgentState, ToolResult};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The schema version this code writes.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Where a session's run stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// No run yet.
+    #[default]
+    Idle,
+    /// A run is going on (or was, when the process died).
+    Running,
+    /// A batch is frozen until the user decides.
+    AwaitingApproval,
+    /// Finished with a final answer (or a stop flag).
+    Completed,
+    /// Cancelled.
+    Cancelled,
+    /// Failed with an error.
+    Failed,
+    /// Ended by the loop detector.
+    LoopDetected,
+    /// Aborted by a hook.
+    Aborted,
+    /// Ended by the round limit.
+    MaxRounds,
+}
+
+impl RunStatus {
+    /// True for the states a run ends in.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, RunStatus::Idle | RunStatus::Running | RunStatus::AwaitingApproval)
+    }
+}
+
+/// What is known about one call of the current batch (for "no tool run twice").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum ToolRunRecord {
+    /// Journaled before the executor ran.
+    Started {
+        /// The tool.
+        name: String,
+    },
+    /// Journaled after, with the result.
+    Finished {
+        /// The tool.
+        name: String,
+        /// The result (errors included).
+        result: ToolResult,
+    },
+}
+
+/// The whole state of one session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentState {
+    /// Schema version ([`SCHEMA_VERSION`] once loaded).
+    pub schema_version: u32,
+    /// The session id.
+    pub session_id: String,
+    /// App metadata.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, Value>,
+    /// The conversation.
+    #[serde(default)]
+    pub messages: Vec<ChatMessage>,
+    /// The run status.
+    #[serde(default)]
+    pub status: RunStatus,
+    /// The current or last run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Model rounds of the current run.
+    #[serde(default)]
+    pub round: u32,
+    /// The frozen batch, while awaiting approval (and while its calls run after approval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approval: Option<PendingApprovalBatch>,
+    /// Calls of the current batch that started or finished, by call id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_runs: BTreeMap<String, ToolRunRecord>,
+    /// The loop detector's window of signatures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loop_window: Vec<String>,
+    /// Token usage summed over the session.
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+impl AgentState {
+    /// A fresh state for a session.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        AgentState {
+            schema_version: SCHEMA_VERSION,
+            session_id: session_id.into(),
+            metadata: BTreeMap::new(),
+            messages: Vec::new(),
+            status: RunStatus::Idle,
+            run_id: None,
+            round: 0,
+            pending_approval: None,
+            tool_runs: BTreeMap::new(),
+            loop_window: Vec::new(),
+            usage: Usage::default(),
+        }
+    }
+
+    /// The view a tool may read.
+    pub fn readonly_view(&self) -> ReadonlyAgentState {
+        ReadonlyAgentState {
+            schema_version: self.schema_version,
+            session_id: self.session_id.clone(),
+            metadata: self.metadata.clone(),
+        }
+    }
+}
+
+/// One journal record: a change to the state. Folding a snapshot's events over it gives the state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum StateEvent {
+    /// A run started (status running, round 0, tool runs cleared).
+    RunStarted {
+        /// The run id.
+        run_id: String,
+    },
+    /// A model round began.
+    RoundStarted {
+        /// The round number.
+        round: u32,
+    },
+    /// A message joined the history.
+    MessageAppended {
+        /// The message.
+        message: ChatMessage,
+    },
+    /// A batch was frozen (status awaiting_approval).
+    ApprovalRequested {
+        /// The batch.
+        batch: PendingApprovalBatch,
+    },
+    /// One pending item was decided.
+    ApprovalDecided {
+        /// The item.
+        approval_id: String,
+        /// Approved or denied.
+        decision: ApprovalDecision,
+        /// The denial reason.
+        deny_reason: Option<String>,
+        /// When.
+        decided_at_ms: u64,
+    },
+    /// The frozen batch was settled (its results are in the history).
+    ApprovalCleared,
+    /// A call is about to run.
+    ToolStarted {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// A call finished.
+    ToolFinished {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// The result.
+        result: ToolResult,
+    },
+    /// The batch's results are in the history; the tool-run records are cleared.
+    BatchCompleted,
+    /// The loop detector's window changed.
+    LoopWindow {
+        /// The window.
+        window: Vec<String>,
+    },
+    /// Usage to add.
+    UsageAdded {
+        /// The usage.
+        usage: Usage,
+    },
+    /// The status changed.
+    StatusChanged {
+        /// The new status.
+        status: RunStatus,
+    },
+    /// App metadata set.
+    MetadataSet {
+        /// Key.
+        key: String,
+        /// Value.
+        value: Value,
+    },
+}
+
+/// Where states live. Usable as `dyn StateStore`.
+#[async_trait]
+pub trait StateStore: Send + Sync {
+    /// Loads a session (snapshot + journal, migrated and repaired); `None` when it does not exist.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io`, `state_corrupt`, `state_version_unsupported`.
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError>;
+
+    /// Durably records events that were applied to `state` (which is the state after them), in one
+    /// sync. The store may fold the journal into a new snapshot of `state` when it sees fit.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io`.
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError>;
+
+    /// Writes a full snapshot of `state` and clears the journal.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io`.
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError>;
+
+    /// Deletes a session; returns whether it existed.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io`.
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError>;
+}
+
+impl AgentState {
+    /// Applies one journal event. The runtime applies each event to its in-memory state and commits
+    /// the same events; loading folds the journal with this very function, so both agree.
+    pub fn apply(&mut self, event: &StateEvent) {
+        match event {
+            StateEvent::RunStarted { run_id } => {
+                self.run_id = Some(run_id.clone());
+                self.status = RunStatus::Running;
+                self.round = 0;
+                self.tool_runs.clear();
+            }
+            StateEvent::RoundStarted { round } => self.round = *round,
+            StateEvent::MessageAppended { message } => self.messages.push(message.clone()),
+            StateEvent::ApprovalRequested { batch } => {
+                self.pending_approval = Some(batch.clone());
+                self.status = RunStatus::AwaitingApproval;
+            }
+            StateEvent::ApprovalDecided { approval_id, decision, deny_reason, decided_at_ms } => {
+                if let Some(batch) = self.pending_approval.as_mut() {
+                    if let Some(item) = batch.items.iter_mut().find(|i| &i.approval_id == approval_id) {
+                        item.decision = *decision;
+                        item.deny_reason = deny_reason.clone();
+                        item.decided_at_ms = Some(*decided_at_ms);
+                    }
+                }
+            }
+            StateEvent::ApprovalCleared => self.pending_approval = None,
+            StateEvent::ToolStarted { call_id, name } => {
+                self.tool_runs.insert(call_id.clone(), ToolRunRecord::Started { name: name.clone() });
+            }
+            StateEvent::ToolFinished { call_id, name, result } => {
+                self.tool_runs
+                    .insert(call_id.clone(), ToolRunRecord::Finished { name: name.clone(), result: result.clone() });
+            }
+            StateEvent::BatchCompleted => self.tool_runs.clear(),
+            StateEvent::LoopWindow { window } => self.loop_window = window.clone(),
+            StateEvent::UsageAdded { usage } => self.usage.add(usage),
+            StateEvent::StatusChanged { status } => self.status = *status,
+            StateEvent::MetadataSet { key, value } => {
+                self.metadata.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! What an executor may see besides its arguments: the session id, a read-only view of the state,
+//! the batch id, a cancellation signal and a whitelist of services. There is no API key here and no
+//! global "current context": everything a tool can reach is in this type.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// The part of the agent state a tool may read: schema version, session id and metadata.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadonlyAgentState {
+    /// The state's schema version.
+    pub schema_version: u32,
+    /// The session id.
+    pub session_id: String,
+    /// App metadata of the session.
+    pub metadata: BTreeMap<String, Value>,
+}
+
+/// A cancellation signal shared by the runtime, the executors and the HTTP stream. Cloning shares it.
+#[derive(Debug, Clone, Default)]
+pub struct CancellationSignal {
+    token: CancellationToken,
+    // A std Mutex: held only to copy a short string, never across an await.
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl CancellationSignal {
+    /// A signal that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels, with a reason (the first reason wins).
+    pub fn cancel(&self, reason: impl Into<String>) {
+        {
+            let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+            if r.is_none() {
+                *r = Some(reason.into());
+            }
+        }
+        self.token.cancel();
+    }
+
+    /// True once cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// The reason given to [`cancel`](Self::cancel).
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Completes when cancelled.
+    pub async fn cancelled(&self) {
+        self.token.cancelled().await
+    }
+
+    /// A child signal: cancelled when this one is, and cancellable on its own without affecting
+    /// this one (used per tool call and per sub-agent).
+    pub fn child(&self) -> CancellationSignal {
+        let child = CancellationSignal { token: self.token.child_token(), reason: Arc::default() };
+        if self.is_cancelled() {
+            if let Some(r) = self.reason() {
+                child.cancel(r);
+            }
+        }
+        child
+    }
+
+    /// The underlying token (for `tokio::select!` in drivers).
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+/// A service an app offers to its tools (a database handle, an HTTP client of its own...).
+pub trait ToolService: Send + Sync + 'static {
+    /// The id tools look the service up by.
+    fn service_id(&self) -> &str;
+    /// For downcasting to the concrete type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A fixed whitelist of services, not a service locator: only what the app registered is there.
+#[derive(Default, Clone)]
+pub struct ToolServiceRegistry {
+    services: HashMap<String, Arc<dyn ToolService>>,
+}
+
+impl ToolServiceRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a service; returns false (and keeps the first) when the id is taken.
+    pub fn register(&mut self, service: Arc<dyn ToolService>) -> bool {
+        let id = service.service_id().to_string();
+        if self.services.contains_key(&id) {
+            return false;
+        }
+        self.services.insert(id, service);
+        true
+    }
+
+    /// The service with this id.
+    pub fn get(&self, service_id: &str) -> Option<Arc<dyn ToolService>> {
+        self.services.get(service_id).cloned()
+    }
+
+    /// The registered ids, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.services.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
+
+impl std::fmt::Debug for ToolServiceRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolServiceRegistry").field("ids", &self.ids()).finish()
+    }
+}
+
+/// The explicit context handed to an executor.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The session id.
+    pub session_id: String,
+    /// Read-only state view.
+    pub state: Arc<ReadonlyAgentState>,
+    /// Shared by every call of one batch (for log correlation).
+    pub batch_call_id: String,
+    /// The id of this call.
+    pub call_id: String,
+    /// Cancellation: executors should check it and stop cooperatively.
+    pub signal: CancellationSignal,
+    /// The app's services.
+    pub services: Arc<ToolServiceRegistry>,
+}
+
+impl ToolContext {
+    /// A context for tests and simple uses: fresh signal, no services.
+    pub fn detached(session_id: impl Into<String>, call_id: impl Into<String>) -> Self {
+        let session_id = session_id.into();
+        ToolContext {
+            state: Arc::new(ReadonlyAgentState {
+                schema_version: crate::state::SCHEMA_VERSION,
+                session_id: session_id.clone(),
+                metadata: BTreeMap::new(),
+            }),
+            session_id,
+            batch_call_id: String::new(),
+            call_id: call_id.into(),
+            signal: CancellationSignal::new(),
+            services: Arc::new(ToolServiceRegistry::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Db;
+    impl ToolService for Db {
+        fn service_id(&self) -> &str {
+            "db"
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    #[test]
+    fn duplicate_service_ids_are_refused() {
+        let mut s = ToolServiceRegistry::new();
+        assert!(s.register(Arc::new(Db)));
+        assert!(!s.register(Arc::new(Db)));
+        assert!(s.get("db").unwrap().as_any().downcast_ref::<Db>().is_some());
+        assert!(s.get("anything").is_none());
+    }
+
+    #[test]
+    fn child_signal_follows_parent_not_the_reverse() {
+        let parent = CancellationSignal::new();
+        let child = parent.child();
+        child.cancel("only me");
+        assert!(!parent.is_cancelled());
+        let child2 = parent.child();
+        parent.cancel("all");
+        assert!(child2.is_cancelled());
+        assert_eq!(parent.reason().as_deref(), Some("all"));
+    }
+}

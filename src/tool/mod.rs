@@ -1,0 +1,44 @@
+//! The tool contract (definition + executor, context, result) and the registry that checks and
+//! dispatches calls.
+
+mod context;
+mod definition;
+mod registry;
+mod result;
+
+pub use context::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry};
+pub use definition::{RiskLevel, ToolDefinition};
+pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};
+pub use result::{ContentPart, ToolResult};
+
+use crate::error::AgentError;
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+/// The app's half of a tool: runs a call whose arguments already passed the registry's gates.
+///
+/// Return `Ok` with a result (set `is_error` for a failure the model should see), or `Err` with a
+/// domain [`AgentError`]: its code passes through unchanged. A panic becomes
+/// `tool_execution_failed`.
+#[async_trait]
+pub trait ToolExecutor: Send + Sync {
+    /// Runs one call.
+    ///
+    /// # Errors
+    /// A domain error of the tool, which reaches the model as an `is_error` result with its code.
+    async fn execute(&self, arguments: Map<String, Value>, context: ToolContext) -> Result<ToolResult, AgentError>;
+}
+
+/// An executor made from an async closure, for Rust tools and tests.
+pub struct FnExecutor<F>(pub F);
+
+#[async_trait]
+impl<F, Fut> ToolExecutor for FnExecutor<F>
+where
+    F: Fn(Map<String, Value>, ToolContext) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<ToolResult, AgentError>> + Send,
+{
+    async fn execute(&self, arguments: Map<String, Value>, context: ToolContext) -> Result<ToolResult, AgentError> {
+        (self.0)(arguments, context).await
+    }
+}

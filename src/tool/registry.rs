@@ -1,0 +1,271 @@
+//! The registry: three checks at registration (name not empty, name unique, schema compiles) and
+//! four gates before an executor runs (registered, arguments parse as a JSON object, schema,
+//! not cancelled). A per-turn [`ToolSnapshot`] makes the schema the model saw the schema that runs.
+
+use super::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
+use crate::error::{codes, AgentError};
+use crate::json::JsonLimits;
+use crate::message::ToolCall;
+use crate::schema::CompiledSchema;
+use futures_util::FutureExt;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+/// A registered tool: its definition, its compiled schema and its executor.
+pub struct RegisteredTool {
+    /// The definition the model sees.
+    pub definition: ToolDefinition,
+    /// The parameters schema, compiled once at registration.
+    pub schema: CompiledSchema,
+    /// The executor.
+    pub executor: Arc<dyn ToolExecutor>,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool").field("definition", &self.definition).finish_non_exhaustive()
+    }
+}
+
+/// The tools of an agent, in registration order.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<RegisteredTool>>,
+    limits: JsonLimits,
+    // A std Mutex: only guards a cached Arc, never held across an await.
+    snapshot: Mutex<Option<ToolSnapshot>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry").field("names", &self.names()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry with the default input limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty registry with the given limits for tool-call arguments.
+    pub fn with_limits(limits: JsonLimits) -> Self {
+        ToolRegistry { limits, ..Self::default() }
+    }
+
+    /// The argument limits.
+    pub fn limits(&self) -> JsonLimits {
+        self.limits
+    }
+
+    /// Registers a tool after the three checks, in order: the name is not blank, the name is not
+    /// taken, the schema compiles.
+    ///
+    /// # Errors
+    /// `tool_name_empty`, `tool_name_duplicate`, or the `schema_*` error of the schema.
+    pub fn register(&mut self, definition: ToolDefinition, executor: Arc<dyn ToolExecutor>) -> Result<(), AgentError> {
+        if definition.name.trim().is_empty() {
+            return Err(AgentError::of(codes::TOOL_NAME_EMPTY, "Tool name must not be empty"));
+        }
+        if self.position(&definition.name).is_some() {
+            return Err(AgentError::of(
+                codes::TOOL_NAME_DUPLICATE,
+                format!("Tool already registered: {}", definition.name),
+            ));
+        }
+        let schema = CompiledSchema::compile(&definition.parameters)?;
+        self.insert(Arc::new(RegisteredTool { definition, schema, executor }));
+        Ok(())
+    }
+
+    fn insert(&mut self, tool: Arc<RegisteredTool>) {
+        self.tools.push(tool);
+        self.invalidate();
+    }
+
+    fn invalidate(&mut self) {
+        *self.snapshot.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        self.tools.iter().position(|t| t.definition.name == name)
+    }
+
+    /// Removes a tool; returns whether it was there.
+    pub fn unregister(&mut self, name: &str) -> bool {
+        match self.position(name) {
+            Some(i) => {
+                self.tools.remove(i);
+                self.invalidate();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Copies every tool into `target` (the executors are shared, not cloned).
+    ///
+    /// # Errors
+    /// `tool_name_duplicate` when `target` already has one of the names; `target` is then unchanged.
+    pub fn copy_into(&self, target: &mut ToolRegistry) -> Result<(), AgentError> {
+        self.copy_into_excluding(target, &[])
+    }
+
+    /// Copies every tool except the named ones into `target` (used to build a worker agent's
+    /// registry without `delegate_task`).
+    ///
+    /// # Errors
+    /// `tool_name_duplicate` when `target` already has one of the names; `target` is then unchanged.
+    pub fn copy_into_excluding(&self, target: &mut ToolRegistry, excluded: &[&str]) -> Result<(), AgentError> {
+        let chosen: Vec<&Arc<RegisteredTool>> =
+            self.tools.iter().filter(|t| !excluded.contains(&t.definition.name.as_str())).collect();
+        if let Some(dup) = chosen.iter().find(|t| target.position(&t.definition.name).is_some()) {
+            return Err(AgentError::of(
+                codes::TOOL_NAME_DUPLICATE,
+                format!("Tool already registered: {}", dup.definition.name),
+            ));
+        }
+        for t in chosen {
+            target.insert(Arc::clone(t));
+        }
+        Ok(())
+    }
+
+    /// The registered names, in registration order.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.definition.name.clone()).collect()
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The definition of a tool.
+    pub fn definition(&self, name: &str) -> Option<&ToolDefinition> {
+        self.position(name).map(|i| &self.tools[i].definition)
+    }
+
+    /// An immutable view of the tools as they are now. Cheap: cached until the registry changes.
+    pub fn snapshot(&self) -> ToolSnapshot {
+        let mut cached = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = cached.as_ref() {
+            return s.clone();
+        }
+        let s = ToolSnapshot::new(self.tools.clone(), self.limits);
+        *cached = Some(s.clone());
+        s
+    }
+}
+
+struct SnapshotInner {
+    tools: Vec<Arc<RegisteredTool>>,
+    index: HashMap<String, usize>,
+    definitions: Arc<[ToolDefinition]>,
+    limits: JsonLimits,
+}
+
+/// The tools of one turn: what is sent to the model and what runs its calls.
+#[derive(Clone)]
+pub struct ToolSnapshot {
+    inner: Arc<SnapshotInner>,
+}
+
+impl std::fmt::Debug for ToolSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSnapshot").field("tools", &self.inner.tools.len()).finish()
+    }
+}
+
+impl ToolSnapshot {
+    fn new(tools: Vec<Arc<RegisteredTool>>, limits: JsonLimits) -> Self {
+        let index = tools.iter().enumerate().map(|(i, t)| (t.definition.name.clone(), i)).collect();
+        let definitions: Arc<[ToolDefinition]> = tools.iter().map(|t| t.definition.clone()).collect();
+        ToolSnapshot { inner: Arc::new(SnapshotInner { tools, index, definitions, limits }) }
+    }
+
+    /// The definitions, in registration order (what the model is sent).
+    pub fn definitions(&self) -> &Arc<[ToolDefinition]> {
+        &self.inner.definitions
+    }
+
+    /// A registered tool.
+    pub fn get(&self, name: &str) -> Option<&Arc<RegisteredTool>> {
+        self.inner.index.get(name).map(|&i| &self.inner.tools[i])
+    }
+
+    /// The definition of a tool.
+    pub fn definition(&self, name: &str) -> Option<&ToolDefinition> {
+        self.get(name).map(|t| &t.definition)
+    }
+
+    /// Gates one to three: the tool is registered, its arguments parse as a JSON object within the
+    /// limits, and they satisfy the schema.
+    ///
+    /// # Errors
+    /// `tool_not_found`, a `json_*` decode error, or a `tool_argument_*` error.
+    pub fn prepare(&self, call: &ToolCall) -> Result<PreparedCall, AgentError> {
+        let tool = self
+            .get(&call.name)
+            .ok_or_else(|| AgentError::of(codes::TOOL_NOT_FOUND, format!("Tool not found: {}", call.name)))?;
+        let arguments = tool.schema.parse_and_validate(&call.arguments, &self.inner.limits)?;
+        Ok(PreparedCall { tool: Arc::clone(tool), arguments })
+    }
+
+    /// All four gates, then the executor.
+    ///
+    /// # Errors
+    /// Any gate's error, `tool_cancelled`, the executor's domain error, or `tool_execution_failed`.
+    pub async fn execute(&self, call: &ToolCall, context: ToolContext) -> Result<ToolResult, AgentError> {
+        self.prepare(call)?.run(context).await
+    }
+}
+
+/// A call that passed gates one to three.
+#[derive(Debug)]
+pub struct PreparedCall {
+    /// The tool.
+    pub tool: Arc<RegisteredTool>,
+    /// The validated arguments.
+    pub arguments: Map<String, Value>,
+}
+
+impl PreparedCall {
+    /// Gate four (not cancelled), then the executor; a panic becomes `tool_execution_failed`.
+    ///
+    /// # Errors
+    /// `tool_cancelled`, the executor's domain error, or `tool_execution_failed`.
+    pub async fn run(self, context: ToolContext) -> Result<ToolResult, AgentError> {
+        if context.signal.is_cancelled() {
+            return Err(cancelled_error(&context.signal));
+        }
+        let fut = self.tool.executor.execute(self.arguments, context);
+        match AssertUnwindSafe(fut).catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => Err(AgentError::execution_failed(panic_message(&panic))),
+        }
+    }
+}
+
+/// The `tool_cancelled` error for a cancelled signal.
+pub(crate) fn cancelled_error(signal: &CancellationSignal) -> AgentError {
+    AgentError::of(codes::TOOL_CANCELLED, signal.reason().unwrap_or_else(|| "Tool cancelled".to_string()))
+}
+
+/// The text of a caught panic.
+pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        format!("executor panicked: {s}")
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        format!("executor panicked: {s}")
+    } else {
+        "executor panicked".to_string()
+    }
+}

@@ -1,0 +1,124 @@
+//! What a tool returns: content parts, and the error and stop flags.
+
+use crate::error::AgentError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One part of a tool's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A JSON value (sent to the model as compact JSON text).
+    Json {
+        /// The value.
+        value: Value,
+    },
+}
+
+impl ContentPart {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentPart::Text { text: text.into() }
+    }
+
+    /// A JSON part.
+    pub fn json(value: Value) -> Self {
+        ContentPart::Json { value }
+    }
+}
+
+/// The result of one tool call. Errors are results too (`is_error`), so the model can change course.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The output parts.
+    pub contents: Vec<ContentPart>,
+    /// True when the call failed; never dress a failure up as success.
+    #[serde(default)]
+    pub is_error: bool,
+    /// True when the run should end after this batch.
+    #[serde(default)]
+    pub stop: bool,
+    /// Free-form data for the app (not shown to the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl ToolResult {
+    /// A successful result with one text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolResult { contents: vec![ContentPart::text(text)], is_error: false, stop: false, metadata: None }
+    }
+
+    /// A successful result with one JSON part.
+    pub fn json(value: Value) -> Self {
+        ToolResult { contents: vec![ContentPart::json(value)], is_error: false, stop: false, metadata: None }
+    }
+
+    /// A failed result with one text part.
+    pub fn error_text(text: impl Into<String>) -> Self {
+        ToolResult { contents: vec![ContentPart::text(text)], is_error: true, stop: false, metadata: None }
+    }
+
+    /// The result the model sees for an error (its code and message).
+    pub fn from_error(error: &AgentError) -> Self {
+        let mut r = ToolResult::error_text(error.to_model_text());
+        let mut meta = Map::new();
+        meta.insert("code".into(), Value::String(error.code.to_string()));
+        meta.insert("layer".into(), Value::String(error.layer.as_str().to_string()));
+        r.metadata = Some(meta);
+        r
+    }
+
+    /// The same result with the stop flag set.
+    pub fn with_stop(mut self, stop: bool) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// The text the model is shown: text parts as they are, JSON parts as compact JSON, joined by
+    /// newlines.
+    pub fn to_model_text(&self) -> String {
+        let mut out = String::new();
+        for (i, part) in self.contents.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            match part {
+                ContentPart::Text { text } => out.push_str(text),
+                ContentPart::Json { value } => out.push_str(&value.to_string()),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::codes;
+    use serde_json::json;
+
+    #[test]
+    fn model_text_joins_parts() {
+        let r = ToolResult {
+            contents: vec![ContentPart::text("a"), ContentPart::json(json!({"b":1}))],
+            is_error: false,
+            stop: false,
+            metadata: None,
+        };
+        assert_eq!(r.to_model_text(), "a\n{\"b\":1}");
+    }
+
+    #[test]
+    fn error_results_carry_the_code() {
+        let r = ToolResult::from_error(&AgentError::of(codes::TOOL_NOT_FOUND, "Tool not found: x"));
+        assert!(r.is_error);
+        assert_eq!(r.to_model_text(), "error [tool_not_found]: Tool not found: x");
+        assert_eq!(r.metadata.unwrap()["code"], "tool_not_found");
+    }
+}
