@@ -1,16 +1,28 @@
-//! Untrusted JSON: input limits (depth, size) and the RFC 8785 canonical form (JCS).
+//! Untrusted JSON: input limits (depth, size), a depth-limited parser, and the RFC 8785 canonical
+//! form (JCS) used for loop signatures.
 //!
-//! PLACEHOLDER (foundation commit): limits are checked naively and `canonicalize` is not yet JCS.
-//! The core issue replaces both.
+//! Owns: [`JsonLimits`], [`parse_object`], [`parse_value`], [`canonicalize`],
+//! [`canonicalize_str`] and the ECMAScript number formatting they need ([`format_number`]).
+//!
+//! Depth is counted in containers: the root object is depth 1, an object inside it depth 2, and so
+//! on. The parser checks the depth as it descends, so a 10,000-deep input fails at the limit without
+//! growing the stack, and the size is checked before any parsing, so a 100 MB input costs nothing.
+//! serde_json's own recursion guard (128 levels) stays in place as a second fence: a limit above it
+//! still ends in `json_too_deep`, never in a stack overflow.
 
-use crate::error::{codes, AgentError};
+mod jcs;
+mod parse;
+
+pub use jcs::{canonicalize, canonicalize_str, format_number};
+pub use parse::{parse_object, parse_value};
+
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 /// Limits for untrusted JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JsonLimits {
-    /// Maximum nesting depth (default 64).
+    /// Maximum nesting depth in containers (default 64). serde_json refuses more than 128 levels
+    /// whatever this says.
     pub max_depth: usize,
     /// Maximum size in bytes (default 1 MiB).
     pub max_bytes: usize,
@@ -20,24 +32,4 @@ impl Default for JsonLimits {
     fn default() -> Self {
         JsonLimits { max_depth: 64, max_bytes: 1024 * 1024 }
     }
-}
-
-/// Parses text that must be a JSON object, within the limits.
-///
-/// # Errors
-/// `json_too_large`, `json_too_deep`, `json_invalid`, `json_not_object`.
-pub fn parse_object(text: &str, limits: &JsonLimits) -> Result<Map<String, Value>, AgentError> {
-    if text.len() > limits.max_bytes {
-        return Err(AgentError::of(codes::JSON_TOO_LARGE, "arguments too large"));
-    }
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(AgentError::of(codes::JSON_NOT_OBJECT, "arguments must be a JSON object")),
-        Err(e) => Err(AgentError::of(codes::JSON_INVALID, e.to_string())),
-    }
-}
-
-/// The canonical JSON text of a value (RFC 8785).
-pub fn canonicalize(value: &Value) -> String {
-    value.to_string()
 }

@@ -1,0 +1,226 @@
+//! The depth-limited parser behind [`parse_object`] and [`parse_value`], and the shared pieces the
+//! schema's one-pass validator reuses: the depth counter and the mapping of serde_json errors to
+//! `json_*` codes.
+
+use super::JsonLimits;
+use crate::error::{codes, AgentError};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+use std::fmt;
+
+/// Counts container depth while parsing and remembers whether the limit stopped the parse.
+#[derive(Debug)]
+pub(crate) struct Depth {
+    max: usize,
+    current: usize,
+    exceeded: bool,
+}
+
+impl Depth {
+    pub(crate) fn new(max: usize) -> Self {
+        Depth { max, current: 0, exceeded: false }
+    }
+
+    /// Enters a container; fails (and remembers why) past the limit.
+    #[inline]
+    pub(crate) fn enter<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        self.current += 1;
+        if self.current > self.max {
+            self.exceeded = true;
+            return Err(E::custom("nesting deeper than the limit"));
+        }
+        Ok(())
+    }
+
+    /// Leaves a container.
+    #[inline]
+    pub(crate) fn leave(&mut self) {
+        self.current -= 1;
+    }
+
+    pub(crate) fn exceeded(&self) -> bool {
+        self.exceeded
+    }
+}
+
+/// `json_too_large` when the text is longer than the limit.
+pub(crate) fn check_size(text: &str, limits: &JsonLimits) -> Result<(), AgentError> {
+    if text.len() > limits.max_bytes {
+        return Err(AgentError::of(
+            codes::JSON_TOO_LARGE,
+            format!("JSON text of {} bytes exceeds the limit of {} bytes", text.len(), limits.max_bytes),
+        ));
+    }
+    Ok(())
+}
+
+/// Maps a serde_json error to `json_too_deep` (our limit or serde_json's recursion guard) or
+/// `json_invalid`.
+pub(crate) fn decode_error(error: serde_json::Error, depth: &Depth, limits: &JsonLimits) -> AgentError {
+    let text = error.to_string();
+    if depth.exceeded() || text.starts_with("recursion limit exceeded") {
+        AgentError::of(
+            codes::JSON_TOO_DEEP,
+            format!("JSON nests deeper than the limit of {} levels", limits.max_depth.min(128)),
+        )
+    } else {
+        AgentError::of(codes::JSON_INVALID, format!("invalid JSON: {text}"))
+    }
+}
+
+/// Runs a seed over the whole text, refusing trailing characters. The caller checks the size
+/// first and maps the error with [`decode_error`].
+pub(crate) fn deserialize_all<'de, S>(text: &'de str, seed: S) -> Result<S::Value, serde_json::Error>
+where
+    S: DeserializeSeed<'de, Value: 'de>,
+{
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = seed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+/// Parses text that must be a JSON object, within the limits.
+///
+/// # Errors
+/// `json_too_large` (checked first, before any parsing), `json_invalid`, `json_too_deep`,
+/// `json_not_object`.
+pub fn parse_object(text: &str, limits: &JsonLimits) -> Result<Map<String, Value>, AgentError> {
+    match parse_value(text, limits)? {
+        Value::Object(m) => Ok(m),
+        other => Err(AgentError::of(
+            codes::JSON_NOT_OBJECT,
+            format!("arguments must be a JSON object, not {}", kind_name(&other)),
+        )),
+    }
+}
+
+/// Parses any JSON value within the limits.
+///
+/// # Errors
+/// `json_too_large`, `json_invalid`, `json_too_deep`.
+pub fn parse_value(text: &str, limits: &JsonLimits) -> Result<Value, AgentError> {
+    check_size(text, limits)?;
+    let mut depth = Depth::new(limits.max_depth);
+    deserialize_all(text, PlainSeed { depth: &mut depth }).map_err(|e| decode_error(e, &depth, limits))
+}
+
+/// The JSON type name of a value, as JSON Schema spells it (`integer` is not distinguished here).
+pub(crate) fn kind_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Builds a [`Value`] like serde_json does, counting depth.
+pub(crate) struct PlainSeed<'a> {
+    pub(crate) depth: &'a mut Depth,
+}
+
+impl<'de> DeserializeSeed<'de> for PlainSeed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PlainSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.depth.enter()?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(PlainSeed { depth: &mut *self.depth })? {
+            items.push(item);
+        }
+        self.depth.leave();
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.depth.enter()?;
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(PlainSeed { depth: &mut *self.depth })?;
+            out.insert(key, value);
+        }
+        self.depth.leave();
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn depth_is_counted_in_containers() {
+        let limits = JsonLimits { max_depth: 3, max_bytes: 1 << 20 };
+        assert!(parse_value(&nested(3), &limits).is_ok());
+        assert_eq!(parse_value(&nested(4), &limits).unwrap_err().code, codes::JSON_TOO_DEEP);
+        assert!(parse_value("[1, {\"a\": [2]}]", &limits).is_ok());
+        assert_eq!(parse_value("[1, {\"a\": [[2]]}]", &limits).unwrap_err().code, codes::JSON_TOO_DEEP);
+    }
+
+    #[test]
+    fn serde_json_guard_also_maps_to_too_deep() {
+        let limits = JsonLimits { max_depth: 100_000, max_bytes: 1 << 20 };
+        assert_eq!(parse_value(&nested(5_000), &limits).unwrap_err().code, codes::JSON_TOO_DEEP);
+    }
+
+    #[test]
+    fn object_errors_in_gate_order() {
+        let l = JsonLimits::default();
+        assert_eq!(parse_object("[1,2", &l).unwrap_err().code, codes::JSON_INVALID);
+        assert_eq!(parse_object("[1,2]", &l).unwrap_err().code, codes::JSON_NOT_OBJECT);
+        assert_eq!(parse_object("{} x", &l).unwrap_err().code, codes::JSON_INVALID);
+        assert_eq!(parse_object("", &l).unwrap_err().code, codes::JSON_INVALID);
+        assert_eq!(parse_object("{\"a\":1,\"a\":2}", &l).unwrap()["a"], 2);
+    }
+}
