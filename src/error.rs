@@ -150,6 +150,8 @@ error_codes! {
     TOOL_ARGUMENT_UNIQUE_ITEMS = "tool_argument_unique_items" => Tool;
     /// A value that matches none of `anyOf`.
     TOOL_ARGUMENT_ANY_OF = "tool_argument_any_of" => Tool;
+    /// A value where the schema is `false` (a property or item that must not be there).
+    TOOL_ARGUMENT_NOT_ALLOWED = "tool_argument_not_allowed" => Tool;
     /// Several violations at once (the "collect all" validation mode); the message lists them.
     TOOL_ARGUMENTS_INVALID = "tool_arguments_invalid" => Tool;
     /// The executor failed (an error that is not a domain error, or a panic).

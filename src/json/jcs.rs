@@ -140,7 +140,6 @@ fn write_string(s: &str, out: &mut String) {
 
 /// The shortest decimal that round-trips to `x` (x finite, not zero): `(digits, exponent)` with
 /// `|x| = digits * 10^exponent` and no trailing zero in `digits`.
-#[allow(dead_code)] // used by the schema validator (multipleOf)
 pub(crate) fn shortest_decimal(x: f64) -> (u64, i32) {
     let (digits, n) = shortest_digits(x.abs());
     let mut m: u64 = 0;

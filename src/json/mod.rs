@@ -13,7 +13,9 @@
 mod jcs;
 mod parse;
 
+pub(crate) use jcs::shortest_decimal;
 pub use jcs::{canonicalize, canonicalize_str, format_number};
+pub(crate) use parse::{check_size, decode_error, deserialize_all, kind_name, Depth, PlainSeed};
 pub use parse::{parse_object, parse_value};
 
 use serde::{Deserialize, Serialize};

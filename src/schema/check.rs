@@ -1,0 +1,312 @@
+//! Checking values against the compiled tree: the violations, the sink that collects them (first
+//! only, or all), and the keyword checks shared by the walker over a finished [`Value`] and the
+//! one-pass validator that checks while parsing.
+
+use super::compile::{ty, Additional, Node, Schema};
+use super::num::{json_eq, json_hash, FxBuild, Num};
+use super::path::Path;
+use crate::error::{codes, AgentError};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// One way a value breaks its schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The `tool_argument_*` code.
+    pub code: &'static str,
+    /// Where, as `$.items[0].name`.
+    pub path: String,
+    /// What is wrong, for the model (starts with or contains the path).
+    pub message: String,
+}
+
+impl Violation {
+    /// The violation as a tool-layer [`AgentError`].
+    pub fn to_error(&self) -> AgentError {
+        AgentError::of(self.code, self.message.clone())
+    }
+}
+
+/// Collects violations: stops at the first unless `all`.
+pub(crate) struct Sink {
+    pub(crate) all: bool,
+    pub(crate) found: Vec<Violation>,
+}
+
+impl Sink {
+    pub(crate) fn new(all: bool) -> Self {
+        Sink { all, found: Vec::new() }
+    }
+
+    /// True once nothing more needs checking (first-error mode and one was found).
+    #[inline]
+    pub(crate) fn done(&self) -> bool {
+        !self.all && !self.found.is_empty()
+    }
+
+    pub(crate) fn push(&mut self, code: &'static str, path: &Path<'_>, message: impl FnOnce(&str) -> String) {
+        let path = path.render();
+        let message = message(&path);
+        self.found.push(Violation { code, path, message });
+    }
+
+    pub(crate) fn type_mismatch(&mut self, node: &Node, path: &Path<'_>) {
+        self.push(codes::TOOL_ARGUMENT_TYPE_MISMATCH, path, |p| format!("{p} must be {}", node.type_text));
+    }
+
+    pub(crate) fn never(&mut self, path: &Path<'_>) {
+        self.push(codes::TOOL_ARGUMENT_NOT_ALLOWED, path, |p| {
+            format!("{p} is not allowed here (its schema is false)")
+        });
+    }
+
+    pub(crate) fn additional(&mut self, path: &Path<'_>) {
+        self.push(codes::TOOL_ARGUMENT_ADDITIONAL_PROPERTY, path, |p| {
+            format!("{p} is not an allowed property")
+        });
+    }
+}
+
+/// Type bit test for a container or string/bool/null value (numbers use [`number_type_ok`]).
+#[inline]
+pub(crate) fn kind_ok(types: u8, bit: u8) -> bool {
+    types == 0 || types & bit != 0
+}
+
+#[inline]
+pub(crate) fn number_type_ok(types: u8, n: Num) -> bool {
+    types == 0 || types & ty::NUMBER != 0 || (types & ty::INTEGER != 0 && n.is_integer())
+}
+
+pub(crate) fn type_ok(types: u8, value: &Value) -> bool {
+    match value {
+        Value::Null => kind_ok(types, ty::NULL),
+        Value::Bool(_) => kind_ok(types, ty::BOOLEAN),
+        Value::Object(_) => kind_ok(types, ty::OBJECT),
+        Value::Array(_) => kind_ok(types, ty::ARRAY),
+        Value::String(_) => kind_ok(types, ty::STRING),
+        Value::Number(n) => number_type_ok(types, Num::of(n)),
+    }
+}
+
+/// Checks a finished value against a schema.
+pub(crate) fn check(schema: &Schema, value: &Value, path: &Path<'_>, sink: &mut Sink) {
+    match schema {
+        Schema::Any => {}
+        Schema::Never => sink.never(path),
+        Schema::Node(node) => check_node(node, value, path, sink),
+    }
+}
+
+fn check_node(node: &Node, value: &Value, path: &Path<'_>, sink: &mut Sink) {
+    if !type_ok(node.types, value) {
+        sink.type_mismatch(node, path);
+        return;
+    }
+    match value {
+        Value::Object(map) if node.object_checks => {
+            for (key, child) in map {
+                let child_path = path.key(key);
+                match node.properties.find(key) {
+                    Some(i) => check(&node.properties.entries[i].1, child, &child_path, sink),
+                    None => match &node.additional {
+                        Additional::Any => {}
+                        Additional::Deny => sink.additional(&child_path),
+                        Additional::Schema(s) => check(s, child, &child_path, sink),
+                    },
+                }
+                if sink.done() {
+                    return;
+                }
+            }
+            check_required(node, map, path, sink);
+        }
+        Value::Array(items) if node.array_checks => {
+            if let Some(item_schema) = &node.items {
+                for (i, item) in items.iter().enumerate() {
+                    check(item_schema, item, &path.index(i), sink);
+                    if sink.done() {
+                        return;
+                    }
+                }
+            }
+            check_array(node, items, path, sink);
+        }
+        Value::String(s) if node.string_checks => check_string(node, s, path, sink),
+        Value::Number(n) if node.number_checks => check_number(node, Num::of(n), path, sink),
+        _ => {}
+    }
+    if node.value_checks && !sink.done() {
+        check_value(node, value, path, sink);
+    }
+}
+
+/// `required`, against a finished object.
+pub(crate) fn check_required(node: &Node, map: &Map<String, Value>, path: &Path<'_>, sink: &mut Sink) {
+    for name in node.required.iter() {
+        if !map.contains_key(&**name) {
+            missing(name, path, sink);
+            if sink.done() {
+                return;
+            }
+        }
+    }
+}
+
+pub(crate) fn missing(name: &str, path: &Path<'_>, sink: &mut Sink) {
+    sink.push(codes::TOOL_ARGUMENT_REQUIRED, &path.key(name), |p| format!("Missing required argument: {p}"));
+}
+
+/// `minItems`, `maxItems`, `uniqueItems`.
+pub(crate) fn check_array(node: &Node, items: &[Value], path: &Path<'_>, sink: &mut Sink) {
+    let len = items.len() as u64;
+    if let Some(min) = node.min_items {
+        if len < min {
+            sink.push(codes::TOOL_ARGUMENT_ITEMS_COUNT, path, |p| {
+                format!("{p} must have at least {min} items, not {len}")
+            });
+        }
+    }
+    if let Some(max) = node.max_items {
+        if len > max && !sink.done() {
+            sink.push(codes::TOOL_ARGUMENT_ITEMS_COUNT, path, |p| {
+                format!("{p} must have at most {max} items, not {len}")
+            });
+        }
+    }
+    if node.unique_items && items.len() > 1 && !sink.done() {
+        if let Some((i, j)) = first_duplicate(items) {
+            sink.push(codes::TOOL_ARGUMENT_UNIQUE_ITEMS, path, |p| {
+                format!("{p} must have unique items (items {i} and {j} are equal)")
+            });
+        }
+    }
+}
+
+fn first_duplicate(items: &[Value]) -> Option<(usize, usize)> {
+    let mut seen: HashMap<u64, Vec<usize>, FxBuild> = HashMap::with_capacity_and_hasher(items.len(), FxBuild);
+    for (j, item) in items.iter().enumerate() {
+        let bucket = seen.entry(json_hash(item)).or_default();
+        if let Some(&i) = bucket.iter().find(|&&i| json_eq(&items[i], item)) {
+            return Some((i, j));
+        }
+        bucket.push(j);
+    }
+    None
+}
+
+/// `minLength`, `maxLength` (in code points) and `pattern`.
+pub(crate) fn check_string(node: &Node, s: &str, path: &Path<'_>, sink: &mut Sink) {
+    if node.min_length.is_some() || node.max_length.is_some() {
+        let len = s.chars().count() as u64;
+        if let Some(min) = node.min_length {
+            if len < min {
+                sink.push(codes::TOOL_ARGUMENT_LENGTH, path, |p| {
+                    format!("{p} must be at least {min} characters long, not {len}")
+                });
+            }
+        }
+        if let Some(max) = node.max_length {
+            if len > max && !sink.done() {
+                sink.push(codes::TOOL_ARGUMENT_LENGTH, path, |p| {
+                    format!("{p} must be at most {max} characters long, not {len}")
+                });
+            }
+        }
+    }
+    if let Some(pattern) = &node.pattern {
+        if !sink.done() && pattern.regex.find(s).is_none() {
+            sink.push(codes::TOOL_ARGUMENT_PATTERN, path, |p| {
+                format!("{p} must match the pattern {}", pattern.source)
+            });
+        }
+    }
+}
+
+fn num_text(n: Num) -> String {
+    match n {
+        Num::U(u) => u.to_string(),
+        Num::I(i) => i.to_string(),
+        Num::F(f) => crate::json::format_number(f).unwrap_or_else(|_| f.to_string()),
+    }
+}
+
+/// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`.
+pub(crate) fn check_number(node: &Node, n: Num, path: &Path<'_>, sink: &mut Sink) {
+    use std::cmp::Ordering::*;
+    type Rule<'a> = (Option<Num>, fn(std::cmp::Ordering) -> bool, &'static str, &'a str);
+    let rules: [Rule<'_>; 4] = [
+        (node.minimum, |o| o != Less, codes::TOOL_ARGUMENT_MINIMUM, ">="),
+        (node.exclusive_minimum, |o| o == Greater, codes::TOOL_ARGUMENT_MINIMUM, ">"),
+        (node.maximum, |o| o != Greater, codes::TOOL_ARGUMENT_MAXIMUM, "<="),
+        (node.exclusive_maximum, |o| o == Less, codes::TOOL_ARGUMENT_MAXIMUM, "<"),
+    ];
+    for (bound, ok, code, op) in rules {
+        if let Some(b) = bound {
+            if !ok(n.cmp(b)) {
+                sink.push(code, path, |p| format!("{p} must be {op} {}", num_text(b)));
+                if sink.done() {
+                    return;
+                }
+            }
+        }
+    }
+    if let Some(m) = node.multiple_of {
+        if !n.is_multiple_of(m) {
+            sink.push(codes::TOOL_ARGUMENT_MULTIPLE_OF, path, |p| {
+                format!("{p} must be a multiple of {}", num_text(m))
+            });
+        }
+    }
+}
+
+fn short_json(v: &Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 200 {
+        let mut cut = 200;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// `enum`, `const`, `anyOf`: checked on the finished value.
+pub(crate) fn check_value(node: &Node, value: &Value, path: &Path<'_>, sink: &mut Sink) {
+    if let Some(options) = &node.enumeration {
+        if !options.iter().any(|o| json_eq(o, value)) {
+            sink.push(codes::TOOL_ARGUMENT_ENUM, path, |p| {
+                format!("{p} must be one of {}", short_json(&Value::Array(options.to_vec())))
+            });
+            if sink.done() {
+                return;
+            }
+        }
+    }
+    if let Some(c) = &node.constant {
+        if !json_eq(c, value) {
+            sink.push(codes::TOOL_ARGUMENT_CONST, path, |p| format!("{p} must be {}", short_json(c)));
+            if sink.done() {
+                return;
+            }
+        }
+    }
+    if !node.any_of.is_empty() {
+        let mut reasons = Vec::new();
+        for alt in node.any_of.iter() {
+            let mut inner = Sink::new(false);
+            check(alt, value, path, &mut inner);
+            match inner.found.pop() {
+                None => return,
+                Some(v) => reasons.push(v.message),
+            }
+        }
+        sink.push(codes::TOOL_ARGUMENT_ANY_OF, path, |p| {
+            let listed: Vec<String> =
+                reasons.iter().enumerate().map(|(i, r)| format!("({}) {r}", i + 1)).collect();
+            format!("{p} must match at least one schema of anyOf: {}", listed.join("; "))
+        });
+    }
+}

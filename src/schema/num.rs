@@ -1,0 +1,306 @@
+//! Exact number semantics for the validator: JSON Schema compares numbers as mathematical values,
+//! so `1 == 1.0`, a u64 bound compares exactly against a u64 argument, and `multipleOf` is decided
+//! on the decimals as written (their shortest round-trip form), not on a lossy float division.
+//! Also JSON equality (for `enum`, `const`, `uniqueItems`) and a hash consistent with it; both
+//! are safe on values of any depth.
+
+use crate::json::shortest_decimal;
+use serde_json::{Number, Value};
+use std::cmp::Ordering;
+use std::hash::Hasher;
+
+/// A JSON number as serde_json holds it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Num {
+    U(u64),
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    pub(crate) fn of(n: &Number) -> Num {
+        if let Some(u) = n.as_u64() {
+            Num::U(u)
+        } else if let Some(i) = n.as_i64() {
+            Num::I(i)
+        } else {
+            Num::F(n.as_f64().unwrap_or(0.0))
+        }
+    }
+
+    /// True for a mathematical integer (`1.0` included, as in JSON Schema draft 6 and later).
+    #[inline]
+    pub(crate) fn is_integer(self) -> bool {
+        match self {
+            Num::U(_) | Num::I(_) => true,
+            Num::F(f) => f.is_finite() && f.fract() == 0.0,
+        }
+    }
+
+    fn as_int(self) -> Option<i128> {
+        match self {
+            Num::U(u) => Some(i128::from(u)),
+            Num::I(i) => Some(i128::from(i)),
+            Num::F(_) => None,
+        }
+    }
+
+    /// Exact comparison of two finite numbers.
+    pub(crate) fn cmp(self, other: Num) -> Ordering {
+        match (self.as_int(), other.as_int(), self, other) {
+            (Some(a), Some(b), _, _) => a.cmp(&b),
+            (Some(a), None, _, Num::F(f)) => cmp_int_float(a, f),
+            (None, Some(b), Num::F(f), _) => cmp_int_float(b, f).reverse(),
+            (_, _, Num::F(a), Num::F(b)) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+            _ => Ordering::Equal,
+        }
+    }
+
+    /// True when `self` is an integer multiple of `divisor` (> 0), decided exactly on the decimal
+    /// forms.
+    pub(crate) fn is_multiple_of(self, divisor: Num) -> bool {
+        if let (Some(v), Some(d)) = (self.as_int(), divisor.as_int()) {
+            return d != 0 && v % d == 0;
+        }
+        let Some((mv, ev)) = decimal(self) else { return true }; // zero
+        let Some((md, ed)) = decimal(divisor) else { return false };
+        if ev >= ed {
+            // (mv * 10^(ev-ed)) mod md == 0
+            let m = u128::from(md);
+            let pow = pow_mod(10, (ev - ed) as u64, m);
+            ((u128::from(mv) % m) * pow).is_multiple_of(m)
+        } else {
+            // mv mod (md * 10^(ed-ev)) == 0; mv < 2^64, so a divisor that overflows is larger.
+            let mut d = u128::from(md);
+            for _ in 0..(ed - ev) {
+                match d.checked_mul(10) {
+                    Some(x) if x <= u128::from(u64::MAX) => d = x,
+                    _ => return false,
+                }
+            }
+            u128::from(mv).is_multiple_of(d)
+        }
+    }
+}
+
+/// `|x| = digits * 10^exp`, or None for zero.
+fn decimal(n: Num) -> Option<(u64, i32)> {
+    match n {
+        Num::U(0) | Num::I(0) => None,
+        Num::U(u) => Some((u, 0)),
+        Num::I(i) => Some((i.unsigned_abs(), 0)),
+        Num::F(0.0) => None,
+        Num::F(f) => Some(shortest_decimal(f)),
+    }
+}
+
+fn pow_mod(mut base: u128, mut exp: u64, m: u128) -> u128 {
+    let mut result = 1 % m;
+    base %= m;
+    while exp > 0 {
+        if exp & 1 == 1 {
+            result = result * base % m;
+        }
+        base = base * base % m;
+        exp >>= 1;
+    }
+    result
+}
+
+fn cmp_int_float(i: i128, f: f64) -> Ordering {
+    // Every integer here fits in 65 bits; floats beyond ±2^70 settle it by sign.
+    const BIG: f64 = 1.1805916207174113e21; // 2^70
+    if f >= BIG {
+        return Ordering::Less;
+    }
+    if f <= -BIG {
+        return Ordering::Greater;
+    }
+    let floor = f.floor();
+    match i.cmp(&(floor as i128)) {
+        Ordering::Equal if f > floor => Ordering::Less,
+        o => o,
+    }
+}
+
+/// JSON Schema equality: numbers by value, objects regardless of member order. Iterative.
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    let mut stack = vec![(a, b)];
+    while let Some((a, b)) = stack.pop() {
+        match (a, b) {
+            (Value::Null, Value::Null) => {}
+            (Value::Bool(x), Value::Bool(y)) if x == y => {}
+            (Value::String(x), Value::String(y)) if x == y => {}
+            (Value::Number(x), Value::Number(y)) if Num::of(x).cmp(Num::of(y)) == Ordering::Equal => {}
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => stack.extend(x.iter().zip(y)),
+            (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+                for (k, v) in x {
+                    match y.get(k) {
+                        Some(w) => stack.push((v, w)),
+                        None => return false,
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// A hash consistent with [`json_eq`]. Object members are combined regardless of order; below a
+/// fixed depth the hash stops looking (equal values still hash equal), so it never recurses far.
+pub(crate) fn json_hash(value: &Value) -> u64 {
+    hash_at(value, 0)
+}
+
+fn hash_at(value: &Value, depth: u32) -> u64 {
+    let mut h = FxHasher::default();
+    if depth > 16 {
+        h.write_u8(9);
+        return h.finish();
+    }
+    match value {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        Value::Number(n) => match Num::of(n) {
+            Num::U(u) => h.write_u128(u128::from(u)),
+            Num::I(i) => h.write_i128(i128::from(i)),
+            Num::F(f) if f.fract() == 0.0 && f.abs() < 1.8e19 => h.write_i128(f as i128),
+            Num::F(f) => h.write_u64(f.to_bits()),
+        },
+        Value::String(s) => {
+            h.write_u8(3);
+            h.write(s.as_bytes());
+        }
+        Value::Array(items) => {
+            h.write_u8(4);
+            h.write_usize(items.len());
+            for item in items {
+                h.write_u64(hash_at(item, depth + 1));
+            }
+        }
+        Value::Object(map) => {
+            h.write_u8(5);
+            let mut sum = 0u64;
+            for (k, v) in map {
+                let mut e = FxHasher::default();
+                e.write(k.as_bytes());
+                e.write_u64(hash_at(v, depth + 1));
+                sum = sum.wrapping_add(e.finish());
+            }
+            h.write_u64(sum);
+        }
+    }
+    h.finish()
+}
+
+/// A small, fast, non-cryptographic hasher (the Fx hash of rustc) for property lookup and
+/// `uniqueItems`; nothing here hashes attacker-chosen keys into a table that can degrade, since
+/// tables are built from the schema and buckets are compared exactly.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher {
+    hash: u64,
+}
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(buf));
+        }
+        self.add(bytes.len() as u64);
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+/// `BuildHasher` for [`FxHasher`].
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxBuild;
+
+impl std::hash::BuildHasher for FxBuild {
+    type Hasher = FxHasher;
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn n(v: Value) -> Num {
+        Num::of(v.as_number().unwrap())
+    }
+
+    #[test]
+    fn exact_comparisons() {
+        assert_eq!(n(json!(1)).cmp(n(json!(1.0))), Ordering::Equal);
+        assert_eq!(n(json!(u64::MAX)).cmp(n(json!(18446744073709551600u64))), Ordering::Greater);
+        assert_eq!(n(json!(9007199254740993u64)).cmp(Num::F(9007199254740992.0)), Ordering::Greater);
+        assert_eq!(n(json!(-3)).cmp(Num::F(-2.5)), Ordering::Less);
+        assert_eq!(n(json!(-2)).cmp(Num::F(-2.5)), Ordering::Greater);
+        assert_eq!(Num::F(1e300).cmp(n(json!(u64::MAX))), Ordering::Greater);
+    }
+
+    #[test]
+    fn multiple_of_on_decimals() {
+        assert!(Num::F(0.0075).is_multiple_of(Num::F(0.0001)));
+        assert!(!Num::F(0.00751).is_multiple_of(Num::F(0.0001)));
+        assert!(Num::F(4.5).is_multiple_of(Num::F(1.5)));
+        assert!(!n(json!(35)).is_multiple_of(Num::F(1.5)));
+        assert!(!Num::F(1e308).is_multiple_of(Num::F(0.123456789)));
+        assert!(n(json!(12391239123u64)).is_multiple_of(Num::F(1e-8)));
+        assert!(n(json!(-10)).is_multiple_of(n(json!(2))));
+        assert!(Num::F(0.3).is_multiple_of(Num::F(0.1)));
+        assert!(!Num::F(1e20).is_multiple_of(n(json!(3)))); // 10^20 mod 3 == 1
+        assert!(Num::F(1e20).is_multiple_of(n(json!(5))));
+    }
+
+    #[test]
+    fn equality_and_hash_agree() {
+        let pairs = [
+            (json!(1), json!(1.0), true),
+            (json!({"a": [1, {"b": 2.0}]}), json!({"a": [1.0, {"b": 2}]}), true),
+            (json!([0]), json!([false]), false),
+            (json!({"a": 1}), json!({"a": 1, "b": 2}), false),
+            (json!("x"), json!("x"), true),
+        ];
+        for (a, b, eq) in pairs {
+            assert_eq!(json_eq(&a, &b), eq, "{a} {b}");
+            if eq {
+                assert_eq!(json_hash(&a), json_hash(&b));
+            }
+        }
+    }
+}
