@@ -182,6 +182,8 @@ error_codes! {
     HOOK_ABORTED = "hook_aborted" => Runtime;
     /// A hook tried to change a tool call's id.
     HOOK_CALL_ID_CHANGED = "hook_call_id_changed" => Runtime;
+    /// A hook tried to change a tool call's tool name (the call would run another tool).
+    HOOK_CALL_NAME_CHANGED = "hook_call_name_changed" => Runtime;
     /// A hook itself failed.
     HOOK_FAILED = "hook_failed" => Runtime;
     /// An approval id that the pending batch does not hold.

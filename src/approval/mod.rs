@@ -2,8 +2,18 @@
 //! whole tool batch until the user decides. The batch is plain serde data (no callbacks, executors
 //! or secrets) and is persisted in the agent state, so a decision survives the app being killed.
 //!
-//! INTERFACE (foundation commit): types and trait are fixed here; behaviour comes with the
-//! control-safety issue.
+//! - [`DefaultApprovalPolicy`] and [`arguments_hash`] live in `policy`.
+//! - The batch planner ([`plan_batch`]), one-at-a-time decisions and the settlement of a frozen
+//!   batch live in `batch`, whose module docs state the whole-batch rules.
+
+mod batch;
+mod policy;
+
+pub use batch::{
+    plan_batch, AnsweredCall, BatchCall, BatchCallInput, BatchCallPlan, BatchPlan, BatchSettlement,
+    BatchStep, CallDisposition, UserDecision,
+};
+pub use policy::{arguments_hash, DefaultApprovalPolicy};
 
 use crate::message::{ChatMessage, ToolCall};
 use crate::tool::{RiskLevel, ToolDefinition};
@@ -77,4 +87,10 @@ pub struct PendingApprovalBatch {
     pub assistant_message: ChatMessage,
     /// When the batch was frozen (ms since the Unix epoch).
     pub created_at_ms: u64,
+    /// Every call of the batch in call order (as the before-hooks left it) with its plan, so a
+    /// resumed process settles the batch without running hooks or the policy again. Empty in
+    /// batches persisted before this field existed; [`settle`](PendingApprovalBatch::settle) then
+    /// falls back to the assistant message's calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<BatchCall>,
 }

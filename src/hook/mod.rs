@@ -2,8 +2,15 @@
 //! registration order; rewrites chain, the first short-circuit wins, and a rewrite may never change
 //! a call id.
 //!
-//! INTERFACE (foundation commit): the trait and action types are fixed here; the pipeline's
-//! behaviour comes with the control-safety issue.
+//! The pipeline ([`HookPipeline`], in `pipeline`) states its exact rules: how rewrites compose,
+//! which decisions short-circuit, what happens to a rewrite that changes a call's id or name, and
+//! what a panicking hook does.
+
+mod pipeline;
+
+pub use pipeline::{
+    persist_is_forced, AfterControl, AfterToolCallOutcome, BeforeToolCallOutcome, HookPipeline,
+};
 
 use crate::approval::PendingApprovalBatch;
 use crate::error::AgentError;

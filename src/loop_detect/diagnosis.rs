@@ -1,0 +1,249 @@
+//! The optional LLM loop diagnosis: another model reads the recent history and says whether the
+//! agent is stuck. It is a heuristic, so it is cautious: it is considered only from a round on and
+//! then every few rounds, it counts only above a confidence threshold, and a diagnosis that fails
+//! or cannot be parsed counts as "no loop".
+
+use super::{LoopCheck, LoopFinding, LoopKind};
+use crate::error::{codes, AgentError};
+use crate::message::ChatMessage;
+use crate::provider::{ChatModel, ChatRequest};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A model's verdict on the history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopDiagnosis {
+    /// The model thinks the agent is looping.
+    pub is_loop: bool,
+    /// How sure it is, 0.0 to 1.0.
+    pub confidence: f64,
+    /// Why.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// Something that diagnoses loops. Usable as `dyn LoopDiagnoser`.
+#[async_trait]
+pub trait LoopDiagnoser: Send + Sync {
+    /// Diagnoses the history (oldest first).
+    ///
+    /// # Errors
+    /// Any error; [`diagnose_loop`] turns it into "no loop".
+    async fn diagnose(&self, history: &[ChatMessage]) -> Result<LoopDiagnosis, AgentError>;
+}
+
+/// When a diagnosis is asked and when it counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DiagnosisSchedule {
+    /// The first round considered (default 30).
+    #[serde(default = "default_first_round")]
+    pub first_round: u32,
+    /// Then every this many rounds (default 10; 0 means only `first_round`).
+    #[serde(default = "default_every")]
+    pub every: u32,
+    /// A loop counts only with a confidence strictly above this (default 0.8).
+    #[serde(default = "default_min_confidence")]
+    pub min_confidence: f64,
+}
+
+fn default_first_round() -> u32 {
+    30
+}
+fn default_every() -> u32 {
+    10
+}
+fn default_min_confidence() -> f64 {
+    0.8
+}
+
+impl Default for DiagnosisSchedule {
+    fn default() -> Self {
+        DiagnosisSchedule {
+            first_round: default_first_round(),
+            every: default_every(),
+            min_confidence: default_min_confidence(),
+        }
+    }
+}
+
+impl DiagnosisSchedule {
+    /// True when the diagnosis is asked at this round: `first_round`, then every `every` rounds
+    /// (30, 40, 50... by default).
+    pub fn is_due(&self, round: u32) -> bool {
+        if round < self.first_round {
+            return false;
+        }
+        // `is_multiple_of(0)` is true only for 0: `every == 0` means `first_round` alone.
+        (round - self.first_round).is_multiple_of(self.every)
+    }
+}
+
+/// Asks the diagnoser if the schedule says so at this round. A loop only when the diagnosis says
+/// `is_loop` with a confidence above the threshold; not due, an error or a low confidence is
+/// [`LoopCheck::NoLoop`] (errors are logged).
+pub async fn diagnose_loop(
+    diagnoser: &dyn LoopDiagnoser,
+    schedule: &DiagnosisSchedule,
+    round: u32,
+    history: &[ChatMessage],
+) -> LoopCheck {
+    if !schedule.is_due(round) {
+        return LoopCheck::NoLoop;
+    }
+    match diagnoser.diagnose(history).await {
+        Ok(d) if d.is_loop && d.confidence.is_finite() && d.confidence > schedule.min_confidence => {
+            LoopCheck::Loop(LoopFinding {
+                kind: LoopKind::Diagnosed { confidence: d.confidence, reason: d.reason },
+            })
+        }
+        Ok(_) => LoopCheck::NoLoop,
+        Err(e) => {
+            log::warn!("loop diagnosis failed, counted as no loop: {e}");
+            LoopCheck::NoLoop
+        }
+    }
+}
+
+/// The system prompt of [`ModelLoopDiagnoser`].
+pub const DIAGNOSIS_PROMPT: &str = "You are an AI Loop Diagnosis Expert.\n\
+Analyze the following conversation history.\n\
+Determine if the Agent is stuck in a meaningless loop.\n\
+Return JSON: { \"is_loop\": true/false, \"reason\": \"...\", \"confidence\": 0.0-1.0 }";
+
+/// A diagnoser that asks a [`ChatModel`] (no tools) and parses its JSON answer.
+pub struct ModelLoopDiagnoser {
+    model: Arc<dyn ChatModel>,
+    max_messages: usize,
+    max_chars_per_message: usize,
+}
+
+impl ModelLoopDiagnoser {
+    /// Shows the model the last 40 messages, each cut to 600 characters.
+    pub fn new(model: Arc<dyn ChatModel>) -> Self {
+        ModelLoopDiagnoser { model, max_messages: 40, max_chars_per_message: 600 }
+    }
+
+    /// The same diagnoser showing the last `max_messages` messages, each cut to
+    /// `max_chars_per_message` characters.
+    pub fn with_limits(mut self, max_messages: usize, max_chars_per_message: usize) -> Self {
+        self.max_messages = max_messages;
+        self.max_chars_per_message = max_chars_per_message;
+        self
+    }
+
+    /// The request sent to the model: the prompt as the system message and the transcript of the
+    /// recent history as one user message.
+    pub fn request(&self, history: &[ChatMessage]) -> ChatRequest {
+        let start = history.len().saturating_sub(self.max_messages);
+        let mut transcript = String::new();
+        for message in &history[start..] {
+            let line = match message {
+                ChatMessage::System { content } => format!("system: {content}"),
+                ChatMessage::User { content } => format!("user: {content}"),
+                ChatMessage::Assistant { content, tool_calls, .. } => {
+                    let mut line = format!("assistant: {}", content.as_deref().unwrap_or(""));
+                    for call in tool_calls {
+                        line.push_str(&format!(" [call {}({})]", call.name, call.arguments));
+                    }
+                    line
+                }
+                ChatMessage::Tool { name, content, is_error, .. } => {
+                    let kind = if *is_error { "error" } else { "result" };
+                    format!("tool {name} {kind}: {content}")
+                }
+            };
+            transcript.push_str(&cut(&line, self.max_chars_per_message));
+            transcript.push('\n');
+        }
+        let mut request = ChatRequest::new(
+            vec![ChatMessage::system(DIAGNOSIS_PROMPT), ChatMessage::user(transcript)].into(),
+            Vec::new().into(),
+        );
+        request.temperature = Some(0.0);
+        request
+    }
+}
+
+#[async_trait]
+impl LoopDiagnoser for ModelLoopDiagnoser {
+    async fn diagnose(&self, history: &[ChatMessage]) -> Result<LoopDiagnosis, AgentError> {
+        let response = self.model.complete(&self.request(history)).await?;
+        parse_diagnosis(response.content.as_deref().unwrap_or(""))
+    }
+}
+
+/// Parses a model's diagnosis: the JSON object in the text (code fences and words around it are
+/// tolerated), with a boolean `is_loop`, a `confidence` number in 0..=1 and an optional string
+/// `reason`.
+///
+/// # Errors
+/// `provider_decode` when there is no such object.
+pub fn parse_diagnosis(text: &str) -> Result<LoopDiagnosis, AgentError> {
+    let bad = |why: &str| {
+        AgentError::of(codes::PROVIDER_DECODE, format!("loop diagnosis: {why}: {}", cut(text, 200)))
+    };
+    let (Some(start), Some(end)) = (text.find('{'), text.rfind('}')) else {
+        return Err(bad("no JSON object"));
+    };
+    if end < start {
+        return Err(bad("no JSON object"));
+    }
+    let value: Value = serde_json::from_str(&text[start..=end]).map_err(|_| bad("invalid JSON"))?;
+    let is_loop =
+        value.get("is_loop").and_then(Value::as_bool).ok_or_else(|| bad("is_loop is not a boolean"))?;
+    let confidence = value
+        .get("confidence")
+        .and_then(Value::as_f64)
+        .filter(|c| (0.0..=1.0).contains(c))
+        .ok_or_else(|| bad("confidence is not a number between 0 and 1"))?;
+    let reason = match value.get("reason") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(bad("reason is not a string")),
+    };
+    Ok(LoopDiagnosis { is_loop, confidence, reason })
+}
+
+fn cut(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_defaults_are_30_then_every_10() {
+        let s = DiagnosisSchedule::default();
+        let due: Vec<u32> = (0..=60).filter(|r| s.is_due(*r)).collect();
+        assert_eq!(due, vec![30, 40, 50, 60]);
+        let once = DiagnosisSchedule { every: 0, ..s };
+        assert_eq!((0..=60).filter(|r| once.is_due(*r)).count(), 1);
+    }
+
+    #[test]
+    fn parse_tolerates_fences_and_rejects_bad_fields() {
+        let d = parse_diagnosis(
+            "```json\n{\"is_loop\": true, \"confidence\": 0.9, \"reason\": \"same query\"}\n```",
+        )
+        .unwrap();
+        assert!(d.is_loop);
+        assert_eq!(d.reason, "same query");
+        for bad in [
+            "no json here",
+            "} {",
+            "{\"is_loop\": \"yes\", \"confidence\": 0.9}",
+            "{\"is_loop\": true, \"confidence\": 1.5}",
+            "{\"is_loop\": true, \"confidence\": \"high\"}",
+            "{\"is_loop\": true}",
+            "{\"is_loop\": true, \"confidence\": 0.9, \"reason\": 3}",
+        ] {
+            assert_eq!(parse_diagnosis(bad).unwrap_err().code, codes::PROVIDER_DECODE, "{bad}");
+        }
+    }
+}

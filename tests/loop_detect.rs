@@ -1,0 +1,342 @@
+//! The loop detector (check list "循环检测"): five identical signatures, different arguments,
+//! key order, streamed updates, forced persistence of `loop_detected`, plus short cycles, the
+//! persisted window and the LLM diagnosis with a scripted model (never a network call).
+
+mod common;
+
+use arkagent::hook::{persist_is_forced, AgentHook, HookContext, HookPipeline, PersistDecision};
+use arkagent::loop_detect::{
+    call_signature, diagnose_loop, signature, DiagnosisSchedule, LoopCheck, LoopDetector, LoopDetectorConfig,
+    LoopDiagnoser, LoopDiagnosis, LoopKind, ModelLoopDiagnoser,
+};
+use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
+use arkagent::state::{AgentState, RunStatus, StateEvent};
+use arkagent::{codes, AgentError, ChatMessage, ErrorLayer, ToolCall};
+use async_trait::async_trait;
+use common::CTX;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+fn detector(window: usize) -> LoopDetector {
+    LoopDetector::new(&LoopDetectorConfig { window }).unwrap()
+}
+
+/// Records each signature under a fresh call id; returns the checks.
+fn feed(d: &mut LoopDetector, signatures: &[&str]) -> Vec<bool> {
+    signatures.iter().enumerate().map(|(i, s)| d.record(&format!("id{i}"), *s).is_loop()).collect()
+}
+
+#[test]
+fn five_identical_signatures_are_a_loop_not_four() {
+    let mut d = LoopDetector::new(&LoopDetectorConfig::default()).unwrap();
+    let call = |i: usize| ToolCall::new(format!("c{i}"), "get_weather", r#"{"city":"北京","unit":"c"}"#);
+    let checks: Vec<bool> = (0..5).map(|i| d.record_call(&call(i)).is_loop()).collect();
+    assert_eq!(checks, [false, false, false, false, true]);
+    let LoopCheck::Loop(finding) = d.check() else { panic!() };
+    assert_eq!(
+        finding.kind,
+        LoopKind::Repeat { signature: r#"get_weather:{"city":"北京","unit":"c"}"#.into(), times: 5 }
+    );
+    let err = finding.to_error();
+    assert_eq!((err.layer, err.code.as_ref()), (ErrorLayer::Runtime, codes::LOOP_DETECTED));
+    assert!(err.message.contains("5 times"));
+}
+
+#[test]
+fn different_arguments_never_trigger() {
+    let mut d = detector(5);
+    for i in 0..200 {
+        let call = ToolCall::new(format!("c{i}"), "get_weather", format!(r#"{{"city":"c{i}"}}"#));
+        assert!(!d.record_call(&call).is_loop(), "call {i}");
+    }
+    // Four identical then a different one: still no loop, and the run of identical ones restarts.
+    let mut d = detector(5);
+    assert_eq!(feed(&mut d, &["a", "a", "a", "a", "b", "a", "a", "a", "a"]), [false; 9]);
+    assert!(d.record("last", "a").is_loop());
+}
+
+#[test]
+fn key_order_and_spacing_give_the_same_signature() {
+    let a = signature("get_weather", r#"{"city":"北京","unit":"c"}"#);
+    assert_eq!(a, signature("get_weather", r#"{ "unit": "c", "city": "北京" }"#));
+    assert_eq!(a, r#"get_weather:{"city":"北京","unit":"c"}"#);
+    assert_ne!(a, signature("get_weather", r#"{"city":"上海","unit":"c"}"#));
+    assert_ne!(a, signature("get_forecast", r#"{"city":"北京","unit":"c"}"#));
+    // Arguments that are not JSON are used as they are.
+    assert_eq!(signature("t", "{oops"), "t:{oops");
+    let mut d = detector(5);
+    let orders = [r#"{"a":1,"b":[1,2]}"#, r#"{"b":[1,2],"a":1}"#];
+    let checks: Vec<bool> = (0..5)
+        .map(|i| d.record_call(&ToolCall::new(format!("c{i}"), "t", orders[i % 2])).is_loop())
+        .collect();
+    assert_eq!(checks, [false, false, false, false, true]);
+}
+
+#[test]
+fn streamed_updates_of_one_call_count_once() {
+    let mut d = detector(5);
+    // Four calls, each streamed in many growing pieces: four counts, no loop.
+    let final_args = r#"{"city":"北京"}"#;
+    for call in 0..4 {
+        let id = format!("call_{call}");
+        for end in 1..=final_args.len() {
+            if final_args.is_char_boundary(end) {
+                d.update(&id, signature("get_weather", &final_args[..end]));
+            }
+        }
+        assert!(!d.commit(&id).is_loop());
+    }
+    assert_eq!(d.window().len(), 4);
+    // A call recorded again under the same id (e.g. once when its stream finished, once with the
+    // whole answer) still counts once.
+    assert!(!d.record("call_3", signature("get_weather", final_args)).is_loop());
+    assert_eq!(d.window().len(), 4);
+    // A call still streaming is not counted; at commit only its final signature counts.
+    d.update("call_4", "get_weather:{\"ci");
+    assert!(!d.check().is_loop());
+    assert_eq!(d.window().len(), 4);
+    d.update("call_4", signature("get_weather", r#"{"city":"上海"}"#));
+    assert!(!d.commit("call_4").is_loop(), "its final arguments differ: no loop");
+    assert_eq!(d.window().len(), 5);
+    assert!(!d.window().iter().any(|s| s == "get_weather:{\"ci"), "the partial signature never counted");
+    // A commit of an id never updated changes nothing; a discarded stream is not counted.
+    let before = d.window();
+    assert!(!d.commit("nobody").is_loop());
+    d.update("call_6", "x");
+    d.discard("call_6");
+    assert!(!d.commit("call_6").is_loop());
+    assert_eq!(d.window(), before);
+}
+
+#[test]
+fn the_same_call_streamed_five_times_is_a_loop() {
+    let mut d = detector(5);
+    let sig = signature("get_weather", r#"{"city":"北京"}"#);
+    let mut checks = Vec::new();
+    for call in 0..5 {
+        let id = format!("call_{call}");
+        for _ in 0..3 {
+            d.update(&id, sig.clone());
+        }
+        checks.push(d.commit(&id).is_loop());
+    }
+    assert_eq!(checks, [false, false, false, false, true]);
+}
+
+#[test]
+fn short_cycles_are_loops() {
+    let mut d = detector(5);
+    assert_eq!(feed(&mut d, &["a", "b", "a", "b", "a"]), [false, false, false, false, true]);
+    let LoopCheck::Loop(f) = d.check() else { panic!() };
+    assert_eq!(f.kind, LoopKind::Cycle { period: 2, signatures: vec!["a".into(), "b".into()] });
+    assert_eq!(f.to_error().code, codes::LOOP_DETECTED);
+
+    let mut d = detector(5);
+    assert_eq!(feed(&mut d, &["a", "b", "c", "a", "b", "c"]), [false, false, false, false, false, true]);
+    let LoopCheck::Loop(f) = d.check() else { panic!() };
+    assert_eq!(f.kind, LoopKind::Cycle { period: 3, signatures: vec!["a".into(), "b".into(), "c".into()] });
+
+    // Not cycles: one turn and a half, a period of 4, a broken pattern.
+    assert_eq!(feed(&mut detector(5), &["a", "b", "c", "a", "b"]), [false; 5]);
+    assert_eq!(feed(&mut detector(5), &["a", "b", "c", "d", "a", "b", "c", "d"]), [false; 8]);
+    assert_eq!(feed(&mut detector(5), &["a", "b", "a", "c", "a", "b", "a", "c"]), [false; 8]);
+    // With a longer window the cycle has to fill it.
+    assert_eq!(feed(&mut detector(8), &["a", "b", "a", "b", "a", "b", "a"]), [false; 7]);
+    // Cycle detection can be turned off.
+    let mut d = detector(5).with_max_cycle_period(1).unwrap();
+    assert_eq!(feed(&mut d, &["a", "b", "a", "b", "a", "b", "a", "b"]), [false; 8]);
+    assert_eq!(detector(5).with_max_cycle_period(4).unwrap_err().code, codes::CONFIG_INVALID);
+}
+
+#[test]
+fn window_is_configurable_and_validated() {
+    let mut d = detector(3);
+    assert_eq!(feed(&mut d, &["a", "a", "a"]), [false, false, true]);
+    for bad in [0, 1, 1001] {
+        let err = LoopDetector::new(&LoopDetectorConfig { window: bad }).unwrap_err();
+        assert_eq!((err.layer, err.code.as_ref()), (ErrorLayer::Config, codes::CONFIG_INVALID));
+    }
+    let cfg: LoopDetectorConfig = serde_json::from_str(r#"{"window":7}"#).unwrap();
+    assert_eq!(cfg.window, 7);
+}
+
+/// The window goes into `AgentState::loop_window` and a resumed run keeps counting.
+#[test]
+fn the_window_survives_a_restart() {
+    let cfg = LoopDetectorConfig::default();
+    let mut d = LoopDetector::new(&cfg).unwrap();
+    assert_eq!(feed(&mut d, &["s", "s", "s"]), [false; 3]);
+    let mut state = AgentState::new("s1");
+    state.apply(&StateEvent::LoopWindow { window: d.window() });
+    let saved = serde_json::to_string(&state).unwrap();
+    let reloaded: AgentState = serde_json::from_str(&saved).unwrap();
+    assert_eq!(reloaded.loop_window, ["s", "s", "s"]);
+    let mut resumed = LoopDetector::from_window(&cfg, reloaded.loop_window).unwrap();
+    assert!(!resumed.record("n1", "s").is_loop());
+    assert!(resumed.record("n2", "s").is_loop());
+    // An over-long persisted window keeps only what the checks need.
+    let long: Vec<String> = (0..50).map(|i| format!("x{i}")).collect();
+    assert_eq!(LoopDetector::from_window(&cfg, long).unwrap().window().len(), 6);
+    resumed.reset();
+    assert!(resumed.window().is_empty());
+}
+
+/// Check list: "loop_detected 终态强制持久化" — a hook asking to skip the save cannot skip it.
+#[tokio::test]
+async fn loop_detected_is_persisted_even_when_a_hook_asks_to_skip() {
+    struct SkipAll;
+    #[async_trait]
+    impl AgentHook for SkipAll {
+        async fn before_persist_state(&self, _: &HookContext<'_>, _: &AgentState) -> PersistDecision {
+            PersistDecision::Skip
+        }
+    }
+    let pipeline = HookPipeline::with_hooks(vec![Arc::new(SkipAll)]);
+    let mut state = AgentState::new("s1");
+    state.apply(&StateEvent::RunStarted { run_id: "run-1".into() });
+    assert_eq!(
+        pipeline.before_persist_state(&CTX, &state, persist_is_forced(state.status)).await,
+        PersistDecision::Skip
+    );
+    state.apply(&StateEvent::StatusChanged { status: RunStatus::LoopDetected });
+    assert_eq!(
+        pipeline.before_persist_state(&CTX, &state, persist_is_forced(state.status)).await,
+        PersistDecision::Persist
+    );
+}
+
+// --- LLM diagnosis, with a scripted model -----------------------------------------------------
+
+/// A model that answers from a script and records what it was asked.
+struct ScriptedModel {
+    answers: Mutex<VecDeque<Result<ModelResponse, AgentError>>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    fn new(answers: Vec<Result<&str, AgentError>>) -> Arc<Self> {
+        let answers = answers
+            .into_iter()
+            .map(|a| {
+                a.map(|text| ModelResponse { content: Some(text.to_string()), ..ModelResponse::default() })
+            })
+            .collect();
+        Arc::new(ScriptedModel { answers: Mutex::new(answers), requests: Mutex::new(Vec::new()) })
+    }
+    fn asked(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+#[async_trait]
+impl ChatModel for ScriptedModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        self.requests.lock().unwrap().push(request.clone());
+        self.answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| Err(AgentError::of(codes::PROVIDER_SCRIPT_EXHAUSTED, "no more answers")))
+    }
+    async fn stream(&self, _request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
+        Err(AgentError::of(codes::PROVIDER_SCRIPT_EXHAUSTED, "not scripted"))
+    }
+}
+
+fn history() -> Vec<ChatMessage> {
+    let call = ToolCall::new("c1", "get_weather", r#"{"city":"北京"}"#);
+    vec![
+        ChatMessage::user("weather?"),
+        ChatMessage::Assistant { content: None, reasoning_content: None, tool_calls: vec![call] },
+        ChatMessage::Tool {
+            tool_call_id: "c1".into(),
+            name: "get_weather".into(),
+            content: "sunny".into(),
+            is_error: false,
+        },
+    ]
+}
+
+#[tokio::test]
+async fn diagnosis_is_asked_from_round_30_then_every_10() {
+    let model = ScriptedModel::new(vec![
+        Ok(r#"{"is_loop": true, "confidence": 0.95, "reason": "same weather query again and again"}"#),
+        Ok(r#"{"is_loop": true, "confidence": 0.95, "reason": "again"}"#),
+    ]);
+    let diagnoser = ModelLoopDiagnoser::new(model.clone());
+    let schedule = DiagnosisSchedule::default();
+    let h = history();
+    for round in 0..30 {
+        assert!(!diagnose_loop(&diagnoser, &schedule, round, &h).await.is_loop());
+    }
+    assert_eq!(model.asked(), 0, "never asked before round 30");
+    let LoopCheck::Loop(finding) = diagnose_loop(&diagnoser, &schedule, 30, &h).await else { panic!() };
+    assert_eq!(
+        finding.kind,
+        LoopKind::Diagnosed { confidence: 0.95, reason: "same weather query again and again".into() }
+    );
+    assert_eq!(finding.to_error().code, codes::LOOP_DETECTED);
+    for round in 31..40 {
+        assert!(!diagnose_loop(&diagnoser, &schedule, round, &h).await.is_loop());
+    }
+    assert_eq!(model.asked(), 1);
+    assert!(diagnose_loop(&diagnoser, &schedule, 40, &h).await.is_loop());
+    assert_eq!(model.asked(), 2);
+
+    // What the model was shown: the prompt, then the transcript with the call and result; no tools.
+    let request = model.requests.lock().unwrap()[0].clone();
+    assert!(request.tools.is_empty());
+    assert_eq!(request.messages.len(), 2);
+    let ChatMessage::System { content } = &request.messages[0] else { panic!() };
+    assert!(content.contains("Loop Diagnosis Expert") && content.contains("is_loop"));
+    let ChatMessage::User { content } = &request.messages[1] else { panic!() };
+    assert!(content.contains(r#"[call get_weather({"city":"北京"})]"#), "{content}");
+    assert!(content.contains("tool get_weather result: sunny"), "{content}");
+}
+
+#[tokio::test]
+async fn only_a_confident_loop_counts_and_failures_are_no_loop() {
+    let answers = vec![
+        Ok(r#"{"is_loop": true, "confidence": 0.8, "reason": "exactly the threshold"}"#),
+        Ok(r#"{"is_loop": true, "confidence": 0.5}"#),
+        Ok(r#"{"is_loop": false, "confidence": 0.99, "reason": "making progress"}"#),
+        Ok("I think the agent is looping."),
+        Ok(r#"{"is_loop": "yes", "confidence": 0.9}"#),
+        Ok(r#"{"is_loop": true, "confidence": 9}"#),
+        Err(AgentError::of(codes::PROVIDER_TIMEOUT, "slow")),
+        Ok("```json\n{\"is_loop\": true, \"confidence\": 0.81}\n```"),
+    ];
+    let n = answers.len();
+    let model = ScriptedModel::new(answers);
+    let diagnoser = ModelLoopDiagnoser::new(model.clone());
+    let schedule = DiagnosisSchedule { first_round: 1, every: 1, min_confidence: 0.8 };
+    let mut checks = Vec::new();
+    for round in 1..=n as u32 {
+        checks.push(diagnose_loop(&diagnoser, &schedule, round, &history()).await.is_loop());
+    }
+    assert_eq!(checks, [false, false, false, false, false, false, false, true]);
+    assert_eq!(model.asked(), n);
+}
+
+/// Any `LoopDiagnoser` works, not only a model.
+#[tokio::test]
+async fn a_custom_diagnoser_plugs_in() {
+    struct Rule;
+    #[async_trait]
+    impl LoopDiagnoser for Rule {
+        async fn diagnose(&self, history: &[ChatMessage]) -> Result<LoopDiagnosis, AgentError> {
+            let calls = history.iter().flat_map(|m| m.tool_calls()).map(call_signature).collect::<Vec<_>>();
+            let same = calls.windows(2).all(|w| w[0] == w[1]) && calls.len() > 1;
+            Ok(LoopDiagnosis {
+                is_loop: same,
+                confidence: if same { 0.9 } else { 0.1 },
+                reason: "rule".into(),
+            })
+        }
+    }
+    let schedule = DiagnosisSchedule::default();
+    let mut h = history();
+    assert!(!diagnose_loop(&Rule, &schedule, 30, &h).await.is_loop());
+    h.extend(history());
+    assert!(diagnose_loop(&Rule, &schedule, 30, &h).await.is_loop());
+}
