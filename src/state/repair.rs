@@ -185,7 +185,8 @@ pub fn repair_pairing(state: &mut AgentState, policy: &RepairPolicy) -> RepairRe
                 }
                 let group_ends_history = j == original_len;
                 for call in tool_calls {
-                    if answered.contains(call.id.as_str()) {
+                    // `insert` also skips a call id the model repeated within one message.
+                    if !answered.insert(call.id.as_str()) {
                         continue;
                     }
                     if is_last && awaiting_ids.contains(call.id.as_str()) {
