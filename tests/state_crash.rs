@@ -49,7 +49,7 @@ fn child(root: String) {
                 state.apply(e);
             }
             store.commit(&state, &events).await.unwrap();
-            if k % 17 == 0 {
+            if k.is_multiple_of(17) {
                 store.save_snapshot(&state).await.unwrap();
             }
             let mut lock = out.lock();
