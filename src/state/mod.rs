@@ -1,8 +1,36 @@
 //! Durable state: the versioned [`AgentState`], the [`StateEvent`]s a run appends to its journal,
-//! and the [`StateStore`] trait.
+//! the [`StateStore`] trait and its two stores, migrations, recovery and the pairing invariant.
 //!
-//! INTERFACE (foundation commit): the file store, journal, migrations and recovery come with the
-//! durable-state issue.
+//! # Layout
+//! - this file: [`AgentState`] (schema version [`SCHEMA_VERSION`]), [`RunStatus`],
+//!   [`ToolRunRecord`], [`StateEvent`] with [`AgentState::apply`], and the [`StateStore`] trait.
+//! - [`migrate`][]: ordered migration steps over JSON, from version 1 on.
+//! - [`codec`][]: the byte formats of snapshots and journals (checksummed records), as pure functions.
+//! - [`file_store`][]: [`FileStore`], the crash-safe default (snapshot + journal per session).
+//! - [`memory_store`][]: [`MemoryStore`].
+//! - [`repair`][]: the pairing invariant and "no tool run twice" on load ([`repair_pairing`]).
+//! - [`trim`][]: history trimming for the context window ([`trim_history`]).
+//! - [`session_id`][]: session id checks.
+//!
+//! # How the runtime uses it
+//! Apply each event to the in-memory state with [`AgentState::apply`], then `commit(&state,
+//! &events)` once per step (all of a step's events go out in one sync). Journal `ToolStarted`
+//! before an executor runs and `ToolFinished` after; persist a frozen batch (`ApprovalRequested`)
+//! before telling anyone about it; always commit terminal statuses.
+
+pub mod codec;
+pub mod file_store;
+pub mod memory_store;
+pub mod migrate;
+pub mod repair;
+pub mod session_id;
+pub mod trim;
+
+pub use file_store::{FileStore, FileStoreOptions};
+pub use memory_store::MemoryStore;
+pub use repair::{check_pairing, repair_pairing, tool_result_message, RepairPolicy, RepairReport};
+pub use session_id::{validate_session_id, MAX_SESSION_ID_LEN};
+pub use trim::{approx_tokens, trim_history, TrimmedHistory};
 
 use crate::approval::{ApprovalDecision, PendingApprovalBatch};
 use crate::error::AgentError;
@@ -217,6 +245,17 @@ pub trait StateStore: Send + Sync {
     /// # Errors
     /// `session_id_invalid`, `state_io`, `state_corrupt`, `state_version_unsupported`.
     async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError>;
+
+    /// Loads a session migrated but without the pairing repair, for a runtime that applies
+    /// [`repair_pairing`] itself with its own policy (to re-run idempotent calls). The default
+    /// returns [`load`](StateStore::load)'s repaired state, which is safe: repair is idempotent and
+    /// the conservative policy never runs anything twice.
+    ///
+    /// # Errors
+    /// As [`load`](StateStore::load).
+    async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        self.load(session_id).await
+    }
 
     /// Durably records events that were applied to `state` (which is the state after them), in one
     /// sync. The store may fold the journal into a new snapshot of `state` when it sees fit.

@@ -1,0 +1,271 @@
+//! The on-disk encodings of snapshots and journals, as pure functions over bytes (the file store
+//! does the I/O; fuzzers and recovery tests call these directly).
+//!
+//! A snapshot file is `ARKS` + payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the
+//! payload: the state as JSON. Any flipped bit is caught by the checksum.
+//!
+//! A journal file is `ARKJ` + the schema version of its events (u32 LE), then records, each
+//! payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the payload: one
+//! [`StateEvent`] as JSON. Records are only ever appended; a crash can leave a torn last record,
+//! which the checksum (or the missing bytes) exposes, and which is dropped on load.
+
+use super::migrate::migrate_value;
+use super::{AgentState, StateEvent, SCHEMA_VERSION};
+use crate::error::{codes, AgentError};
+use serde_json::Value;
+
+/// The magic bytes that open a snapshot file.
+pub const SNAPSHOT_MAGIC: &[u8; 4] = b"ARKS";
+/// The magic bytes that open a journal file.
+pub const JOURNAL_MAGIC: &[u8; 4] = b"ARKJ";
+/// Bytes of the journal header (magic + version).
+pub const JOURNAL_HEADER_LEN: usize = 8;
+/// Bytes before each record's payload (length + checksum).
+pub const RECORD_HEADER_LEN: usize = 8;
+/// The largest record or snapshot payload accepted (a guard against a corrupt length).
+pub const MAX_PAYLOAD_LEN: usize = 1 << 30;
+
+fn checksum(len: u32, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&len.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+fn corrupt(message: impl Into<String>) -> AgentError {
+    AgentError::of(codes::STATE_CORRUPT, message)
+}
+
+fn frame(magic: Option<&[u8; 4]>, payload: &[u8], out: &mut Vec<u8>) -> Result<(), AgentError> {
+    if payload.len() > MAX_PAYLOAD_LEN {
+        return Err(AgentError::of(
+            codes::STATE_IO,
+            format!("a record of {} bytes is larger than the limit", payload.len()),
+        ));
+    }
+    let len = payload.len() as u32;
+    if let Some(m) = magic {
+        out.extend_from_slice(m);
+    }
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&checksum(len, payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// Encodes a state as a snapshot file.
+///
+/// # Errors
+/// `state_io` when the state cannot be serialised (a payload over [`MAX_PAYLOAD_LEN`]).
+pub fn encode_snapshot(state: &AgentState) -> Result<Vec<u8>, AgentError> {
+    let payload = serde_json::to_vec(state)
+        .map_err(|e| AgentError::of(codes::STATE_IO, format!("cannot serialise the state: {e}")))?;
+    let mut out = Vec::with_capacity(payload.len() + 12);
+    frame(Some(SNAPSHOT_MAGIC), &payload, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes a snapshot file: checks magic, length and checksum, then migrates the JSON to the
+/// current schema.
+///
+/// # Errors
+/// `state_corrupt` (bad magic, length or checksum, or JSON that is no state),
+/// `state_version_unsupported` (written by a newer version), `state_migration_failed`.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<AgentState, AgentError> {
+    if bytes.len() < 12 || &bytes[..4] != SNAPSHOT_MAGIC {
+        return Err(corrupt("the snapshot has no valid header"));
+    }
+    let len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    let crc = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    let payload = &bytes[12..];
+    if payload.len() != len as usize {
+        return Err(corrupt(format!("the snapshot says {len} bytes but holds {}", payload.len())));
+    }
+    if checksum(len, payload) != crc {
+        return Err(corrupt("the snapshot checksum does not match"));
+    }
+    decode_state_json(payload)
+}
+
+/// Decodes a state from plain JSON of any known schema version (a snapshot payload, or the
+/// single `state.json` file of a version-1 store), migrating it to the current schema.
+///
+/// # Errors
+/// `state_corrupt`, `state_version_unsupported`, `state_migration_failed`.
+pub fn decode_state_json(json: &[u8]) -> Result<AgentState, AgentError> {
+    let value: Value =
+        serde_json::from_slice(json).map_err(|e| corrupt(format!("the state is not valid JSON: {e}")))?;
+    migrate_value(value)
+}
+
+/// The journal header for events of the current schema version.
+pub fn journal_header() -> [u8; JOURNAL_HEADER_LEN] {
+    let mut h = [0u8; JOURNAL_HEADER_LEN];
+    h[..4].copy_from_slice(JOURNAL_MAGIC);
+    h[4..].copy_from_slice(&SCHEMA_VERSION.to_le_bytes());
+    h
+}
+
+/// Encodes events as journal records, all in one buffer (one write, one sync: the group commit).
+///
+/// # Errors
+/// `state_io` when an event cannot be serialised.
+pub fn encode_records(events: &[StateEvent]) -> Result<Vec<u8>, AgentError> {
+    let mut out = Vec::with_capacity(events.len() * 256);
+    for event in events {
+        let payload = serde_json::to_vec(event)
+            .map_err(|e| AgentError::of(codes::STATE_IO, format!("cannot serialise an event: {e}")))?;
+        frame(None, &payload, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// How a journal ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalTail {
+    /// Every byte belongs to a whole, valid record.
+    Clean,
+    /// The last record is incomplete (a write cut short by a crash); dropped.
+    Torn,
+    /// A record is complete but its checksum or content is wrong; it and everything after it are
+    /// dropped.
+    Corrupt,
+}
+
+/// What a journal holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalScan {
+    /// The events of the valid records, in order.
+    pub events: Vec<StateEvent>,
+    /// The length of the valid prefix (header included); appends continue from here.
+    pub valid_len: usize,
+    /// How the journal ends.
+    pub tail: JournalTail,
+}
+
+/// Decodes a journal, keeping the longest valid prefix of records. An empty or headerless file is
+/// an empty journal (a crash while it was being created).
+///
+/// # Errors
+/// `state_version_unsupported` when the header names a newer schema version (the events may mean
+/// something this code does not know).
+pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
+    let mut scan = JournalScan { events: Vec::new(), valid_len: 0, tail: JournalTail::Clean };
+    if bytes.len() < JOURNAL_HEADER_LEN {
+        scan.tail = if bytes.is_empty() { JournalTail::Clean } else { JournalTail::Torn };
+        return Ok(scan);
+    }
+    if &bytes[..4] != JOURNAL_MAGIC {
+        scan.tail = JournalTail::Corrupt;
+        return Ok(scan);
+    }
+    let version = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    if version > SCHEMA_VERSION {
+        return Err(AgentError::of(
+            codes::STATE_VERSION_UNSUPPORTED,
+            format!(
+                "the journal was written by schema version {version}; this code knows up to {SCHEMA_VERSION}"
+            ),
+        ));
+    }
+    if version == 0 {
+        scan.tail = JournalTail::Corrupt;
+        return Ok(scan);
+    }
+    let mut pos = JOURNAL_HEADER_LEN;
+    scan.valid_len = pos;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        if rest.len() < RECORD_HEADER_LEN {
+            scan.tail = JournalTail::Torn;
+            return Ok(scan);
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        if len as usize > MAX_PAYLOAD_LEN {
+            scan.tail = JournalTail::Corrupt;
+            return Ok(scan);
+        }
+        let end = RECORD_HEADER_LEN + len as usize;
+        if rest.len() < end {
+            scan.tail = JournalTail::Torn;
+            return Ok(scan);
+        }
+        let payload = &rest[RECORD_HEADER_LEN..end];
+        if checksum(len, payload) != crc {
+            // A torn write of the last record can also leave garbage of the right length: only a
+            // bad record with nothing after it is "torn"; one followed by more bytes is corruption.
+            scan.tail = if rest.len() == end { JournalTail::Torn } else { JournalTail::Corrupt };
+            return Ok(scan);
+        }
+        match serde_json::from_slice::<StateEvent>(payload) {
+            Ok(event) => scan.events.push(event),
+            Err(_) => {
+                scan.tail = JournalTail::Corrupt;
+                return Ok(scan);
+            }
+        }
+        pos += end;
+        scan.valid_len = pos;
+    }
+    Ok(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ChatMessage;
+
+    fn events() -> Vec<StateEvent> {
+        vec![
+            StateEvent::RunStarted { run_id: "r1".into() },
+            StateEvent::MessageAppended { message: ChatMessage::user("hi") },
+        ]
+    }
+
+    #[test]
+    fn journal_round_trips() {
+        let mut bytes = journal_header().to_vec();
+        bytes.extend(encode_records(&events()).unwrap());
+        let scan = decode_journal(&bytes).unwrap();
+        assert_eq!(scan.events, events());
+        assert_eq!(scan.valid_len, bytes.len());
+        assert_eq!(scan.tail, JournalTail::Clean);
+    }
+
+    #[test]
+    fn a_cut_record_is_torn_and_dropped() {
+        let mut bytes = journal_header().to_vec();
+        bytes.extend(encode_records(&events()[..1]).unwrap());
+        let first_end = bytes.len();
+        bytes.extend(encode_records(&events()[1..]).unwrap());
+        for cut in first_end + 1..bytes.len() {
+            let scan = decode_journal(&bytes[..cut]).unwrap();
+            assert_eq!(scan.events, events()[..1].to_vec(), "cut at {cut}");
+            assert_eq!(scan.valid_len, first_end);
+            assert_eq!(scan.tail, JournalTail::Torn);
+        }
+    }
+
+    #[test]
+    fn a_newer_journal_is_refused() {
+        let mut bytes = journal_header().to_vec();
+        bytes[4..8].copy_from_slice(&(SCHEMA_VERSION + 1).to_le_bytes());
+        let e = decode_journal(&bytes).unwrap_err();
+        assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED);
+    }
+
+    #[test]
+    fn snapshot_round_trips_and_catches_flips() {
+        let mut s = AgentState::new("s1");
+        s.messages.push(ChatMessage::user("hello"));
+        let bytes = encode_snapshot(&s).unwrap();
+        assert_eq!(decode_snapshot(&bytes).unwrap(), s);
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x01;
+            let e = decode_snapshot(&b).unwrap_err();
+            assert_eq!(e.code, codes::STATE_CORRUPT, "flip at {i}");
+        }
+    }
+}

@@ -1,0 +1,538 @@
+//! [`FileStore`]: the default [`StateStore`], a directory per session under a root.
+//!
+//! # Files of a session
+//! - `snapshot-<gen>.ark`: a checksummed snapshot of the whole state ([`codec`](super::codec)).
+//! - `journal-<gen>.ark`: the events committed after snapshot `<gen>`, appended record by record.
+//! - `state.json`: a version-1 session (plain JSON, no journal); read and migrated when no snapshot
+//!   exists, removed once a snapshot holds its (migrated) state.
+//!
+//! # Writes
+//! `commit` appends all its events in one write and one `fdatasync` (group commit): its cost does
+//! not depend on the length of the history. When the journal has grown to at least
+//! `max(compact_min_bytes, size of the snapshot)` bytes, the commit also compacts: a new generation
+//! is written (its empty journal created and synced, then the snapshot to a temp file, `fsync`,
+//! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
+//! snapshot is rewritten at most once per its own size in journal bytes, so the amortised cost of
+//! a commit stays bounded by a constant factor of its own bytes. `save_snapshot` compacts at once.
+//!
+//! # Loads and recovery
+//! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
+//! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
+//! its checksum falls back to the previous generation, whose journal holds every event up to the
+//! newer snapshot, followed by the newer journal: nothing committed is lost. A state written by a
+//! newer schema version is refused with `state_version_unsupported`, and neither `load` nor
+//! `commit` changes any file of it. `load` never writes; the first `commit` of a session in a
+//! process truncates a torn tail before appending after it.
+//!
+//! One process writes a root at a time (the app's); concurrent calls on one session are serialised
+//! by a per-session lock.
+
+use super::codec::{
+    decode_journal, decode_snapshot, decode_state_json, encode_records, encode_snapshot, journal_header,
+    JournalTail, JOURNAL_HEADER_LEN,
+};
+use super::repair::{repair_pairing, RepairPolicy};
+use super::session_id::validate_session_id;
+use super::{AgentState, StateEvent, StateStore};
+use crate::error::{codes, AgentError};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The name of a version-1 session's single state file.
+pub const LEGACY_STATE_FILE: &str = "state.json";
+
+/// Tuning of a [`FileStore`].
+#[derive(Debug, Clone)]
+pub struct FileStoreOptions {
+    /// The journal is folded into a new snapshot once it holds at least this many bytes and at
+    /// least as many as the snapshot (default 256 KiB).
+    pub compact_min_bytes: u64,
+    /// The repair `load` applies (default [`RepairPolicy::conservative`]).
+    pub repair: RepairPolicy,
+}
+
+impl Default for FileStoreOptions {
+    fn default() -> Self {
+        FileStoreOptions { compact_min_bytes: 256 * 1024, repair: RepairPolicy::conservative() }
+    }
+}
+
+/// The open journal of a session this process writes.
+#[derive(Debug)]
+struct Writer {
+    dir: PathBuf,
+    gen: u64,
+    journal: File,
+    journal_len: u64,
+    snapshot_len: u64,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Writer>>>;
+
+/// A crash-safe [`StateStore`] on the file system: one directory per session under a root.
+/// See the module docs for the files and the guarantees.
+#[derive(Debug)]
+pub struct FileStore {
+    root: PathBuf,
+    options: FileStoreOptions,
+    // A std Mutex: held only to find or insert a session's slot, never across an await. The slot's
+    // own lock (tokio) is held across the blocking I/O of one operation.
+    sessions: std::sync::Mutex<HashMap<String, Slot>>,
+}
+
+fn io_err(what: &str, path: &Path, e: io::Error) -> AgentError {
+    AgentError::of(codes::STATE_IO, format!("{what} {}: {e}", path.display()))
+}
+
+fn snapshot_path(dir: &Path, gen: u64) -> PathBuf {
+    dir.join(format!("snapshot-{gen:020}.ark"))
+}
+
+fn journal_path(dir: &Path, gen: u64) -> PathBuf {
+    dir.join(format!("journal-{gen:020}.ark"))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), AgentError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err("cannot sync the directory", dir, e))
+}
+
+/// The generations of a session's snapshots and of its journals (ascending), and stray temp files.
+struct Listing {
+    snaps: Vec<u64>,
+    journals: Vec<u64>,
+    temps: Vec<PathBuf>,
+}
+
+fn list_generations(dir: &Path) -> Result<Listing, AgentError> {
+    let mut snaps = Vec::new();
+    let mut journals = Vec::new();
+    let mut temps = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| io_err("cannot list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_err("cannot list", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let gen_of =
+            |prefix: &str, suffix: &str| name.strip_prefix(prefix)?.strip_suffix(suffix)?.parse::<u64>().ok();
+        if let Some(g) = gen_of("snapshot-", ".ark") {
+            snaps.push(g);
+        } else if let Some(g) = gen_of("journal-", ".ark") {
+            journals.push(g);
+        } else if name.ends_with(".tmp") {
+            temps.push(entry.path());
+        }
+    }
+    snaps.sort_unstable();
+    journals.sort_unstable();
+    Ok(Listing { snaps, journals, temps })
+}
+
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, AgentError> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("cannot read", path, e)),
+    }
+}
+
+/// A session as found on disk.
+struct Scan {
+    state: AgentState,
+    /// The newest generation with a snapshot file (0 for a version-1 session).
+    latest_gen: u64,
+    /// Whether new events may be appended to the newest journal (false for a version-1 session or
+    /// when the chain of journals was cut by corruption: then a fresh snapshot is needed).
+    appendable: bool,
+    /// The valid length of the newest journal.
+    journal_valid_len: u64,
+    /// The size of the snapshot the state came from.
+    snapshot_len: u64,
+}
+
+/// Reads a session: newest good snapshot + the journals from its generation on. Never writes.
+fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display())))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("cannot open", dir, e)),
+    }
+    let snaps = list_generations(dir)?.snaps;
+    if snaps.is_empty() {
+        let legacy = dir.join(LEGACY_STATE_FILE);
+        let Some(bytes) = read_optional(&legacy)? else { return Ok(None) };
+        let state = decode_state_json(&bytes)?;
+        if state.session_id != session_id {
+            return Err(AgentError::of(
+                codes::STATE_CORRUPT,
+                format!("{} belongs to another session", legacy.display()),
+            ));
+        }
+        return Ok(Some(Scan {
+            state,
+            latest_gen: 0,
+            appendable: false,
+            journal_valid_len: 0,
+            snapshot_len: bytes.len() as u64,
+        }));
+    }
+    let latest = *snaps.last().unwrap_or(&0);
+    let mut first_error: Option<AgentError> = None;
+    for (idx, &gen) in snaps.iter().enumerate().rev() {
+        let path = snapshot_path(dir, gen);
+        let Some(bytes) = read_optional(&path)? else { continue };
+        let mut state = match decode_snapshot(&bytes) {
+            Ok(s) if s.session_id == session_id => s,
+            Ok(_) => {
+                first_error.get_or_insert_with(|| {
+                    AgentError::of(
+                        codes::STATE_CORRUPT,
+                        format!("{} belongs to another session", path.display()),
+                    )
+                });
+                continue;
+            }
+            Err(e) if e.code == codes::STATE_VERSION_UNSUPPORTED => return Err(e),
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let mut appendable = true;
+        let mut journal_valid_len = 0;
+        for &g in &snaps[idx..] {
+            let jpath = journal_path(dir, g);
+            let bytes = read_optional(&jpath)?.unwrap_or_default();
+            let scan = decode_journal(&bytes)?;
+            for event in &scan.events {
+                state.apply(event);
+            }
+            if g == latest {
+                journal_valid_len = scan.valid_len as u64;
+            } else if scan.tail != JournalTail::Clean {
+                // A journal before the newest one lost records: later journals continue from a
+                // state this chain cannot reach. Stop here; the next commit starts a fresh snapshot.
+                appendable = false;
+                break;
+            }
+        }
+        return Ok(Some(Scan {
+            state,
+            latest_gen: latest,
+            appendable,
+            journal_valid_len,
+            snapshot_len: bytes.len() as u64,
+        }));
+    }
+    let cause = first_error.map(|e| e.message).unwrap_or_else(|| "no snapshot could be read".into());
+    Err(AgentError::of(codes::STATE_CORRUPT, format!("no good snapshot in {}: {cause}", dir.display())))
+}
+
+/// Writes generation `gen` with `payload` as its snapshot and an empty journal, then prunes the
+/// generations before `gen - 1`, temp files and a version-1 `state.json`.
+fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, AgentError> {
+    let jpath = journal_path(dir, gen);
+    let mut journal = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&jpath)
+        .map_err(|e| io_err("cannot create", &jpath, e))?;
+    journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
+    journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
+    let spath = snapshot_path(dir, gen);
+    let tmp = dir.join(format!("snapshot-{gen:020}.tmp"));
+    {
+        let mut f = File::create(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
+        f.write_all(payload).map_err(|e| io_err("cannot write", &tmp, e))?;
+        f.sync_all().map_err(|e| io_err("cannot sync", &tmp, e))?;
+    }
+    fs::rename(&tmp, &spath).map_err(|e| io_err("cannot rename to", &spath, e))?;
+    sync_dir(dir)?;
+    // Pruning is best effort: a leftover old generation is ignored by loads and pruned next time.
+    if let Ok(Listing { snaps, journals, temps }) = list_generations(dir) {
+        let keep_from = gen.saturating_sub(1);
+        for g in snaps.into_iter().filter(|g| *g < keep_from || *g > gen) {
+            let _ = fs::remove_file(snapshot_path(dir, g));
+        }
+        for g in journals.into_iter().filter(|g| *g < keep_from || *g > gen) {
+            let _ = fs::remove_file(journal_path(dir, g));
+        }
+        for t in temps {
+            let _ = fs::remove_file(t);
+        }
+        let _ = fs::remove_file(dir.join(LEGACY_STATE_FILE));
+    }
+    Ok(Writer {
+        dir: dir.to_path_buf(),
+        gen,
+        journal,
+        journal_len: JOURNAL_HEADER_LEN as u64,
+        snapshot_len: payload.len() as u64,
+    })
+}
+
+/// Opens the session's newest journal for appending, truncating a torn or corrupt tail. Returns
+/// `true` when the session had to be (re)created from `payload` (which then already holds the
+/// events being committed).
+fn ensure_open(
+    slot: &mut Option<Writer>,
+    root: &Path,
+    dir: &Path,
+    session_id: &str,
+    payload: Option<&[u8]>,
+) -> Result<bool, AgentError> {
+    if slot.is_some() {
+        return Ok(false);
+    }
+    let fresh_gen = match scan_session(dir, session_id) {
+        Ok(Some(scan)) if scan.appendable => {
+            let jpath = journal_path(dir, scan.latest_gen);
+            let mut journal = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&jpath)
+                .map_err(|e| io_err("cannot open", &jpath, e))?;
+            let len = journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?.len();
+            let mut valid = scan.journal_valid_len;
+            if valid < JOURNAL_HEADER_LEN as u64 {
+                journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
+                journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
+                valid = JOURNAL_HEADER_LEN as u64;
+                journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
+                sync_dir(dir)?;
+            } else if len != valid {
+                journal.set_len(valid).map_err(|e| io_err("cannot truncate", &jpath, e))?;
+                journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
+            }
+            use std::io::Seek;
+            journal.seek(io::SeekFrom::Start(valid)).map_err(|e| io_err("cannot seek", &jpath, e))?;
+            *slot = Some(Writer {
+                dir: dir.to_path_buf(),
+                gen: scan.latest_gen,
+                journal,
+                journal_len: valid,
+                snapshot_len: scan.snapshot_len,
+            });
+            return Ok(false);
+        }
+        Ok(Some(_)) => next_gen(dir)?,
+        Ok(None) => {
+            fs::create_dir_all(root).map_err(|e| io_err("cannot create", root, e))?;
+            match fs::create_dir(dir) {
+                Ok(()) => sync_dir(root)?,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io_err("cannot create", dir, e)),
+            }
+            next_gen(dir)?
+        }
+        Err(e) if e.code == codes::STATE_CORRUPT => {
+            // Nothing on disk can be read: the caller's state is the best there is.
+            next_gen(dir)?
+        }
+        Err(e) => return Err(e),
+    };
+    let payload = payload.ok_or_else(|| {
+        AgentError::of(codes::INTERNAL_PANIC, "a new snapshot is needed but none was prepared")
+    })?;
+    *slot = Some(write_generation(dir, fresh_gen, payload)?);
+    Ok(true)
+}
+
+/// One past the highest generation of any file of the session.
+fn next_gen(dir: &Path) -> Result<u64, AgentError> {
+    let l = list_generations(dir)?;
+    Ok(l.snaps.into_iter().chain(l.journals).max().unwrap_or(0) + 1)
+}
+
+impl Writer {
+    fn append(&mut self, records: &[u8]) -> Result<(), AgentError> {
+        let path = journal_path(&self.dir, self.gen);
+        self.journal.write_all(records).map_err(|e| io_err("cannot append to", &path, e))?;
+        self.journal.sync_data().map_err(|e| io_err("cannot sync", &path, e))?;
+        self.journal_len += records.len() as u64;
+        Ok(())
+    }
+
+    fn compact(&mut self, payload: &[u8]) -> Result<(), AgentError> {
+        let next = write_generation(&self.dir, self.gen + 1, payload)?;
+        *self = next;
+        Ok(())
+    }
+
+    fn compaction_due(&self, min_bytes: u64) -> bool {
+        self.journal_len >= min_bytes.max(self.snapshot_len)
+    }
+}
+
+impl FileStore {
+    /// A store under `root` with default options. Nothing is touched until the first commit (which
+    /// creates `root` if needed).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        FileStore::with_options(root, FileStoreOptions::default())
+    }
+
+    /// A store under `root` with the given options.
+    pub fn with_options(root: impl Into<PathBuf>, options: FileStoreOptions) -> Self {
+        FileStore { root: root.into(), options, sessions: std::sync::Mutex::new(HashMap::new()) }
+    }
+
+    /// Creates `root` (and its parents) if needed and returns a store under it.
+    ///
+    /// # Errors
+    /// `state_io` when the directory cannot be created or is not a directory.
+    pub async fn open(root: impl Into<PathBuf>, options: FileStoreOptions) -> Result<Self, AgentError> {
+        let root = root.into();
+        let r = root.clone();
+        tokio::task::spawn_blocking(move || {
+            fs::create_dir_all(&r).map_err(|e| io_err("cannot create", &r, e))?;
+            if !fs::metadata(&r).map_err(|e| io_err("cannot open", &r, e))?.is_dir() {
+                return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", r.display())));
+            }
+            Ok(())
+        })
+        .await
+        .map_err(join_error)??;
+        Ok(FileStore::with_options(root, options))
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory of a session.
+    ///
+    /// # Errors
+    /// `session_id_invalid`.
+    pub fn session_dir(&self, session_id: &str) -> Result<PathBuf, AgentError> {
+        validate_session_id(session_id)?;
+        Ok(self.root.join(session_id))
+    }
+
+    fn slot(&self, session_id: &str) -> Slot {
+        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(session_id.to_string()).or_default().clone()
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> AgentError {
+    AgentError::of(codes::INTERNAL_PANIC, format!("a state I/O task failed: {e}"))
+}
+
+#[async_trait]
+impl StateStore for FileStore {
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        let mut state = self.load_unrepaired(session_id).await?;
+        if let Some(s) = state.as_mut() {
+            repair_pairing(s, &self.options.repair);
+        }
+        Ok(state)
+    }
+
+    async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        let dir = self.session_dir(session_id)?;
+        let slot = self.slot(session_id);
+        // Held so a load never reads a commit half-way.
+        let _guard = slot.lock().await;
+        let id = session_id.to_string();
+        let scan =
+            tokio::task::spawn_blocking(move || scan_session(&dir, &id)).await.map_err(join_error)??;
+        Ok(scan.map(|s| s.state))
+    }
+
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+        let dir = self.session_dir(&state.session_id)?;
+        let slot = self.slot(&state.session_id);
+        let mut guard = slot.lock_owned().await;
+        let records = encode_records(events)?;
+        let min = self.options.compact_min_bytes;
+        let need_payload = match guard.as_ref() {
+            None => true,
+            Some(w) => w.journal_len + records.len() as u64 >= min.max(w.snapshot_len),
+        };
+        // Serialising the whole state happens only when a snapshot may be written.
+        let payload = if need_payload { Some(encode_snapshot(state)?) } else { None };
+        let root = self.root.clone();
+        let id = state.session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = (|| {
+                if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
+                    return Ok(());
+                }
+                let Some(w) = guard.as_mut() else { return Ok(()) };
+                if !records.is_empty() {
+                    w.append(&records)?;
+                }
+                if let Some(p) = payload.as_deref() {
+                    if w.compaction_due(min) {
+                        w.compact(p)?;
+                    }
+                }
+                Ok(())
+            })();
+            if result.is_err() {
+                // The journal may end in a partial record: reopen (and truncate it) next time.
+                *guard = None;
+            }
+            result
+        })
+        .await
+        .map_err(join_error)?
+    }
+
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+        let dir = self.session_dir(&state.session_id)?;
+        let slot = self.slot(&state.session_id);
+        let mut guard = slot.lock_owned().await;
+        let payload = encode_snapshot(state)?;
+        let root = self.root.clone();
+        let id = state.session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = (|| {
+                if ensure_open(&mut guard, &root, &dir, &id, Some(&payload))? {
+                    return Ok(());
+                }
+                match guard.as_mut() {
+                    Some(w) => w.compact(&payload),
+                    None => Ok(()),
+                }
+            })();
+            if result.is_err() {
+                *guard = None;
+            }
+            result
+        })
+        .await
+        .map_err(join_error)?
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+        let dir = self.session_dir(session_id)?;
+        let slot = self.slot(session_id);
+        let mut guard = slot.lock_owned().await;
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || {
+            *guard = None;
+            match fs::remove_dir_all(&dir) {
+                Ok(()) => {
+                    sync_dir(&root)?;
+                    Ok(true)
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(io_err("cannot delete", &dir, e)),
+            }
+        })
+        .await
+        .map_err(join_error)?
+    }
+}

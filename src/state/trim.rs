@@ -1,0 +1,145 @@
+//! History trimming for the context window: drop the oldest messages until the history fits a
+//! budget, never separating an assistant message from its tool results, and never dropping a system
+//! message.
+
+use crate::message::ChatMessage;
+
+/// A history cut to a budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrimmedHistory {
+    /// The kept messages, in their original order.
+    pub messages: Vec<ChatMessage>,
+    /// How many messages were dropped.
+    pub dropped: usize,
+    /// The cost of the kept messages.
+    pub cost: usize,
+    /// True when even the system messages plus the newest group exceed the budget (they are kept
+    /// anyway: a request needs its newest turn).
+    pub over_budget: bool,
+}
+
+/// A rough token count for a message: about four bytes a token, plus a few tokens of framing.
+pub fn approx_tokens(message: &ChatMessage) -> usize {
+    let bytes = match message {
+        ChatMessage::System { content } | ChatMessage::User { content } => content.len(),
+        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
+            content.as_deref().map_or(0, str::len)
+                + reasoning_content.as_deref().map_or(0, str::len)
+                + tool_calls.iter().map(|c| c.id.len() + c.name.len() + c.arguments.len() + 8).sum::<usize>()
+        }
+        ChatMessage::Tool { tool_call_id, name, content, .. } => {
+            tool_call_id.len() + name.len() + content.len()
+        }
+    };
+    bytes.div_ceil(4) + 4
+}
+
+/// Drops the oldest messages of `messages` until the total `cost` fits `budget`.
+///
+/// Messages are dropped by groups: an assistant message together with the tool messages right
+/// after it, or one other message. System messages are never dropped, and the newest group is
+/// always kept (see [`TrimmedHistory::over_budget`]). Pure; pass [`approx_tokens`] as `cost` when
+/// no tokenizer is at hand.
+pub fn trim_history<F: Fn(&ChatMessage) -> usize>(
+    messages: &[ChatMessage],
+    budget: usize,
+    cost: F,
+) -> TrimmedHistory {
+    // Group boundaries: [start, end) of each droppable group; system messages are no group.
+    let costs: Vec<usize> = messages.iter().map(&cost).collect();
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        match &messages[i] {
+            ChatMessage::System { .. } => i += 1,
+            ChatMessage::Assistant { .. } => {
+                let mut j = i + 1;
+                while matches!(messages.get(j), Some(ChatMessage::Tool { .. })) {
+                    j += 1;
+                }
+                groups.push((i, j));
+                i = j;
+            }
+            _ => {
+                groups.push((i, i + 1));
+                i += 1;
+            }
+        }
+    }
+    let mut total: usize = costs.iter().sum();
+    let mut keep = vec![true; messages.len()];
+    let mut dropped = 0;
+    let droppable = groups.len().saturating_sub(1);
+    for &(start, end) in &groups[..droppable] {
+        if total <= budget {
+            break;
+        }
+        for k in start..end {
+            keep[k] = false;
+            total -= costs[k];
+            dropped += 1;
+        }
+    }
+    let kept = messages.iter().zip(&keep).filter(|(_, k)| **k).map(|(m, _)| m.clone()).collect();
+    TrimmedHistory { messages: kept, dropped, cost: total, over_budget: total > budget }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+
+    fn call_group(id: &str) -> Vec<ChatMessage> {
+        vec![
+            ChatMessage::Assistant {
+                content: None,
+                reasoning_content: None,
+                tool_calls: vec![ToolCall::new(id, "t", "{}")],
+            },
+            ChatMessage::Tool {
+                tool_call_id: id.into(),
+                name: "t".into(),
+                content: "r".into(),
+                is_error: false,
+            },
+        ]
+    }
+
+    #[test]
+    fn drops_groups_whole_and_keeps_system_messages() {
+        let mut h = vec![ChatMessage::system("sys"), ChatMessage::user("u1")];
+        h.extend(call_group("c1"));
+        h.push(ChatMessage::user("u2"));
+        h.extend(call_group("c2"));
+        // Every message costs 1: 7 in all. A budget of 4 drops u1, the c1 group (2) -> 4 left.
+        let t = trim_history(&h, 4, |_| 1);
+        assert_eq!(t.dropped, 3);
+        assert_eq!(t.cost, 4);
+        assert!(!t.over_budget);
+        assert_eq!(t.messages[0], ChatMessage::system("sys"));
+        assert_eq!(t.messages[1], ChatMessage::user("u2"));
+        assert_eq!(&t.messages[2..], &call_group("c2")[..]);
+        // A budget of 3 cannot split the c1 group's pair: it drops u2 too, leaving sys + c2 group.
+        let t = trim_history(&h, 3, |_| 1);
+        assert_eq!(t.messages.len(), 3);
+        assert_eq!(&t.messages[1..], &call_group("c2")[..]);
+    }
+
+    #[test]
+    fn keeps_the_newest_group_even_over_budget() {
+        let mut h = vec![ChatMessage::system("sys")];
+        h.extend(call_group("c1"));
+        let t = trim_history(&h, 0, |_| 1);
+        assert_eq!(t.messages, h);
+        assert!(t.over_budget);
+        assert_eq!(t.dropped, 0);
+    }
+
+    #[test]
+    fn fits_untouched_when_under_budget() {
+        let h = vec![ChatMessage::user("a"), ChatMessage::assistant_text("b")];
+        let t = trim_history(&h, 1000, approx_tokens);
+        assert_eq!(t.messages, h);
+        assert_eq!(t.dropped, 0);
+    }
+}

@@ -1,0 +1,162 @@
+//! Crash harness: a child process commits turns in a loop, printing each committed sequence number
+//! after its commit returns; the parent kills it with SIGKILL at random moments. After each kill the
+//! session loads and equals the state of the last reported commit, or of the one after it (committed,
+//! then killed before it was printed); no decided approval is lost; the repaired load satisfies the
+//! pairing invariant.
+//!
+//! This file has its own `main` (`harness = false`): with `ARKAGENT_CRASH_CHILD=<root>` set, the
+//! binary is the child; otherwise it is the parent, which re-invokes itself.
+//!
+//! - `ARKAGENT_LONG=1`: 500 kills instead of 50.
+//! - `ARKAGENT_CRASH_KILLS=<n>`: any number of kills.
+//! - `ARKAGENT_CRASH_SEED=<u64>`: replay a run (the seed is printed).
+//!
+//! SIGKILL stops the process, not the machine: the page cache survives. Torn writes that only a
+//! power cut leaves are covered by tests/state_recovery.rs, which cuts the journal at every byte.
+
+mod state_support;
+
+use arkagent::approval::ApprovalDecision;
+use arkagent::state::{check_pairing, AgentState, FileStore, FileStoreOptions, StateStore};
+use state_support::turn;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SESSION: &str = "crash";
+
+fn options() -> FileStoreOptions {
+    // Small, so compactions (and kills during them) are frequent.
+    FileStoreOptions { compact_min_bytes: 4096, ..FileStoreOptions::default() }
+}
+
+fn seq_of(state: &AgentState) -> u64 {
+    state.metadata.get("seq").and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+fn child(root: String) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async move {
+        let store = FileStore::with_options(root, options());
+        let mut state =
+            store.load_unrepaired(SESSION).await.unwrap().unwrap_or_else(|| AgentState::new(SESSION));
+        let mut k = seq_of(&state);
+        let out = std::io::stdout();
+        loop {
+            k += 1;
+            let events = turn(k);
+            for e in &events {
+                state.apply(e);
+            }
+            store.commit(&state, &events).await.unwrap();
+            if k.is_multiple_of(17) {
+                store.save_snapshot(&state).await.unwrap();
+            }
+            let mut lock = out.lock();
+            writeln!(lock, "committed {k}").unwrap();
+            lock.flush().unwrap();
+        }
+    });
+}
+
+fn main() {
+    if let Ok(root) = std::env::var("ARKAGENT_CRASH_CHILD") {
+        child(root);
+        return;
+    }
+    let long = std::env::var("ARKAGENT_LONG").is_ok_and(|v| v == "1");
+    let kills: usize = std::env::var("ARKAGENT_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if long { 500 } else { 50 });
+    let seed: u64 = std::env::var("ARKAGENT_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    println!("state_crash: {kills} kills, seed {seed} (ARKAGENT_CRASH_SEED={seed} replays the kill moments)");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let root = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+
+    let started = Instant::now();
+    let mut last_reported = 0u64;
+    let mut expected = AgentState::new(SESSION);
+    let (mut ahead, mut reported_total, mut decided_checked) = (0usize, 0u64, 0usize);
+    for kill in 0..kills {
+        let mut child = Command::new(&exe)
+            .env("ARKAGENT_CRASH_CHILD", root.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut max = None;
+            for line in BufReader::new(stdout).lines() {
+                let line = line.unwrap();
+                let k: u64 = line.strip_prefix("committed ").unwrap().parse().unwrap();
+                max = Some(k);
+            }
+            max
+        });
+        // A quarter of the kills land during start-up and loading, the rest during the commit loop.
+        let delay = if rng.u8(0..4) == 0 { rng.u64(0..3_000) } else { rng.u64(3_000..120_000) };
+        std::thread::sleep(Duration::from_micros(delay));
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "kill {kill}: the child must have been killed, not exited ({status})");
+        let reported = reader.join().unwrap();
+        if let Some(k) = reported {
+            assert!(k >= last_reported, "kill {kill}: sequence went backwards");
+            reported_total += k - last_reported;
+            last_reported = k;
+        }
+
+        let (loaded, repaired) = rt.block_on(async {
+            let store = FileStore::with_options(root.path(), options());
+            (store.load_unrepaired(SESSION).await.unwrap(), store.load(SESSION).await.unwrap())
+        });
+        let loaded = loaded.unwrap_or_else(|| AgentState::new(SESSION));
+        let s = seq_of(&loaded);
+        assert!(
+            s == last_reported || s == last_reported + 1,
+            "kill {kill}: loaded seq {s}, last reported {last_reported}"
+        );
+        if s == last_reported + 1 {
+            ahead += 1;
+            last_reported = s;
+        }
+        for k in seq_of(&expected) + 1..=s {
+            for e in turn(k) {
+                expected.apply(&e);
+            }
+        }
+        assert_eq!(loaded, expected, "kill {kill}: the loaded state differs from the fold of turns 1..={s}");
+        // No decided approval is lost: after a decision turn (k % 5 == 2) and while its call runs
+        // (k % 5 == 3), the persisted batch holds the decision.
+        if s % 5 == 2 || s % 5 == 3 {
+            let batch = loaded.pending_approval.as_ref().expect("the batch is persisted");
+            assert_ne!(batch.items[0].decision, ApprovalDecision::Pending, "kill {kill}: decision lost");
+            decided_checked += 1;
+        }
+        let repaired = repaired.unwrap_or_else(|| AgentState::new(SESSION));
+        let pending: Vec<&str> = match &repaired.pending_approval {
+            Some(b) if repaired.status == arkagent::state::RunStatus::AwaitingApproval => {
+                b.items.iter().map(|i| i.tool_call.id.as_str()).collect()
+            }
+            _ => Vec::new(),
+        };
+        check_pairing(&repaired.messages, &pending).unwrap_or_else(|e| panic!("kill {kill}: {e}"));
+    }
+    let mut files: Vec<String> = std::fs::read_dir(root.path().join(SESSION))
+        .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    files.sort();
+    println!(
+        "state_crash: ok: {kills} kills in {:.1} s; {reported_total} commits reported, final seq {last_reported}; \
+         {ahead} kills landed after a commit and before its report; {decided_checked} loads checked a decided \
+         approval; session files {files:?}",
+        started.elapsed().as_secs_f64()
+    );
+}

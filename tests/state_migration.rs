@@ -1,0 +1,147 @@
+//! Migration from every old schema version (fixtures in tests/fixtures/state/), and refusal of a
+//! newer one, both through the pure functions and through a `FileStore` directory.
+
+use arkagent::codes;
+use arkagent::state::codec::decode_state_json;
+use arkagent::state::file_store::LEGACY_STATE_FILE;
+use arkagent::state::migrate::{migrate_json, migrate_value, schema_version_of};
+use arkagent::state::{AgentState, FileStore, RunStatus, StateEvent, StateStore, SCHEMA_VERSION};
+use arkagent::{ChatMessage, ToolResult};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn fixture(path: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/state").join(path);
+    fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn json(path: &str) -> Value {
+    serde_json::from_slice(&fixture(path)).unwrap()
+}
+
+/// Every file of a directory tree with its bytes, to prove nothing was touched.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(tree(&p));
+        } else {
+            out.push((p.clone(), fs::read(&p).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn v1_migrates_to_the_hand_written_v2() {
+    let migrated = migrate_json(json("v1/state.json")).unwrap();
+    assert_eq!(migrated, json("v1/expected_v2.json"));
+    let state = migrate_value(json("v1/state.json")).unwrap();
+    assert_eq!(state.schema_version, SCHEMA_VERSION);
+    assert_eq!(state.status, RunStatus::Failed);
+    assert_eq!(state.messages.len(), 7);
+    assert_eq!(state.messages[2].tool_calls()[0].arguments, "{\"orderId\":42}");
+    assert!(state.pending_approval.is_none() && state.tool_runs.is_empty() && state.loop_window.is_empty());
+    assert_eq!(state.usage.total_tokens, 150);
+}
+
+#[test]
+fn minimal_v1_gets_defaults_and_bad_v1_fails_with_a_path() {
+    let s = migrate_value(json("v1/minimal.json")).unwrap();
+    assert_eq!(s, AgentState::new("bare"));
+    let e = migrate_value(json("v1/bad_role.json")).unwrap_err();
+    assert_eq!(e.code, codes::STATE_MIGRATION_FAILED);
+    assert!(e.message.contains("$.messages[0].role"), "{}", e.message);
+}
+
+#[test]
+fn current_fixture_decodes_as_is() {
+    let v = json("v2/state.json");
+    assert_eq!(schema_version_of(&v).unwrap(), 2);
+    let s = decode_state_json(&fixture("v2/state.json")).unwrap();
+    assert_eq!(serde_json::to_value(&s).unwrap(), v, "v2 must round-trip without loss");
+    let batch = s.pending_approval.as_ref().unwrap();
+    assert_eq!(batch.items[0].decided_at_ms, Some(1764460900000));
+}
+
+#[test]
+fn newer_version_is_refused() {
+    let e = migrate_value(json("v3/state.json")).unwrap_err();
+    assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED);
+    assert!(e.message.contains('3'), "{}", e.message);
+}
+
+#[tokio::test]
+async fn file_store_migrates_a_v1_session_and_replaces_it_on_the_first_commit() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("order-chat-1");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join(LEGACY_STATE_FILE), fixture("v1/state.json")).unwrap();
+    let store = FileStore::new(root.path());
+    let mut state = store.load("order-chat-1").await.unwrap().unwrap();
+    assert_eq!(serde_json::to_value(&state).unwrap(), json("v1/expected_v2.json"));
+    // Loading wrote nothing.
+    assert_eq!(tree(&dir).len(), 1);
+
+    let ev = StateEvent::MessageAppended { message: ChatMessage::user("again") };
+    state.apply(&ev);
+    store.commit(&state, &[ev]).await.unwrap();
+    assert!(!dir.join(LEGACY_STATE_FILE).exists(), "the v1 file is replaced by a snapshot");
+    let fresh = FileStore::new(root.path());
+    assert_eq!(fresh.load("order-chat-1").await.unwrap().unwrap(), state);
+}
+
+#[tokio::test]
+async fn file_store_leaves_a_newer_session_untouched_byte_for_byte() {
+    let root = tempfile::tempdir().unwrap();
+    // A v3 session as a v1-style file and one as a framed snapshot + journal.
+    let legacy_dir = root.path().join("future-1");
+    fs::create_dir(&legacy_dir).unwrap();
+    fs::write(legacy_dir.join(LEGACY_STATE_FILE), fixture("v3/state.json")).unwrap();
+
+    let snap_dir = root.path().join("future-2");
+    {
+        let store = FileStore::new(root.path());
+        let mut s = AgentState::new("future-2");
+        store.save_snapshot(&s).await.unwrap();
+        let ev = StateEvent::MessageAppended { message: ChatMessage::user("x") };
+        s.apply(&ev);
+        store.commit(&s, &[ev]).await.unwrap();
+    }
+    // Rewrite its snapshot as one from version 3 (valid frame and checksum).
+    let snap = fs::read_dir(&snap_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("snapshot-"))
+        .unwrap();
+    let mut v: Value = json("v3/state.json");
+    v["session_id"] = "future-2".into();
+    let payload = serde_json::to_vec(&v).unwrap();
+    let mut framed = b"ARKS".to_vec();
+    framed.extend((payload.len() as u32).to_le_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&(payload.len() as u32).to_le_bytes());
+    h.update(&payload);
+    framed.extend(h.finalize().to_le_bytes());
+    framed.extend(&payload);
+    fs::write(&snap, framed).unwrap();
+
+    let before = tree(root.path());
+    let store = FileStore::new(root.path());
+    for id in ["future-1", "future-2"] {
+        let e = store.load(id).await.unwrap_err();
+        assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED, "{id}");
+        let mut s = AgentState::new(id);
+        let ev =
+            StateEvent::ToolFinished { call_id: "c".into(), name: "t".into(), result: ToolResult::text("r") };
+        s.apply(&ev);
+        let e = store.commit(&s, &[ev]).await.unwrap_err();
+        assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED, "{id}");
+        let e = store.save_snapshot(&s).await.unwrap_err();
+        assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED, "{id}");
+    }
+    assert_eq!(tree(root.path()), before, "no byte of a newer session may change");
+}

@@ -1,0 +1,220 @@
+//! Torn writes and corrupt files: a journal cut at every byte offset of its last record, flipped
+//! bytes in snapshots and journals, and the leftovers of a crash during compaction.
+
+mod state_support;
+
+use arkagent::codes;
+use arkagent::state::{AgentState, FileStore, FileStoreOptions, StateStore};
+use state_support::{files, state_after, turn};
+use std::fs;
+use std::path::Path;
+
+async fn play(store: &FileStore, from: u64, to: u64, state: &mut AgentState) {
+    for k in from..=to {
+        let events = turn(k);
+        for e in &events {
+            state.apply(e);
+        }
+        store.commit(state, &events).await.unwrap();
+    }
+}
+
+async fn load(root: &Path) -> Result<Option<AgentState>, arkagent::AgentError> {
+    // A fresh store each time: what a restarted process sees.
+    FileStore::new(root).load_unrepaired("s1").await
+}
+
+#[tokio::test]
+async fn a_journal_cut_at_any_byte_of_its_last_record_loads_the_previous_commit() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let store = FileStore::new(root.path());
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 9, &mut state).await;
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let start = fs::metadata(&journal).unwrap().len() as usize;
+    play(&store, 10, 10, &mut state).await;
+    drop(store);
+    let full = fs::read(&journal).unwrap();
+    assert!(full.len() > start);
+    let before = state_after("s1", 9);
+    // Turn 10 is one group commit of several records: a cut anywhere inside it keeps the whole
+    // records before the cut. The state is then the fold of those records.
+    let events = turn(10);
+    let record_ends: Vec<usize> = (0..=events.len())
+        .map(|n| start + arkagent::state::codec::encode_records(&events[..n]).unwrap().len())
+        .collect();
+    for cut in start..full.len() {
+        fs::write(&journal, &full[..cut]).unwrap();
+        let loaded = load(root.path()).await.unwrap().unwrap();
+        let whole = record_ends.iter().rposition(|end| *end <= cut).unwrap();
+        let mut expected = before.clone();
+        for e in &events[..whole] {
+            expected.apply(e);
+        }
+        assert_eq!(loaded, expected, "cut at {cut} (start {start}, len {})", full.len());
+        if cut == start {
+            assert_eq!(loaded, before);
+        }
+    }
+    // After a cut, a new commit drops the torn bytes first, so it is not hidden behind them.
+    fs::write(&journal, &full[..full.len() - 3]).unwrap();
+    let store = FileStore::new(root.path());
+    let mut state = store.load_unrepaired("s1").await.unwrap().unwrap();
+    play(&store, 11, 11, &mut state).await;
+    drop(store);
+    let loaded = load(root.path()).await.unwrap().unwrap();
+    assert_eq!(loaded, state);
+    assert_eq!(loaded.metadata["seq"], 11);
+}
+
+#[tokio::test]
+async fn a_commit_after_every_possible_torn_tail_is_kept() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    {
+        let store = FileStore::new(root.path());
+        let mut state = AgentState::new("s1");
+        play(&store, 1, 5, &mut state).await;
+        play(&store, 6, 6, &mut state).await;
+    }
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let full = fs::read(&journal).unwrap();
+    let last_len = arkagent::state::codec::encode_records(&turn(6)).unwrap().len();
+    let start = full.len() - last_len;
+    // Every 5th offset plus the ends (each needs a durable commit: a few ms apiece).
+    let cuts: Vec<usize> = (start..full.len()).step_by(5).chain([full.len() - 1]).collect();
+    for cut in cuts {
+        fs::write(&journal, &full[..cut]).unwrap();
+        let store = FileStore::new(root.path());
+        let mut state = store.load_unrepaired("s1").await.unwrap().unwrap();
+        let seq_before = state.metadata["seq"].as_u64().unwrap();
+        assert_eq!(seq_before, 5, "cut at {cut}");
+        let ev = arkagent::state::StateEvent::MetadataSet { key: "after".into(), value: (cut as u64).into() };
+        state.apply(&ev);
+        store.commit(&state, &[ev]).await.unwrap();
+        drop(store);
+        let loaded = load(root.path()).await.unwrap().unwrap();
+        assert_eq!(loaded, state, "cut at {cut}");
+    }
+}
+
+/// A session with two generations and events in the newest journal.
+async fn two_generations(root: &Path) -> AgentState {
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root, opts);
+    let mut state = AgentState::new("s1");
+    let mut k = 0;
+    // Play until the newest journal holds some events after a compaction.
+    loop {
+        k += 1;
+        play(&store, k, k, &mut state).await;
+        let dir = root.join("s1");
+        let snaps = files(&dir, "snapshot-");
+        let newest_journal = files(&dir, "journal-").pop().unwrap();
+        if snaps.len() == 2 && fs::metadata(&newest_journal).unwrap().len() > 300 {
+            return state;
+        }
+        assert!(k < 500, "never compacted");
+    }
+}
+
+#[tokio::test]
+async fn a_flipped_byte_in_the_newest_snapshot_falls_back_without_losing_a_commit() {
+    let root = tempfile::tempdir().unwrap();
+    let state = two_generations(root.path()).await;
+    let dir = root.path().join("s1");
+    let newest = files(&dir, "snapshot-").pop().unwrap();
+    let good = fs::read(&newest).unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state);
+    // Every header byte, then every 7th payload byte.
+    let offsets: Vec<usize> = (0..12).chain((12..good.len()).step_by(7)).collect();
+    for i in offsets {
+        let mut bad = good.clone();
+        bad[i] ^= 0x5a;
+        fs::write(&newest, &bad).unwrap();
+        let loaded = load(root.path()).await.unwrap().unwrap();
+        assert_eq!(loaded, state, "flip at {i}");
+    }
+    // A truncated or emptied snapshot too.
+    for len in [0, 5, good.len() / 2, good.len() - 1] {
+        fs::write(&newest, &good[..len]).unwrap();
+        assert_eq!(load(root.path()).await.unwrap().unwrap(), state, "snapshot cut to {len}");
+    }
+    // And the store keeps working on top of the fallback.
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    let k = s.metadata["seq"].as_u64().unwrap();
+    play(&store, k + 1, k + 3, &mut s).await;
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", k + 3));
+}
+
+#[tokio::test]
+async fn both_snapshots_corrupt_is_state_corrupt_and_the_next_commit_starts_afresh() {
+    let root = tempfile::tempdir().unwrap();
+    let state = two_generations(root.path()).await;
+    let dir = root.path().join("s1");
+    for snap in files(&dir, "snapshot-") {
+        let mut b = fs::read(&snap).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 1;
+        fs::write(&snap, b).unwrap();
+    }
+    let e = load(root.path()).await.unwrap_err();
+    assert_eq!(e.code, codes::STATE_CORRUPT);
+    assert!(e.message.contains("checksum"), "{}", e.message);
+    // The runtime's in-memory state is the best there is: committing it writes a new generation.
+    let store = FileStore::new(root.path());
+    let ev = arkagent::state::StateEvent::MetadataSet { key: "x".into(), value: 1.into() };
+    let mut s = state.clone();
+    s.apply(&ev);
+    store.commit(&s, &[ev]).await.unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), s);
+}
+
+#[tokio::test]
+async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    {
+        let store = FileStore::new(root.path());
+        let mut state = AgentState::new("s1");
+        play(&store, 1, 8, &mut state).await;
+    }
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let full = fs::read(&journal).unwrap();
+    // The first snapshot holds turn 1 (it created the session); the journal holds turns 2..=8.
+    let mut offset = 8;
+    for k in 2..=4 {
+        offset += arkagent::state::codec::encode_records(&turn(k)).unwrap().len();
+    }
+    let mut bad = full.clone();
+    bad[offset + 20] ^= 0xff; // inside the first record of turn 5
+    fs::write(&journal, &bad).unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 4));
+}
+
+#[tokio::test]
+async fn leftovers_of_a_crash_during_compaction_are_ignored() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let state = {
+        let store = FileStore::new(root.path());
+        let mut state = AgentState::new("s1");
+        play(&store, 1, 6, &mut state).await;
+        state
+    };
+    let gen = files(&dir, "snapshot-").len() as u64;
+    // A crash after the next generation's journal was created and its snapshot half written.
+    fs::write(dir.join(format!("journal-{:020}.ark", gen + 1)), arkagent::state::codec::journal_header())
+        .unwrap();
+    fs::write(dir.join(format!("snapshot-{:020}.tmp", gen + 1)), b"ARKS\x10\x00").unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state);
+    // The next compaction clears them.
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    play(&store, 7, 7, &mut s).await;
+    store.save_snapshot(&s).await.unwrap();
+    assert!(files(&dir, "snapshot-").iter().all(|p| p.extension().unwrap() == "ark"));
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 7));
+}

@@ -1,0 +1,241 @@
+//! Behaviour of the two stores: round trips through a fresh store (a new process), compaction,
+//! snapshots, deletion, session id checks, and repair on load.
+
+mod state_support;
+
+use arkagent::codes;
+use arkagent::state::{
+    check_pairing, AgentState, FileStore, FileStoreOptions, MemoryStore, RepairPolicy, RunStatus, StateEvent,
+    StateStore,
+};
+use arkagent::{ChatMessage, ToolCall};
+use state_support::{files, state_after, turn};
+use std::fs;
+use std::sync::Arc;
+
+async fn play(store: &dyn StateStore, from: u64, to: u64, state: &mut AgentState) {
+    for k in from..=to {
+        let events = turn(k);
+        for e in &events {
+            state.apply(e);
+        }
+        store.commit(state, &events).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn commits_load_back_equal_through_a_fresh_store() {
+    let root = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(root.path()));
+    assert_eq!(store.load("s1").await.unwrap(), None);
+    let mut state = AgentState::new("s1");
+    play(store.as_ref(), 1, 23, &mut state).await;
+    assert_eq!(state, state_after("s1", 23));
+    // The same store, and a fresh one (as after a restart), see the same state.
+    assert_eq!(store.load_unrepaired("s1").await.unwrap().unwrap(), state);
+    let fresh = FileStore::new(root.path());
+    assert_eq!(fresh.load_unrepaired("s1").await.unwrap().unwrap(), state);
+    // A fresh store continues the journal where the old one stopped.
+    play(&fresh, 24, 40, &mut state).await;
+    assert_eq!(
+        FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap(),
+        state_after("s1", 40)
+    );
+}
+
+#[tokio::test]
+async fn one_commit_is_one_append_to_the_journal() {
+    let root = tempfile::tempdir().unwrap();
+    let store = FileStore::new(root.path());
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 1, &mut state).await;
+    let dir = root.path().join("s1");
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let before = fs::metadata(&journal).unwrap().len();
+    play(&store, 2, 2, &mut state).await;
+    let after = fs::metadata(&journal).unwrap().len();
+    let expected = arkagent::state::codec::encode_records(&turn(2)).unwrap().len() as u64;
+    assert_eq!(after - before, expected, "the journal grows by exactly the turn's records");
+    assert_eq!(files(&dir, "snapshot-").len(), 1, "no snapshot rewrite below the threshold");
+}
+
+#[tokio::test]
+async fn compaction_rotates_generations_and_keeps_the_previous_one() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = FileStoreOptions { compact_min_bytes: 2048, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts);
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 300, &mut state).await;
+    let dir = root.path().join("s1");
+    let snaps = files(&dir, "snapshot-");
+    let journals = files(&dir, "journal-");
+    assert_eq!(snaps.len(), 2, "{snaps:?}");
+    assert_eq!(journals.len(), 2, "{journals:?}");
+    let newest = snaps[1].file_name().unwrap().to_str().unwrap().to_string();
+    assert!(newest.as_str() > "snapshot-00000000000000000003.ark", "compacted several times: {newest}");
+    // The journal never grows much past the larger of the threshold and the snapshot.
+    let snap_len = fs::metadata(&snaps[1]).unwrap().len();
+    let journal_len = fs::metadata(&journals[1]).unwrap().len();
+    assert!(journal_len < snap_len.max(2048) + 2048, "journal {journal_len}, snapshot {snap_len}");
+    assert_eq!(
+        FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap(),
+        state_after("s1", 300)
+    );
+}
+
+#[tokio::test]
+async fn save_snapshot_starts_an_empty_journal() {
+    let root = tempfile::tempdir().unwrap();
+    let store = FileStore::new(root.path());
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 7, &mut state).await;
+    store.save_snapshot(&state).await.unwrap();
+    let dir = root.path().join("s1");
+    let journal = files(&dir, "journal-").pop().unwrap();
+    assert_eq!(fs::metadata(&journal).unwrap().len(), 8, "header only");
+    assert_eq!(FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap(), state);
+}
+
+#[tokio::test]
+async fn delete_removes_the_session() {
+    let root = tempfile::tempdir().unwrap();
+    let store = FileStore::new(root.path());
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 3, &mut state).await;
+    assert!(store.delete("s1").await.unwrap());
+    assert!(!root.path().join("s1").exists());
+    assert!(!store.delete("s1").await.unwrap());
+    assert_eq!(store.load("s1").await.unwrap(), None);
+    // The session can start again after deletion.
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 2, &mut state).await;
+    assert_eq!(store.load_unrepaired("s1").await.unwrap().unwrap(), state_after("s1", 2));
+}
+
+#[tokio::test]
+async fn invalid_session_ids_are_refused_by_every_operation_of_both_stores() {
+    let root = tempfile::tempdir().unwrap();
+    let inner = root.path().join("root");
+    let file = FileStore::new(&inner);
+    let mem = MemoryStore::new();
+    let long = "x".repeat(300);
+    for store in [&file as &dyn StateStore, &mem] {
+        for id in ["", "..", "../escape", "a/b", "a\\b", "a\0b", ".", long.as_str()] {
+            let state = AgentState::new(id);
+            let errs = [
+                store.load(id).await.unwrap_err(),
+                store.load_unrepaired(id).await.unwrap_err(),
+                store.commit(&state, &turn(1)).await.unwrap_err(),
+                store.save_snapshot(&state).await.unwrap_err(),
+                store.delete(id).await.unwrap_err(),
+            ];
+            for e in errs {
+                assert_eq!(e.code, codes::SESSION_ID_INVALID, "{id:?}");
+            }
+        }
+    }
+    assert!(!inner.exists(), "nothing was created");
+    assert_eq!(fs::read_dir(root.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn memory_store_agrees_with_the_file_store() {
+    let root = tempfile::tempdir().unwrap();
+    let file = FileStore::new(root.path());
+    let mem = MemoryStore::new();
+    let (mut a, mut b) = (AgentState::new("s1"), AgentState::new("s1"));
+    play(&file, 1, 13, &mut a).await;
+    play(&mem, 1, 13, &mut b).await;
+    // Turn 13 leaves call-11 started and unfinished: both stores repair it the same way on load.
+    let from_file = file.load("s1").await.unwrap().unwrap();
+    let from_mem = mem.load("s1").await.unwrap().unwrap();
+    assert_eq!(from_file, from_mem);
+    assert_eq!(mem.session_ids(), vec!["s1".to_string()]);
+    assert!(mem.delete("s1").await.unwrap());
+    assert_eq!(mem.load("s1").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn load_repairs_with_the_store_policy_and_load_unrepaired_does_not() {
+    let root = tempfile::tempdir().unwrap();
+    let mut state = AgentState::new("s1");
+    let conservative = FileStore::new(root.path());
+    play(&conservative, 1, 13, &mut state).await;
+    // Turn 13 started call-11 (approved batch, status running): a crash now leaves it orphaned.
+    assert_eq!(state.status, RunStatus::Running);
+    let raw = conservative.load_unrepaired("s1").await.unwrap().unwrap();
+    assert!(check_pairing(&raw.messages, &[]).is_err());
+    let repaired = conservative.load("s1").await.unwrap().unwrap();
+    check_pairing(&repaired.messages, &[]).unwrap();
+    let last = repaired.messages.last().unwrap();
+    assert!(matches!(last, ChatMessage::Tool { tool_call_id, is_error: true, content, .. }
+        if tool_call_id == "call-11" && content.contains("tool_interrupted")));
+
+    // A store whose policy knows the tool is idempotent leaves the call for the runtime.
+    let opts = FileStoreOptions {
+        repair: RepairPolicy::with_idempotent(|name| name == "clear_baking_cache"),
+        ..FileStoreOptions::default()
+    };
+    let lenient = FileStore::with_options(root.path(), opts);
+    let s = lenient.load("s1").await.unwrap().unwrap();
+    assert_eq!(s.messages, raw.messages);
+    check_pairing(&s.messages, &["call-11"]).unwrap();
+}
+
+#[tokio::test]
+async fn an_awaiting_batch_is_loaded_as_pending_not_orphaned() {
+    let store = MemoryStore::new();
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 1, &mut state).await;
+    assert_eq!(state.status, RunStatus::AwaitingApproval);
+    let loaded = store.load("s1").await.unwrap().unwrap();
+    assert_eq!(loaded, state, "nothing synthesised for a batch awaiting approval");
+    let call: &ToolCall = &loaded.messages.last().unwrap().tool_calls()[0];
+    check_pairing(&loaded.messages, &[call.id.as_str()]).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_commit_concurrently() {
+    let root = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileStore::with_options(
+        root.path(),
+        FileStoreOptions { compact_min_bytes: 1024, ..FileStoreOptions::default() },
+    ));
+    let mut tasks = Vec::new();
+    for n in 0..6 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("s{n}");
+            let mut state = AgentState::new(&id);
+            for k in 1..=40 {
+                let events = turn(k);
+                for e in &events {
+                    state.apply(e);
+                }
+                store.commit(&state, &events).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let fresh = FileStore::new(root.path());
+    for n in 0..6 {
+        let id = format!("s{n}");
+        assert_eq!(fresh.load_unrepaired(&id).await.unwrap().unwrap(), state_after(&id, 40));
+    }
+}
+
+#[tokio::test]
+async fn events_that_create_a_session_are_held_by_its_first_snapshot() {
+    let root = tempfile::tempdir().unwrap();
+    let store = FileStore::new(root.path());
+    let mut state = AgentState::new("s1");
+    state.metadata.insert("set-directly".into(), 1.into());
+    let ev = StateEvent::MessageAppended { message: ChatMessage::user("first") };
+    state.apply(&ev);
+    store.commit(&state, &[ev]).await.unwrap();
+    let dir = root.path().join("s1");
+    assert_eq!(fs::metadata(files(&dir, "journal-").pop().unwrap()).unwrap().len(), 8);
+    assert_eq!(FileStore::new(root.path()).load("s1").await.unwrap().unwrap(), state);
+}

@@ -1,0 +1,66 @@
+//! History trimming never separates an assistant message from its tool results, keeps system
+//! messages, and fits the budget whenever the system messages and the newest group do.
+
+use arkagent::state::{approx_tokens, check_pairing, trim_history};
+use arkagent::{ChatMessage, ToolCall};
+use proptest::prelude::*;
+
+fn history(shape: &[(u8, u8)]) -> Vec<ChatMessage> {
+    let mut h = Vec::new();
+    for (i, (kind, n)) in shape.iter().enumerate() {
+        match kind % 4 {
+            0 => h.push(ChatMessage::system(format!("sys {i}"))),
+            1 => h.push(ChatMessage::user("u".repeat(*n as usize * 10))),
+            2 => h.push(ChatMessage::assistant_text("a".repeat(*n as usize * 7))),
+            _ => {
+                let calls: Vec<ToolCall> =
+                    (0..=*n % 3).map(|c| ToolCall::new(format!("c{i}-{c}"), "t", "{\"q\":1}")).collect();
+                let results: Vec<ChatMessage> = calls
+                    .iter()
+                    .map(|c| ChatMessage::Tool {
+                        tool_call_id: c.id.clone(),
+                        name: "t".into(),
+                        content: "r".repeat(*n as usize * 5),
+                        is_error: false,
+                    })
+                    .collect();
+                h.push(ChatMessage::Assistant { content: None, reasoning_content: None, tool_calls: calls });
+                h.extend(results);
+            }
+        }
+    }
+    h
+}
+
+proptest! {
+    #[test]
+    fn trimming_keeps_pairs_and_system_messages(
+        shape in prop::collection::vec((0u8..4, 0u8..20), 0..30),
+        budget in 0usize..400,
+    ) {
+        let h = history(&shape);
+        prop_assert!(check_pairing(&h, &[]).is_ok());
+        let t = trim_history(&h, budget, approx_tokens);
+        prop_assert!(check_pairing(&t.messages, &[]).is_ok(), "{:?}", check_pairing(&t.messages, &[]));
+        let sys = |m: &[ChatMessage]| m.iter().filter(|m| matches!(m, ChatMessage::System { .. })).count();
+        prop_assert_eq!(sys(&t.messages), sys(&h));
+        prop_assert_eq!(t.messages.len() + t.dropped, h.len());
+        prop_assert_eq!(t.cost, t.messages.iter().map(approx_tokens).sum::<usize>());
+        // What is kept is a suffix of the droppable messages (oldest dropped first).
+        let non_sys: Vec<_> = h.iter().filter(|m| !matches!(m, ChatMessage::System { .. })).collect();
+        let kept: Vec<_> = t.messages.iter().filter(|m| !matches!(m, ChatMessage::System { .. })).collect();
+        prop_assert_eq!(&non_sys[non_sys.len() - kept.len()..], &kept[..]);
+        if t.over_budget {
+            // Only the system messages and the newest group remain.
+            prop_assert!(t.cost > budget);
+            let first = t.messages.iter().position(|m| !matches!(m, ChatMessage::System { .. }));
+            if let Some(first) = first {
+                let rest = &t.messages[first..];
+                let groups = rest.iter().filter(|m| !matches!(m, ChatMessage::Tool { .. } | ChatMessage::System { .. })).count();
+                prop_assert_eq!(groups, 1);
+            }
+        } else {
+            prop_assert!(t.cost <= budget);
+        }
+    }
+}
