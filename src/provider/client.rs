@@ -265,20 +265,24 @@ fn error_chain(e: &reqwest::Error) -> String {
     text
 }
 
-/// True when a rustls error (bad certificate...) is among the causes. `io::Error::source` skips
-/// its inner error, so io errors are opened with `get_ref`.
+/// True when a rustls error (bad certificate...) is among the causes. `io::Error::source` and a
+/// boxed error's `source` skip the error they wrap, so those are opened by downcasting.
 fn has_tls_cause(e: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if s.is::<rustls::Error>() {
+    fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+        if e.is::<rustls::Error>() {
             return true;
         }
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
             if let Some(inner) = io.get_ref() {
-                if inner.is::<rustls::Error>() {
-                    return true;
-                }
+                return is_tls(inner);
             }
+        }
+        false
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if is_tls(s) {
+            return true;
         }
         source = s.source();
     }
