@@ -1,8 +1,16 @@
 //! Models: the [`ChatModel`] trait the runtime talks to (so it never depends on HTTP), the request
 //! and response domain types, and the streamed [`ModelEvent`]s.
 //!
-//! INTERFACE (foundation commit): the OpenAI-compatible client, SSE assembly and the scripted model
-//! come with the provider issue.
+//! # Layout
+//! - [`wire`]: OpenAI chat-completions wire types (request, response, chunk, error), no transport.
+//! - [`convert`]: domain request -> wire request (under a preset's quirks); response body -> [`ModelResponse`].
+//! - [`config`]: [`ClientConfig`], [`ProviderPreset`], [`ProviderQuirks`], [`ApiKey`], timeouts, retries.
+//! - [`sse`]: the incremental SSE parser.
+//! - [`assemble`]: chunks -> [`ModelEvent`]s; every provider difference in streamed tool calls is
+//!   normalised there ([`StreamDecoder`] = SSE framing + assembly).
+//! - [`client`]: [`OpenAiCompatibleClient`] over reqwest + rustls (retries, timeouts, limits).
+//! - [`tls`]: the rustls configuration (ring, bundled webpki roots, extra PEM roots).
+//! - [`scripted`]: [`ScriptedModel`], a deterministic replaying model for tests and the offline demo.
 
 use crate::error::AgentError;
 use crate::message::{ChatMessage, ToolCall, Usage};
@@ -11,6 +19,24 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+
+pub mod assemble;
+pub mod client;
+pub mod config;
+pub mod convert;
+pub mod scripted;
+pub mod sse;
+pub mod tls;
+pub mod wire;
+
+pub use assemble::{decode_sse_body, StreamAssembler, StreamDecoder};
+pub use client::OpenAiCompatibleClient;
+pub use config::{
+    ApiKey, ClientConfig, MaxTokensField, ProviderPreset, ProviderQuirks, RetryPolicy, Timeouts,
+    ToolChoiceSupport,
+};
+pub use scripted::{ScriptStep, ScriptedModel};
+pub use sse::{SseEvent, SseParser};
 
 /// How the model may use tools.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +90,20 @@ pub struct ModelResponse {
 }
 
 impl ModelResponse {
+    /// A text-only answer (finish reason `stop`).
+    pub fn text(content: impl Into<String>) -> Self {
+        ModelResponse {
+            content: Some(content.into()),
+            finish_reason: Some("stop".into()),
+            ..Default::default()
+        }
+    }
+
+    /// An answer with these tool calls (finish reason `tool_calls`).
+    pub fn with_tool_calls(tool_calls: Vec<ToolCall>) -> Self {
+        ModelResponse { tool_calls, finish_reason: Some("tool_calls".into()), ..Default::default() }
+    }
+
     /// The assistant message for the history.
     pub fn to_message(&self) -> ChatMessage {
         ChatMessage::Assistant {

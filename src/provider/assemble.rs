@@ -1,0 +1,452 @@
+//! Stream assembly: SSE payloads (`chat.completion.chunk`) in, [`ModelEvent`]s out, with every
+//! provider difference normalised in this one place.
+//!
+//! Merging a call fragment: the key is its `index` when present, else its non-empty `id`, else the
+//! previous call. An `id` or `name` that is `""` never overwrites (Qwen, GLM continuations); a name
+//! may arrive late; several calls may share one delta (Mistral); indexes may start at 1 (Claude
+//! through a compatible endpoint) and are renumbered from 0 in order of appearance; a known index
+//! that arrives with a different non-empty id starts a new call (gateways that send every call as
+//! index 0). Arguments are appended as text; an object is serialised; empty arguments become `{}`
+//! at the end, and text that is not valid JSON is kept as it is (the registry reports it).
+//! `tool_calls: []`, usage-only chunks with `choices: []` and `finish_reason: "stop"` despite
+//! tool calls are all fine: the calls are what the stream contained.
+
+use super::convert::{normalise_arguments, raw_excerpt, synthetic_call_id};
+use super::sse::SseParser;
+use super::wire::{ChatCompletionChunk, ChunkToolCall};
+use super::{ModelEvent, ModelResponse};
+use crate::error::{codes, AgentError};
+use crate::message::{ToolCall, Usage};
+
+#[derive(Debug, Default)]
+struct CallSlot {
+    id: String,
+    name: String,
+    arguments: String,
+    started: bool,
+}
+
+/// Assembles the payloads of one streamed answer.
+#[derive(Debug, Default)]
+pub struct StreamAssembler {
+    calls: Vec<CallSlot>,
+    index_map: Vec<(u32, usize)>,
+    last: Option<usize>,
+    content: String,
+    reasoning: String,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    finished: bool,
+}
+
+impl StreamAssembler {
+    /// An empty assembler.
+    pub fn new() -> Self {
+        StreamAssembler::default()
+    }
+
+    /// True once a choice reported a finish reason.
+    pub fn saw_finish_reason(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    /// True once [`finish`](Self::finish) ran.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Takes one SSE payload. Returns `true` for the `[DONE]` sentinel. Empty payloads
+    /// (keep-alives) are ignored, and so are non-JSON payloads of named events other than
+    /// `message` and `error`.
+    ///
+    /// # Errors
+    /// `provider_decode` (with the raw payload) for a payload that is not a chunk;
+    /// `provider_http_status` for an error sent inside the stream (`{"error": ...}` or an
+    /// `event: error`).
+    pub fn push_payload(
+        &mut self,
+        event: Option<&str>,
+        data: &str,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<bool, AgentError> {
+        let trimmed = data.trim();
+        if trimmed.is_empty() {
+            return Ok(false);
+        }
+        if trimmed == "[DONE]" {
+            return Ok(true);
+        }
+        let is_error_event = event == Some("error");
+        match serde_json::from_str::<ChatCompletionChunk<'_>>(data) {
+            Ok(chunk) => {
+                if let Some(err) = &chunk.error {
+                    return Err(AgentError::of(
+                        codes::PROVIDER_HTTP_STATUS,
+                        format!("error in stream: {}", err.describe()),
+                    ));
+                }
+                if is_error_event {
+                    return Err(AgentError::of(
+                        codes::PROVIDER_HTTP_STATUS,
+                        format!("error event in stream: {}", raw_excerpt(data.as_bytes())),
+                    ));
+                }
+                self.push_chunk(chunk, out);
+                Ok(false)
+            }
+            Err(e) => {
+                if is_error_event {
+                    return Err(AgentError::of(
+                        codes::PROVIDER_HTTP_STATUS,
+                        format!("error event in stream: {}", raw_excerpt(data.as_bytes())),
+                    ));
+                }
+                if matches!(event, Some(name) if name != "message") {
+                    log::debug!("ignoring a non-JSON payload of SSE event {event:?}");
+                    return Ok(false);
+                }
+                Err(AgentError::of(
+                    codes::PROVIDER_DECODE,
+                    format!("invalid stream chunk ({e}); raw payload: {}", raw_excerpt(data.as_bytes())),
+                ))
+            }
+        }
+    }
+
+    /// Takes one parsed chunk.
+    pub fn push_chunk(&mut self, chunk: ChatCompletionChunk<'_>, out: &mut Vec<ModelEvent>) {
+        if let Some(u) = chunk.usage {
+            self.usage = Some(u.into());
+        }
+        for choice in chunk.choices {
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(u) = choice.usage {
+                self.usage = Some(u.into());
+            }
+            if let Some(delta) = choice.delta {
+                if let Some(r) = delta.reasoning_content.filter(|s| !s.is_empty()) {
+                    self.reasoning.push_str(&r);
+                    out.push(ModelEvent::ReasoningDelta(r.into_owned()));
+                }
+                if let Some(c) = delta.content.filter(|s| !s.is_empty()) {
+                    self.content.push_str(&c);
+                    out.push(ModelEvent::TextDelta(c.into_owned()));
+                }
+                for fragment in delta.tool_calls {
+                    self.merge(fragment, out);
+                }
+            }
+            if let Some(reason) = choice.finish_reason.filter(|s| !s.is_empty()) {
+                self.finish_reason = Some(reason.into_owned());
+            }
+        }
+    }
+
+    fn merge(&mut self, fragment: ChunkToolCall<'_>, out: &mut Vec<ModelEvent>) {
+        let id = fragment.id.filter(|s| !s.is_empty());
+        let (name, arguments) = match fragment.function {
+            Some(f) => (f.name.filter(|s| !s.is_empty()), f.arguments.map(|a| a.0).filter(|s| !s.is_empty())),
+            None => (None, None),
+        };
+        let slot = self.find_slot(fragment.index, id.as_deref());
+        self.last = Some(slot);
+        let call = &mut self.calls[slot];
+        if call.id.is_empty() {
+            if let Some(id) = id {
+                call.id = id.into_owned();
+            }
+        }
+        if call.name.is_empty() {
+            if let Some(name) = name {
+                call.name = name.into_owned();
+            }
+        }
+        let was_started = call.started;
+        if let Some(args) = arguments {
+            call.arguments.push_str(&args);
+            if was_started {
+                out.push(ModelEvent::ToolCallArgumentsDelta { index: slot, delta: args.into_owned() });
+            }
+        }
+        if !call.started && !call.id.is_empty() && !call.name.is_empty() {
+            call.started = true;
+            out.push(ModelEvent::ToolCallStarted {
+                index: slot,
+                id: call.id.clone(),
+                name: call.name.clone(),
+            });
+            if !call.arguments.is_empty() {
+                out.push(ModelEvent::ToolCallArgumentsDelta { index: slot, delta: call.arguments.clone() });
+            }
+        }
+    }
+
+    fn new_slot(&mut self) -> usize {
+        self.calls.push(CallSlot::default());
+        self.calls.len() - 1
+    }
+
+    fn find_slot(&mut self, index: Option<u32>, id: Option<&str>) -> usize {
+        let by_id = |calls: &[CallSlot], id: &str| calls.iter().position(|c| c.id == id);
+        match index {
+            Some(ix) => {
+                if let Some(pos) = self.index_map.iter().position(|(i, _)| *i == ix) {
+                    let slot = self.index_map[pos].1;
+                    let other_id = matches!(id, Some(id) if !self.calls[slot].id.is_empty() && self.calls[slot].id != id);
+                    if !other_id {
+                        return slot;
+                    }
+                    let slot = match id.and_then(|id| by_id(&self.calls, id)) {
+                        Some(s) => s,
+                        None => self.new_slot(),
+                    };
+                    self.index_map[pos].1 = slot;
+                    return slot;
+                }
+                let slot = match id.and_then(|id| by_id(&self.calls, id)) {
+                    Some(s) => s,
+                    None => self.new_slot(),
+                };
+                self.index_map.push((ix, slot));
+                slot
+            }
+            None => match id {
+                Some(id) => match by_id(&self.calls, id) {
+                    Some(s) => s,
+                    None => self.new_slot(),
+                },
+                None => match self.last {
+                    Some(s) => s,
+                    None => self.new_slot(),
+                },
+            },
+        }
+    }
+
+    /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, a
+    /// made-up id `call_<n>` is used) and `ToolCallFinished`, then `Usage` (once, the last report)
+    /// and `Finished`. Returns the response.
+    pub fn finish(&mut self, out: &mut Vec<ModelEvent>) -> ModelResponse {
+        let mut tool_calls = Vec::with_capacity(self.calls.len());
+        for (i, call) in self.calls.iter_mut().enumerate() {
+            if call.id.is_empty() {
+                call.id = synthetic_call_id(i);
+            }
+            if !call.started {
+                call.started = true;
+                out.push(ModelEvent::ToolCallStarted {
+                    index: i,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                });
+                if !call.arguments.is_empty() {
+                    out.push(ModelEvent::ToolCallArgumentsDelta { index: i, delta: call.arguments.clone() });
+                }
+            }
+            let done = ToolCall::new(
+                call.id.clone(),
+                call.name.clone(),
+                normalise_arguments(call.arguments.clone()),
+            );
+            out.push(ModelEvent::ToolCallFinished { index: i, call: done.clone() });
+            tool_calls.push(done);
+        }
+        if let Some(u) = self.usage {
+            out.push(ModelEvent::Usage(u));
+        }
+        let response = ModelResponse {
+            content: (!self.content.is_empty()).then(|| self.content.clone()),
+            reasoning_content: (!self.reasoning.is_empty()).then(|| self.reasoning.clone()),
+            tool_calls,
+            finish_reason: self.finish_reason.clone(),
+            usage: self.usage,
+        };
+        out.push(ModelEvent::Finished(response.clone()));
+        self.finished = true;
+        response
+    }
+}
+
+/// SSE framing plus assembly: the bytes of a streamed body in, events out.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
+    parser: SseParser,
+    assembler: StreamAssembler,
+    saw_done: bool,
+}
+
+impl StreamDecoder {
+    /// A decoder for one answer.
+    pub fn new() -> Self {
+        StreamDecoder::default()
+    }
+
+    /// True once the answer finished (`Finished` was emitted).
+    pub fn is_finished(&self) -> bool {
+        self.assembler.is_finished()
+    }
+
+    /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
+    /// answer is finished and later bytes are ignored. Returns [`is_finished`](Self::is_finished).
+    ///
+    /// # Errors
+    /// A provider-layer error for a bad payload, an error in the stream, or an oversized event.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<ModelEvent>) -> Result<bool, AgentError> {
+        if self.assembler.is_finished() {
+            return Ok(true);
+        }
+        let assembler = &mut self.assembler;
+        let saw_done = &mut self.saw_done;
+        self.parser.feed(bytes, |ev| {
+            if !*saw_done && assembler.push_payload(ev.event, ev.data, out)? {
+                *saw_done = true;
+            }
+            Ok(())
+        })?;
+        if self.saw_done {
+            self.assembler.finish(out);
+        }
+        Ok(self.is_finished())
+    }
+
+    /// The body ended. A stream without `[DONE]` is complete when a finish reason was seen.
+    ///
+    /// # Errors
+    /// `provider_stream_interrupted` when the body ended before the answer finished; any error of
+    /// a last payload.
+    pub fn finish(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), AgentError> {
+        if self.assembler.is_finished() {
+            return Ok(());
+        }
+        let cut_line = self.parser.has_partial_line();
+        let assembler = &mut self.assembler;
+        let saw_done = &mut self.saw_done;
+        self.parser.finish(|ev| {
+            if !*saw_done && assembler.push_payload(ev.event, ev.data, out)? {
+                *saw_done = true;
+            }
+            Ok(())
+        })?;
+        if self.saw_done || self.assembler.saw_finish_reason() {
+            self.assembler.finish(out);
+            return Ok(());
+        }
+        Err(AgentError::of(
+            codes::PROVIDER_STREAM_INTERRUPTED,
+            if cut_line {
+                "the stream ended in the middle of a line, before the answer finished"
+            } else {
+                "the stream ended before the answer finished (no finish_reason, no [DONE])"
+            },
+        ))
+    }
+}
+
+/// Decodes a whole SSE body at once (tests, recordings, replays).
+///
+/// # Errors
+/// As [`StreamDecoder::feed`] and [`StreamDecoder::finish`].
+pub fn decode_sse_body(body: &[u8]) -> Result<Vec<ModelEvent>, AgentError> {
+    let mut decoder = StreamDecoder::new();
+    let mut out = Vec::new();
+    decoder.feed(body, &mut out)?;
+    decoder.finish(&mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sse(payloads: &[&str]) -> Vec<u8> {
+        payloads.iter().map(|p| format!("data: {p}\n\n")).collect::<String>().into_bytes()
+    }
+
+    fn finished(events: &[ModelEvent]) -> &ModelResponse {
+        match events.last() {
+            Some(ModelEvent::Finished(r)) => r,
+            other => panic!("last event {other:?}"),
+        }
+    }
+
+    #[test]
+    fn same_index_with_another_id_starts_a_new_call() {
+        let body = sse(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"y","arguments":"{\"k\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        let ev = decode_sse_body(&body).unwrap();
+        let r = finished(&ev);
+        assert_eq!(r.tool_calls, vec![ToolCall::new("a", "x", "{}"), ToolCall::new("b", "y", r#"{"k":1}"#)]);
+    }
+
+    #[test]
+    fn late_name_buffers_arguments_until_started() {
+        let body = sse(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"arguments":"{\"q\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"search","arguments":":1"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}"#,
+            "[DONE]",
+        ]);
+        let ev = decode_sse_body(&body).unwrap();
+        assert_eq!(ev[0], ModelEvent::ToolCallStarted { index: 0, id: "a".into(), name: "search".into() });
+        assert_eq!(ev[1], ModelEvent::ToolCallArgumentsDelta { index: 0, delta: "{\"q\":1".into() });
+        assert_eq!(ev[2], ModelEvent::ToolCallArgumentsDelta { index: 0, delta: "}".into() });
+        assert_eq!(finished(&ev).tool_calls[0].arguments, r#"{"q":1}"#);
+        assert_eq!(finished(&ev).finish_reason, None);
+    }
+
+    #[test]
+    fn invalid_arguments_are_kept_raw_and_missing_ids_are_made_up() {
+        let body = sse(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"t","arguments":"{oops"}}]},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        let ev = decode_sse_body(&body).unwrap();
+        assert_eq!(finished(&ev).tool_calls, vec![ToolCall::new("call_0", "t", "{oops")]);
+    }
+
+    #[test]
+    fn errors_in_the_stream_and_bad_payloads() {
+        let e = decode_sse_body(&sse(&[r#"{"error":{"message":"overloaded","code":"server_busy"}}"#]))
+            .unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_HTTP_STATUS);
+        assert!(e.message.contains("server_busy"));
+        let e = decode_sse_body(b"event: error\ndata: {\"message\":\"boom\"}\n\n").unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_HTTP_STATUS);
+        assert!(e.message.contains("boom"));
+        let e = decode_sse_body(b"data: {\"choices\":[{\"del\n\n").unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_DECODE);
+        assert!(e.message.contains("{\"choices\":[{\"del"));
+        let ok = decode_sse_body(b"event: ping\ndata: hello\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n").unwrap();
+        assert_eq!(finished(&ok).content.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn ends_without_finish_are_interrupted() {
+        let e = decode_sse_body(&sse(&[r#"{"choices":[{"delta":{"content":"par"}}]}"#])).unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_STREAM_INTERRUPTED);
+        let e = decode_sse_body(b"data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\ndata: {\"cho")
+            .unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_STREAM_INTERRUPTED);
+        assert!(e.message.contains("middle of a line"));
+    }
+
+    #[test]
+    fn usage_is_reported_once_from_the_last_report() {
+        let body = sse(&[
+            r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop","usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
+            "[DONE]",
+            r#"{"garbage after done"#,
+        ]);
+        let ev = decode_sse_body(&body).unwrap();
+        let usages: Vec<_> = ev.iter().filter(|e| matches!(e, ModelEvent::Usage(_))).collect();
+        assert_eq!(
+            usages,
+            vec![&ModelEvent::Usage(Usage { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 })]
+        );
+    }
+}

@@ -1,0 +1,490 @@
+//! [`OpenAiCompatibleClient`]: a [`ChatModel`] over HTTP (reqwest + rustls with ring, HTTP/1.1
+//! and HTTP/2 by ALPN, gzip) for any OpenAI-compatible chat-completions endpoint.
+//!
+//! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
+//! `Retry-After`, but never once a response was accepted (a stream that started is never
+//! replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
+//! chunks) and total (the whole call, retries included). Bodies and streams are capped at
+//! `max_response_bytes`. Dropping the returned future or stream closes the connection at once.
+//! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
+//! from every error message as a last guard.
+
+use super::assemble::StreamDecoder;
+use super::config::ClientConfig;
+use super::convert::{parse_response, raw_excerpt, to_wire_request};
+use super::wire::ProviderErrorBody;
+use super::{tls, ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
+use crate::error::{codes, AgentError};
+use async_trait::async_trait;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Most bytes of an HTTP error body read.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// The OpenAI-compatible HTTP client. Cheap to share (`Arc`); one connection pool per client.
+pub struct OpenAiCompatibleClient {
+    http: reqwest::Client,
+    endpoint: String,
+    config: Arc<ClientConfig>,
+}
+
+impl fmt::Debug for OpenAiCompatibleClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiCompatibleClient")
+            .field("preset", &self.config.preset)
+            .field("endpoint", &self.endpoint)
+            .field("model", &self.config.model)
+            .field("api_key", &self.config.api_key)
+            .finish()
+    }
+}
+
+/// A failed attempt and whether it may be retried.
+struct AttemptError {
+    error: AgentError,
+    retryable: bool,
+}
+
+impl OpenAiCompatibleClient {
+    /// Builds a client (checks the URL, builds the TLS configuration and the connection pool).
+    ///
+    /// # Errors
+    /// `config_invalid` / `insecure_url` for a bad base URL or model (see
+    /// [`ClientConfig::endpoint`]); `provider_tls` for a bad extra root PEM.
+    pub fn new(config: ClientConfig) -> Result<Self, AgentError> {
+        let endpoint = config.endpoint()?;
+        if config.max_response_bytes == 0 {
+            return Err(AgentError::of(codes::CONFIG_INVALID, "max_response_bytes: must be > 0"));
+        }
+        let tls = tls::client_tls_config(&config.extra_root_pems)?;
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .connect_timeout(config.timeouts.connect)
+            .gzip(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .user_agent(concat!("arkagent/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| AgentError::of(codes::PROVIDER_TLS, format!("building the HTTP client: {e}")))?;
+        Ok(OpenAiCompatibleClient { http, endpoint, config: Arc::new(config) })
+    }
+
+    /// The configuration (its API key stays redacted).
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// The chat-completions URL requests go to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn body(&self, request: &ChatRequest, stream: bool) -> Result<bytes::Bytes, AgentError> {
+        if let Some(t) = request.temperature {
+            if !t.is_finite() {
+                return Err(AgentError::of(codes::CONFIG_INVALID, "temperature: not a finite number"));
+            }
+        }
+        let wire = to_wire_request(request, &self.config.model, &self.config.quirks, stream);
+        serde_json::to_vec(&wire)
+            .map(bytes::Bytes::from)
+            .map_err(|e| AgentError::of(codes::CONFIG_INVALID, format!("request cannot be serialised: {e}")))
+    }
+
+    /// Sends with retries until a 2xx response head arrives.
+    async fn send(
+        &self,
+        body: bytes::Bytes,
+        stream: bool,
+        deadline: Instant,
+    ) -> Result<reqwest::Response, AgentError> {
+        let policy = self.config.retry;
+        let mut retries = 0u32;
+        loop {
+            let (error, retry_after) = match self.send_once(body.clone(), stream, deadline).await {
+                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) => {
+                    let status = resp.status();
+                    let retry_after =
+                        resp.headers().get(reqwest::header::RETRY_AFTER).and_then(parse_retry_after);
+                    let error = self.status_error(resp, deadline).await;
+                    if !(status.as_u16() == 429 || status.is_server_error()) {
+                        return Err(error);
+                    }
+                    (error, retry_after)
+                }
+                Err(AttemptError { error, retryable: false }) => return Err(error),
+                Err(AttemptError { error, retryable: true }) => (error, None),
+            };
+            if retries >= policy.max_retries {
+                return Err(with_attempts(error, retries));
+            }
+            let wait = match retry_after {
+                Some(d) if d > policy.max_retry_after => {
+                    return Err(with_note(
+                        error,
+                        &format!("Retry-After {d:?} exceeds the limit; not retried"),
+                    ))
+                }
+                Some(d) => d,
+                None => policy.backoff(retries),
+            };
+            if Instant::now() + wait >= deadline {
+                return Err(with_note(error, "no time left before the total timeout to retry"));
+            }
+            log::info!("provider: {} - retry {} in {wait:?}", error, retries + 1);
+            tokio::time::sleep(wait).await;
+            retries += 1;
+        }
+    }
+
+    async fn send_once(
+        &self,
+        body: bytes::Bytes,
+        stream: bool,
+        deadline: Instant,
+    ) -> Result<reqwest::Response, AttemptError> {
+        let mut rb = self
+            .http
+            .post(&self.endpoint)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, if stream { "text/event-stream" } else { "application/json" })
+            .body(body);
+        if !self.config.api_key.is_empty() {
+            rb = rb.bearer_auth(self.config.api_key.expose());
+        }
+        let until = deadline.min(Instant::now() + self.config.timeouts.first_byte);
+        match tokio::time::timeout_at(until, rb.send()).await {
+            Err(_) => Err(AttemptError {
+                error: self.timeout_error(deadline, "first byte", self.config.timeouts.first_byte),
+                retryable: false,
+            }),
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(self.classify(&e)),
+        }
+    }
+
+    fn classify(&self, e: &reqwest::Error) -> AttemptError {
+        let text = self.redact(error_chain(e));
+        if has_tls_cause(e) {
+            return AttemptError {
+                error: AgentError::of(codes::PROVIDER_TLS, format!("TLS handshake failed: {text}")),
+                retryable: false,
+            };
+        }
+        if e.is_connect() {
+            let code = if e.is_timeout() { codes::PROVIDER_TIMEOUT } else { codes::PROVIDER_CONNECT };
+            return AttemptError {
+                error: AgentError::of(code, format!("cannot connect: {text}")),
+                retryable: true,
+            };
+        }
+        if e.is_timeout() {
+            return AttemptError { error: AgentError::of(codes::PROVIDER_TIMEOUT, text), retryable: false };
+        }
+        AttemptError {
+            error: AgentError::of(codes::PROVIDER_CONNECT, format!("request failed: {text}")),
+            retryable: false,
+        }
+    }
+
+    async fn status_error(&self, resp: reqwest::Response, deadline: Instant) -> AgentError {
+        let status = resp.status();
+        let code = match status.as_u16() {
+            401 | 403 => codes::PROVIDER_AUTH,
+            429 => codes::PROVIDER_RATE_LIMITED,
+            _ => codes::PROVIDER_HTTP_STATUS,
+        };
+        let body = match read_body(resp, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline).await {
+            Ok(b) => b,
+            Err(BodyError { partial, .. }) => partial,
+        };
+        let detail = match serde_json::from_slice::<ProviderErrorBody>(&body) {
+            Ok(b) => b.error.describe(),
+            Err(_) if body.is_empty() => "(empty body)".to_string(),
+            Err(_) => format!("raw body: {}", raw_excerpt(&body)),
+        };
+        AgentError::of(code, self.redact(format!("HTTP {}: {detail}", status.as_u16())))
+    }
+
+    fn timeout_error(&self, deadline: Instant, phase: &str, limit: Duration) -> AgentError {
+        timeout_error(deadline, phase, limit, self.config.timeouts.total)
+    }
+
+    fn redact(&self, text: String) -> String {
+        redact_key(text, self.config.api_key.expose())
+    }
+}
+
+fn redact_key(text: String, key: &str) -> String {
+    if key.len() >= 6 && text.contains(key) {
+        text.replace(key, "<redacted>")
+    } else {
+        text
+    }
+}
+
+fn redact_error(mut e: AgentError, key: &str) -> AgentError {
+    e.message = redact_key(std::mem::take(&mut e.message), key);
+    e
+}
+
+fn timeout_error(deadline: Instant, phase: &str, limit: Duration, total: Duration) -> AgentError {
+    if Instant::now() >= deadline {
+        AgentError::of(codes::PROVIDER_TIMEOUT, format!("total timeout of {total:?} reached"))
+    } else {
+        AgentError::of(codes::PROVIDER_TIMEOUT, format!("{phase} timeout of {limit:?} reached"))
+    }
+}
+
+fn with_attempts(mut e: AgentError, retries: u32) -> AgentError {
+    if retries > 0 {
+        e.message = format!("{} (after {} retries)", e.message, retries);
+    }
+    e
+}
+
+fn with_note(mut e: AgentError, note: &str) -> AgentError {
+    e.message = format!("{} ({note})", e.message);
+    e
+}
+
+/// The error and its causes on one line.
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// True when a rustls error (bad certificate...) is among the causes. `io::Error::source` and a
+/// boxed error's `source` skip the error they wrap, so those are opened by downcasting.
+fn has_tls_cause(e: &reqwest::Error) -> bool {
+    fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(inner) = io.get_ref() {
+                return is_tls(inner);
+            }
+        }
+        false
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if is_tls(s) {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// Parses `Retry-After`: delay seconds or an HTTP date (IMF-fixdate).
+pub fn parse_retry_after(value: &reqwest::header::HeaderValue) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    if let Ok(secs) = text.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Some(Duration::from_secs_f64(secs));
+        }
+    }
+    let at = parse_http_date(text)?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(at.saturating_sub(now)))
+}
+
+/// `Sun, 06 Nov 1994 08:49:37 GMT` -> seconds since the Unix epoch.
+fn parse_http_date(text: &str) -> Option<u64> {
+    let mut parts = text.split_whitespace();
+    let _weekday = parts.next()?;
+    let day: u64 = parts.next()?.parse().ok()?;
+    let month_name = parts.next()?;
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        .iter()
+        .position(|m| *m == month_name)? as u64
+        + 1;
+    let year: i64 = parts.next()?.parse().ok()?;
+    let mut hms = parts.next()?.split(':').map(|p| p.parse::<u64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + (h * 3600 + m * 60 + s) as i64).ok()
+}
+
+struct BodyError {
+    error: AgentError,
+    partial: Vec<u8>,
+}
+
+/// Reads a whole body under the size limit, the idle timeout and the deadline.
+async fn read_body(
+    mut resp: reqwest::Response,
+    limit: usize,
+    idle: Duration,
+    deadline: Instant,
+) -> Result<Vec<u8>, BodyError> {
+    let mut buf = Vec::new();
+    loop {
+        let until = deadline.min(Instant::now() + idle);
+        match tokio::time::timeout_at(until, resp.chunk()).await {
+            Err(_) => {
+                let error = if Instant::now() >= deadline {
+                    AgentError::of(codes::PROVIDER_TIMEOUT, "total timeout reached while reading the body")
+                } else {
+                    AgentError::of(
+                        codes::PROVIDER_TIMEOUT,
+                        format!("idle timeout of {idle:?} reached while reading the body"),
+                    )
+                };
+                return Err(BodyError { error, partial: buf });
+            }
+            Ok(Err(e)) => {
+                let error = AgentError::of(
+                    codes::PROVIDER_STREAM_INTERRUPTED,
+                    format!("the body broke off after {} bytes: {}", buf.len(), error_chain(&e)),
+                );
+                return Err(BodyError { error, partial: buf });
+            }
+            Ok(Ok(None)) => return Ok(buf),
+            Ok(Ok(Some(chunk))) => {
+                if buf.len() + chunk.len() > limit {
+                    let take = limit - buf.len();
+                    buf.extend_from_slice(&chunk[..take]);
+                    let error = AgentError::of(
+                        codes::PROVIDER_RESPONSE_TOO_LARGE,
+                        format!("the response exceeds {limit} bytes; raw body starts: {}", raw_excerpt(&buf)),
+                    );
+                    return Err(BodyError { error, partial: buf });
+                }
+                buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiCompatibleClient {
+    async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        let deadline = Instant::now() + self.config.timeouts.total;
+        let body = self.body(request, false)?;
+        let resp = self.send(body, false, deadline).await?;
+        let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
+            .await
+            .map_err(|e| redact_error(e.error, self.config.api_key.expose()))?;
+        parse_response(&bytes).map_err(|e| redact_error(e, self.config.api_key.expose()))
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
+        let deadline = Instant::now() + self.config.timeouts.total;
+        let body = self.body(request, true)?;
+        let resp = self.send(body, true, deadline).await?;
+        let state = StreamState {
+            resp: Some(resp),
+            decoder: StreamDecoder::new(),
+            pending: VecDeque::new(),
+            scratch: Vec::new(),
+            received: 0,
+            deadline,
+            config: self.config.clone(),
+        };
+        Ok(Box::pin(futures_util::stream::unfold(state, StreamState::next)))
+    }
+}
+
+/// The state of one streamed answer; dropping it drops the response and closes the connection.
+struct StreamState {
+    resp: Option<reqwest::Response>,
+    decoder: StreamDecoder,
+    pending: VecDeque<ModelEvent>,
+    scratch: Vec<ModelEvent>,
+    received: usize,
+    deadline: Instant,
+    config: Arc<ClientConfig>,
+}
+
+impl StreamState {
+    async fn next(mut self) -> Option<(Result<ModelEvent, AgentError>, StreamState)> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some((Ok(ev), self));
+            }
+            let resp = self.resp.as_mut()?;
+            let idle = self.config.timeouts.idle;
+            let until = self.deadline.min(Instant::now() + idle);
+            let step = match tokio::time::timeout_at(until, resp.chunk()).await {
+                Err(_) => Err(timeout_error(self.deadline, "idle", idle, self.config.timeouts.total)),
+                Ok(Err(e)) => Err(AgentError::of(
+                    codes::PROVIDER_STREAM_INTERRUPTED,
+                    format!("the stream broke off after {} bytes: {}", self.received, error_chain(&e)),
+                )),
+                Ok(Ok(None)) => self.decoder.finish(&mut self.scratch).map(|_| true),
+                Ok(Ok(Some(chunk))) => {
+                    self.received += chunk.len();
+                    if self.received > self.config.max_response_bytes {
+                        Err(AgentError::of(
+                            codes::PROVIDER_RESPONSE_TOO_LARGE,
+                            format!("the stream exceeds {} bytes", self.config.max_response_bytes),
+                        ))
+                    } else {
+                        self.decoder.feed(&chunk, &mut self.scratch)
+                    }
+                }
+            };
+            self.pending.extend(self.scratch.drain(..));
+            match step {
+                Ok(false) => {}
+                Ok(true) => self.resp = None,
+                Err(e) => {
+                    // Events completed before the failure are dropped with it: the answer is lost.
+                    self.pending.clear();
+                    self.resp = None;
+                    return Some((Err(redact_error(e, self.config.api_key.expose())), self));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        let h = |s: &str| reqwest::header::HeaderValue::from_str(s).unwrap();
+        assert_eq!(parse_retry_after(&h("3")), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(&h("0.25")), Some(Duration::from_millis(250)));
+        assert_eq!(parse_retry_after(&h("Sun, 06 Nov 1994 08:49:37 GMT")), Some(Duration::ZERO));
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(parse_retry_after(&h("soon")), None);
+        assert_eq!(parse_retry_after(&h("-1")), None);
+    }
+
+    #[test]
+    fn redaction_replaces_the_key() {
+        assert_eq!(redact_key("bad key sk-123456 here".into(), "sk-123456"), "bad key <redacted> here");
+        assert_eq!(redact_key("short k".into(), "k"), "short k");
+    }
+}

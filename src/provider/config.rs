@@ -1,0 +1,421 @@
+//! Client configuration: provider presets (base URL + quirk settings), the API key (kept private,
+//! redacted from every Debug output), timeouts, retries, size limit and TLS roots.
+
+use crate::error::{codes, AgentError};
+use std::fmt;
+use std::time::Duration;
+
+/// The API key. It lives only here: `Debug` prints `ApiKey(<redacted>)`, there is no `Display`,
+/// and nothing outside the provider can read it back.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key (an empty key sends no `Authorization` header, for local gateways).
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// True when no key was given.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("ApiKey(<none>)")
+        } else {
+            f.write_str("ApiKey(<redacted>)")
+        }
+    }
+}
+
+impl From<&str> for ApiKey {
+    fn from(s: &str) -> Self {
+        ApiKey::new(s)
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(s: String) -> Self {
+        ApiKey::new(s)
+    }
+}
+
+/// A known provider: its base URL and its quirks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderPreset {
+    /// api.openai.com.
+    OpenAi,
+    /// DeepSeek (reasoning_content must go back in thinking mode with tool calls).
+    DeepSeek,
+    /// Zhipu GLM (open.bigmodel.cn, `tool_choice` only supports "auto").
+    Zhipu,
+    /// Qwen through DashScope's OpenAI-compatible mode.
+    Qwen,
+    /// Moonshot (Kimi).
+    Moonshot,
+    /// Any other OpenAI-compatible gateway (Pangu...): the base URL must be given.
+    Custom,
+}
+
+impl ProviderPreset {
+    /// The preset's base URL (`/chat/completions` is appended); `None` for `Custom`.
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            ProviderPreset::OpenAi => Some("https://api.openai.com/v1"),
+            ProviderPreset::DeepSeek => Some("https://api.deepseek.com"),
+            ProviderPreset::Zhipu => Some("https://open.bigmodel.cn/api/paas/v4"),
+            ProviderPreset::Qwen => Some("https://dashscope.aliyuncs.com/compatible-mode/v1"),
+            ProviderPreset::Moonshot => Some("https://api.moonshot.cn/v1"),
+            ProviderPreset::Custom => None,
+        }
+    }
+
+    /// The preset's quirk settings.
+    pub fn quirks(self) -> ProviderQuirks {
+        let base = ProviderQuirks::default();
+        match self {
+            ProviderPreset::OpenAi => {
+                ProviderQuirks { max_tokens_field: MaxTokensField::MaxCompletionTokens, ..base }
+            }
+            ProviderPreset::DeepSeek => ProviderQuirks { send_reasoning_content: true, ..base },
+            ProviderPreset::Zhipu => ProviderQuirks { tool_choice: ToolChoiceSupport::AutoOnly, ..base },
+            ProviderPreset::Qwen | ProviderPreset::Moonshot | ProviderPreset::Custom => base,
+        }
+    }
+}
+
+/// Which name the completion token limit goes under.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// `max_tokens` (most compatible providers).
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens` (OpenAI; required by its reasoning models).
+    MaxCompletionTokens,
+}
+
+/// What `tool_choice` values a provider accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolChoiceSupport {
+    /// auto, none, required and a named function.
+    #[default]
+    Full,
+    /// Only `"auto"`: other choices are left out (with a warning in the log).
+    AutoOnly,
+}
+
+/// How a provider departs from OpenAI's request format. Responses need no settings: stream
+/// assembly normalises every known difference by itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProviderQuirks {
+    /// Send assistant `reasoning_content` back in the history (DeepSeek thinking mode requires it
+    /// between the rounds of one turn; other providers reject or ignore it).
+    pub send_reasoning_content: bool,
+    /// Send `stream_options: {"include_usage": true}` on streamed requests.
+    pub stream_usage: bool,
+    /// Send `name` on `role=tool` messages (some gateways want it).
+    pub tool_message_name: bool,
+    /// Where the token limit goes.
+    pub max_tokens_field: MaxTokensField,
+    /// Which tool choices are accepted.
+    pub tool_choice: ToolChoiceSupport,
+    /// Temperature sent when tools are present and the request sets none (the seed advises <= 0.2).
+    pub default_tool_temperature: Option<f32>,
+}
+
+impl Default for ProviderQuirks {
+    fn default() -> Self {
+        ProviderQuirks {
+            send_reasoning_content: false,
+            stream_usage: true,
+            tool_message_name: false,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            tool_choice: ToolChoiceSupport::Full,
+            default_tool_temperature: Some(0.2),
+        }
+    }
+}
+
+/// Timeouts of one model call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP + TLS connection set-up.
+    pub connect: Duration,
+    /// From sending a request to the response head (includes connecting).
+    pub first_byte: Duration,
+    /// Longest silence between two body chunks (SSE keep-alive comments count as data).
+    pub idle: Duration,
+    /// The whole call: every attempt, backoff and the whole body or stream.
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(60),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Retries on connect errors, 429 and 5xx, before anything was received.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 = no retry).
+    pub max_retries: u32,
+    /// Backoff before the first retry.
+    pub initial_backoff: Duration,
+    /// Backoff cap.
+    pub max_backoff: Duration,
+    /// Random jitter: each backoff is scaled by a factor in `[1 - jitter, 1]`.
+    pub jitter: f64,
+    /// A `Retry-After` longer than this is not waited for (the error is returned instead).
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+            jitter: 0.5,
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries.
+    pub fn none() -> Self {
+        RetryPolicy { max_retries: 0, ..RetryPolicy::default() }
+    }
+
+    /// The backoff before retry number `retry` (0-based): exponential, capped, with jitter.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let factor = 2f64.powi(retry.min(30) as i32);
+        let base = (self.initial_backoff.as_secs_f64() * factor).min(self.max_backoff.as_secs_f64());
+        let jitter = self.jitter.clamp(0.0, 1.0);
+        let scale = 1.0 - jitter * fastrand::f64();
+        Duration::from_secs_f64((base * scale).max(0.0))
+    }
+}
+
+/// Everything the OpenAI-compatible client needs.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The provider preset (its quirks are copied into `quirks`).
+    pub preset: ProviderPreset,
+    /// Base URL; `/chat/completions` is appended.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// The API key (redacted from Debug).
+    pub api_key: ApiKey,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Largest response body (or whole stream) accepted, in bytes.
+    pub max_response_bytes: usize,
+    /// Allow plain `http://` to hosts other than loopback.
+    pub allow_insecure_http: bool,
+    /// Extra trusted root certificates, PEM text (added to the bundled webpki roots).
+    pub extra_root_pems: Vec<String>,
+    /// Request quirks (from the preset, adjustable).
+    pub quirks: ProviderQuirks,
+}
+
+impl ClientConfig {
+    /// A config for a preset with its base URL (empty for `Custom`: set one with
+    /// [`with_base_url`](Self::with_base_url)) and default timeouts, retries and limits.
+    pub fn new(preset: ProviderPreset, model: impl Into<String>, api_key: impl Into<ApiKey>) -> Self {
+        ClientConfig {
+            preset,
+            base_url: preset.default_base_url().unwrap_or_default().to_string(),
+            model: model.into(),
+            api_key: api_key.into(),
+            timeouts: Timeouts::default(),
+            retry: RetryPolicy::default(),
+            max_response_bytes: 16 * 1024 * 1024,
+            allow_insecure_http: false,
+            extra_root_pems: Vec::new(),
+            quirks: preset.quirks(),
+        }
+    }
+
+    /// A `Custom` preset config for any OpenAI-compatible gateway (Pangu...).
+    pub fn custom(base_url: impl Into<String>, model: impl Into<String>, api_key: impl Into<ApiKey>) -> Self {
+        ClientConfig::new(ProviderPreset::Custom, model, api_key).with_base_url(base_url)
+    }
+
+    /// The same config with another base URL.
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    /// The same config with other timeouts.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// The same config with another retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The same config with another response size limit.
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.max_response_bytes = max;
+        self
+    }
+
+    /// The same config with an extra trusted root (PEM).
+    pub fn with_extra_root_pem(mut self, pem: impl Into<String>) -> Self {
+        self.extra_root_pems.push(pem.into());
+        self
+    }
+
+    /// The chat-completions endpoint URL, checked: `https://`, or `http://` to loopback
+    /// (127.0.0.0/8, ::1, localhost) unless `allow_insecure_http`.
+    ///
+    /// # Errors
+    /// `config_invalid` for an empty, unparsable or non-HTTP URL or an empty model;
+    /// `insecure_url` for plain http to another host.
+    pub fn endpoint(&self) -> Result<String, AgentError> {
+        if self.model.trim().is_empty() {
+            return Err(AgentError::of(codes::CONFIG_INVALID, "model: empty"));
+        }
+        let base = self.base_url.trim().trim_end_matches('/');
+        if base.is_empty() {
+            return Err(AgentError::of(
+                codes::CONFIG_INVALID,
+                "base_url: empty (required for a custom provider)",
+            ));
+        }
+        let (scheme, rest) = base
+            .split_once("://")
+            .ok_or_else(|| AgentError::of(codes::CONFIG_INVALID, format!("base_url: not a URL: {base}")))?;
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host_port = authority.rsplit_once('@').map(|(_, h)| h).unwrap_or(authority);
+        let host = if let Some(stripped) = host_port.strip_prefix('[') {
+            stripped.split(']').next().unwrap_or("")
+        } else {
+            host_port.split(':').next().unwrap_or("")
+        };
+        if host.is_empty() {
+            return Err(AgentError::of(codes::CONFIG_INVALID, format!("base_url: no host: {base}")));
+        }
+        match scheme.to_ascii_lowercase().as_str() {
+            "https" => {}
+            "http" => {
+                if !self.allow_insecure_http && !is_loopback_host(host) {
+                    return Err(AgentError::of(
+                        codes::INSECURE_URL,
+                        format!("plain http:// to {host} is only allowed for loopback hosts"),
+                    ));
+                }
+            }
+            other => {
+                return Err(AgentError::of(
+                    codes::CONFIG_INVALID,
+                    format!("base_url: unsupported scheme {other}"),
+                ))
+            }
+        }
+        Ok(format!("{base}/chat/completions"))
+    }
+}
+
+/// True for `localhost`, 127.0.0.0/8 and ::1.
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim_end_matches('.').to_ascii_lowercase();
+    if h == "localhost" || h.ends_with(".localhost") {
+        return true;
+    }
+    match h.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in ["localhost", "127.0.0.1", "127.8.9.10", "::1", "LOCALHOST", "api.localhost"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["10.0.0.1", "example.com", "localhost.example.com", "128.0.0.1", "::2"] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn endpoint_checks_scheme_and_host() {
+        let c = ClientConfig::custom("http://127.0.0.1:8080/v1/", "m", "k");
+        assert_eq!(c.endpoint().unwrap(), "http://127.0.0.1:8080/v1/chat/completions");
+        assert!(ClientConfig::custom("http://[::1]:9/v1", "m", "k").endpoint().is_ok());
+        let e = ClientConfig::custom("http://example.com/v1", "m", "k").endpoint().unwrap_err();
+        assert_eq!(e.code, codes::INSECURE_URL);
+        let e = ClientConfig::custom("http://user@10.1.1.1:80", "m", "k").endpoint().unwrap_err();
+        assert_eq!(e.code, codes::INSECURE_URL);
+        let mut c = ClientConfig::custom("http://example.com/v1", "m", "k");
+        c.allow_insecure_http = true;
+        assert!(c.endpoint().is_ok());
+        assert_eq!(
+            ClientConfig::custom("ftp://x", "m", "k").endpoint().unwrap_err().code,
+            codes::CONFIG_INVALID
+        );
+        assert_eq!(
+            ClientConfig::new(ProviderPreset::Custom, "m", "k").endpoint().unwrap_err().code,
+            codes::CONFIG_INVALID
+        );
+        assert_eq!(
+            ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k").endpoint().unwrap(),
+            "https://dashscope.aliyuncs.com/compatible-mode/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn api_key_is_redacted_in_debug() {
+        let c = ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "sk-SENTINEL-123");
+        let dbg = format!("{c:?} {:?}", c.api_key);
+        assert!(!dbg.contains("SENTINEL"), "{dbg}");
+        assert!(dbg.contains("ApiKey(<redacted>)"));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let p = RetryPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(350),
+            jitter: 0.0,
+            ..RetryPolicy::default()
+        };
+        assert_eq!(p.backoff(0), Duration::from_millis(100));
+        assert_eq!(p.backoff(1), Duration::from_millis(200));
+        assert_eq!(p.backoff(2), Duration::from_millis(350));
+        let j = RetryPolicy { jitter: 0.5, ..p };
+        for _ in 0..100 {
+            let b = j.backoff(1);
+            assert!(b >= Duration::from_millis(100) && b <= Duration::from_millis(200), "{b:?}");
+        }
+    }
+}

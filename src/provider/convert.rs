@@ -1,0 +1,333 @@
+//! Conversions between the domain types and the wire types: a [`ChatRequest`] becomes a
+//! [`ChatCompletionRequest`] under a provider's quirks; a non-streaming response body becomes a
+//! [`ModelResponse`].
+
+use super::config::{MaxTokensField, ProviderQuirks, ToolChoiceSupport};
+use super::wire::{
+    ChatCompletionRequest, ChatCompletionResponse, ProviderErrorBody, StreamOptions, WireFunction,
+    WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice, WireToolChoiceFunction,
+};
+use super::{ChatRequest, ModelResponse, ToolChoice};
+use crate::error::{codes, AgentError};
+use crate::message::{ChatMessage, ToolCall};
+
+/// Most bytes of a raw body kept in an error message.
+pub const RAW_BODY_EXCERPT: usize = 2048;
+
+/// Builds the wire request for `request` (borrowing from it).
+///
+/// Temperature: the request's own, else the quirk's default when tools are present (0.2), else
+/// none. `tool_choice` is only sent with tools. Assistant `reasoning_content` is only sent when the
+/// quirks require it.
+pub fn to_wire_request<'a>(
+    request: &'a ChatRequest,
+    model: &'a str,
+    quirks: &ProviderQuirks,
+    stream: bool,
+) -> ChatCompletionRequest<'a> {
+    let messages = request.messages.iter().map(|m| wire_message(m, quirks)).collect();
+    let tools: Vec<WireTool<'a>> = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            kind: "function",
+            function: WireFunction { name: &t.name, description: &t.description, parameters: &t.parameters },
+        })
+        .collect();
+    let has_tools = !tools.is_empty();
+    let tool_choice =
+        if has_tools { request.tool_choice.as_ref().and_then(|c| wire_tool_choice(c, quirks)) } else { None };
+    let temperature = request.temperature.or(if has_tools { quirks.default_tool_temperature } else { None });
+    let (max_tokens, max_completion_tokens) = match quirks.max_tokens_field {
+        MaxTokensField::MaxTokens => (request.max_tokens, None),
+        MaxTokensField::MaxCompletionTokens => (None, request.max_tokens),
+    };
+    ChatCompletionRequest {
+        model,
+        messages,
+        tools,
+        tool_choice,
+        temperature,
+        max_tokens,
+        max_completion_tokens,
+        stream,
+        stream_options: (stream && quirks.stream_usage).then_some(StreamOptions { include_usage: true }),
+    }
+}
+
+fn wire_message<'a>(m: &'a ChatMessage, quirks: &ProviderQuirks) -> WireMessage<'a> {
+    match m {
+        ChatMessage::System { content } => WireMessage::System { content },
+        ChatMessage::User { content } => WireMessage::User { content },
+        ChatMessage::Assistant { content, reasoning_content, tool_calls } => WireMessage::Assistant {
+            content: content.as_deref(),
+            reasoning_content: if quirks.send_reasoning_content {
+                reasoning_content.as_deref()
+            } else {
+                None
+            },
+            tool_calls: tool_calls
+                .iter()
+                .map(|c| WireToolCall {
+                    id: &c.id,
+                    kind: "function",
+                    function: WireFunctionCall { name: &c.name, arguments: &c.arguments },
+                })
+                .collect(),
+        },
+        ChatMessage::Tool { tool_call_id, name, content, .. } => WireMessage::Tool {
+            tool_call_id,
+            content,
+            name: quirks.tool_message_name.then_some(name.as_str()),
+        },
+    }
+}
+
+fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<WireToolChoice<'a>> {
+    if quirks.tool_choice == ToolChoiceSupport::AutoOnly && *c != ToolChoice::Auto {
+        log::warn!("provider only supports tool_choice \"auto\"; tool_choice {c:?} left out");
+        return None;
+    }
+    Some(match c {
+        ToolChoice::Auto => WireToolChoice::Mode("auto"),
+        ToolChoice::None => WireToolChoice::Mode("none"),
+        ToolChoice::Required => WireToolChoice::Mode("required"),
+        ToolChoice::Function(name) => {
+            WireToolChoice::Function { kind: "function", function: WireToolChoiceFunction { name } }
+        }
+    })
+}
+
+/// An excerpt of a raw body for an error message: at most [`RAW_BODY_EXCERPT`] bytes, cut on a
+/// character boundary, with the total size.
+pub fn raw_excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(RAW_BODY_EXCERPT)]);
+    let mut cut = text.len().min(RAW_BODY_EXCERPT);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if body.len() > RAW_BODY_EXCERPT {
+        format!("{}... ({} bytes in all)", &text[..cut], body.len())
+    } else {
+        text[..cut].to_string()
+    }
+}
+
+/// Normalises raw arguments: empty or blank text (a parameterless call) becomes `{}`; anything
+/// else is kept exactly, even when it is not valid JSON (the registry reports that to the model).
+pub fn normalise_arguments(raw: String) -> String {
+    if raw.trim().is_empty() {
+        "{}".to_string()
+    } else {
+        raw
+    }
+}
+
+/// Parses a non-streaming response body.
+///
+/// # Errors
+/// `provider_decode` (with an excerpt of the raw body) when the body is not a chat completion;
+/// `provider_http_status` when it is an `{"error": ...}` body.
+pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        AgentError::of(
+            codes::PROVIDER_DECODE,
+            format!("response is not UTF-8 ({e}); raw body: {}", raw_excerpt(body)),
+        )
+    })?;
+    let wire: ChatCompletionResponse<'_> = match serde_json::from_str(text) {
+        Ok(w) => w,
+        Err(e) => {
+            if let Ok(err) = serde_json::from_str::<ProviderErrorBody>(text) {
+                return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.error.describe()));
+            }
+            return Err(AgentError::of(
+                codes::PROVIDER_DECODE,
+                format!("invalid response JSON ({e}); raw body: {}", raw_excerpt(body)),
+            ));
+        }
+    };
+    let Some(choice) = wire.choices.into_iter().next() else {
+        if let Ok(err) = serde_json::from_str::<ProviderErrorBody>(text) {
+            return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.error.describe()));
+        }
+        return Err(AgentError::of(
+            codes::PROVIDER_DECODE,
+            format!("response has no choices; raw body: {}", raw_excerpt(body)),
+        ));
+    };
+    let mut response = ModelResponse {
+        finish_reason: choice.finish_reason.map(|s| s.into_owned()),
+        usage: wire.usage.map(Into::into),
+        ..ModelResponse::default()
+    };
+    if let Some(message) = choice.message {
+        response.content = message.content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
+        response.reasoning_content =
+            message.reasoning_content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
+        for (i, call) in message.tool_calls.into_iter().enumerate() {
+            let (name, arguments) = match call.function {
+                Some(f) => (
+                    f.name.map(|s| s.into_owned()).unwrap_or_default(),
+                    f.arguments.map(|a| a.0.into_owned()).unwrap_or_default(),
+                ),
+                None => (String::new(), String::new()),
+            };
+            let id = match call.id {
+                Some(id) if !id.is_empty() => id.into_owned(),
+                _ => synthetic_call_id(i),
+            };
+            response.tool_calls.push(ToolCall::new(id, name, normalise_arguments(arguments)));
+        }
+    }
+    Ok(response)
+}
+
+/// The id given to a call whose provider sent none.
+pub fn synthetic_call_id(position: usize) -> String {
+    format!("call_{position}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::config::ProviderPreset;
+    use crate::tool::ToolDefinition;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn history() -> Vec<ChatMessage> {
+        vec![
+            ChatMessage::system("sys"),
+            ChatMessage::user("where is order 1?"),
+            ChatMessage::Assistant {
+                content: None,
+                reasoning_content: Some("think".into()),
+                tool_calls: vec![ToolCall::new("c1", "query_order", r#"{"id":"1"}"#)],
+            },
+            ChatMessage::Tool {
+                tool_call_id: "c1".into(),
+                name: "query_order".into(),
+                content: "shipped".into(),
+                is_error: false,
+            },
+        ]
+    }
+
+    fn tools() -> Vec<ToolDefinition> {
+        vec![ToolDefinition::new(
+            "query_order",
+            "查询订单",
+            json!({"type":"object","properties":{"id":{"type":"string"}}}),
+        )]
+    }
+
+    #[test]
+    fn request_with_tools_has_default_temperature_and_no_nulls() {
+        let req = ChatRequest::new(Arc::from(history()), Arc::from(tools()));
+        let q = ProviderPreset::Qwen.quirks();
+        let v = serde_json::to_value(to_wire_request(&req, "qwen3-max", &q, false)).unwrap();
+        assert_eq!(v["temperature"].as_f64().unwrap() as f32, 0.2f32);
+        assert_eq!(v["tools"][0], tools()[0].to_openai_tool());
+        assert!(v.get("tool_choice").is_none() && v.get("max_tokens").is_none() && v.get("stream").is_none());
+        assert!(v.get("stream_options").is_none());
+        let msgs = v["messages"].as_array().unwrap();
+        assert_eq!(
+            msgs[2],
+            json!({"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"query_order","arguments":"{\"id\":\"1\"}"}}]})
+        );
+        assert_eq!(msgs[3], json!({"role":"tool","tool_call_id":"c1","content":"shipped"}));
+        assert!(!v.to_string().contains("null"), "{v}");
+    }
+
+    #[test]
+    fn deepseek_sends_reasoning_back_and_others_do_not() {
+        let req = ChatRequest::new(Arc::from(history()), Arc::from(tools()));
+        let v = serde_json::to_value(to_wire_request(
+            &req,
+            "deepseek-reasoner",
+            &ProviderPreset::DeepSeek.quirks(),
+            true,
+        ))
+        .unwrap();
+        assert_eq!(v["messages"][2]["reasoning_content"], "think");
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"], json!({"include_usage": true}));
+        let v = serde_json::to_value(to_wire_request(&req, "gpt-4o", &ProviderPreset::OpenAi.quirks(), true))
+            .unwrap();
+        assert!(v["messages"][2].get("reasoning_content").is_none());
+    }
+
+    #[test]
+    fn no_tools_means_no_temperature_and_no_tool_choice() {
+        let mut req = ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()));
+        req.tool_choice = Some(ToolChoice::Required);
+        let v = serde_json::to_value(to_wire_request(&req, "m", &ProviderQuirks::default(), false)).unwrap();
+        assert_eq!(v, json!({"model":"m","messages":[{"role":"user","content":"hi"}]}));
+        req.temperature = Some(0.7);
+        req.max_tokens = Some(100);
+        let v = serde_json::to_value(to_wire_request(&req, "m", &ProviderPreset::OpenAi.quirks(), false))
+            .unwrap();
+        assert_eq!(v["max_completion_tokens"], 100);
+        assert!(v.get("max_tokens").is_none());
+        assert!((v["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6);
+    }
+
+    #[test]
+    fn tool_choice_forms_and_auto_only_quirk() {
+        let mut req = ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(tools()));
+        let q = ProviderQuirks::default();
+        for (c, want) in [
+            (ToolChoice::Auto, json!("auto")),
+            (ToolChoice::None, json!("none")),
+            (ToolChoice::Required, json!("required")),
+            (
+                ToolChoice::Function("query_order".into()),
+                json!({"type":"function","function":{"name":"query_order"}}),
+            ),
+        ] {
+            req.tool_choice = Some(c);
+            let v = serde_json::to_value(to_wire_request(&req, "m", &q, false)).unwrap();
+            assert_eq!(v["tool_choice"], want);
+        }
+        let v =
+            serde_json::to_value(to_wire_request(&req, "glm-4.6", &ProviderPreset::Zhipu.quirks(), false))
+                .unwrap();
+        assert!(v.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn tool_message_name_quirk() {
+        let req = ChatRequest::new(Arc::from(history()), Arc::from(tools()));
+        let q = ProviderQuirks { tool_message_name: true, ..ProviderQuirks::default() };
+        let v = serde_json::to_value(to_wire_request(&req, "pangu", &q, false)).unwrap();
+        assert_eq!(v["messages"][3]["name"], "query_order");
+    }
+
+    #[test]
+    fn parse_response_keeps_raw_invalid_arguments_and_fills_empty() {
+        let body = br#"{"choices":[{"message":{"content":"","tool_calls":[
+            {"id":"a","function":{"name":"x","arguments":"{bad"}},
+            {"function":{"name":"y","arguments":""}},
+            {"id":"c","function":{"name":"z","arguments":{"k":1}}}]},"finish_reason":"tool_calls"}]}"#;
+        let r = parse_response(body).unwrap();
+        assert_eq!(r.content, None);
+        assert_eq!(r.tool_calls[0].arguments, "{bad");
+        assert_eq!(r.tool_calls[1], ToolCall::new("call_1", "y", "{}"));
+        assert_eq!(r.tool_calls[2].arguments, r#"{"k":1}"#);
+    }
+
+    #[test]
+    fn parse_response_errors_keep_the_raw_body() {
+        let e = parse_response(b"{\"choices\": [ {\"mess").unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_DECODE);
+        assert!(e.message.contains("{\"choices\": [ {\"mess"), "{}", e.message);
+        let e =
+            parse_response(br#"{"error":{"message":"model overloaded","code":"overloaded"}}"#).unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_HTTP_STATUS);
+        assert!(e.message.contains("overloaded"));
+        let big = vec![b'x'; 10_000];
+        let e = parse_response(&big).unwrap_err();
+        assert!(e.message.len() < 2300 && e.message.contains("10000 bytes"), "{}", e.message.len());
+    }
+}

@@ -1,0 +1,145 @@
+//! The request body of `POST /chat/completions`. Borrowed from the domain request, so building it
+//! copies nothing large; `None` and empty fields are never serialised.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The whole request body.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChatCompletionRequest<'a> {
+    /// The model name.
+    pub model: &'a str,
+    /// The conversation.
+    pub messages: Vec<WireMessage<'a>>,
+    /// The tools (left out when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<WireTool<'a>>,
+    /// Tool choice (only sent with tools).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<WireToolChoice<'a>>,
+    /// Sampling temperature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Completion token limit under its classic name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Completion token limit under OpenAI's newer name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
+    /// True for a streamed (SSE) answer; left out when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// Streaming options (usage in a final chunk).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Ask for a final usage-only chunk.
+    pub include_usage: bool,
+}
+
+/// One message on the wire, tagged by `role`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum WireMessage<'a> {
+    /// `role=system`.
+    System {
+        /// The text.
+        content: &'a str,
+    },
+    /// `role=user`.
+    User {
+        /// The text.
+        content: &'a str,
+    },
+    /// `role=assistant`, with text, tool calls or both.
+    Assistant {
+        /// The text, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<&'a str>,
+        /// Reasoning text: only sent where the provider requires it (DeepSeek thinking mode).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
+        /// The calls, in order.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    /// `role=tool`: a result paired with its call id.
+    Tool {
+        /// The call this answers.
+        tool_call_id: &'a str,
+        /// The result text.
+        content: &'a str,
+        /// The tool name, for gateways that want it (a preset quirk).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        name: Option<&'a str>,
+    },
+}
+
+/// A call inside an assistant message.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WireToolCall<'a> {
+    /// The call id.
+    pub id: &'a str,
+    /// Always `"function"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Name and raw arguments.
+    pub function: WireFunctionCall<'a>,
+}
+
+/// `function` of a call.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WireFunctionCall<'a> {
+    /// Tool name.
+    pub name: &'a str,
+    /// Raw arguments text, exactly as the model produced it.
+    pub arguments: &'a str,
+}
+
+/// One `tools` entry.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WireTool<'a> {
+    /// Always `"function"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The function.
+    pub function: WireFunction<'a>,
+}
+
+/// `function` of a tool.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WireFunction<'a> {
+    /// Name.
+    pub name: &'a str,
+    /// Description.
+    pub description: &'a str,
+    /// JSON Schema of the arguments.
+    pub parameters: &'a Value,
+}
+
+/// `tool_choice`: a mode string or a named function.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum WireToolChoice<'a> {
+    /// `"auto"`, `"none"` or `"required"`.
+    Mode(&'static str),
+    /// `{"type":"function","function":{"name":...}}`.
+    Function {
+        /// Always `"function"`.
+        #[serde(rename = "type")]
+        kind: &'static str,
+        /// The function.
+        function: WireToolChoiceFunction<'a>,
+    },
+}
+
+/// The function named by `tool_choice`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WireToolChoiceFunction<'a> {
+    /// Tool name.
+    pub name: &'a str,
+}

@@ -1,0 +1,412 @@
+//! The client against a local fault-injecting server on 127.0.0.1:0: 500s, 429 with Retry-After,
+//! connect errors, a reset mid-stream, truncated streams, one byte at a time, a drip slower than
+//! the idle timeout, a server that never answers, a 50 MB body, invalid JSON, cancellation. Every
+//! case must end in success after a retry or in a structured provider error within its timeout.
+
+#[path = "support/mock_server.rs"]
+mod mock_server;
+#[path = "support/recordings.rs"]
+mod recordings;
+
+use arkagent::provider::{
+    decode_sse_body, ChatModel, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient,
+    RetryPolicy, Timeouts,
+};
+use arkagent::{codes, AgentError, ChatMessage, ErrorLayer};
+use futures_util::StreamExt;
+use mock_server::{End, MockServer, Reply};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn fast_retry(max_retries: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_retries,
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(100),
+        jitter: 0.5,
+        max_retry_after: Duration::from_secs(5),
+    }
+}
+
+fn timeouts(idle_ms: u64, total_ms: u64) -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(2),
+        first_byte: Duration::from_secs(2),
+        idle: Duration::from_millis(idle_ms),
+        total: Duration::from_millis(total_ms),
+    }
+}
+
+fn client(base_url: &str, retry: RetryPolicy, t: Timeouts) -> OpenAiCompatibleClient {
+    OpenAiCompatibleClient::new(
+        ClientConfig::custom(base_url, "test-model", "sk-test-key-000").with_retry(retry).with_timeouts(t),
+    )
+    .expect("client")
+}
+
+fn request() -> ChatRequest {
+    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
+}
+
+fn ok_body(text: &str) -> serde_json::Value {
+    json!({"choices":[{"index":0,"message":{"role":"assistant","content":text},"finish_reason":"stop"}],
+           "usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})
+}
+
+fn assert_provider(e: &AgentError, code: &str) {
+    assert_eq!(e.layer, ErrorLayer::Provider, "{e}");
+    assert_eq!(e.code, code, "{e}");
+}
+
+/// Collects a stream; returns the events before the first error and the error.
+async fn drain(client: &OpenAiCompatibleClient) -> (Vec<ModelEvent>, Option<AgentError>) {
+    let mut stream = match client.stream(&request()).await {
+        Ok(s) => s,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let mut events = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ev) => events.push(ev),
+            Err(e) => {
+                assert!(stream.next().await.is_none(), "nothing after an error");
+                return (events, Some(e));
+            }
+        }
+    }
+    (events, None)
+}
+
+#[tokio::test]
+async fn server_errors_then_success_are_retried() {
+    let server = MockServer::start([
+        Reply::error(500, "internal", "boom"),
+        Reply::raw(503, "unavailable"),
+        Reply::json(200, &ok_body("hello")),
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
+    let r = c.complete(&request()).await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("hello"));
+    assert_eq!(r.usage.unwrap().total_tokens, 4);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(reqs.iter().all(|r| r.body == reqs[0].body), "every attempt sends the same body");
+}
+
+#[tokio::test]
+async fn retries_run_out_with_a_structured_error() {
+    let server = MockServer::start((0..3).map(|_| Reply::error(502, "bad_gateway", "upstream down"))).await;
+    let c = client(&server.base_url(), fast_retry(2), timeouts(2000, 10_000));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+    assert!(
+        e.message.contains("502")
+            && e.message.contains("upstream down")
+            && e.message.contains("after 2 retries"),
+        "{e}"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn rate_limit_honours_retry_after() {
+    let server = MockServer::start([
+        Reply::error(429, "rate_limit_exceeded", "slow down").with_header("Retry-After", "1"),
+        Reply::json(200, &ok_body("after wait")),
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(2), timeouts(2000, 10_000));
+    let t0 = Instant::now();
+    let r = c.complete(&request()).await.unwrap();
+    let waited = t0.elapsed();
+    assert_eq!(r.content.as_deref(), Some("after wait"));
+    assert!(waited >= Duration::from_millis(950), "Retry-After: 1 was not honoured: {waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+}
+
+#[tokio::test]
+async fn rate_limit_with_too_long_retry_after_is_returned_at_once() {
+    let server = MockServer::start([
+        Reply::error(429, "rate_limit_exceeded", "quota").with_header("Retry-After", "120")
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
+    let t0 = Instant::now();
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_RATE_LIMITED);
+    assert!(e.message.contains("rate_limit_exceeded") && e.message.contains("quota"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn client_errors_are_not_retried_and_keep_code_and_message() {
+    let server = MockServer::start([
+        Reply::error(400, "context_length_exceeded", "too many tokens"),
+        Reply::error(401, "invalid_api_key", "bad key"),
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+    assert!(
+        e.message.contains("HTTP 400")
+            && e.message.contains("context_length_exceeded")
+            && e.message.contains("too many tokens"),
+        "{e}"
+    );
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_AUTH);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn connect_errors_are_retried_until_the_server_appears() {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let base = format!("http://{addr}/v1");
+    // Nobody listens: connect errors, retried, then a structured error.
+    let c = client(&base, fast_retry(2), timeouts(2000, 10_000));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_CONNECT);
+    assert!(e.message.contains("after 2 retries"), "{e}");
+    // The server comes up while the client backs off.
+    let retry = RetryPolicy { initial_backoff: Duration::from_millis(150), jitter: 0.0, ..fast_retry(6) };
+    let c = client(&base, retry, timeouts(2000, 10_000));
+    let late = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        MockServer::start_on(listener, [Reply::json(200, &ok_body("up"))])
+    });
+    let r = c.complete(&request()).await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("up"));
+    let server = late.await.unwrap();
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_reset_midway_is_interrupted_and_not_retried() {
+    let body = recordings::sse_body("openai-gpt4o-text-then-tool.sse");
+    let half = body.len() / 2;
+    let server = MockServer::start([
+        Reply::Stream { parts: vec![body[..half].to_vec()], delay: Duration::ZERO, end: End::Reset },
+        Reply::sse(&body),
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
+    let (events, err) = drain(&c).await;
+    let e = err.expect("an error");
+    assert_provider(&e, codes::PROVIDER_STREAM_INTERRUPTED);
+    assert!(
+        events.iter().any(|e| matches!(e, ModelEvent::TextDelta(_))),
+        "events before the reset were delivered"
+    );
+    assert!(!events.iter().any(|e| matches!(e, ModelEvent::Finished(_))));
+    assert_eq!(server.requests().len(), 1, "a started stream is never retried");
+}
+
+#[tokio::test]
+async fn truncated_streams_are_interrupted() {
+    let body = recordings::sse_body("openai-gpt4o-parallel-two-tools.sse");
+    let cut = body.len() * 2 / 3;
+    let server = MockServer::start([
+        // The chunked body stops without its terminating chunk.
+        Reply::Stream { parts: vec![body[..cut].to_vec()], delay: Duration::ZERO, end: End::Truncate },
+        // The body ends properly, but the answer inside it stopped before finishing.
+        Reply::Stream { parts: vec![body[..cut].to_vec()], delay: Duration::ZERO, end: End::Complete },
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 10_000));
+    let (_, e) = drain(&c).await;
+    assert_provider(&e.unwrap(), codes::PROVIDER_STREAM_INTERRUPTED);
+    let (_, e) = drain(&c).await;
+    assert_provider(&e.unwrap(), codes::PROVIDER_STREAM_INTERRUPTED);
+}
+
+#[tokio::test]
+async fn a_stream_one_byte_at_a_time_assembles_the_same() {
+    let body = recordings::sse_body("openai-gpt4o-parallel-plus-minus.sse");
+    let want = decode_sse_body(&body).unwrap();
+    let server = MockServer::start([Reply::sse_in_pieces(&body, 1, Duration::ZERO, End::Complete)]).await;
+    let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 20_000));
+    let (events, err) = drain(&c).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(events, want);
+}
+
+#[tokio::test]
+async fn every_recording_streams_through_the_client() {
+    let entries = recordings::streaming_entries();
+    let bodies: Vec<Vec<u8>> =
+        entries.iter().map(|e| recordings::sse_body(e["file"].as_str().unwrap())).collect();
+    let server =
+        MockServer::start(bodies.iter().map(|b| Reply::sse_in_pieces(b, 7, Duration::ZERO, End::Complete)))
+            .await;
+    let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 10_000));
+    for (entry, body) in entries.iter().zip(&bodies) {
+        let (events, err) = drain(&c).await;
+        assert!(err.is_none(), "{}: {err:?}", entry["file"]);
+        assert_eq!(events, decode_sse_body(body).unwrap(), "{}", entry["file"]);
+    }
+}
+
+#[tokio::test]
+async fn a_drip_slower_than_the_idle_timeout_times_out() {
+    let body = recordings::sse_body("openai-gpt4o-strict-tool.sse");
+    let server =
+        MockServer::start([Reply::sse_in_pieces(&body, 200, Duration::from_millis(600), End::Complete)])
+            .await;
+    let c = client(&server.base_url(), fast_retry(2), timeouts(150, 10_000));
+    let t0 = Instant::now();
+    let (_, e) = drain(&c).await;
+    let e = e.expect("timeout");
+    assert_provider(&e, codes::PROVIDER_TIMEOUT);
+    assert!(e.message.contains("idle"), "{e}");
+    assert!(t0.elapsed() < Duration::from_millis(1500), "{:?}", t0.elapsed());
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_silent_server_hits_the_first_byte_timeout_and_the_total_timeout() {
+    let server = MockServer::start([
+        Reply::Hang,
+        Reply::Endless { part: b": ping\n\n".to_vec(), every: Duration::from_millis(30) },
+    ])
+    .await;
+    let t = Timeouts { first_byte: Duration::from_millis(200), ..timeouts(1000, 10_000) };
+    let c = client(&server.base_url(), fast_retry(2), t);
+    let t0 = Instant::now();
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_TIMEOUT);
+    assert!(e.message.contains("first byte"), "{e}");
+    assert!(t0.elapsed() < Duration::from_millis(1000), "{:?}", t0.elapsed());
+    // Keep-alive comments keep the idle timer quiet; the total timeout still ends the call.
+    let c = client(&server.base_url(), fast_retry(0), timeouts(1000, 500));
+    let t0 = Instant::now();
+    let (_, e) = drain(&c).await;
+    let e = e.expect("total timeout");
+    assert_provider(&e, codes::PROVIDER_TIMEOUT);
+    assert!(e.message.contains("total"), "{e}");
+    assert!(t0.elapsed() < Duration::from_millis(1500), "{:?}", t0.elapsed());
+}
+
+#[tokio::test]
+async fn a_50_mb_body_is_refused_at_the_size_limit() {
+    let server =
+        MockServer::start([Reply::Large { len: 50 * 1024 * 1024 }, Reply::Large { len: 50 * 1024 * 1024 }])
+            .await;
+    let config = ClientConfig::custom(server.base_url(), "m", "k")
+        .with_retry(fast_retry(0))
+        .with_timeouts(timeouts(5000, 20_000))
+        .with_max_response_bytes(1024 * 1024);
+    let c = OpenAiCompatibleClient::new(config).unwrap();
+    let t0 = Instant::now();
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_RESPONSE_TOO_LARGE);
+    assert!(
+        e.message.contains(r#"{"choices":[{"message":{"content":"xxx"#),
+        "raw body kept: {}",
+        &e.message[..200.min(e.message.len())]
+    );
+    assert!(e.message.len() < 4096);
+    let (_, e) = drain(&c).await;
+    assert_provider(&e.unwrap(), codes::PROVIDER_RESPONSE_TOO_LARGE);
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn invalid_json_bodies_are_decode_errors_with_the_raw_body() {
+    let server = MockServer::start([
+        Reply::raw(200, "<html>gateway says hi</html>"),
+        Reply::sse(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {not json}\n\n"),
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(2), timeouts(2000, 10_000));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_DECODE);
+    assert!(e.message.contains("<html>gateway says hi</html>"), "{e}");
+    let (events, e) = drain(&c).await;
+    let e = e.unwrap();
+    assert_provider(&e, codes::PROVIDER_DECODE);
+    assert!(e.message.contains("{not json}"), "{e}");
+    assert!(events.is_empty(), "events of a failed read are dropped with it: {events:?}");
+}
+
+#[tokio::test]
+async fn dropping_a_stream_closes_the_connection_at_once() {
+    let part = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n".to_vec();
+    let server =
+        MockServer::start([Reply::Endless { part, every: Duration::from_millis(10) }, Reply::Hang]).await;
+    let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 30_000));
+    let mut stream = c.stream(&request()).await.unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    assert_eq!(first, ModelEvent::TextDelta("x".into()));
+    drop(stream);
+    assert!(
+        server.wait_aborted(1, Duration::from_secs(3)).await,
+        "the server still writes to a dropped stream"
+    );
+    // Dropping a pending `complete` future closes its connection as well.
+    let req = request();
+    let fut = c.complete(&req);
+    assert!(tokio::time::timeout(Duration::from_millis(200), fut).await.is_err());
+    assert!(server.wait_aborted(2, Duration::from_secs(3)).await, "the dropped request is still open");
+}
+
+#[tokio::test]
+async fn the_api_key_never_leaks() {
+    const KEY: &str = "sk-SENTINEL-7f3a9c1e5b";
+    let echo = format!("invalid key {KEY} supplied");
+    let server = MockServer::start([
+        Reply::error(401, "invalid_api_key", &echo),
+        Reply::raw(200, format!("not json {KEY}")),
+        Reply::sse(format!("data: {{\"error\":{{\"message\":\"{KEY}\"}}}}\n\n").as_bytes()),
+        Reply::sse(&recordings::sse_body("openai-gpt4o-strict-tool.sse")),
+    ])
+    .await;
+    let config = ClientConfig::custom(server.base_url(), "m", KEY)
+        .with_retry(fast_retry(0))
+        .with_timeouts(timeouts(2000, 10_000));
+    assert!(!format!("{config:?}").contains("SENTINEL"));
+    let c = OpenAiCompatibleClient::new(config).unwrap();
+    assert!(!format!("{c:?}").contains("SENTINEL"));
+    let e1 = c.complete(&request()).await.unwrap_err();
+    let e2 = c.complete(&request()).await.unwrap_err();
+    let (_, e3) = drain(&c).await;
+    let (events, e4) = drain(&c).await;
+    assert!(e4.is_none());
+    for e in [e1, e2, e3.unwrap()] {
+        let text = format!("{e} {e:?} {}", serde_json::to_string(&e).unwrap());
+        assert!(!text.contains("SENTINEL"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
+    }
+    assert!(!format!("{events:?}").contains("SENTINEL"));
+    // It was sent, in the Authorization header only.
+    for r in server.requests() {
+        assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+        assert!(!String::from_utf8_lossy(&r.body).contains("SENTINEL"));
+    }
+    // A connect error does not carry it either.
+    let dead = ClientConfig::custom("http://127.0.0.1:9/v1", "m", KEY).with_retry(fast_retry(0));
+    let e = OpenAiCompatibleClient::new(dead).unwrap().complete(&request()).await.unwrap_err();
+    assert!(!format!("{e:?}").contains("SENTINEL"));
+}
+
+#[tokio::test]
+async fn gzip_bodies_are_decoded() {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(ok_body("compressed").to_string().as_bytes()).unwrap();
+    let gz = enc.finish().unwrap();
+    let server = MockServer::start([Reply::raw(200, gz)
+        .with_header("Content-Type", "application/json")
+        .with_header("Content-Encoding", "gzip")])
+    .await;
+    let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 10_000));
+    let r: ModelResponse = c.complete(&request()).await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("compressed"));
+    assert!(server.requests()[0].header("accept-encoding").is_some_and(|v| v.contains("gzip")));
+}

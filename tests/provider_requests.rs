@@ -1,0 +1,178 @@
+//! What the client sends: the endpoint, headers and the JSON body (messages with tool calls and
+//! tool results, tools from the request, tool_choice, temperature, token limit, stream options),
+//! preset quirks (DeepSeek reasoning_content), and never a `null`. Also the URL policy.
+
+#[path = "support/mock_server.rs"]
+mod mock_server;
+
+use arkagent::provider::{
+    ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset, RetryPolicy, ToolChoice,
+};
+use arkagent::{codes, ChatMessage, ToolCall, ToolDefinition};
+use mock_server::{MockServer, Reply};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn conversation() -> ChatRequest {
+    let messages = vec![
+        ChatMessage::system("你是订单助手"),
+        ChatMessage::user("我的订单 20261010 到哪了？"),
+        ChatMessage::Assistant {
+            content: Some("查一下".into()),
+            reasoning_content: Some("need the order tool".into()),
+            tool_calls: vec![ToolCall::new("call_1", "query_order", r#"{"orderId":"20261010"}"#)],
+        },
+        ChatMessage::Tool {
+            tool_call_id: "call_1".into(),
+            name: "query_order".into(),
+            content: r#"{"status":"shipped"}"#.into(),
+            is_error: false,
+        },
+    ];
+    let tools = vec![ToolDefinition::new(
+        "query_order",
+        "按订单号查询物流状态",
+        json!({"type":"object","properties":{"orderId":{"type":"string"}},"required":["orderId"]}),
+    )];
+    ChatRequest::new(Arc::from(messages), Arc::from(tools))
+}
+
+fn ok() -> Reply {
+    Reply::json(200, &json!({"choices":[{"message":{"content":"已发货"},"finish_reason":"stop"}]}))
+}
+
+fn has_null(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.iter().any(has_null),
+        Value::Object(m) => m.values().any(has_null),
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn the_request_carries_history_tools_and_defaults() {
+    let server = MockServer::start([ok(), Reply::sse(b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")]).await;
+    let config = ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "sk-req-test-1")
+        .with_base_url(server.base_url());
+    let c = OpenAiCompatibleClient::new(config).unwrap();
+    let req = conversation();
+    c.complete(&req).await.unwrap();
+    let mut s = c.stream(&req).await.unwrap();
+    while futures_util::StreamExt::next(&mut s).await.is_some() {}
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let r = &reqs[0];
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.path, "/v1/chat/completions");
+    assert_eq!(r.header("authorization"), Some("Bearer sk-req-test-1"));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.header("accept"), Some("application/json"));
+    let body = r.json();
+    assert!(!has_null(&body), "{body}");
+    assert_eq!(body["model"], "qwen3-max");
+    assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6, "0.2 by default with tools");
+    assert_eq!(body["tools"], json!([req.tools[0].to_openai_tool()]));
+    assert!(
+        body.get("stream").is_none() && body.get("tool_choice").is_none() && body.get("max_tokens").is_none()
+    );
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role":"system","content":"你是订单助手"},
+            {"role":"user","content":"我的订单 20261010 到哪了？"},
+            {"role":"assistant","content":"查一下","tool_calls":[{"id":"call_1","type":"function","function":{"name":"query_order","arguments":"{\"orderId\":\"20261010\"}"}}]},
+            {"role":"tool","tool_call_id":"call_1","content":"{\"status\":\"shipped\"}"}
+        ])
+    );
+    let s = &reqs[1];
+    assert_eq!(s.header("accept"), Some("text/event-stream"));
+    let body = s.json();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    assert!(!has_null(&body));
+}
+
+#[tokio::test]
+async fn options_and_the_deepseek_quirk() {
+    let server = MockServer::start([ok(), ok()]).await;
+    let mut req = conversation();
+    req.tool_choice = Some(ToolChoice::Function("query_order".into()));
+    req.temperature = Some(0.0);
+    req.max_tokens = Some(256);
+    let deepseek = OpenAiCompatibleClient::new(
+        ClientConfig::new(ProviderPreset::DeepSeek, "deepseek-reasoner", "k")
+            .with_base_url(server.base_url()),
+    )
+    .unwrap();
+    deepseek.complete(&req).await.unwrap();
+    let openai = OpenAiCompatibleClient::new(
+        ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "k").with_base_url(server.base_url()),
+    )
+    .unwrap();
+    openai.complete(&req).await.unwrap();
+    let reqs = server.requests();
+    let ds = reqs[0].json();
+    assert_eq!(ds["messages"][2]["reasoning_content"], "need the order tool");
+    assert_eq!(ds["tool_choice"], json!({"type":"function","function":{"name":"query_order"}}));
+    assert_eq!(ds["temperature"], 0.0);
+    assert_eq!(ds["max_tokens"], 256);
+    let oa = reqs[1].json();
+    assert!(oa["messages"][2].get("reasoning_content").is_none());
+    assert_eq!(oa["max_completion_tokens"], 256);
+    assert!(oa.get("max_tokens").is_none());
+}
+
+#[test]
+fn plain_http_only_to_loopback_unless_allowed() {
+    for ok in
+        ["http://127.0.0.1:8080/v1", "http://localhost/v1", "http://[::1]:1/v1", "https://example.com/v1"]
+    {
+        assert!(OpenAiCompatibleClient::new(ClientConfig::custom(ok, "m", "k")).is_ok(), "{ok}");
+    }
+    for bad in ["http://example.com/v1", "http://192.168.1.10/v1", "http://10.0.0.1:80"] {
+        let e = OpenAiCompatibleClient::new(ClientConfig::custom(bad, "m", "k")).unwrap_err();
+        assert_eq!(e.code, codes::INSECURE_URL, "{bad}");
+    }
+    let mut allowed = ClientConfig::custom("http://192.168.1.10/v1", "m", "k");
+    allowed.allow_insecure_http = true;
+    assert!(OpenAiCompatibleClient::new(allowed).is_ok());
+    let e = OpenAiCompatibleClient::new(
+        ClientConfig::custom("https://x/v1", "m", "k").with_extra_root_pem("junk"),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, codes::PROVIDER_TLS);
+    let e = OpenAiCompatibleClient::new(ClientConfig::custom("https://x/v1", " ", "k")).unwrap_err();
+    assert_eq!(e.code, codes::CONFIG_INVALID);
+}
+
+#[test]
+fn presets_have_base_urls() {
+    for (p, host) in [
+        (ProviderPreset::OpenAi, "api.openai.com"),
+        (ProviderPreset::DeepSeek, "api.deepseek.com"),
+        (ProviderPreset::Zhipu, "open.bigmodel.cn"),
+        (ProviderPreset::Qwen, "dashscope.aliyuncs.com"),
+        (ProviderPreset::Moonshot, "api.moonshot.cn"),
+    ] {
+        let c = OpenAiCompatibleClient::new(ClientConfig::new(p, "m", "k")).unwrap();
+        assert!(c.endpoint().starts_with(&format!("https://{host}/")), "{}", c.endpoint());
+        assert!(c.endpoint().ends_with("/chat/completions"));
+    }
+    assert!(ProviderPreset::Custom.default_base_url().is_none());
+}
+
+#[tokio::test]
+async fn a_nan_temperature_is_refused_before_sending() {
+    let server = MockServer::start([ok()]).await;
+    let c = OpenAiCompatibleClient::new(
+        ClientConfig::custom(server.base_url(), "m", "k").with_retry(RetryPolicy::none()),
+    )
+    .unwrap();
+    let mut req = conversation();
+    req.temperature = Some(f32::NAN);
+    let e = c.complete(&req).await.unwrap_err();
+    assert_eq!(e.code, codes::CONFIG_INVALID);
+    assert!(server.requests().is_empty());
+}
