@@ -122,6 +122,7 @@ fn awaiting() -> AgentState {
         }],
         assistant_message: msg,
         created_at_ms: 1,
+        calls: Vec::new(),
     });
     s
 }
@@ -235,6 +236,7 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
             items: vec![],
             assistant_message: msg,
             created_at_ms: 0,
+            calls: Vec::new(),
         });
     }
     s
