@@ -78,3 +78,32 @@ pub struct PendingApprovalBatch {
     /// When the batch was frozen (ms since the Unix epoch).
     pub created_at_ms: u64,
 }
+
+// TEMP (agent branch): replaced by the control-safety work at merge.
+/// The default policy.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DefaultApprovalPolicy;
+
+impl ApprovalPolicy for DefaultApprovalPolicy {
+    fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
+        match definition.map(|d| d.risk_level) {
+            None | Some(RiskLevel::Safe) => PolicyDecision::Allow,
+            Some(RiskLevel::Sensitive) => PolicyDecision::RequireConfirmation(format!(
+                "Sensitive tool \"{}\" requires confirmation",
+                call.name
+            )),
+            Some(RiskLevel::Dangerous) => PolicyDecision::RequireConfirmation(format!(
+                "Dangerous tool \"{}\" requires confirmation",
+                call.name
+            )),
+        }
+    }
+}
+
+/// TEMP: hash of the canonical arguments.
+pub fn arguments_hash(arguments: &str) -> String {
+    let canonical = serde_json::from_str::<serde_json::Value>(arguments)
+        .map(|v| crate::json::canonicalize(&v))
+        .unwrap_or_else(|_| arguments.to_string());
+    format!("{:08x}", crc32fast::hash(canonical.as_bytes()))
+}
