@@ -62,6 +62,7 @@ pub struct Agent {
     hooks: Vec<Arc<dyn AgentHook>>,
     services: Arc<ToolServiceRegistry>,
     config: AgentConfig,
+    depth: u32,
     // A std Mutex guarding the map of per-session locks; never held across an await.
     session_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -79,8 +80,9 @@ pub struct AgentBuilder {
     tools: ToolRegistry,
     policy: Option<Arc<dyn ApprovalPolicy>>,
     hooks: Vec<Arc<dyn AgentHook>>,
-    services: ToolServiceRegistry,
+    services: Arc<ToolServiceRegistry>,
     config: AgentConfig,
+    depth: u32,
 }
 
 impl AgentBuilder {
@@ -92,8 +94,9 @@ impl AgentBuilder {
             tools: ToolRegistry::new(),
             policy: None,
             hooks: Vec::new(),
-            services: ToolServiceRegistry::new(),
+            services: Arc::new(ToolServiceRegistry::new()),
             config: AgentConfig::default(),
+            depth: 0,
         }
     }
 
@@ -117,7 +120,13 @@ impl AgentBuilder {
 
     /// Uses these services for tools.
     pub fn services(mut self, services: ToolServiceRegistry) -> Self {
-        self.services = services;
+        self.services = Arc::new(services);
+        self
+    }
+
+    /// The nesting depth of a worker agent (0 for a top-level agent).
+    pub(crate) fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth;
         self
     }
 
@@ -135,8 +144,9 @@ impl AgentBuilder {
             store: self.store,
             policy: self.policy.unwrap_or_else(|| Arc::new(crate::approval::DefaultApprovalPolicy)),
             hooks: self.hooks,
-            services: Arc::new(self.services),
+            services: self.services,
             config: self.config,
+            depth: self.depth,
             session_locks: Mutex::new(HashMap::new()),
         }
     }
@@ -177,6 +187,37 @@ impl Agent {
     /// The state store.
     pub fn store(&self) -> &Arc<dyn StateStore> {
         &self.store
+    }
+
+    /// 0 for a top-level agent, 1 for its workers, ...
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    pub(crate) fn tool_limits(&self) -> crate::json::JsonLimits {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).limits()
+    }
+
+    pub(crate) fn copy_tools_into(
+        &self,
+        target: &mut ToolRegistry,
+        excluded: &[&str],
+    ) -> Result<(), AgentError> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).copy_into_excluding(target, excluded)
+    }
+
+    /// A builder for a worker: this agent's model, store, policy, hooks, services and config.
+    pub(crate) fn worker_builder(&self) -> AgentBuilder {
+        AgentBuilder {
+            model: Arc::clone(&self.model),
+            store: Arc::clone(&self.store),
+            tools: ToolRegistry::new(),
+            policy: Some(Arc::clone(&self.policy)),
+            hooks: self.hooks.clone(),
+            services: Arc::clone(&self.services),
+            config: self.config.clone(),
+            depth: self.depth,
+        }
     }
 
     fn session_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {

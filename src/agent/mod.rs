@@ -3,10 +3,12 @@
 //! gates, execution), state commits and events.
 
 mod config;
+mod delegate;
 mod driver;
 mod events;
 pub mod machine;
 
 pub use config::{AgentConfig, MAX_ROUNDS_FALLBACK};
+pub use delegate::{delegate_task_definition, WorkerFactory, DELEGATE_TASK};
 pub use driver::{Agent, AgentBuilder, RunOutcome};
 pub use events::{AgentEvent, EventLog, EventSink, NoEvents};
