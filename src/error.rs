@@ -200,6 +200,8 @@ error_codes! {
     RUN_IN_PROGRESS = "run_in_progress" => Runtime;
     /// The sub-agent depth limit was reached.
     DELEGATION_DEPTH_EXCEEDED = "delegation_depth_exceeded" => Runtime;
+    /// A worker agent's batch needs user approval (the worker session is suspended).
+    WORKER_AWAITING_APPROVAL = "worker_awaiting_approval" => Runtime;
     /// The session is in a state that does not allow the operation.
     INVALID_STATE = "invalid_state" => Runtime;
 

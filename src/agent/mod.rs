@@ -1,3 +1,14 @@
-//! The agent runtime: a serializable run state machine and the tokio driver that does its I/O.
-//!
-//! Comes with the runtime issue.
+//! The agent runtime: the run as a serializable state machine ([`machine`]) and the tokio driver
+//! ([`Agent`]) that performs its I/O: model rounds, tool batches (hooks, approval freeze, registry
+//! gates, execution), state commits and events.
+
+mod config;
+mod delegate;
+mod driver;
+mod events;
+pub mod machine;
+
+pub use config::{AgentConfig, MAX_ROUNDS_FALLBACK};
+pub use delegate::{delegate_task_definition, WorkerFactory, DELEGATE_TASK};
+pub use driver::{Agent, AgentBuilder, RunOutcome};
+pub use events::{AgentEvent, EventLog, EventSink, NoEvents};

@@ -168,6 +168,11 @@ impl HookPipeline {
         self.hooks.push(hook);
     }
 
+    /// The hooks, in order.
+    pub fn hooks(&self) -> &[Arc<dyn AgentHook>] {
+        &self.hooks
+    }
+
     /// The number of hooks.
     pub fn len(&self) -> usize {
         self.hooks.len()

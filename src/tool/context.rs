@@ -26,6 +26,8 @@ pub struct CancellationSignal {
     token: CancellationToken,
     // A std Mutex: held only to copy a short string, never across an await.
     reason: Arc<Mutex<Option<String>>>,
+    // The parent's signal, whose reason a child reports when the parent cancelled it.
+    parent: Option<Arc<CancellationSignal>>,
 }
 
 impl CancellationSignal {
@@ -52,7 +54,8 @@ impl CancellationSignal {
 
     /// The reason given to [`cancel`](Self::cancel).
     pub fn reason(&self) -> Option<String> {
-        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let own = self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        own.or_else(|| self.parent.as_ref().and_then(|p| p.reason()))
     }
 
     /// Completes when cancelled.
@@ -63,13 +66,11 @@ impl CancellationSignal {
     /// A child signal: cancelled when this one is, and cancellable on its own without affecting
     /// this one (used per tool call and per sub-agent).
     pub fn child(&self) -> CancellationSignal {
-        let child = CancellationSignal { token: self.token.child_token(), reason: Arc::default() };
-        if self.is_cancelled() {
-            if let Some(r) = self.reason() {
-                child.cancel(r);
-            }
+        CancellationSignal {
+            token: self.token.child_token(),
+            reason: Arc::default(),
+            parent: Some(Arc::new(self.clone())),
         }
-        child
     }
 
     /// The underlying token (for `tokio::select!` in drivers).
@@ -195,6 +196,8 @@ mod tests {
         let child2 = parent.child();
         parent.cancel("all");
         assert!(child2.is_cancelled());
+        assert_eq!(child2.reason().as_deref(), Some("all"));
+        assert_eq!(child.reason().as_deref(), Some("only me"));
         assert_eq!(parent.reason().as_deref(), Some("all"));
     }
 }

@@ -1,0 +1,123 @@
+//! Sub-agents: the `delegate_task` tool runs a worker agent with its own history on a copy of the
+//! parent's tools without `delegate_task` (no recursive delegation), up to a depth limit. The
+//! worker's answer is the tool's result. The worker uses the parent's model, store, approval policy,
+//! hooks and services, so its dangerous calls still go through approval: when a worker call needs
+//! confirmation, the worker session is suspended (persisted like any other) and the parent's call
+//! gets an `is_error` result naming the worker session and its pending approvals.
+
+use super::driver::{Agent, RunOutcome};
+use super::events::NoEvents;
+use crate::error::{codes, AgentError};
+use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+use std::sync::{Arc, Weak};
+
+/// The name of the delegation tool.
+pub const DELEGATE_TASK: &str = "delegate_task";
+
+/// Adjusts a worker's tools and configuration before it runs. Whatever it does, the worker never
+/// gets the parent's `delegate_task`.
+pub trait WorkerFactory: Send + Sync {
+    /// Changes the worker's tools (already a copy of the parent's without `delegate_task`).
+    fn prepare_tools(&self, _tools: &mut ToolRegistry) {}
+}
+
+/// The `delegate_task` definition: one required string, the task.
+pub fn delegate_task_definition() -> ToolDefinition {
+    ToolDefinition::new(
+        DELEGATE_TASK,
+        "Delegate a self-contained sub-task to a worker agent and get its answer.",
+        json!({
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What the worker should do"}},
+            "required": ["task"]
+        }),
+    )
+}
+
+pub(crate) struct DelegateTask {
+    parent: Weak<Agent>,
+    factory: Option<Arc<dyn WorkerFactory>>,
+}
+
+impl Agent {
+    /// Registers `delegate_task` on this agent (see the module docs).
+    ///
+    /// # Errors
+    /// `tool_name_duplicate` when already enabled; `delegation_depth_exceeded` when this agent is
+    /// already at the depth limit.
+    pub fn enable_delegation(
+        self: &Arc<Self>,
+        factory: Option<Arc<dyn WorkerFactory>>,
+    ) -> Result<(), AgentError> {
+        if self.depth() >= self.config().max_delegation_depth {
+            return Err(AgentError::of(
+                codes::DELEGATION_DEPTH_EXCEEDED,
+                format!(
+                    "agent depth {} is at the limit {}",
+                    self.depth(),
+                    self.config().max_delegation_depth
+                ),
+            ));
+        }
+        let executor = DelegateTask { parent: Arc::downgrade(self), factory };
+        self.register_tool(delegate_task_definition(), Arc::new(executor))
+    }
+}
+
+fn worker_session_id(parent: &str, call_id: &str) -> String {
+    format!("w{:08x}{:08x}", crc32fast::hash(parent.as_bytes()), crc32fast::hash(call_id.as_bytes()))
+}
+
+#[async_trait]
+impl ToolExecutor for DelegateTask {
+    async fn execute(
+        &self,
+        arguments: Map<String, Value>,
+        context: ToolContext,
+    ) -> Result<ToolResult, AgentError> {
+        let parent =
+            self.parent.upgrade().ok_or_else(|| AgentError::execution_failed("the parent agent is gone"))?;
+        let task = arguments.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
+        let depth = parent.depth() + 1;
+        if depth > parent.config().max_delegation_depth {
+            return Err(AgentError::of(
+                codes::DELEGATION_DEPTH_EXCEEDED,
+                format!("depth {depth} is over the limit"),
+            ));
+        }
+        let mut tools = ToolRegistry::with_limits(parent.tool_limits());
+        parent.copy_tools_into(&mut tools, &[DELEGATE_TASK])?;
+        if let Some(factory) = &self.factory {
+            factory.prepare_tools(&mut tools);
+        }
+        // Whatever the factory added, the worker cannot delegate with the parent's tool.
+        tools.unregister(DELEGATE_TASK);
+        let worker = Arc::new(parent.worker_builder().tools(tools).depth(depth).build());
+        if depth < parent.config().max_delegation_depth {
+            worker.enable_delegation(self.factory.clone())?;
+        }
+        let session = worker_session_id(&context.session_id, &context.call_id);
+        match worker.run(&session, &task, &NoEvents, &context.signal).await? {
+            RunOutcome::Finished { status: crate::state::RunStatus::Completed, final_text, .. } => {
+                Ok(ToolResult::text(final_text.unwrap_or_default()))
+            }
+            RunOutcome::Finished { status, error, .. } => {
+                Ok(ToolResult::from_error(&error.unwrap_or_else(|| {
+                    AgentError::execution_failed(format!("the worker ended with status {status:?}"))
+                })))
+            }
+            RunOutcome::Suspended { batch } => {
+                let ids: Vec<&str> = batch.items.iter().map(|i| i.approval_id.as_str()).collect();
+                Ok(ToolResult::from_error(&AgentError::of(
+                    codes::WORKER_AWAITING_APPROVAL,
+                    format!(
+                        "the worker session {session} awaits user approval ({}); nothing of its batch ran",
+                        ids.join(", ")
+                    ),
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,877 @@
+//! The tokio driver: performs the I/O the run state machine asks for (model calls, tool calls,
+//! state commits, events) and records what happened as journal events.
+
+use super::config::AgentConfig;
+use super::events::{AgentEvent, EventSink};
+use super::machine::{phase, Phase};
+use crate::approval::{
+    plan_batch, AnsweredCall, ApprovalPolicy, BatchPlan, BatchSettlement, BatchStep, PendingApprovalBatch,
+    UserDecision,
+};
+use crate::error::{codes, AgentError};
+use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookPipeline, PersistDecision};
+use crate::loop_detect::{call_signature, LoopDetector, LoopDetectorConfig};
+use crate::message::{ChatMessage, ToolCall, Usage};
+use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse};
+use crate::state::{
+    repair_pairing, tool_result_message, AgentState, RepairPolicy, RunStatus, StateEvent, StateStore,
+    ToolRunRecord,
+};
+use crate::tool::{
+    CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult,
+    ToolServiceRegistry, ToolSnapshot,
+};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How a call to [`Agent::run`] or [`Agent::resume`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// The run ended (completed, max_rounds, loop_detected, aborted, cancelled or failed).
+    Finished {
+        /// How it ended.
+        status: RunStatus,
+        /// The final answer, if any.
+        final_text: Option<String>,
+        /// The error that ended a failed or aborted run.
+        error: Option<AgentError>,
+        /// Usage of the session so far.
+        usage: Usage,
+    },
+    /// A batch is frozen until the user decides; the state is persisted. Decide with
+    /// [`Agent::approve`] / [`Agent::deny`], then [`Agent::resume`] (in this process or another).
+    Suspended {
+        /// The frozen batch.
+        batch: PendingApprovalBatch,
+    },
+}
+
+impl RunOutcome {
+    /// The status the session is in after this outcome.
+    pub fn status(&self) -> RunStatus {
+        match self {
+            RunOutcome::Finished { status, .. } => *status,
+            RunOutcome::Suspended { .. } => RunStatus::AwaitingApproval,
+        }
+    }
+}
+
+/// An agent: a model, tools, a state store, an approval policy and hooks.
+pub struct Agent {
+    model: Arc<dyn ChatModel>,
+    tools: RwLock<ToolRegistry>,
+    store: Arc<dyn StateStore>,
+    policy: Arc<dyn ApprovalPolicy>,
+    hooks: HookPipeline,
+    services: Arc<ToolServiceRegistry>,
+    config: AgentConfig,
+    depth: u32,
+    // A std Mutex guarding the map of per-session locks; never held across an await.
+    session_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    model: Arc<dyn ChatModel>,
+    store: Arc<dyn StateStore>,
+    tools: ToolRegistry,
+    policy: Option<Arc<dyn ApprovalPolicy>>,
+    hooks: Vec<Arc<dyn AgentHook>>,
+    services: Arc<ToolServiceRegistry>,
+    config: AgentConfig,
+    depth: u32,
+}
+
+impl AgentBuilder {
+    /// A builder for a model and a state store.
+    pub fn new(model: Arc<dyn ChatModel>, store: Arc<dyn StateStore>) -> Self {
+        AgentBuilder {
+            model,
+            store,
+            tools: ToolRegistry::new(),
+            policy: None,
+            hooks: Vec::new(),
+            services: Arc::new(ToolServiceRegistry::new()),
+            config: AgentConfig::default(),
+            depth: 0,
+        }
+    }
+
+    /// Uses these tools.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Uses this approval policy instead of the default.
+    pub fn policy(mut self, policy: Arc<dyn ApprovalPolicy>) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Adds a hook (hooks run in the order they are added).
+    pub fn hook(mut self, hook: Arc<dyn AgentHook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Uses these services for tools.
+    pub fn services(mut self, services: ToolServiceRegistry) -> Self {
+        self.services = Arc::new(services);
+        self
+    }
+
+    /// The nesting depth of a worker agent (0 for a top-level agent).
+    pub(crate) fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// Uses this configuration.
+    pub fn config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The agent.
+    pub fn build(self) -> Agent {
+        Agent {
+            model: self.model,
+            tools: RwLock::new(self.tools),
+            store: self.store,
+            policy: self.policy.unwrap_or_else(|| Arc::new(crate::approval::DefaultApprovalPolicy)),
+            hooks: HookPipeline::with_hooks(self.hooks),
+            services: self.services,
+            config: self.config,
+            depth: self.depth,
+            session_locks: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Agent {
+    /// Registers a tool (see [`ToolRegistry::register`]); later model rounds see it.
+    ///
+    /// # Errors
+    /// `tool_name_empty`, `tool_name_duplicate` or a `schema_*` error.
+    pub fn register_tool(
+        &self,
+        definition: ToolDefinition,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<(), AgentError> {
+        self.tools.write().unwrap_or_else(|p| p.into_inner()).register(definition, executor)
+    }
+
+    /// Removes a tool; returns whether it was there.
+    pub fn unregister_tool(&self, name: &str) -> bool {
+        self.tools.write().unwrap_or_else(|p| p.into_inner()).unregister(name)
+    }
+
+    /// The tools as they are now.
+    pub fn tools(&self) -> ToolSnapshot {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).snapshot()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// 0 for a top-level agent, 1 for its workers, ...
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    pub(crate) fn tool_limits(&self) -> crate::json::JsonLimits {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).limits()
+    }
+
+    pub(crate) fn copy_tools_into(
+        &self,
+        target: &mut ToolRegistry,
+        excluded: &[&str],
+    ) -> Result<(), AgentError> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).copy_into_excluding(target, excluded)
+    }
+
+    /// A builder for a worker: this agent's model, store, policy, hooks, services and config.
+    pub(crate) fn worker_builder(&self) -> AgentBuilder {
+        AgentBuilder {
+            model: Arc::clone(&self.model),
+            store: Arc::clone(&self.store),
+            tools: ToolRegistry::new(),
+            policy: Some(Arc::clone(&self.policy)),
+            hooks: self.hooks.hooks().to_vec(),
+            services: Arc::clone(&self.services),
+            config: self.config.clone(),
+            depth: self.depth,
+        }
+    }
+
+    fn session_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(locks.entry(session_id.to_string()).or_default())
+    }
+
+    /// The persisted state of a session.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn state(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        self.store.load(session_id).await
+    }
+
+    /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
+    ///
+    /// # Errors
+    /// `approval_pending` when the session awaits decisions, the store's errors. Model and tool
+    /// failures do not come as errors: they end the run with a status (or go back to the model).
+    pub async fn run(
+        &self,
+        session_id: &str,
+        input: &str,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+    ) -> Result<RunOutcome, AgentError> {
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        crate::state::validate_session_id(session_id)?;
+        let state =
+            self.load_repaired(session_id, false).await?.unwrap_or_else(|| AgentState::new(session_id));
+        if state.status == RunStatus::AwaitingApproval {
+            return Err(AgentError::of(
+                codes::APPROVAL_PENDING,
+                "the session awaits approval decisions: approve or deny them, then resume",
+            ));
+        }
+        let mut run = Run::new(self, state, sink, cancel.clone());
+        if run.state.pending_approval.is_some() {
+            run.record(StateEvent::ApprovalCleared);
+        }
+        let run_id = uuid::Uuid::new_v4().to_string();
+        run.record(StateEvent::RunStarted { run_id: run_id.clone() });
+        if run.state.messages.is_empty() {
+            if let Some(system) = &self.config.system_prompt {
+                run.record(StateEvent::MessageAppended { message: ChatMessage::system(system.clone()) });
+            }
+        }
+        run.record(StateEvent::MessageAppended { message: ChatMessage::user(input) });
+        sink.emit(AgentEvent::RunStarted { session_id: session_id.to_string(), run_id, resumed: false });
+        run.hooks_run_start().await;
+        run.persist(true).await?;
+        run.drive().await
+    }
+
+    /// Continues a suspended run once every pending item is decided, or a run that was interrupted
+    /// by a crash (finished calls are not run again; started but unfinished calls are answered as
+    /// interrupted unless their tool is idempotent).
+    ///
+    /// # Errors
+    /// `session_not_found`, `approval_pending` (undecided items), `invalid_state` (nothing to
+    /// resume), the store's errors.
+    pub async fn resume(
+        &self,
+        session_id: &str,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+    ) -> Result<RunOutcome, AgentError> {
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        let state = self
+            .load_repaired(session_id, true)
+            .await?
+            .ok_or_else(|| AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}")))?;
+        match state.status {
+            RunStatus::AwaitingApproval => {
+                if let Some(batch) = &state.pending_approval {
+                    if !batch.is_fully_decided() {
+                        return Err(AgentError::of(
+                            codes::APPROVAL_PENDING,
+                            "some approval items are still pending",
+                        ));
+                    }
+                }
+            }
+            RunStatus::Running => {}
+            other => {
+                return Err(AgentError::of(
+                    codes::INVALID_STATE,
+                    format!("nothing to resume: the session is {other:?}"),
+                ))
+            }
+        }
+        let run_id = state.run_id.clone().unwrap_or_default();
+        let mut run = Run::new(self, state, sink, cancel.clone());
+        if run.state.status == RunStatus::AwaitingApproval {
+            // Running from here on: after a crash mid-batch, repair answers what did not finish
+            // instead of keeping the batch as if still awaiting (no call runs twice).
+            run.record(StateEvent::StatusChanged { status: RunStatus::Running });
+        } else if run.state.pending_approval.is_some() && phase(&run.state) == Phase::NeedsModel {
+            // A settled batch whose last results repair supplied.
+            run.record(StateEvent::BatchCompleted);
+            run.record(StateEvent::ApprovalCleared);
+        }
+        sink.emit(AgentEvent::RunStarted { session_id: session_id.to_string(), run_id, resumed: true });
+        run.hooks_run_start().await;
+        run.drive().await
+    }
+
+    /// Loads a session and makes the pairing invariant hold (durably): finished calls get their
+    /// recorded results, anything else unanswered is `interrupted`, except a batch awaiting
+    /// approval and, with `rerun_idempotent`, the started calls of idempotent tools.
+    async fn load_repaired(
+        &self,
+        session_id: &str,
+        rerun_idempotent: bool,
+    ) -> Result<Option<AgentState>, AgentError> {
+        let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
+            return Ok(None);
+        };
+        let policy = if rerun_idempotent {
+            let tools = self.tools();
+            RepairPolicy::with_idempotent(move |name| tools.definition(name).is_some_and(|d| d.idempotent))
+        } else {
+            RepairPolicy::conservative()
+        };
+        let report = repair_pairing(&mut state, &policy);
+        if report.needs_snapshot {
+            self.store.save_snapshot(&state).await?;
+        } else if !report.events.is_empty() {
+            self.store.commit(&state, &report.events).await?;
+        }
+        Ok(Some(state))
+    }
+
+    async fn load_existing(&self, session_id: &str) -> Result<AgentState, AgentError> {
+        self.store
+            .load(session_id)
+            .await?
+            .ok_or_else(|| AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}")))
+    }
+
+    /// Approves one pending item; the decision is durable when this returns.
+    ///
+    /// # Errors
+    /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
+    pub async fn approve(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+    ) -> Result<PendingApprovalBatch, AgentError> {
+        self.decide(session_id, approval_id, UserDecision::Approve).await
+    }
+
+    /// Denies one pending item; the decision is durable when this returns.
+    ///
+    /// # Errors
+    /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
+    pub async fn deny(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+        reason: &str,
+    ) -> Result<PendingApprovalBatch, AgentError> {
+        self.decide(session_id, approval_id, UserDecision::Deny(reason.to_string())).await
+    }
+
+    async fn decide(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+        decision: UserDecision,
+    ) -> Result<PendingApprovalBatch, AgentError> {
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        let mut state = self.load_existing(session_id).await?;
+        let batch = state
+            .pending_approval
+            .as_mut()
+            .ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
+        let event = batch
+            .decide(approval_id, decision, now_ms())?
+            .decided_event()
+            .expect("a decided item has a decision event");
+        self.store.commit(&state, std::slice::from_ref(&event)).await?;
+        Ok(state.pending_approval.clone().expect("batch present"))
+    }
+}
+
+enum Flow {
+    Continue,
+    Done(RunOutcome),
+}
+
+/// One run of the driver over one session's state.
+struct Run<'a> {
+    agent: &'a Agent,
+    state: AgentState,
+    unsaved: Vec<StateEvent>,
+    sink: &'a dyn EventSink,
+    cancel: CancellationSignal,
+    turn_tools: Option<ToolSnapshot>,
+    stop_requested: bool,
+}
+
+impl<'a> Run<'a> {
+    fn new(agent: &'a Agent, state: AgentState, sink: &'a dyn EventSink, cancel: CancellationSignal) -> Self {
+        Run { agent, state, unsaved: Vec::new(), sink, cancel, turn_tools: None, stop_requested: false }
+    }
+
+    fn record(&mut self, event: StateEvent) {
+        self.state.apply(&event);
+        self.unsaved.push(event);
+    }
+
+    fn run_id(&self) -> String {
+        self.state.run_id.clone().unwrap_or_default()
+    }
+
+    fn ids(&self) -> (String, String, u32) {
+        (self.state.session_id.clone(), self.run_id(), self.state.round)
+    }
+
+    /// Logs a hook notification's failure (a panicking hook); the run goes on.
+    fn note_hook_failure(result: Result<(), AgentError>) {
+        if let Err(e) = result {
+            log::warn!("{e}");
+        }
+    }
+
+    async fn hooks_run_start(&self) {
+        let (s, r, round) = self.ids();
+        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        Self::note_hook_failure(self.agent.hooks.on_run_start(&ctx).await);
+    }
+
+    /// Durably commits the recorded events. `force` ignores a hook's request to skip (terminal
+    /// states, frozen batches and tool starts are always persisted).
+    async fn persist(&mut self, force: bool) -> Result<(), AgentError> {
+        if self.unsaved.is_empty() {
+            return Ok(());
+        }
+        let forced = force || persist_is_forced(self.state.status);
+        let (s, r, round) = self.ids();
+        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        if self.agent.hooks.before_persist_state(&ctx, &self.state, forced).await == PersistDecision::Skip {
+            return Ok(());
+        }
+        let events = std::mem::take(&mut self.unsaved);
+        self.agent.store.commit(&self.state, &events).await?;
+        self.sink.emit(AgentEvent::StatePersisted { events: events.len() });
+        Ok(())
+    }
+
+    async fn drive(&mut self) -> Result<RunOutcome, AgentError> {
+        loop {
+            if self.cancel.is_cancelled() {
+                return self.finish(RunStatus::Cancelled, None, None).await;
+            }
+            let flow = match phase(&self.state) {
+                Phase::Inactive => {
+                    return Ok(RunOutcome::Finished {
+                        status: self.state.status,
+                        final_text: None,
+                        error: None,
+                        usage: self.state.usage,
+                    })
+                }
+                Phase::Answered { text } => return self.finish(RunStatus::Completed, text, None).await,
+                Phase::AwaitingApproval => {
+                    let batch = self.state.pending_approval.clone().expect("awaiting approval has a batch");
+                    return Ok(RunOutcome::Suspended { batch });
+                }
+                Phase::NeedsModel => {
+                    if self.stop_requested {
+                        let text = last_assistant_text(&self.state.messages);
+                        return self.finish(RunStatus::Completed, text, None).await;
+                    }
+                    if self.state.round >= self.agent.config.max_rounds {
+                        return self.finish(RunStatus::MaxRounds, None, None).await;
+                    }
+                    self.model_round().await?
+                }
+                Phase::ToolBatch { calls } => self.tool_batch(calls).await?,
+                Phase::ApprovedBatch { .. } => self.settle_batch().await?,
+            };
+            if let Flow::Done(outcome) = flow {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    async fn model_round(&mut self) -> Result<Flow, AgentError> {
+        let round = self.state.round + 1;
+        self.record(StateEvent::RoundStarted { round });
+        let tools = self.agent.tools();
+        let config = &self.agent.config;
+        let request = ChatRequest {
+            messages: self.state.messages.clone().into(),
+            tools: Arc::clone(tools.definitions()),
+            tool_choice: if tools.definitions().is_empty() { None } else { config.tool_choice.clone() },
+            temperature: config.temperature,
+            max_tokens: config.max_tokens,
+        };
+        let (s, r, _) = self.ids();
+        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        Self::note_hook_failure(self.agent.hooks.before_model_call(&ctx, &request).await);
+        let cancel = self.cancel.clone();
+        let answer = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            r = self.call_model(&request) => Some(r),
+        };
+        drop(request);
+        let response = match answer {
+            None => return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done),
+            Some(Err(e)) => {
+                Self::note_hook_failure(self.agent.hooks.on_error(&ctx, &e).await);
+                return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
+            }
+            Some(Ok(r)) => r,
+        };
+        Self::note_hook_failure(self.agent.hooks.after_model_response(&ctx, &response).await);
+        self.record(StateEvent::MessageAppended { message: response.to_message() });
+        if let Some(usage) = response.usage {
+            self.record(StateEvent::UsageAdded { usage });
+        }
+        self.persist(false).await?;
+        self.turn_tools = Some(tools);
+        Ok(Flow::Continue)
+    }
+
+    async fn call_model(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        if !self.agent.config.streaming {
+            return self.agent.model.complete(request).await;
+        }
+        let mut stream = self.agent.model.stream(request).await?;
+        while let Some(event) = stream.next().await {
+            match event? {
+                ModelEvent::TextDelta(delta) => self.sink.emit(AgentEvent::TextDelta { delta }),
+                ModelEvent::ReasoningDelta(delta) => self.sink.emit(AgentEvent::ReasoningDelta { delta }),
+                ModelEvent::ToolCallStarted { index, id, name } => {
+                    self.sink.emit(AgentEvent::ToolCallStarted { index, id, name })
+                }
+                ModelEvent::ToolCallArgumentsDelta { index, delta } => {
+                    self.sink.emit(AgentEvent::ToolCallArgumentsDelta { index, delta })
+                }
+                ModelEvent::ToolCallFinished { index, call } => {
+                    self.sink.emit(AgentEvent::ToolCallFinished { index, call })
+                }
+                ModelEvent::Usage(_) => {}
+                ModelEvent::Finished(response) => return Ok(response),
+            }
+        }
+        Err(AgentError::of(codes::PROVIDER_STREAM_INTERRUPTED, "the model stream ended without finishing"))
+    }
+
+    /// A fresh batch: before-hooks, then the policy; the planner freezes the whole batch if any
+    /// call needs confirmation, else its steps run.
+    async fn tool_batch(&mut self, calls: Vec<ToolCall>) -> Result<Flow, AgentError> {
+        let tools = self.turn_tools.clone().unwrap_or_else(|| self.agent.tools());
+        let (s, r, round) = self.ids();
+        let mut inputs = Vec::with_capacity(calls.len());
+        for call in calls {
+            // A call with a record is from an earlier process: never plan it again. Repair on load
+            // answers every record but the started calls of idempotent tools, which run again.
+            match self.state.tool_runs.get(&call.id) {
+                Some(ToolRunRecord::Finished { result, .. }) => {
+                    inputs.push(crate::approval::BatchCallInput {
+                        risk_level: RiskLevel::Safe,
+                        disposition: crate::approval::CallDisposition::Answer(result.clone()),
+                        call,
+                    });
+                    continue;
+                }
+                Some(ToolRunRecord::Started { .. }) => {
+                    inputs.push(crate::approval::BatchCallInput {
+                        risk_level: RiskLevel::Safe,
+                        disposition: crate::approval::CallDisposition::Run,
+                        call,
+                    });
+                    continue;
+                }
+                None => {}
+            }
+            let ctx = HookContext { session_id: &s, run_id: &r, round };
+            let definition = tools.definition(&call.name);
+            let outcome = self.agent.hooks.before_tool_call(&ctx, call, definition).await;
+            if let crate::hook::BeforeToolCallOutcome::Refused { error, .. } = &outcome {
+                Self::note_hook_failure(self.agent.hooks.on_error(&ctx, error).await);
+            }
+            match outcome.into_batch_input(self.agent.policy.as_ref(), definition) {
+                Ok(input) => inputs.push(input),
+                Err(abort) => {
+                    return self.finish(RunStatus::Aborted, None, Some(abort)).await.map(Flow::Done)
+                }
+            }
+        }
+        let assistant = self.state.messages.iter().rev().find(|m| matches!(m, ChatMessage::Assistant { .. }));
+        let assistant = assistant.cloned().unwrap_or_else(|| ChatMessage::assistant_text(""));
+        match plan_batch(&self.run_id(), assistant, inputs, now_ms()) {
+            BatchPlan::Run(steps) => self.execute(steps, &tools).await,
+            BatchPlan::Freeze(batch) => self.freeze(batch).await,
+        }
+    }
+
+    /// Freezes the batch: persisted first, then `ApprovalRequired`, then suspended.
+    async fn freeze(&mut self, batch: PendingApprovalBatch) -> Result<Flow, AgentError> {
+        self.record(StateEvent::ApprovalRequested { batch: batch.clone() });
+        self.persist(true).await?;
+        self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
+        let (s, r, round) = self.ids();
+        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        Self::note_hook_failure(self.agent.hooks.on_approval_required(&ctx, &batch).await);
+        Ok(Flow::Done(RunOutcome::Suspended { batch }))
+    }
+
+    /// A fully decided frozen batch: all approved -> its steps run; any denied -> nothing runs.
+    async fn settle_batch(&mut self) -> Result<Flow, AgentError> {
+        let batch = self.state.pending_approval.clone().expect("settling needs a batch");
+        let tools = self.agent.tools();
+        let steps = match batch.settle()? {
+            BatchSettlement::Run(steps) => steps,
+            BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
+        };
+        // Calls that ran (or started) in an earlier process keep what the journal knows.
+        let steps = steps
+            .into_iter()
+            .map(|step| match self.state.tool_runs.get(&step.call().id) {
+                Some(ToolRunRecord::Finished { result, .. }) => {
+                    BatchStep::Answer(AnsweredCall { call: step.call().clone(), result: result.clone() })
+                }
+                _ => step,
+            })
+            .collect();
+        self.execute(steps, &tools).await
+    }
+
+    /// Runs the `Execute` steps (each journaled `started` before it runs and `finished` after),
+    /// then appends every call's result in call order.
+    async fn execute(&mut self, steps: Vec<BatchStep>, tools: &ToolSnapshot) -> Result<Flow, AgentError> {
+        let calls: Vec<ToolCall> = steps.iter().map(|s| s.call().clone()).collect();
+        let mut results: HashMap<String, ToolResult> = HashMap::new();
+        let mut to_run = Vec::new();
+        for step in steps {
+            match step {
+                BatchStep::Answer(AnsweredCall { call, result }) => {
+                    // Answers known before execution (denials, recorded results) are reported first.
+                    self.sink.emit(AgentEvent::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        result: result.clone(),
+                    });
+                    results.insert(call.id, result);
+                }
+                BatchStep::Execute(call) => to_run.push(call),
+            }
+        }
+        let all_safe =
+            to_run.iter().all(|c| tools.definition(&c.name).is_none_or(|d| d.risk_level == RiskLevel::Safe));
+        let width = if all_safe { self.agent.config.max_parallel_tools.max(1) } else { 1 };
+        let batch_call_id = format!("{}:{}", self.run_id(), self.state.round);
+        let view = Arc::new(self.state.readonly_view());
+        let mut injected = Vec::new();
+        let mut abort: Option<AgentError> = None;
+
+        'chunks: for chunk in to_run.chunks(width) {
+            for call in chunk {
+                self.record(StateEvent::ToolStarted { call_id: call.id.clone(), name: call.name.clone() });
+            }
+            self.persist(true).await?;
+            let mut running: FuturesUnordered<_> = chunk
+                .iter()
+                .map(|call| {
+                    let ctx = ToolContext {
+                        session_id: self.state.session_id.clone(),
+                        state: Arc::clone(&view),
+                        batch_call_id: batch_call_id.clone(),
+                        call_id: call.id.clone(),
+                        signal: self.cancel.child(),
+                        services: Arc::clone(&self.agent.services),
+                    };
+                    let timeout = tools
+                        .definition(&call.name)
+                        .and_then(|d| d.timeout)
+                        .unwrap_or(self.agent.config.tool_timeout);
+                    run_one(tools.clone(), call.clone(), ctx, timeout)
+                })
+                .collect();
+            loop {
+                let cancel = self.cancel.clone();
+                let next = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => None,
+                    n = running.next() => n,
+                };
+                let Some((call, outcome)) = next else {
+                    if self.cancel.is_cancelled() {
+                        drop(running);
+                        return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+                    }
+                    break;
+                };
+                let result = match outcome {
+                    Ok(r) => r,
+                    // A cancelled run is not backfilled: the call stays `started`.
+                    Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
+                        drop(running);
+                        return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+                    }
+                    Err(e) => ToolResult::from_error(&e),
+                };
+                let (s, r, round) = self.ids();
+                let ctx = HookContext { session_id: &s, run_id: &r, round };
+                let after = self.agent.hooks.after_tool_call(&ctx, &call, result).await;
+                injected.extend(after.inject);
+                match after.control {
+                    AfterControl::Continue => {}
+                    AfterControl::Stop => self.stop_requested = true,
+                    AfterControl::Abort(e) => abort = Some(e),
+                }
+                let result = after.result;
+                self.record(StateEvent::ToolFinished {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: result.clone(),
+                });
+                self.persist(true).await?;
+                self.sink.emit(AgentEvent::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: result.clone(),
+                });
+                results.insert(call.id.clone(), result);
+                if abort.is_some() {
+                    break 'chunks;
+                }
+            }
+        }
+        if let Some(e) = abort {
+            return self.finish(RunStatus::Aborted, None, Some(e)).await.map(Flow::Done);
+        }
+
+        for call in &calls {
+            let result = results.remove(&call.id).unwrap_or_else(|| interrupted_result(call));
+            if result.stop {
+                self.stop_requested = true;
+            }
+            self.record(StateEvent::MessageAppended { message: tool_result_message(call, &result) });
+        }
+        self.record(StateEvent::BatchCompleted);
+        if self.state.pending_approval.is_some() {
+            self.record(StateEvent::ApprovalCleared);
+        }
+        for message in injected {
+            self.record(StateEvent::MessageAppended { message });
+        }
+        let looped = self.observe_loop(&calls);
+        self.persist(false).await?;
+        if let Some(e) = looped {
+            return self.finish(RunStatus::LoopDetected, None, Some(e)).await.map(Flow::Done);
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Feeds the batch's calls to the loop detector; records its window.
+    fn observe_loop(&mut self, calls: &[ToolCall]) -> Option<AgentError> {
+        let config = LoopDetectorConfig { window: self.agent.config.loop_window };
+        let mut detector = match LoopDetector::from_window(&config, self.state.loop_window.clone()) {
+            Ok(d) => d,
+            Err(e) => return Some(e),
+        };
+        let mut verdict = None;
+        for call in calls {
+            if let Some(e) = detector.record(&call.id, call_signature(call)).to_error() {
+                verdict.get_or_insert(e);
+            }
+        }
+        self.record(StateEvent::LoopWindow { window: detector.window() });
+        verdict
+    }
+
+    async fn finish(
+        &mut self,
+        status: RunStatus,
+        text: Option<String>,
+        error: Option<AgentError>,
+    ) -> Result<RunOutcome, AgentError> {
+        let mut final_text = text;
+        if status == RunStatus::MaxRounds {
+            let fallback = self.agent.config.max_rounds_fallback.clone();
+            self.record(StateEvent::MessageAppended {
+                message: ChatMessage::assistant_text(fallback.clone()),
+            });
+            final_text = Some(fallback);
+        }
+        self.record(StateEvent::StatusChanged { status });
+        self.persist(true).await?;
+        let (s, r, round) = self.ids();
+        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        Self::note_hook_failure(self.agent.hooks.on_run_end(&ctx, status, final_text.as_deref()).await);
+        self.sink.emit(AgentEvent::RunFinished {
+            status,
+            final_text: final_text.clone(),
+            usage: self.state.usage,
+        });
+        Ok(RunOutcome::Finished { status, final_text, error, usage: self.state.usage })
+    }
+}
+
+/// Runs one call with its timeout; returns the call with its outcome.
+async fn run_one(
+    tools: ToolSnapshot,
+    call: ToolCall,
+    ctx: ToolContext,
+    timeout: std::time::Duration,
+) -> (ToolCall, Result<ToolResult, AgentError>) {
+    let signal = ctx.signal.clone();
+    let outcome = match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
+        Ok(r) => r,
+        Err(_) => {
+            signal.cancel("tool timed out");
+            Err(AgentError::of(
+                codes::TOOL_TIMEOUT,
+                format!("{} did not finish within {} ms", call.name, timeout.as_millis()),
+            ))
+        }
+    };
+    (call, outcome)
+}
+
+fn interrupted_result(call: &ToolCall) -> ToolResult {
+    crate::state::repair::interrupted_result(call)
+}
+
+fn last_assistant(messages: &[ChatMessage]) -> (Option<String>, Option<String>) {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ChatMessage::Assistant { content, reasoning_content, .. } => {
+                Some((content.clone(), reasoning_content.clone()))
+            }
+            _ => None,
+        })
+        .unwrap_or((None, None))
+}
+
+fn last_assistant_text(messages: &[ChatMessage]) -> Option<String> {
+    last_assistant(messages).0
+}

@@ -1,0 +1,138 @@
+//! Events for a UI. Order within a run:
+//!
+//! 1. `RunStarted` (once, also on resume).
+//! 2. Per model round: `TextDelta` / `ReasoningDelta` / `ToolCallStarted` / `ToolCallArgumentsDelta`
+//!    / `ToolCallFinished` as the answer streams (a call's `Started` precedes its deltas, which
+//!    precede its `Finished`), then `StatePersisted` once the assistant message is durable.
+//! 3. Per tool batch: either `ApprovalRequired` (always after the `StatePersisted` of the frozen
+//!    batch: persisted first, then emitted) and the run returns suspended; or one `ToolResult` per
+//!    call as each finishes, then `StatePersisted` for the batch.
+//! 4. `RunFinished` last (after the terminal state was persisted), unless the run was suspended.
+
+use crate::approval::PendingApprovalBatch;
+use crate::message::{ToolCall, Usage};
+use crate::state::RunStatus;
+use crate::tool::ToolResult;
+use serde::Serialize;
+use std::sync::Mutex;
+
+/// Something that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// A run started or resumed.
+    RunStarted {
+        /// The session.
+        session_id: String,
+        /// The run.
+        run_id: String,
+        /// True when this continues a suspended or interrupted run.
+        resumed: bool,
+    },
+    /// A piece of the answer's text.
+    TextDelta {
+        /// The text.
+        delta: String,
+    },
+    /// A piece of the provider's reasoning text.
+    ReasoningDelta {
+        /// The text.
+        delta: String,
+    },
+    /// The model began a tool call.
+    ToolCallStarted {
+        /// Position in the answer.
+        index: usize,
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// A piece of a call's arguments.
+    ToolCallArgumentsDelta {
+        /// Position in the answer.
+        index: usize,
+        /// The piece.
+        delta: String,
+    },
+    /// The model finished a tool call.
+    ToolCallFinished {
+        /// Position in the answer.
+        index: usize,
+        /// The call.
+        call: ToolCall,
+    },
+    /// A batch is frozen until the user decides (already persisted).
+    ApprovalRequired {
+        /// The batch.
+        batch: PendingApprovalBatch,
+    },
+    /// A call has its result (errors included).
+    ToolResult {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// The result.
+        result: ToolResult,
+    },
+    /// State was durably saved.
+    StatePersisted {
+        /// Journal events written.
+        events: usize,
+    },
+    /// The run ended.
+    RunFinished {
+        /// How it ended.
+        status: RunStatus,
+        /// The final answer, if any.
+        final_text: Option<String>,
+        /// Usage of the session so far.
+        usage: Usage,
+    },
+}
+
+/// Receives events. Called from the driver's task; keep it quick (forward to a channel or UI).
+pub trait EventSink: Send + Sync {
+    /// One event.
+    fn emit(&self, event: AgentEvent);
+}
+
+/// A sink that drops everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _event: AgentEvent) {}
+}
+
+/// A sink that keeps every event (tests, logs).
+#[derive(Debug, Default)]
+pub struct EventLog {
+    // A std Mutex: held only to push or clone, never across an await.
+    events: Mutex<Vec<AgentEvent>>,
+}
+
+impl EventLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The events so far.
+    pub fn events(&self) -> Vec<AgentEvent> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl EventSink for EventLog {
+    fn emit(&self, event: AgentEvent) {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+    }
+}
+
+impl<F: Fn(AgentEvent) + Send + Sync> EventSink for F {
+    fn emit(&self, event: AgentEvent) {
+        self(event)
+    }
+}

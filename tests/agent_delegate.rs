@@ -1,0 +1,142 @@
+//! Sub-agents: delegate_task runs a worker with its own history; the worker cannot delegate again
+//! (even when a factory adds the tool), respects the depth limit, and its dangerous calls still
+//! need approval.
+
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, WorkerFactory, DELEGATE_TASK};
+use arkagent::message::ChatMessage;
+use arkagent::state::{RunStatus, StateStore};
+use arkagent::tool::FnExecutor;
+use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use support::{answer, calls, MemStore, Script};
+
+fn tools(cleared: &Arc<AtomicUsize>) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    r.register(
+        ToolDefinition::new(
+            "query_stock",
+            "查询库存",
+            json!({"type":"object","properties":{"sku":{"type":"string"}}}),
+        ),
+        Arc::new(FnExecutor(|a: serde_json::Map<String, serde_json::Value>, _c| async move {
+            Ok(ToolResult::text(format!("{}: 12 件", a["sku"].as_str().unwrap_or("?"))))
+        })),
+    )
+    .unwrap();
+    let c = cleared.clone();
+    r.register(
+        ToolDefinition::new("clear_baking_cache", "危险", json!({"type":"object"}))
+            .with_risk(RiskLevel::Dangerous),
+        Arc::new(FnExecutor(move |_a, _c| {
+            let c = c.clone();
+            async move {
+                c.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolResult::text("cleared"))
+            }
+        })),
+    )
+    .unwrap();
+    r
+}
+
+fn last_tool_result(messages: &[ChatMessage]) -> (String, bool) {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ChatMessage::Tool { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// A factory that tries to give the worker a delegate_task of its own.
+struct Sneaky;
+impl WorkerFactory for Sneaky {
+    fn prepare_tools(&self, tools: &mut ToolRegistry) {
+        let _ = tools.register(
+            arkagent::agent::delegate_task_definition(),
+            Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("sneaky delegation ran")) })),
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_worker_answers_with_its_own_history_and_cannot_delegate() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    // One script for parent and worker: they take turns.
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"查 SKU001 库存"}"#)]), // parent round 1
+        calls(&[
+            ("w1", DELEGATE_TASK, r#"{"task":"recurse"}"#),
+            ("w2", "query_stock", r#"{"sku":"SKU001"}"#),
+        ]), // worker 1
+        answer("SKU001 有 12 件"),                                       // worker round 2
+        answer("库存充足：12 件"),                                       // parent round 2
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model.clone(), store.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(Some(Arc::new(Sneaky))).unwrap();
+    let out =
+        agent.run("parent", "SKU001 还有货吗", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(last_tool_result(&parent.messages), ("SKU001 有 12 件".to_string(), false));
+    // The worker's own history: its delegate_task call was refused as unknown.
+    let requests = model.requests();
+    let worker_round2 = &requests[2];
+    assert!(worker_round2.tools.iter().all(|t| t.name != DELEGATE_TASK), "worker never sees delegate_task");
+    let worker_results: Vec<&ChatMessage> =
+        worker_round2.messages.iter().filter(|m| matches!(m, ChatMessage::Tool { .. })).collect();
+    match worker_results[0] {
+        ChatMessage::Tool { content, is_error, .. } => {
+            assert!(*is_error && content.contains("tool_not_found"), "{content}");
+        }
+        _ => unreachable!(),
+    }
+    assert_eq!(worker_round2.messages[0], ChatMessage::user("查 SKU001 库存"), "its own history");
+}
+
+#[tokio::test]
+async fn the_depth_limit_refuses_delegation_beyond_it() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(
+        AgentBuilder::new(model, store)
+            .tools(tools(&cleared))
+            .config(AgentConfig { max_delegation_depth: 0, ..AgentConfig::default() })
+            .build(),
+    );
+    let err = agent.enable_delegation(None).unwrap_err();
+    assert_eq!(err.code, "delegation_depth_exceeded");
+}
+
+#[tokio::test]
+async fn a_worker_dangerous_call_still_needs_approval() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("worker is waiting for approval"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    agent.run("parent", "清缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "nothing ran without approval");
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let (content, is_error) = last_tool_result(&parent.messages);
+    assert!(is_error && content.contains("worker_awaiting_approval"), "{content}");
+    // The worker session is persisted, suspended, and can be decided by the app later.
+    let worker_ids: Vec<String> = store.session_ids().into_iter().filter(|k| k != "parent").collect();
+    assert_eq!(worker_ids.len(), 1);
+    let worker = store.load(&worker_ids[0]).await.unwrap().unwrap();
+    assert_eq!(worker.status, RunStatus::AwaitingApproval);
+    assert!(content.contains(&worker_ids[0]));
+}

@@ -1,0 +1,610 @@
+//! The run loop with a scripted model: the seed's unit scenarios (tool loop, unknown tool, round
+//! limit, invalid arguments, executor failure), approval freeze and resume, hooks, stop flags,
+//! cancellation, timeouts, concurrency and crash recovery.
+
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{
+    Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, MAX_ROUNDS_FALLBACK,
+};
+use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext};
+use arkagent::message::{ChatMessage, ToolCall};
+use arkagent::state::{RunStatus, StateEvent, StateStore};
+use arkagent::tool::FnExecutor;
+use arkagent::{AgentError, CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{answer, calls, MemStore, Script};
+
+fn order_schema() -> serde_json::Value {
+    json!({"type":"object","properties":{"order_id":{"type":"string","description":"订单号"}},"required":["order_id"]})
+}
+
+struct Counters {
+    query: AtomicUsize,
+    clear: AtomicUsize,
+}
+
+fn registry(counters: &Arc<Counters>) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    let c = Arc::clone(counters);
+    r.register(
+        ToolDefinition::new("query_order", "查询订单状态", order_schema()),
+        Arc::new(FnExecutor(move |args: serde_json::Map<String, serde_json::Value>, _ctx| {
+            let c = Arc::clone(&c);
+            async move {
+                c.query.fetch_add(1, Ordering::SeqCst);
+                let id = args["order_id"].as_str().unwrap_or_default().to_string();
+                if id == "20261010" {
+                    Ok(ToolResult::json(json!({"status":"已发货","logistics":"顺丰 SF123456"})))
+                } else {
+                    Ok(ToolResult::error_text(format!("订单不存在: {id}")))
+                }
+            }
+        })),
+    )
+    .unwrap();
+    let c = Arc::clone(counters);
+    r.register(
+        ToolDefinition::new("clear_baking_cache", "清空本地烘焙缓存", json!({"type":"object"}))
+            .with_risk(RiskLevel::Dangerous),
+        Arc::new(FnExecutor(move |_args, _ctx| {
+            let c = Arc::clone(&c);
+            async move {
+                c.clear.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolResult::text("已清空"))
+            }
+        })),
+    )
+    .unwrap();
+    r.register(
+        ToolDefinition::new("explode", "always fails", json!({"type":"object"})),
+        Arc::new(FnExecutor(|_args, _ctx| async move {
+            if true {
+                panic!("boom");
+            }
+            Ok(ToolResult::text("unreachable"))
+        })),
+    )
+    .unwrap();
+    r.register(
+        ToolDefinition::new("domain_fail", "fails with a domain error", json!({"type":"object"})),
+        Arc::new(FnExecutor(|_args, _ctx| async move {
+            Err(AgentError::tool("plan_todo_status_unknown", "unknown todo status"))
+        })),
+    )
+    .unwrap();
+    r
+}
+
+struct Fixture {
+    agent: Agent,
+    model: Arc<Script>,
+    store: Arc<MemStore>,
+    counters: Arc<Counters>,
+}
+
+fn fixture(script: Vec<arkagent::provider::ModelResponse>, config: AgentConfig) -> Fixture {
+    let counters = Arc::new(Counters { query: AtomicUsize::new(0), clear: AtomicUsize::new(0) });
+    let model = Arc::new(Script::new(script));
+    let store = Arc::new(MemStore::new());
+    let agent =
+        AgentBuilder::new(model.clone(), store.clone()).tools(registry(&counters)).config(config).build();
+    Fixture { agent, model, store, counters }
+}
+
+/// A second agent over the same store and tools: what another process sees after a kill.
+fn reopen(f: &Fixture, script: Vec<arkagent::provider::ModelResponse>) -> (Agent, Arc<Script>) {
+    let model = Arc::new(Script::new(script));
+    let agent = AgentBuilder::new(model.clone(), f.store.clone())
+        .tools(registry(&f.counters))
+        .config(AgentConfig::default())
+        .build();
+    (agent, model)
+}
+
+fn tool_messages(messages: &[ChatMessage]) -> Vec<(String, String, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { tool_call_id, content, is_error, .. } => {
+                Some((tool_call_id.clone(), content.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn tool_loop_feeds_results_back_and_ends_with_the_answer() {
+    let f = fixture(
+        vec![calls(&[("c1", "query_order", r#"{"order_id":"20261010"}"#)]), answer("您的订单已发货")],
+        AgentConfig::default(),
+    );
+    let log = EventLog::new();
+    let out =
+        f.agent.run("s1", "我的订单 20261010 到哪了？", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(
+        out,
+        RunOutcome::Finished {
+            status: RunStatus::Completed,
+            final_text: Some("您的订单已发货".into()),
+            error: None,
+            usage: arkagent::Usage { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+        }
+    );
+    let requests = f.model.requests();
+    assert_eq!(requests.len(), 2);
+    // Tools are sent every round.
+    assert!(requests.iter().all(|r| r.tools.iter().any(|t| t.name == "query_order")));
+    // Round two carries the assistant call and the result paired by call id.
+    let second = &requests[1].messages;
+    assert_eq!(second[1].tool_calls()[0].id, "c1");
+    assert_eq!(second[2].tool_call_id(), Some("c1"));
+    let state = f.store.load("s1").await.unwrap().unwrap();
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(state.messages.len(), 4);
+    assert!(tool_messages(&state.messages)[0].1.contains("顺丰"));
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn events_come_in_the_documented_order() {
+    let f = fixture(
+        vec![calls(&[("c1", "query_order", r#"{"order_id":"20261010"}"#)]), answer("好的")],
+        AgentConfig::default(),
+    );
+    let log = EventLog::new();
+    f.agent.run("s", "q", &log, &CancellationSignal::new()).await.unwrap();
+    let kinds: Vec<&'static str> = log
+        .events()
+        .iter()
+        .map(|e| match e {
+            AgentEvent::RunStarted { .. } => "run_started",
+            AgentEvent::TextDelta { .. } => "text",
+            AgentEvent::ReasoningDelta { .. } => "reasoning",
+            AgentEvent::ToolCallStarted { .. } => "call_started",
+            AgentEvent::ToolCallArgumentsDelta { .. } => "call_delta",
+            AgentEvent::ToolCallFinished { .. } => "call_finished",
+            AgentEvent::ApprovalRequired { .. } => "approval",
+            AgentEvent::ToolResult { .. } => "result",
+            AgentEvent::StatePersisted { .. } => "persisted",
+            AgentEvent::RunFinished { .. } => "finished",
+        })
+        .collect();
+    let mut kinds = kinds;
+    // Arguments stream in several pieces: one entry per run of pieces.
+    kinds.dedup_by(|a, b| *a == "call_delta" && *b == "call_delta");
+    assert_eq!(
+        kinds,
+        vec![
+            "run_started",
+            "persisted",
+            "call_started",
+            "call_delta",
+            "call_finished",
+            "persisted",
+            "persisted", // tool started is durable before the executor runs
+            "persisted", // tool finished
+            "result",
+            "persisted", // results in the history
+            "text",
+            "persisted",
+            "persisted", // terminal status
+            "finished"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn unknown_tool_goes_back_to_the_model_without_approval() {
+    let f = fixture(vec![calls(&[("c1", "no_such_tool", "{}")]), answer("换个方法")], AgentConfig::default());
+    let out = f.agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].2);
+    assert!(results[0].1.contains("tool_not_found"), "{}", results[0].1);
+}
+
+#[tokio::test]
+async fn round_limit_ends_with_the_fixed_fallback() {
+    let script = (0..3).map(|i| calls(&[(&format!("c{i}"), "query_order", r#"{"order_id":"1"}"#)])).collect();
+    let f = fixture(script, AgentConfig { max_rounds: 3, loop_window: 10, ..AgentConfig::default() });
+    let out = f.agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    match out {
+        RunOutcome::Finished { status, final_text, .. } => {
+            assert_eq!(status, RunStatus::MaxRounds);
+            assert_eq!(final_text.as_deref(), Some(MAX_ROUNDS_FALLBACK));
+        }
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(f.model.requests().len(), 3);
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert_eq!(state.status, RunStatus::MaxRounds);
+    assert_eq!(state.messages.last().unwrap(), &ChatMessage::assistant_text(MAX_ROUNDS_FALLBACK));
+}
+
+#[tokio::test]
+async fn invalid_argument_json_and_failing_executors_become_error_results() {
+    let f = fixture(
+        vec![
+            calls(&[
+                ("c1", "query_order", r#"{"order_id": "1""#),
+                ("c2", "query_order", r#"{"order_id": 123}"#),
+                ("c3", "explode", "{}"),
+                ("c4", "domain_fail", "{}"),
+            ]),
+            answer("ok"),
+        ],
+        AgentConfig::default(),
+    );
+    f.agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    let ids: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3", "c4"], "results in call order");
+    assert!(results.iter().all(|r| r.2), "all are errors");
+    assert!(results[0].1.contains("json_invalid"), "{}", results[0].1);
+    assert!(results[2].1.contains("tool_execution_failed") && results[2].1.contains("boom"));
+    assert!(results[3].1.contains("plan_todo_status_unknown"), "domain code passes through");
+    // The model saw the errors in round two.
+    assert_eq!(tool_messages(&f.model.requests()[1].messages).len(), 4);
+}
+
+#[tokio::test]
+async fn dangerous_call_freezes_the_whole_batch_until_approved() {
+    let f = fixture(
+        vec![
+            calls(&[
+                ("a", "query_order", r#"{"order_id":"20261010"}"#),
+                ("b", "clear_baking_cache", r#"{"confirm":"yes"}"#),
+            ]),
+            answer("已清空"),
+        ],
+        AgentConfig::default(),
+    );
+    let log = EventLog::new();
+    let out = f.agent.run("s", "清空烘焙缓存", &log, &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
+    assert_eq!(batch.items.len(), 1);
+    assert_eq!(batch.items[0].tool_call.id, "b");
+    // Nothing of the batch ran, not even the safe call.
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 0);
+    assert_eq!(f.counters.clear.load(Ordering::SeqCst), 0);
+    // Persisted before the event went out.
+    let events = log.events();
+    let approval_at = events.iter().position(|e| matches!(e, AgentEvent::ApprovalRequired { .. })).unwrap();
+    assert!(matches!(events[approval_at - 1], AgentEvent::StatePersisted { .. }));
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert_eq!(state.status, RunStatus::AwaitingApproval);
+    assert_eq!(state.pending_approval.as_ref().unwrap(), &batch);
+    // A new message while awaiting approval is refused.
+    let err = f.agent.run("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(err.code, "approval_pending");
+    // Resume before deciding is refused too.
+    let err = f.agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(err.code, "approval_pending");
+
+    // "Kill the process": another agent over the same store approves and resumes.
+    let (agent2, model2) = reopen(&f, vec![answer("已清空")]);
+    let err = agent2.approve("s", "nope").await.unwrap_err();
+    assert_eq!(err.code, "approval_not_found");
+    agent2.approve("s", &batch.items[0].approval_id).await.unwrap();
+    let err = agent2.approve("s", &batch.items[0].approval_id).await.unwrap_err();
+    assert_eq!(err.code, "approval_already_decided");
+    let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 1);
+    assert_eq!(f.counters.clear.load(Ordering::SeqCst), 1);
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert!(state.pending_approval.is_none());
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert!(results.iter().all(|r| !r.2));
+    assert_eq!(model2.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_denial_runs_nothing_and_answers_every_call() {
+    let f = fixture(
+        vec![
+            calls(&[("a", "query_order", r#"{"order_id":"20261010"}"#), ("b", "clear_baking_cache", "{}")]),
+            answer("好的，不清空"),
+        ],
+        AgentConfig::default(),
+    );
+    let out = f.agent.run("s", "清空", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!() };
+    let (agent2, _) = reopen(&f, vec![answer("好的，不清空")]);
+    agent2.deny("s", &batch.items[0].approval_id, "不要清空").await.unwrap();
+    let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 0);
+    assert_eq!(f.counters.clear.load(Ordering::SeqCst), 0);
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.len(), 2);
+    assert!(results[0].2 && results[0].1.contains("not run"), "{}", results[0].1);
+    assert!(results[1].2 && results[1].1.contains("denied by user: 不要清空"), "{}", results[1].1);
+}
+
+struct Rewriter;
+#[async_trait::async_trait]
+impl AgentHook for Rewriter {
+    async fn before_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _d: Option<&ToolDefinition>,
+    ) -> BeforeToolCall {
+        if call.name == "query_order" && call.id == "c1" {
+            return BeforeToolCall::Proceed(Some(call.with_arguments(r#"{"order_id":"20261010"}"#)));
+        }
+        if call.name == "query_order" {
+            // Tries to change the id: the rewrite is refused and the call answered with the error.
+            return BeforeToolCall::Proceed(Some(ToolCall::new("evil", "query_order", "{}")));
+        }
+        if call.name == "domain_fail" {
+            return BeforeToolCall::Abort("policy forbids it".into());
+        }
+        BeforeToolCall::Proceed(None)
+    }
+}
+
+#[tokio::test]
+async fn hooks_rewrite_arguments_keep_ids_and_abort() {
+    let f = fixture(vec![], AgentConfig::default());
+    let model = Arc::new(Script::new(vec![
+        calls(&[
+            ("c1", "query_order", r#"{"order_id":"nope"}"#),
+            ("c9", "query_order", r#"{"order_id":"x"}"#),
+        ]),
+        answer("ok"),
+        calls(&[("c2", "domain_fail", "{}")]),
+    ]));
+    let agent = AgentBuilder::new(model.clone(), f.store.clone())
+        .tools(registry(&f.counters))
+        .hook(Arc::new(Rewriter))
+        .build();
+    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(results[0].0, "c1");
+    assert!(!results[0].2 && results[0].1.contains("已发货"), "rewritten arguments ran: {}", results[0].1);
+    assert_eq!(results[1].0, "c9", "the id is preserved");
+    assert!(results[1].2 && results[1].1.contains("hook_call_id_changed"), "{}", results[1].1);
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 1, "the refused rewrite did not run");
+    let out = agent.run("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    match out {
+        RunOutcome::Finished { status, error, .. } => {
+            assert_eq!(status, RunStatus::Aborted);
+            assert_eq!(error.unwrap().code, "hook_aborted");
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+struct Stopper;
+#[async_trait::async_trait]
+impl AgentHook for Stopper {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        _r: &ToolResult,
+    ) -> AfterToolCall {
+        AfterToolCall { action: AfterToolCallAction::Stop, inject: vec![ChatMessage::user("(系统提醒)")] }
+    }
+}
+
+#[tokio::test]
+async fn stop_from_a_hook_ends_the_run_after_its_batch_and_injects_messages() {
+    let f = fixture(vec![], AgentConfig::default());
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "query_order", r#"{"order_id":"20261010"}"#)])]));
+    let agent = AgentBuilder::new(model.clone(), f.store.clone())
+        .tools(registry(&f.counters))
+        .hook(Arc::new(Stopper))
+        .build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(model.requests().len(), 1, "no model round after the stop");
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert_eq!(state.messages.last().unwrap(), &ChatMessage::user("(系统提醒)"));
+}
+
+#[tokio::test]
+async fn a_stop_flag_result_ends_the_run() {
+    let f = fixture(vec![], AgentConfig::default());
+    let mut tools = registry(&f.counters);
+    tools
+        .register(
+            ToolDefinition::new("finish_task", "marks the task done", json!({"type":"object"})),
+            Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("done").with_stop(true)) })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "finish_task", "{}")])]));
+    let agent = AgentBuilder::new(model.clone(), f.store.clone()).tools(tools).build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(model.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn identical_calls_filling_the_window_end_with_loop_detected() {
+    let script = (0..6).map(|i| calls(&[(&format!("c{i}"), "query_order", r#"{"order_id":"1"}"#)])).collect();
+    let f = fixture(script, AgentConfig::default());
+    let out = f.agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    match out {
+        RunOutcome::Finished { status, error, .. } => {
+            assert_eq!(status, RunStatus::LoopDetected);
+            assert_eq!(error.unwrap().code, "loop_detected");
+        }
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(f.model.requests().len(), 5);
+    assert_eq!(f.store.load("s").await.unwrap().unwrap().status, RunStatus::LoopDetected);
+}
+
+#[tokio::test]
+async fn cancellation_mid_tool_reaches_the_executor_and_ends_the_run_without_results() {
+    let f = fixture(vec![], AgentConfig::default());
+    let mut tools = ToolRegistry::new();
+    let seen_signal: Arc<std::sync::Mutex<Option<CancellationSignal>>> = Arc::default();
+    let seen = seen_signal.clone();
+    tools
+        .register(
+            ToolDefinition::new("slow", "waits for cancellation", json!({"type":"object"})),
+            Arc::new(FnExecutor(move |_a, ctx: arkagent::ToolContext| {
+                let seen = seen.clone();
+                async move {
+                    *seen.lock().unwrap() = Some(ctx.signal.clone());
+                    ctx.signal.cancelled().await;
+                    Ok(ToolResult::text("late"))
+                }
+            })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "slow", "{}")]), answer("next run")]));
+    let agent = Arc::new(AgentBuilder::new(model.clone(), f.store.clone()).tools(tools).build());
+    let cancel = CancellationSignal::new();
+    let (a2, c2) = (agent.clone(), cancel.clone());
+    let task = tokio::spawn(async move { a2.run("s", "q", &EventLog::new(), &c2).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cancel.cancel("user pressed cancel");
+    let out = tokio::time::timeout(Duration::from_secs(5), task).await.unwrap().unwrap().unwrap();
+    assert_eq!(out.status(), RunStatus::Cancelled);
+    let signal = seen_signal.lock().unwrap().clone().expect("the executor ran");
+    assert!(signal.is_cancelled(), "the executor's signal was cancelled");
+    assert_eq!(signal.reason().as_deref(), Some("user pressed cancel"));
+    let state = f.store.load_unrepaired("s").await.unwrap().unwrap();
+    assert_eq!(state.status, RunStatus::Cancelled);
+    assert!(tool_messages(&state.messages).is_empty(), "no backfilled result");
+    // The orphan is answered as interrupted before the next request.
+    agent.run("s", "继续", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let req = &model.requests()[1];
+    let results = tool_messages(&req.messages);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.contains("tool_interrupted"), "{}", results[0].1);
+}
+
+#[tokio::test]
+async fn cancellation_mid_model_request_ends_at_once() {
+    let f = fixture(vec![], AgentConfig::default());
+    let agent = Arc::new(AgentBuilder::new(Arc::new(support::SlowModel), f.store.clone()).build());
+    let cancel = CancellationSignal::new();
+    let (a2, c2) = (agent.clone(), cancel.clone());
+    let task = tokio::spawn(async move { a2.run("s", "q", &EventLog::new(), &c2).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    cancel.cancel("stop");
+    let out = tokio::time::timeout(Duration::from_secs(2), task).await.unwrap().unwrap().unwrap();
+    assert_eq!(out.status(), RunStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn safe_calls_run_concurrently_bounded_and_results_stay_in_call_order() {
+    let f = fixture(vec![], AgentConfig::default());
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    let (inf, pk) = (in_flight.clone(), peak.clone());
+    tools
+        .register(
+            ToolDefinition::new(
+                "wait",
+                "sleeps",
+                json!({"type":"object","properties":{"ms":{"type":"integer"}}}),
+            ),
+            Arc::new(FnExecutor(move |a: serde_json::Map<String, serde_json::Value>, _c| {
+                let (inf, pk) = (inf.clone(), pk.clone());
+                async move {
+                    let now = inf.fetch_add(1, Ordering::SeqCst) + 1;
+                    pk.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(a["ms"].as_u64().unwrap())).await;
+                    inf.fetch_sub(1, Ordering::SeqCst);
+                    Ok(ToolResult::text(a["ms"].to_string()))
+                }
+            })),
+        )
+        .unwrap();
+    let batch: Vec<(String, String)> =
+        (0..6).map(|i| (format!("c{i}"), format!(r#"{{"ms":{}}}"#, 60 - i * 10))).collect();
+    let refs: Vec<(&str, &str, &str)> =
+        batch.iter().map(|(id, a)| (id.as_str(), "wait", a.as_str())).collect();
+    let model = Arc::new(Script::new(vec![calls(&refs), answer("done")]));
+    let agent = AgentBuilder::new(model, f.store.clone()).tools(tools).build();
+    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(peak.load(Ordering::SeqCst), 4, "bounded at the default of 4");
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let ids: Vec<String> = tool_messages(&state.messages).into_iter().map(|r| r.0).collect();
+    assert_eq!(ids, ["c0", "c1", "c2", "c3", "c4", "c5"]);
+}
+
+#[tokio::test]
+async fn a_slow_tool_times_out_with_tool_timeout() {
+    let f = fixture(vec![], AgentConfig::default());
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            ToolDefinition::new("hang", "never ends", json!({"type":"object"}))
+                .with_timeout(Duration::from_millis(50)),
+            Arc::new(FnExecutor(|_a, _c| async move {
+                std::future::pending::<()>().await;
+                Ok(ToolResult::text("never"))
+            })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "hang", "{}")]), answer("ok")]));
+    let agent = AgentBuilder::new(model, f.store.clone()).tools(tools).build();
+    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert!(tool_messages(&state.messages)[0].1.contains("tool_timeout"));
+}
+
+#[tokio::test]
+async fn after_a_crash_no_call_runs_twice_and_nothing_unfinished_is_guessed() {
+    let f = fixture(vec![], AgentConfig::default());
+    // What a process that died mid-batch left behind: the assistant message with three calls,
+    // one finished, one started, one not started.
+    let mut state = arkagent::state::AgentState::new("s");
+    let events = vec![
+        StateEvent::RunStarted { run_id: "r1".into() },
+        StateEvent::MessageAppended { message: ChatMessage::user("q") },
+        StateEvent::RoundStarted { round: 1 },
+        StateEvent::MessageAppended {
+            message: ChatMessage::Assistant {
+                content: None,
+                reasoning_content: None,
+                tool_calls: vec![
+                    ToolCall::new("done", "query_order", r#"{"order_id":"20261010"}"#),
+                    ToolCall::new("half", "query_order", r#"{"order_id":"20261010"}"#),
+                    ToolCall::new("todo", "query_order", r#"{"order_id":"20261010"}"#),
+                ],
+            },
+        },
+        StateEvent::ToolStarted { call_id: "done".into(), name: "query_order".into() },
+        StateEvent::ToolFinished {
+            call_id: "done".into(),
+            name: "query_order".into(),
+            result: ToolResult::text("recorded"),
+        },
+        StateEvent::ToolStarted { call_id: "half".into(), name: "query_order".into() },
+    ];
+    for e in &events {
+        state.apply(e);
+    }
+    f.store.commit(&state, &events).await.unwrap();
+    let (agent2, _) = reopen(&f, vec![answer("ok")]);
+    let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 0, "nothing ran again");
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(results[0], ("done".into(), "recorded".into(), false), "the recorded result is used");
+    assert!(results[1].2 && results[1].1.contains("may or may not"), "{}", results[1].1);
+    assert!(results[2].2 && results[2].1.contains("did not run"), "{}", results[2].1);
+}

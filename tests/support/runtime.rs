@@ -1,0 +1,48 @@
+//! Helpers for runtime tests: scripted answers and a model that never answers in time.
+#![allow(dead_code)]
+
+use arkagent::error::AgentError;
+use arkagent::message::{ToolCall, Usage};
+use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
+use async_trait::async_trait;
+
+pub use arkagent::provider::ScriptedModel as Script;
+pub use arkagent::state::MemoryStore as MemStore;
+
+/// An answer with these tool calls (id, name, raw arguments).
+pub fn calls(calls: &[(&str, &str, &str)]) -> ModelResponse {
+    ModelResponse {
+        content: None,
+        reasoning_content: None,
+        tool_calls: calls.iter().map(|(id, n, a)| ToolCall::new(*id, *n, *a)).collect(),
+        finish_reason: Some("tool_calls".into()),
+        usage: Some(Usage { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }),
+    }
+}
+
+/// A final text answer.
+pub fn answer(text: &str) -> ModelResponse {
+    ModelResponse {
+        content: Some(text.into()),
+        reasoning_content: None,
+        tool_calls: vec![],
+        finish_reason: Some("stop".into()),
+        usage: None,
+    }
+}
+
+/// A model that takes ten seconds to answer (to cancel it mid-request).
+pub struct SlowModel;
+
+#[async_trait]
+impl ChatModel for SlowModel {
+    async fn complete(&self, _request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        Ok(answer("too late"))
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
+        let response = self.complete(request).await?;
+        Ok(Box::pin(futures_util::stream::iter(vec![Ok(arkagent::provider::ModelEvent::Finished(response))])))
+    }
+}
