@@ -175,3 +175,88 @@ proptest! {
         prop_assert_eq!(once, twice);
     }
 }
+
+proptest! {
+    /// The one-pass validator has its own parser: with the schema `true` it must build exactly
+    /// what serde_json builds, and accept exactly the texts serde_json accepts.
+    #[test]
+    fn own_parser_matches_serde_json(value in json_value(), pretty in any::<bool>(), cut in 0usize..300, junk in "[\\[\\]{}\",:.eE+0-9a-z\\\\ \t\n-]{0,4}") {
+        let any = CompiledSchema::compile_with(&Value::Bool(true), &SchemaOptions { tool_root: false, ..SchemaOptions::default() }).unwrap();
+        let limits = JsonLimits { max_depth: 128, max_bytes: usize::MAX };
+        let text = if pretty { serde_json::to_string_pretty(&value).unwrap() } else { serde_json::to_string(&value).unwrap() };
+        prop_assert_eq!(any.parse_value_and_validate(&text, &limits).unwrap(), value);
+        let mut at = cut.min(text.len());
+        while !text.is_char_boundary(at) { at -= 1; }
+        let mangled = format!("{}{}{}", &text[..at], junk, &text[at..]);
+        let ours = any.parse_value_and_validate(&mangled, &limits);
+        let theirs = serde_json::from_str::<Value>(&mangled);
+        prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "{:?}: {:?} vs {:?}", mangled, ours, theirs);
+        if let (Ok(a), Ok(b)) = (ours, theirs) {
+            prop_assert_eq!(a, b);
+        }
+    }
+}
+
+#[test]
+fn own_parser_matches_serde_json_on_edge_cases() {
+    let any = CompiledSchema::compile_with(
+        &Value::Bool(true),
+        &SchemaOptions { tool_root: false, ..SchemaOptions::default() },
+    )
+    .unwrap();
+    let limits = JsonLimits::default();
+    for text in [
+        "-0",
+        "0",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1e400",
+        "-1e400",
+        "1.5e-400",
+        "01",
+        "1.",
+        ".5",
+        "-",
+        "1e",
+        "1e+",
+        "+1",
+        "0x10",
+        "333333333.33333329",
+        "\"\\ud83d\\ude02\"",
+        "\"\\ud83d\"",
+        "\"\\ude02\"",
+        "\"\\ud83dx\"",
+        "\"\\u00e9\\n\\t\\/\"",
+        "\"\\x\"",
+        "\"a\u{1}\"",
+        "\"\u{7f}\u{80}é😀\"",
+        "[1,]",
+        "{\"a\":1,}",
+        "{\"a\" 1}",
+        "{1:2}",
+        "[1 2]",
+        "tru",
+        "nul",
+        "true false",
+        " [ ] ",
+        "{\"a\":{\"a\":[]}}",
+        "\"unterminated",
+        "[",
+        "{",
+        "",
+        "   ",
+    ] {
+        let ours = any.parse_value_and_validate(text, &limits);
+        let theirs = serde_json::from_str::<Value>(text);
+        assert_eq!(ours.is_ok(), theirs.is_ok(), "{text:?}: {ours:?} vs {theirs:?}");
+        if let (Ok(a), Ok(b)) = (&ours, &theirs) {
+            assert_eq!(a, b, "{text:?}");
+            assert_eq!(a.to_string(), b.to_string(), "{text:?}");
+        }
+        if let Err(e) = ours {
+            assert_eq!(e.code, "json_invalid", "{text:?}");
+        }
+    }
+}
