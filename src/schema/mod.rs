@@ -22,7 +22,8 @@
 //! value there (`tool_argument_not_allowed`). A tool's root must still be an object schema.
 //!
 //! # Two ways to validate
-//! [`CompiledSchema::parse_and_validate`] checks while it parses (one pass, see `onepass`);
+//! [`CompiledSchema::parse_and_validate`] checks while it parses (one pass with its own parser,
+//! see `onepass`);
 //! [`CompiledSchema::validate`] walks a finished value. Both report the same violations; in
 //! first-error mode the first is the first met in document order (object members' own checks,
 //! then `required`, then `enum`/`const`/`anyOf` of the object).
@@ -37,7 +38,7 @@ pub use check::Violation;
 pub use compile::SUPPORTED_KEYWORDS;
 
 use crate::error::{codes, AgentError};
-use crate::json::{check_size, decode_error, deserialize_all, Depth, JsonLimits};
+use crate::json::{check_size, JsonLimits};
 use compile::{Compiler, Schema};
 use path::Path;
 use serde_json::{Map, Value};
@@ -162,14 +163,21 @@ impl CompiledSchema {
 
     fn parse_checked(&self, text: &str, limits: &JsonLimits) -> Result<(Value, Vec<Violation>), AgentError> {
         check_size(text, limits)?;
-        let mut cx = onepass::Cx {
-            depth: Depth::new(limits.max_depth),
-            sink: check::Sink::new(self.mode == ValidationMode::AllErrors),
-        };
-        let seed = onepass::Seed { cx: &mut cx, schema: &self.root, path: &Path::ROOT };
-        match deserialize_all(text, seed) {
-            Ok(value) => Ok((value, cx.sink.found)),
-            Err(e) => Err(decode_error(e, &cx.depth, limits)),
+        let sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
+        let mut parser = onepass::Parser::new(text, limits.max_depth, sink);
+        match parser.parse_document(&self.root) {
+            Ok(value) => Ok((value, parser.sink.found)),
+            Err(onepass::Stop::TooDeep) => Err(AgentError::of(
+                codes::JSON_TOO_DEEP,
+                format!(
+                    "JSON nests deeper than the limit of {} levels",
+                    limits.max_depth.min(onepass::HARD_DEPTH)
+                ),
+            )),
+            Err(onepass::Stop::Invalid(what, at)) => Err(AgentError::of(
+                codes::JSON_INVALID,
+                format!("invalid JSON: {what} at {}", parser.location(at)),
+            )),
         }
     }
 }

@@ -1,211 +1,458 @@
-//! Validation while parsing: a serde `DeserializeSeed` driven by the compiled tree builds the
+//! Validation while parsing: a hand-written JSON parser driven by the compiled tree builds the
 //! argument [`Value`] and checks it in the same pass, so validating costs little beyond the parse
-//! that has to happen anyway. Violations are recorded, never returned as parse errors, so that
-//! the gates keep their order: invalid JSON (or too deep) wins over any schema violation found
-//! before the parser reached the broken spot.
+//! that has to happen anyway. It accepts exactly what serde_json accepts and builds the same
+//! values (u64 / i64 / correctly rounded f64, `-0` as `-0.0`, the last of duplicate keys), which
+//! tests/fuzz.rs checks against serde_json.
+//!
+//! Violations are recorded, never returned as parse errors, so that the gates keep their order:
+//! invalid JSON (or too deep) wins over any schema violation met before the broken spot. Depth is
+//! checked on entering each container, so recursion is bounded by the limit (at most 128).
 
 use super::check::{check, check_array, check_required, check_value, kind_ok, Sink};
 use super::compile::{ty, Additional, Node, Schema};
 use super::path::Path;
-use crate::json::{Depth, PlainSeed};
-use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
-use std::fmt;
 
 const ANY: &Schema = &Schema::Any;
 
-/// State shared down the parse: the depth counter and the violations.
-pub(crate) struct Cx {
-    pub(crate) depth: Depth,
+/// The most containers the parser nests, whatever the limit says (as serde_json's guard).
+pub(crate) const HARD_DEPTH: usize = 128;
+
+/// Why parsing stopped.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// Not JSON: what was expected, at which byte.
+    Invalid(&'static str, usize),
+    /// Nested deeper than the limit.
+    TooDeep,
+}
+
+pub(crate) struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    depth: usize,
+    max_depth: usize,
     pub(crate) sink: Sink,
 }
 
-pub(crate) struct Seed<'c, 's, 'p> {
-    pub(crate) cx: &'c mut Cx,
-    pub(crate) schema: &'s Schema,
-    pub(crate) path: &'p Path<'p>,
-}
+type R<T> = Result<T, Stop>;
 
-impl<'de> DeserializeSeed<'de> for Seed<'_, '_, '_> {
-    type Value = Value;
-
-    #[inline]
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
+/// Bytes that end the fast scan of a string: `"`, `\` and control characters.
+static SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
     }
-}
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
 
-impl Seed<'_, '_, '_> {
-    #[inline]
-    fn scalar(self, value: Value) -> Value {
-        if !matches!(self.schema, Schema::Any) && !self.cx.sink.done() {
-            check(self.schema, &value, self.path, &mut self.cx.sink);
+impl<'a> Parser<'a> {
+    pub(crate) fn new(text: &'a str, max_depth: usize, sink: Sink) -> Self {
+        Parser { text, bytes: text.as_bytes(), pos: 0, depth: 0, max_depth: max_depth.min(HARD_DEPTH), sink }
+    }
+
+    /// Parses the whole text as one value checked against `schema`.
+    pub(crate) fn parse_document(&mut self, schema: &Schema) -> R<Value> {
+        let value = self.value(schema, &Path::ROOT)?;
+        self.skip_ws();
+        if self.pos != self.bytes.len() {
+            return Err(Stop::Invalid("trailing characters", self.pos));
         }
-        value
-    }
-
-    /// The node that applies to a container of kind `bit`, or None when nothing is to be checked
-    /// (after recording a type mismatch or a `false` schema).
-    #[inline]
-    fn container_node(&mut self, bit: u8) -> Option<&'_ Node> {
-        if self.cx.sink.done() {
-            return None;
-        }
-        match self.schema {
-            Schema::Any => None,
-            Schema::Never => {
-                self.cx.sink.never(self.path);
-                None
-            }
-            Schema::Node(node) => {
-                if kind_ok(node.types, bit) {
-                    Some(node)
-                } else {
-                    self.cx.sink.type_mismatch(node, self.path);
-                    None
-                }
-            }
-        }
-    }
-}
-
-impl<'de> Visitor<'de> for Seed<'_, '_, '_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(self.scalar(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(self.scalar(Value::Number(v.into())))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(self.scalar(Value::Number(v.into())))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(self.scalar(Number::from_f64(v).map_or(Value::Null, Value::Number)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(self.scalar(Value::String(v.to_owned())))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(self.scalar(Value::String(v)))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(self.scalar(Value::Null))
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(self.scalar(Value::Null))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
-        self.cx.depth.enter()?;
-        let schema = self.schema;
-        let path = self.path;
-        let node = match self.container_node(ty::OBJECT) {
-            Some(_) => match schema {
-                Schema::Node(n) => Some(&**n),
-                _ => None,
-            },
-            None => None,
-        };
-        let cx = self.cx;
-        let mut out = Map::new();
-        let Some(node) = node else {
-            while let Some(key) = map.next_key::<String>()? {
-                let value = map.next_value_seed(PlainSeed { depth: &mut cx.depth })?;
-                out.insert(key, value);
-            }
-            cx.depth.leave();
-            return Ok(Value::Object(out));
-        };
-        let mut seen = 0u64;
-        while let Some(key) = map.next_key::<String>()? {
-            let child_path = path.key(&key);
-            let child: &Schema = if cx.sink.done() {
-                ANY
-            } else {
-                match node.properties.find(&key) {
-                    Some(i) => {
-                        if i < 64 {
-                            seen |= 1 << i;
-                        }
-                        &node.properties.entries[i].1
-                    }
-                    None => match &node.additional {
-                        Additional::Any => ANY,
-                        Additional::Deny => {
-                            cx.sink.additional(&child_path);
-                            ANY
-                        }
-                        Additional::Schema(s) => s,
-                    },
-                }
-            };
-            let value = map.next_value_seed(Seed { cx: &mut *cx, schema: child, path: &child_path })?;
-            out.insert(key, value);
-        }
-        if !cx.sink.done() && !node.required.is_empty() {
-            match node.required_mask {
-                Some(mask) if seen & mask == mask => {}
-                _ => check_required(node, &out, path, &mut cx.sink),
-            }
-        }
-        let value = Value::Object(out);
-        if node.value_checks && !cx.sink.done() {
-            check_value(node, &value, path, &mut cx.sink);
-        }
-        cx.depth.leave();
         Ok(value)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
-        self.cx.depth.enter()?;
-        let schema = self.schema;
-        let path = self.path;
-        let node = match self.container_node(ty::ARRAY) {
-            Some(_) => match schema {
-                Schema::Node(n) => Some(&**n),
-                _ => None,
-            },
-            None => None,
-        };
-        let cx = self.cx;
-        let mut out = Vec::new();
-        let Some(node) = node else {
-            while let Some(item) = seq.next_element_seed(PlainSeed { depth: &mut cx.depth })? {
-                out.push(item);
-            }
-            cx.depth.leave();
-            return Ok(Value::Array(out));
-        };
-        let item_schema = node.items.as_ref().unwrap_or(ANY);
-        loop {
-            let item_path = path.index(out.len());
-            let schema = if cx.sink.done() { ANY } else { item_schema };
-            match seq.next_element_seed(Seed { cx: &mut *cx, schema, path: &item_path })? {
-                Some(item) => out.push(item),
-                None => break,
+    /// `line N column M` of a byte offset (1-based, columns in characters), for messages.
+    pub(crate) fn location(&self, at: usize) -> String {
+        let at = at.min(self.bytes.len());
+        let before = &self.bytes[..at];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        let mut col_end = at;
+        while !self.text.is_char_boundary(col_end) {
+            col_end -= 1;
+        }
+        let column = self.text[line_start..col_end].chars().count() + 1;
+        format!("line {line} column {column}")
+    }
+
+    #[inline]
+    fn skip_ws(&mut self) {
+        while let Some(&b) = self.bytes.get(self.pos) {
+            if b == b' ' || b == b'\n' || b == b'\r' || b == b'\t' {
+                self.pos += 1;
+            } else {
+                break;
             }
         }
-        if !cx.sink.done() && (node.min_items.is_some() || node.max_items.is_some() || node.unique_items) {
-            check_array(node, &out, path, &mut cx.sink);
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn value(&mut self, schema: &Schema, path: &Path<'_>) -> R<Value> {
+        self.skip_ws();
+        let value = match self.peek() {
+            Some(b'{') => return self.object(schema, path),
+            Some(b'[') => return self.array(schema, path),
+            Some(b'"') => Value::String(self.string()?),
+            Some(b't') => self.literal("true", Value::Bool(true))?,
+            Some(b'f') => self.literal("false", Value::Bool(false))?,
+            Some(b'n') => self.literal("null", Value::Null)?,
+            Some(b'-' | b'0'..=b'9') => self.number()?,
+            Some(_) => return Err(Stop::Invalid("expected value", self.pos)),
+            None => return Err(Stop::Invalid("EOF while parsing a value", self.pos)),
+        };
+        if !matches!(schema, Schema::Any) && !self.sink.done() {
+            check(schema, &value, path, &mut self.sink);
+        }
+        Ok(value)
+    }
+
+    fn literal(&mut self, word: &'static str, value: Value) -> R<Value> {
+        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(Stop::Invalid("expected ident", self.pos))
+        }
+    }
+
+    fn number(&mut self) -> R<Value> {
+        let start = self.pos;
+        let b = self.bytes;
+        let negative = b[self.pos] == b'-';
+        if negative {
+            self.pos += 1;
+        }
+        let int_start = self.pos;
+        match b.get(self.pos) {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                while matches!(b.get(self.pos), Some(b'0'..=b'9')) {
+                    self.pos += 1;
+                }
+            }
+            _ => return Err(Stop::Invalid("invalid number", self.pos)),
+        }
+        let int_end = self.pos;
+        let mut is_float = false;
+        if b.get(self.pos) == Some(&b'.') {
+            is_float = true;
+            self.pos += 1;
+            if !matches!(b.get(self.pos), Some(b'0'..=b'9')) {
+                return Err(Stop::Invalid("invalid number", self.pos));
+            }
+            while matches!(b.get(self.pos), Some(b'0'..=b'9')) {
+                self.pos += 1;
+            }
+        }
+        if matches!(b.get(self.pos), Some(b'e' | b'E')) {
+            is_float = true;
+            self.pos += 1;
+            if matches!(b.get(self.pos), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if !matches!(b.get(self.pos), Some(b'0'..=b'9')) {
+                return Err(Stop::Invalid("invalid number", self.pos));
+            }
+            while matches!(b.get(self.pos), Some(b'0'..=b'9')) {
+                self.pos += 1;
+            }
+        }
+        if !is_float {
+            let mut n: u64 = 0;
+            let mut overflow = false;
+            for &d in &b[int_start..int_end] {
+                match n.checked_mul(10).and_then(|x| x.checked_add(u64::from(d - b'0'))) {
+                    Some(x) => n = x,
+                    None => {
+                        overflow = true;
+                        break;
+                    }
+                }
+            }
+            if !overflow {
+                if !negative {
+                    return Ok(Value::Number(n.into()));
+                }
+                if n == 0 {
+                    // serde_json reads "-0" as the double -0.0.
+                    return Ok(Number::from_f64(-0.0).map_or(Value::Null, Value::Number));
+                }
+                if n <= 1 << 63 {
+                    return Ok(Value::Number(Number::from((n as i64).wrapping_neg())));
+                }
+            }
+        }
+        match self.text[start..self.pos].parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            _ => Err(Stop::Invalid("number out of range", start)),
+        }
+    }
+
+    /// A string starting at the opening quote.
+    fn string(&mut self) -> R<String> {
+        self.pos += 1;
+        let start = self.pos;
+        let end = self.scan(start);
+        if self.bytes.get(end) == Some(&b'"') {
+            self.pos = end + 1;
+            return Ok(self.text[start..end].to_owned());
+        }
+        let mut out = String::with_capacity(end - start + 16);
+        out.push_str(&self.text[start..end]);
+        self.pos = end;
+        loop {
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    self.escape(&mut out)?;
+                }
+                Some(_) => return Err(Stop::Invalid("control character in string", self.pos)),
+                None => return Err(Stop::Invalid("EOF while parsing a string", self.pos)),
+            }
+            let from = self.pos;
+            let to = self.scan(from);
+            out.push_str(&self.text[from..to]);
+            self.pos = to;
+        }
+    }
+
+    /// The first special byte at or after `i` (or the end), eight bytes at a time.
+    #[inline]
+    fn scan(&self, mut i: usize) -> usize {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let b = self.bytes;
+        while i + 8 <= b.len() {
+            let w = u64::from_le_bytes([
+                b[i],
+                b[i + 1],
+                b[i + 2],
+                b[i + 3],
+                b[i + 4],
+                b[i + 5],
+                b[i + 6],
+                b[i + 7],
+            ]);
+            let q = w ^ (ONES * u64::from(b'"'));
+            let s = w ^ (ONES * u64::from(b'\\'));
+            let hit = (q.wrapping_sub(ONES) & !q)
+                | (s.wrapping_sub(ONES) & !s)
+                | (w.wrapping_sub(ONES * 0x20) & !w);
+            let hit = hit & HIGH;
+            if hit != 0 {
+                return i + (hit.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+        while i < b.len() && !SPECIAL[b[i] as usize] {
+            i += 1;
+        }
+        i
+    }
+
+    fn escape(&mut self, out: &mut String) -> R<()> {
+        let Some(c) = self.peek() else { return Err(Stop::Invalid("EOF while parsing a string", self.pos)) };
+        self.pos += 1;
+        match c {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'/' => out.push('/'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'n' => out.push('\n'),
+            b'r' => out.push('\r'),
+            b't' => out.push('\t'),
+            b'u' => {
+                let first = self.hex4()?;
+                let ch = if (0xD800..0xDC00).contains(&first) {
+                    if !self.bytes[self.pos..].starts_with(b"\\u") {
+                        return Err(Stop::Invalid("lone leading surrogate in hex escape", self.pos));
+                    }
+                    self.pos += 2;
+                    let second = self.hex4()?;
+                    if !(0xDC00..0xE000).contains(&second) {
+                        return Err(Stop::Invalid("lone leading surrogate in hex escape", self.pos));
+                    }
+                    0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                } else if (0xDC00..0xE000).contains(&first) {
+                    return Err(Stop::Invalid("lone trailing surrogate in hex escape", self.pos));
+                } else {
+                    first
+                };
+                out.push(char::from_u32(ch).ok_or(Stop::Invalid("invalid unicode code point", self.pos))?);
+            }
+            _ => return Err(Stop::Invalid("invalid escape", self.pos - 1)),
+        }
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> R<u32> {
+        let mut n = 0u32;
+        for _ in 0..4 {
+            let d = match self.peek() {
+                Some(c @ b'0'..=b'9') => c - b'0',
+                Some(c @ b'a'..=b'f') => c - b'a' + 10,
+                Some(c @ b'A'..=b'F') => c - b'A' + 10,
+                Some(_) => return Err(Stop::Invalid("invalid escape", self.pos)),
+                None => return Err(Stop::Invalid("EOF while parsing a string", self.pos)),
+            };
+            n = n * 16 + u32::from(d);
+            self.pos += 1;
+        }
+        Ok(n)
+    }
+
+    #[inline]
+    fn enter(&mut self) -> R<()> {
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            return Err(Stop::TooDeep);
+        }
+        Ok(())
+    }
+
+    /// The node to check a container of kind `bit` against, or None (after recording a type
+    /// mismatch or a `false` schema, or when nothing is left to check).
+    #[inline]
+    fn container_node<'s>(&mut self, schema: &'s Schema, bit: u8, path: &Path<'_>) -> Option<&'s Node> {
+        if self.sink.done() {
+            return None;
+        }
+        match schema {
+            Schema::Any => None,
+            Schema::Never => {
+                self.sink.never(path);
+                None
+            }
+            Schema::Node(node) if kind_ok(node.types, bit) => Some(node),
+            Schema::Node(node) => {
+                self.sink.type_mismatch(node, path);
+                None
+            }
+        }
+    }
+
+    fn object(&mut self, schema: &Schema, path: &Path<'_>) -> R<Value> {
+        self.enter()?;
+        self.pos += 1;
+        let node = self.container_node(schema, ty::OBJECT, path);
+        let mut out = Map::new();
+        let mut seen = 0u64;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.skip_ws();
+                match self.peek() {
+                    Some(b'"') => {}
+                    Some(_) => return Err(Stop::Invalid("key must be a string", self.pos)),
+                    None => return Err(Stop::Invalid("EOF while parsing an object", self.pos)),
+                }
+                let key = self.string()?;
+                self.skip_ws();
+                if self.peek() != Some(b':') {
+                    return Err(Stop::Invalid("expected `:`", self.pos));
+                }
+                self.pos += 1;
+                let child_path = path.key(&key);
+                let child: &Schema = match node {
+                    Some(node) if !self.sink.done() => match node.properties.find(&key) {
+                        Some(i) => {
+                            if i < 64 {
+                                seen |= 1 << i;
+                            }
+                            &node.properties.entries[i].1
+                        }
+                        None => match &node.additional {
+                            Additional::Any => ANY,
+                            Additional::Deny => {
+                                self.sink.additional(&child_path);
+                                ANY
+                            }
+                            Additional::Schema(s) => s,
+                        },
+                    },
+                    _ => ANY,
+                };
+                let value = self.value(child, &child_path)?;
+                out.insert(key, value);
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    Some(_) => return Err(Stop::Invalid("expected `,` or `}`", self.pos)),
+                    None => return Err(Stop::Invalid("EOF while parsing an object", self.pos)),
+                }
+            }
+        }
+        self.depth -= 1;
+        let Some(node) = node else { return Ok(Value::Object(out)) };
+        if !self.sink.done() && !node.required.is_empty() {
+            match node.required_mask {
+                Some(mask) if seen & mask == mask => {}
+                _ => check_required(node, &out, path, &mut self.sink),
+            }
+        }
+        let value = Value::Object(out);
+        if node.value_checks && !self.sink.done() {
+            check_value(node, &value, path, &mut self.sink);
+        }
+        Ok(value)
+    }
+
+    fn array(&mut self, schema: &Schema, path: &Path<'_>) -> R<Value> {
+        self.enter()?;
+        self.pos += 1;
+        let node = self.container_node(schema, ty::ARRAY, path);
+        let item_schema = node.and_then(|n| n.items.as_ref()).unwrap_or(ANY);
+        let mut out = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                let item_path = path.index(out.len());
+                let s = if self.sink.done() { ANY } else { item_schema };
+                let item = self.value(s, &item_path)?;
+                out.push(item);
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    Some(_) => return Err(Stop::Invalid("expected `,` or `]`", self.pos)),
+                    None => return Err(Stop::Invalid("EOF while parsing a list", self.pos)),
+                }
+            }
+        }
+        self.depth -= 1;
+        let Some(node) = node else { return Ok(Value::Array(out)) };
+        if !self.sink.done() && (node.min_items.is_some() || node.max_items.is_some() || node.unique_items) {
+            check_array(node, &out, path, &mut self.sink);
         }
         let value = Value::Array(out);
-        if node.value_checks && !cx.sink.done() {
-            check_value(node, &value, path, &mut cx.sink);
+        if node.value_checks && !self.sink.done() {
+            check_value(node, &value, path, &mut self.sink);
         }
-        cx.depth.leave();
         Ok(value)
     }
 }

@@ -6,7 +6,7 @@ use super::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolR
 use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
 use crate::message::ToolCall;
-use crate::schema::CompiledSchema;
+use crate::schema::{CompiledSchema, SchemaOptions, ValidationMode};
 use futures_util::FutureExt;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -34,6 +34,7 @@ impl std::fmt::Debug for RegisteredTool {
 pub struct ToolRegistry {
     tools: Vec<Arc<RegisteredTool>>,
     limits: JsonLimits,
+    mode: ValidationMode,
     // A std Mutex: only guards a cached Arc, never held across an await.
     snapshot: Mutex<Option<ToolSnapshot>>,
 }
@@ -60,6 +61,38 @@ impl ToolRegistry {
         self.limits
     }
 
+    /// The same registry reporting every schema violation of a call at once
+    /// ([`ValidationMode::AllErrors`]: a model repairs its call better when it sees them all) or
+    /// only the first (the default).
+    pub fn with_validation_mode(mut self, mode: ValidationMode) -> Self {
+        self.set_validation_mode(mode);
+        self
+    }
+
+    /// Sets the validation mode for the tools registered so far and later.
+    pub fn set_validation_mode(&mut self, mode: ValidationMode) {
+        if self.mode == mode {
+            return;
+        }
+        self.mode = mode;
+        self.tools = self.tools.iter().map(|t| with_mode(t, mode)).collect();
+        self.invalidate();
+    }
+
+    /// The validation mode.
+    pub fn validation_mode(&self) -> ValidationMode {
+        self.mode
+    }
+
+    /// Runs one call through a fresh [`snapshot`](Self::snapshot): the four gates, then the
+    /// executor. The runtime uses one snapshot per turn instead.
+    ///
+    /// # Errors
+    /// As [`ToolSnapshot::execute`].
+    pub async fn execute(&self, call: &ToolCall, context: ToolContext) -> Result<ToolResult, AgentError> {
+        self.snapshot().execute(call, context).await
+    }
+
     /// Registers a tool after the three checks, in order: the name is not blank, the name is not
     /// taken, the schema compiles.
     ///
@@ -79,7 +112,8 @@ impl ToolRegistry {
                 format!("Tool already registered: {}", definition.name),
             ));
         }
-        let schema = CompiledSchema::compile(&definition.parameters)?;
+        let options = SchemaOptions { mode: self.mode, ..SchemaOptions::default() };
+        let schema = CompiledSchema::compile_with(&definition.parameters, &options)?;
         self.insert(Arc::new(RegisteredTool { definition, schema, executor }));
         Ok(())
     }
@@ -136,7 +170,7 @@ impl ToolRegistry {
             ));
         }
         for t in chosen {
-            target.insert(Arc::clone(t));
+            target.insert(with_mode(t, target.mode));
         }
         Ok(())
     }
@@ -171,6 +205,18 @@ impl ToolRegistry {
         *cached = Some(s.clone());
         s
     }
+}
+
+/// The tool with its schema in `mode` (shared as is when the mode already matches).
+fn with_mode(tool: &Arc<RegisteredTool>, mode: ValidationMode) -> Arc<RegisteredTool> {
+    if tool.schema.mode() == mode {
+        return Arc::clone(tool);
+    }
+    Arc::new(RegisteredTool {
+        definition: tool.definition.clone(),
+        schema: tool.schema.with_mode(mode),
+        executor: Arc::clone(&tool.executor),
+    })
 }
 
 struct SnapshotInner {
