@@ -109,6 +109,19 @@ async fn dangerous_tool_freezes_the_whole_batch_with_nothing_run() {
     );
     let err = batch.settle().unwrap_err();
     assert_eq!((err.layer, err.code.as_ref()), (ErrorLayer::Runtime, codes::APPROVAL_PENDING));
+
+    // The runtime then tells the hooks (after persisting the batch).
+    struct Watch(std::sync::Mutex<Vec<(String, usize)>>);
+    #[async_trait]
+    impl AgentHook for Watch {
+        async fn on_approval_required(&self, _: &HookContext<'_>, batch: &PendingApprovalBatch) {
+            self.0.lock().unwrap().push((batch.batch_id.clone(), batch.items.len()));
+        }
+    }
+    let watch = Arc::new(Watch(std::sync::Mutex::new(Vec::new())));
+    let hooks = HookPipeline::with_hooks(vec![watch.clone()]);
+    hooks.on_approval_required(&common::CTX, &batch).await.unwrap();
+    assert_eq!(*watch.0.lock().unwrap(), vec![(batch.batch_id.clone(), 1)]);
 }
 
 #[tokio::test]

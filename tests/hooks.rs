@@ -8,6 +8,7 @@ use arkagent::hook::{
     persist_is_forced, AfterControl, AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall,
     BeforeToolCallOutcome, HookContext, HookPipeline, PersistDecision,
 };
+use arkagent::provider::{ChatRequest, ModelResponse};
 use arkagent::state::{AgentState, RunStatus};
 use arkagent::{codes, AgentError, ChatMessage, ErrorLayer, RiskLevel, ToolCall, ToolDefinition, ToolResult};
 use async_trait::async_trait;
@@ -74,6 +75,12 @@ impl AgentHook for Scripted {
     async fn before_persist_state(&self, _: &HookContext<'_>, _: &AgentState) -> PersistDecision {
         self.note("persist".into());
         self.persist
+    }
+    async fn before_model_call(&self, ctx: &HookContext<'_>, request: &ChatRequest) {
+        self.note(format!("model_call round {} messages {}", ctx.round, request.messages.len()));
+    }
+    async fn after_model_response(&self, _: &HookContext<'_>, response: &ModelResponse) {
+        self.note(format!("model_response {}", response.tool_calls.len()));
     }
     async fn on_run_end(&self, _: &HookContext<'_>, status: RunStatus, text: Option<&str>) {
         self.note(format!("run_end {status:?} {}", text.unwrap_or("")));
@@ -328,6 +335,10 @@ async fn notifications_reach_every_hook_in_order() {
     let l = log();
     let p = pipeline(vec![Scripted::new("a", &l), Scripted::new("b", &l)]);
     p.on_run_start(&CTX).await.unwrap();
+    let request = ChatRequest::new(vec![ChatMessage::user("hi")].into(), Vec::new().into());
+    p.before_model_call(&CTX, &request).await.unwrap();
+    let response = ModelResponse { tool_calls: vec![call()], ..ModelResponse::default() };
+    p.after_model_response(&CTX, &response).await.unwrap();
     p.on_run_end(&CTX, RunStatus::Completed, Some("bye")).await.unwrap();
     p.on_error(&CTX, &AgentError::of(codes::MAX_ROUNDS, "10")).await.unwrap();
     assert_eq!(
@@ -335,6 +346,10 @@ async fn notifications_reach_every_hook_in_order() {
         [
             "a:run_start run-1",
             "b:run_start run-1",
+            "a:model_call round 1 messages 1",
+            "b:model_call round 1 messages 1",
+            "a:model_response 1",
+            "b:model_response 1",
             "a:run_end Completed bye",
             "b:run_end Completed bye",
             "a:error max_rounds",

@@ -10,7 +10,10 @@
 //!   default), i.e. at least two whole turns of `A,B` or `A,B,C` that also fill the window.
 //! - Streaming: [`LoopDetector::update`] notes the latest signature of a call id that is still
 //!   being streamed and counts nothing; [`LoopDetector::commit`] counts the call's final signature
-//!   once. A call id already in the window is replaced, not counted again.
+//!   once. Ids only merge the updates of a call in flight: once committed, a later call with the
+//!   same id counts again, because some providers reuse ids across answers (`call_0` every round)
+//!   and a loop must not hide behind them. So commit (or [`LoopDetector::record`]) each final call
+//!   exactly once.
 //! - The window is plain strings ([`LoopDetector::window`] / [`LoopDetector::from_window`]), so
 //!   the runtime persists it in `AgentState::loop_window` and a resumed run keeps counting.
 //!
@@ -146,19 +149,12 @@ impl LoopCheck {
     }
 }
 
-#[derive(Debug, Clone)]
-struct Entry {
-    /// `None` for entries restored from a persisted window.
-    call_id: Option<String>,
-    signature: String,
-}
-
 /// The signature window. Pure: no clock, no I/O.
 #[derive(Debug, Clone)]
 pub struct LoopDetector {
     window: usize,
     max_period: usize,
-    history: VecDeque<Entry>,
+    history: VecDeque<String>,
     /// Calls being streamed: id and latest signature, in order of first appearance.
     streaming: Vec<(String, String)>,
 }
@@ -191,7 +187,7 @@ impl LoopDetector {
     pub fn from_window(config: &LoopDetectorConfig, window: Vec<String>) -> Result<Self, AgentError> {
         let mut detector = LoopDetector::new(config)?;
         for signature in window {
-            detector.push(Entry { call_id: None, signature });
+            detector.push(signature);
         }
         Ok(detector)
     }
@@ -219,7 +215,7 @@ impl LoopDetector {
     /// The window to persist: the counted signatures, oldest first (calls still streaming are not
     /// in it).
     pub fn window(&self) -> Vec<String> {
-        self.history.iter().map(|e| e.signature.clone()).collect()
+        self.history.iter().cloned().collect()
     }
 
     /// Forgets everything (a new run).
@@ -242,8 +238,8 @@ impl LoopDetector {
     /// changes nothing.
     pub fn commit(&mut self, call_id: &str) -> LoopCheck {
         if let Some(pos) = self.streaming.iter().position(|(id, _)| id == call_id) {
-            let (id, signature) = self.streaming.remove(pos);
-            self.count(id, signature);
+            let (_, signature) = self.streaming.remove(pos);
+            self.push(signature);
         }
         self.check()
     }
@@ -256,7 +252,7 @@ impl LoopDetector {
     /// Counts a final call signature once (`update` + `commit`), then checks.
     pub fn record(&mut self, call_id: &str, signature: impl Into<String>) -> LoopCheck {
         self.discard(call_id);
-        self.count(call_id.to_string(), signature.into());
+        self.push(signature.into());
         self.check()
     }
 
@@ -269,8 +265,8 @@ impl LoopDetector {
     pub fn check(&self) -> LoopCheck {
         let len = self.history.len();
         if len >= self.window {
-            let last = &self.history[len - 1].signature;
-            if self.history.iter().skip(len - self.window).all(|e| &e.signature == last) {
+            let last = &self.history[len - 1];
+            if self.history.iter().skip(len - self.window).all(|e| e == last) {
                 return LoopCheck::Loop(LoopFinding {
                     kind: LoopKind::Repeat { signature: last.clone(), times: self.window },
                 });
@@ -282,30 +278,19 @@ impl LoopDetector {
                 continue;
             }
             let start = len - span;
-            let periodic = (start + period..len)
-                .all(|i| self.history[i].signature == self.history[i - period].signature);
+            let periodic = (start + period..len).all(|i| self.history[i] == self.history[i - period]);
             // A turn of identical signatures is a repeat (shorter than the window), not a cycle.
-            let varied = (start + 1..start + period)
-                .any(|i| self.history[i].signature != self.history[start].signature);
+            let varied = (start + 1..start + period).any(|i| self.history[i] != self.history[start]);
             if periodic && varied {
-                let signatures = (start..start + period).map(|i| self.history[i].signature.clone()).collect();
+                let signatures = (start..start + period).map(|i| self.history[i].clone()).collect();
                 return LoopCheck::Loop(LoopFinding { kind: LoopKind::Cycle { period, signatures } });
             }
         }
         LoopCheck::NoLoop
     }
 
-    fn count(&mut self, call_id: String, signature: String) {
-        if let Some(entry) = self.history.iter_mut().find(|e| e.call_id.as_deref() == Some(call_id.as_str()))
-        {
-            entry.signature = signature;
-            return;
-        }
-        self.push(Entry { call_id: Some(call_id), signature });
-    }
-
-    fn push(&mut self, entry: Entry) {
-        self.history.push_back(entry);
+    fn push(&mut self, signature: String) {
+        self.history.push_back(signature);
         while self.history.len() > self.capacity() {
             self.history.pop_front();
         }
