@@ -145,3 +145,21 @@ async fn file_store_leaves_a_newer_session_untouched_byte_for_byte() {
     }
     assert_eq!(tree(root.path()), before, "no byte of a newer session may change");
 }
+
+#[tokio::test]
+async fn v2_files_written_by_this_format_still_load() {
+    // Snapshot + journal bytes committed in tests/fixtures/state/v2-files: a change to the byte
+    // format that cannot read them fails here. Loaded from a copy, so the fixture is never written.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/state/v2-files");
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("order-1");
+    fs::create_dir(&dir).unwrap();
+    for e in fs::read_dir(src.join("order-1")).unwrap() {
+        let p = e.unwrap().path();
+        fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+    }
+    let expected: AgentState = serde_json::from_slice(&fs::read(src.join("expected.json")).unwrap()).unwrap();
+    let loaded = FileStore::new(root.path()).load_unrepaired("order-1").await.unwrap().unwrap();
+    assert_eq!(loaded, expected);
+    assert_eq!(loaded.metadata["seq"], 7);
+}

@@ -238,13 +238,13 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
 /// generations before `gen - 1`, temp files and a version-1 `state.json`.
 fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, AgentError> {
     let jpath = journal_path(dir, gen);
+    // O_APPEND: every write lands at the end, whatever else holds the file.
     let mut journal = OpenOptions::new()
-        .read(true)
-        .write(true)
+        .append(true)
         .create(true)
-        .truncate(true)
         .open(&jpath)
         .map_err(|e| io_err("cannot create", &jpath, e))?;
+    journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
     journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
     journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
     let spath = snapshot_path(dir, gen);
@@ -296,10 +296,8 @@ fn ensure_open(
         Ok(Some(scan)) if scan.appendable => {
             let jpath = journal_path(dir, scan.latest_gen);
             let mut journal = OpenOptions::new()
-                .read(true)
-                .write(true)
+                .append(true)
                 .create(true)
-                .truncate(false)
                 .open(&jpath)
                 .map_err(|e| io_err("cannot open", &jpath, e))?;
             let len = journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?.len();
@@ -314,8 +312,6 @@ fn ensure_open(
                 journal.set_len(valid).map_err(|e| io_err("cannot truncate", &jpath, e))?;
                 journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
             }
-            use std::io::Seek;
-            journal.seek(io::SeekFrom::Start(valid)).map_err(|e| io_err("cannot seek", &jpath, e))?;
             *slot = Some(Writer {
                 dir: dir.to_path_buf(),
                 gen: scan.latest_gen,
