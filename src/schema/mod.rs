@@ -43,11 +43,7 @@ impl CompiledSchema {
     ///
     /// # Errors
     /// A `json_*` decode error or a `tool_argument_*` error.
-    pub fn parse_and_validate(
-        &self,
-        text: &str,
-        limits: &JsonLimits,
-    ) -> Result<Map<String, Value>, AgentError> {
+    pub fn parse_and_validate(&self, text: &str, limits: &JsonLimits) -> Result<Map<String, Value>, AgentError> {
         crate::json::parse_object(text, limits)
     }
 }
