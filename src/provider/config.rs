@@ -158,8 +158,8 @@ pub enum ToolChoiceSupport {
 /// assembly normalises every known difference by itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProviderQuirks {
-    /// Send assistant `reasoning_content` back in the history (DeepSeek thinking mode requires it
-    /// between the rounds of one turn; other providers reject or ignore it).
+    /// Send assistant `reasoning_content` back for the current turn (DeepSeek thinking mode requires
+    /// it between the tool rounds of one turn; other providers reject or ignore it).
     pub send_reasoning_content: bool,
     /// Send `stream_options: {"include_usage": true}` on streamed requests.
     pub stream_usage: bool,

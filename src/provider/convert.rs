@@ -18,14 +18,23 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 ///
 /// Temperature: the request's own, else the quirk's default when tools are present (0.2), else
 /// none. `tool_choice` is only sent with tools. Assistant `reasoning_content` is only sent when the
-/// quirks require it.
+/// quirks require it, and only for the current turn (assistant messages after the last user message).
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
     model: &'a str,
     quirks: &ProviderQuirks,
     stream: bool,
 ) -> ChatCompletionRequest<'a> {
-    let messages = request.messages.iter().map(|m| wire_message(m, quirks)).collect();
+    // DeepSeek thinking mode wants the reasoning of the current turn (the rounds after the last user
+    // message) back; earlier turns' reasoning is not sent.
+    let turn_start =
+        request.messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0);
+    let messages = request
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| wire_message(m, quirks.send_reasoning_content && i > turn_start, quirks))
+        .collect();
     let tools: Vec<WireTool<'a>> = request
         .tools
         .iter()
@@ -55,7 +64,7 @@ pub fn to_wire_request<'a>(
     }
 }
 
-fn wire_message<'a>(m: &'a ChatMessage, quirks: &ProviderQuirks) -> WireMessage<'a> {
+fn wire_message<'a>(m: &'a ChatMessage, send_reasoning: bool, quirks: &ProviderQuirks) -> WireMessage<'a> {
     match m {
         ChatMessage::System { content } => WireMessage::System { content },
         ChatMessage::User { content } => WireMessage::User { content },
