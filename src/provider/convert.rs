@@ -70,11 +70,7 @@ fn wire_message<'a>(m: &'a ChatMessage, send_reasoning: bool, quirks: &ProviderQ
         ChatMessage::User { content } => WireMessage::User { content },
         ChatMessage::Assistant { content, reasoning_content, tool_calls } => WireMessage::Assistant {
             content: content.as_deref(),
-            reasoning_content: if quirks.send_reasoning_content {
-                reasoning_content.as_deref()
-            } else {
-                None
-            },
+            reasoning_content: if send_reasoning { reasoning_content.as_deref() } else { None },
             tool_calls: tool_calls
                 .iter()
                 .map(|c| WireToolCall {
@@ -265,6 +261,18 @@ mod tests {
         let v = serde_json::to_value(to_wire_request(&req, "gpt-4o", &ProviderPreset::OpenAi.quirks(), true))
             .unwrap();
         assert!(v["messages"][2].get("reasoning_content").is_none());
+        // A later user message starts a new turn: the earlier reasoning stays out.
+        let mut next = history();
+        next.push(ChatMessage::Assistant {
+            content: Some("done".into()),
+            reasoning_content: Some("r2".into()),
+            tool_calls: vec![],
+        });
+        next.push(ChatMessage::user("and order 2?"));
+        let req = ChatRequest::new(Arc::from(next), Arc::from(tools()));
+        let quirks = ProviderPreset::DeepSeek.quirks();
+        let v = serde_json::to_value(to_wire_request(&req, "deepseek-reasoner", &quirks, true)).unwrap();
+        assert!(!v.to_string().contains("reasoning_content"), "{v}");
     }
 
     #[test]
