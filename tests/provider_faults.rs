@@ -410,3 +410,17 @@ async fn gzip_bodies_are_decoded() {
     assert_eq!(r.content.as_deref(), Some("compressed"));
     assert!(server.requests()[0].header("accept-encoding").is_some_and(|v| v.contains("gzip")));
 }
+
+#[tokio::test]
+async fn a_connection_closed_before_the_answer_is_a_structured_error() {
+    let server = MockServer::start([Reply::Close, Reply::Close]).await;
+    let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
+    let t0 = Instant::now();
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_CONNECT);
+    let (_, e) = drain(&c).await;
+    assert_provider(&e.unwrap(), codes::PROVIDER_CONNECT);
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    // The request may have reached the model: it is not replayed.
+    assert_eq!(server.requests().len(), 2);
+}

@@ -50,7 +50,7 @@ impl From<String> for ApiKey {
 
 /// A known provider: its base URL and its quirks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "lowercase")]
 pub enum ProviderPreset {
     /// api.openai.com.
     OpenAi,
@@ -67,6 +67,47 @@ pub enum ProviderPreset {
 }
 
 impl ProviderPreset {
+    /// Every preset.
+    pub const ALL: [ProviderPreset; 6] = [
+        ProviderPreset::OpenAi,
+        ProviderPreset::DeepSeek,
+        ProviderPreset::Zhipu,
+        ProviderPreset::Qwen,
+        ProviderPreset::Moonshot,
+        ProviderPreset::Custom,
+    ];
+
+    /// The stable lowercase name (`openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`, `custom`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderPreset::OpenAi => "openai",
+            ProviderPreset::DeepSeek => "deepseek",
+            ProviderPreset::Zhipu => "zhipu",
+            ProviderPreset::Qwen => "qwen",
+            ProviderPreset::Moonshot => "moonshot",
+            ProviderPreset::Custom => "custom",
+        }
+    }
+
+    /// A preset from its name or a common alias (`glm`, `dashscope`, `kimi`, `pangu`), any case.
+    ///
+    /// # Errors
+    /// `config_invalid` for an unknown name.
+    pub fn from_name(name: &str) -> Result<Self, AgentError> {
+        let n = name.trim().to_ascii_lowercase();
+        Ok(match n.as_str() {
+            "openai" => ProviderPreset::OpenAi,
+            "deepseek" => ProviderPreset::DeepSeek,
+            "zhipu" | "glm" | "bigmodel" => ProviderPreset::Zhipu,
+            "qwen" | "dashscope" => ProviderPreset::Qwen,
+            "moonshot" | "kimi" => ProviderPreset::Moonshot,
+            "custom" | "pangu" => ProviderPreset::Custom,
+            _ => {
+                return Err(AgentError::of(codes::CONFIG_INVALID, format!("unknown provider preset: {name}")))
+            }
+        })
+    }
+
     /// The preset's base URL (`/chat/completions` is appended); `None` for `Custom`.
     pub fn default_base_url(self) -> Option<&'static str> {
         match self {
@@ -117,8 +158,8 @@ pub enum ToolChoiceSupport {
 /// assembly normalises every known difference by itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProviderQuirks {
-    /// Send assistant `reasoning_content` back in the history (DeepSeek thinking mode requires it
-    /// between the rounds of one turn; other providers reject or ignore it).
+    /// Send assistant `reasoning_content` back for the current turn (DeepSeek thinking mode requires
+    /// it between the tool rounds of one turn; other providers reject or ignore it).
     pub send_reasoning_content: bool,
     /// Send `stream_options: {"include_usage": true}` on streamed requests.
     pub stream_usage: bool,
@@ -356,6 +397,17 @@ pub fn is_loopback_host(host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preset_names_round_trip() {
+        for p in ProviderPreset::ALL {
+            assert_eq!(ProviderPreset::from_name(p.name()).unwrap(), p);
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+        }
+        assert_eq!(ProviderPreset::from_name(" GLM ").unwrap(), ProviderPreset::Zhipu);
+        assert_eq!(ProviderPreset::from_name("pangu").unwrap(), ProviderPreset::Custom);
+        assert_eq!(ProviderPreset::from_name("nope").unwrap_err().code, codes::CONFIG_INVALID);
+    }
 
     #[test]
     fn loopback_hosts() {

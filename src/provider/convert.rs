@@ -18,14 +18,23 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 ///
 /// Temperature: the request's own, else the quirk's default when tools are present (0.2), else
 /// none. `tool_choice` is only sent with tools. Assistant `reasoning_content` is only sent when the
-/// quirks require it.
+/// quirks require it, and only for the current turn (assistant messages after the last user message).
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
     model: &'a str,
     quirks: &ProviderQuirks,
     stream: bool,
 ) -> ChatCompletionRequest<'a> {
-    let messages = request.messages.iter().map(|m| wire_message(m, quirks)).collect();
+    // DeepSeek thinking mode wants the reasoning of the current turn (the rounds after the last user
+    // message) back; earlier turns' reasoning is not sent.
+    let turn_start =
+        request.messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0);
+    let messages = request
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| wire_message(m, quirks.send_reasoning_content && i > turn_start, quirks))
+        .collect();
     let tools: Vec<WireTool<'a>> = request
         .tools
         .iter()
@@ -55,17 +64,13 @@ pub fn to_wire_request<'a>(
     }
 }
 
-fn wire_message<'a>(m: &'a ChatMessage, quirks: &ProviderQuirks) -> WireMessage<'a> {
+fn wire_message<'a>(m: &'a ChatMessage, send_reasoning: bool, quirks: &ProviderQuirks) -> WireMessage<'a> {
     match m {
         ChatMessage::System { content } => WireMessage::System { content },
         ChatMessage::User { content } => WireMessage::User { content },
         ChatMessage::Assistant { content, reasoning_content, tool_calls } => WireMessage::Assistant {
             content: content.as_deref(),
-            reasoning_content: if quirks.send_reasoning_content {
-                reasoning_content.as_deref()
-            } else {
-                None
-            },
+            reasoning_content: if send_reasoning { reasoning_content.as_deref() } else { None },
             tool_calls: tool_calls
                 .iter()
                 .map(|c| WireToolCall {
@@ -256,6 +261,18 @@ mod tests {
         let v = serde_json::to_value(to_wire_request(&req, "gpt-4o", &ProviderPreset::OpenAi.quirks(), true))
             .unwrap();
         assert!(v["messages"][2].get("reasoning_content").is_none());
+        // A later user message starts a new turn: the earlier reasoning stays out.
+        let mut next = history();
+        next.push(ChatMessage::Assistant {
+            content: Some("done".into()),
+            reasoning_content: Some("r2".into()),
+            tool_calls: vec![],
+        });
+        next.push(ChatMessage::user("and order 2?"));
+        let req = ChatRequest::new(Arc::from(next), Arc::from(tools()));
+        let quirks = ProviderPreset::DeepSeek.quirks();
+        let v = serde_json::to_value(to_wire_request(&req, "deepseek-reasoner", &quirks, true)).unwrap();
+        assert!(!v.to_string().contains("reasoning_content"), "{v}");
     }
 
     #[test]
