@@ -26,7 +26,11 @@ pub trait ToolExecutor: Send + Sync {
     ///
     /// # Errors
     /// A domain error of the tool, which reaches the model as an `is_error` result with its code.
-    async fn execute(&self, arguments: Map<String, Value>, context: ToolContext) -> Result<ToolResult, AgentError>;
+    async fn execute(
+        &self,
+        arguments: Map<String, Value>,
+        context: ToolContext,
+    ) -> Result<ToolResult, AgentError>;
 }
 
 /// An executor made from an async closure, for Rust tools and tests.
@@ -38,7 +42,11 @@ where
     F: Fn(Map<String, Value>, ToolContext) -> Fut + Send + Sync,
     Fut: std::future::Future<Output = Result<ToolResult, AgentError>> + Send,
 {
-    async fn execute(&self, arguments: Map<String, Value>, context: ToolContext) -> Result<ToolResult, AgentError> {
+    async fn execute(
+        &self,
+        arguments: Map<String, Value>,
+        context: ToolContext,
+    ) -> Result<ToolResult, AgentError> {
         (self.0)(arguments, context).await
     }
 }

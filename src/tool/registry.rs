@@ -98,7 +98,11 @@ impl ToolRegistry {
     ///
     /// # Errors
     /// `tool_name_empty`, `tool_name_duplicate`, or the `schema_*` error of the schema.
-    pub fn register(&mut self, definition: ToolDefinition, executor: Arc<dyn ToolExecutor>) -> Result<(), AgentError> {
+    pub fn register(
+        &mut self,
+        definition: ToolDefinition,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<(), AgentError> {
         if definition.name.trim().is_empty() {
             return Err(AgentError::of(codes::TOOL_NAME_EMPTY, "Tool name must not be empty"));
         }
@@ -152,7 +156,11 @@ impl ToolRegistry {
     ///
     /// # Errors
     /// `tool_name_duplicate` when `target` already has one of the names; `target` is then unchanged.
-    pub fn copy_into_excluding(&self, target: &mut ToolRegistry, excluded: &[&str]) -> Result<(), AgentError> {
+    pub fn copy_into_excluding(
+        &self,
+        target: &mut ToolRegistry,
+        excluded: &[&str],
+    ) -> Result<(), AgentError> {
         let chosen: Vec<&Arc<RegisteredTool>> =
             self.tools.iter().filter(|t| !excluded.contains(&t.definition.name.as_str())).collect();
         if let Some(dup) = chosen.iter().find(|t| target.position(&t.definition.name).is_some()) {
