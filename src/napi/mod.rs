@@ -1,3 +1,67 @@
-//! The NAPI binding: adapters only (classes, functions, ArkTS callbacks as executors and hooks).
+//! The NAPI binding (`libarkagent.so`): adapters only. Each class holds an `Arc` of a core type and
+//! each method is one core call plus one error conversion; ArkTS callbacks become core
+//! [`ToolExecutor`](crate::tool::ToolExecutor)s and [`AgentHook`](crate::hook::AgentHook)s through
+//! weak thread-safe functions.
 //!
-//! Comes with the NAPI issue; compiled only with the `napi` feature.
+//! Compiled only with the `napi` feature. The module owns the one tokio runtime of the process
+//! (two worker threads), installed when the module loads.
+//!
+//! # Layout
+//! - `error`: [`AgentError`](crate::AgentError) -> JS `Error` with `code` and `layer`, and the
+//!   panic guards every export runs in.
+//! - `dto`: the `#[napi(object)]` shapes that cross the boundary, with conversions both ways.
+//! - `callback`: calling an ArkTS/JS function from Rust and getting a value or a Promise back.
+//! - `signal`: the `CancellationHandle` class over [`CancellationSignal`](crate::CancellationSignal).
+//! - `executor`: `JsToolExecutor`, an ArkTS function as a tool executor.
+//! - `hook`: `JsHook`, an ArkTS object as an agent hook (used by the Agent class).
+//! - `registry`: the `ToolRegistry` class.
+//! - `host_shims` (Linux hosts only): the link shims that let Node load the module.
+
+mod callback;
+mod dto;
+mod error;
+mod executor;
+mod hook;
+#[cfg(all(target_os = "linux", not(target_env = "ohos")))]
+mod host_shims;
+mod registry;
+mod signal;
+
+use napi_derive_ohos::napi;
+use napi_ohos::Env;
+
+/// Worker threads of the module's tokio runtime.
+const WORKER_THREADS: usize = 2;
+
+#[napi_derive_ohos::module_init]
+fn init() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .thread_name("arkagent-rt")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => napi_ohos::bindgen_prelude::create_custom_tokio_runtime(rt),
+        // napi-ohos then builds its default runtime; log why ours is missing.
+        Err(e) => log::error!("arkagent: could not build the tokio runtime: {e}"),
+    }
+}
+
+/// The crate version (`CARGO_PKG_VERSION`).
+#[napi]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// The RFC 8785 canonical form of a JSON text (what loop signatures are computed from).
+///
+/// # Errors
+/// `json_invalid` (layer `decode`) when the text is not JSON.
+#[napi]
+pub fn canonical_json(env: Env, text: String) -> napi_ohos::Result<String> {
+    error::guard(&env, || {
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| crate::AgentError::of(crate::codes::JSON_INVALID, e.to_string()))?;
+        Ok(crate::json::canonicalize(&value))
+    })
+}

@@ -1,0 +1,179 @@
+//! Calling an ArkTS/JS function from Rust: a weak thread-safe function (it never keeps the event
+//! loop alive), called with `call_with_return_value` in non-blocking mode; the JS thread sends the
+//! outcome on a oneshot. A Promise is awaited through `then`/`catch` attached on the JS thread, so
+//! no napi handle ever crosses to a worker thread. `call_async` is never used: with
+//! `CalleeHandled = false` it turns a synchronous throw into an uncaught exception.
+
+use napi_ohos::bindgen_prelude::{FromNapiValue, JsValue, PromiseRaw, ToNapiValue, Unknown};
+use napi_ohos::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_ohos::{sys, Env, Status, ValueType};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// A JS function callable from any thread: `T` is the Rust data queued per call, `A` the JS
+/// arguments built from it on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
+pub(crate) type JsFn<T, A> = ThreadsafeFunction<T, Unknown<'static>, A, Status, false, true>;
+
+/// A JS value created on the JS thread for the arguments of the call being made there. It only
+/// lives for that callback; a raw handle (not `Unknown<'static>`) keeps the async code free of
+/// napi lifetimes.
+pub(crate) struct RawJsValue(pub(crate) sys::napi_value);
+
+impl ToNapiValue for RawJsValue {
+    unsafe fn to_napi_value(_env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
+        Ok(value.0)
+    }
+}
+
+/// How a JS call ended, with its value converted to `R` on the JS thread.
+pub(crate) enum Settled<R> {
+    /// A value (directly or through a resolved Promise) of the expected shape.
+    Value(R),
+    /// `undefined` (directly or resolved).
+    Undefined,
+    /// A value that is not of the expected shape (the conversion's message).
+    Invalid(String),
+    /// The function threw synchronously (the error's text).
+    Threw(String),
+    /// The returned Promise was rejected (the reason's text).
+    Rejected(String),
+}
+
+/// Why no outcome came back.
+pub(crate) enum CallFailure {
+    /// The call could not be queued (the environment is closing).
+    NotQueued(Status),
+    /// The call was dropped without an answer (the environment went away).
+    Dropped,
+    /// No outcome within the timeout (a Promise that never settles, a busy JS thread).
+    TimedOut,
+}
+
+/// Calls the function and waits (at most `timeout`) for its value or its Promise's settlement.
+pub(crate) async fn call_js<T, A, R>(
+    function: &JsFn<T, A>,
+    data: T,
+    timeout: Duration,
+) -> Result<Settled<R>, CallFailure>
+where
+    T: 'static,
+    A: 'static + napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
+    R: FromNapiValue + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel::<Settled<R>>();
+    let status =
+        function.call_with_return_value(data, ThreadsafeFunctionCallMode::NonBlocking, move |ret, env| {
+            settle(ret, &env, tx);
+            // Never Err here: napi-ohos would raise it as an uncaught exception.
+            Ok(())
+        });
+    if status != Status::Ok {
+        return Err(CallFailure::NotQueued(status));
+    }
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(settled)) => Ok(settled),
+        Ok(Err(_)) => Err(CallFailure::Dropped),
+        Err(_) => Err(CallFailure::TimedOut),
+    }
+}
+
+/// On the JS thread: classifies a return value, or attaches to its Promise.
+fn settle<R: FromNapiValue + Send + 'static>(
+    ret: napi_ohos::Result<Unknown<'static>>,
+    env: &Env,
+    tx: oneshot::Sender<Settled<R>>,
+) {
+    let value = match ret {
+        Ok(value) => value,
+        Err(error) => {
+            // The error (and its reference to the JS exception) is dropped here, on the JS thread.
+            let _ = tx.send(Settled::Threw(thrown_text(&error.reason)));
+            return;
+        }
+    };
+    if !matches!(value.is_promise(), Ok(true)) {
+        let _ = tx.send(classify(env, value));
+        return;
+    }
+    // The sender is shared by `then` and `catch`; whichever runs first takes it.
+    let on_resolve = Rc::new(Cell::new(Some(tx)));
+    let on_reject = Rc::clone(&on_resolve);
+    let promise: PromiseRaw<'_, Unknown<'static>> = PromiseRaw::new(env.raw(), value.raw());
+    let attached = promise
+        .then(move |ctx| {
+            if let Some(tx) = on_resolve.take() {
+                let _ = tx.send(classify(&ctx.env, ctx.value));
+            }
+            Ok(())
+        })
+        .and_then(|chained| {
+            chained.catch(move |ctx: napi_ohos::bindgen_prelude::CallbackContext<Unknown<'static>>| {
+                if let Some(tx) = on_reject.take() {
+                    let _ = tx.send(Settled::Rejected(value_text(&ctx.value)));
+                }
+                Ok(())
+            })
+        });
+    if attached.is_err() {
+        clear_pending_exception(env);
+        // Both closures (and so the sender) are dropped: the Rust side sees `Dropped`.
+    }
+}
+
+/// `undefined`, a value of the expected shape, or why not.
+fn classify<R: FromNapiValue>(env: &Env, value: Unknown<'_>) -> Settled<R> {
+    if matches!(value.get_type(), Ok(ValueType::Undefined)) {
+        return Settled::Undefined;
+    }
+    // SAFETY: a live value of this env, on the JS thread.
+    match unsafe { R::from_napi_value(env.raw(), value.raw()) } {
+        Ok(converted) => Settled::Value(converted),
+        Err(error) => {
+            clear_pending_exception(env);
+            Settled::Invalid(error.reason.clone())
+        }
+    }
+}
+
+/// `String(value)`, or a placeholder when even that throws.
+fn value_text(value: &Unknown<'_>) -> String {
+    let env = value.value().env;
+    let text = value.coerce_to_string().and_then(|s| s.into_utf8()).and_then(|s| s.into_owned());
+    match text {
+        Ok(text) => text,
+        Err(_) => {
+            // SAFETY: the env of a live value, on the JS thread.
+            clear_pending_exception(&Env::from_raw(env));
+            "<a value that cannot be converted to a string>".to_string()
+        }
+    }
+}
+
+/// The text napi-ohos gives for a thrown value is `String(error)`, a newline and the stack (which
+/// repeats `String(error)`): keep `String(error)` only.
+fn thrown_text(reason: &str) -> String {
+    let head = reason.split_once("\n    at ").map_or(reason, |(head, _)| head);
+    let half = head.len() / 2;
+    if head.len() % 2 == 1
+        && head.is_char_boundary(half)
+        && head.as_bytes()[half] == b'\n'
+        && head[..half] == head[half + 1..]
+    {
+        return head[..half].to_string();
+    }
+    head.to_string()
+}
+
+/// Clears an exception a failed conversion may have left pending, so the next call starts clean.
+fn clear_pending_exception(env: &Env) {
+    let mut pending = false;
+    // SAFETY: a valid env on the JS thread; both calls only inspect and clear its exception slot.
+    unsafe {
+        if sys::napi_is_exception_pending(env.raw(), &mut pending) == sys::Status::napi_ok && pending {
+            let mut exception = std::ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env.raw(), &mut exception);
+        }
+    }
+}
