@@ -4,7 +4,7 @@
 //! no napi handle ever crosses to a worker thread. `call_async` is never used: with
 //! `CalleeHandled = false` it turns a synchronous throw into an uncaught exception.
 
-use napi_ohos::bindgen_prelude::{FromNapiValue, JsValue, PromiseRaw, ToNapiValue, Unknown};
+use napi_ohos::bindgen_prelude::{FromNapiValue, Function, JsValue, PromiseRaw, ToNapiValue, Unknown};
 use napi_ohos::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_ohos::{sys, Env, Status, ValueType};
 use std::cell::Cell;
@@ -25,6 +25,72 @@ impl ToNapiValue for RawJsValue {
     unsafe fn to_napi_value(_env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
         Ok(value.0)
     }
+}
+
+/// Wraps an app function in a native function that forwards its arguments and return value, and
+/// turns a thrown primitive (`throw "x"`) into a thrown `Error` with the same text. napi-ohos takes
+/// a reference to whatever a thread-safe call throws, and Node refuses references to primitives,
+/// which napi-ohos then raises as an uncaught exception: every app function is called through
+/// this shield. Call on the JS thread.
+///
+/// # Errors
+/// When the reference or the native function cannot be created.
+pub(crate) fn shield<'env>(
+    env: &'env Env,
+    function: &Function<'_, Unknown<'static>, Unknown<'static>>,
+) -> napi_ohos::Result<Function<'env, Unknown<'static>, Unknown<'static>>> {
+    let target = function.create_ref()?;
+    let native =
+        env.create_function_from_closure::<Unknown<'static>, _, _>("arkagentShield", move |ctx| {
+            let env = ctx.env.raw();
+            let target = target.borrow_back(ctx.env)?;
+            let args: Vec<Unknown<'_>> = ctx.arguments()?;
+            let raw_args: Vec<sys::napi_value> = args.iter().map(|a| a.raw()).collect();
+            let mut undefined = std::ptr::null_mut();
+            let mut result = std::ptr::null_mut();
+            // SAFETY: on the JS thread, with values of this env.
+            let status = unsafe {
+                sys::napi_get_undefined(env, &mut undefined);
+                sys::napi_call_function(
+                    env,
+                    undefined,
+                    target.raw(),
+                    raw_args.len(),
+                    raw_args.as_ptr(),
+                    &mut result,
+                )
+            };
+            if status == sys::Status::napi_ok {
+                return Ok(RawJsValue(result));
+            }
+            let mut pending = false;
+            // SAFETY: as above; the exception is taken, possibly replaced by an Error, and re-thrown.
+            unsafe {
+                sys::napi_is_exception_pending(env, &mut pending);
+                if pending {
+                    let mut exception = std::ptr::null_mut();
+                    sys::napi_get_and_clear_last_exception(env, &mut exception);
+                    let mut kind = 0;
+                    sys::napi_typeof(env, exception, &mut kind);
+                    if kind != sys::ValueType::napi_object && kind != sys::ValueType::napi_function {
+                        let text = value_text(&Unknown::from_raw_unchecked(env, exception));
+                        let mut message = std::ptr::null_mut();
+                        sys::napi_create_string_utf8(
+                            env,
+                            text.as_ptr().cast(),
+                            text.len() as isize,
+                            &mut message,
+                        );
+                        sys::napi_create_error(env, std::ptr::null_mut(), message, &mut exception);
+                    }
+                    sys::napi_throw(env, exception);
+                }
+            }
+            // PendingException: napi-ohos leaves the exception thrown above in place.
+            Err(napi_ohos::Error::new(Status::PendingException, "the app function threw".to_string()))
+        })?;
+    // SAFETY: a function of this env, on the JS thread; only its declared return type changes.
+    unsafe { Function::from_napi_value(env.raw(), native.raw()) }
 }
 
 /// How a JS call ended, with its value converted to `R` on the JS thread.

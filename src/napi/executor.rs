@@ -13,13 +13,14 @@
 //! Cancellation reaches the function through `context.signal` (a `CancellationHandle`: poll
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
-use super::callback::{call_js, CallFailure, JsFn, RawJsValue, Settled};
+use super::callback::{call_js, shield, CallFailure, JsFn, RawJsValue, Settled};
 use super::dto::ToolResultObject;
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::tool::{CancellationSignal, ToolContext, ToolExecutor, ToolResult};
 use async_trait::async_trait;
 use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown};
+use napi_ohos::Env;
 use serde_json::{Map, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +33,7 @@ pub(crate) struct ExecutorCall {
     batch_call_id: String,
     metadata_json: String,
     signal: CancellationSignal,
+    parent: CancellationSignal,
     listeners: CancellationToken,
 }
 
@@ -50,18 +52,19 @@ impl JsToolExecutor {
     /// # Errors
     /// When the thread-safe function cannot be created.
     pub(crate) fn new(
+        env: &Env,
         tool_name: String,
         function: Function<'_, Unknown<'static>, Unknown<'static>>,
         timeout: Duration,
     ) -> napi_ohos::Result<Self> {
-        let function = function
+        let function = shield(env, &function)?
             .build_threadsafe_function::<ExecutorCall>()
             .weak::<true>()
             .callee_handled::<false>()
             .build_callback(|ctx| {
                 let env = ctx.env;
                 let call = ctx.value;
-                let handle = CancellationHandle::with_signal(call.signal, call.listeners);
+                let handle = CancellationHandle::for_call(call.signal, call.parent, call.listeners);
                 let mut context = Object::new(&env)?;
                 context.set_named_property("sessionId", call.session_id)?;
                 context.set_named_property("callId", call.call_id)?;
@@ -94,6 +97,7 @@ impl ToolExecutor for JsToolExecutor {
             batch_call_id: context.batch_call_id.clone(),
             metadata_json: Value::Object(context.state.metadata.clone().into_iter().collect()).to_string(),
             signal: signal.clone(),
+            parent: context.signal.clone(),
             listeners,
         };
         let name = &self.tool_name;

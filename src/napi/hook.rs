@@ -74,7 +74,7 @@ where
     // SAFETY: checked to be a function of this env, on the JS thread.
     let function: Function<'_, Unknown<'static>, Unknown<'static>> = unsafe { property.cast()? };
     let bound = function.bind(object)?;
-    let tsfn = bound
+    let tsfn = super::callback::shield(env, &bound)?
         .build_threadsafe_function::<T>()
         .weak::<true>()
         .callee_handled::<false>()

@@ -78,7 +78,7 @@ impl JsToolRegistry {
             .timeout_ms
             .map(|ms| Duration::from_millis(u64::from(ms)))
             .unwrap_or(self.default_timeout);
-        let executor = JsToolExecutor::new(name, executor, timeout)?;
+        let executor = JsToolExecutor::new(&env, name, executor, timeout)?;
         guard(&env, || {
             let definition = definition.into_core()?;
             self.lock().register(definition, Arc::new(executor))

@@ -18,6 +18,9 @@ const DEFAULT_REASON: &str = "cancelled by the app";
 #[napi]
 pub struct CancellationHandle {
     signal: CancellationSignal,
+    // The signal this one is a child of, when it is a call's: a child cancelled through its
+    // parent has no reason of its own, so the parent's is reported.
+    parent: Option<CancellationSignal>,
     // Ends the `onCancel` listeners: when the handle is collected, or when the call whose context
     // carries it finishes.
     listeners: CancellationToken,
@@ -26,7 +29,21 @@ pub struct CancellationHandle {
 impl CancellationHandle {
     /// A handle over an existing signal; `listeners` ends its `onCancel` registrations.
     pub(crate) fn with_signal(signal: CancellationSignal, listeners: CancellationToken) -> Self {
-        CancellationHandle { signal, listeners }
+        CancellationHandle { signal, parent: None, listeners }
+    }
+
+    /// The handle of one call: `signal` is a child of `parent`.
+    pub(crate) fn for_call(
+        signal: CancellationSignal,
+        parent: CancellationSignal,
+        listeners: CancellationToken,
+    ) -> Self {
+        CancellationHandle { signal, parent: Some(parent), listeners }
+    }
+
+    /// The reason of this signal, else of its parent.
+    fn current_reason(signal: &CancellationSignal, parent: Option<&CancellationSignal>) -> Option<String> {
+        signal.reason().or_else(|| parent.and_then(CancellationSignal::reason))
     }
 
     /// The signal (shared, not copied).
@@ -68,7 +85,7 @@ impl CancellationHandle {
     /// The reason given to `cancel`, once cancelled.
     #[napi(getter)]
     pub fn reason(&self, env: Env) -> napi_ohos::Result<Option<String>> {
-        guard(&env, || Ok(self.signal.reason()))
+        guard(&env, || Ok(Self::current_reason(&self.signal, self.parent.as_ref())))
     }
 
     /// Calls `callback(reason)` once, when the signal is cancelled (soon, if it already is). A
@@ -79,19 +96,21 @@ impl CancellationHandle {
         env: Env,
         callback: Function<'_, Unknown<'static>, Unknown<'static>>,
     ) -> napi_ohos::Result<()> {
-        let callback: JsFn<String, String> = callback
+        let callback: JsFn<String, String> = super::callback::shield(&env, &callback)?
             .build_threadsafe_function::<String>()
             .weak::<true>()
             .callee_handled::<false>()
             .build_callback(|ctx| Ok(ctx.value))?;
         guard(&env, || {
             let signal = self.signal.clone();
+            let parent = self.parent.clone();
             let listeners = self.listeners.clone();
             napi_ohos::bindgen_prelude::spawn(async move {
                 tokio::select! {
                     biased;
                     _ = signal.cancelled() => {
-                        let reason = signal.reason().unwrap_or_else(|| DEFAULT_REASON.to_string());
+                        let reason = Self::current_reason(&signal, parent.as_ref())
+                            .unwrap_or_else(|| DEFAULT_REASON.to_string());
                         // The return value (or a throw) is dropped on the JS thread.
                         callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |_ret, _env| Ok(()));
                     }
