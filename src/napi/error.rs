@@ -39,9 +39,17 @@ pub(crate) fn panic_error(payload: &(dyn std::any::Any + Send)) -> AgentError {
 /// # Errors
 /// The body's error, or `internal_panic`, as a JS error with `code` and `layer`.
 pub(crate) fn guard<T>(env: &Env, body: impl FnOnce() -> Result<T, AgentError>) -> napi_ohos::Result<T> {
+    guard_napi(env, || body().map_err(|error| js_error(env, &error)))
+}
+
+/// Runs the body of a synchronous export whose errors are already JS errors (napi calls); only a
+/// panic is converted, to `internal_panic`.
+///
+/// # Errors
+/// The body's error, or `internal_panic`.
+pub(crate) fn guard_napi<T>(env: &Env, body: impl FnOnce() -> napi_ohos::Result<T>) -> napi_ohos::Result<T> {
     match std::panic::catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(js_error(env, &error)),
+        Ok(result) => result,
         Err(payload) => Err(js_error(env, &panic_error(payload.as_ref()))),
     }
 }

@@ -49,8 +49,8 @@ fn init() {
 
 /// The crate version (`CARGO_PKG_VERSION`).
 #[napi]
-pub fn version() -> String {
-    env!("CARGO_PKG_VERSION").to_string()
+pub fn version(env: Env) -> napi_ohos::Result<String> {
+    error::guard(&env, || Ok(env!("CARGO_PKG_VERSION").to_string()))
 }
 
 /// The RFC 8785 canonical form of a JSON text (what loop signatures are computed from).

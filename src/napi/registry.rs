@@ -5,7 +5,7 @@
 use super::dto::{
     ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
 };
-use super::error::{guard, spawn_guarded};
+use super::error::{guard, guard_napi, spawn_guarded};
 use super::executor::JsToolExecutor;
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
@@ -146,6 +146,8 @@ impl JsToolRegistry {
             Ok((self.lock().snapshot(), ToolCall::from(call), context))
         })?;
         let (snapshot, call, context) = prepared;
-        spawn_guarded(env, async move { snapshot.execute(&call, context).await }, ToolResultObject::from)
+        guard_napi(env, || {
+            spawn_guarded(env, async move { snapshot.execute(&call, context).await }, ToolResultObject::from)
+        })
     }
 }

@@ -3,7 +3,7 @@
 //! `signal` and can poll `cancelled` or register `onCancel`.
 
 use super::callback::JsFn;
-use super::error::guard;
+use super::error::{guard, guard_napi};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, Unknown};
@@ -62,9 +62,10 @@ impl Drop for CancellationHandle {
 impl CancellationHandle {
     /// A signal that is not cancelled.
     #[napi(constructor)]
-    #[allow(clippy::new_without_default)]
-    pub fn new() -> Self {
-        CancellationHandle::with_signal(CancellationSignal::new(), CancellationToken::new())
+    pub fn new(env: Env) -> napi_ohos::Result<Self> {
+        guard(&env, || {
+            Ok(CancellationHandle::with_signal(CancellationSignal::new(), CancellationToken::new()))
+        })
     }
 
     /// Cancels (the first reason wins).
@@ -96,12 +97,12 @@ impl CancellationHandle {
         env: Env,
         callback: Function<'_, Unknown<'static>, Unknown<'static>>,
     ) -> napi_ohos::Result<()> {
-        let callback: JsFn<String, String> = super::callback::shield(&env, &callback)?
-            .build_threadsafe_function::<String>()
-            .weak::<true>()
-            .callee_handled::<false>()
-            .build_callback(|ctx| Ok(ctx.value))?;
-        guard(&env, || {
+        guard_napi(&env, || {
+            let callback: JsFn<String, String> = super::callback::shield(&env, &callback)?
+                .build_threadsafe_function::<String>()
+                .weak::<true>()
+                .callee_handled::<false>()
+                .build_callback(|ctx| Ok(ctx.value))?;
             let signal = self.signal.clone();
             let parent = self.parent.clone();
             let listeners = self.listeners.clone();

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadModule, objectSchema, rejectsWithCode, text } from './helper.mjs';
+import { loadModule, objectSchema, rejectsWithCode, text, waitFor } from './helper.mjs';
 
 const { ToolRegistry, CancellationHandle } = loadModule();
 
@@ -16,10 +16,10 @@ test('CancellationHandle: not cancelled, then cancelled; the first reason wins',
   h.cancel('second');
   assert.equal(h.cancelled, true);
   assert.equal(h.reason, 'first');
-  await sleep(30);
-  assert.deepEqual(heard, ['a:first']);
+  await waitFor(() => heard.length >= 1, 'the first listener');
   // Registered after the fact: still called, once.
   h.onCancel((reason) => heard.push(`b:${reason}`));
+  await waitFor(() => heard.length >= 2, 'the second listener');
   await sleep(30);
   assert.deepEqual(heard, ['a:first', 'b:first']);
   const d = new CancellationHandle();
@@ -38,6 +38,7 @@ test('a throwing onCancel callback is contained', async () => {
   });
   h.onCancel((r) => heard.push(r));
   h.cancel('go');
+  await waitFor(() => heard.length >= 1, 'the healthy listener');
   await sleep(30);
   assert.deepEqual(heard, ['go']);
 });
@@ -58,12 +59,12 @@ test('a cancel during the call reaches the executor and rejects with tool_cancel
   });
   const h = new CancellationHandle();
   const pending = r.execute({ id: 'c1', name: 'long', arguments: '{}' }, h);
-  await sleep(30);
+  await waitFor(() => log.length >= 1, 'the executor to start');
   assert.deepEqual(log, ['start cancelled=false']);
   h.cancel('user pressed stop');
   const e = await rejectsWithCode(assert, pending, 'tool_cancelled', 'cancelled');
   assert.match(e.message, /user pressed stop/);
-  await sleep(30);
+  await waitFor(() => log.length >= 2, 'onCancel in the executor');
   assert.deepEqual(log, ['start cancelled=false', 'onCancel user pressed stop cancelled=true reason=user pressed stop']);
   assert.equal(typeof release, 'function');
 });

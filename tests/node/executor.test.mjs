@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadModule, objectSchema, rejectsWithCode, text } from './helper.mjs';
+import { loadModule, objectSchema, rejectsWithCode, text, waitFor } from './helper.mjs';
 
 const { ToolRegistry } = loadModule();
 
@@ -124,7 +124,7 @@ test('a Promise that never settles is tool_timeout, and the executor is told', a
   const elapsed = Date.now() - started;
   assert.ok(elapsed >= 140 && elapsed < 5000, `timed out after ${elapsed} ms`);
   assert.match(e.message, /150 ms/);
-  await sleep(50);
+  await waitFor(() => reasons.length >= 1, 'onCancel after the timeout');
   assert.deepEqual(reasons, ['timeout']);
   assert.equal(contextSignal.cancelled, true);
 });

@@ -82,3 +82,14 @@ export const objectSchema = JSON.stringify({ type: 'object' });
 
 // For scripts that prefer require().
 export const require = createRequire(import.meta.url);
+
+/** Waits until `condition()` is true (polling), or fails after `ms`. */
+export async function waitFor(condition, what, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
