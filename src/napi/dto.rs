@@ -24,7 +24,7 @@ pub struct ToolDefinitionObject {
     /// Whether running the call twice has the effect of once.
     pub idempotent: Option<bool>,
     /// The executor's timeout in milliseconds (the registry's default when absent).
-    pub timeout_ms: Option<u32>,
+    pub timeout_ms: Option<f64>,
 }
 
 impl ToolDefinitionObject {
@@ -51,11 +51,7 @@ impl ToolDefinitionObject {
                 ))
             }
         };
-        let timeout = match self.timeout_ms {
-            Some(0) => return Err(AgentError::of(codes::CONFIG_INVALID, "timeoutMs must be positive")),
-            Some(ms) => Some(Duration::from_millis(u64::from(ms))),
-            None => None,
-        };
+        let timeout = self.timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         Ok(ToolDefinition {
             name: self.name,
             description: self.description,
@@ -65,6 +61,37 @@ impl ToolDefinitionObject {
             timeout,
         })
     }
+}
+
+/// The longest timeout accepted (one day), so that a typo cannot mean "never".
+const MAX_TIMEOUT_MS: f64 = 86_400_000.0;
+
+/// A timeout given in milliseconds: a whole number from 1 to one day.
+///
+/// # Errors
+/// `config_invalid` naming the field.
+pub fn millis(field: &str, ms: f64) -> Result<Duration, AgentError> {
+    if ms.fract() != 0.0 || !(1.0..=MAX_TIMEOUT_MS).contains(&ms) {
+        return Err(AgentError::of(
+            codes::CONFIG_INVALID,
+            format!("{field} must be a whole number of milliseconds from 1 to {MAX_TIMEOUT_MS}, not {ms}"),
+        ));
+    }
+    Ok(Duration::from_millis(ms as u64))
+}
+
+/// A positive whole number (a limit).
+///
+/// # Errors
+/// `config_invalid` naming the field.
+fn positive(field: &str, value: f64) -> Result<usize, AgentError> {
+    if value.fract() != 0.0 || !(1.0..=f64::from(u32::MAX)).contains(&value) {
+        return Err(AgentError::of(
+            codes::CONFIG_INVALID,
+            format!("{field} must be a positive whole number, not {value}"),
+        ));
+    }
+    Ok(value as usize)
 }
 
 /// One part of a tool's output: `{type: "text", text}` or `{type: "json", json: "<JSON text>"}`.
@@ -180,21 +207,40 @@ impl From<&ToolCall> for ToolCallObject {
 #[napi(object)]
 pub struct ToolRegistryOptions {
     /// The timeout of executors whose definition has none (default 60000 ms).
-    pub default_timeout_ms: Option<u32>,
+    pub default_timeout_ms: Option<f64>,
     /// The size limit of a call's arguments text in bytes (default 1 MiB).
-    pub max_argument_bytes: Option<u32>,
+    pub max_argument_bytes: Option<f64>,
     /// The nesting limit of a call's arguments (default 64).
-    pub max_argument_depth: Option<u32>,
+    pub max_argument_depth: Option<f64>,
 }
 
 impl ToolRegistryOptions {
     /// The argument limits.
-    pub fn limits(&self) -> JsonLimits {
+    ///
+    /// # Errors
+    /// `config_invalid` for a limit that is not a positive whole number.
+    pub fn limits(&self) -> Result<JsonLimits, AgentError> {
         let default = JsonLimits::default();
-        JsonLimits {
-            max_bytes: self.max_argument_bytes.map_or(default.max_bytes, |b| b as usize),
-            max_depth: self.max_argument_depth.map_or(default.max_depth, |d| d as usize),
-        }
+        Ok(JsonLimits {
+            max_bytes: self
+                .max_argument_bytes
+                .map(|b| positive("maxArgumentBytes", b))
+                .transpose()?
+                .unwrap_or(default.max_bytes),
+            max_depth: self
+                .max_argument_depth
+                .map(|d| positive("maxArgumentDepth", d))
+                .transpose()?
+                .unwrap_or(default.max_depth),
+        })
+    }
+
+    /// The default executor timeout, when given.
+    ///
+    /// # Errors
+    /// `config_invalid` for a timeout that is not a whole number from 1 ms to one day.
+    pub fn default_timeout(&self) -> Result<Option<Duration>, AgentError> {
+        self.default_timeout_ms.map(|ms| millis("defaultTimeoutMs", ms)).transpose()
     }
 }
 

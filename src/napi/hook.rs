@@ -104,7 +104,7 @@ fn definition_object(d: &ToolDefinition) -> ToolDefinitionObject {
             .to_string(),
         ),
         idempotent: Some(d.idempotent),
-        timeout_ms: d.timeout.map(|t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX)),
+        timeout_ms: d.timeout.map(|t| t.as_millis() as f64),
     }
 }
 

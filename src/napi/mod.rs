@@ -48,6 +48,8 @@ fn init() {
 }
 
 /// The crate version (`CARGO_PKG_VERSION`).
+// napi-derive registers exports only outside `cfg(test)`: the lib test target sees them unused.
+#[cfg_attr(test, allow(dead_code))]
 #[napi]
 pub fn version(env: Env) -> napi_ohos::Result<String> {
     error::guard(&env, || Ok(env!("CARGO_PKG_VERSION").to_string()))
@@ -57,6 +59,7 @@ pub fn version(env: Env) -> napi_ohos::Result<String> {
 ///
 /// # Errors
 /// `json_invalid` (layer `decode`) when the text is not JSON.
+#[cfg_attr(test, allow(dead_code))]
 #[napi]
 pub fn canonical_json(env: Env, text: String) -> napi_ohos::Result<String> {
     error::guard(&env, || {

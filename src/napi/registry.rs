@@ -48,12 +48,9 @@ impl JsToolRegistry {
     pub fn new(env: Env, options: Option<ToolRegistryOptions>) -> napi_ohos::Result<Self> {
         guard(&env, || {
             let (limits, default_timeout) = match &options {
-                Some(o) => (o.limits(), o.default_timeout_ms.map(|ms| Duration::from_millis(u64::from(ms)))),
+                Some(o) => (o.limits()?, o.default_timeout()?),
                 None => (Default::default(), None),
             };
-            if default_timeout == Some(Duration::ZERO) {
-                return Err(AgentError::of(codes::CONFIG_INVALID, "defaultTimeoutMs must be positive"));
-            }
             Ok(JsToolRegistry {
                 inner: Arc::new(Mutex::new(ToolRegistry::with_limits(limits))),
                 default_timeout: default_timeout.unwrap_or(DEFAULT_TIMEOUT),
@@ -73,15 +70,17 @@ impl JsToolRegistry {
         definition: ToolDefinitionObject,
         executor: Function<'_, Unknown<'static>, Unknown<'static>>,
     ) -> napi_ohos::Result<()> {
-        let name = definition.name.clone();
-        let timeout = definition
-            .timeout_ms
-            .map(|ms| Duration::from_millis(u64::from(ms)))
-            .unwrap_or(self.default_timeout);
-        let executor = JsToolExecutor::new(&env, name, executor, timeout)?;
-        guard(&env, || {
-            let definition = definition.into_core()?;
-            self.lock().register(definition, Arc::new(executor))
+        guard_napi(&env, || {
+            // An invalid timeoutMs is reported by into_core below; the default stands in meanwhile.
+            let timeout = definition
+                .timeout_ms
+                .and_then(|ms| super::dto::millis("timeoutMs", ms).ok())
+                .unwrap_or(self.default_timeout);
+            let executor = JsToolExecutor::new(&env, definition.name.clone(), executor, timeout)?;
+            guard(&env, || {
+                let definition = definition.into_core()?;
+                self.lock().register(definition, Arc::new(executor))
+            })
         })
     }
 

@@ -19,9 +19,18 @@ test('registration errors carry code and layer', () => {
   assert.match(dup.message, /a/);
   throwsWithCode(assert, () => r.register({ name: 'b', description: 'd', parametersJson: '{not json' }, noop), 'schema_invalid_root', 'config');
   throwsWithCode(assert, () => r.register({ name: 'c', description: 'd', parametersJson: objectSchema, riskLevel: 'scary' }, noop), 'config_invalid', 'config');
-  throwsWithCode(assert, () => r.register({ name: 'd', description: 'd', parametersJson: objectSchema, timeoutMs: 0 }, noop), 'config_invalid', 'config');
+  for (const timeoutMs of [0, -5, 1.5, NaN, Infinity, 1e12]) {
+    throwsWithCode(assert, () => r.register({ name: 'd', description: 'd', parametersJson: objectSchema, timeoutMs }, noop), 'config_invalid', 'config');
+  }
   // Failed registrations left nothing behind.
   assert.deepEqual(r.names(), ['a']);
+});
+
+test('registry options are checked', () => {
+  for (const options of [{ defaultTimeoutMs: -5 }, { defaultTimeoutMs: 0 }, { maxArgumentBytes: 0 }, { maxArgumentDepth: 2.5 }, { maxArgumentBytes: -1 }]) {
+    throwsWithCode(assert, () => new ToolRegistry(options), 'config_invalid', 'config');
+  }
+  assert.deepEqual(new ToolRegistry({ defaultTimeoutMs: 10, maxArgumentBytes: 10, maxArgumentDepth: 3 }).names(), []);
 });
 
 test('a definition missing a required field is a TypeError from the binding, not a crash', () => {

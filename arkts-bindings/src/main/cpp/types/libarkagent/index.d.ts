@@ -21,7 +21,7 @@ export interface ToolDefinitionObject {
   riskLevel?: string;
   /** Running the call twice has the effect of once (default false). */
   idempotent?: boolean;
-  /** The executor's timeout in ms (default: the registry's defaultTimeoutMs). */
+  /** The executor's timeout in ms, a whole number from 1 to 86400000 (default: the registry's defaultTimeoutMs). */
   timeoutMs?: number;
 }
 
@@ -72,7 +72,7 @@ export type ToolExecutorFunction =
 
 /** Options of new ToolRegistry(). */
 export interface ToolRegistryOptions {
-  /** Timeout of executors whose definition has none (default 60000). */
+  /** Timeout of executors whose definition has none, 1 to 86400000 ms (default 60000). */
   defaultTimeoutMs?: number;
   /** Size limit of a call's arguments text in bytes (default 1048576). */
   maxArgumentBytes?: number;
