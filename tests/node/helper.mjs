@@ -3,7 +3,6 @@
 // builds once and sets it, so parallel test files do not each run cargo).
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -79,9 +78,6 @@ export function text(t) {
 }
 
 export const objectSchema = JSON.stringify({ type: 'object' });
-
-// For scripts that prefer require().
-export const require = createRequire(import.meta.url);
 
 /** Waits until `condition()` is true (polling), or fails after `ms`. */
 export async function waitFor(condition, what, ms = 5000) {
