@@ -24,7 +24,13 @@ const call = (i) => registry.execute({ id: `c${i}`, name: 'echo', arguments: `{"
 function stats(samples) {
   const s = Float64Array.from(samples).sort();
   const at = (q) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
-  return { n: s.length, median_us: +(at(0.5) * 1000).toFixed(1), p99_us: +(at(0.99) * 1000).toFixed(1) };
+  const mean = s.reduce((a, b) => a + b, 0) / s.length;
+  return {
+    n: s.length,
+    median_us: +(at(0.5) * 1000).toFixed(1),
+    p99_us: +(at(0.99) * 1000).toFixed(1),
+    mean_us: +(mean * 1000).toFixed(1),
+  };
 }
 
 async function sequential(n) {
