@@ -111,9 +111,8 @@ pub(crate) enum Settled<R> {
 pub(crate) enum CallFailure {
     /// The call could not be queued (the environment is closing).
     NotQueued(Status),
-    /// The call was dropped without an answer (the environment went away).
-    Dropped,
-    /// No outcome within the timeout (a Promise that never settles, a busy JS thread).
+    /// No outcome within the timeout (a Promise that never settles or was collected unsettled,
+    /// a busy JS thread).
     TimedOut,
 }
 
@@ -138,9 +137,16 @@ where
     if status != Status::Ok {
         return Err(CallFailure::NotQueued(status));
     }
-    match tokio::time::timeout(timeout, rx).await {
+    let deadline = tokio::time::Instant::now() + timeout;
+    match tokio::time::timeout_at(deadline, rx).await {
         Ok(Ok(settled)) => Ok(settled),
-        Ok(Err(_)) => Err(CallFailure::Dropped),
+        // The sender goes away unanswered when the function's Promise is garbage-collected before
+        // it settled (nothing could ever settle it). That is a Promise that never settles: report
+        // it as such, at the deadline, so the outcome never depends on when the GC runs.
+        Ok(Err(_)) => {
+            tokio::time::sleep_until(deadline).await;
+            Err(CallFailure::TimedOut)
+        }
         Err(_) => Err(CallFailure::TimedOut),
     }
 }
@@ -184,7 +190,7 @@ fn settle<R: FromNapiValue + Send + 'static>(
         });
     if attached.is_err() {
         clear_pending_exception(env);
-        // Both closures (and so the sender) are dropped: the Rust side sees `Dropped`.
+        // Both closures (and so the sender) are dropped: the Rust side waits out the timeout.
     }
 }
 

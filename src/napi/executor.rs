@@ -142,9 +142,6 @@ impl ToolExecutor for JsToolExecutor {
             Err(CallFailure::NotQueued(status)) => Err(AgentError::execution_failed(format!(
                 "executor of {name} could not be called ({status}); the ArkTS environment may be closing"
             ))),
-            Err(CallFailure::Dropped) => Err(AgentError::execution_failed(format!(
-                "the call to the executor of {name} was dropped before it returned"
-            ))),
         }
     }
 }

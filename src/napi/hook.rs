@@ -124,7 +124,6 @@ fn outcome<R>(
             Err(format!("{method} did not settle within {} ms", timeout.as_millis()))
         }
         Err(CallFailure::NotQueued(status)) => Err(format!("{method} could not be called ({status})")),
-        Err(CallFailure::Dropped) => Err(format!("{method} was dropped before it returned")),
     }
 }
 

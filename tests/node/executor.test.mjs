@@ -3,6 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { loadModule, objectSchema, rejectsWithCode, text, waitFor } from './helper.mjs';
 
 const { ToolRegistry } = loadModule();
@@ -127,6 +129,24 @@ test('a Promise that never settles is tool_timeout, and the executor is told', a
   await waitFor(() => reasons.length >= 1, 'onCancel after the timeout');
   assert.deepEqual(reasons, ['timeout']);
   assert.equal(contextSignal.cancelled, true);
+});
+
+test('a never-settling Promise that the GC collects is still tool_timeout, at the deadline', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc');
+  // Nothing keeps this Promise (or its resolvers) alive: after a GC the binding's then/catch
+  // callbacks are finalized without ever running.
+  const run = oneTool(() => new Promise(() => {}), { timeoutMs: 300 });
+  const started = Date.now();
+  const pending = run();
+  for (let i = 0; i < 10; i++) {
+    await sleep(10);
+    gc();
+  }
+  const e = await rejectsWithCode(assert, pending, 'tool_timeout', 'tool');
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 290, `reported after ${elapsed} ms, before the deadline`);
+  assert.match(e.message, /300 ms/);
 });
 
 test('the registry default timeout applies when the definition has none', async () => {
