@@ -15,6 +15,7 @@
 //! - `executor`: `JsToolExecutor`, an ArkTS function as a tool executor.
 //! - `hook`: `JsHook`, an ArkTS object as an agent hook (used by the Agent class).
 //! - `registry`: the `ToolRegistry` class.
+//! - `logging`: the `log` backend (hilog on OHOS, stderr elsewhere).
 //! - `host_shims` (Linux hosts only): the link shims that let Node load the module.
 //!
 //! # Adding the Agent class
@@ -36,6 +37,7 @@ mod executor;
 mod hook;
 #[cfg(all(target_os = "linux", not(target_env = "ohos")))]
 mod host_shims;
+mod logging;
 mod registry;
 mod signal;
 
@@ -47,6 +49,7 @@ const WORKER_THREADS: usize = 2;
 
 #[napi_derive_ohos::module_init]
 fn init() {
+    logging::init();
     match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .thread_name("arkagent-rt")
@@ -55,7 +58,7 @@ fn init() {
     {
         Ok(rt) => napi_ohos::bindgen_prelude::create_custom_tokio_runtime(rt),
         // napi-ohos then builds its default runtime; log why ours is missing.
-        Err(e) => log::error!("arkagent: could not build the tokio runtime: {e}"),
+        Err(e) => log::error!("could not build the tokio runtime: {e}"),
     }
 }
 
