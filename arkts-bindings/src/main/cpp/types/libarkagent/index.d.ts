@@ -5,7 +5,9 @@
  *
  * Errors: every failure is an Error with two extra string properties, `code` (the stable
  * snake_case code of src/error.rs) and `layer` (config, decode, tool, cancelled, runtime,
- * provider, persistence, internal). A Rust panic becomes code `internal_panic`.
+ * provider, persistence, internal). A Rust panic becomes code `internal_panic`. Arguments of the
+ * wrong type (a missing field, a string where a function is expected) are refused before that by
+ * the binding layer with its own Error (code 'InvalidArg', no layer); the types below rule them out.
  * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text.
  */
 
@@ -101,7 +103,7 @@ export declare class CancellationHandle {
   cancel(reason?: string): void;
   /** True once cancelled. */
   get cancelled(): boolean;
-  /** The reason, once cancelled. */
+  /** The reason, once cancelled (a call's signal reports the reason of the signal it derives from). */
   get reason(): string | null;
   /** Calls callback(reason) once when cancelled (soon, if it already is); never keeps the process alive. */
   onCancel(callback: (reason: string) => void): void;
