@@ -5,3 +5,13 @@ cd "$(dirname "$0")/.."
 
 echo "== cargo test (core)"
 cargo test --all-targets --locked
+
+echo "== cargo check --features napi,napi-ohos/arkvm-test (HarmonyOS-only branches of napi-ohos)"
+cargo check --features napi,napi-ohos/arkvm-test --locked
+
+echo "== node tests of the real .so (cdylib with the napi feature and the host link shims)"
+command -v node >/dev/null || { echo "node (>= 20) is required for the binding tests" >&2; exit 1; }
+cargo build --features napi --lib --locked
+target_dir="${CARGO_TARGET_DIR:-target}"
+case "$target_dir" in /*) ;; *) target_dir="$(pwd)/$target_dir" ;; esac
+ARKAGENT_SO="$target_dir/debug/libarkagent.so" node --test tests/node/

@@ -1,3 +1,85 @@
-//! The NAPI binding: adapters only (classes, functions, ArkTS callbacks as executors and hooks).
+//! The NAPI binding (`libarkagent.so`): adapters only. Each class holds an `Arc` of a core type and
+//! each method is one core call plus one error conversion; ArkTS callbacks become core
+//! [`ToolExecutor`](crate::tool::ToolExecutor)s and [`AgentHook`](crate::hook::AgentHook)s through
+//! weak thread-safe functions.
 //!
-//! Comes with the NAPI issue; compiled only with the `napi` feature.
+//! Compiled only with the `napi` feature. The module owns the one tokio runtime of the process
+//! (two worker threads), installed when the module loads.
+//!
+//! # Layout
+//! - `error`: [`AgentError`](crate::AgentError) -> JS `Error` with `code` and `layer`, and the
+//!   panic guards every export runs in.
+//! - `dto`: the `#[napi(object)]` shapes that cross the boundary, with conversions both ways.
+//! - `callback`: calling an ArkTS/JS function from Rust and getting a value or a Promise back.
+//! - `signal`: the `CancellationHandle` class over [`CancellationSignal`](crate::CancellationSignal).
+//! - `executor`: `JsToolExecutor`, an ArkTS function as a tool executor.
+//! - `hook`: `JsHook`, an ArkTS object as an agent hook (used by the Agent class).
+//! - `registry`: the `ToolRegistry` class.
+//! - `logging`: the `log` backend (hilog on OHOS, stderr elsewhere).
+//! - `host_shims` (Linux hosts only): the link shims that let Node load the module.
+//!
+//! # Adding the Agent class
+//! - Tools: `ToolRegistry::core()` gives the shared `Arc<Mutex<tool::ToolRegistry>>` (copy it
+//!   into the agent's registry with `copy_into`, or share it).
+//! - Hooks: `JsHook::from_object(&env, object, timeout)` on the JS thread gives an
+//!   `AgentHook`; push it into the pipeline as `Arc<dyn AgentHook>`.
+//! - Cancel: take a `&CancellationHandle` argument and use `handle.signal()` as the run's signal.
+//! - Async methods: `error::spawn_guarded(env, future, to_js)` (coded rejections, panics caught);
+//!   sync methods: `error::guard` / `error::guard_napi`.
+//! - Events to ArkTS: a `callback::JsFn<EventDto, FnArgs<..>>` built like the executor's, called
+//!   with `call_with_return_value` and ignoring the result (a thread-safe function keeps FIFO
+//!   order); never `call_async`, and always through `callback::shield`.
+
+mod callback;
+mod dto;
+mod error;
+mod executor;
+mod hook;
+#[cfg(all(target_os = "linux", not(target_env = "ohos")))]
+mod host_shims;
+mod logging;
+mod registry;
+mod signal;
+
+use napi_derive_ohos::napi;
+use napi_ohos::Env;
+
+/// Worker threads of the module's tokio runtime.
+const WORKER_THREADS: usize = 2;
+
+#[napi_derive_ohos::module_init]
+fn init() {
+    logging::init();
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .thread_name("arkagent-rt")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => napi_ohos::bindgen_prelude::create_custom_tokio_runtime(rt),
+        // napi-ohos then builds its default runtime; log why ours is missing.
+        Err(e) => log::error!("could not build the tokio runtime: {e}"),
+    }
+}
+
+/// The crate version (`CARGO_PKG_VERSION`).
+// napi-derive registers exports only outside `cfg(test)`: the lib test target sees them unused.
+#[cfg_attr(test, allow(dead_code))]
+#[napi]
+pub fn version(env: Env) -> napi_ohos::Result<String> {
+    error::guard(&env, || Ok(env!("CARGO_PKG_VERSION").to_string()))
+}
+
+/// The RFC 8785 canonical form of a JSON text (what loop signatures are computed from).
+///
+/// # Errors
+/// `json_invalid` (layer `decode`) when the text is not JSON.
+#[cfg_attr(test, allow(dead_code))]
+#[napi]
+pub fn canonical_json(env: Env, text: String) -> napi_ohos::Result<String> {
+    error::guard(&env, || {
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| crate::AgentError::of(crate::codes::JSON_INVALID, e.to_string()))?;
+        Ok(crate::json::canonicalize(&value))
+    })
+}

@@ -1,0 +1,251 @@
+//! Calling an ArkTS/JS function from Rust: a weak thread-safe function (it never keeps the event
+//! loop alive), called with `call_with_return_value` in non-blocking mode; the JS thread sends the
+//! outcome on a oneshot. A Promise is awaited through `then`/`catch` attached on the JS thread, so
+//! no napi handle ever crosses to a worker thread. `call_async` is never used: with
+//! `CalleeHandled = false` it turns a synchronous throw into an uncaught exception.
+
+use napi_ohos::bindgen_prelude::{FromNapiValue, Function, JsValue, PromiseRaw, ToNapiValue, Unknown};
+use napi_ohos::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_ohos::{sys, Env, Status, ValueType};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// A JS function callable from any thread: `T` is the Rust data queued per call, `A` the JS
+/// arguments built from it on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
+pub(crate) type JsFn<T, A> = ThreadsafeFunction<T, Unknown<'static>, A, Status, false, true>;
+
+/// A JS value created on the JS thread for the arguments of the call being made there. It only
+/// lives for that callback; a raw handle (not `Unknown<'static>`) keeps the async code free of
+/// napi lifetimes.
+pub(crate) struct RawJsValue(pub(crate) sys::napi_value);
+
+impl ToNapiValue for RawJsValue {
+    unsafe fn to_napi_value(_env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
+        Ok(value.0)
+    }
+}
+
+/// Wraps an app function in a native function that forwards its arguments and return value, and
+/// turns a thrown primitive (`throw "x"`) into a thrown `Error` with the same text. napi-ohos takes
+/// a reference to whatever a thread-safe call throws, and Node refuses references to primitives,
+/// which napi-ohos then raises as an uncaught exception: every app function is called through
+/// this shield. Call on the JS thread.
+///
+/// # Errors
+/// When the reference or the native function cannot be created.
+pub(crate) fn shield<'env>(
+    env: &'env Env,
+    function: &Function<'_, Unknown<'static>, Unknown<'static>>,
+) -> napi_ohos::Result<Function<'env, Unknown<'static>, Unknown<'static>>> {
+    let target = function.create_ref()?;
+    let native =
+        env.create_function_from_closure::<Unknown<'static>, _, _>("arkagentShield", move |ctx| {
+            let env = ctx.env.raw();
+            let target = target.borrow_back(ctx.env)?;
+            let args: Vec<Unknown<'_>> = ctx.arguments()?;
+            let raw_args: Vec<sys::napi_value> = args.iter().map(|a| a.raw()).collect();
+            let mut undefined = std::ptr::null_mut();
+            let mut result = std::ptr::null_mut();
+            // SAFETY: on the JS thread, with values of this env.
+            let status = unsafe {
+                sys::napi_get_undefined(env, &mut undefined);
+                sys::napi_call_function(
+                    env,
+                    undefined,
+                    target.raw(),
+                    raw_args.len(),
+                    raw_args.as_ptr(),
+                    &mut result,
+                )
+            };
+            if status == sys::Status::napi_ok {
+                return Ok(RawJsValue(result));
+            }
+            let mut pending = false;
+            // SAFETY: as above; the exception is taken, possibly replaced by an Error, and re-thrown.
+            unsafe {
+                sys::napi_is_exception_pending(env, &mut pending);
+                if pending {
+                    let mut exception = std::ptr::null_mut();
+                    sys::napi_get_and_clear_last_exception(env, &mut exception);
+                    let mut kind = 0;
+                    sys::napi_typeof(env, exception, &mut kind);
+                    if kind != sys::ValueType::napi_object && kind != sys::ValueType::napi_function {
+                        let text = value_text(&Unknown::from_raw_unchecked(env, exception));
+                        let mut message = std::ptr::null_mut();
+                        sys::napi_create_string_utf8(
+                            env,
+                            text.as_ptr().cast(),
+                            text.len() as isize,
+                            &mut message,
+                        );
+                        sys::napi_create_error(env, std::ptr::null_mut(), message, &mut exception);
+                    }
+                    sys::napi_throw(env, exception);
+                }
+            }
+            // PendingException: napi-ohos leaves the exception thrown above in place.
+            Err(napi_ohos::Error::new(Status::PendingException, "the app function threw".to_string()))
+        })?;
+    // SAFETY: a function of this env, on the JS thread; only its declared return type changes.
+    unsafe { Function::from_napi_value(env.raw(), native.raw()) }
+}
+
+/// How a JS call ended, with its value converted to `R` on the JS thread.
+pub(crate) enum Settled<R> {
+    /// A value (directly or through a resolved Promise) of the expected shape.
+    Value(R),
+    /// `undefined` (directly or resolved).
+    Undefined,
+    /// A value that is not of the expected shape (the conversion's message).
+    Invalid(String),
+    /// The function threw synchronously (the error's text).
+    Threw(String),
+    /// The returned Promise was rejected (the reason's text).
+    Rejected(String),
+}
+
+/// Why no outcome came back.
+pub(crate) enum CallFailure {
+    /// The call could not be queued (the environment is closing).
+    NotQueued(Status),
+    /// No outcome within the timeout (a Promise that never settles or was collected unsettled,
+    /// a busy JS thread).
+    TimedOut,
+}
+
+/// Calls the function and waits (at most `timeout`) for its value or its Promise's settlement.
+pub(crate) async fn call_js<T, A, R>(
+    function: &JsFn<T, A>,
+    data: T,
+    timeout: Duration,
+) -> Result<Settled<R>, CallFailure>
+where
+    T: 'static,
+    A: 'static + napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
+    R: FromNapiValue + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel::<Settled<R>>();
+    let status =
+        function.call_with_return_value(data, ThreadsafeFunctionCallMode::NonBlocking, move |ret, env| {
+            settle(ret, &env, tx);
+            // Never Err here: napi-ohos would raise it as an uncaught exception.
+            Ok(())
+        });
+    if status != Status::Ok {
+        return Err(CallFailure::NotQueued(status));
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    match tokio::time::timeout_at(deadline, rx).await {
+        Ok(Ok(settled)) => Ok(settled),
+        // The sender goes away unanswered when the function's Promise is garbage-collected before
+        // it settled (nothing could ever settle it). That is a Promise that never settles: report
+        // it as such, at the deadline, so the outcome never depends on when the GC runs.
+        Ok(Err(_)) => {
+            tokio::time::sleep_until(deadline).await;
+            Err(CallFailure::TimedOut)
+        }
+        Err(_) => Err(CallFailure::TimedOut),
+    }
+}
+
+/// On the JS thread: classifies a return value, or attaches to its Promise.
+fn settle<R: FromNapiValue + Send + 'static>(
+    ret: napi_ohos::Result<Unknown<'static>>,
+    env: &Env,
+    tx: oneshot::Sender<Settled<R>>,
+) {
+    let value = match ret {
+        Ok(value) => value,
+        Err(error) => {
+            // The error (and its reference to the JS exception) is dropped here, on the JS thread.
+            let _ = tx.send(Settled::Threw(thrown_text(&error.reason)));
+            return;
+        }
+    };
+    if !matches!(value.is_promise(), Ok(true)) {
+        let _ = tx.send(classify(env, value));
+        return;
+    }
+    // The sender is shared by `then` and `catch`; whichever runs first takes it.
+    let on_resolve = Rc::new(Cell::new(Some(tx)));
+    let on_reject = Rc::clone(&on_resolve);
+    let promise: PromiseRaw<'_, Unknown<'static>> = PromiseRaw::new(env.raw(), value.raw());
+    let attached = promise
+        .then(move |ctx| {
+            if let Some(tx) = on_resolve.take() {
+                let _ = tx.send(classify(&ctx.env, ctx.value));
+            }
+            Ok(())
+        })
+        .and_then(|chained| {
+            chained.catch(move |ctx: napi_ohos::bindgen_prelude::CallbackContext<Unknown<'static>>| {
+                if let Some(tx) = on_reject.take() {
+                    let _ = tx.send(Settled::Rejected(value_text(&ctx.value)));
+                }
+                Ok(())
+            })
+        });
+    if attached.is_err() {
+        clear_pending_exception(env);
+        // Both closures (and so the sender) are dropped: the Rust side waits out the timeout.
+    }
+}
+
+/// `undefined`, a value of the expected shape, or why not.
+fn classify<R: FromNapiValue>(env: &Env, value: Unknown<'_>) -> Settled<R> {
+    if matches!(value.get_type(), Ok(ValueType::Undefined)) {
+        return Settled::Undefined;
+    }
+    // SAFETY: a live value of this env, on the JS thread.
+    match unsafe { R::from_napi_value(env.raw(), value.raw()) } {
+        Ok(converted) => Settled::Value(converted),
+        Err(error) => {
+            clear_pending_exception(env);
+            Settled::Invalid(error.reason.clone())
+        }
+    }
+}
+
+/// `String(value)`, or a placeholder when even that throws.
+fn value_text(value: &Unknown<'_>) -> String {
+    let env = value.value().env;
+    let text = value.coerce_to_string().and_then(|s| s.into_utf8()).and_then(|s| s.into_owned());
+    match text {
+        Ok(text) => text,
+        Err(_) => {
+            // SAFETY: the env of a live value, on the JS thread.
+            clear_pending_exception(&Env::from_raw(env));
+            "<a value that cannot be converted to a string>".to_string()
+        }
+    }
+}
+
+/// The text napi-ohos gives for a thrown value is `String(error)`, a newline and the stack (which
+/// repeats `String(error)`): keep `String(error)` only.
+fn thrown_text(reason: &str) -> String {
+    let head = reason.split_once("\n    at ").map_or(reason, |(head, _)| head);
+    let half = head.len() / 2;
+    if head.len() % 2 == 1
+        && head.is_char_boundary(half)
+        && head.as_bytes()[half] == b'\n'
+        && head[..half] == head[half + 1..]
+    {
+        return head[..half].to_string();
+    }
+    head.to_string()
+}
+
+/// Clears an exception a failed conversion may have left pending, so the next call starts clean.
+fn clear_pending_exception(env: &Env) {
+    let mut pending = false;
+    // SAFETY: a valid env on the JS thread; both calls only inspect and clear its exception slot.
+    unsafe {
+        if sys::napi_is_exception_pending(env.raw(), &mut pending) == sys::Status::napi_ok && pending {
+            let mut exception = std::ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env.raw(), &mut exception);
+        }
+    }
+}

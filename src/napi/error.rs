@@ -1,0 +1,83 @@
+//! The one error conversion of the binding, and the panic guards every export runs in.
+//!
+//! An [`AgentError`] reaches ArkTS as an `Error` whose `message` is the error's message, with two
+//! extra string properties: `code` (the stable snake_case code) and `layer`. A Rust panic inside an
+//! export becomes the same kind of error with code `internal_panic`: never an abort.
+
+use crate::error::{codes, AgentError};
+use futures_util::FutureExt;
+use napi_ohos::bindgen_prelude::{JsObjectValue, JsValue, PromiseRaw, ToNapiValue};
+use napi_ohos::{Env, Status};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+/// Builds the JS `Error` for an [`AgentError`] (call on the JS thread).
+pub(crate) fn js_error(env: &Env, error: &AgentError) -> napi_ohos::Error {
+    let build = || -> napi_ohos::Result<napi_ohos::Error> {
+        let mut object =
+            env.create_error(napi_ohos::Error::new(Status::GenericFailure, error.message.clone()))?;
+        object.set_named_property("code", error.code.as_ref())?;
+        object.set_named_property("layer", error.layer.as_str())?;
+        // The napi error keeps a reference to this object and throws (or rejects with) it as is.
+        Ok(napi_ohos::Error::from(object.to_unknown()))
+    };
+    build().unwrap_or_else(|_| napi_ohos::Error::new(Status::GenericFailure, error.to_string()))
+}
+
+/// The `internal_panic` error for a caught panic payload.
+pub(crate) fn panic_error(payload: &(dyn std::any::Any + Send)) -> AgentError {
+    let detail = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".to_string());
+    AgentError::of(codes::INTERNAL_PANIC, format!("a Rust panic was caught at the binding: {detail}"))
+}
+
+/// Runs the body of a synchronous export: an `Err` or a panic becomes a coded JS error.
+///
+/// # Errors
+/// The body's error, or `internal_panic`, as a JS error with `code` and `layer`.
+pub(crate) fn guard<T>(env: &Env, body: impl FnOnce() -> Result<T, AgentError>) -> napi_ohos::Result<T> {
+    guard_napi(env, || body().map_err(|error| js_error(env, &error)))
+}
+
+/// Runs the body of a synchronous export whose errors are already JS errors (napi calls); only a
+/// panic is converted, to `internal_panic`.
+///
+/// # Errors
+/// The body's error, or `internal_panic`.
+pub(crate) fn guard_napi<T>(env: &Env, body: impl FnOnce() -> napi_ohos::Result<T>) -> napi_ohos::Result<T> {
+    match std::panic::catch_unwind(AssertUnwindSafe(body)) {
+        Ok(result) => result,
+        Err(payload) => Err(js_error(env, &panic_error(payload.as_ref()))),
+    }
+}
+
+/// Runs an async export on the module's runtime and returns its Promise. The future's `Err` or a
+/// panic rejects the Promise with a coded JS error; `Ok` is converted by `to_js` on the JS thread.
+///
+/// # Errors
+/// Only when the Promise itself cannot be created.
+pub(crate) fn spawn_guarded<'env, T, V, F>(
+    env: &'env Env,
+    future: F,
+    to_js: fn(T) -> V,
+) -> napi_ohos::Result<PromiseRaw<'env, V>>
+where
+    T: Send + 'static,
+    V: ToNapiValue + 'static,
+    F: Future<Output = Result<T, AgentError>> + Send + 'static,
+{
+    let caught = async move {
+        let outcome = match AssertUnwindSafe(future).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(payload) => Err(panic_error(payload.as_ref())),
+        };
+        Ok::<_, napi_ohos::Error>(outcome)
+    };
+    env.spawn_future_with_callback(caught, move |env, outcome| match outcome {
+        Ok(value) => Ok(to_js(value)),
+        Err(error) => Err(js_error(env, &error)),
+    })
+}

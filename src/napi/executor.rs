@@ -1,0 +1,147 @@
+//! `JsToolExecutor`: an ArkTS/JS function `(argumentsJson, context) => ToolResult | Promise<ToolResult>`
+//! as a core [`ToolExecutor`]. Every way the function can misbehave becomes a structured tool
+//! error; none crashes or hangs the runtime:
+//!
+//! | the function                         | error code              |
+//! |--------------------------------------|-------------------------|
+//! | throws, or its Promise rejects       | `tool_execution_failed` |
+//! | returns / resolves `undefined`       | `tool_result_invalid`   |
+//! | returns / resolves a wrong shape     | `tool_result_invalid`   |
+//! | does not settle within the timeout   | `tool_timeout`          |
+//! | the call is cancelled meanwhile      | `tool_cancelled`        |
+//!
+//! Cancellation reaches the function through `context.signal` (a `CancellationHandle`: poll
+//! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
+
+use super::callback::{call_js, shield, CallFailure, JsFn, RawJsValue, Settled};
+use super::dto::ToolResultObject;
+use super::signal::CancellationHandle;
+use crate::error::{codes, AgentError};
+use crate::tool::{CancellationSignal, ToolContext, ToolExecutor, ToolResult};
+use async_trait::async_trait;
+use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown};
+use napi_ohos::Env;
+use serde_json::{Map, Value};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What one call sends to the JS thread.
+pub(crate) struct ExecutorCall {
+    arguments_json: String,
+    session_id: String,
+    call_id: String,
+    batch_call_id: String,
+    metadata_json: String,
+    signal: CancellationSignal,
+    parent: CancellationSignal,
+    listeners: CancellationToken,
+}
+
+type ExecutorArgs = FnArgs<(String, RawJsValue)>;
+
+/// An ArkTS/JS executor function.
+pub(crate) struct JsToolExecutor {
+    tool_name: String,
+    function: JsFn<ExecutorCall, ExecutorArgs>,
+    timeout: Duration,
+}
+
+impl JsToolExecutor {
+    /// Wraps a JS function (call on the JS thread, at registration).
+    ///
+    /// # Errors
+    /// When the thread-safe function cannot be created.
+    pub(crate) fn new(
+        env: &Env,
+        tool_name: String,
+        function: Function<'_, Unknown<'static>, Unknown<'static>>,
+        timeout: Duration,
+    ) -> napi_ohos::Result<Self> {
+        let function = shield(env, &function)?
+            .build_threadsafe_function::<ExecutorCall>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build_callback(|ctx| {
+                let env = ctx.env;
+                let call = ctx.value;
+                let handle = CancellationHandle::for_call(call.signal, call.parent, call.listeners);
+                let mut context = Object::new(&env)?;
+                context.set_named_property("sessionId", call.session_id)?;
+                context.set_named_property("callId", call.call_id)?;
+                context.set_named_property("batchCallId", call.batch_call_id)?;
+                context.set_named_property("metadataJson", call.metadata_json)?;
+                // SAFETY: on the JS thread, with this env.
+                let handle = unsafe { CancellationHandle::to_napi_value(env.raw(), handle)? };
+                context.set_named_property("signal", RawJsValue(handle))?;
+                Ok(FnArgs::from((call.arguments_json, RawJsValue(context.raw()))))
+            })?;
+        Ok(JsToolExecutor { tool_name, function, timeout })
+    }
+}
+
+#[async_trait]
+impl ToolExecutor for JsToolExecutor {
+    async fn execute(
+        &self,
+        arguments: Map<String, Value>,
+        context: ToolContext,
+    ) -> Result<ToolResult, AgentError> {
+        let signal = context.signal.child();
+        let listeners = CancellationToken::new();
+        // Ends the `onCancel` registrations of this call however the call ends.
+        let _listeners_guard = listeners.clone().drop_guard();
+        let call = ExecutorCall {
+            arguments_json: Value::Object(arguments).to_string(),
+            session_id: context.session_id.clone(),
+            call_id: context.call_id.clone(),
+            batch_call_id: context.batch_call_id.clone(),
+            metadata_json: Value::Object(context.state.metadata.clone().into_iter().collect()).to_string(),
+            signal: signal.clone(),
+            parent: context.signal.clone(),
+            listeners,
+        };
+        let name = &self.tool_name;
+        let outcome = tokio::select! {
+            biased;
+            _ = context.signal.cancelled() => {
+                let reason = context.signal.reason().unwrap_or_else(|| "Tool cancelled".to_string());
+                return Err(AgentError::of(codes::TOOL_CANCELLED, reason));
+            }
+            outcome = call_js::<_, _, ToolResultObject>(&self.function, call, self.timeout) => outcome,
+        };
+        match outcome {
+            Ok(Settled::Value(result)) => result.into_core().map_err(|why| {
+                AgentError::of(
+                    codes::TOOL_RESULT_INVALID,
+                    format!("executor of {name} returned an invalid ToolResult: {why}"),
+                )
+            }),
+            Ok(Settled::Undefined) => Err(AgentError::of(
+                codes::TOOL_RESULT_INVALID,
+                format!(
+                    "executor of {name} returned undefined; it must return a ToolResult or a Promise of one"
+                ),
+            )),
+            Ok(Settled::Invalid(why)) => Err(AgentError::of(
+                codes::TOOL_RESULT_INVALID,
+                format!("executor of {name} returned something that is not a ToolResult: {why}"),
+            )),
+            Ok(Settled::Threw(text)) => {
+                Err(AgentError::execution_failed(format!("executor of {name} threw: {text}")))
+            }
+            Ok(Settled::Rejected(text)) => {
+                Err(AgentError::execution_failed(format!("executor of {name} rejected: {text}")))
+            }
+            Err(CallFailure::TimedOut) => {
+                signal.cancel("timeout");
+                Err(AgentError::of(
+                    codes::TOOL_TIMEOUT,
+                    format!("executor of {name} did not finish within {} ms", self.timeout.as_millis()),
+                ))
+            }
+            Err(CallFailure::NotQueued(status)) => Err(AgentError::execution_failed(format!(
+                "executor of {name} could not be called ({status}); the ArkTS environment may be closing"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The `ToolRegistry` class: registration of ArkTS tools (a definition plus an executor function)
+//! and `execute`, which runs one call through the core's four gates and the executor. The Agent
+//! class (runtime issue) takes its tools from here.
+
+use super::dto::{
+    ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
+};
+use super::error::{guard, guard_napi, spawn_guarded};
+use super::executor::JsToolExecutor;
+use super::signal::CancellationHandle;
+use crate::error::{codes, AgentError};
+use crate::message::ToolCall;
+use crate::state::SCHEMA_VERSION;
+use crate::tool::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolRegistry, ToolServiceRegistry};
+use napi_derive_ohos::napi;
+use napi_ohos::bindgen_prelude::{Function, PromiseRaw, Unknown};
+use napi_ohos::Env;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The timeout of executors whose definition has none.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The tools of an app, shared with the agents built from it.
+#[napi(js_name = "ToolRegistry")]
+pub struct JsToolRegistry {
+    // A std Mutex: held only for a registration or to take a snapshot, never across an await.
+    inner: Arc<Mutex<ToolRegistry>>,
+    default_timeout: Duration,
+}
+
+impl JsToolRegistry {
+    fn lock(&self) -> MutexGuard<'_, ToolRegistry> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The shared core registry (for the Agent class).
+    #[allow(dead_code)]
+    pub(crate) fn core(&self) -> Arc<Mutex<ToolRegistry>> {
+        Arc::clone(&self.inner)
+    }
+}
+
+#[napi]
+impl JsToolRegistry {
+    /// An empty registry.
+    #[napi(constructor)]
+    pub fn new(env: Env, options: Option<ToolRegistryOptions>) -> napi_ohos::Result<Self> {
+        guard(&env, || {
+            let (limits, default_timeout) = match &options {
+                Some(o) => (o.limits()?, o.default_timeout()?),
+                None => (Default::default(), None),
+            };
+            Ok(JsToolRegistry {
+                inner: Arc::new(Mutex::new(ToolRegistry::with_limits(limits))),
+                default_timeout: default_timeout.unwrap_or(DEFAULT_TIMEOUT),
+            })
+        })
+    }
+
+    /// Registers a tool: its definition and its executor
+    /// `(argumentsJson, context) => ToolResultObject | Promise<ToolResultObject>`.
+    ///
+    /// # Errors
+    /// `tool_name_empty`, `tool_name_duplicate`, a `schema_*` error, or `config_invalid`.
+    #[napi]
+    pub fn register(
+        &self,
+        env: Env,
+        definition: ToolDefinitionObject,
+        executor: Function<'_, Unknown<'static>, Unknown<'static>>,
+    ) -> napi_ohos::Result<()> {
+        guard_napi(&env, || {
+            // An invalid timeoutMs is reported by into_core below; the default stands in meanwhile.
+            let timeout = definition
+                .timeout_ms
+                .and_then(|ms| super::dto::millis("timeoutMs", ms).ok())
+                .unwrap_or(self.default_timeout);
+            let executor = JsToolExecutor::new(&env, definition.name.clone(), executor, timeout)?;
+            guard(&env, || {
+                let definition = definition.into_core()?;
+                self.lock().register(definition, Arc::new(executor))
+            })
+        })
+    }
+
+    /// Removes a tool; returns whether it was there.
+    #[napi]
+    pub fn unregister(&self, env: Env, name: String) -> napi_ohos::Result<bool> {
+        guard(&env, || Ok(self.lock().unregister(&name)))
+    }
+
+    /// The registered names, in registration order.
+    #[napi]
+    pub fn names(&self, env: Env) -> napi_ohos::Result<Vec<String>> {
+        guard(&env, || Ok(self.lock().names()))
+    }
+
+    /// The definitions as a JSON array, in registration order, in the core's serialised shape
+    /// (`name`, `description`, `parameters`, `risk_level`, `idempotent`, `timeout` in ms).
+    #[napi]
+    pub fn definitions_json(&self, env: Env) -> napi_ohos::Result<String> {
+        guard(&env, || {
+            let snapshot = self.lock().snapshot();
+            serde_json::to_string(&snapshot.definitions()[..]).map_err(|e| {
+                AgentError::of(codes::INTERNAL_PANIC, format!("definitions did not serialise: {e}"))
+            })
+        })
+    }
+
+    /// Runs one call through the four gates (registered, arguments parse as a JSON object, schema,
+    /// not cancelled) and the executor. Resolves with the executor's result.
+    ///
+    /// # Errors
+    /// Rejects with the gate's or the executor's coded error (`tool_not_found`, `json_*`,
+    /// `tool_argument_*`, `tool_cancelled`, `tool_execution_failed`, `tool_result_invalid`,
+    /// `tool_timeout`, or the executor's own code).
+    #[napi(ts_return_type = "Promise<ToolResultObject>")]
+    pub fn execute<'env>(
+        &self,
+        env: &'env Env,
+        call: ToolCallObject,
+        signal: Option<&CancellationHandle>,
+        options: Option<ExecuteOptions>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, ToolResultObject>> {
+        let prepared = guard(env, || {
+            let options = options.unwrap_or(ExecuteOptions {
+                session_id: None,
+                batch_call_id: None,
+                metadata_json: None,
+            });
+            let session_id = options.session_id.clone().unwrap_or_default();
+            let context = ToolContext {
+                state: Arc::new(ReadonlyAgentState {
+                    schema_version: SCHEMA_VERSION,
+                    session_id: session_id.clone(),
+                    metadata: options.metadata()?.into_iter().collect(),
+                }),
+                session_id,
+                batch_call_id: options.batch_call_id.unwrap_or_default(),
+                call_id: call.id.clone(),
+                signal: signal.map_or_else(CancellationSignal::new, |h| h.signal().clone()),
+                services: Arc::new(ToolServiceRegistry::new()),
+            };
+            Ok((self.lock().snapshot(), ToolCall::from(call), context))
+        })?;
+        let (snapshot, call, context) = prepared;
+        guard_napi(env, || {
+            spawn_guarded(env, async move { snapshot.execute(&call, context).await }, ToolResultObject::from)
+        })
+    }
+}

@@ -1,0 +1,73 @@
+// Round-trip benchmark of the binding (not run in CI): ToolRegistry.execute -> Rust gates ->
+// thread-safe call into a JS executor -> its Promise -> Rust -> the execute Promise resolves.
+// This is the Rust -> JS executor -> Promise -> Rust round trip plus the two hops of execute
+// itself (JS -> Rust at the start, Rust -> JS for the result), so it is an upper bound.
+//
+//   cargo build --release --features napi --lib
+//   ARKAGENT_SO=target/release/libarkagent.so node tests/node/bench_roundtrip.mjs
+//
+// Without ARKAGENT_SO it builds and loads the debug .so (slower; only for a quick look).
+import { performance } from 'node:perf_hooks';
+import { loadModule } from './helper.mjs';
+
+const { ToolRegistry } = loadModule();
+const N = Number(process.env.BENCH_CALLS ?? 20000);
+const WARMUP = 2000;
+
+const registry = new ToolRegistry();
+registry.register(
+  { name: 'echo', description: 'returns its argument', parametersJson: JSON.stringify({ type: 'object' }) },
+  async (args) => ({ contents: [{ type: 'text', text: args }] }),
+);
+const call = (i) => registry.execute({ id: `c${i}`, name: 'echo', arguments: `{"i":${i}}` });
+
+function stats(samples) {
+  const s = Float64Array.from(samples).sort();
+  const at = (q) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
+  const mean = s.reduce((a, b) => a + b, 0) / s.length;
+  return {
+    n: s.length,
+    median_us: +(at(0.5) * 1000).toFixed(1),
+    p99_us: +(at(0.99) * 1000).toFixed(1),
+    mean_us: +(mean * 1000).toFixed(1),
+  };
+}
+
+async function sequential(n) {
+  const samples = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await call(i);
+    samples.push(performance.now() - t0);
+  }
+  return samples;
+}
+
+async function inFlight(n, width) {
+  const samples = [];
+  let next = 0;
+  const t0 = performance.now();
+  async function lane() {
+    while (next < n) {
+      const i = next++;
+      const t = performance.now();
+      await call(i);
+      samples.push(performance.now() - t);
+    }
+  }
+  await Promise.all(Array.from({ length: width }, lane));
+  const wall = performance.now() - t0;
+  return { samples, callsPerSecond: Math.round(n / (wall / 1000)), amortizedUs: +((wall * 1000) / n).toFixed(1) };
+}
+
+await sequential(WARMUP);
+const seq = stats(await sequential(N));
+await inFlight(WARMUP, 100);
+const par = await inFlight(N, 100);
+console.log(JSON.stringify({
+  so: process.env.ARKAGENT_SO,
+  one_at_a_time: seq,
+  // Latency of each call while 100 are outstanding (mostly queueing: 100 / throughput), and the
+  // wall time per call (1 / throughput).
+  in_flight_100: { ...stats(par.samples), calls_per_second: par.callsPerSecond, amortized_us_per_call: par.amortizedUs },
+}, null, 2));

@@ -1,0 +1,170 @@
+// ArkTS/JS executors through the thread-safe function: every way an executor can answer, or fail
+// to, ends as a ToolResult or a structured tool error; nothing crashes or hangs.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { loadModule, objectSchema, rejectsWithCode, text, waitFor } from './helper.mjs';
+
+const { ToolRegistry } = loadModule();
+
+function oneTool(executor, extra = {}) {
+  const r = new ToolRegistry();
+  r.register({ name: 't', description: 'd', parametersJson: objectSchema, ...extra }, executor);
+  return (args = '{}', signal, options) => r.execute({ id: 'call-1', name: 't', arguments: args }, signal, options);
+}
+
+test('a Promise that resolves to a ToolResult', async () => {
+  const run = oneTool(async (args) => {
+    await sleep(5);
+    return text(`got ${JSON.parse(args).n}`);
+  });
+  const r = await run('{"n":7}');
+  assert.deepEqual(r.contents, [{ type: 'text', text: 'got 7' }]);
+  assert.equal(r.isError, false);
+  assert.equal(r.stop, false);
+});
+
+test('a plain (synchronous) ToolResult', async () => {
+  const run = oneTool((args) => text(`sync ${args}`));
+  assert.deepEqual((await run('{"a":[1,2]}')).contents, [{ type: 'text', text: 'sync {"a":[1,2]}' }]);
+});
+
+test('json parts, flags and metadata cross both ways', async () => {
+  const run = oneTool(() => ({
+    contents: [{ type: 'json', json: '{"stock":12,"sku":"A-1"}' }, { type: 'text', text: 'low' }],
+    isError: true,
+    stop: true,
+    metadataJson: '{"source":"cache"}',
+  }));
+  const r = await run();
+  assert.equal(r.contents[0].type, 'json');
+  assert.deepEqual(JSON.parse(r.contents[0].json), { stock: 12, sku: 'A-1' });
+  assert.deepEqual(r.contents[1], { type: 'text', text: 'low' });
+  assert.equal(r.isError, true);
+  assert.equal(r.stop, true);
+  assert.deepEqual(JSON.parse(r.metadataJson), { source: 'cache' });
+});
+
+test('the context carries the ids, the metadata and a live signal', async () => {
+  let seen;
+  const run = oneTool((args, ctx) => {
+    seen = { sessionId: ctx.sessionId, callId: ctx.callId, batchCallId: ctx.batchCallId, metadata: JSON.parse(ctx.metadataJson), cancelled: ctx.signal.cancelled, reason: ctx.signal.reason };
+    return text('ok');
+  });
+  await run('{}', undefined, { sessionId: 's-9', batchCallId: 'b-2', metadataJson: '{"user":"u1"}' });
+  assert.deepEqual(seen, { sessionId: 's-9', callId: 'call-1', batchCallId: 'b-2', metadata: { user: 'u1' }, cancelled: false, reason: null });
+});
+
+test('a synchronous throw is tool_execution_failed with the message', async () => {
+  const run = oneTool(() => {
+    throw new Error('database offline');
+  });
+  const e = await rejectsWithCode(assert, run(), 'tool_execution_failed', 'tool');
+  assert.match(e.message, /threw: Error: database offline/);
+  assert.doesNotMatch(e.message, /\n\s+at /, 'no stack trace in the message');
+});
+
+test('a thrown non-Error value (string, null, undefined, symbol) is tool_execution_failed too', async () => {
+  const cases = [['plain string', /plain string/], [null, /null/], [undefined, /undefined/], [Symbol('s'), /cannot be converted/]];
+  for (const [thrown, pattern] of cases) {
+    const run = oneTool(() => {
+      throw thrown;
+    });
+    const e = await rejectsWithCode(assert, run(), 'tool_execution_failed', 'tool');
+    assert.match(e.message, pattern);
+  }
+});
+
+test('a rejection is tool_execution_failed with the reason', async () => {
+  const run = oneTool(async () => {
+    await sleep(1);
+    throw new RangeError('quantity too big');
+  });
+  const e = await rejectsWithCode(assert, run(), 'tool_execution_failed', 'tool');
+  assert.match(e.message, /rejected: RangeError: quantity too big/);
+  const run2 = oneTool(() => Promise.reject(42));
+  assert.match((await rejectsWithCode(assert, run2(), 'tool_execution_failed')).message, /rejected: 42/);
+});
+
+test('undefined, returned or resolved, is tool_result_invalid', async () => {
+  await rejectsWithCode(assert, oneTool(() => undefined)(), 'tool_result_invalid', 'tool');
+  const e = await rejectsWithCode(assert, oneTool(async () => {})(), 'tool_result_invalid', 'tool');
+  assert.match(e.message, /undefined/);
+});
+
+test('wrong shapes are tool_result_invalid, with what is wrong', async () => {
+  const cases = [
+    [() => 42, /not a ToolResult/],
+    [() => 'just text', /not a ToolResult/],
+    [() => null, /not a ToolResult/],
+    [async () => ({ foo: 1 }), /contents/],
+    [() => ({ contents: 'x' }), /not a ToolResult/],
+    [() => ({ contents: [{ type: 'image', text: 'x' }] }), /type must be text or json/],
+    [() => ({ contents: [{ type: 'text' }] }), /no string `text`/],
+    [() => ({ contents: [{ type: 'json', json: '{bad' }] }), /not JSON/],
+    [() => ({ contents: [], metadataJson: '[1]' }), /metadataJson must be a JSON object/],
+    [() => ({ contents: [], isError: 'yes' }), /not a ToolResult/],
+  ];
+  for (const [executor, pattern] of cases) {
+    const e = await rejectsWithCode(assert, oneTool(executor)(), 'tool_result_invalid', 'tool');
+    assert.match(e.message, pattern, `for ${executor}`);
+  }
+});
+
+test('a Promise that never settles is tool_timeout, and the executor is told', async () => {
+  const reasons = [];
+  let contextSignal;
+  const run = oneTool((args, ctx) => {
+    contextSignal = ctx.signal;
+    ctx.signal.onCancel((reason) => reasons.push(reason));
+    return new Promise(() => {});
+  }, { timeoutMs: 150 });
+  const started = Date.now();
+  const e = await rejectsWithCode(assert, run(), 'tool_timeout', 'tool');
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 140 && elapsed < 5000, `timed out after ${elapsed} ms`);
+  assert.match(e.message, /150 ms/);
+  await waitFor(() => reasons.length >= 1, 'onCancel after the timeout');
+  assert.deepEqual(reasons, ['timeout']);
+  assert.equal(contextSignal.cancelled, true);
+});
+
+test('a never-settling Promise that the GC collects is still tool_timeout, at the deadline', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc');
+  // Nothing keeps this Promise (or its resolvers) alive: after a GC the binding's then/catch
+  // callbacks are finalized without ever running.
+  const run = oneTool(() => new Promise(() => {}), { timeoutMs: 300 });
+  const started = Date.now();
+  const pending = run();
+  for (let i = 0; i < 10; i++) {
+    await sleep(10);
+    gc();
+  }
+  const e = await rejectsWithCode(assert, pending, 'tool_timeout', 'tool');
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 290, `reported after ${elapsed} ms, before the deadline`);
+  assert.match(e.message, /300 ms/);
+});
+
+test('the registry default timeout applies when the definition has none', async () => {
+  const r = new ToolRegistry({ defaultTimeoutMs: 80 });
+  r.register({ name: 'slow', description: 'd', parametersJson: objectSchema }, () => new Promise(() => {}));
+  await rejectsWithCode(assert, r.execute({ id: 'c', name: 'slow', arguments: '{}' }), 'tool_timeout', 'tool');
+});
+
+test('after every kind of failure the executor still works', async () => {
+  let mode = 'throw';
+  const run = oneTool(() => {
+    if (mode === 'throw') throw new Error('x');
+    if (mode === 'undefined') return undefined;
+    return text('fine');
+  });
+  await rejectsWithCode(assert, run(), 'tool_execution_failed');
+  mode = 'undefined';
+  await rejectsWithCode(assert, run(), 'tool_result_invalid');
+  mode = 'ok';
+  assert.equal((await run()).contents[0].text, 'fine');
+});

@@ -1,0 +1,55 @@
+// Node exits by itself: a child process loads the module, registers tools, runs calls (including
+// a timeout, a cancellation and an onCancel listener that never fires) and returns from its
+// script; it must exit on its own, quickly, with nothing keeping its event loop alive.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { buildModule } from './helper.mjs';
+
+const child = String.raw`
+const m = { exports: {} };
+process.dlopen(m, process.env.ARKAGENT_SO);
+const { ToolRegistry, CancellationHandle } = m.exports;
+const r = new ToolRegistry();
+const schema = JSON.stringify({ type: 'object' });
+r.register({ name: 'echo', description: 'd', parametersJson: schema }, async (a) => ({ contents: [{ type: 'text', text: a }] }));
+r.register({ name: 'hang', description: 'd', parametersJson: schema, timeoutMs: 50 }, () => new Promise(() => {}));
+r.register({ name: 'boom', description: 'd', parametersJson: schema }, () => { throw new Error('x'); });
+const idle = new CancellationHandle();
+idle.onCancel(() => console.log('never'));
+(async () => {
+  const calls = [];
+  for (let i = 0; i < 50; i++) calls.push(r.execute({ id: 'c' + i, name: 'echo', arguments: '{"i":' + i + '}' }));
+  await Promise.all(calls);
+  await r.execute({ id: 'h', name: 'hang', arguments: '{}' }).catch((e) => e.code);
+  await r.execute({ id: 'b', name: 'boom', arguments: '{}' }).catch((e) => e.code);
+  const h = new CancellationHandle();
+  const p = r.execute({ id: 'k', name: 'hang', arguments: '{}' }, h).catch((e) => e.code);
+  h.cancel('bye');
+  console.log('done', await p);
+})();
+`;
+
+test('a process that used the module exits by itself', async () => {
+  const so = buildModule();
+  const started = Date.now();
+  const proc = spawn(process.execPath, ['-e', child], { env: { ...process.env, ARKAGENT_SO: so }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d));
+  const code = await new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      resolve('killed: still running after 10 s');
+    }, 10_000);
+    proc.on('exit', (c, signal) => {
+      clearTimeout(timer);
+      resolve(signal ?? c);
+    });
+  });
+  const elapsed = Date.now() - started;
+  assert.equal(code, 0, `exit: ${code}; stderr: ${err}`);
+  assert.equal(out.trim(), 'done tool_cancelled');
+  assert.ok(elapsed < 5000, `exited after ${elapsed} ms`);
+});

@@ -1,0 +1,91 @@
+// Builds the cdylib with the `napi` feature (debug profile, host link shims from build.rs) and
+// loads it with process.dlopen. Set ARKAGENT_SO to load an already built .so instead (scripts/test.sh
+// builds once and sets it, so parallel test files do not each run cargo).
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** Builds the module (unless ARKAGENT_SO is set) and returns the path of the .so. */
+export function buildModule() {
+  if (process.env.ARKAGENT_SO) {
+    return process.env.ARKAGENT_SO;
+  }
+  execFileSync('cargo', ['build', '--features', 'napi', '--lib', '--quiet'], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const targetDir = process.env.CARGO_TARGET_DIR ?? join(repoRoot, 'target');
+  const so = join(targetDir, 'debug', 'libarkagent.so');
+  if (!existsSync(so)) {
+    throw new Error(`cargo build did not produce ${so}`);
+  }
+  process.env.ARKAGENT_SO = so;
+  return so;
+}
+
+/** The loaded module (its exports object). */
+export function loadModule() {
+  const so = buildModule();
+  const module = { exports: {} };
+  process.dlopen(module, so);
+  return module.exports;
+}
+
+/** The text of the .d.ts of the module. */
+export function readDts() {
+  return readFileSync(join(repoRoot, 'arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts'), 'utf8');
+}
+
+/** Asserts that a promise rejects with an Error carrying this code (and layer, when given). */
+export async function rejectsWithCode(assert, promise, code, layer) {
+  let error;
+  try {
+    const value = await promise;
+    assert.fail(`expected a rejection with ${code}, got ${JSON.stringify(value)}`);
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error instanceof Error, `expected an Error, got ${error}`);
+  assert.equal(error.code, code, `code of: ${error.message}`);
+  if (layer !== undefined) {
+    assert.equal(error.layer, layer, `layer of: ${error.message}`);
+  }
+  return error;
+}
+
+/** Asserts that a function throws an Error carrying this code (and layer, when given). */
+export function throwsWithCode(assert, fn, code, layer) {
+  let error;
+  try {
+    fn();
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error instanceof Error, `expected a throw with ${code}`);
+  assert.equal(error.code, code, `code of: ${error.message}`);
+  if (layer !== undefined) {
+    assert.equal(error.layer, layer, `layer of: ${error.message}`);
+  }
+  return error;
+}
+
+/** A text ToolResultObject. */
+export function text(t) {
+  return { contents: [{ type: 'text', text: t }] };
+}
+
+export const objectSchema = JSON.stringify({ type: 'object' });
+
+/** Waits until `condition()` is true (polling), or fails after `ms`. */
+export async function waitFor(condition, what, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}

@@ -1,0 +1,80 @@
+// Harder cases: re-entrant calls, registry changes during calls, big and non-ASCII payloads, and
+// many concurrent calls that fail in every way at once.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadModule, objectSchema, rejectsWithCode, text } from './helper.mjs';
+
+const { ToolRegistry } = loadModule();
+
+test('an executor may call execute itself (re-entrant, no deadlock)', async () => {
+  const r = new ToolRegistry();
+  r.register({ name: 'leaf', description: 'd', parametersJson: objectSchema }, (args) => text(`leaf ${args}`));
+  r.register({ name: 'outer', description: 'd', parametersJson: objectSchema }, async () => {
+    const inner = await r.execute({ id: 'inner', name: 'leaf', arguments: '{"x":1}' });
+    return text(`outer(${inner.contents[0].text})`);
+  });
+  const res = await r.execute({ id: 'o', name: 'outer', arguments: '{}' });
+  assert.equal(res.contents[0].text, 'outer(leaf {"x":1})');
+});
+
+test('unregistering during a call lets that call finish; later calls do not find the tool', async () => {
+  const r = new ToolRegistry();
+  let release;
+  r.register({ name: 'slow', description: 'd', parametersJson: objectSchema }, () => new Promise((resolve) => (release = resolve)));
+  const pending = r.execute({ id: 'c1', name: 'slow', arguments: '{}' });
+  while (!release) await sleep(1);
+  assert.equal(r.unregister('slow'), true);
+  release(text('finished anyway'));
+  assert.equal((await pending).contents[0].text, 'finished anyway');
+  await rejectsWithCode(assert, r.execute({ id: 'c2', name: 'slow', arguments: '{}' }), 'tool_not_found');
+});
+
+test('non-ASCII text and a 200 KB payload cross intact both ways', async () => {
+  const r = new ToolRegistry();
+  r.register({ name: 'echo', description: 'd', parametersJson: objectSchema }, (args) => {
+    const { s } = JSON.parse(args);
+    return { contents: [{ type: 'text', text: s }, { type: 'json', json: JSON.stringify({ s }) }] };
+  });
+  const s = '订单 🍰 ß\u0000é\u2028'.repeat(10) + 'x'.repeat(200_000);
+  const res = await r.execute({ id: 'c', name: 'echo', arguments: JSON.stringify({ s }) });
+  assert.equal(res.contents[0].text, s);
+  assert.equal(JSON.parse(res.contents[1].json).s, s);
+});
+
+test('400 concurrent calls failing in every way each get their own code', async () => {
+  const r = new ToolRegistry();
+  const modes = {
+    ok: async (i) => text(`ok ${i}`),
+    throw: () => {
+      throw new Error('t');
+    },
+    reject: async () => {
+      throw new Error('r');
+    },
+    undef: async () => undefined,
+    shape: () => ({ contents: 1 }),
+    hang: () => new Promise(() => {}),
+  };
+  const expected = { ok: null, throw: 'tool_execution_failed', reject: 'tool_execution_failed', undef: 'tool_result_invalid', shape: 'tool_result_invalid', hang: 'tool_timeout' };
+  for (const [name, f] of Object.entries(modes)) {
+    r.register({ name, description: 'd', parametersJson: objectSchema, timeoutMs: 200 }, (args) => f(JSON.parse(args).i));
+  }
+  r.register({ name: 'ok_too', description: 'd', parametersJson: objectSchema }, (args) => text(`ok ${JSON.parse(args).i}`));
+  const names = Object.keys(modes);
+  const outcomes = await Promise.all(
+    Array.from({ length: 400 }, (_, i) => {
+      const name = names[i % names.length];
+      return r.execute({ id: `c${i}`, name, arguments: JSON.stringify({ i }) }).then(
+        (res) => ({ i, name, code: null, text: res.contents[0].text }),
+        (e) => ({ i, name, code: e.code }),
+      );
+    }),
+  );
+  for (const o of outcomes) {
+    assert.equal(o.code, expected[o.name], `call ${o.i} (${o.name})`);
+    if (o.name === 'ok') assert.equal(o.text, `ok ${o.i}`);
+  }
+  // And the registry still works normally afterwards.
+  assert.equal((await r.execute({ id: 'z', name: 'ok_too', arguments: '{"i":7}' })).contents[0].text, 'ok 7');
+});
