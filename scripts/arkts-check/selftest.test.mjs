@@ -1,0 +1,66 @@
+// Proves the ArkTS check can fail: it must report every known violation of fixtures/bad (and nothing
+// else), report nothing on fixtures/clean, and fail when the native module has no declarations.
+// Run: node --test scripts/arkts-check/selftest.test.mjs
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const FIXTURES = path.join(HERE, 'fixtures');
+const STUB = path.join(FIXTURES, 'stub', 'libarkagent', 'index.d.ts');
+
+function check(fixture, nativeDts) {
+  const result = spawnSync(
+    process.execPath,
+    [path.join(HERE, 'check.mjs'), '--json', '--native', `libarkagent.so=${nativeDts}`, path.join(FIXTURES, fixture)],
+    { cwd: FIXTURES, encoding: 'utf8' },
+  );
+  assert.ok(result.stdout.length > 0, `no output; stderr: ${result.stderr}`);
+  return { status: result.status, report: JSON.parse(result.stdout) };
+}
+
+// "file:line code" of every diagnostic, sorted.
+function found(report) {
+  return report.diagnostics.map((d) => `${d.file}:${d.line} ${d.code}`).sort();
+}
+
+test('the clean fixture gives zero diagnostics and exit 0', () => {
+  const { status, report } = check('clean', STUB);
+  assert.deepEqual(found(report), []);
+  assert.equal(report.files, 2);
+  assert.equal(status, 0);
+});
+
+test('the bad fixture reports each known violation, and only those, with exit 1', () => {
+  const { status, report } = check('bad', STUB);
+  const bad = path.join('bad', 'src', 'Bad.ets');
+  const page = path.join('bad', 'src', 'Page.ets');
+  assert.deepEqual(found(report), [
+    `${bad}:14 arkts-no-untyped-obj-literals`,
+    `${bad}:19 TS2555`,
+    `${bad}:23 arkts-no-var`,
+    `${bad}:6 TS2345`,
+    `${bad}:9 arkts-no-any-unknown`,
+    `${page}:13 TS2345`,
+  ].sort());
+  assert.equal(report.errors, 6);
+  for (const d of report.diagnostics) assert.equal(d.category, 'error');
+  assert.equal(status, 1);
+});
+
+test('a native import without declarations is an error', () => {
+  const { status, report } = check('clean', path.join(FIXTURES, 'does-not-exist', 'index.d.ts'));
+  assert.deepEqual(found(report), [`${path.join('clean', 'src', 'Logic.ets')}:1 TS28014`]);
+  assert.equal(status, 1);
+});
+
+test('a path without .ets files is a usage error (exit 2), never a silent pass', () => {
+  const result = spawnSync(process.execPath, [path.join(HERE, 'check.mjs'), path.join(FIXTURES, 'stub')], {
+    encoding: 'utf8',
+  });
+  assert.equal(result.status, 2);
+  assert.match(result.stderr, /no \.ets files/);
+});
