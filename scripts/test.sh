@@ -14,3 +14,6 @@ node scripts/arkts-check/check.mjs
 
 echo "== ArkTS check self-test and bindings tests"
 node --test scripts/arkts-check/selftest.test.mjs scripts/arkts-check/bindings.test.mjs
+
+echo "== HarmonyOS cross-compile files (shellcheck, cmake toolchain, target/linker consistency)"
+bash scripts/check-ohos.sh
