@@ -3,7 +3,8 @@
 # here): shellcheck on the scripts; cmake reading ohos-toolchain.cmake against a fake NDK tree of empty
 # files; the compiler wrappers against a fake clang that records its arguments; and the consistency of
 # the Rust targets, ABIs, clang targets and linker keys between .cargo/config.toml,
-# scripts/build-ohos.sh and ohos-toolchain.cmake. Needs shellcheck and cmake (.ci/run installs them).
+# scripts/build-ohos.sh and ohos-toolchain.cmake; and that the OHOS-only branch of src/logging.rs
+# compiles. Needs shellcheck and cmake (.ci/run installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -132,5 +133,39 @@ expect_failure nonzero "OHOS_ARCH must be arm64-v8a or x86_64" cmake -S tests/oh
   -DCMAKE_TOOLCHAIN_FILE="$repo/ohos-toolchain.cmake" -DOHOS_NDK_HOME="$fake" -DOHOS_ARCH=armeabi-v7a \
   -DEXPECT_ARCH=arm64-v8a
 ok "clear cmake errors"
+
+echo "-- the OHOS-only logging branch (hilog sink) compiles"
+# No OHOS standard library here, so compile src/logging.rs (and the error table it uses) for the host
+# with target_env="ohos" forced on for that crate only (libc and the other dependencies would break
+# under it). The crate lives in target/, with the project's lock file, so the versions are the same.
+crate=$repo/target/ohos-cfg-check
+mkdir -p "$crate/src"
+cat >"$crate/Cargo.toml" <<'TOML'
+[package]
+name = "ohos-cfg-check"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+log = "0.4"
+serde = { version = "1", features = ["derive"] }
+thiserror = "2"
+ohos-hilogs-sys = "0.1.4"
+
+[workspace]
+TOML
+cat >"$crate/src/lib.rs" <<RS
+#![allow(dead_code)]
+#[path = "$repo/src/error.rs"]
+pub mod error;
+#[path = "$repo/src/logging.rs"]
+pub mod logging;
+pub use error::codes;
+RS
+[ -f "$crate/Cargo.lock" ] || cp Cargo.lock "$crate/Cargo.lock"
+(cd "$crate" && cargo rustc --quiet --lib -- --cfg 'target_env="ohos"' -A explicit_builtin_cfgs_in_flags) ||
+  fail "src/logging.rs does not compile with target_env=ohos"
+ok "src/logging.rs compiles with target_env=\"ohos\" against ohos-hilogs-sys"
 
 echo "check-ohos.sh: all checks passed"
