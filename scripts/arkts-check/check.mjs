@@ -68,7 +68,30 @@ function walkEts(dir, out) {
 }
 
 // Maps ohpm package names found under the checked trees to their entry files, so
-// `import { X } from '@arkagent/bindings'` in entry-demo resolves to arkts-bindings/Index.ets.
+// `import { X } from '@arkagent/bindings'` in entry-demo resolves to arkts-bindings/Index.ets: every
+// oh-package.json5 maps its own `name`, and each `file:` dependency maps its key to that folder's
+// `types`/`main` (or its index.d.ts / Index.ets), as ohpm would install it.
+function entryOf(dir, JSON5) {
+  const manifest = path.join(dir, 'oh-package.json5');
+  if (fs.existsSync(manifest)) {
+    const pkg = readJson5(manifest, JSON5);
+    const main = pkg.types ?? pkg.main;
+    if (typeof main === 'string' && fs.existsSync(path.resolve(dir, main))) return path.resolve(dir, main);
+  }
+  for (const name of ['index.d.ts', 'Index.ets', 'index.ets']) {
+    if (fs.existsSync(path.join(dir, name))) return path.join(dir, name);
+  }
+  return undefined;
+}
+
+function readJson5(file, JSON5) {
+  try {
+    return JSON5.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new Error(`${file}: not valid JSON5: ${e.message}`);
+  }
+}
+
 function findPackages(dir, JSON5, out) {
   for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
     if (entry.name.startsWith('.')) continue;
@@ -76,16 +99,13 @@ function findPackages(dir, JSON5, out) {
     if (entry.isDirectory()) {
       if (!SKIP_DIRS.has(entry.name)) findPackages(full, JSON5, out);
     } else if (entry.name === 'oh-package.json5') {
-      let pkg;
-      try {
-        pkg = JSON5.parse(fs.readFileSync(full, 'utf8'));
-      } catch (e) {
-        throw new Error(`${full}: not valid JSON5: ${e.message}`);
-      }
-      const main = pkg.types ?? pkg.main;
-      if (typeof pkg.name === 'string' && typeof main === 'string') {
-        const target = path.resolve(dir, main);
-        if (fs.existsSync(target)) out.set(pkg.name, target);
+      const pkg = readJson5(full, JSON5);
+      const own = entryOf(dir, JSON5);
+      if (typeof pkg.name === 'string' && own !== undefined && !out.has(pkg.name)) out.set(pkg.name, own);
+      for (const [name, spec] of Object.entries(pkg.dependencies ?? {})) {
+        if (typeof spec !== 'string' || !spec.startsWith('file:')) continue;
+        const target = entryOf(path.resolve(dir, spec.slice('file:'.length)), JSON5);
+        if (target !== undefined) out.set(name, target);
       }
     }
   }

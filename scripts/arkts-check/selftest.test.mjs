@@ -1,5 +1,6 @@
 // Proves the ArkTS check can fail: it must report every known violation of fixtures/bad (and nothing
-// else), report nothing on fixtures/clean, and fail when the native module has no declarations.
+// else), report nothing on fixtures/clean (whose app/ imports lib/ by package name, as entry-demo
+// imports the bindings HAR), and fail when the native module has no declarations.
 // Run: node --test scripts/arkts-check/selftest.test.mjs
 
 import { test } from 'node:test';
@@ -30,7 +31,7 @@ function found(report) {
 test('the clean fixture gives zero diagnostics and exit 0', () => {
   const { status, report } = check('clean', STUB);
   assert.deepEqual(found(report), []);
-  assert.equal(report.files, 2);
+  assert.equal(report.files, 4); // src/Logic.ets, src/Page.ets, lib/Index.ets, app/Use.ets
   assert.equal(status, 0);
 });
 
@@ -38,7 +39,9 @@ test('the bad fixture reports each known violation, and only those, with exit 1'
   const { status, report } = check('bad', STUB);
   const bad = path.join('bad', 'src', 'Bad.ets');
   const page = path.join('bad', 'src', 'Page.ets');
+  const use = path.join('bad', 'app', 'Use.ets'); // imports a package by name: it must resolve to check
   assert.deepEqual(found(report), [
+    `${use}:4 TS2322`,
     `${bad}:14 arkts-no-untyped-obj-literals`,
     `${bad}:19 TS2555`,
     `${bad}:23 arkts-no-var`,
@@ -46,7 +49,7 @@ test('the bad fixture reports each known violation, and only those, with exit 1'
     `${bad}:9 arkts-no-any-unknown`,
     `${page}:13 TS2345`,
   ].sort());
-  assert.equal(report.errors, 6);
+  assert.equal(report.errors, 7);
   for (const d of report.diagnostics) assert.equal(d.category, 'error');
   assert.equal(status, 1);
 });
