@@ -67,3 +67,10 @@ test('a path without .ets files is a usage error (exit 2), never a silent pass',
   assert.equal(result.status, 2);
   assert.match(result.stderr, /no \.ets files/);
 });
+
+test('app code written against the real arkts-bindings passes (the API is usable from strict ArkTS)', () => {
+  const { status, report } = check('usage', STUB);
+  assert.deepEqual(found(report), []);
+  assert.equal(report.files, 1);
+  assert.equal(status, 0);
+});
