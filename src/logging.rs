@@ -281,6 +281,9 @@ impl Log for ArkagentLogger {
 }
 
 static LOGGER: OnceLock<ArkagentLogger> = OnceLock::new();
+// Whether `log::set_logger` took our logger. A OnceLock (not a flag) so that concurrent first calls
+// wait for the one that installs instead of reading a half-done state.
+static INSTALLED: OnceLock<bool> = OnceLock::new();
 
 /// What [`init`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,32 +318,23 @@ fn platform_sink(config: &LogConfig) -> Box<dyn LogSink> {
 /// `config_invalid` when the domain or the tag is invalid ([`LogConfig::validate`]).
 pub fn init(config: LogConfig) -> Result<InitOutcome, AgentError> {
     config.validate()?;
-    let mut installed_now = false;
-    let logger = LOGGER.get_or_init(|| {
-        installed_now = true;
-        ArkagentLogger::new(
-            config.level,
-            Redactor::new(config.secrets.iter().cloned()),
-            platform_sink(&config),
-        )
-    });
-    if installed_now {
-        if log::set_logger(logger).is_err() {
-            return Ok(InitOutcome::OtherLoggerActive);
-        }
-        log::set_max_level(config.level);
-        return Ok(InitOutcome::Installed);
-    }
+    let logger =
+        LOGGER.get_or_init(|| ArkagentLogger::new(config.level, Redactor::default(), platform_sink(&config)));
+    // Every call adds its secrets and sets its level, whichever call built the logger.
     for secret in &config.secrets {
         logger.add_secret(secret);
     }
     logger.set_level(config.level);
-    if std::ptr::addr_eq(log::logger(), logger) {
-        log::set_max_level(config.level);
-        Ok(InitOutcome::Updated)
-    } else {
-        Ok(InitOutcome::OtherLoggerActive)
+    let mut first = false;
+    let ours = *INSTALLED.get_or_init(|| {
+        first = true;
+        log::set_logger(logger).is_ok()
+    });
+    if !ours {
+        return Ok(InitOutcome::OtherLoggerActive);
     }
+    log::set_max_level(config.level);
+    Ok(if first { InitOutcome::Installed } else { InitOutcome::Updated })
 }
 
 /// Adds a secret (the API key) to the process logger, if it is installed; a no-op otherwise.

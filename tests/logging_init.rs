@@ -1,6 +1,6 @@
 //! The process logger end to end: `logging::init` installs the stderr backend once (later calls
 //! update it), and the API key never reaches stderr. The logger is process-global, so the logging
-//! happens in a child process (this test binary run again with `ARKAGENT_LOGGING_CHILD=1`) whose
+//! happens in a child process (this test binary run again with `ARKAGENT_LOGGING_CHILD` set) whose
 //! stderr the parent reads.
 
 use arkagent::logging::{self, InitOutcome, LogConfig};
@@ -12,7 +12,7 @@ const LATER_KEY: &str = "sk-second-agent-key-42";
 
 #[test]
 fn child_logs_through_init() {
-    if std::env::var_os("ARKAGENT_LOGGING_CHILD").is_none() {
+    if std::env::var_os("ARKAGENT_LOGGING_CHILD").is_none_or(|v| v != "ours") {
         return; // only meaningful inside the child started below
     }
     let first = logging::init(LogConfig {
@@ -40,7 +40,7 @@ fn child_logs_through_init() {
 fn stderr_backend_redacts_and_init_is_idempotent() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_logs_through_init", "--nocapture", "--test-threads=1"])
-        .env("ARKAGENT_LOGGING_CHILD", "1")
+        .env("ARKAGENT_LOGGING_CHILD", "ours")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -58,4 +58,43 @@ fn stderr_backend_redacts_and_init_is_idempotent() {
     for secret in [KEY, LATER_KEY, "registered-later"] {
         assert!(!stderr.contains(secret), "{secret} leaked:\n{stderr}");
     }
+}
+
+struct OtherLogger;
+
+impl log::Log for OtherLogger {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        eprintln!("other: {}", record.args());
+    }
+    fn flush(&self) {}
+}
+
+#[test]
+fn child_with_another_logger() {
+    if std::env::var_os("ARKAGENT_LOGGING_CHILD").is_none_or(|v| v != "other") {
+        return; // only meaningful inside the child started below
+    }
+    log::set_logger(&OtherLogger).unwrap();
+    log::set_max_level(LevelFilter::Info);
+    for _ in 0..2 {
+        let outcome = logging::init(LogConfig { secrets: vec![KEY.into()], ..LogConfig::default() });
+        assert_eq!(outcome.unwrap(), InitOutcome::OtherLoggerActive);
+    }
+    log::info!("still the other logger");
+}
+
+#[test]
+fn init_reports_another_logger_and_leaves_it_in_place() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_with_another_logger", "--nocapture", "--test-threads=1"])
+        .env("ARKAGENT_LOGGING_CHILD", "other")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {}\n{stderr}", String::from_utf8_lossy(&out.stdout));
+    assert!(stderr.contains("other: still the other logger"), "{stderr}");
+    assert!(!stderr.contains("[arkagent "), "{stderr}");
 }
