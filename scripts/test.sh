@@ -15,3 +15,15 @@ cargo build --features napi --lib --locked
 target_dir="${CARGO_TARGET_DIR:-target}"
 case "$target_dir" in /*) ;; *) target_dir="$(pwd)/$target_dir" ;; esac
 ARKAGENT_SO="$target_dir/debug/libarkagent.so" node --test tests/node/
+
+echo "== ArkTS check (arkts-bindings/, entry-demo/)"
+if [ ! -d scripts/arkts-check/node_modules ]; then
+  npm ci --prefix scripts/arkts-check --no-audit --no-fund
+fi
+node scripts/arkts-check/check.mjs
+
+echo "== ArkTS check self-test and bindings tests"
+node --test scripts/arkts-check/selftest.test.mjs scripts/arkts-check/bindings.test.mjs
+
+echo "== HarmonyOS cross-compile files (shellcheck, cmake toolchain, target/linker consistency)"
+bash scripts/check-ohos.sh

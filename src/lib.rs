@@ -14,6 +14,8 @@
 //! - [`tool`]: the tool contract and the [`ToolRegistry`].
 //! - [`approval`]: the approval policy and the frozen batch.
 //! - [`hook`]: lifecycle hooks and their pipeline.
+//! - [`logging`]: the process logger behind the `log` facade (hilog on OHOS, stderr elsewhere)
+//!   and the redaction of secrets from every line.
 //! - [`loop_detect`]: the loop detector.
 //! - [`state`]: the versioned state, its journal events and the [`StateStore`](state::StateStore).
 //! - [`provider`]: the [`ChatModel`](provider::ChatModel) trait, the OpenAI-compatible client, SSE
@@ -26,6 +28,7 @@ pub mod approval;
 pub mod error;
 pub mod hook;
 pub mod json;
+pub mod logging;
 pub mod loop_detect;
 pub mod message;
 pub mod provider;

@@ -1,0 +1,324 @@
+// Behaviour tests of the ArkTS wrapper classes of arkts-bindings/: the logic .ets files are turned into
+// JavaScript with ohos-typescript's transpileModule (what the notes measured works for logic code) and
+// run here. The JSON serializer is compared with JSON.stringify / JSON.parse over many values.
+// Run: node --test scripts/arkts-check/bindings.test.mjs
+
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ETS = path.resolve(HERE, '..', '..', 'arkts-bindings', 'src', 'main', 'ets');
+
+let M; // module namespace: every export of the transpiled files, by name
+
+function transpileTree(srcDir, outDir) {
+  const ts = require('ohos-typescript');
+  for (const entry of fs.readdirSync(srcDir, { withFileTypes: true })) {
+    const src = path.join(srcDir, entry.name);
+    if (entry.isDirectory()) {
+      fs.mkdirSync(path.join(outDir, entry.name), { recursive: true });
+      transpileTree(src, path.join(outDir, entry.name));
+    } else if (entry.name.endsWith('.ets')) {
+      const out = ts.transpileModule(fs.readFileSync(src, 'utf8'), {
+        compilerOptions: { target: ts.ScriptTarget.ES2021, module: ts.ModuleKind.ESNext },
+        fileName: src,
+      });
+      // Relative imports name modules without an extension; ES modules in Node need one.
+      const js = out.outputText.replace(/from '(\.{1,2}\/[^']+)'/g, "from '$1.mjs'");
+      fs.writeFileSync(path.join(outDir, entry.name.replace(/\.ets$/, '.mjs')), js);
+    }
+  }
+}
+
+before(async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-bindings-'));
+  transpileTree(ETS, dir);
+  M = {};
+  for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events']) {
+    Object.assign(M, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
+  }
+});
+
+// A seeded generator (xorshift32) so failures reproduce.
+function rng(seed) {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s ^= s << 13; s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5; s >>>= 0;
+    return s / 4294967296;
+  };
+}
+
+function randomString(r) {
+  const n = Math.floor(r() * 12);
+  let s = '';
+  for (let i = 0; i < n; i++) {
+    const pick = r();
+    if (pick < 0.2) s += String.fromCharCode(Math.floor(r() * 0x20)); // control characters
+    else if (pick < 0.3) s += '"\\/'[Math.floor(r() * 3)];
+    else if (pick < 0.4) s += String.fromCharCode(0xd800 + Math.floor(r() * 0x800)); // lone surrogates
+    else if (pick < 0.5) s += '😀';
+    else if (pick < 0.6) s += String.fromCharCode(0x7f + Math.floor(r() * 0x100)); // DEL, Latin-1
+    else if (pick < 0.65) s += '\u2028\u2029';
+    else s += String.fromCharCode(0x20 + Math.floor(r() * 0x5f));
+  }
+  return s;
+}
+
+function randomDouble(r) {
+  const view = new DataView(new ArrayBuffer(8));
+  for (;;) {
+    view.setUint32(0, Math.floor(r() * 4294967296));
+    view.setUint32(4, Math.floor(r() * 4294967296));
+    const d = view.getFloat64(0);
+    if (Number.isFinite(d)) return d;
+  }
+}
+
+// A random plain JS value and the same value built with JsonValue.
+function randomPair(r, depth) {
+  const pick = Math.floor(r() * (depth > 3 ? 4 : 6));
+  switch (pick) {
+    case 0: return [null, M.JsonValue.nullValue()];
+    case 1: { const b = r() < 0.5; return [b, M.JsonValue.bool(b)]; }
+    case 2: {
+      const n = r() < 0.5 ? randomDouble(r) : Math.round((r() - 0.5) * 1e6) / 1000;
+      return [n, M.JsonValue.number(n)];
+    }
+    case 3: { const s = randomString(r); return [s, M.JsonValue.string(s)]; }
+    case 4: {
+      const js = []; const items = [];
+      const n = Math.floor(r() * 4);
+      for (let i = 0; i < n; i++) { const [a, b] = randomPair(r, depth + 1); js.push(a); items.push(b); }
+      return [js, M.JsonValue.array(items)];
+    }
+    default: {
+      const js = {}; const obj = new M.JsonObject();
+      const n = Math.floor(r() * 4);
+      for (let i = 0; i < n; i++) {
+        // A letter first: integer-like keys are reordered by JS objects, never by JsonObject.
+        const key = `k${randomString(r)}`;
+        const [a, b] = randomPair(r, depth + 1);
+        js[key] = a; obj.set(key, b);
+      }
+      return [js, M.JsonValue.object(obj)];
+    }
+  }
+}
+
+test('strings serialize exactly as JSON.stringify (escapes, control characters, surrogates)', () => {
+  const r = rng(7);
+  const fixed = ['', '"', '\\', '/', '\b\f\n\r\t', '\u0000\u001f\u007f', '\ud800', '\udc00x', '\ud83d\ude00',
+    '\ude00\ud83d', 'a\u2028b', 'é中文'];
+  for (const s of fixed) assert.equal(M.JsonValue.string(s).toJsonString(), JSON.stringify(s), JSON.stringify(s));
+  for (let i = 0; i < 5000; i++) {
+    const s = randomString(r);
+    assert.equal(M.JsonValue.string(s).toJsonString(), JSON.stringify(s));
+  }
+});
+
+test('numbers serialize exactly as JSON.stringify (shortest round trip, exponents, -0)', () => {
+  const fixed = [0, -0, 1, -1, 0.1, 0.1 + 0.2, 1e21, 1e20, 123456789012345680000, 1e-7, 1e-6, 5e-324,
+    1.7976931348623157e308, 2 ** 53, 2 ** 53 + 2, -1.5e-10, 100, 1.5];
+  for (const n of fixed) assert.equal(M.JsonValue.number(n).toJsonString(), JSON.stringify(n), String(n));
+  const r = rng(11);
+  for (let i = 0; i < 5000; i++) {
+    const n = randomDouble(r);
+    const text = M.JsonValue.number(n).toJsonString();
+    assert.equal(text, JSON.stringify(n));
+    assert.equal(M.JsonValue.fromJsonString(text).asNumber(), n === 0 ? 0 : n);
+  }
+});
+
+test('NaN and infinities are refused with json_number_invalid', () => {
+  for (const n of [NaN, Infinity, -Infinity]) {
+    assert.throws(() => M.JsonValue.number(n), (e) => e instanceof M.JsonError && e.code === 'json_number_invalid');
+    assert.throws(() => new M.JsonObject().setNumber('x', n), (e) => e.code === 'json_number_invalid');
+  }
+});
+
+test('random documents: write equals JSON.stringify, parse inverts it (compact and pretty)', () => {
+  const r = rng(3);
+  for (let i = 0; i < 2000; i++) {
+    const [js, value] = randomPair(r, 0);
+    const text = value.toJsonString();
+    assert.equal(text, JSON.stringify(js));
+    assert.equal(M.JsonValue.fromJsonString(text).toJsonString(), text);
+    const pretty = JSON.stringify(js, null, 2);
+    const back = M.JsonValue.fromJsonString(pretty);
+    assert.equal(back.toJsonString(), text);
+    assert.ok(back.equals(value));
+  }
+});
+
+test('parse follows JSON.parse on escapes, duplicates and key order', () => {
+  const text = '{"b":1,"a":"\\u00e9\\ud83d\\ude00\\/\\n","b":2,"z":[true,false,null,-0.5e+2,1E3]}';
+  const obj = M.JsonObject.fromJsonString(text);
+  assert.deepEqual(obj.keys(), ['b', 'a', 'z']);
+  assert.equal(obj.getNumber('b'), 2);
+  assert.equal(obj.getString('a'), 'é😀/\n');
+  assert.equal(obj.toJsonString(), JSON.stringify(JSON.parse(text)));
+});
+
+test('invalid JSON is refused with json_invalid and the offset of the problem', () => {
+  const cases = [
+    ['', 0], ['{', 1], ['{"a":1,}', 7], ['[1,]', 3], ['01', 1], ['1.', 2], ['.5', 0], ['+1', 0], ['-', 1],
+    ['1e', 2], ['"a\nb"', 2], ['"\\x"', 2], ['"\\u12"', 5], ['"abc', 4], ["{'a':1}", 1], ['NaN', 0],
+    ['Infinity', 0], ['tru', 0], ['nul', 0], ['[1 2]', 3], ['{"a" 1}', 5], ['{"a":1} x', 8], ['{1:2}', 1],
+    ['// c\n1', 0], ['\u00a01', 0],
+  ];
+  for (const [text, offset] of cases) {
+    assert.throws(() => JSON.parse(text), SyntaxError, `JSON.parse accepts ${JSON.stringify(text)}`);
+    assert.throws(() => M.JsonValue.fromJsonString(text), (e) => {
+      assert.ok(e instanceof M.JsonError, `${JSON.stringify(text)}: ${e}`);
+      assert.equal(e.code, 'json_invalid', JSON.stringify(text));
+      assert.equal(e.offset, offset, `offset for ${JSON.stringify(text)}: ${e.message}`);
+      return true;
+    });
+  }
+});
+
+test('depth limit, out-of-range numbers and non-object documents are refused with their own codes', () => {
+  const depth = M.JSON_MAX_DEPTH;
+  assert.equal(M.JsonValue.fromJsonString('['.repeat(depth) + ']'.repeat(depth)).kind, 'array');
+  assert.throws(() => M.JsonValue.fromJsonString('['.repeat(depth + 1) + ']'.repeat(depth + 1)),
+    (e) => e.code === 'json_too_deep');
+  assert.throws(() => M.JsonValue.fromJsonString('1e400'), (e) => e.code === 'json_number_invalid');
+  assert.throws(() => M.JsonObject.fromJsonString('[1]'), (e) => e.code === 'json_not_object');
+});
+
+test('ToolDefinition takes a JsonObject or JSON text, validates the timeout, and writes the Rust shape', () => {
+  const schema = new M.JsonObject().setString('type', 'object')
+    .setObject('properties', new M.JsonObject().setObject('recordId', new M.JsonObject().setString('type', 'string')))
+    .setArray('required', [M.JsonValue.string('recordId')]);
+  const a = new M.ToolDefinition('read_baking_records', 'Reads records', schema);
+  const b = new M.ToolDefinition('read_baking_records', 'Reads records', schema.toJsonString(), M.ToolRiskLevel.dangerous,
+    true, 1500);
+  assert.ok(a.parameters.equals(b.parameters));
+  assert.deepEqual(JSON.parse(a.toJson().toJsonString()), {
+    name: 'read_baking_records', description: 'Reads records', parameters: JSON.parse(schema.toJsonString()),
+    risk_level: 'safe', idempotent: false,
+  });
+  assert.deepEqual(JSON.parse(b.toJson().toJsonString()).risk_level, 'dangerous');
+  assert.equal(JSON.parse(b.toJson().toJsonString()).timeout, 1500);
+  assert.ok(M.ToolDefinition.fromJson(b.toJson()).toJson().equals(b.toJson()));
+  assert.throws(() => new M.ToolDefinition('x', 'y', '[1]'), (e) => e.code === 'json_not_object');
+  assert.throws(() => new M.ToolDefinition('x', 'y', '{'), (e) => e.code === 'json_invalid');
+  for (const bad of [0, -5, 1.5, NaN]) {
+    assert.throws(() => new M.ToolDefinition('x', 'y', schema, M.ToolRiskLevel.safe, false, bad),
+      (e) => e.code === 'tool_timeout_invalid');
+  }
+});
+
+test('ToolResult round-trips through the Rust wire shape and reports bad shapes', () => {
+  const meta = new M.JsonObject().setNumber('rows', 3);
+  const result = new M.ToolResult([M.ContentPart.text('a "b"'), M.ContentPart.json(M.JsonValue.object(meta))], true, true, meta);
+  const wire = JSON.parse(result.toJson().toJsonString());
+  assert.deepEqual(wire, {
+    contents: [{ type: 'text', text: 'a "b"' }, { type: 'json', value: { rows: 3 } }], is_error: true, stop: true,
+    metadata: { rows: 3 },
+  });
+  const back = M.ToolResult.fromJson(result.toJson());
+  assert.equal(back.isError, true);
+  assert.equal(back.stopFlag, true);
+  assert.equal(back.toModelText(), 'a "b"\n{"rows":3}');
+  assert.deepEqual(JSON.parse(M.ToolResult.text('ok').toJson().toJsonString()),
+    { contents: [{ type: 'text', text: 'ok' }], is_error: false, stop: false });
+  assert.throws(() => M.ToolResult.fromJson(M.JsonObject.fromJsonString('{"contents":[{"type":"image"}]}')),
+    (e) => e.code === 'tool_result_invalid');
+  assert.throws(() => M.ToolResult.fromJson(new M.JsonObject()), (e) => e.code === 'tool_result_invalid');
+});
+
+test('ToolCall rewrites keep the id; hook results write their decisions', () => {
+  const call = new M.ToolCall('call_1', 'query_order', '{"orderId":"A1"}');
+  const rewritten = call.withArgumentsObject(call.argumentsObject().setString('auditId', 'x'));
+  assert.equal(rewritten.id, 'call_1');
+  assert.equal(rewritten.argumentsJson, '{"orderId":"A1","auditId":"x"}');
+  assert.deepEqual(JSON.parse(M.ToolCallHookResult.proceed(rewritten).toJson().toJsonString()),
+    { decision: 'proceed', call: { id: 'call_1', name: 'query_order', arguments: '{"orderId":"A1","auditId":"x"}' } });
+  assert.deepEqual(JSON.parse(M.ToolCallHookResult.deny(M.ToolResult.error('no')).toJson().toJsonString()),
+    { decision: 'deny', result: { contents: [{ type: 'text', text: 'no' }], is_error: true, stop: false } });
+  assert.deepEqual(JSON.parse(M.ToolCallHookResult.abort('policy').toJson().toJsonString()),
+    { decision: 'abort', reason: 'policy' });
+  const after = M.AfterToolCallHookResult.stop().withInjectedMessages([M.ChatMessage.system('remember')]);
+  assert.deepEqual(JSON.parse(after.toJson().toJsonString()),
+    { decision: 'stop', inject: [{ role: 'system', content: 'remember' }] });
+  const hook = new M.AgentHook();
+  const ctx = new M.HookContext('s', 'r', 1);
+  assert.equal(hook.beforeToolCall(new M.ToolCallHookContext(ctx, call)).decision, 'proceed');
+  assert.equal(hook.afterToolCall(new M.AfterToolCallHookContext(ctx, call, M.ToolResult.text('x'))).decision, 'proceed');
+  assert.equal(hook.beforePersistState(ctx), 'persist');
+});
+
+test('CancellationSignal: the first reason wins and listeners run once', () => {
+  const signal = new M.CancellationSignal();
+  const seen = [];
+  signal.onCancel((reason) => seen.push(`a:${reason}`));
+  assert.equal(signal.cancelled, false);
+  assert.equal(signal.reason, undefined);
+  signal.cancel('user');
+  signal.cancel('again');
+  signal.onCancel((reason) => seen.push(`b:${reason}`));
+  assert.equal(signal.cancelled, true);
+  assert.equal(signal.reason, 'user');
+  assert.deepEqual(seen, ['a:user', 'b:user']);
+  const ctx = new M.ToolContext('s1', 'c1', 'b1', signal);
+  assert.equal(ctx.signal.cancelled, true);
+});
+
+test('a pending batch in the Rust serde shape decodes; approval answers write their shape', () => {
+  const wire = {
+    batch_id: 'b1', run_id: 'r1', created_at_ms: 1700000000000,
+    assistant_message: { role: 'assistant', tool_calls: [] },
+    items: [
+      { approval_id: 'ap1', tool_call: { id: 'c1', name: 'clear_baking_cache', arguments: '{"confirm":"yes"}' },
+        arguments_hash: 'h', risk_level: 'dangerous', reason: 'Dangerous tool', created_at_ms: 1700000000001,
+        decision: 'pending' },
+      { approval_id: 'ap2', tool_call: { id: 'c2', name: 'query_stock', arguments: '{}' }, arguments_hash: 'h2',
+        risk_level: 'sensitive', reason: 'r', created_at_ms: 1, decision: 'denied', deny_reason: 'no',
+        decided_at_ms: 2 },
+    ],
+  };
+  const batch = M.PendingApprovalBatch.fromJsonString(JSON.stringify(wire));
+  assert.equal(batch.items.length, 2);
+  assert.equal(batch.items[0].toolCall.name, 'clear_baking_cache');
+  assert.equal(batch.items[0].riskLevel, 'dangerous');
+  assert.equal(batch.items[1].denyReason, 'no');
+  assert.deepEqual(batch.pendingItems().map((i) => i.approvalId), ['ap1']);
+  wire.items[0].risk_level = 'extreme';
+  assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify(wire)), (e) => e.code === 'tool_risk_level_unknown');
+  delete wire.items[0].approval_id;
+  wire.items[0].risk_level = 'safe';
+  assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify(wire)), (e) => e.code === 'approval_invalid');
+  assert.equal(M.ApprovalAnswer.listToJsonString([M.ApprovalAnswer.approve('ap1'), M.ApprovalAnswer.deny('ap2', 'too risky')]),
+    '[{"approval_id":"ap1","decision":"approved"},{"approval_id":"ap2","decision":"denied","deny_reason":"too risky"}]');
+});
+
+test('events decode to their classes; unknown types are kept, bad shapes refused', () => {
+  const ev = (o) => M.AgentEvent.fromJsonString(JSON.stringify(o));
+  const started = ev({ type: 'tool_call_started', run_id: 'r', index: 0, call_id: 'c', name: 'n' });
+  assert.ok(started instanceof M.ToolCallStartedEvent);
+  assert.equal(started.kind, 'tool_call_started');
+  assert.equal(started.callId, 'c');
+  assert.equal(ev({ type: 'text_delta', run_id: 'r', delta: 'hi' }).delta, 'hi');
+  const finished = ev({ type: 'run_finished', run_id: 'r', status: 'failed',
+    error: { layer: 'provider', code: 'provider_http', message: 'HTTP 500' } });
+  assert.ok(finished instanceof M.RunFinishedEvent);
+  assert.equal(finished.status, 'failed');
+  assert.equal(finished.error.code, 'provider_http');
+  const result = ev({ type: 'tool_result', run_id: 'r', call_id: 'c', name: 'n',
+    result: { contents: [{ type: 'text', text: 'ok' }], is_error: false, stop: false } });
+  assert.equal(result.result.toModelText(), 'ok');
+  const unknown = ev({ type: 'future_thing', run_id: 'r', x: 1 });
+  assert.ok(unknown instanceof M.UnknownAgentEvent);
+  assert.equal(unknown.raw.getNumber('x'), 1);
+  assert.throws(() => ev({ type: 'text_delta', run_id: 'r' }), (e) => e.code === 'event_invalid');
+  assert.throws(() => ev({ type: 'run_finished', run_id: 'r', status: 'exploded' }), (e) => e.code === 'run_status_unknown');
+});
