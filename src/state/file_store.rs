@@ -76,7 +76,9 @@ struct Writer {
 type Slot = Arc<tokio::sync::Mutex<Option<Writer>>>;
 
 /// A crash-safe [`StateStore`] on the file system: one directory per session under a root.
-/// See the module docs for the files and the guarantees.
+/// See the module docs for the files and the guarantees. Its blocking I/O runs on the tokio
+/// runtime's blocking pool (`spawn_blocking`), so its methods must be awaited inside the runtime
+/// the app (or the binding) owns.
 #[derive(Debug)]
 pub struct FileStore {
     root: PathBuf,
