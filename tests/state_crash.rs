@@ -82,7 +82,8 @@ fn main() {
     let started = Instant::now();
     let mut last_reported = 0u64;
     let mut expected = AgentState::new(SESSION);
-    let (mut ahead, mut reported_total, mut decided_checked) = (0usize, 0u64, 0usize);
+    let (mut ahead, mut reported_total, mut decided_checked, mut mid_compaction) =
+        (0usize, 0u64, 0usize, 0usize);
     for kill in 0..kills {
         let mut child = Command::new(&exe)
             .env("ARKAGENT_CRASH_CHILD", root.path())
@@ -113,6 +114,17 @@ fn main() {
             last_reported = k;
         }
 
+        // Leftovers of a compaction cut short: a temp snapshot, or a journal newer than the newest
+        // snapshot, or more than two generations (pruning not reached).
+        if let Ok(dir) = std::fs::read_dir(root.path().join(SESSION)) {
+            let names: Vec<String> =
+                dir.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            let snaps = names.iter().filter(|n| n.starts_with("snapshot-") && n.ends_with(".ark")).count();
+            let journals = names.iter().filter(|n| n.starts_with("journal-")).count();
+            if names.iter().any(|n| n.ends_with(".tmp")) || journals > snaps || snaps > 2 {
+                mid_compaction += 1;
+            }
+        }
         let (loaded, repaired) = rt.block_on(async {
             let store = FileStore::with_options(root.path(), options());
             (store.load_unrepaired(SESSION).await.unwrap(), store.load(SESSION).await.unwrap())
@@ -155,7 +167,8 @@ fn main() {
     files.sort();
     println!(
         "state_crash: ok: {kills} kills in {:.1} s; {reported_total} commits reported, final seq {last_reported}; \
-         {ahead} kills landed after a commit and before its report; {decided_checked} loads checked a decided \
+         {ahead} kills landed after a commit and before its report; \
+         {mid_compaction} loads found leftovers of a compaction cut short; {decided_checked} loads checked a decided \
          approval; session files {files:?}",
         started.elapsed().as_secs_f64()
     );

@@ -85,6 +85,22 @@ fn idempotent_started_calls_are_left_for_the_runtime_to_run_again() {
 }
 
 #[test]
+fn never_started_calls_of_a_running_batch_can_be_resumed() {
+    let mut s = crashed_mid_batch();
+    let report = repair_pairing(&mut s, &RepairPolicy::conservative().resume_unstarted(true));
+    assert_eq!(report.resume.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec!["c"]);
+    assert_eq!(report.recorded, vec!["a"]);
+    assert_eq!(report.interrupted, vec!["b"], "a started call is never resumed without idempotency");
+    check_pairing(&s.messages, &["c"]).unwrap();
+    // Only while running: a cancelled run's unstarted calls are orphans.
+    let mut s = crashed_mid_batch();
+    s.status = RunStatus::Cancelled;
+    let report = repair_pairing(&mut s, &RepairPolicy::conservative().resume_unstarted(true));
+    assert!(report.resume.is_empty());
+    assert_eq!(report.not_started, vec!["c"]);
+}
+
+#[test]
 fn an_idempotent_call_of_an_older_message_is_not_run_again() {
     let mut s = AgentState::new("s1");
     s.messages.push(assistant(&[("old", "refresh")]));
@@ -249,13 +265,27 @@ proptest! {
         records in prop::collection::vec((0u8..6, any::<bool>()), 0..4),
         awaiting in any::<bool>(),
         idempotent in any::<bool>(),
+        resume in any::<bool>(),
+        running in any::<bool>(),
     ) {
-        let original = build(&items, &records, awaiting);
+        let mut original = build(&items, &records, awaiting);
+        if running && original.status != RunStatus::AwaitingApproval {
+            original.status = RunStatus::Running;
+        }
         let mut s = original.clone();
-        let policy = RepairPolicy::with_idempotent(move |_| idempotent);
+        let policy = RepairPolicy::with_idempotent(move |_| idempotent).resume_unstarted(resume);
         let report = repair_pairing(&mut s, &policy);
         let mut pending: Vec<&str> = report.rerun.iter().map(|c| c.id.as_str()).collect();
         pending.extend(report.awaiting.iter().map(String::as_str));
+        pending.extend(report.resume.iter().map(|c| c.id.as_str()));
+        // Nothing that started is ever resumed, and nothing without a record is re-run.
+        for c in &report.resume {
+            prop_assert!(!original.tool_runs.contains_key(&c.id));
+        }
+        for c in &report.rerun {
+            let started = matches!(original.tool_runs.get(&c.id), Some(ToolRunRecord::Started { .. }));
+            prop_assert!(started, "{} re-run without a started record", c.id);
+        }
         prop_assert!(check_pairing(&s.messages, &pending).is_ok(), "{:?}", check_pairing(&s.messages, &pending));
         // Non-tool messages are never touched.
         let others = |m: &Vec<ChatMessage>| m.iter().filter(|m| m.tool_call_id().is_none()).cloned().collect::<Vec<_>>();

@@ -35,6 +35,10 @@ async fn commits_load_back_equal_through_a_fresh_store() {
     assert_eq!(store.load_unrepaired("s1").await.unwrap().unwrap(), state);
     let fresh = FileStore::new(root.path());
     assert_eq!(fresh.load_unrepaired("s1").await.unwrap().unwrap(), state);
+    // What a tool may read of it: version, id and metadata only.
+    let view = fresh.load("s1").await.unwrap().unwrap().readonly_view();
+    assert_eq!((view.schema_version, view.session_id.as_str()), (arkagent::state::SCHEMA_VERSION, "s1"));
+    assert_eq!(view.metadata["seq"], 23);
     // A fresh store continues the journal where the old one stopped.
     play(&fresh, 24, 40, &mut state).await;
     assert_eq!(

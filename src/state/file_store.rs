@@ -14,6 +14,8 @@
 //! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
 //! snapshot is rewritten at most once per its own size in journal bytes, so the amortised cost of
 //! a commit stays bounded by a constant factor of its own bytes. `save_snapshot` compacts at once.
+//! The first commit of a session in a process also reads the session once (to find the end of its
+//! journal and drop a torn tail) and serialises the state once (in case a snapshot must be started).
 //!
 //! # Loads and recovery
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
@@ -74,7 +76,9 @@ struct Writer {
 type Slot = Arc<tokio::sync::Mutex<Option<Writer>>>;
 
 /// A crash-safe [`StateStore`] on the file system: one directory per session under a root.
-/// See the module docs for the files and the guarantees.
+/// See the module docs for the files and the guarantees. Its blocking I/O runs on the tokio
+/// runtime's blocking pool (`spawn_blocking`), so its methods must be awaited inside the runtime
+/// the app (or the binding) owns.
 #[derive(Debug)]
 pub struct FileStore {
     root: PathBuf,

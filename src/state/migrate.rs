@@ -27,7 +27,7 @@
 //! `awaiting_approval` (there was no approval) and said `error` where version 2 says `failed`.
 //!
 //! # Version 2
-//! The current [`AgentState`](super::AgentState) (snake_case, `schema_version`), written as a
+//! The current [`AgentState`] (snake_case, `schema_version`), written as a
 //! checksummed snapshot plus a journal. Version 2 adds the pending approval batch, the tool-run
 //! records and the loop detector's window; migrating from 1 leaves them empty.
 

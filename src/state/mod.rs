@@ -242,6 +242,10 @@ pub enum StateEvent {
 pub trait StateStore: Send + Sync {
     /// Loads a session (snapshot + journal, migrated and repaired); `None` when it does not exist.
     ///
+    /// The repair is [`repair_pairing`] with the store's [`RepairPolicy`] (by default
+    /// [`RepairPolicy::conservative`]). Loading never writes: commit the repair's
+    /// [`RepairReport::events`] (or `save_snapshot`) to make it durable.
+    ///
     /// # Errors
     /// `session_id_invalid`, `state_io`, `state_corrupt`, `state_version_unsupported`.
     async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError>;
@@ -258,16 +262,19 @@ pub trait StateStore: Send + Sync {
     }
 
     /// Durably records events that were applied to `state` (which is the state after them), in one
-    /// sync. The store may fold the journal into a new snapshot of `state` when it sees fit.
+    /// sync. The store may fold the journal into a new snapshot of `state` when it sees fit; a
+    /// session's first commit (or one after its files became unreadable) writes a snapshot of
+    /// `state`, which then holds the events.
     ///
     /// # Errors
-    /// `session_id_invalid`, `state_io`.
+    /// `session_id_invalid`, `state_io`, `state_version_unsupported` (the session on disk was
+    /// written by a newer version: nothing is written).
     async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError>;
 
     /// Writes a full snapshot of `state` and clears the journal.
     ///
     /// # Errors
-    /// `session_id_invalid`, `state_io`.
+    /// `session_id_invalid`, `state_io`, `state_version_unsupported`.
     async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError>;
 
     /// Deletes a session; returns whether it existed.

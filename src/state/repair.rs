@@ -8,7 +8,10 @@
 //!   effect, unless the tool is idempotent ([`RepairPolicy::is_idempotent`]) and the call belongs to
 //!   the last assistant message: then it is left unanswered and listed in
 //!   [`RepairReport::rerun`], for the runtime to run again;
-//! - no record: an is_error `tool_interrupted` result saying the call did not run;
+//! - no record: an is_error `tool_interrupted` result saying the call did not run, unless
+//!   [`RepairPolicy::resume_unstarted`] is set, the status is `running` and the call belongs to the
+//!   last assistant message: then it is left unanswered and listed in [`RepairReport::resume`] (it
+//!   never ran, so running it now runs it once; this is how an approved batch resumes after a crash);
 //! - calls of a batch still awaiting approval ([`RepairPolicy::keep_awaiting_approval`], status
 //!   `awaiting_approval` with a pending batch, last assistant message) are pending, not orphans:
 //!   left alone.
@@ -39,22 +42,39 @@ pub struct RepairPolicy {
     pub is_idempotent: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     /// Leave alone the calls of a batch still awaiting approval (they are pending, not orphans).
     pub keep_awaiting_approval: bool,
+    /// Leave unanswered the never-started calls of the last assistant message of a `running`
+    /// session, for the runtime to run ([`RepairReport::resume`]).
+    pub resume_unstarted: bool,
 }
 
 impl RepairPolicy {
     /// Nothing is idempotent (nothing is left to run again); awaiting batches are kept.
     pub fn conservative() -> Self {
-        RepairPolicy { is_idempotent: Arc::new(|_| false), keep_awaiting_approval: true }
+        RepairPolicy {
+            is_idempotent: Arc::new(|_| false),
+            keep_awaiting_approval: true,
+            resume_unstarted: false,
+        }
     }
 
     /// The conservative policy with an idempotency predicate (by tool name).
     pub fn with_idempotent(is_idempotent: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
-        RepairPolicy { is_idempotent: Arc::new(is_idempotent), keep_awaiting_approval: true }
+        RepairPolicy {
+            is_idempotent: Arc::new(is_idempotent),
+            keep_awaiting_approval: true,
+            resume_unstarted: false,
+        }
     }
 
     /// The same policy with `keep_awaiting_approval` set.
     pub fn keep_awaiting_approval(mut self, keep: bool) -> Self {
         self.keep_awaiting_approval = keep;
+        self
+    }
+
+    /// The same policy with `resume_unstarted` set.
+    pub fn resume_unstarted(mut self, resume: bool) -> Self {
+        self.resume_unstarted = resume;
         self
     }
 }
@@ -69,6 +89,7 @@ impl fmt::Debug for RepairPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RepairPolicy")
             .field("keep_awaiting_approval", &self.keep_awaiting_approval)
+            .field("resume_unstarted", &self.resume_unstarted)
             .finish_non_exhaustive()
     }
 }
@@ -87,6 +108,8 @@ pub struct RepairReport {
     pub rerun: Vec<ToolCall>,
     /// Calls of a batch awaiting approval, left alone.
     pub awaiting: Vec<String>,
+    /// Never-started calls left unanswered for the runtime to run ([`RepairPolicy::resume_unstarted`]).
+    pub resume: Vec<ToolCall>,
     /// Tool results dropped: a second answer to a call, or an answer to no call.
     pub removed: usize,
     /// When every change was an append at the end of the history: the `MessageAppended` events
@@ -207,6 +230,10 @@ pub fn repair_pairing(state: &mut AgentState, policy: &RepairPolicy) -> RepairRe
                             interrupted_result(call)
                         }
                         None => {
+                            if is_last && policy.resume_unstarted && state.status == RunStatus::Running {
+                                report.resume.push(call.clone());
+                                continue;
+                            }
                             report.not_started.push(call.id.clone());
                             not_started_result(call)
                         }
