@@ -126,6 +126,29 @@ fn bench(c: &mut Criterion) {
         )
     });
     group.finish();
+
+    // The ratio, measured interleaved in this same run (criterion's figures above are separate).
+    let mut ratios = Vec::new();
+    for _ in 0..31 {
+        let t = std::time::Instant::now();
+        for _ in 0..ROUNDS {
+            black_box(serde_json::to_vec(&to_wire_request(&request, "gpt-4o", &quirks, true)).unwrap());
+        }
+        let serialize = t.elapsed();
+        rt.block_on(store.save_snapshot(&base)).unwrap();
+        let t = std::time::Instant::now();
+        rt.block_on(agent.run("bench", "再查一次", &NoEvents, &CancellationSignal::new())).unwrap();
+        let run = t.elapsed();
+        ratios.push(run.as_secs_f64() / serialize.as_secs_f64());
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "runtime cost per round / serializing that round's request body ({HISTORY} messages, 10 tools): \
+         median {:.2} (min {:.2}, max {:.2}; target <= 2)",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
 }
 
 criterion_group!(benches, bench);

@@ -566,7 +566,7 @@ async fn a_slow_tool_times_out_with_tool_timeout() {
 }
 
 #[tokio::test]
-async fn after_a_crash_no_call_runs_twice_and_nothing_unfinished_is_guessed() {
+async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interrupted_and_unstarted_ones_run() {
     let f = fixture(vec![], AgentConfig::default());
     // What a process that died mid-batch left behind: the assistant message with three calls,
     // one finished, one started, one not started.
@@ -601,10 +601,10 @@ async fn after_a_crash_no_call_runs_twice_and_nothing_unfinished_is_guessed() {
     let (agent2, _) = reopen(&f, vec![answer("ok")]);
     let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
-    assert_eq!(f.counters.query.load(Ordering::SeqCst), 0, "nothing ran again");
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 1, "only the never-started call ran");
     let state = f.store.load("s").await.unwrap().unwrap();
     let results = tool_messages(&state.messages);
     assert_eq!(results[0], ("done".into(), "recorded".into(), false), "the recorded result is used");
     assert!(results[1].2 && results[1].1.contains("may or may not"), "{}", results[1].1);
-    assert!(results[2].2 && results[2].1.contains("did not run"), "{}", results[2].1);
+    assert!(!results[2].2 && results[2].1.contains("已发货"), "{}", results[2].1);
 }

@@ -346,7 +346,10 @@ impl Agent {
         };
         let policy = if rerun_idempotent {
             let tools = self.tools();
+            // An approved batch (or a batch never planned) continues after a crash: its calls that
+            // never started are left for the run, which plans or settles them.
             RepairPolicy::with_idempotent(move |name| tools.definition(name).is_some_and(|d| d.idempotent))
+                .resume_unstarted(true)
         } else {
             RepairPolicy::conservative()
         };
@@ -521,8 +524,11 @@ impl<'a> Run<'a> {
         self.record(StateEvent::RoundStarted { round });
         let tools = self.agent.tools();
         let config = &self.agent.config;
+        // The history moves into the request and back: no copy per round (a hook or model that
+        // keeps the request makes the move back a copy instead).
+        let messages = Arc::new(std::mem::take(&mut self.state.messages));
         let request = ChatRequest {
-            messages: self.state.messages.clone().into(),
+            messages: Arc::clone(&messages),
             tools: Arc::clone(tools.definitions()),
             tool_choice: if tools.definitions().is_empty() { None } else { config.tool_choice.clone() },
             temperature: config.temperature,
@@ -538,6 +544,7 @@ impl<'a> Run<'a> {
             r = self.call_model(&request) => Some(r),
         };
         drop(request);
+        self.state.messages = Arc::try_unwrap(messages).unwrap_or_else(|shared| (*shared).clone());
         let response = match answer {
             None => return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done),
             Some(Err(e)) => {

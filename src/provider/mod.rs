@@ -56,7 +56,7 @@ pub enum ToolChoice {
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     /// The conversation so far.
-    pub messages: Arc<[ChatMessage]>,
+    pub messages: Arc<Vec<ChatMessage>>,
     /// The tools of this turn (a registry snapshot).
     pub tools: Arc<[ToolDefinition]>,
     /// Tool choice; `None` leaves it out of the request.
@@ -69,7 +69,7 @@ pub struct ChatRequest {
 
 impl ChatRequest {
     /// A request with the messages and tools and every option left to the client.
-    pub fn new(messages: Arc<[ChatMessage]>, tools: Arc<[ToolDefinition]>) -> Self {
+    pub fn new(messages: Arc<Vec<ChatMessage>>, tools: Arc<[ToolDefinition]>) -> Self {
         ChatRequest { messages, tools, tool_choice: None, temperature: None, max_tokens: None }
     }
 }

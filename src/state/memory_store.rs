@@ -56,14 +56,24 @@ impl StateStore for MemoryStore {
         Ok(self.lock().get(session_id).cloned())
     }
 
-    async fn commit(&self, state: &AgentState, _events: &[StateEvent]) -> Result<(), AgentError> {
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
         validate_session_id(&state.session_id)?;
-        self.lock().insert(state.session_id.clone(), state.clone());
+        let mut sessions = self.lock();
+        match sessions.get_mut(&state.session_id) {
+            // Like a journal: apply the events to the stored state (which equals `state` before
+            // them), so a commit costs what its events cost, not what the history costs.
+            Some(stored) if !events.is_empty() => events.iter().for_each(|e| stored.apply(e)),
+            _ => {
+                sessions.insert(state.session_id.clone(), state.clone());
+            }
+        }
         Ok(())
     }
 
     async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
-        self.commit(state, &[]).await
+        validate_session_id(&state.session_id)?;
+        self.lock().insert(state.session_id.clone(), state.clone());
+        Ok(())
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {

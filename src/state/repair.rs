@@ -161,6 +161,10 @@ pub fn not_started_result(call: &ToolCall) -> ToolResult {
 
 /// Restores the pairing invariant in `state.messages` (see the module docs for the rules).
 pub fn repair_pairing(state: &mut AgentState, policy: &RepairPolicy) -> RepairReport {
+    // The common case costs a scan, not a copy of the history: nothing to repair.
+    if check_pairing(&state.messages, &[]).is_ok() {
+        return RepairReport::default();
+    }
     let mut report = RepairReport::default();
     let messages = std::mem::take(&mut state.messages);
     let last_assistant = messages.iter().rposition(|m| matches!(m, ChatMessage::Assistant { .. }));
