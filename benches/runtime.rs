@@ -89,7 +89,11 @@ fn history() -> Vec<ChatMessage> {
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let model = Arc::new(Rounds {
-        call: ModelResponse::with_tool_calls(vec![ToolCall::new("x", "tool_0", r#"{"city":"上海","days":2}"#)]),
+        call: ModelResponse::with_tool_calls(vec![ToolCall::new(
+            "x",
+            "tool_0",
+            r#"{"city":"上海","days":2}"#,
+        )]),
         done: ModelResponse::text("好的，查到了。"),
         seen: AtomicUsize::new(0),
         events: ScriptedModel::new([]).with_chunk_chars(8),

@@ -20,7 +20,9 @@ use arkagent::provider::{
 };
 use arkagent::state::{FileStore, RunStatus};
 use arkagent::tool::FnExecutor;
-use arkagent::{AgentError, CancellationSignal, ChatMessage, RiskLevel, ToolCall, ToolDefinition, ToolResult};
+use arkagent::{
+    AgentError, CancellationSignal, ChatMessage, RiskLevel, ToolCall, ToolDefinition, ToolResult,
+};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::io::{IsTerminal, Write};
@@ -111,16 +113,22 @@ impl DemoModel {
         let call = |id: &str, name: &str, args: &str| ToolCall::new(id, name, args);
         DemoModel {
             script: vec![
-                turn("我先查一下订单、库存和物流。", vec![
-                    call("call_1", "query_order", r#"{"order_id":"20261010"}"#),
-                    call("call_2", "query_stock", r#"{"sku":"SKU001"}"#),
-                    call("call_3", "track_parcel", r#"{"order_id":"20261010"}"#),
-                    call("call_4", "query_order", r#"{"order_id":20261010}"#),
-                ]),
-                turn("订单和库存已查到。接下来清空烘焙缓存，并读取烘焙记录。", vec![
-                    call("call_5", "clear_baking_cache", r#"{"confirm":"yes"}"#),
-                    call("call_6", "read_baking_records", "{}"),
-                ]),
+                turn(
+                    "我先查一下订单、库存和物流。",
+                    vec![
+                        call("call_1", "query_order", r#"{"order_id":"20261010"}"#),
+                        call("call_2", "query_stock", r#"{"sku":"SKU001"}"#),
+                        call("call_3", "track_parcel", r#"{"order_id":"20261010"}"#),
+                        call("call_4", "query_order", r#"{"order_id":20261010}"#),
+                    ],
+                ),
+                turn(
+                    "订单和库存已查到。接下来清空烘焙缓存，并读取烘焙记录。",
+                    vec![
+                        call("call_5", "clear_baking_cache", r#"{"confirm":"yes"}"#),
+                        call("call_6", "read_baking_records", "{}"),
+                    ],
+                ),
                 ModelResponse::text(
                     "订单 20261010 已发货（顺丰 SF123456，预计 2026-10-12 送达）；SKU001 法棍还有 12 件。\
                      烘焙缓存的处理结果见上方工具结果。",
@@ -131,7 +139,8 @@ impl DemoModel {
 
     fn pick(&self, request: &ChatRequest) -> ModelResponse {
         // Assistant answers since the user's last message: each new prompt replays the scenario.
-        let since = request.messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).map_or(0, |i| i + 1);
+        let since =
+            request.messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).map_or(0, |i| i + 1);
         let answered =
             request.messages[since..].iter().filter(|m| matches!(m, ChatMessage::Assistant { .. })).count();
         self.script[answered.min(self.script.len() - 1)].clone()
@@ -185,8 +194,11 @@ fn parse_options() -> Result<Options, String> {
 }
 
 fn model_from_env() -> Result<(Arc<dyn ChatModel>, String), AgentError> {
-    let (url, key, model) =
-        (std::env::var("ARKAGENT_BASE_URL"), std::env::var("ARKAGENT_API_KEY"), std::env::var("ARKAGENT_MODEL"));
+    let (url, key, model) = (
+        std::env::var("ARKAGENT_BASE_URL"),
+        std::env::var("ARKAGENT_API_KEY"),
+        std::env::var("ARKAGENT_MODEL"),
+    );
     match (url, key, model) {
         (Ok(url), Ok(key), Ok(model)) if !url.is_empty() && !model.is_empty() => {
             let preset = match std::env::var("ARKAGENT_PROVIDER") {
@@ -228,7 +240,11 @@ fn write_event(out: &mut impl Write, event: AgentEvent) -> std::io::Result<()> {
         AgentEvent::ApprovalRequired { batch } => {
             writeln!(out, "  ⏸  需要确认（已保存，可安全退出后用 --resume 继续）:")?;
             for item in &batch.items {
-                writeln!(out, "     - {} {} ({:?}): {}", item.tool_call.name, item.tool_call.arguments, item.risk_level, item.reason)?;
+                writeln!(
+                    out,
+                    "     - {} {} ({:?}): {}",
+                    item.tool_call.name, item.tool_call.arguments, item.risk_level, item.reason
+                )?;
             }
             Ok(())
         }
@@ -253,7 +269,11 @@ fn ask(question: &str, flag: Option<bool>) -> bool {
     matches!(line.trim(), "y" | "Y" | "yes")
 }
 
-async fn decide_and_resume(agent: &Agent, o: &Options, mut outcome: RunOutcome) -> Result<RunOutcome, AgentError> {
+async fn decide_and_resume(
+    agent: &Agent,
+    o: &Options,
+    mut outcome: RunOutcome,
+) -> Result<RunOutcome, AgentError> {
     let sink = print_event;
     while let RunOutcome::Suspended { batch } = &outcome {
         if o.later {

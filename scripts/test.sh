@@ -6,6 +6,16 @@ cd "$(dirname "$0")/.."
 echo "== cargo test (core)"
 cargo test --all-targets --locked
 
+echo "== the demo (README's first command), offline: every step of its scenario shows"
+demo_dir="$(mktemp -d)"
+target_dir="${CARGO_TARGET_DIR:-target}"
+demo_out="$("$target_dir/debug/examples/assistant" --approve --state-dir "$demo_dir" </dev/null)"
+rm -rf "$demo_dir"
+for expected in "query_order → {" "tool_not_found" "tool_argument_type_mismatch" "需要确认" "已清空" "run finished: Completed"; do
+  grep -qF -- "$expected" <<<"$demo_out" || { echo "demo output lacks: $expected" >&2; echo "$demo_out" >&2; exit 1; }
+done
+echo "demo: ok"
+
 echo "== cargo check --features napi,napi-ohos/arkvm-test (HarmonyOS-only branches of napi-ohos)"
 cargo check --features napi,napi-ohos/arkvm-test --locked
 

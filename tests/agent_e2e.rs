@@ -35,8 +35,10 @@ fn chunk(delta: Value, finish: Option<&str>) -> Value {
 
 /// A streamed answer with one tool call whose arguments arrive in 8-character pieces.
 fn tool_call_stream(id: &str, name: &str, arguments: &str) -> Vec<u8> {
-    let mut chunks =
-        vec![chunk(json!({"role":"assistant","tool_calls":[{"index":0,"id":id,"type":"function","function":{"name":name,"arguments":""}}]}), None)];
+    let mut chunks = vec![chunk(
+        json!({"role":"assistant","tool_calls":[{"index":0,"id":id,"type":"function","function":{"name":name,"arguments":""}}]}),
+        None,
+    )];
     let chars: Vec<char> = arguments.chars().collect();
     for piece in chars.chunks(8) {
         let piece: String = piece.iter().collect();
@@ -65,7 +67,9 @@ fn client(server: &MockServer) -> Arc<OpenAiCompatibleClient> {
 }
 
 fn agent(server: &MockServer, dir: &std::path::Path, runs: &Arc<AtomicUsize>) -> arkagent::agent::Agent {
-    let agent = AgentBuilder::new(client(server), Arc::new(FileStore::new(dir))).config(AgentConfig::default()).build();
+    let agent = AgentBuilder::new(client(server), Arc::new(FileStore::new(dir)))
+        .config(AgentConfig::default())
+        .build();
     let r = runs.clone();
     agent
         .register_tool(
@@ -86,7 +90,8 @@ fn agent(server: &MockServer, dir: &std::path::Path, runs: &Arc<AtomicUsize>) ->
     let r = runs.clone();
     agent
         .register_tool(
-            ToolDefinition::new("clear_baking_cache", "清空缓存", json!({"type":"object"})).with_risk(RiskLevel::Dangerous),
+            ToolDefinition::new("clear_baking_cache", "清空缓存", json!({"type":"object"}))
+                .with_risk(RiskLevel::Dangerous),
             Arc::new(FnExecutor(move |_a, _c| {
                 let r = r.clone();
                 async move {

@@ -21,7 +21,8 @@ use std::sync::Arc;
 const CHILD_ENV: &str = "ARKAGENT_SCENE_CHILD";
 
 fn agent(dir: &Path, script: Vec<ModelResponse>) -> Agent {
-    let agent = AgentBuilder::new(Arc::new(ScriptedModel::new(script)), Arc::new(FileStore::new(dir))).build();
+    let agent =
+        AgentBuilder::new(Arc::new(ScriptedModel::new(script)), Arc::new(FileStore::new(dir))).build();
     let ran = dir.join("ran.log");
     agent
         .register_tool(
@@ -41,7 +42,11 @@ fn agent(dir: &Path, script: Vec<ModelResponse>) -> Agent {
 }
 
 fn freeze_script() -> Vec<ModelResponse> {
-    vec![ModelResponse::with_tool_calls(vec![ToolCall::new("call_1", "clear_baking_cache", r#"{"confirm":"yes"}"#)])]
+    vec![ModelResponse::with_tool_calls(vec![ToolCall::new(
+        "call_1",
+        "clear_baking_cache",
+        r#"{"confirm":"yes"}"#,
+    )])]
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -53,7 +58,8 @@ fn child(dir: PathBuf) {
     let rt = runtime();
     rt.block_on(async {
         let agent = agent(&dir, freeze_script());
-        let out = agent.run("scene", "清空烘焙缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        let out =
+            agent.run("scene", "清空烘焙缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
         let RunOutcome::Suspended { batch } = out else { panic!("expected a suspension: {out:?}") };
         println!("SUSPENDED {}", batch.items[0].approval_id);
         std::io::stdout().flush().unwrap();
@@ -74,7 +80,8 @@ fn confirm_then_kill(dir: &Path) -> String {
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let approval_id = line.strip_prefix("SUSPENDED ").expect("the child reported its suspension").trim().to_string();
+    let approval_id =
+        line.strip_prefix("SUSPENDED ").expect("the child reported its suspension").trim().to_string();
     child.kill().unwrap(); // SIGKILL
     let status = child.wait().unwrap();
     assert!(!status.success(), "the child was killed");

@@ -566,7 +566,8 @@ async fn a_slow_tool_times_out_with_tool_timeout() {
 }
 
 #[tokio::test]
-async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interrupted_and_unstarted_ones_run() {
+async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interrupted_and_unstarted_ones_run()
+{
     let f = fixture(vec![], AgentConfig::default());
     // What a process that died mid-batch left behind: the assistant message with three calls,
     // one finished, one started, one not started.
