@@ -197,7 +197,11 @@ fn first_duplicate(items: &[Value]) -> Option<(usize, usize)> {
 
 /// `minLength`, `maxLength` (in code points) and `pattern`.
 pub(crate) fn check_string(node: &Node, s: &str, path: &Path<'_>, sink: &mut Sink) {
-    if node.min_length.is_some() || node.max_length.is_some() {
+    // A string has between len/4 and len code points: count them only when the bounds need it.
+    let bytes = s.len() as u64;
+    let settled =
+        node.max_length.is_none_or(|max| bytes <= max) && node.min_length.is_none_or(|min| bytes / 4 >= min);
+    if !settled {
         let len = s.chars().count() as u64;
         if let Some(min) = node.min_length {
             if len < min {
