@@ -78,6 +78,7 @@ pub(crate) fn number_type_ok(types: u8, n: Num) -> bool {
     types == 0 || types & ty::NUMBER != 0 || (types & ty::INTEGER != 0 && n.is_integer())
 }
 
+#[inline]
 pub(crate) fn type_ok(types: u8, value: &Value) -> bool {
     match value {
         Value::Null => kind_ok(types, ty::NULL),
@@ -132,6 +133,19 @@ fn check_node(node: &Node, value: &Value, path: &Path<'_>, sink: &mut Sink) {
             }
             check_array(node, items, path, sink);
         }
+        Value::String(s) if node.string_checks => check_string(node, s, path, sink),
+        Value::Number(n) if node.number_checks => check_number(node, Num::of(n), path, sink),
+        _ => {}
+    }
+    if node.value_checks && !sink.done() {
+        check_value(node, value, path, sink);
+    }
+}
+
+/// The keyword checks of a scalar whose type already matched (string and number keywords, then
+/// `enum` / `const` / `anyOf`).
+pub(crate) fn check_scalar(node: &Node, value: &Value, path: &Path<'_>, sink: &mut Sink) {
+    match value {
         Value::String(s) if node.string_checks => check_string(node, s, path, sink),
         Value::Number(n) if node.number_checks => check_number(node, Num::of(n), path, sink),
         _ => {}

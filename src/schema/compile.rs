@@ -91,7 +91,18 @@ impl Properties {
             return map.get(key).copied();
         }
         let bytes = key.as_bytes();
-        self.entries.iter().position(|(k, _)| k.len() == bytes.len() && k.as_bytes() == bytes)
+        let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
+            return self.entries.iter().position(|(k, _)| k.is_empty());
+        };
+        self.entries.iter().position(|(k, _)| {
+            let k = k.as_bytes();
+            // Length, first and last byte rule out almost every other name without a memcmp call;
+            // short names are then compared inline.
+            k.len() == bytes.len()
+                && k[0] == first
+                && k[k.len() - 1] == last
+                && if k.len() <= 16 { k.iter().zip(bytes).all(|(a, b)| a == b) } else { k == bytes }
+        })
     }
 }
 

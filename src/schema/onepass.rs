@@ -8,7 +8,7 @@
 //! invalid JSON (or too deep) wins over any schema violation met before the broken spot. Depth is
 //! checked on entering each container, so recursion is bounded by the limit (at most 128).
 
-use super::check::{check, check_array, check_required, check_value, kind_ok, Sink};
+use super::check::{check_array, check_required, check_scalar, check_value, kind_ok, type_ok, Sink};
 use super::compile::{ty, Additional, Node, Schema};
 use super::path::Path;
 use serde_json::{Map, Number, Value};
@@ -166,8 +166,18 @@ impl<'a> Parser<'a> {
             Some(_) => return Err(self.fail(Stop::Invalid("expected value", self.pos))),
             None => return Err(self.fail(Stop::Invalid("EOF while parsing a value", self.pos))),
         };
-        if !matches!(schema, Schema::Any) && !self.sink.done() {
-            check(schema, out, path, &mut self.sink);
+        match schema {
+            Schema::Any => {}
+            _ if self.sink.done() => {}
+            Schema::Never => self.sink.never(path),
+            // The type check inline; the keyword checks only where the node has some.
+            Schema::Node(node) => {
+                if !type_ok(node.types, out) {
+                    self.sink.type_mismatch(node, path);
+                } else if node.string_checks || node.number_checks || node.value_checks {
+                    check_scalar(node, out, path, &mut self.sink);
+                }
+            }
         }
         Ok(())
     }
