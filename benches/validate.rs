@@ -5,7 +5,7 @@
 //! serde_json parse + the `jsonschema` crate's validator for the same schema, compiled once.
 //! Targets: b/a <= 1.05 and b/c <= 0.8.
 //!
-//! Run: `cargo bench --bench validate`. After criterion's own report, the bench prints the ratios
+//! Run: `cargo bench --bench validate` (`VALIDATE_BENCH_QUICK=1` runs only the interleaved part). After criterion's own report, the bench prints the ratios
 //! from criterion's estimates, and a second, interleaved measurement (a, b, c alternating in short
 //! rounds, median of the per-round ratios) that is less sensitive to a noisy shared machine.
 
@@ -126,6 +126,8 @@ struct Case {
     name: &'static str,
     text: String,
     ours: CompiledSchema,
+    /// The schema `true`: our parser alone, for the breakdown.
+    parse_only: CompiledSchema,
     theirs: jsonschema::Validator,
 }
 
@@ -143,7 +145,12 @@ fn cases() -> Vec<Case> {
             let broken = text.replacen("\"ORD-", "\"ORDX-", 1);
             assert!(ours.parse_and_validate(&broken, &limits).is_err());
             assert!(!theirs.is_valid(&serde_json::from_str(&broken).unwrap()));
-            Case { name, text, ours, theirs }
+            let parse_only = CompiledSchema::compile_with(
+                &Value::Bool(true),
+                &arkagent::schema::SchemaOptions { tool_root: false, ..Default::default() },
+            )
+            .unwrap();
+            Case { name, text, ours, parse_only, theirs }
         })
         .collect()
 }
@@ -154,6 +161,10 @@ fn a(case: &Case) -> bool {
 
 fn b(case: &Case, limits: &JsonLimits) -> bool {
     case.ours.parse_and_validate(black_box(&case.text), limits).is_ok()
+}
+
+fn p(case: &Case, limits: &JsonLimits) -> bool {
+    case.parse_only.parse_value_and_validate(black_box(&case.text), limits).is_ok()
 }
 
 fn c(case: &Case) -> bool {
@@ -168,6 +179,7 @@ fn criterion_run(c_: &mut Criterion, cases: &[Case]) {
         g.bench_function("a_serde_parse", |bn| bn.iter(|| a(case)));
         g.bench_function("b_ours_parse_and_validate", |bn| bn.iter(|| b(case, &limits)));
         g.bench_function("c_serde_parse_plus_jsonschema", |bn| bn.iter(|| c(case)));
+        g.bench_function("p_ours_parse_only", |bn| bn.iter(|| p(case, &limits)));
         g.finish();
     }
 }
@@ -198,12 +210,14 @@ fn interleaved(cases: &[Case]) {
     println!("\ninterleaved rounds (median over rounds; each round runs a, b, c back to back):");
     for case in cases {
         let iters = if case.name == "small" { 2000 } else { 40 };
-        let (mut ta, mut tb, mut tc, mut ba, mut bc) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut ta, mut tb, mut tc, mut tp, mut ba, mut bc) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
         let deadline = Instant::now() + Duration::from_secs(6);
         while Instant::now() < deadline {
             let x = time_round(iters, || a(case));
             let y = time_round(iters, || b(case, &limits));
             let z = time_round(iters, || c(case));
+            tp.push(time_round(iters, || p(case, &limits)));
             ta.push(x);
             tb.push(y);
             tc.push(z);
@@ -211,13 +225,14 @@ fn interleaved(cases: &[Case]) {
             bc.push(y / z);
         }
         println!(
-            "  {:5} ({} bytes, {} rounds): a {:.0} ns, b {:.0} ns, c {:.0} ns | b/a {:.3}, b/c {:.3}",
+            "  {:5} ({} bytes, {} rounds): a {:.0} ns, b {:.0} ns, c {:.0} ns (our parser alone {:.0} ns) | b/a {:.3}, b/c {:.3}",
             case.name,
             case.text.len(),
             ta.len(),
             median(ta),
             median(tb),
             median(tc),
+            median(tp),
             median(ba),
             median(bc)
         );
@@ -226,6 +241,35 @@ fn interleaved(cases: &[Case]) {
 
 fn main() {
     let cases = cases();
+    if let Ok(which) = std::env::var("VALIDATE_BENCH_PROFILE") {
+        // Profiling aid: loop one variant ("a", "b", "c" or "p") on one case for five seconds or
+        // VALIDATE_BENCH_ROUNDS x 100 runs (for `perf stat`).
+        let limits = JsonLimits::default();
+        let (variant, name) = which.split_once(':').unwrap_or((&which, "large"));
+        let case = cases.iter().find(|c| c.name == name).expect("small or large");
+        let rounds: u64 =
+            std::env::var("VALIDATE_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(u64::MAX);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for _ in 0..rounds {
+            if Instant::now() > deadline {
+                break;
+            }
+            for _ in 0..100 {
+                black_box(match variant {
+                    "a" => a(case),
+                    "b" => b(case, &limits),
+                    "c" => c(case),
+                    _ => p(case, &limits),
+                });
+            }
+        }
+        return;
+    }
+    if std::env::var_os("VALIDATE_BENCH_QUICK").is_some() {
+        // Development shortcut: only the interleaved measurement.
+        interleaved(&cases);
+        return;
+    }
     let mut crit = Criterion::default().configure_from_args();
     criterion_run(&mut crit, &cases);
     crit.final_summary();

@@ -215,6 +215,19 @@ mod tests {
     }
 
     #[test]
+    fn huge_inputs_are_refused_without_a_crash() {
+        let l = JsonLimits::default();
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(parse_object(&deep, &l).unwrap_err().code, codes::JSON_TOO_DEEP);
+        let unclosed = "[".repeat(10_000);
+        assert_eq!(parse_value(&unclosed, &l).unwrap_err().code, codes::JSON_TOO_DEEP);
+        let big = format!("{{\"a\":\"{}\"}}", "x".repeat(100 * 1024 * 1024));
+        let e = parse_object(&big, &l).unwrap_err();
+        assert_eq!(e.code, codes::JSON_TOO_LARGE);
+        assert!(e.message.contains("1048576"), "{}", e.message);
+    }
+
+    #[test]
     fn object_errors_in_gate_order() {
         let l = JsonLimits::default();
         assert_eq!(parse_object("[1,2", &l).unwrap_err().code, codes::JSON_INVALID);

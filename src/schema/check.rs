@@ -78,6 +78,7 @@ pub(crate) fn number_type_ok(types: u8, n: Num) -> bool {
     types == 0 || types & ty::NUMBER != 0 || (types & ty::INTEGER != 0 && n.is_integer())
 }
 
+#[inline]
 pub(crate) fn type_ok(types: u8, value: &Value) -> bool {
     match value {
         Value::Null => kind_ok(types, ty::NULL),
@@ -132,6 +133,19 @@ fn check_node(node: &Node, value: &Value, path: &Path<'_>, sink: &mut Sink) {
             }
             check_array(node, items, path, sink);
         }
+        Value::String(s) if node.string_checks => check_string(node, s, path, sink),
+        Value::Number(n) if node.number_checks => check_number(node, Num::of(n), path, sink),
+        _ => {}
+    }
+    if node.value_checks && !sink.done() {
+        check_value(node, value, path, sink);
+    }
+}
+
+/// The keyword checks of a scalar whose type already matched (string and number keywords, then
+/// `enum` / `const` / `anyOf`).
+pub(crate) fn check_scalar(node: &Node, value: &Value, path: &Path<'_>, sink: &mut Sink) {
+    match value {
         Value::String(s) if node.string_checks => check_string(node, s, path, sink),
         Value::Number(n) if node.number_checks => check_number(node, Num::of(n), path, sink),
         _ => {}
@@ -197,7 +211,11 @@ fn first_duplicate(items: &[Value]) -> Option<(usize, usize)> {
 
 /// `minLength`, `maxLength` (in code points) and `pattern`.
 pub(crate) fn check_string(node: &Node, s: &str, path: &Path<'_>, sink: &mut Sink) {
-    if node.min_length.is_some() || node.max_length.is_some() {
+    // A string has between len/4 and len code points: count them only when the bounds need it.
+    let bytes = s.len() as u64;
+    let settled =
+        node.max_length.is_none_or(|max| bytes <= max) && node.min_length.is_none_or(|min| bytes / 4 >= min);
+    if !settled {
         let len = s.chars().count() as u64;
         if let Some(min) = node.min_length {
             if len < min {

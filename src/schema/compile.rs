@@ -77,13 +77,32 @@ pub(crate) struct Properties {
 }
 
 impl Properties {
-    /// The index of a property, if the schema names it.
+    fn new(entries: Vec<(Box<str>, Schema)>) -> Self {
+        let index = (entries.len() > 16)
+            .then(|| entries.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
+        Properties { entries, index }
+    }
+
+    /// The index of a property, if the schema names it. Lengths are compared first: most names
+    /// of one schema differ in length, so usually a single memcmp decides.
     #[inline]
     pub(crate) fn find(&self, key: &str) -> Option<usize> {
-        match &self.index {
-            Some(map) => map.get(key).copied(),
-            None => self.entries.iter().position(|(k, _)| &**k == key),
+        if let Some(map) = &self.index {
+            return map.get(key).copied();
         }
+        let bytes = key.as_bytes();
+        let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
+            return self.entries.iter().position(|(k, _)| k.is_empty());
+        };
+        self.entries.iter().position(|(k, _)| {
+            let k = k.as_bytes();
+            // Length, first and last byte rule out almost every other name without a memcmp call;
+            // short names are then compared inline.
+            k.len() == bytes.len()
+                && k[0] == first
+                && k[k.len() - 1] == last
+                && if k.len() <= 16 { k.iter().zip(bytes).all(|(a, b)| a == b) } else { k == bytes }
+        })
     }
 }
 
@@ -216,7 +235,7 @@ impl Compiler {
             Some(t) => parse_type(t, path)?,
         };
 
-        let mut properties = Properties { entries: Vec::new(), index: None };
+        let mut entries = Vec::new();
         if let Some(p) = map.get("properties") {
             let Value::Object(p) = p else {
                 return Err(err(
@@ -227,16 +246,13 @@ impl Compiler {
             };
             for (name, sub) in p {
                 let sub_path = format!("{path}.properties{}", super::path::key_segment(name));
-                properties.entries.push((
+                entries.push((
                     name.as_str().into(),
                     self.compile(sub, &sub_path, depth + 1, codes::SCHEMA_INVALID_PROPERTIES)?,
                 ));
             }
-            if properties.entries.len() > 12 {
-                properties.index =
-                    Some(properties.entries.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
-            }
         }
+        let properties = Properties::new(entries);
 
         let mut required: Vec<Box<str>> = Vec::new();
         if let Some(r) = map.get("required") {

@@ -166,7 +166,7 @@ impl CompiledSchema {
         let sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
         let mut parser = onepass::Parser::new(text, limits.max_depth, sink);
         match parser.parse_document(&self.root) {
-            Ok(value) => Ok((value, parser.sink.found)),
+            Ok(value) => Ok((value, std::mem::take(&mut parser.sink.found))),
             Err(onepass::Stop::TooDeep) => Err(AgentError::of(
                 codes::JSON_TOO_DEEP,
                 format!(

@@ -125,6 +125,15 @@ fn cmp_int_float(i: i128, f: f64) -> Ordering {
 
 /// JSON Schema equality: numbers by value, objects regardless of member order. Iterative.
 pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    // Scalars (the common case: enum of strings) without allocating a stack.
+    match (a, b) {
+        (Value::String(x), Value::String(y)) => return x == y,
+        (Value::Number(x), Value::Number(y)) => return Num::of(x).cmp(Num::of(y)) == Ordering::Equal,
+        (Value::Bool(x), Value::Bool(y)) => return x == y,
+        (Value::Null, Value::Null) => return true,
+        (Value::Array(_), Value::Array(_)) | (Value::Object(_), Value::Object(_)) => {}
+        _ => return false,
+    }
     let mut stack = vec![(a, b)];
     while let Some((a, b)) = stack.pop() {
         match (a, b) {

@@ -8,10 +8,11 @@
 //! invalid JSON (or too deep) wins over any schema violation met before the broken spot. Depth is
 //! checked on entering each container, so recursion is bounded by the limit (at most 128).
 
-use super::check::{check, check_array, check_required, check_value, kind_ok, Sink};
+use super::check::{check_array, check_required, check_scalar, check_value, kind_ok, type_ok, Sink};
 use super::compile::{ty, Additional, Node, Schema};
 use super::path::Path;
 use serde_json::{Map, Number, Value};
+use std::cell::Cell;
 
 const ANY: &Schema = &Schema::Any;
 
@@ -34,9 +35,18 @@ pub(crate) struct Parser<'a> {
     depth: usize,
     max_depth: usize,
     pub(crate) sink: Sink,
+    /// Why the parse stopped, once it has.
+    stop: Option<Stop>,
+    /// Items of the arrays being parsed, stacked: each array is then allocated once, at its size.
+    items: Vec<Value>,
 }
 
-type R<T> = Result<T, Stop>;
+/// A failed parse; what went wrong is kept in [`Parser::stop`]. Zero-sized so that results stay
+/// small and values are written in place (returning `Result<Value, _>` through the recursion made
+/// the caller re-read each value with unaligned copies: store-forwarding stalls).
+pub(crate) struct Fail;
+
+type R<T> = Result<T, Fail>;
 
 /// Bytes that end the fast scan of a string: `"`, `\` and control characters.
 static SPECIAL: [bool; 256] = {
@@ -51,19 +61,55 @@ static SPECIAL: [bool; 256] = {
     t
 };
 
+thread_local! {
+    /// The item stack, kept between parses on this thread so a small call allocates nothing for it.
+    static SCRATCH: Cell<Vec<Value>> = const { Cell::new(Vec::new()) };
+}
+
+impl Drop for Parser<'_> {
+    fn drop(&mut self) {
+        let mut items = std::mem::take(&mut self.items);
+        items.clear(); // leftovers of a failed parse
+        if items.capacity() <= 1024 {
+            SCRATCH.with(|s| s.set(items));
+        }
+    }
+}
+
 impl<'a> Parser<'a> {
     pub(crate) fn new(text: &'a str, max_depth: usize, sink: Sink) -> Self {
-        Parser { text, bytes: text.as_bytes(), pos: 0, depth: 0, max_depth: max_depth.min(HARD_DEPTH), sink }
+        Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            depth: 0,
+            max_depth: max_depth.min(HARD_DEPTH),
+            sink,
+            stop: None,
+            items: SCRATCH.with(Cell::take),
+        }
     }
 
     /// Parses the whole text as one value checked against `schema`.
-    pub(crate) fn parse_document(&mut self, schema: &Schema) -> R<Value> {
-        let value = self.value(schema, &Path::ROOT)?;
-        self.skip_ws();
-        if self.pos != self.bytes.len() {
-            return Err(Stop::Invalid("trailing characters", self.pos));
+    pub(crate) fn parse_document(&mut self, schema: &Schema) -> Result<Value, Stop> {
+        let mut value = Value::Null;
+        let parsed = self.value(schema, &Path::ROOT, &mut value).and_then(|()| {
+            self.skip_ws();
+            if self.pos != self.bytes.len() {
+                return Err(self.fail(Stop::Invalid("trailing characters", self.pos)));
+            }
+            Ok(())
+        });
+        match parsed {
+            Ok(()) => Ok(value),
+            Err(Fail) => Err(self.stop.take().unwrap_or(Stop::Invalid("invalid JSON", self.pos))),
         }
-        Ok(value)
+    }
+
+    #[cold]
+    fn fail(&mut self, stop: Stop) -> Fail {
+        self.stop = Some(stop);
+        Fail
     }
 
     /// `line N column M` of a byte offset (1-based, columns in characters), for messages.
@@ -82,6 +128,17 @@ impl<'a> Parser<'a> {
 
     #[inline]
     fn skip_ws(&mut self) {
+        // Indentation comes in runs of spaces: skip eight at a time first.
+        const SPACES: u64 = 0x2020_2020_2020_2020;
+        while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
+            if u64::from_le_bytes([
+                chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+            ]) != SPACES
+            {
+                break;
+            }
+            self.pos += 8;
+        }
         while let Some(&b) = self.bytes.get(self.pos) {
             if b == b' ' || b == b'\n' || b == b'\r' || b == b'\t' {
                 self.pos += 1;
@@ -96,31 +153,46 @@ impl<'a> Parser<'a> {
         self.bytes.get(self.pos).copied()
     }
 
-    fn value(&mut self, schema: &Schema, path: &Path<'_>) -> R<Value> {
+    fn value(&mut self, schema: &Schema, path: &Path<'_>, out: &mut Value) -> R<()> {
         self.skip_ws();
-        let value = match self.peek() {
-            Some(b'{') => return self.object(schema, path),
-            Some(b'[') => return self.array(schema, path),
+        *out = match self.peek() {
+            Some(b'{') => return self.object(schema, path, out),
+            Some(b'[') => return self.array(schema, path, out),
             Some(b'"') => Value::String(self.string()?),
             Some(b't') => self.literal("true", Value::Bool(true))?,
             Some(b'f') => self.literal("false", Value::Bool(false))?,
             Some(b'n') => self.literal("null", Value::Null)?,
             Some(b'-' | b'0'..=b'9') => self.number()?,
-            Some(_) => return Err(Stop::Invalid("expected value", self.pos)),
-            None => return Err(Stop::Invalid("EOF while parsing a value", self.pos)),
+            Some(_) => return Err(self.fail(Stop::Invalid("expected value", self.pos))),
+            None => return Err(self.fail(Stop::Invalid("EOF while parsing a value", self.pos))),
         };
-        if !matches!(schema, Schema::Any) && !self.sink.done() {
-            check(schema, &value, path, &mut self.sink);
+        match schema {
+            Schema::Any => {}
+            _ if self.sink.done() => {}
+            Schema::Never => self.sink.never(path),
+            // The type check inline; the keyword checks only where the node has some.
+            Schema::Node(node) => {
+                if !type_ok(node.types, out) {
+                    self.sink.type_mismatch(node, path);
+                } else if node.string_checks || node.number_checks || node.value_checks {
+                    check_scalar(node, out, path, &mut self.sink);
+                }
+            }
         }
-        Ok(value)
+        Ok(())
     }
 
     fn literal(&mut self, word: &'static str, value: Value) -> R<Value> {
-        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+        let word = word.as_bytes();
+        let matched = self.bytes.get(self.pos..self.pos + word.len()).is_some_and(|got| {
+            // Byte by byte: a memcmp call costs more than these four or five compares.
+            got.iter().zip(word).all(|(a, b)| a == b)
+        });
+        if matched {
             self.pos += word.len();
             Ok(value)
         } else {
-            Err(Stop::Invalid("expected ident", self.pos))
+            Err(self.fail(Stop::Invalid("expected ident", self.pos)))
         }
     }
 
@@ -139,7 +211,7 @@ impl<'a> Parser<'a> {
                     self.pos += 1;
                 }
             }
-            _ => return Err(Stop::Invalid("invalid number", self.pos)),
+            _ => return Err(self.fail(Stop::Invalid("invalid number", self.pos))),
         }
         let int_end = self.pos;
         let mut is_float = false;
@@ -147,7 +219,7 @@ impl<'a> Parser<'a> {
             is_float = true;
             self.pos += 1;
             if !matches!(b.get(self.pos), Some(b'0'..=b'9')) {
-                return Err(Stop::Invalid("invalid number", self.pos));
+                return Err(self.fail(Stop::Invalid("invalid number", self.pos)));
             }
             while matches!(b.get(self.pos), Some(b'0'..=b'9')) {
                 self.pos += 1;
@@ -160,7 +232,7 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
             }
             if !matches!(b.get(self.pos), Some(b'0'..=b'9')) {
-                return Err(Stop::Invalid("invalid number", self.pos));
+                return Err(self.fail(Stop::Invalid("invalid number", self.pos)));
             }
             while matches!(b.get(self.pos), Some(b'0'..=b'9')) {
                 self.pos += 1;
@@ -193,7 +265,7 @@ impl<'a> Parser<'a> {
         }
         match self.text[start..self.pos].parse::<f64>() {
             Ok(f) if f.is_finite() => Ok(Number::from_f64(f).map_or(Value::Null, Value::Number)),
-            _ => Err(Stop::Invalid("number out of range", start)),
+            _ => Err(self.fail(Stop::Invalid("number out of range", start))),
         }
     }
 
@@ -219,8 +291,8 @@ impl<'a> Parser<'a> {
                     self.pos += 1;
                     self.escape(&mut out)?;
                 }
-                Some(_) => return Err(Stop::Invalid("control character in string", self.pos)),
-                None => return Err(Stop::Invalid("EOF while parsing a string", self.pos)),
+                Some(_) => return Err(self.fail(Stop::Invalid("control character in string", self.pos))),
+                None => return Err(self.fail(Stop::Invalid("EOF while parsing a string", self.pos))),
             }
             let from = self.pos;
             let to = self.scan(from);
@@ -264,7 +336,9 @@ impl<'a> Parser<'a> {
     }
 
     fn escape(&mut self, out: &mut String) -> R<()> {
-        let Some(c) = self.peek() else { return Err(Stop::Invalid("EOF while parsing a string", self.pos)) };
+        let Some(c) = self.peek() else {
+            return Err(self.fail(Stop::Invalid("EOF while parsing a string", self.pos)));
+        };
         self.pos += 1;
         match c {
             b'"' => out.push('"'),
@@ -279,22 +353,29 @@ impl<'a> Parser<'a> {
                 let first = self.hex4()?;
                 let ch = if (0xD800..0xDC00).contains(&first) {
                     if !self.bytes[self.pos..].starts_with(b"\\u") {
-                        return Err(Stop::Invalid("lone leading surrogate in hex escape", self.pos));
+                        return Err(
+                            self.fail(Stop::Invalid("lone leading surrogate in hex escape", self.pos))
+                        );
                     }
                     self.pos += 2;
                     let second = self.hex4()?;
                     if !(0xDC00..0xE000).contains(&second) {
-                        return Err(Stop::Invalid("lone leading surrogate in hex escape", self.pos));
+                        return Err(
+                            self.fail(Stop::Invalid("lone leading surrogate in hex escape", self.pos))
+                        );
                     }
                     0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
                 } else if (0xDC00..0xE000).contains(&first) {
-                    return Err(Stop::Invalid("lone trailing surrogate in hex escape", self.pos));
+                    return Err(self.fail(Stop::Invalid("lone trailing surrogate in hex escape", self.pos)));
                 } else {
                     first
                 };
-                out.push(char::from_u32(ch).ok_or(Stop::Invalid("invalid unicode code point", self.pos))?);
+                match char::from_u32(ch) {
+                    Some(c) => out.push(c),
+                    None => return Err(self.fail(Stop::Invalid("invalid unicode code point", self.pos))),
+                }
             }
-            _ => return Err(Stop::Invalid("invalid escape", self.pos - 1)),
+            _ => return Err(self.fail(Stop::Invalid("invalid escape", self.pos - 1))),
         }
         Ok(())
     }
@@ -306,8 +387,8 @@ impl<'a> Parser<'a> {
                 Some(c @ b'0'..=b'9') => c - b'0',
                 Some(c @ b'a'..=b'f') => c - b'a' + 10,
                 Some(c @ b'A'..=b'F') => c - b'A' + 10,
-                Some(_) => return Err(Stop::Invalid("invalid escape", self.pos)),
-                None => return Err(Stop::Invalid("EOF while parsing a string", self.pos)),
+                Some(_) => return Err(self.fail(Stop::Invalid("invalid escape", self.pos))),
+                None => return Err(self.fail(Stop::Invalid("EOF while parsing a string", self.pos))),
             };
             n = n * 16 + u32::from(d);
             self.pos += 1;
@@ -319,7 +400,7 @@ impl<'a> Parser<'a> {
     fn enter(&mut self) -> R<()> {
         self.depth += 1;
         if self.depth > self.max_depth {
-            return Err(Stop::TooDeep);
+            return Err(self.fail(Stop::TooDeep));
         }
         Ok(())
     }
@@ -345,7 +426,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn object(&mut self, schema: &Schema, path: &Path<'_>) -> R<Value> {
+    fn object(&mut self, schema: &Schema, path: &Path<'_>, dest: &mut Value) -> R<()> {
         self.enter()?;
         self.pos += 1;
         let node = self.container_node(schema, ty::OBJECT, path);
@@ -359,13 +440,13 @@ impl<'a> Parser<'a> {
                 self.skip_ws();
                 match self.peek() {
                     Some(b'"') => {}
-                    Some(_) => return Err(Stop::Invalid("key must be a string", self.pos)),
-                    None => return Err(Stop::Invalid("EOF while parsing an object", self.pos)),
+                    Some(_) => return Err(self.fail(Stop::Invalid("key must be a string", self.pos))),
+                    None => return Err(self.fail(Stop::Invalid("EOF while parsing an object", self.pos))),
                 }
                 let key = self.string()?;
                 self.skip_ws();
                 if self.peek() != Some(b':') {
-                    return Err(Stop::Invalid("expected `:`", self.pos));
+                    return Err(self.fail(Stop::Invalid("expected `:`", self.pos)));
                 }
                 self.pos += 1;
                 let child_path = path.key(&key);
@@ -388,7 +469,8 @@ impl<'a> Parser<'a> {
                     },
                     _ => ANY,
                 };
-                let value = self.value(child, &child_path)?;
+                let mut value = Value::Null;
+                self.value(child, &child_path, &mut value)?;
                 out.insert(key, value);
                 self.skip_ws();
                 match self.peek() {
@@ -397,41 +479,47 @@ impl<'a> Parser<'a> {
                         self.pos += 1;
                         break;
                     }
-                    Some(_) => return Err(Stop::Invalid("expected `,` or `}`", self.pos)),
-                    None => return Err(Stop::Invalid("EOF while parsing an object", self.pos)),
+                    Some(_) => return Err(self.fail(Stop::Invalid("expected `,` or `}`", self.pos))),
+                    None => return Err(self.fail(Stop::Invalid("EOF while parsing an object", self.pos))),
                 }
             }
         }
         self.depth -= 1;
-        let Some(node) = node else { return Ok(Value::Object(out)) };
+        let Some(node) = node else {
+            *dest = Value::Object(out);
+            return Ok(());
+        };
         if !self.sink.done() && !node.required.is_empty() {
             match node.required_mask {
                 Some(mask) if seen & mask == mask => {}
                 _ => check_required(node, &out, path, &mut self.sink),
             }
         }
-        let value = Value::Object(out);
+        *dest = Value::Object(out);
         if node.value_checks && !self.sink.done() {
-            check_value(node, &value, path, &mut self.sink);
+            check_value(node, dest, path, &mut self.sink);
         }
-        Ok(value)
+        Ok(())
     }
 
-    fn array(&mut self, schema: &Schema, path: &Path<'_>) -> R<Value> {
+    fn array(&mut self, schema: &Schema, path: &Path<'_>, dest: &mut Value) -> R<()> {
         self.enter()?;
         self.pos += 1;
         let node = self.container_node(schema, ty::ARRAY, path);
         let item_schema = node.and_then(|n| n.items.as_ref()).unwrap_or(ANY);
-        let mut out = Vec::new();
+        let base = self.items.len();
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
         } else {
             loop {
-                let item_path = path.index(out.len());
+                let item_path = path.index(self.items.len() - base);
                 let s = if self.sink.done() { ANY } else { item_schema };
-                let item = self.value(s, &item_path)?;
-                out.push(item);
+                self.items.push(Value::Null);
+                let last = self.items.len() - 1;
+                let mut item = std::mem::take(&mut self.items[last]);
+                self.value(s, &item_path, &mut item)?;
+                self.items[last] = item;
                 self.skip_ws();
                 match self.peek() {
                     Some(b',') => self.pos += 1,
@@ -439,20 +527,24 @@ impl<'a> Parser<'a> {
                         self.pos += 1;
                         break;
                     }
-                    Some(_) => return Err(Stop::Invalid("expected `,` or `]`", self.pos)),
-                    None => return Err(Stop::Invalid("EOF while parsing a list", self.pos)),
+                    Some(_) => return Err(self.fail(Stop::Invalid("expected `,` or `]`", self.pos))),
+                    None => return Err(self.fail(Stop::Invalid("EOF while parsing a list", self.pos))),
                 }
             }
         }
         self.depth -= 1;
-        let Some(node) = node else { return Ok(Value::Array(out)) };
+        let out: Vec<Value> = self.items.drain(base..).collect();
+        let Some(node) = node else {
+            *dest = Value::Array(out);
+            return Ok(());
+        };
         if !self.sink.done() && (node.min_items.is_some() || node.max_items.is_some() || node.unique_items) {
             check_array(node, &out, path, &mut self.sink);
         }
-        let value = Value::Array(out);
+        *dest = Value::Array(out);
         if node.value_checks && !self.sink.done() {
-            check_value(node, &value, path, &mut self.sink);
+            check_value(node, dest, path, &mut self.sink);
         }
-        Ok(value)
+        Ok(())
     }
 }
