@@ -7,6 +7,7 @@ echo "== cargo test (core)"
 cargo test --all-targets --locked
 
 echo "== the demo (README's first command), offline: every step of its scenario shows"
+cargo build --example assistant --locked
 demo_dir="$(mktemp -d)"
 target_dir="${CARGO_TARGET_DIR:-target}"
 demo_out="$("$target_dir/debug/examples/assistant" --approve --state-dir "$demo_dir" </dev/null)"
