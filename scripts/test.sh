@@ -23,7 +23,7 @@ fi
 node scripts/arkts-check/check.mjs
 
 echo "== ArkTS check self-test and bindings tests"
-node --test scripts/arkts-check/selftest.test.mjs scripts/arkts-check/bindings.test.mjs
+node --test scripts/arkts-check/selftest.test.mjs scripts/arkts-check/bindings.test.mjs scripts/arkts-check/agent.test.mjs
 
 echo "== HarmonyOS cross-compile files (shellcheck, cmake toolchain, target/linker consistency)"
 bash scripts/check-ohos.sh

@@ -1,0 +1,34 @@
+// Turns logic .ets files into ES modules for host tests, with ohos-typescript's transpileModule (what
+// the project notes measured works for logic code; ArkUI structs cannot run on a host).
+// Relative imports get the .mjs extension; `aliases` maps bare module names (a package such as
+// '@arkagent/bindings', or 'libarkagent.so') to absolute .mjs files, so tests can substitute fakes.
+
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const require = createRequire(import.meta.url);
+
+/** Transpiles every .ets file under srcDir into outDir (same layout, .mjs). */
+export function transpileTree(srcDir, outDir, aliases = {}) {
+  const ts = require('ohos-typescript');
+  fs.mkdirSync(outDir, { recursive: true });
+  for (const entry of fs.readdirSync(srcDir, { withFileTypes: true })) {
+    const src = path.join(srcDir, entry.name);
+    if (entry.isDirectory()) {
+      transpileTree(src, path.join(outDir, entry.name), aliases);
+    } else if (entry.name.endsWith('.ets')) {
+      const out = ts.transpileModule(fs.readFileSync(src, 'utf8'), {
+        compilerOptions: { target: ts.ScriptTarget.ES2021, module: ts.ModuleKind.ESNext },
+        fileName: src,
+      });
+      // Relative imports name modules without an extension; ES modules in Node need one.
+      let js = out.outputText.replace(/from '(\.{1,2}\/[^']+)'/g, "from '$1.mjs'");
+      for (const [name, file] of Object.entries(aliases)) {
+        js = js.split(`from '${name}'`).join(`from '${pathToFileURL(file).href}'`);
+      }
+      fs.writeFileSync(path.join(outDir, entry.name.replace(/\.ets$/, '.mjs')), js);
+    }
+  }
+}
