@@ -347,7 +347,8 @@ test('run and resume return typed outcomes (completed, suspended with its batch,
   const { agent, native } = newAgent();
   const usageJson = '{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}';
   native.answers.run = { status: 'completed', finalText: 'Your order shipped.', usageJson };
-  const handle = new Native.CancellationHandle();
+  const handle = M.newCancellationHandle();
+  assert.ok(handle instanceof Native.CancellationHandle);
   const done = await agent.run('s1', 'where is 20261010?', handle);
   assert.ok(done instanceof M.RunOutcome);
   assert.deepEqual([done.status, done.finalText, done.error, done.batch, done.isAwaitingApproval()],
