@@ -197,3 +197,66 @@ test('the transcript of a persisted session (after the app was killed)', () => {
   assert.deepEqual([items[3].toolName, items[3].finished], ['clear_baking_cache', false], 'the pending call has no result yet');
   assert.equal(D.Transcript.fromState(new B.JsonObject()).size(), 0);
 });
+
+// The project files hvigor reads: every JSON/JSON5 file parses, every $string/$media/$color/$profile
+// reference of the manifests resolves to a resource, every page and ability source exists, and the
+// modules and dependencies point at real folders. (No HAP can be built here; this is what can be
+// checked of the layout without the SDK.)
+test('the DevEco project layout is complete and every reference in it resolves', async () => {
+  const { createRequire } = await import('node:module');
+  const JSON5 = createRequire(import.meta.url)('json5');
+  const demo = path.join(ROOT, 'entry-demo');
+  const read = (rel) => JSON5.parse(fs.readFileSync(path.join(demo, rel), 'utf8'));
+  for (const rel of ['AppScope/app.json5', 'build-profile.json5', 'hvigorfile.ts', 'hvigor/hvigor-config.json5',
+    'oh-package.json5', 'entry/build-profile.json5', 'entry/hvigorfile.ts', 'entry/oh-package.json5',
+    'entry/src/main/module.json5', 'entry/src/main/resources/base/profile/main_pages.json',
+    'entry/src/main/cpp/types/libarkagent/oh-package.json5', 'entry/libs/arm64-v8a/.gitkeep', 'entry/libs/x86_64/.gitkeep']) {
+    assert.ok(fs.existsSync(path.join(demo, rel)), rel);
+  }
+  const resources = (base) => {
+    const names = new Set();
+    for (const kind of ['string', 'color']) {
+      const file = path.join(base, 'element', `${kind}.json`);
+      if (fs.existsSync(file)) for (const e of JSON5.parse(fs.readFileSync(file, 'utf8'))[kind]) names.add(`$${kind}:${e.name}`);
+    }
+    for (const dir of ['media', 'profile']) {
+      if (!fs.existsSync(path.join(base, dir))) continue;
+      for (const f of fs.readdirSync(path.join(base, dir))) names.add(`$${dir}:${f.replace(/\.[^.]+$/, '')}`);
+    }
+    return names;
+  };
+  const appRes = resources(path.join(demo, 'AppScope/resources/base'));
+  const entryRes = resources(path.join(demo, 'entry/src/main/resources/base'));
+  const refs = (text) => [...text.matchAll(/"\$(string|media|color|profile):(\w+)"/g)].map((m) => `$${m[1]}:${m[2]}`);
+  for (const ref of refs(fs.readFileSync(path.join(demo, 'AppScope/app.json5'), 'utf8'))) assert.ok(appRes.has(ref), ref);
+  const moduleText = fs.readFileSync(path.join(demo, 'entry/src/main/module.json5'), 'utf8');
+  const moduleRefs = refs(moduleText);
+  assert.ok(moduleRefs.length >= 6);
+  for (const ref of moduleRefs) assert.ok(entryRes.has(ref), ref);
+  // $r('app.string.x') / $r('app.color.x') in the pages resolve too.
+  const etsRefs = fs.readdirSync(DEMO_ETS, { recursive: true }).filter((f) => f.endsWith('.ets'))
+    .flatMap((f) => [...fs.readFileSync(path.join(DEMO_ETS, f), 'utf8').matchAll(/\$r\('app\.(string|color|media)\.(\w+)'\)/g)])
+    .map((m) => `$${m[1]}:${m[2]}`);
+  assert.ok(etsRefs.length > 10);
+  for (const ref of etsRefs) assert.ok(entryRes.has(ref), `${ref} used by a page`);
+  const mod = read('entry/src/main/module.json5').module;
+  assert.equal(mod.pages, '$profile:main_pages');
+  for (const page of read('entry/src/main/resources/base/profile/main_pages.json').src) {
+    assert.ok(fs.existsSync(path.join(DEMO_ETS, `${page}.ets`)), page);
+  }
+  assert.equal(mod.mainElement, mod.abilities[0].name);
+  assert.ok(fs.existsSync(path.join(demo, 'entry/src/main', mod.abilities[0].srcEntry)));
+  const profile = read('build-profile.json5');
+  for (const m of profile.modules) assert.ok(fs.existsSync(path.join(demo, m.srcPath, 'src/main/module.json5')), m.name);
+  assert.equal(read('entry/build-profile.json5').apiType, 'stageMode');
+  const deps = read('entry/oh-package.json5').dependencies;
+  assert.equal(deps['libarkagent.so'], 'file:./src/main/cpp/types/libarkagent');
+  assert.equal(read(path.join('entry', deps['@arkagent/bindings'].slice(5), 'oh-package.json5')).name, '@arkagent/bindings');
+  assert.equal(read('entry/src/main/cpp/types/libarkagent/oh-package.json5').types, './index.d.ts');
+  // The .so that scripts/build-ohos.sh copies into libs/<abi>/ is never committed.
+  const { spawnSync } = await import('node:child_process');
+  for (const abi of ['arm64-v8a', 'x86_64']) {
+    const ignored = spawnSync('git', ['check-ignore', '-q', `entry-demo/entry/libs/${abi}/libarkagent.so`], { cwd: ROOT });
+    assert.equal(ignored.status, 0, `entry-demo/entry/libs/${abi}/libarkagent.so must be git-ignored`);
+  }
+});
