@@ -5,36 +5,16 @@
 
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { transpileTree } from './transpile.mjs';
 
-const require = createRequire(import.meta.url);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ETS = path.resolve(HERE, '..', '..', 'arkts-bindings', 'src', 'main', 'ets');
 
 let M; // module namespace: every export of the transpiled files, by name
-
-function transpileTree(srcDir, outDir) {
-  const ts = require('ohos-typescript');
-  for (const entry of fs.readdirSync(srcDir, { withFileTypes: true })) {
-    const src = path.join(srcDir, entry.name);
-    if (entry.isDirectory()) {
-      fs.mkdirSync(path.join(outDir, entry.name), { recursive: true });
-      transpileTree(src, path.join(outDir, entry.name));
-    } else if (entry.name.endsWith('.ets')) {
-      const out = ts.transpileModule(fs.readFileSync(src, 'utf8'), {
-        compilerOptions: { target: ts.ScriptTarget.ES2021, module: ts.ModuleKind.ESNext },
-        fileName: src,
-      });
-      // Relative imports name modules without an extension; ES modules in Node need one.
-      const js = out.outputText.replace(/from '(\.{1,2}\/[^']+)'/g, "from '$1.mjs'");
-      fs.writeFileSync(path.join(outDir, entry.name.replace(/\.ets$/, '.mjs')), js);
-    }
-  }
-}
 
 before(async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-bindings-'));

@@ -204,6 +204,11 @@ function run() {
       files.push(input);
     }
   }
+  // Without explicit paths, both trees are required: a missing one (entry-demo moved or renamed)
+  // must fail the check, never shrink it silently.
+  if (args.paths.length === 0 && missing.length > 0) {
+    usage(`missing ${missing.join(', ')}: the default check covers ${DEFAULT_DIRS.join(' and ')}`);
+  }
   if (files.length === 0) {
     usage(`no .ets files found in ${inputs.join(', ')}`);
   }

@@ -6,6 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -74,4 +76,26 @@ test('app code written against the real arkts-bindings passes (the API is usable
   assert.deepEqual(found(report), []);
   assert.equal(report.files, 1);
   assert.equal(status, 0);
+});
+
+test('the default check needs both arkts-bindings/ and entry-demo/: a missing tree is a usage error (exit 2)', () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'arkts-check-root-'));
+  fs.mkdirSync(path.join(root, 'arkts-bindings'));
+  fs.copyFileSync(path.join(FIXTURES, 'clean', 'src', 'Logic.ets'), path.join(root, 'arkts-bindings', 'Logic.ets'));
+  const result = spawnSync(process.execPath, [path.join(HERE, 'check.mjs'), '--root', root, '--native',
+    `libarkagent.so=${STUB}`], { encoding: 'utf8' });
+  assert.equal(result.status, 2, result.stdout);
+  assert.match(result.stderr, /missing .*entry-demo/);
+});
+
+test('the default check of the repository covers every .ets file of arkts-bindings/ and entry-demo/', () => {
+  const root = path.resolve(HERE, '..', '..');
+  const count = (dir) => fs.readdirSync(dir, { recursive: true })
+    .filter((f) => f.endsWith('.ets') && !/(^|\/)(node_modules|oh_modules|build)\//.test(f)).length;
+  const expected = count(path.join(root, 'arkts-bindings')) + count(path.join(root, 'entry-demo'));
+  assert.ok(count(path.join(root, 'entry-demo')) >= 10, 'entry-demo has its pages, ability, tools and demo logic');
+  const result = spawnSync(process.execPath, [path.join(HERE, 'check.mjs'), '--json'], { cwd: root, encoding: 'utf8' });
+  const report = JSON.parse(result.stdout);
+  assert.equal(report.files, expected);
+  assert.deepEqual(report.missing, []);
 });

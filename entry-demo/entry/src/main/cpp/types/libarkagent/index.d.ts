@@ -1,0 +1,258 @@
+/*
+ * Declarations of the native module libarkagent.so (src/napi of the arkagent crate).
+ * Exactly the module's exports: tests/node/exports.test.mjs compares the names declared with
+ * `export declare` here against the loaded module, both ways.
+ *
+ * Errors: every failure is an Error with two extra string properties, `code` (the stable
+ * snake_case code of src/error.rs) and `layer` (config, decode, tool, cancelled, runtime,
+ * provider, persistence, internal). A Rust panic becomes code `internal_panic`. Arguments of the
+ * wrong type (a missing field, a string where a function is expected) are refused before that by
+ * the binding layer with its own Error (code 'InvalidArg', no layer); the types below rule them out.
+ * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text.
+ */
+
+/** A tool definition. */
+export interface ToolDefinitionObject {
+  /** The name the model calls (not blank, unique in the registry). */
+  name: string;
+  /** What the tool does; the model decides from this. */
+  description: string;
+  /** The JSON Schema of the arguments, as JSON text (an object schema, whitelisted keywords). */
+  parametersJson: string;
+  /** 'safe' (default), 'sensitive' or 'dangerous'. */
+  riskLevel?: string;
+  /** Running the call twice has the effect of once (default false). */
+  idempotent?: boolean;
+  /** The executor's timeout in ms, a whole number from 1 to 86400000 (default: the registry's defaultTimeoutMs). */
+  timeoutMs?: number;
+}
+
+/** One output part: { type: 'text', text } or { type: 'json', json: '<JSON text>' }. */
+export interface ContentPartObject {
+  type: string;
+  text?: string;
+  json?: string;
+}
+
+/** A tool result. Errors are results too (isError). */
+export interface ToolResultObject {
+  contents: Array<ContentPartObject>;
+  /** True when the call failed (default false). */
+  isError?: boolean;
+  /** True when the run should end after this batch (default false). */
+  stop?: boolean;
+  /** App data, not shown to the model: a JSON object as text. */
+  metadataJson?: string;
+}
+
+/** A tool call as the model produced it. */
+export interface ToolCallObject {
+  id: string;
+  name: string;
+  /** The raw arguments text. */
+  arguments: string;
+}
+
+/** What an executor gets besides its arguments. */
+export interface ToolContextObject {
+  sessionId: string;
+  callId: string;
+  batchCallId: string;
+  /** The session metadata: a JSON object as text. */
+  metadataJson: string;
+  /** Cancelled when the call is cancelled or times out (reason 'timeout'). */
+  signal: CancellationHandle;
+}
+
+/**
+ * An executor: gets the validated arguments as JSON object text and the context; returns a
+ * ToolResultObject or a Promise of one. A throw or a rejection becomes tool_execution_failed,
+ * undefined or a wrong shape tool_result_invalid, no answer within the timeout tool_timeout.
+ */
+export type ToolExecutorFunction =
+  (argumentsJson: string, context: ToolContextObject) => ToolResultObject | Promise<ToolResultObject>;
+
+/** Options of new ToolRegistry(). */
+export interface ToolRegistryOptions {
+  /** Timeout of executors whose definition has none, 1 to 86400000 ms (default 60000). */
+  defaultTimeoutMs?: number;
+  /** Size limit of a call's arguments text in bytes (default 1048576). */
+  maxArgumentBytes?: number;
+  /** Nesting limit of a call's arguments (default 64). */
+  maxArgumentDepth?: number;
+}
+
+/** Options of ToolRegistry.execute(): the context the executor sees. */
+export interface ExecuteOptions {
+  sessionId?: string;
+  batchCallId?: string;
+  /** A JSON object as text. */
+  metadataJson?: string;
+}
+
+/** The crate version. */
+export declare function version(): string;
+
+/** The RFC 8785 canonical form of a JSON text. Throws json_invalid (layer decode). */
+export declare function canonicalJson(text: string): string;
+
+/** A cancellation signal shared between ArkTS and the runtime. */
+export declare class CancellationHandle {
+  constructor();
+  /** Cancels; the first reason wins (default 'cancelled by the app'). */
+  cancel(reason?: string): void;
+  /** True once cancelled. */
+  get cancelled(): boolean;
+  /** The reason, once cancelled (a call's signal reports the reason of the signal it derives from). */
+  get reason(): string | null;
+  /** Calls callback(reason) once when cancelled (soon, if it already is); never keeps the process alive. */
+  onCancel(callback: (reason: string) => void): void;
+}
+
+/** The tools of an app. */
+export declare class ToolRegistry {
+  constructor(options?: ToolRegistryOptions);
+  /** Throws tool_name_empty, tool_name_duplicate, schema_* or config_invalid. */
+  register(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
+  /** Removes a tool; returns whether it was there. */
+  unregister(name: string): boolean;
+  /** The registered names, in registration order. */
+  names(): Array<string>;
+  /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout). */
+  definitionsJson(): string;
+  /**
+   * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
+   * cancelled) and the executor. Rejects with the coded error of the gate or the executor.
+   */
+  execute(call: ToolCallObject, signal?: CancellationHandle, options?: ExecuteOptions): Promise<ToolResultObject>;
+}
+
+/** Options of new Agent(). Numbers are whole and positive unless said otherwise. */
+export interface AgentConfigObject {
+  /**
+   * 'openai', 'deepseek', 'zhipu', 'qwen', 'moonshot', 'custom' (any OpenAI-compatible gateway,
+   * Pangu included; needs baseUrl), or 'scripted' (offline: replays scriptJson).
+   */
+  provider: string;
+  /** Overrides the preset's base URL (required for 'custom'). Plain http:// only to loopback unless allowInsecureHttp. */
+  baseUrl?: string;
+  /** The model name (required except for 'scripted'). */
+  model?: string;
+  /** Lives only inside the native provider: never in state, events, logs, errors or ToolContext. */
+  apiKey?: string;
+  /**
+   * For 'scripted': a JSON array of model answers replayed in order, each
+   * {"content"?: string, "reasoning_content"?: string, "tool_calls"?: [{"id","name","arguments"}]}.
+   */
+  scriptJson?: string;
+  /** Directory of the session states (a directory per session); omitted: kept in memory only. */
+  stateDir?: string;
+  /** A system message put first in a new session. */
+  systemPrompt?: string;
+  /** Model rounds per run before the fixed fallback answer (default 10). */
+  maxRounds?: number;
+  /** Calls of an all-safe batch run at once (default 4). */
+  maxParallelTools?: number;
+  /** Per-call timeout unless a definition sets its own (default 60000 ms). */
+  toolTimeoutMs?: number;
+  /** Stream the model's answer as events (default true). */
+  streaming?: boolean;
+  /** Sampling temperature (default 0.2 when tools are present). */
+  temperature?: number;
+  /** Completion token limit. */
+  maxTokens?: number;
+  /** Allow plain http:// to hosts other than loopback (default false). */
+  allowInsecureHttp?: boolean;
+  /** Extra trusted root certificates, PEM text (added to the bundled roots). */
+  extraRootsPem?: string;
+  /** Loop detector window (default 5). */
+  loopWindow?: number;
+  /** Register the delegate_task tool (sub-agents; default false). */
+  enableDelegation?: boolean;
+}
+
+/** How run() or resume() ended. */
+export interface RunOutcomeObject {
+  /**
+   * 'completed', 'max_rounds', 'loop_detected', 'aborted', 'cancelled', 'failed', or
+   * 'awaiting_approval' (suspended: decide with approve()/deny(), then resume()).
+   */
+  status: string;
+  /** The final answer, if any. */
+  finalText?: string;
+  /** The error that ended a failed or aborted run: its code, layer and message. */
+  errorCode?: string;
+  errorLayer?: string;
+  errorMessage?: string;
+  /** The frozen batch when status is 'awaiting_approval', as JSON (PendingApprovalBatch, snake_case). */
+  batchJson?: string;
+  /** Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}. */
+  usageJson: string;
+}
+
+/**
+ * Receives every event of every run as JSON: {"type": "run_started" | "text_delta" |
+ * "reasoning_delta" | "tool_call_started" | "tool_call_arguments_delta" | "tool_call_finished" |
+ * "approval_required" | "tool_result" | "state_persisted" | "run_finished", ...snake_case fields}.
+ * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained.
+ */
+export type AgentEventListener = (eventJson: string) => void;
+
+/**
+ * A hook: an object whose optional methods mirror AgentHook. Each may answer directly or with a
+ * Promise; a throw, a rejection or no answer within the hook timeout is contained (logged; a
+ * failing beforeToolCall answers the call with hook_failed).
+ * - beforeToolCall(callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
+ *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
+ * - afterToolCall(callJson, resultJson) -> {action: 'proceed', resultJson?} | {action: 'stop'} |
+ *   {action: 'abort', reason}, with injectJson?: a JSON array of messages to append
+ * - onRunStart(sessionId, runId), onApprovalRequired(batchJson), onRunEnd(status, finalText | null),
+ *   onError(code, message): notifications, answers ignored.
+ */
+export interface AgentHookObject {
+  beforeToolCall?: (callJson: string, definitionJson: string | null) => HookDecisionObject | Promise<HookDecisionObject>;
+  afterToolCall?: (callJson: string, resultJson: string) => HookDecisionObject | Promise<HookDecisionObject>;
+  onRunStart?: (sessionId: string, runId: string) => void;
+  onApprovalRequired?: (batchJson: string) => void;
+  onRunEnd?: (status: string, finalText: string | null) => void;
+  onError?: (code: string, message: string) => void;
+}
+
+/** A hook's answer (see AgentHookObject). */
+export interface HookDecisionObject {
+  action: string;
+  argumentsJson?: string;
+  resultJson?: string;
+  reason?: string;
+  injectJson?: string;
+}
+
+/** The agent: a model, tools, hooks, the approval policy and a state store. */
+export declare class Agent {
+  /** Throws config_invalid (a message names the field) or insecure_url. */
+  constructor(config: AgentConfigObject);
+  /** As ToolRegistry.register. */
+  registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
+  /** Removes a tool; returns whether it was there. */
+  unregisterTool(name: string): boolean;
+  /** The registered tool names, in registration order. */
+  toolNames(): Array<string>;
+  /** Adds a hook after the others (hooks run in the order added). */
+  addHook(hook: AgentHookObject): void;
+  /** Sets the event listener (replaces the previous one). */
+  onEvent(listener: AgentEventListener): void;
+  /** Runs on a new user message. Rejects only for approval_pending, session_id_invalid and persistence errors. */
+  run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
+  /** Continues a suspended run once every item is decided (or a run interrupted by a crash). */
+  resume(sessionId: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
+  /** Approves one pending item (durable when this resolves); resolves to the batch JSON. */
+  approve(sessionId: string, approvalId: string): Promise<string>;
+  /** Denies one pending item (durable when this resolves); resolves to the batch JSON. */
+  deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
+  /** The persisted state of a session as JSON (AgentState, snake_case), or null. */
+  stateJson(sessionId: string): Promise<string | null>;
+  /** The pending approval batch of a session as JSON, or null. */
+  pendingApprovalJson(sessionId: string): Promise<string | null>;
+  /** Deletes a session; resolves to whether it existed. */
+  deleteSession(sessionId: string): Promise<boolean>;
+}

@@ -1,0 +1,405 @@
+// Host tests of the ArkTS Agent wrapper (arkts-bindings/src/main/ets/agent/): the .ets files are
+// transpiled to JS (transpile.mjs) with `libarkagent.so` replaced by a fake native module
+// (fakes/libarkagent.mjs) that records what the wrapper passes and answers what a test sets. They
+// check the adapters' conversions both ways against the shapes of the native index.d.ts, and decode
+// the event wire forms the Rust core writes (tests/fixtures/agent_events/events.jsonl, pinned by
+// tests/event_wire.rs).
+// Run: node --test scripts/arkts-check/agent.test.mjs
+
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { transpileTree } from './transpile.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+const ETS = path.join(ROOT, 'arkts-bindings', 'src', 'main', 'ets');
+const FAKE = path.join(HERE, 'fakes', 'libarkagent.mjs');
+const EVENTS = path.join(ROOT, 'tests', 'fixtures', 'agent_events', 'events.jsonl');
+
+let M; // every export of the transpiled bindings, by name
+let Native; // the fake native module
+
+before(async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-agent-'));
+  transpileTree(ETS, dir, { 'libarkagent.so': FAKE });
+  M = {};
+  for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
+    'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/Agent']) {
+    Object.assign(M, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
+  }
+  Native = await import(pathToFileURL(FAKE).href);
+});
+
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+function newAgent(config = M.AgentConfig.scripted('[]')) {
+  const agent = new M.Agent(config);
+  return { agent, native: Native.Agent.instances.at(-1) };
+}
+
+function schema() {
+  return new M.JsonObject().setString('type', 'object')
+    .setObject('properties', new M.JsonObject().setObject('order_id', new M.JsonObject().setString('type', 'string')))
+    .setArray('required', [M.JsonValue.string('order_id')]);
+}
+
+function context(overrides = {}) {
+  return { sessionId: 's1', callId: 'c1', batchCallId: 'b1', metadataJson: '{"user":"u1"}',
+    signal: new Native.CancellationHandle(), ...overrides };
+}
+
+const BATCH = {
+  batch_id: 'batch-1', run_id: 'run-1', created_at_ms: 1700000000000,
+  assistant_message: { role: 'assistant', tool_calls: [] },
+  items: [{ approval_id: 'ap-1', tool_call: { id: 'c2', name: 'clear_baking_cache', arguments: '{"confirm":"yes"}' },
+    arguments_hash: 'h', risk_level: 'dangerous', reason: 'Dangerous tool', created_at_ms: 1700000000001,
+    decision: 'pending' }],
+};
+
+test('AgentConfig writes only the options that are set, and never shows the key', () => {
+  const scripted = M.AgentConfig.scripted('[{"content":"hi"}]');
+  assert.deepEqual(scripted.toObject(), { provider: 'scripted', scriptJson: '[{"content":"hi"}]' });
+  const key = 'sk-test-0123456789abcdef';
+  const online = M.AgentConfig.online(M.ProviderPreset.deepseek, 'deepseek-chat', key, 'https://gw.example/v1');
+  online.stateDir = '/data/files/agent';
+  online.maxRounds = 6;
+  online.streaming = false;
+  online.temperature = 0;
+  assert.deepEqual(online.toObject(), { provider: 'deepseek', baseUrl: 'https://gw.example/v1', model: 'deepseek-chat',
+    apiKey: key, stateDir: '/data/files/agent', maxRounds: 6, streaming: false, temperature: 0 });
+  assert.equal(online.hasApiKey(), true);
+  for (const shown of [JSON.stringify(online), String(online), online.toString(), JSON.stringify(Object.entries(online))]) {
+    assert.ok(!shown.includes(key), `the key leaked: ${shown}`);
+  }
+  assert.match(online.toString(), /apiKey=<redacted>/);
+  online.setApiKey('');
+  assert.equal(online.hasApiKey(), false);
+  assert.equal(online.toObject().apiKey, undefined);
+  assert.ok(!('apiKey' in online.toObject()));
+});
+
+test('the constructor hands the config to the native Agent; native errors keep their code and layer', () => {
+  const { native } = newAgent(M.AgentConfig.online('openai', 'gpt-4o-mini', 'k'));
+  assert.deepEqual(native.config, { provider: 'openai', model: 'gpt-4o-mini', apiKey: 'k' });
+  assert.equal(typeof native.listener, 'function');
+  let thrown;
+  try {
+    new M.Agent(new M.AgentConfig('custom'));
+  } catch (e) {
+    thrown = e;
+  }
+  const info = M.agentErrorOf(thrown);
+  assert.deepEqual([info.code, info.layer], ['config_invalid', 'config']);
+  assert.match(info.message, /baseUrl/);
+  assert.deepEqual([M.agentErrorOf(new Error('plain')).code, M.agentErrorOf(new Error('plain')).layer], ['unknown', '']);
+});
+
+test('registerTool converts the definition (schema as JSON text, risk, timeout only when set)', () => {
+  const { agent, native } = newAgent();
+  class Noop { async execute() { return M.ToolResult.text('x'); } }
+  agent.registerTool(new M.ToolDefinition('query_order', 'Queries an order', schema()), new Noop());
+  agent.registerTool(new M.ToolDefinition('clear_baking_cache', 'Clears', '{"type":"object"}', M.ToolRiskLevel.dangerous,
+    true, 2500), new Noop());
+  const order = native.tools.get('query_order').definition;
+  assert.deepEqual(order, { name: 'query_order', description: 'Queries an order', parametersJson: schema().toJsonString(),
+    riskLevel: 'safe', idempotent: false });
+  assert.ok(!('timeoutMs' in order));
+  assert.deepEqual(native.tools.get('clear_baking_cache').definition,
+    { name: 'clear_baking_cache', description: 'Clears', parametersJson: '{"type":"object"}', riskLevel: 'dangerous',
+      idempotent: true, timeoutMs: 2500 });
+  assert.deepEqual(agent.toolNames(), ['query_order', 'clear_baking_cache']);
+  assert.throws(() => agent.registerTool(new M.ToolDefinition('query_order', 'again', schema()), new Noop()),
+    (e) => M.agentErrorOf(e).code === 'tool_name_duplicate');
+  assert.equal(agent.unregisterTool('query_order'), true);
+  assert.equal(agent.unregisterTool('query_order'), false);
+});
+
+test('the executor function parses the arguments, builds the ToolContext and converts the ToolResult', async () => {
+  const { agent, native } = newAgent();
+  const seen = [];
+  class Order {
+    async execute(args, ctx) {
+      seen.push({ id: args.getString('order_id'), args, ctx });
+      const meta = new M.JsonObject().setString('source', 'mock');
+      return new M.ToolResult([M.ContentPart.text('shipped'),
+        M.ContentPart.json(M.JsonValue.object(new M.JsonObject().setString('eta', '2026-10-12')))], false, true, meta);
+    }
+  }
+  agent.registerTool(new M.ToolDefinition('query_order', 'Queries an order', schema()), new Order());
+  const fn = native.tools.get('query_order').executor;
+  const out = await fn('{"order_id":"20261010"}', context());
+  assert.deepEqual(out, {
+    contents: [{ type: 'text', text: 'shipped' }, { type: 'json', json: '{"eta":"2026-10-12"}' }],
+    isError: false, stop: true, metadataJson: '{"source":"mock"}',
+  });
+  assert.equal(seen[0].id, '20261010');
+  assert.ok(seen[0].args instanceof M.JsonObject);
+  const ctx = seen[0].ctx;
+  assert.ok(ctx instanceof M.ToolContext);
+  assert.deepEqual([ctx.sessionId, ctx.callId, ctx.batchCallId], ['s1', 'c1', 'b1']);
+  assert.equal(ctx.metadata.getString('user'), 'u1');
+  assert.equal(ctx.signal.cancelled, false);
+  // An error result stays a result; no metadata means no metadataJson.
+  class Fails { async execute() { return M.ToolResult.error('order not found'); } }
+  agent.registerTool(new M.ToolDefinition('fails', 'd', schema()), new Fails());
+  assert.deepEqual(await native.tools.get('fails').executor('{}', context({ metadataJson: '{}' })),
+    { contents: [{ type: 'text', text: 'order not found' }], isError: true, stop: false });
+});
+
+test('executor failures reach the native side as rejections (throw, rejection, no result)', async () => {
+  const { agent, native } = newAgent();
+  class Throws { execute() { throw new Error('boom'); } }
+  class Rejects { async execute() { throw new Error('async boom'); } }
+  class Nothing { async execute() { return undefined; } }
+  agent.registerTool(new M.ToolDefinition('throws', 'd', schema()), new Throws());
+  agent.registerTool(new M.ToolDefinition('rejects', 'd', schema()), new Rejects());
+  agent.registerTool(new M.ToolDefinition('nothing', 'd', schema()), new Nothing());
+  await assert.rejects(native.tools.get('throws').executor('{}', context()), /boom/);
+  await assert.rejects(native.tools.get('rejects').executor('{}', context()), /async boom/);
+  await assert.rejects(native.tools.get('nothing').executor('{}', context()), /not a ToolResult/);
+  await assert.rejects(native.tools.get('nothing').executor('[1]', context()), (e) => e.code === 'json_not_object');
+});
+
+test('the native cancellation handle reaches the executor signal (already cancelled, or later)', async () => {
+  const { agent, native } = newAgent();
+  let release;
+  const gate = new Promise((resolve) => { release = resolve; });
+  const observed = [];
+  class Slow {
+    async execute(args, ctx) {
+      ctx.signal.onCancel((reason) => observed.push(`listener:${reason}`));
+      await gate;
+      return ctx.signal.cancelled ? M.ToolResult.error(`cancelled: ${ctx.signal.reason}`) : M.ToolResult.text('done');
+    }
+  }
+  agent.registerTool(new M.ToolDefinition('slow', 'd', schema()), new Slow());
+  const fn = native.tools.get('slow').executor;
+  const handle = new Native.CancellationHandle();
+  const pending = fn('{}', context({ signal: handle }));
+  handle.cancel('timeout');
+  await flush();
+  release();
+  assert.deepEqual(await pending, { contents: [{ type: 'text', text: 'cancelled: timeout' }], isError: true, stop: false });
+  assert.deepEqual(observed, ['listener:timeout']);
+  const before = new Native.CancellationHandle();
+  before.cancel('user');
+  const signal = M.signalOf(before);
+  assert.equal(signal.cancelled, true, 'a handle cancelled before the call is seen at once');
+  assert.equal(signal.reason, 'user');
+  assert.equal((await fn('{}', context({ signal: before }))).isError, true);
+});
+
+test('beforeToolCall: the hook sees the call, definition and run context; its decisions become native answers', async () => {
+  const { agent, native } = newAgent();
+  const seen = [];
+  class Policy extends M.AgentHook {
+    beforeToolCall(ctx) {
+      seen.push(ctx);
+      const args = ctx.toolCall.argumentsObject();
+      switch (args.getString('mode')) {
+        case 'rewrite': return M.ToolCallHookResult.proceed(ctx.toolCall.withArgumentsObject(args.setString('audited', 'yes')));
+        case 'deny': return M.ToolCallHookResult.deny(M.ToolResult.error('not allowed'));
+        case 'defer': return Promise.resolve(M.ToolCallHookResult.defer('ask the user'));
+        case 'abort': return M.ToolCallHookResult.abort('policy');
+        case 'throw': throw new Error('hook bug');
+        default: return M.ToolCallHookResult.proceed();
+      }
+    }
+  }
+  agent.addHook(new Policy());
+  const hook = native.hooks[0];
+  for (const m of ['beforeToolCall', 'afterToolCall', 'onRunStart', 'onApprovalRequired', 'onRunEnd', 'onError']) {
+    assert.equal(typeof hook[m], 'function', m);
+  }
+  hook.onRunStart('session-9', 'run-9');
+  const call = (mode) => JSON.stringify({ id: 'c1', name: 'query_order', arguments: JSON.stringify({ order_id: '1', mode }) });
+  const def = JSON.stringify({ name: 'query_order', description: 'd', parameters: { type: 'object' }, risk_level: 'sensitive',
+    idempotent: false, timeout: 1500 });
+  assert.deepEqual(await hook.beforeToolCall(call('none'), def), { action: 'proceed' });
+  assert.deepEqual(await hook.beforeToolCall(call('rewrite'), def),
+    { action: 'proceed', argumentsJson: '{"order_id":"1","mode":"rewrite","audited":"yes"}' });
+  const denied = await hook.beforeToolCall(call('deny'), null);
+  assert.equal(denied.action, 'deny');
+  assert.deepEqual(JSON.parse(denied.resultJson),
+    { contents: [{ type: 'text', text: 'not allowed' }], is_error: true, stop: false });
+  assert.deepEqual(await hook.beforeToolCall(call('defer'), def), { action: 'defer', reason: 'ask the user' });
+  assert.deepEqual(await hook.beforeToolCall(call('abort'), def), { action: 'abort', reason: 'policy' });
+  await assert.rejects(hook.beforeToolCall(call('throw'), def), /hook bug/, 'a failing hook reaches the native side (hook_failed)');
+  const ctx = seen[0];
+  assert.deepEqual([ctx.hook.sessionId, ctx.hook.runId, ctx.hook.round], ['session-9', 'run-9', 0]);
+  assert.equal(ctx.toolCall.id, 'c1');
+  assert.equal(ctx.definition.riskLevel, 'sensitive');
+  assert.equal(ctx.definition.timeoutMs, 1500);
+  assert.equal(seen[2].definition, undefined, 'an unknown tool has no definition');
+});
+
+test('afterToolCall: the hook sees the decoded result; rewrites, stop, abort and injected messages are written', async () => {
+  const { agent, native } = newAgent();
+  const results = [];
+  class After extends M.AgentHook {
+    async afterToolCall(ctx) {
+      results.push(ctx.result);
+      if (ctx.toolCall.name === 'rewrite') return M.AfterToolCallHookResult.proceed(M.ToolResult.text('redacted'));
+      if (ctx.toolCall.name === 'stop') {
+        return M.AfterToolCallHookResult.stop().withInjectedMessages([M.ChatMessage.system('stop here')]);
+      }
+      if (ctx.toolCall.name === 'abort') return M.AfterToolCallHookResult.abort('bad result');
+      return M.AfterToolCallHookResult.proceed();
+    }
+  }
+  agent.addHook(new After());
+  const hook = native.hooks[0];
+  const call = (name) => JSON.stringify({ id: 'c1', name, arguments: '{}' });
+  const result = JSON.stringify({ contents: [{ type: 'json', value: { stock: 12 } }], is_error: false, stop: false });
+  assert.deepEqual(await hook.afterToolCall(call('keep'), result), { action: 'proceed' });
+  assert.equal(results[0].toModelText(), '{"stock":12}');
+  const rewritten = await hook.afterToolCall(call('rewrite'), result);
+  assert.deepEqual(JSON.parse(rewritten.resultJson), { contents: [{ type: 'text', text: 'redacted' }], is_error: false, stop: false });
+  assert.deepEqual(await hook.afterToolCall(call('stop'), result),
+    { action: 'stop', injectJson: '[{"role":"system","content":"stop here"}]' });
+  assert.deepEqual(await hook.afterToolCall(call('abort'), result), { action: 'abort', reason: 'bad result' });
+});
+
+test('hook notifications decode their arguments; their failures go to the error handler, never to the native side', async () => {
+  const { agent, native } = newAgent();
+  const log = [];
+  class Notes extends M.AgentHook {
+    onRunStart(ctx) { log.push(`start ${ctx.sessionId} ${ctx.runId}`); }
+    onApprovalRequired(ctx, batch) { log.push(`approval ${batch.items[0].toolCall.name} ${ctx.runId}`); }
+    async onRunEnd(ctx, status, finalText) {
+      log.push(`end ${status} ${finalText}`);
+      throw new Error('async failure');
+    }
+    onError(ctx, error) {
+      log.push(`error ${error.code}`);
+      throw new Error('sync failure');
+    }
+  }
+  const errors = [];
+  agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.message}`));
+  agent.addHook(new Notes());
+  const hook = native.hooks[0];
+  assert.equal(hook.onRunStart('s1', 'r1'), undefined);
+  hook.onApprovalRequired(JSON.stringify(BATCH));
+  hook.onRunEnd('completed', null);
+  hook.onError('provider_http', 'HTTP 500');
+  hook.onRunEnd('exploded', 'x');
+  await flush();
+  assert.deepEqual(log, ['start s1 r1', 'approval clear_baking_cache r1', 'end completed undefined', 'error provider_http']);
+  assert.deepEqual(errors.sort(), ['hook.onError: sync failure', 'hook.onRunEnd: async failure',
+    'hook.onRunEnd: unknown run status: exploded']);
+});
+
+test('every event kind the Rust core writes decodes to its class, in order, for every listener', () => {
+  const { agent, native } = newAgent();
+  const lines = fs.readFileSync(EVENTS, 'utf8').trim().split('\n');
+  const a = [];
+  const b = [];
+  agent.addEventListener((e) => a.push(e));
+  agent.addEventListener((e) => b.push(e));
+  for (const line of lines) native.listener(line);
+  assert.equal(a.length, lines.length);
+  assert.deepEqual(a, b);
+  assert.deepEqual(a.map((e) => e.kind), ['run_started', 'text_delta', 'reasoning_delta', 'tool_call_started',
+    'tool_call_arguments_delta', 'tool_call_finished', 'approval_required', 'tool_result', 'state_persisted', 'run_finished']);
+  const [started, text, reasoning, callStarted, argsDelta, callFinished, approval, result, persisted, finished] = a;
+  assert.ok(started instanceof M.RunStartedEvent);
+  assert.deepEqual([started.sessionId, started.runId, started.resumed], ['s-1', 'run-1', false]);
+  assert.ok(text instanceof M.TextDeltaEvent);
+  assert.equal(text.delta, 'Hello ');
+  assert.equal(reasoning.delta, 'thinking');
+  assert.deepEqual([callStarted.index, callStarted.callId, callStarted.name], [0, 'call-1', 'query_order']);
+  assert.equal(argsDelta.delta, '{"order_id":');
+  assert.equal(callFinished.call.argumentsJson, '{"order_id":"20261010"}');
+  assert.ok(approval instanceof M.ApprovalRequiredEvent);
+  assert.equal(approval.batch.pendingItems()[0].approvalId, 'ap-1');
+  assert.equal(approval.batch.items[0].riskLevel, 'dangerous');
+  assert.equal(result.result.toModelText(), '{"status":"shipped"}');
+  assert.equal(persisted.events, 3);
+  assert.ok(finished instanceof M.RunFinishedEvent);
+  assert.deepEqual([finished.status, finished.finalText, finished.usage.totalTokens], ['completed', 'Done.', 15]);
+});
+
+test('a listener that throws does not stop the others; undecodable events go to the error handler', () => {
+  const { agent, native } = newAgent();
+  const errors = [];
+  const got = [];
+  agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.code ?? e.message}`));
+  const bad = () => { throw new Error('listener bug'); };
+  agent.addEventListener(bad);
+  agent.addEventListener((e) => got.push(e.kind));
+  native.listener('{"type":"text_delta","delta":"a"}');
+  native.listener('{"type":"text_delta"}');
+  native.listener('not json');
+  native.listener('{"type":"from_the_future","x":1}');
+  assert.equal(agent.removeEventListener(bad), true);
+  assert.equal(agent.removeEventListener(bad), false);
+  native.listener('{"type":"text_delta","delta":"b"}');
+  assert.deepEqual(got, ['text_delta', 'unknown', 'text_delta']);
+  assert.deepEqual(errors, ['listener: listener bug', 'event: event_invalid', 'event: json_invalid', 'listener: listener bug']);
+});
+
+test('run and resume return typed outcomes (completed, suspended with its batch, failed with its error)', async () => {
+  const { agent, native } = newAgent();
+  const usageJson = '{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}';
+  native.answers.run = { status: 'completed', finalText: 'Your order shipped.', usageJson };
+  const handle = M.newCancellationHandle();
+  assert.ok(handle instanceof Native.CancellationHandle);
+  const done = await agent.run('s1', 'where is 20261010?', handle);
+  assert.ok(done instanceof M.RunOutcome);
+  assert.deepEqual([done.status, done.finalText, done.error, done.batch, done.isAwaitingApproval()],
+    ['completed', 'Your order shipped.', undefined, undefined, false]);
+  assert.deepEqual([done.usage.promptTokens, done.usage.completionTokens, done.usage.totalTokens], [3, 4, 7]);
+  assert.deepEqual(native.calls.at(-1), ['run', 's1', 'where is 20261010?', handle]);
+  native.answers.run = { status: 'awaiting_approval', batchJson: JSON.stringify(BATCH), usageJson };
+  const suspended = await agent.run('s1', 'clear the cache');
+  assert.equal(suspended.isAwaitingApproval(), true);
+  assert.equal(suspended.batch.items[0].toolCall.name, 'clear_baking_cache');
+  assert.equal(native.calls.at(-1)[3], undefined);
+  native.answers.resume = { status: 'failed', errorCode: 'provider_http', errorLayer: 'provider',
+    errorMessage: 'HTTP 500', usageJson };
+  const failed = await agent.resume('s1', handle);
+  assert.deepEqual([failed.error.code, failed.error.layer, failed.error.message], ['provider_http', 'provider', 'HTTP 500']);
+  assert.deepEqual(native.calls.at(-1), ['resume', 's1', handle]);
+  native.answers.run = { status: 'awaiting_approval', usageJson };
+  await assert.rejects(agent.run('s1', 'x'), (e) => e.code === 'run_outcome_invalid');
+  native.answers.run = { status: 'exploded', usageJson };
+  await assert.rejects(agent.run('s1', 'x'), (e) => e.code === 'run_status_unknown');
+  const rejection = Object.assign(new Error('a batch is pending'), { code: 'approval_pending', layer: 'runtime' });
+  native.answers.run = rejection;
+  await assert.rejects(agent.run('s1', 'x'), (e) => M.agentErrorOf(e).code === 'approval_pending');
+});
+
+test('approvals, the pending batch, the state and deletion are decoded from the native JSON', async () => {
+  const { agent, native } = newAgent();
+  const decided = structuredClone(BATCH);
+  decided.items[0].decision = 'approved';
+  native.answers.approve = JSON.stringify(decided);
+  const approved = await agent.approve('s1', 'ap-1');
+  assert.equal(approved.items[0].decision, 'approved');
+  assert.equal(approved.pendingItems().length, 0);
+  assert.deepEqual(native.calls.at(-1), ['approve', 's1', 'ap-1']);
+  decided.items[0].decision = 'denied';
+  decided.items[0].deny_reason = 'too risky';
+  native.answers.deny = JSON.stringify(decided);
+  assert.equal((await agent.deny('s1', 'ap-1', 'too risky')).items[0].denyReason, 'too risky');
+  assert.deepEqual(native.calls.at(-1), ['deny', 's1', 'ap-1', 'too risky']);
+  await agent.decide('s1', M.ApprovalAnswer.deny('ap-1'));
+  assert.deepEqual(native.calls.at(-1), ['deny', 's1', 'ap-1', 'denied by the user']);
+  await agent.decide('s1', M.ApprovalAnswer.approve('ap-1'));
+  assert.deepEqual(native.calls.at(-1), ['approve', 's1', 'ap-1']);
+  native.answers.pendingApprovalJson = null;
+  assert.equal(await agent.pendingApproval('s1'), undefined);
+  native.answers.pendingApprovalJson = JSON.stringify(BATCH);
+  assert.equal((await agent.pendingApproval('s1')).batchId, 'batch-1');
+  native.answers.stateJson = null;
+  assert.equal(await agent.state('s1'), undefined);
+  native.answers.stateJson = '{"schema_version":3,"session_id":"s1","status":"idle"}';
+  assert.equal((await agent.state('s1')).getString('session_id'), 's1');
+  native.answers.deleteSession = true;
+  assert.equal(await agent.deleteSession('s1'), true);
+});

@@ -1,0 +1,262 @@
+// Host tests of the logic of entry-demo/ (the app's tools, the offline scenario and the chat
+// transcript): those .ets files are transpiled to JS with '@arkagent/bindings' resolved to the
+// transpiled bindings and 'libarkagent.so' to the fake native module. Pages and the ability are
+// ArkUI / OHOS code and are covered by the ArkTS check instead. The same tools and scenario run
+// against the real native registry in tests/node/demo_tools.test.mjs.
+// Run: node --test scripts/arkts-check/demo.test.mjs
+
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { transpileBindings, transpileFile } from './transpile.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+const DEMO_ETS = path.join(ROOT, 'entry-demo', 'entry', 'src', 'main', 'ets');
+const EVENTS = path.join(ROOT, 'tests', 'fixtures', 'agent_events', 'events.jsonl');
+export const DEMO_LOGIC = ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario', 'demo/Transcript'];
+
+let B; // the bindings
+let D; // the demo's logic modules
+
+before(async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-demo-'));
+  const barrel = transpileBindings(path.join(ROOT, 'arkts-bindings', 'src', 'main', 'ets'), dir,
+    { 'libarkagent.so': path.join(HERE, 'fakes', 'libarkagent.mjs') });
+  B = await import(pathToFileURL(barrel).href);
+  D = {};
+  for (const rel of DEMO_LOGIC) {
+    const out = path.join(dir, 'demo', `${rel}.mjs`);
+    transpileFile(path.join(DEMO_ETS, `${rel}.ets`), out, { '@arkagent/bindings': barrel });
+    Object.assign(D, await import(pathToFileURL(out).href));
+  }
+});
+
+function ctx(signal = new B.CancellationSignal()) {
+  return new B.ToolContext('s1', 'c1', 'b1', signal);
+}
+
+const args = (o) => B.JsonObject.fromJsonString(JSON.stringify(o));
+const wire = (result) => JSON.parse(result.toJson().toJsonString());
+
+test('the demo ships the native declarations unchanged', () => {
+  const ours = fs.readFileSync(path.join(ROOT, 'entry-demo/entry/src/main/cpp/types/libarkagent/index.d.ts'), 'utf8');
+  const bindings = fs.readFileSync(path.join(ROOT, 'arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts'), 'utf8');
+  assert.equal(ours, bindings, 'copy arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts into entry-demo');
+});
+
+test('read_baking_records: one record, all records, an unknown id, a cancelled call', async () => {
+  const store = new D.BakingStore();
+  const tool = new D.ReadBakingRecordsTool(store);
+  assert.deepEqual(wire(await tool.execute(args({ recordId: 'r1' }), ctx())).contents,
+    [{ type: 'json', value: { id: 'r1', product: 'baguette', grams: 500, baked_on: '2026-10-08' } }]);
+  const all = wire(await tool.execute(args({}), ctx())).contents[0].value.records;
+  assert.deepEqual(all.map((r) => `${r.product} ${r.grams}g`), ['baguette 500g', 'toast 680g', 'bagel 320g']);
+  const missing = await tool.execute(args({ recordId: 'r9' }), ctx());
+  assert.equal(missing.isError, true);
+  assert.match(missing.toModelText(), /r9/);
+  const signal = new B.CancellationSignal();
+  signal.cancel('user left');
+  const cancelled = await tool.execute(args({ recordId: 'r1' }), ctx(signal));
+  assert.deepEqual([cancelled.isError, cancelled.toModelText()], [true, 'cancelled: user left']);
+  const def = D.readBakingRecordsDefinition();
+  assert.deepEqual([def.name, def.riskLevel, def.idempotent], ['read_baking_records', 'safe', true]);
+});
+
+test('clear_baking_cache is dangerous, needs confirm "yes", and empties the shared cache once', async () => {
+  const def = D.clearBakingCacheDefinition();
+  assert.equal(def.riskLevel, 'dangerous');
+  assert.deepEqual(JSON.parse(def.parametersJson()).required, ['confirm']);
+  const store = new D.BakingStore();
+  const tool = new D.ClearBakingCacheTool(store);
+  const refused = await tool.execute(args({ confirm: 'no' }), ctx());
+  assert.equal(refused.isError, true);
+  assert.equal(store.cachedEntries, 12);
+  const done = await tool.execute(args({ confirm: 'yes' }), ctx());
+  assert.deepEqual([done.isError, done.toModelText(), done.metadata.getNumber('removed')],
+    [false, 'baking cache cleared: 12 entries removed', 12]);
+  assert.equal(store.cachedEntries, 0);
+  assert.equal((await tool.execute(args({ confirm: 'yes' }), ctx())).metadata.getNumber('removed'), 0);
+});
+
+test('query_order knows order 20261010 (shipped, SF123456, 2026-10-12); other ids are error results', async () => {
+  const tool = new D.QueryOrderTool();
+  assert.deepEqual(wire(await tool.execute(args({ order_id: '20261010' }), ctx())).contents[0].value,
+    { order_id: '20261010', status: 'shipped', logistics: 'SF Express SF123456', eta: '2026-10-12' });
+  const missing = await tool.execute(args({ order_id: '1' }), ctx());
+  assert.deepEqual([missing.isError, missing.toModelText()], [true, 'order not found: 1']);
+  assert.deepEqual(JSON.parse(D.queryOrderDefinition().parametersJson()).required, ['order_id']);
+});
+
+test('query_stock: SKU001 in stock (any case), SKU002 out of stock, unknown SKUs are error results', async () => {
+  const tool = new D.QueryStockTool();
+  const sku1 = wire(await tool.execute(args({ sku: 'sku001' }), ctx())).contents[0].value;
+  assert.deepEqual([sku1.sku, sku1.quantity, sku1.in_stock], ['SKU001', 42, true]);
+  assert.equal(wire(await tool.execute(args({ sku: 'SKU002' }), ctx())).contents[0].value.in_stock, false);
+  assert.equal((await tool.execute(args({ sku: 'X' }), ctx())).isError, true);
+  assert.deepEqual(JSON.parse(D.queryStockDefinition().parametersJson()).properties.sku, { type: 'string', description: 'SKU code' });
+});
+
+test('the offline scenario: a call, an unknown tool, an invalid argument, an approval, then the final answer', () => {
+  const run = JSON.parse(D.offlineRunScript());
+  assert.equal(run.length, 5);
+  const calls = run.flatMap((a) => a.tool_calls ?? []);
+  assert.deepEqual(calls.map((c) => c.name),
+    ['query_order', 'check_weather', 'query_stock', 'query_stock', 'clear_baking_cache']);
+  for (const c of calls) {
+    assert.equal(typeof c.arguments, 'string', 'arguments are raw JSON text, as a model sends them');
+    assert.equal(typeof JSON.parse(c.arguments), 'object');
+  }
+  const ids = calls.map((c) => c.id);
+  assert.equal(new Set(ids).size, ids.length, 'call ids are unique');
+  const known = new Set(['read_baking_records', 'clear_baking_cache', 'query_order', 'query_stock']);
+  assert.deepEqual(calls.filter((c) => !known.has(c.name)).map((c) => c.name), ['check_weather']);
+  assert.equal(typeof JSON.parse(calls[2].arguments).sku, 'number', 'the invalid argument: sku must be a string');
+  assert.ok(run.every((a) => typeof a.content === 'string'));
+  assert.equal(run[4].tool_calls, undefined, 'the last answer is the final text');
+  // resume() replays only what follows the approval batch.
+  assert.deepEqual(JSON.parse(D.offlineResumeScript()), run.slice(D.resumeStep()));
+  assert.equal(D.resumeStep(), 4);
+});
+
+function events() {
+  return fs.readFileSync(EVENTS, 'utf8').trim().split('\n').map((l) => B.AgentEvent.fromJsonString(l));
+}
+
+test('the transcript streams text, fills tool bubbles from deltas and results, and notes approvals', () => {
+  const t = new D.Transcript();
+  t.addUser('where is my order?');
+  const ev = (o) => t.apply(B.AgentEvent.fromJsonString(JSON.stringify(o)));
+  ev({ type: 'run_started', session_id: 's', run_id: 'r', resumed: false });
+  ev({ type: 'text_delta', delta: 'Let me ' });
+  const afterFirst = t.snapshot();
+  ev({ type: 'text_delta', delta: 'check.' });
+  const items = t.snapshot();
+  assert.deepEqual(items.map((i) => i.kind), ['user', 'assistant']);
+  assert.equal(items[1].text, 'Let me check.', 'deltas are appended to one bubble');
+  assert.notEqual(afterFirst[1].key(), items[1].key(), 'a changed bubble gets a new key');
+  assert.equal(afterFirst[0].key(), items[0].key(), 'an unchanged bubble keeps its key');
+  ev({ type: 'tool_call_started', index: 0, id: 'c1', name: 'query_order' });
+  ev({ type: 'tool_call_arguments_delta', index: 0, delta: '{"order_id":' });
+  ev({ type: 'tool_call_arguments_delta', index: 0, delta: '"20261010"}' });
+  let tool = t.snapshot()[2];
+  assert.deepEqual([tool.kind, tool.toolName, tool.argumentsText, tool.finished], ['tool', 'query_order', '{"order_id":"20261010"}', false]);
+  ev({ type: 'tool_call_finished', index: 0, call: { id: 'c1', name: 'query_order', arguments: '{"order_id":"20261010"}' } });
+  ev({ type: 'tool_result', call_id: 'c1', name: 'query_order',
+    result: { contents: [{ type: 'json', value: { status: 'shipped' } }], is_error: false, stop: false } });
+  tool = t.snapshot()[2];
+  assert.deepEqual([tool.resultText, tool.isError, tool.finished], ['{"status":"shipped"}', false, true]);
+  ev({ type: 'tool_result', call_id: 'c9', name: 'check_weather',
+    result: { contents: [{ type: 'text', text: 'tool_not_found: check_weather' }], is_error: true, stop: false } });
+  assert.equal(t.snapshot()[3].isError, true, 'a result without a streamed call still gets a bubble');
+  ev({ type: 'text_delta', delta: 'It shipped.' });
+  assert.equal(t.snapshot()[4].text, 'It shipped.', 'text after tools opens a new bubble');
+  ev({ type: 'run_finished', status: 'completed', final_text: 'It shipped.',
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
+  assert.equal(t.size(), 5, 'a streamed final text is not repeated');
+});
+
+test('the transcript of the Rust event fixture, of a non-streamed answer, and of a failed or cancelled run', () => {
+  const t = new D.Transcript();
+  for (const e of events()) t.apply(e);
+  const kinds = t.snapshot().map((i) => i.kind);
+  assert.deepEqual(kinds, ['assistant', 'tool', 'notice']);
+  assert.deepEqual([t.snapshot()[1].argumentsText, t.snapshot()[1].resultText], ['{"order_id":"20261010"}', '{"status":"shipped"}'],
+    'the result of call-1 lands in its bubble');
+  assert.match(t.snapshot()[2].text, /approval: clear_baking_cache/);
+  const quiet = new D.Transcript();
+  quiet.apply(B.AgentEvent.fromJsonString('{"type":"run_started","session_id":"s","run_id":"r","resumed":true}'));
+  quiet.apply(B.AgentEvent.fromJsonString('{"type":"run_finished","status":"completed","final_text":"Done."}'));
+  assert.deepEqual(quiet.snapshot().map((i) => `${i.kind}:${i.text}`), ['notice:Run resumed', 'assistant:Done.']);
+  quiet.apply(B.AgentEvent.fromJsonString('{"type":"run_finished","status":"cancelled"}'));
+  assert.equal(quiet.snapshot().at(-1).text, 'Run ended: cancelled');
+  const outcome = B.RunOutcome.fromObject({ status: 'failed', errorCode: 'provider_http', errorLayer: 'provider',
+    errorMessage: 'HTTP 401', usageJson: '{}' });
+  quiet.applyOutcome(outcome);
+  assert.deepEqual([quiet.snapshot().at(-1).kind, quiet.snapshot().at(-1).text], ['error', 'failed: provider_http: HTTP 401']);
+});
+
+test('the transcript of a persisted session (after the app was killed)', () => {
+  const state = B.JsonObject.fromJsonString(JSON.stringify({
+    schema_version: 3, session_id: 's1', status: 'awaiting_approval',
+    messages: [
+      { role: 'system', content: 'You are...' },
+      { role: 'user', content: 'clear the cache' },
+      { role: 'assistant', content: 'Checking first.', tool_calls: [{ id: 'c1', name: 'query_order', arguments: '{"order_id":"20261010"}' }] },
+      { role: 'tool', tool_call_id: 'c1', name: 'query_order', content: '{"status":"shipped"}' },
+      { role: 'assistant', tool_calls: [{ id: 'c2', name: 'clear_baking_cache', arguments: '{"confirm":"yes"}' }] },
+      { role: 'tool', tool_call_id: 'c3', name: 'x', content: 'orphan', is_error: true },
+    ],
+  }));
+  const items = D.Transcript.fromState(state).snapshot();
+  assert.deepEqual(items.map((i) => i.kind), ['user', 'assistant', 'tool', 'tool']);
+  assert.deepEqual([items[2].resultText, items[2].finished], ['{"status":"shipped"}', true]);
+  assert.deepEqual([items[3].toolName, items[3].finished], ['clear_baking_cache', false], 'the pending call has no result yet');
+  assert.equal(D.Transcript.fromState(new B.JsonObject()).size(), 0);
+});
+
+// The project files hvigor reads: every JSON/JSON5 file parses, every $string/$media/$color/$profile
+// reference of the manifests resolves to a resource, every page and ability source exists, and the
+// modules and dependencies point at real folders. (No HAP can be built here; this is what can be
+// checked of the layout without the SDK.)
+test('the DevEco project layout is complete and every reference in it resolves', async () => {
+  const { createRequire } = await import('node:module');
+  const JSON5 = createRequire(import.meta.url)('json5');
+  const demo = path.join(ROOT, 'entry-demo');
+  const read = (rel) => JSON5.parse(fs.readFileSync(path.join(demo, rel), 'utf8'));
+  for (const rel of ['AppScope/app.json5', 'build-profile.json5', 'hvigorfile.ts', 'hvigor/hvigor-config.json5',
+    'oh-package.json5', 'entry/build-profile.json5', 'entry/hvigorfile.ts', 'entry/oh-package.json5',
+    'entry/src/main/module.json5', 'entry/src/main/resources/base/profile/main_pages.json',
+    'entry/src/main/cpp/types/libarkagent/oh-package.json5', 'entry/libs/arm64-v8a/.gitkeep', 'entry/libs/x86_64/.gitkeep']) {
+    assert.ok(fs.existsSync(path.join(demo, rel)), rel);
+  }
+  const resources = (base) => {
+    const names = new Set();
+    for (const kind of ['string', 'color']) {
+      const file = path.join(base, 'element', `${kind}.json`);
+      if (fs.existsSync(file)) for (const e of JSON5.parse(fs.readFileSync(file, 'utf8'))[kind]) names.add(`$${kind}:${e.name}`);
+    }
+    for (const dir of ['media', 'profile']) {
+      if (!fs.existsSync(path.join(base, dir))) continue;
+      for (const f of fs.readdirSync(path.join(base, dir))) names.add(`$${dir}:${f.replace(/\.[^.]+$/, '')}`);
+    }
+    return names;
+  };
+  const appRes = resources(path.join(demo, 'AppScope/resources/base'));
+  const entryRes = resources(path.join(demo, 'entry/src/main/resources/base'));
+  const refs = (text) => [...text.matchAll(/"\$(string|media|color|profile):(\w+)"/g)].map((m) => `$${m[1]}:${m[2]}`);
+  for (const ref of refs(fs.readFileSync(path.join(demo, 'AppScope/app.json5'), 'utf8'))) assert.ok(appRes.has(ref), ref);
+  const moduleText = fs.readFileSync(path.join(demo, 'entry/src/main/module.json5'), 'utf8');
+  const moduleRefs = refs(moduleText);
+  assert.ok(moduleRefs.length >= 6);
+  for (const ref of moduleRefs) assert.ok(entryRes.has(ref), ref);
+  // $r('app.string.x') / $r('app.color.x') in the pages resolve too.
+  const etsRefs = fs.readdirSync(DEMO_ETS, { recursive: true }).filter((f) => f.endsWith('.ets'))
+    .flatMap((f) => [...fs.readFileSync(path.join(DEMO_ETS, f), 'utf8').matchAll(/\$r\('app\.(string|color|media)\.(\w+)'\)/g)])
+    .map((m) => `$${m[1]}:${m[2]}`);
+  assert.ok(etsRefs.length > 10);
+  for (const ref of etsRefs) assert.ok(entryRes.has(ref), `${ref} used by a page`);
+  const mod = read('entry/src/main/module.json5').module;
+  assert.equal(mod.pages, '$profile:main_pages');
+  for (const page of read('entry/src/main/resources/base/profile/main_pages.json').src) {
+    assert.ok(fs.existsSync(path.join(DEMO_ETS, `${page}.ets`)), page);
+  }
+  assert.equal(mod.mainElement, mod.abilities[0].name);
+  assert.ok(fs.existsSync(path.join(demo, 'entry/src/main', mod.abilities[0].srcEntry)));
+  const profile = read('build-profile.json5');
+  for (const m of profile.modules) assert.ok(fs.existsSync(path.join(demo, m.srcPath, 'src/main/module.json5')), m.name);
+  assert.equal(read('entry/build-profile.json5').apiType, 'stageMode');
+  const deps = read('entry/oh-package.json5').dependencies;
+  assert.equal(deps['libarkagent.so'], 'file:./src/main/cpp/types/libarkagent');
+  assert.equal(read(path.join('entry', deps['@arkagent/bindings'].slice(5), 'oh-package.json5')).name, '@arkagent/bindings');
+  assert.equal(read('entry/src/main/cpp/types/libarkagent/oh-package.json5').types, './index.d.ts');
+  // The .so that scripts/build-ohos.sh copies into libs/<abi>/ is never committed.
+  const { spawnSync } = await import('node:child_process');
+  for (const abi of ['arm64-v8a', 'x86_64']) {
+    const ignored = spawnSync('git', ['check-ignore', '-q', `entry-demo/entry/libs/${abi}/libarkagent.so`], { cwd: ROOT });
+    assert.equal(ignored.status, 0, `entry-demo/entry/libs/${abi}/libarkagent.so must be git-ignored`);
+  }
+});

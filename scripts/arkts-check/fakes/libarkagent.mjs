@@ -1,0 +1,89 @@
+// A fake of the native module libarkagent.so for host tests of the ArkTS adapters: the Agent and
+// CancellationHandle classes of arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts, recording
+// what the wrapper passes in and answering what a test sets. No runtime behind it.
+
+function codedError(code, layer, message) {
+  const e = new Error(message);
+  e.code = code;
+  e.layer = layer;
+  return e;
+}
+
+export class CancellationHandle {
+  #cancelled = false;
+  #reason = null;
+  #callbacks = [];
+
+  cancel(reason = 'cancelled by the app') {
+    if (this.#cancelled) return;
+    this.#cancelled = true;
+    this.#reason = reason;
+    // Like the native handle: callbacks run soon, not inside cancel().
+    for (const cb of this.#callbacks.splice(0)) queueMicrotask(() => cb(reason));
+  }
+
+  get cancelled() { return this.#cancelled; }
+
+  get reason() { return this.#reason; }
+
+  onCancel(callback) {
+    if (this.#cancelled) queueMicrotask(() => callback(this.#reason));
+    else this.#callbacks.push(callback);
+  }
+}
+
+export class Agent {
+  /** Every instance built, newest last. */
+  static instances = [];
+
+  constructor(config) {
+    if (config.provider === 'custom' && config.baseUrl === undefined) {
+      throw codedError('config_invalid', 'config', 'baseUrl is required for the custom provider');
+    }
+    this.config = config;
+    this.tools = new Map();
+    this.hooks = [];
+    this.listener = null;
+    this.calls = [];
+    /** What the async methods resolve to (or reject with, when an Error), by method name. */
+    this.answers = {};
+    Agent.instances.push(this);
+  }
+
+  #answer(name, ...args) {
+    this.calls.push([name, ...args]);
+    const a = this.answers[name];
+    return a instanceof Error ? Promise.reject(a) : Promise.resolve(a);
+  }
+
+  registerTool(definition, executor) {
+    if (this.tools.has(definition.name)) {
+      throw codedError('tool_name_duplicate', 'config', `tool ${definition.name} is already registered`);
+    }
+    this.tools.set(definition.name, { definition, executor });
+  }
+
+  unregisterTool(name) { return this.tools.delete(name); }
+
+  toolNames() { return [...this.tools.keys()]; }
+
+  addHook(hook) { this.hooks.push(hook); }
+
+  onEvent(listener) { this.listener = listener; }
+
+  run(sessionId, input, signal) { return this.#answer('run', sessionId, input, signal); }
+
+  resume(sessionId, signal) { return this.#answer('resume', sessionId, signal); }
+
+  approve(sessionId, approvalId) { return this.#answer('approve', sessionId, approvalId); }
+
+  deny(sessionId, approvalId, reason) { return this.#answer('deny', sessionId, approvalId, reason); }
+
+  stateJson(sessionId) { return this.#answer('stateJson', sessionId); }
+
+  pendingApprovalJson(sessionId) { return this.#answer('pendingApprovalJson', sessionId); }
+
+  deleteSession(sessionId) { return this.#answer('deleteSession', sessionId); }
+}
+
+export function version() { return '0.0.0-fake'; }

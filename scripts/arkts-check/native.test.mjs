@@ -1,0 +1,168 @@
+// The ArkTS adapters and the demo's tools against the REAL native module (the cdylib built with the
+// `napi` feature; scripts/test.sh sets ARKAGENT_SO, else tests/node/helper.mjs builds it): the
+// demo's definitions go through toolDefinitionObject into a native ToolRegistry (so the whitelisted
+// schema validator accepts them), calls go through the native gates and executorFunction to the
+// ArkTS executors and back, and each step of the offline scenario meets the gate it is meant to.
+// When the native module exports the Agent class, the whole offline scenario also runs through the
+// ArkTS Agent wrapper: suspended for approval, reloaded from disk by a new agent (the app killed),
+// approved and resumed to the final answer.
+// Run: node --test scripts/arkts-check/native.test.mjs
+
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { transpileBindings, transpileFile } from './transpile.mjs';
+import { loadModule, rejectsWithCode } from '../../tests/node/helper.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+const DEMO_ETS = path.join(ROOT, 'entry-demo', 'entry', 'src', 'main', 'ets');
+
+let native; // the real module
+let B; // the bindings, importing the real module as 'libarkagent.so'
+let D; // the demo's tools and scenario
+
+before(async () => {
+  native = loadModule();
+  globalThis.__arkagentNative = native;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-native-'));
+  // 'libarkagent.so' for the transpiled code: the module already loaded (a .so is loaded once).
+  const shim = path.join(dir, 'libarkagent.mjs');
+  fs.writeFileSync(shim, 'const m = globalThis.__arkagentNative;\n' +
+    'export const Agent = m.Agent;\nexport const CancellationHandle = m.CancellationHandle;\n' +
+    'export const ToolRegistry = m.ToolRegistry;\n');
+  const barrel = transpileBindings(path.join(ROOT, 'arkts-bindings', 'src', 'main', 'ets'), dir, { 'libarkagent.so': shim });
+  B = await import(pathToFileURL(barrel).href);
+  D = {};
+  for (const rel of ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario']) {
+    const out = path.join(dir, 'demo', `${rel}.mjs`);
+    transpileFile(path.join(DEMO_ETS, `${rel}.ets`), out, { '@arkagent/bindings': barrel });
+    Object.assign(D, await import(pathToFileURL(out).href));
+  }
+});
+
+function demoRegistry() {
+  const registry = new native.ToolRegistry();
+  const store = new D.BakingStore();
+  const tools = [
+    [D.readBakingRecordsDefinition(), new D.ReadBakingRecordsTool(store)],
+    [D.clearBakingCacheDefinition(), new D.ClearBakingCacheTool(store)],
+    [D.queryOrderDefinition(), new D.QueryOrderTool()],
+    [D.queryStockDefinition(), new D.QueryStockTool()],
+  ];
+  for (const [definition, executor] of tools) {
+    registry.register(B.toolDefinitionObject(definition), B.executorFunction(executor));
+  }
+  return { registry, store };
+}
+
+test('the demo definitions pass the native schema validator and keep their risk levels', () => {
+  const { registry } = demoRegistry();
+  assert.deepEqual(registry.names(), ['read_baking_records', 'clear_baking_cache', 'query_order', 'query_stock']);
+  const defs = JSON.parse(registry.definitionsJson());
+  assert.deepEqual(defs.map((d) => d.risk_level), ['safe', 'dangerous', 'safe', 'safe']);
+  assert.deepEqual(defs[2].parameters, JSON.parse(D.queryOrderDefinition().parametersJson()));
+  assert.equal(defs[0].timeout, 5000);
+});
+
+test('ArkTS executors run behind the native gates; results come back in the native shape', async () => {
+  const { registry, store } = demoRegistry();
+  const order = await registry.execute({ id: 'c1', name: 'query_order', arguments: '{"order_id":"20261010"}' });
+  assert.equal(order.isError, false);
+  assert.equal(order.contents[0].type, 'json');
+  assert.deepEqual(JSON.parse(order.contents[0].json),
+    { order_id: '20261010', status: 'shipped', logistics: 'SF Express SF123456', eta: '2026-10-12' });
+  const missing = await registry.execute({ id: 'c2', name: 'read_baking_records', arguments: '{"recordId":"r9"}' });
+  assert.equal(missing.isError, true, 'an error result is a result, not a rejection');
+  const cleared = await registry.execute({ id: 'c3', name: 'clear_baking_cache', arguments: '{"confirm":"yes"}' },
+    undefined, { sessionId: 'demo', metadataJson: '{"user":"u1"}' });
+  assert.equal(cleared.contents[0].text, 'baking cache cleared: 12 entries removed');
+  assert.deepEqual(JSON.parse(cleared.metadataJson), { removed: 12 });
+  assert.equal(store.cachedEntries, 0);
+});
+
+test('each step of the offline scenario meets its gate in the native registry', async () => {
+  const { registry } = demoRegistry();
+  const calls = JSON.parse(D.offlineRunScript()).flatMap((a) => a.tool_calls ?? []);
+  const outcome = async (call) => {
+    try {
+      const r = await registry.execute(call);
+      return r.isError ? 'error result' : 'ok';
+    } catch (e) {
+      return e.code;
+    }
+  };
+  const got = [];
+  for (const call of calls) got.push(`${call.name}: ${await outcome(call)}`);
+  assert.deepEqual(got, [
+    'query_order: ok',
+    'check_weather: tool_not_found',
+    'query_stock: tool_argument_type_mismatch',
+    'query_stock: ok',
+    'clear_baking_cache: ok', // the registry runs it; the Agent's approval policy holds it first
+  ]);
+});
+
+test('a native cancellation handle reaches the ArkTS executor signal; the runtime answers tool_cancelled', async () => {
+  const registry = new native.ToolRegistry();
+  let release;
+  const started = new Promise((resolve) => { release = resolve; });
+  const seen = [];
+  class Waits {
+    execute(args, ctx) {
+      ctx.signal.onCancel((reason) => seen.push(`${ctx.signal.cancelled}:${reason}`));
+      release();
+      return new Promise(() => {}); // only the cancellation ends this call
+    }
+  }
+  registry.register(B.toolDefinitionObject(new B.ToolDefinition('waits', 'd', '{"type":"object"}')), B.executorFunction(new Waits()));
+  const handle = new native.CancellationHandle();
+  const pending = registry.execute({ id: 'c1', name: 'waits', arguments: '{}' }, handle);
+  await started;
+  handle.cancel('user tapped cancel');
+  const e = await rejectsWithCode(assert, pending, 'tool_cancelled', 'cancelled');
+  assert.match(e.message, /user tapped cancel/);
+  for (let i = 0; i < 100 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.deepEqual(seen, ['true:user tapped cancel'], 'the executor saw the cancellation through ToolContext.signal');
+});
+
+test('the offline scenario through the ArkTS Agent: suspend, kill, reload, approve, resume',
+  { skip: typeof globalThis.__arkagentNative?.Agent !== 'function' && 'the native module has no Agent class yet' },
+  async () => {
+    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-demo-state-'));
+    const build = (script) => {
+      const config = B.AgentConfig.scripted(script);
+      config.stateDir = stateDir;
+      const agent = new B.Agent(config);
+      const store = new D.BakingStore();
+      agent.registerTool(D.readBakingRecordsDefinition(), new D.ReadBakingRecordsTool(store));
+      agent.registerTool(D.clearBakingCacheDefinition(), new D.ClearBakingCacheTool(store));
+      agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
+      agent.registerTool(D.queryStockDefinition(), new D.QueryStockTool());
+      const events = [];
+      agent.addEventListener((e) => events.push(e));
+      return { agent, events, store };
+    };
+    const first = build(D.offlineRunScript());
+    const suspended = await first.agent.run('demo-1', D.OFFLINE_PROMPT);
+    assert.equal(suspended.status, 'awaiting_approval');
+    assert.deepEqual(suspended.batch.pendingItems().map((i) => i.toolCall.name), ['clear_baking_cache']);
+    const results = first.events.filter((e) => e instanceof B.ToolResultEvent);
+    assert.deepEqual(results.map((e) => [e.name, e.result.isError]),
+      [['query_order', false], ['check_weather', true], ['query_stock', true]]);
+    assert.ok(first.events.some((e) => e instanceof B.TextDeltaEvent));
+    // The app is killed; a new agent over the same state directory finds the frozen batch.
+    const second = build(D.offlineResumeScript());
+    const pending = await second.agent.pendingApproval('demo-1');
+    assert.equal(pending.batchId, suspended.batch.batchId);
+    const decided = await second.agent.approve('demo-1', pending.items[0].approvalId);
+    assert.equal(decided.pendingItems().length, 0);
+    const done = await second.agent.resume('demo-1');
+    assert.equal(done.status, 'completed');
+    assert.match(done.finalText, /20261010/);
+    assert.equal(second.store.cachedEntries, 0, 'the approved call ran');
+    assert.equal(await second.agent.pendingApproval('demo-1'), undefined);
+  });
