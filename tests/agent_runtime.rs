@@ -609,3 +609,107 @@ async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interru
     assert!(results[1].2 && results[1].1.contains("may or may not"), "{}", results[1].1);
     assert!(!results[2].2 && results[2].1.contains("已发货"), "{}", results[2].1);
 }
+
+struct Diagnoser {
+    confidence: f64,
+    asked: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl arkagent::loop_detect::LoopDiagnoser for Diagnoser {
+    async fn diagnose(
+        &self,
+        _history: &[ChatMessage],
+    ) -> Result<arkagent::loop_detect::LoopDiagnosis, AgentError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(arkagent::loop_detect::LoopDiagnosis {
+            is_loop: true,
+            confidence: self.confidence,
+            reason: "keeps asking for other orders".into(),
+        })
+    }
+}
+
+async fn run_with_diagnoser(confidence: f64) -> (RunOutcome, usize) {
+    let f = fixture(vec![], AgentConfig::default());
+    let script =
+        (0..6).map(|i| calls(&[(&format!("c{i}"), "query_order", &format!(r#"{{"order_id":"{i}"}}"#))]));
+    let model = Arc::new(Script::new(script.chain([answer("done")])));
+    let diagnoser = Arc::new(Diagnoser { confidence, asked: AtomicUsize::new(0) });
+    let schedule = arkagent::loop_detect::DiagnosisSchedule { first_round: 3, every: 2, min_confidence: 0.8 };
+    let agent = AgentBuilder::new(model, f.store.clone())
+        .tools(registry(&f.counters))
+        .loop_diagnoser(diagnoser.clone(), schedule)
+        .build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    (out, diagnoser.asked.load(Ordering::SeqCst))
+}
+
+#[tokio::test]
+async fn the_llm_diagnosis_ends_a_loop_only_above_its_confidence() {
+    let (out, asked) = run_with_diagnoser(0.9).await;
+    match out {
+        RunOutcome::Finished { status, error, .. } => {
+            assert_eq!(status, RunStatus::LoopDetected);
+            assert!(error.unwrap().message.contains("keeps asking"));
+        }
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(asked, 1, "asked at the third answer, which already counted");
+    let (out, asked) = run_with_diagnoser(0.8).await;
+    assert_eq!(out.status(), RunStatus::Completed, "0.8 is not above the threshold");
+    assert_eq!(asked, 2, "asked at answers 3 and 5");
+}
+
+#[tokio::test]
+async fn a_context_budget_trims_the_request_not_the_state_and_keeps_pairs() {
+    let f = fixture(vec![], AgentConfig::default());
+    let script = (0..4).map(|i| calls(&[(&format!("c{i}"), "query_order", r#"{"order_id":"20261010"}"#)]));
+    let model = Arc::new(Script::new(script.chain([answer("done")])));
+    let config = AgentConfig {
+        system_prompt: Some("系统提示".into()),
+        context_budget_tokens: Some(120),
+        loop_window: 10,
+        ..AgentConfig::default()
+    };
+    let agent =
+        AgentBuilder::new(model.clone(), f.store.clone()).tools(registry(&f.counters)).config(config).build();
+    agent
+        .run("s", "我的订单到哪了？".repeat(20).as_str(), &EventLog::new(), &CancellationSignal::new())
+        .await
+        .unwrap();
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let last = model.requests().pop().unwrap();
+    assert!(last.messages.len() < state.messages.len() - 1, "the request was trimmed");
+    assert_eq!(last.messages[0], ChatMessage::system("系统提示"), "system messages stay");
+    arkagent::state::check_pairing(&last.messages, &[]).expect("no assistant message lost its results");
+    assert_eq!(state.messages.len(), 2 + 4 * 2 + 1, "the state keeps everything");
+}
+
+struct NeverPersist;
+#[async_trait::async_trait]
+impl AgentHook for NeverPersist {
+    async fn before_persist_state(
+        &self,
+        _ctx: &HookContext<'_>,
+        _state: &arkagent::state::AgentState,
+    ) -> arkagent::hook::PersistDecision {
+        arkagent::hook::PersistDecision::Skip
+    }
+}
+
+#[tokio::test]
+async fn terminal_states_are_persisted_even_when_a_hook_skips_saves() {
+    let f = fixture(vec![], AgentConfig::default());
+    let script = (0..6).map(|i| calls(&[(&format!("c{i}"), "query_order", r#"{"order_id":"1"}"#)]));
+    let model = Arc::new(Script::new(script));
+    let agent = AgentBuilder::new(model, f.store.clone())
+        .tools(registry(&f.counters))
+        .hook(Arc::new(NeverPersist))
+        .build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::LoopDetected);
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert_eq!(state.status, RunStatus::LoopDetected, "the terminal state was saved");
+    assert_eq!(state.loop_window.len(), 5);
+}

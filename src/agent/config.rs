@@ -31,6 +31,10 @@ pub struct AgentConfig {
     pub loop_window: usize,
     /// How deep sub-agents may nest (default 1: a worker cannot delegate).
     pub max_delegation_depth: u32,
+    /// When set, each request carries only the newest history that fits this many (approximate)
+    /// tokens; system messages stay, and an assistant message never loses its tool results. The
+    /// state keeps the whole history.
+    pub context_budget_tokens: Option<usize>,
 }
 
 impl Default for AgentConfig {
@@ -47,6 +51,7 @@ impl Default for AgentConfig {
             tool_choice: None,
             loop_window: 5,
             max_delegation_depth: 1,
+            context_budget_tokens: None,
         }
     }
 }

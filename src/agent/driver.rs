@@ -10,12 +10,14 @@ use crate::approval::{
 };
 use crate::error::{codes, AgentError};
 use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookPipeline, PersistDecision};
-use crate::loop_detect::{call_signature, LoopDetector, LoopDetectorConfig};
+use crate::loop_detect::{
+    call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
+};
 use crate::message::{ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse};
 use crate::state::{
-    repair_pairing, tool_result_message, AgentState, RepairPolicy, RunStatus, StateEvent, StateStore,
-    ToolRunRecord,
+    approx_tokens, repair_pairing, tool_result_message, trim_history, AgentState, RepairPolicy, RunStatus,
+    StateEvent, StateStore, ToolRunRecord,
 };
 use crate::tool::{
     CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult,
@@ -68,6 +70,7 @@ pub struct Agent {
     services: Arc<ToolServiceRegistry>,
     config: AgentConfig,
     depth: u32,
+    diagnoser: Option<(Arc<dyn LoopDiagnoser>, DiagnosisSchedule)>,
     // A std Mutex guarding the map of per-session locks; never held across an await.
     session_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -88,6 +91,7 @@ pub struct AgentBuilder {
     services: Arc<ToolServiceRegistry>,
     config: AgentConfig,
     depth: u32,
+    diagnoser: Option<(Arc<dyn LoopDiagnoser>, DiagnosisSchedule)>,
 }
 
 impl AgentBuilder {
@@ -102,6 +106,7 @@ impl AgentBuilder {
             services: Arc::new(ToolServiceRegistry::new()),
             config: AgentConfig::default(),
             depth: 0,
+            diagnoser: None,
         }
     }
 
@@ -129,6 +134,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Asks this diagnoser whether the session is looping, on the schedule's rounds (counted as
+    /// the model's answers in the session: 30, 40, ... by default); a loop needs a confidence above
+    /// the schedule's threshold, and a failed diagnosis counts as no loop.
+    pub fn loop_diagnoser(mut self, diagnoser: Arc<dyn LoopDiagnoser>, schedule: DiagnosisSchedule) -> Self {
+        self.diagnoser = Some((diagnoser, schedule));
+        self
+    }
+
     /// The nesting depth of a worker agent (0 for a top-level agent).
     pub(crate) fn depth(mut self, depth: u32) -> Self {
         self.depth = depth;
@@ -152,6 +165,7 @@ impl AgentBuilder {
             services: self.services,
             config: self.config,
             depth: self.depth,
+            diagnoser: self.diagnoser,
             session_locks: Mutex::new(HashMap::new()),
         }
     }
@@ -222,6 +236,7 @@ impl Agent {
             services: Arc::clone(&self.services),
             config: self.config.clone(),
             depth: self.depth,
+            diagnoser: self.diagnoser.clone(),
         }
     }
 
@@ -527,8 +542,12 @@ impl<'a> Run<'a> {
         // The history moves into the request and back: no copy per round (a hook or model that
         // keeps the request makes the move back a copy instead).
         let messages = Arc::new(std::mem::take(&mut self.state.messages));
+        let sent = match config.context_budget_tokens {
+            Some(budget) => Arc::new(trim_history(&messages, budget, approx_tokens).messages),
+            None => Arc::clone(&messages),
+        };
         let request = ChatRequest {
-            messages: Arc::clone(&messages),
+            messages: sent,
             tools: Arc::clone(tools.definitions()),
             tool_choice: if tools.definitions().is_empty() { None } else { config.tool_choice.clone() },
             temperature: config.temperature,
@@ -788,12 +807,24 @@ impl<'a> Run<'a> {
         for message in injected {
             self.record(StateEvent::MessageAppended { message });
         }
-        let looped = self.observe_loop(&calls);
+        let mut looped = self.observe_loop(&calls);
+        if looped.is_none() {
+            looped = self.diagnose().await;
+        }
         self.persist(false).await?;
         if let Some(e) = looped {
             return self.finish(RunStatus::LoopDetected, None, Some(e)).await.map(Flow::Done);
         }
         Ok(Flow::Continue)
+    }
+
+    /// The optional LLM diagnosis, on its schedule (rounds counted over the session).
+    async fn diagnose(&self) -> Option<AgentError> {
+        let (diagnoser, schedule) = self.agent.diagnoser.as_ref()?;
+        let answers =
+            self.state.messages.iter().filter(|m| matches!(m, ChatMessage::Assistant { .. })).count();
+        let round = u32::try_from(answers).unwrap_or(u32::MAX);
+        diagnose_loop(diagnoser.as_ref(), schedule, round, &self.state.messages).await.to_error()
     }
 
     /// Feeds the batch's calls to the loop detector; records its window.
