@@ -260,21 +260,14 @@ pub struct AgentError {
 
 impl AgentError {
     /// An error with an explicit layer and code.
-    pub fn new(
-        layer: ErrorLayer,
-        code: impl Into<Cow<'static, str>>,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn new(layer: ErrorLayer, code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         AgentError { layer, code: code.into(), message: message.into() }
     }
 
     /// An error for one of the crate's codes, with the layer the [`codes`] table gives it.
     pub fn of(code: &'static str, message: impl Into<String>) -> Self {
-        let layer = codes::ALL
-            .iter()
-            .find(|(c, _)| *c == code)
-            .map(|(_, l)| *l)
-            .unwrap_or(ErrorLayer::Internal);
+        let layer =
+            codes::ALL.iter().find(|(c, _)| *c == code).map(|(_, l)| *l).unwrap_or(ErrorLayer::Internal);
         AgentError::new(layer, code, message)
     }
 

@@ -99,7 +99,12 @@ pub trait AgentHook: Send + Sync {
         BeforeToolCall::Proceed(None)
     }
     /// A call produced a result (errors included).
-    async fn after_tool_call(&self, _ctx: &HookContext<'_>, _call: &ToolCall, _result: &ToolResult) -> AfterToolCall {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        _result: &ToolResult,
+    ) -> AfterToolCall {
         AfterToolCall::default()
     }
     /// A batch was frozen and persisted.

@@ -315,8 +315,10 @@ impl AgentState {
                 self.tool_runs.insert(call_id.clone(), ToolRunRecord::Started { name: name.clone() });
             }
             StateEvent::ToolFinished { call_id, name, result } => {
-                self.tool_runs
-                    .insert(call_id.clone(), ToolRunRecord::Finished { name: name.clone(), result: result.clone() });
+                self.tool_runs.insert(
+                    call_id.clone(),
+                    ToolRunRecord::Finished { name: name.clone(), result: result.clone() },
+                );
             }
             StateEvent::BatchCompleted => self.tool_runs.clear(),
             StateEvent::LoopWindow { window } => self.loop_window = window.clone(),
