@@ -35,36 +35,10 @@ fn json_value() -> impl Strategy<Value = Value> {
 }
 
 fn keyword() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec![
-        "type",
-        "properties",
-        "required",
-        "items",
-        "description",
-        "enum",
-        "const",
-        "additionalProperties",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "anyOf",
-        "title",
-        "default",
-        "$schema",
-        "format",
-        "oneOf",
-        "$ref",
-        "not",
-        "prefixItems",
-    ])
+    // Every supported keyword, plus some that must be refused.
+    let mut all = arkagent::schema::SUPPORTED_KEYWORDS.to_vec();
+    all.extend(["$schema", "format", "oneOf", "$ref", "not", "prefixItems"]);
+    prop::sample::select(all)
 }
 
 fn keyword_value(inner: BoxedStrategy<Value>) -> impl Strategy<Value = Value> {

@@ -42,10 +42,13 @@ function ctx(signal = new B.CancellationSignal()) {
 const args = (o) => B.JsonObject.fromJsonString(JSON.stringify(o));
 const wire = (result) => JSON.parse(result.toJson().toJsonString());
 
-test('the demo ships the native declarations unchanged', () => {
-  const ours = fs.readFileSync(path.join(ROOT, 'entry-demo/entry/src/main/cpp/types/libarkagent/index.d.ts'), 'utf8');
-  const bindings = fs.readFileSync(path.join(ROOT, 'arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts'), 'utf8');
-  assert.equal(ours, bindings, 'copy arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts into entry-demo');
+test('the demo takes the native declarations from the HAR (one index.d.ts in the repo)', () => {
+  const manifest = fs.readFileSync(path.join(ROOT, 'entry-demo/entry/oh-package.json5'), 'utf8');
+  const dep = /"libarkagent\.so":\s*"file:([^"]+)"/.exec(manifest);
+  assert.ok(dep, 'entry/oh-package.json5 depends on libarkagent.so by file:');
+  const dir = path.resolve(ROOT, 'entry-demo/entry', dep[1]);
+  assert.equal(dir, path.join(ROOT, 'arkts-bindings/src/main/cpp/types/libarkagent'));
+  assert.ok(fs.existsSync(path.join(dir, 'index.d.ts')) && fs.existsSync(path.join(dir, 'oh-package.json5')));
 });
 
 test('read_baking_records: one record, all records, an unknown id, a cancelled call', async () => {
@@ -210,7 +213,7 @@ test('the DevEco project layout is complete and every reference in it resolves',
   for (const rel of ['AppScope/app.json5', 'build-profile.json5', 'hvigorfile.ts', 'hvigor/hvigor-config.json5',
     'oh-package.json5', 'entry/build-profile.json5', 'entry/hvigorfile.ts', 'entry/oh-package.json5',
     'entry/src/main/module.json5', 'entry/src/main/resources/base/profile/main_pages.json',
-    'entry/src/main/cpp/types/libarkagent/oh-package.json5', 'entry/libs/arm64-v8a/.gitkeep', 'entry/libs/x86_64/.gitkeep']) {
+    'entry/libs/arm64-v8a/.gitkeep', 'entry/libs/x86_64/.gitkeep']) {
     assert.ok(fs.existsSync(path.join(demo, rel)), rel);
   }
   const resources = (base) => {
@@ -250,9 +253,10 @@ test('the DevEco project layout is complete and every reference in it resolves',
   for (const m of profile.modules) assert.ok(fs.existsSync(path.join(demo, m.srcPath, 'src/main/module.json5')), m.name);
   assert.equal(read('entry/build-profile.json5').apiType, 'stageMode');
   const deps = read('entry/oh-package.json5').dependencies;
-  assert.equal(deps['libarkagent.so'], 'file:./src/main/cpp/types/libarkagent');
   assert.equal(read(path.join('entry', deps['@arkagent/bindings'].slice(5), 'oh-package.json5')).name, '@arkagent/bindings');
-  assert.equal(read('entry/src/main/cpp/types/libarkagent/oh-package.json5').types, './index.d.ts');
+  const native = read(path.join('entry', deps['libarkagent.so'].slice(5), 'oh-package.json5'));
+  assert.equal(native.name, 'libarkagent.so');
+  assert.equal(native.types, './index.d.ts');
   // The .so that scripts/build-ohos.sh copies into libs/<abi>/ is never committed.
   const { spawnSync } = await import('node:child_process');
   for (const abi of ['arm64-v8a', 'x86_64']) {
