@@ -414,7 +414,7 @@ impl RunOutcomeObject {
             RunOutcome::Suspended { batch } => (None, None, Some(batch)),
         };
         RunOutcomeObject {
-            status: to_json(&status).trim_matches('"').to_string(),
+            status: status_name(status),
             final_text,
             error_code: error.as_ref().map(|e| e.code.to_string()),
             error_layer: error.as_ref().map(|e| e.layer.as_str().to_string()),
@@ -423,6 +423,11 @@ impl RunOutcomeObject {
             usage_json: to_json(&usage),
         }
     }
+}
+
+/// The snake_case name of a run status (as in the state JSON).
+pub(crate) fn status_name(status: crate::state::RunStatus) -> String {
+    to_json(&status).trim_matches('"').to_string()
 }
 
 /// JSON text of a core value (plain serde data: serialising it cannot fail).

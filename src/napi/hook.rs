@@ -17,7 +17,7 @@
 //! warning.
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
-use super::dto::{to_json, HookDecisionObject};
+use super::dto::{status_name, to_json, HookDecisionObject};
 use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
 use crate::hook::{AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext};
@@ -247,8 +247,8 @@ impl AgentHook for JsHook {
     }
 
     async fn on_run_end(&self, _ctx: &HookContext<'_>, status: RunStatus, final_text: Option<&str>) {
-        let status = to_json(&status).trim_matches('"').to_string();
-        self.notify("onRunEnd", &self.on_run_end, (status, final_text.map(str::to_string))).await;
+        let args = (status_name(status), final_text.map(str::to_string));
+        self.notify("onRunEnd", &self.on_run_end, args).await;
     }
 
     async fn on_error(&self, _ctx: &HookContext<'_>, error: &AgentError) {
