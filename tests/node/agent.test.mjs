@@ -78,20 +78,27 @@ test('a scripted run: tool call -> result -> answer, events in order, all delive
   assert.equal(await agent.stateJson('nobody'), null);
 });
 
-test('many events keep their order: 2,000 characters in 500 deltas add up exactly', async () => {
+test('many events keep their order and all arrive before run() resolves: 16,000 characters in 4,000 deltas', async () => {
+  // More events than a thread-safe function hands to the JS thread in one go (1,000 in Node), so
+  // without the binding waiting for the last delivery the run's Promise could resolve first.
   let long = '';
-  for (let i = 0; long.length < 2000; i++) long += `${i},`;
-  long = long.slice(0, 2000);
-  const agent = scripted([{ content: long }]);
-  const deltas = [];
-  agent.onEvent((e) => {
-    const event = JSON.parse(e);
-    if (event.type === 'text_delta') deltas.push(event.delta);
-  });
-  const out = await agent.run('s', 'count');
-  assert.equal(out.finalText, long);
-  assert.equal(deltas.length, 500);
-  assert.equal(deltas.join(''), long);
+  for (let i = 0; long.length < 16000; i++) long += `${i},`;
+  long = long.slice(0, 16000);
+  for (let k = 0; k < 3; k++) {
+    const agent = scripted([{ content: long }]);
+    const deltas = [];
+    let last;
+    agent.onEvent((e) => {
+      const event = JSON.parse(e);
+      last = event.type;
+      if (event.type === 'text_delta') deltas.push(event.delta);
+    });
+    const out = await agent.run('s', 'count');
+    assert.equal(last, 'run_finished', 'every event was delivered before run() resolved');
+    assert.equal(out.finalText, long);
+    assert.equal(deltas.length, 4000);
+    assert.equal(deltas.join(''), long);
+  }
 });
 
 test('a throwing listener is contained: the run completes and later events still arrive', async () => {
@@ -168,6 +175,24 @@ test('config: provider, model, base URL, script and state dir are checked', () =
   assert.ok(new Agent({ provider: 'custom', model: 'm', baseUrl: 'http://example.com/v1', allowInsecureHttp: true }));
   assert.ok(new Agent({ provider: 'deepseek', model: 'deepseek-chat', apiKey: 'k' }));
   assert.ok(new Agent({ provider: 'GLM', model: 'glm-4' }));
+});
+
+test('enableDelegation registers delegate_task; a worker answers through it', async () => {
+  const agent = scripted(
+    [
+      { tool_calls: [{ id: 'd1', name: 'delegate_task', arguments: '{"task":"sum 2 and 3"}' }] },
+      { content: '5' }, // the worker's answer
+      { content: 'The worker says 5.' },
+    ],
+    { enableDelegation: true },
+  );
+  assert.deepEqual(agent.toolNames(), ['delegate_task']);
+  const out = await agent.run('p', 'delegate it');
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, 'The worker says 5.');
+  const tool = JSON.parse(await agent.stateJson('p')).messages.find((m) => m.role === 'tool');
+  assert.match(tool.content, /5/);
+  assert.deepEqual(scripted([]).toolNames(), []);
 });
 
 test('coded errors: session_id_invalid, session_not_found, invalid_state, no_pending_approval', async () => {
