@@ -80,3 +80,42 @@ async fn a_hook_added_later_runs_after_the_builder_hooks_in_later_runs() {
     });
     assert_eq!(last.as_deref(), Some("two"));
 }
+
+#[tokio::test]
+async fn a_hook_added_during_a_run_is_not_used_by_that_run() {
+    use std::sync::{OnceLock, Weak};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let slot: Arc<OnceLock<Weak<arkagent::agent::Agent>>> = Arc::new(OnceLock::new());
+    let mut tools = ToolRegistry::new();
+    let (s, seen_by_tool) = (Arc::clone(&slot), Arc::clone(&seen));
+    tools
+        .register(
+            ToolDefinition::new("add_late_hook", "adds a hook", json!({"type": "object"})),
+            Arc::new(FnExecutor(move |_args, _ctx| {
+                let (s, seen) = (Arc::clone(&s), Arc::clone(&seen_by_tool));
+                async move {
+                    if let Some(agent) = s.get().and_then(Weak::upgrade) {
+                        agent.add_hook(Arc::new(Tag("late", seen)));
+                    }
+                    Ok(ToolResult::text("added"))
+                }
+            })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![
+        calls(&[("c1", "add_late_hook", r#"{"tags":""}"#)]),
+        calls(&[("c2", "missing_tool", r#"{"tags":""}"#)]),
+        answer("first run done"),
+        calls(&[("c3", "missing_tool", r#"{"tags":""}"#)]),
+        answer("second run done"),
+    ]));
+    let agent = Arc::new(AgentBuilder::new(model, Arc::new(MemStore::new())).tools(tools).build());
+    slot.set(Arc::downgrade(&agent)).unwrap();
+    let cancel = CancellationSignal::new();
+    agent.run("s", "first", &NoEvents, &cancel).await.unwrap();
+    // Added during the first run (by c1): not called for c2 in that run.
+    assert!(seen.lock().unwrap().is_empty(), "{:?}", seen.lock().unwrap());
+    assert_eq!(agent.hooks().len(), 1);
+    agent.run("s", "second", &NoEvents, &cancel).await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), ["late"]);
+}
