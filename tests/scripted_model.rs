@@ -95,3 +95,20 @@ async fn scripted_failures() {
     model.push(ModelResponse::text("late"));
     assert_eq!(model.complete(&req("c")).await.unwrap().content.as_deref(), Some("late"));
 }
+
+#[test]
+fn a_script_written_as_json_may_leave_fields_out() {
+    let script = r#"[
+        {"tool_calls": [{"id": "c1", "name": "query_order", "arguments": "{\"orderId\":\"1\"}"}]},
+        {"content": "done"},
+        {}
+    ]"#;
+    let answers: Vec<ModelResponse> = serde_json::from_str(script).unwrap();
+    assert_eq!(answers[0].tool_calls, vec![ToolCall::new("c1", "query_order", r#"{"orderId":"1"}"#)]);
+    assert_eq!(answers[0].content, None);
+    assert_eq!(answers[1].content.as_deref(), Some("done"));
+    assert!(answers[1].tool_calls.is_empty());
+    assert_eq!(answers[2], ModelResponse::default());
+    // A field of the wrong type is still an error.
+    assert!(serde_json::from_str::<Vec<ModelResponse>>(r#"[{"tool_calls": "x"}]"#).is_err());
+}

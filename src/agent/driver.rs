@@ -66,7 +66,9 @@ pub struct Agent {
     tools: RwLock<ToolRegistry>,
     store: Arc<dyn StateStore>,
     policy: Arc<dyn ApprovalPolicy>,
-    hooks: HookPipeline,
+    // A std RwLock: read to take a run's snapshot of the pipeline, written by `add_hook`; never
+    // held across an await.
+    hooks: RwLock<HookPipeline>,
     services: Arc<ToolServiceRegistry>,
     config: AgentConfig,
     depth: u32,
@@ -161,7 +163,7 @@ impl AgentBuilder {
             tools: RwLock::new(self.tools),
             store: self.store,
             policy: self.policy.unwrap_or_else(|| Arc::new(crate::approval::DefaultApprovalPolicy)),
-            hooks: HookPipeline::with_hooks(self.hooks),
+            hooks: RwLock::new(HookPipeline::with_hooks(self.hooks)),
             services: self.services,
             config: self.config,
             depth: self.depth,
@@ -191,6 +193,17 @@ impl Agent {
     /// Removes a tool; returns whether it was there.
     pub fn unregister_tool(&self, name: &str) -> bool {
         self.tools.write().unwrap_or_else(|p| p.into_inner()).unregister(name)
+    }
+
+    /// Adds a hook after the others. Runs that already started keep the hooks they started with;
+    /// later runs (and resumes) use this one too.
+    pub fn add_hook(&self, hook: Arc<dyn AgentHook>) {
+        self.hooks.write().unwrap_or_else(|p| p.into_inner()).push(hook);
+    }
+
+    /// The hooks as they are now (a snapshot: cheap, the hooks are shared).
+    pub fn hooks(&self) -> HookPipeline {
+        self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The tools as they are now.
@@ -232,7 +245,7 @@ impl Agent {
             store: Arc::clone(&self.store),
             tools: ToolRegistry::new(),
             policy: Some(Arc::clone(&self.policy)),
-            hooks: self.hooks.hooks().to_vec(),
+            hooks: self.hooks().hooks().to_vec(),
             services: Arc::clone(&self.services),
             config: self.config.clone(),
             depth: self.depth,
@@ -443,13 +456,25 @@ struct Run<'a> {
     unsaved: Vec<StateEvent>,
     sink: &'a dyn EventSink,
     cancel: CancellationSignal,
+    // The agent's hooks when the run started.
+    hooks: HookPipeline,
     turn_tools: Option<ToolSnapshot>,
     stop_requested: bool,
 }
 
 impl<'a> Run<'a> {
     fn new(agent: &'a Agent, state: AgentState, sink: &'a dyn EventSink, cancel: CancellationSignal) -> Self {
-        Run { agent, state, unsaved: Vec::new(), sink, cancel, turn_tools: None, stop_requested: false }
+        let hooks = agent.hooks();
+        Run {
+            agent,
+            state,
+            unsaved: Vec::new(),
+            sink,
+            cancel,
+            hooks,
+            turn_tools: None,
+            stop_requested: false,
+        }
     }
 
     fn record(&mut self, event: StateEvent) {
@@ -475,7 +500,7 @@ impl<'a> Run<'a> {
     async fn hooks_run_start(&self) {
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.agent.hooks.on_run_start(&ctx).await);
+        Self::note_hook_failure(self.hooks.on_run_start(&ctx).await);
     }
 
     /// Durably commits the recorded events. `force` ignores a hook's request to skip (terminal
@@ -487,7 +512,7 @@ impl<'a> Run<'a> {
         let forced = force || persist_is_forced(self.state.status);
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        if self.agent.hooks.before_persist_state(&ctx, &self.state, forced).await == PersistDecision::Skip {
+        if self.hooks.before_persist_state(&ctx, &self.state, forced).await == PersistDecision::Skip {
             return Ok(());
         }
         let events = std::mem::take(&mut self.unsaved);
@@ -555,7 +580,7 @@ impl<'a> Run<'a> {
         };
         let (s, r, _) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.agent.hooks.before_model_call(&ctx, &request).await);
+        Self::note_hook_failure(self.hooks.before_model_call(&ctx, &request).await);
         let cancel = self.cancel.clone();
         let answer = tokio::select! {
             biased;
@@ -567,12 +592,12 @@ impl<'a> Run<'a> {
         let response = match answer {
             None => return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done),
             Some(Err(e)) => {
-                Self::note_hook_failure(self.agent.hooks.on_error(&ctx, &e).await);
+                Self::note_hook_failure(self.hooks.on_error(&ctx, &e).await);
                 return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
             }
             Some(Ok(r)) => r,
         };
-        Self::note_hook_failure(self.agent.hooks.after_model_response(&ctx, &response).await);
+        Self::note_hook_failure(self.hooks.after_model_response(&ctx, &response).await);
         self.record(StateEvent::MessageAppended { message: response.to_message() });
         if let Some(usage) = response.usage {
             self.record(StateEvent::UsageAdded { usage });
@@ -637,9 +662,9 @@ impl<'a> Run<'a> {
             }
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             let definition = tools.definition(&call.name);
-            let outcome = self.agent.hooks.before_tool_call(&ctx, call, definition).await;
+            let outcome = self.hooks.before_tool_call(&ctx, call, definition).await;
             if let crate::hook::BeforeToolCallOutcome::Refused { error, .. } = &outcome {
-                Self::note_hook_failure(self.agent.hooks.on_error(&ctx, error).await);
+                Self::note_hook_failure(self.hooks.on_error(&ctx, error).await);
             }
             match outcome.into_batch_input(self.agent.policy.as_ref(), definition) {
                 Ok(input) => inputs.push(input),
@@ -663,7 +688,7 @@ impl<'a> Run<'a> {
         self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.agent.hooks.on_approval_required(&ctx, &batch).await);
+        Self::note_hook_failure(self.hooks.on_approval_required(&ctx, &batch).await);
         Ok(Flow::Done(RunOutcome::Suspended { batch }))
     }
 
@@ -764,7 +789,7 @@ impl<'a> Run<'a> {
                 };
                 let (s, r, round) = self.ids();
                 let ctx = HookContext { session_id: &s, run_id: &r, round };
-                let after = self.agent.hooks.after_tool_call(&ctx, &call, result).await;
+                let after = self.hooks.after_tool_call(&ctx, &call, result).await;
                 injected.extend(after.inject);
                 match after.control {
                     AfterControl::Continue => {}
@@ -862,7 +887,7 @@ impl<'a> Run<'a> {
         self.persist(true).await?;
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.agent.hooks.on_run_end(&ctx, status, final_text.as_deref()).await);
+        Self::note_hook_failure(self.hooks.on_run_end(&ctx, status, final_text.as_deref()).await);
         self.sink.emit(AgentEvent::RunFinished {
             status,
             final_text: final_text.clone(),

@@ -2,9 +2,10 @@
 //! from the core types. Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text, which
 //! strict ArkTS can build without untyped object literals.
 
+use crate::agent::{AgentConfig, RunOutcome};
 use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
-use crate::message::ToolCall;
+use crate::message::{ToolCall, Usage};
 use crate::tool::{ContentPart, RiskLevel, ToolDefinition, ToolResult};
 use napi_derive_ohos::napi;
 use serde_json::{Map, Value};
@@ -84,7 +85,7 @@ pub fn millis(field: &str, ms: f64) -> Result<Duration, AgentError> {
 ///
 /// # Errors
 /// `config_invalid` naming the field.
-fn positive(field: &str, value: f64) -> Result<usize, AgentError> {
+pub(crate) fn positive(field: &str, value: f64) -> Result<usize, AgentError> {
     if value.fract() != 0.0 || !(1.0..=f64::from(u32::MAX)).contains(&value) {
         return Err(AgentError::of(
             codes::CONFIG_INVALID,
@@ -269,39 +270,168 @@ impl ExecuteOptions {
     }
 }
 
-/// Where a hook is called from, as ArkTS sees it.
+/// What an ArkTS hook method answers (or `undefined` for "no change"). Which fields count depends
+/// on the method and the action (see `hook`).
 #[napi(object)]
-pub struct HookContextObject {
-    /// The session.
-    pub session_id: String,
-    /// The run.
-    pub run_id: String,
-    /// The model round (1-based; 0 before the first).
-    pub round: u32,
-}
-
-/// What an ArkTS `beforeToolCall` returns (or `undefined` for "proceed unchanged").
-#[napi(object)]
-pub struct BeforeToolCallDecisionObject {
-    /// `proceed`, `deny`, `defer` or `abort`.
+pub struct HookDecisionObject {
+    /// beforeToolCall: `proceed`, `deny`, `defer` or `abort`; afterToolCall: `proceed`, `stop` or
+    /// `abort`.
     pub action: String,
-    /// For `proceed`: the rewritten call (same id).
-    pub call: Option<ToolCallObject>,
-    /// For `deny`: the result the model gets instead.
-    pub result: Option<ToolResultObject>,
-    /// For `defer` and `abort`: why.
+    /// beforeToolCall `proceed`: the call's new arguments text (same id and tool).
+    pub arguments_json: Option<String>,
+    /// beforeToolCall `deny`: the result the model gets instead; afterToolCall `proceed`: the
+    /// rewritten result (a ToolResult as JSON, snake_case).
+    pub result_json: Option<String>,
+    /// `defer` and `abort` (and `deny` without a result): why.
     pub reason: Option<String>,
-}
-
-/// What an ArkTS `afterToolCall` returns (or `undefined` for "keep the result").
-#[napi(object)]
-pub struct AfterToolCallDecisionObject {
-    /// `proceed`, `stop` or `abort`.
-    pub action: String,
-    /// For `proceed`: the rewritten result.
-    pub result: Option<ToolResultObject>,
-    /// For `abort`: why.
-    pub reason: Option<String>,
-    /// Messages to inject after the batch: a JSON array of chat messages.
+    /// afterToolCall: messages appended after the batch, a JSON array of chat messages.
     pub inject_json: Option<String>,
+}
+
+/// Options of `new Agent(config)` (see the `.d.ts` for each field).
+#[napi(object)]
+pub struct AgentConfigObject {
+    /// A provider preset name, `custom`, or `scripted`.
+    pub provider: String,
+    /// Overrides the preset's base URL.
+    pub base_url: Option<String>,
+    /// The model name.
+    pub model: Option<String>,
+    /// The API key (moved into the provider at once).
+    pub api_key: Option<String>,
+    /// For `scripted`: a JSON array of model answers.
+    pub script_json: Option<String>,
+    /// The directory of the session states.
+    pub state_dir: Option<String>,
+    /// A system message put first in a new session.
+    pub system_prompt: Option<String>,
+    /// Model rounds per run.
+    pub max_rounds: Option<f64>,
+    /// Calls of an all-safe batch run at once.
+    pub max_parallel_tools: Option<f64>,
+    /// Per-call timeout in ms.
+    pub tool_timeout_ms: Option<f64>,
+    /// Stream the model's answer.
+    pub streaming: Option<bool>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Completion token limit.
+    pub max_tokens: Option<f64>,
+    /// Allow plain http:// to hosts other than loopback.
+    pub allow_insecure_http: Option<bool>,
+    /// Extra trusted root certificates (PEM).
+    pub extra_roots_pem: Option<String>,
+    /// Loop detector window.
+    pub loop_window: Option<f64>,
+    /// Register `delegate_task`.
+    pub enable_delegation: Option<bool>,
+}
+
+// By hand: the API key must never be printed.
+impl std::fmt::Debug for AgentConfigObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfigObject")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("state_dir", &self.state_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentConfigObject {
+    /// The run limits and model options.
+    ///
+    /// # Errors
+    /// `config_invalid` naming the first field that is not a positive whole number (or, for
+    /// `temperature`, not a number from 0 to 2).
+    pub fn agent_config(&self) -> Result<AgentConfig, AgentError> {
+        let mut config = AgentConfig::default();
+        if let Some(v) = self.max_rounds {
+            config.max_rounds = whole_u32("maxRounds", v)?;
+        }
+        if let Some(v) = self.max_parallel_tools {
+            config.max_parallel_tools = positive("maxParallelTools", v)?;
+        }
+        if let Some(v) = self.tool_timeout_ms {
+            config.tool_timeout = millis("toolTimeoutMs", v)?;
+        }
+        if let Some(v) = self.streaming {
+            config.streaming = v;
+        }
+        if let Some(t) = self.temperature {
+            if !(0.0..=2.0).contains(&t) {
+                return Err(AgentError::of(
+                    codes::CONFIG_INVALID,
+                    format!("temperature must be a number from 0 to 2, not {t}"),
+                ));
+            }
+            config.temperature = Some(t as f32);
+        }
+        if let Some(v) = self.max_tokens {
+            config.max_tokens = Some(whole_u32("maxTokens", v)?);
+        }
+        if let Some(v) = self.loop_window {
+            config.loop_window = positive("loopWindow", v)?;
+        }
+        config.system_prompt = self.system_prompt.clone();
+        Ok(config)
+    }
+}
+
+fn whole_u32(field: &str, value: f64) -> Result<u32, AgentError> {
+    // positive() caps at u32::MAX.
+    positive(field, value).map(|v| v as u32)
+}
+
+/// How `run()` or `resume()` ended.
+#[napi(object)]
+pub struct RunOutcomeObject {
+    /// The session's run status, snake_case (`awaiting_approval` when suspended).
+    pub status: String,
+    /// The final answer, if any.
+    pub final_text: Option<String>,
+    /// The code of the error that ended the run.
+    pub error_code: Option<String>,
+    /// Its layer.
+    pub error_layer: Option<String>,
+    /// Its message.
+    pub error_message: Option<String>,
+    /// The frozen batch (JSON) when suspended.
+    pub batch_json: Option<String>,
+    /// The session's token usage so far (JSON).
+    pub usage_json: String,
+}
+
+impl RunOutcomeObject {
+    /// The object for a core outcome; `usage` is the session's usage (a suspended outcome does
+    /// not carry it).
+    pub fn new(outcome: RunOutcome, usage: Usage) -> Self {
+        let status = outcome.status();
+        let (final_text, error, batch) = match outcome {
+            RunOutcome::Finished { final_text, error, .. } => (final_text, error, None),
+            RunOutcome::Suspended { batch } => (None, None, Some(batch)),
+        };
+        RunOutcomeObject {
+            status: status_name(status),
+            final_text,
+            error_code: error.as_ref().map(|e| e.code.to_string()),
+            error_layer: error.as_ref().map(|e| e.layer.as_str().to_string()),
+            error_message: error.map(|e| e.message),
+            batch_json: batch.map(|b| to_json(&b)),
+            usage_json: to_json(&usage),
+        }
+    }
+}
+
+/// The snake_case name of a run status (as in the state JSON).
+pub(crate) fn status_name(status: crate::state::RunStatus) -> String {
+    to_json(&status).trim_matches('"').to_string()
+}
+
+/// JSON text of a core value (plain serde data: serialising it cannot fail).
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value)
+        .unwrap_or_else(|e| serde_json::json!({ "error": format!("not serialisable: {e}") }).to_string())
 }

@@ -1,40 +1,53 @@
-//! `JsHook`: an ArkTS object whose optional methods mirror [`AgentHook`], as a core hook. Each
-//! method present on the object is read once (`get_named_property`), bound to the object (so
-//! `this` works) and turned into a weak thread-safe function. A method may return its decision,
-//! a Promise of it, or `undefined` (no change).
+//! `JsHook`: an ArkTS `AgentHookObject` as a core [`AgentHook`]. Each method present on the object
+//! is read once (`get_named_property`), bound to the object (so `this` works) and turned into a
+//! weak thread-safe function. Values cross as JSON text in the core's serde shapes (snake_case):
 //!
-//! Failures are contained: a `beforeToolCall` that throws, rejects, times out or returns a wrong
+//! | method                                   | answer                                          |
+//! |------------------------------------------|-------------------------------------------------|
+//! | `beforeToolCall(callJson, definitionJson \| null)` | `{action: proceed, argumentsJson?}`, `{action: deny, resultJson? \| reason?}`, `{action: defer, reason}`, `{action: abort, reason}` |
+//! | `afterToolCall(callJson, resultJson)`    | `{action: proceed, resultJson?}`, `{action: stop}`, `{action: abort, reason}`; `injectJson?` with any |
+//! | `onRunStart(sessionId, runId)`, `onApprovalRequired(batchJson)`, `onRunEnd(status, finalText \| null)`, `onError(code, message)` | ignored |
+//!
+//! Each method may answer directly or with a Promise; `undefined` means "no change". Every call is
+//! awaited up to the hook timeout (notifications too, so they happen in step with the run).
+//!
+//! Failures are contained: a `beforeToolCall` that throws, rejects, times out or answers a wrong
 //! shape denies the call with a `hook_failed` result (fail closed); an `afterToolCall` that fails
-//! keeps the result unchanged and logs a warning.
-//!
-//! Used by the Agent class (runtime issue): nothing exports it yet, so it is not tested from Node.
+//! keeps the result unchanged; a notification that fails is ignored. Each failure is logged as a
+//! warning.
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
-use super::dto::{
-    AfterToolCallDecisionObject, BeforeToolCallDecisionObject, HookContextObject, ToolCallObject,
-    ToolDefinitionObject, ToolResultObject,
-};
+use super::dto::{status_name, to_json, HookDecisionObject};
+use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
 use crate::hook::{AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext};
 use crate::message::{ChatMessage, ToolCall};
-use crate::tool::{RiskLevel, ToolDefinition, ToolResult};
+use crate::state::RunStatus;
+use crate::tool::{ToolDefinition, ToolResult};
 use async_trait::async_trait;
-use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, Object, Unknown};
-use napi_ohos::{Env, ValueType};
+use napi_ohos::bindgen_prelude::{FnArgs, FromNapiValue, Function, JsObjectValue, Object, Unknown};
+use napi_ohos::{sys, Env, ValueType};
 use std::time::Duration;
 
-type BeforeArgs = (ToolCallObject, HookContextObject, Option<ToolDefinitionObject>);
-type AfterArgs = (ToolCallObject, HookContextObject, ToolResultObject);
+type BeforeArgs = (String, Option<String>);
+type AfterArgs = (String, String);
+type TwoStrings = (String, String);
+type OneString = (String,);
+type EndArgs = (String, Option<String>);
+
+type Method<T> = Option<JsFn<T, FnArgs<T>>>;
 
 /// An ArkTS hook object.
-#[allow(dead_code)] // constructed by the Agent class (runtime issue)
 pub(crate) struct JsHook {
-    before_tool_call: Option<JsFn<BeforeArgs, FnArgs<BeforeArgs>>>,
-    after_tool_call: Option<JsFn<AfterArgs, FnArgs<AfterArgs>>>,
+    before_tool_call: Method<BeforeArgs>,
+    after_tool_call: Method<AfterArgs>,
+    on_run_start: Method<TwoStrings>,
+    on_approval_required: Method<OneString>,
+    on_run_end: Method<EndArgs>,
+    on_error: Method<TwoStrings>,
     timeout: Duration,
 }
 
-#[allow(dead_code)] // used by the Agent class (runtime issue)
 impl JsHook {
     /// Reads the hook's methods (call on the JS thread, when the hook is added).
     ///
@@ -45,17 +58,17 @@ impl JsHook {
         Ok(JsHook {
             before_tool_call: method(env, &object, "beforeToolCall")?,
             after_tool_call: method(env, &object, "afterToolCall")?,
+            on_run_start: method(env, &object, "onRunStart")?,
+            on_approval_required: method(env, &object, "onApprovalRequired")?,
+            on_run_end: method(env, &object, "onRunEnd")?,
+            on_error: method(env, &object, "onError")?,
             timeout,
         })
     }
 }
 
 /// The bound method `name` of `object` as a weak thread-safe function, if present.
-fn method<T: 'static>(
-    env: &Env,
-    object: &Object<'_>,
-    name: &str,
-) -> napi_ohos::Result<Option<JsFn<T, FnArgs<T>>>>
+fn method<T: 'static>(env: &Env, object: &Object<'_>, name: &str) -> napi_ohos::Result<Method<T>>
 where
     FnArgs<T>: napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
 {
@@ -82,29 +95,12 @@ where
     Ok(Some(tsfn))
 }
 
-fn hook_context(ctx: &HookContext<'_>) -> HookContextObject {
-    HookContextObject {
-        session_id: ctx.session_id.to_string(),
-        run_id: ctx.run_id.to_string(),
-        round: ctx.round,
-    }
-}
+/// Any answer (a notification's is ignored).
+struct Ignored;
 
-fn definition_object(d: &ToolDefinition) -> ToolDefinitionObject {
-    ToolDefinitionObject {
-        name: d.name.clone(),
-        description: d.description.clone(),
-        parameters_json: d.parameters.to_string(),
-        risk_level: Some(
-            match d.risk_level {
-                RiskLevel::Safe => "safe",
-                RiskLevel::Sensitive => "sensitive",
-                RiskLevel::Dangerous => "dangerous",
-            }
-            .to_string(),
-        ),
-        idempotent: Some(d.idempotent),
-        timeout_ms: d.timeout.map(|t| t.as_millis() as f64),
+impl FromNapiValue for Ignored {
+    unsafe fn from_napi_value(_env: sys::napi_env, _value: sys::napi_value) -> napi_ohos::Result<Self> {
+        Ok(Ignored)
     }
 }
 
@@ -127,16 +123,21 @@ fn outcome<R>(
     }
 }
 
-/// The core decision of a `beforeToolCall` answer.
+/// A ToolResult from a hook's `resultJson`.
+fn parse_result(text: &str) -> Result<ToolResult, String> {
+    serde_json::from_str(text).map_err(|e| format!("resultJson is not a ToolResult: {e}"))
+}
+
+/// The core decision of a `beforeToolCall` answer about `call`.
 ///
 /// # Errors
 /// A description of what is wrong with it.
-fn before_decision(decision: BeforeToolCallDecisionObject) -> Result<BeforeToolCall, String> {
+fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
     match decision.action.as_str() {
-        "proceed" => Ok(BeforeToolCall::Proceed(decision.call.map(ToolCall::from))),
+        "proceed" => Ok(BeforeToolCall::Proceed(decision.arguments_json.map(|a| call.with_arguments(a)))),
         "deny" => {
-            let result = match decision.result {
-                Some(r) => r.into_core()?,
+            let result = match decision.result_json {
+                Some(text) => parse_result(&text)?,
                 None => ToolResult::from_error(&AgentError::of(
                     codes::TOOL_DENIED,
                     decision.reason.unwrap_or_else(|| "denied by a hook".to_string()),
@@ -148,7 +149,7 @@ fn before_decision(decision: BeforeToolCallDecisionObject) -> Result<BeforeToolC
         "abort" => {
             Ok(BeforeToolCall::Abort(decision.reason.unwrap_or_else(|| "aborted by a hook".to_string())))
         }
-        other => Err(format!("action must be proceed, deny, defer or abort, not {other:?}")),
+        other => Err(format!("beforeToolCall action must be proceed, deny, defer or abort, not {other:?}")),
     }
 }
 
@@ -156,16 +157,16 @@ fn before_decision(decision: BeforeToolCallDecisionObject) -> Result<BeforeToolC
 ///
 /// # Errors
 /// A description of what is wrong with it.
-fn after_decision(decision: AfterToolCallDecisionObject) -> Result<AfterToolCall, String> {
+fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String> {
     let action = match decision.action.as_str() {
         "proceed" => {
-            AfterToolCallAction::Proceed(decision.result.map(ToolResultObject::into_core).transpose()?)
+            AfterToolCallAction::Proceed(decision.result_json.as_deref().map(parse_result).transpose()?)
         }
         "stop" => AfterToolCallAction::Stop,
         "abort" => {
             AfterToolCallAction::Abort(decision.reason.unwrap_or_else(|| "aborted by a hook".to_string()))
         }
-        other => return Err(format!("action must be proceed, stop or abort, not {other:?}")),
+        other => return Err(format!("afterToolCall action must be proceed, stop or abort, not {other:?}")),
     };
     let inject = match decision.inject_json {
         None => Vec::new(),
@@ -175,25 +176,45 @@ fn after_decision(decision: AfterToolCallDecisionObject) -> Result<AfterToolCall
     Ok(AfterToolCall { action, inject })
 }
 
+impl JsHook {
+    /// Calls a notification method (if present) and waits for it; failures are logged.
+    async fn notify<T: 'static>(&self, name: &str, function: &Method<T>, args: T)
+    where
+        FnArgs<T>: napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
+    {
+        let Some(function) = function else { return };
+        let settled = call_js::<_, _, Ignored>(function, args, self.timeout).await;
+        if let Err(why) = outcome(name, settled, self.timeout) {
+            log::warn!("arkagent: hook {why}; ignored");
+        }
+    }
+}
+
 #[async_trait]
 impl AgentHook for JsHook {
+    async fn on_run_start(&self, ctx: &HookContext<'_>) {
+        let args = (ctx.session_id.to_string(), ctx.run_id.to_string());
+        self.notify("onRunStart", &self.on_run_start, args).await;
+    }
+
     async fn before_tool_call(
         &self,
-        ctx: &HookContext<'_>,
+        _ctx: &HookContext<'_>,
         call: &ToolCall,
         definition: Option<&ToolDefinition>,
     ) -> BeforeToolCall {
         let Some(function) = &self.before_tool_call else {
             return BeforeToolCall::Proceed(None);
         };
-        let args = (ToolCallObject::from(call), hook_context(ctx), definition.map(definition_object));
-        let settled = call_js::<_, _, BeforeToolCallDecisionObject>(function, args, self.timeout).await;
+        let args = (to_json(call), definition.map(to_json));
+        let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("beforeToolCall", settled, self.timeout)
-            .and_then(|d| d.map(before_decision).transpose())
+            .and_then(|d| d.map(|d| before_decision(call, d)).transpose())
         {
             Ok(Some(decision)) => decision,
             Ok(None) => BeforeToolCall::Proceed(None),
             Err(why) => {
+                log::warn!("arkagent: {}: {why}; the call is denied", codes::HOOK_FAILED);
                 BeforeToolCall::Deny(ToolResult::from_error(&AgentError::of(codes::HOOK_FAILED, why)))
             }
         }
@@ -201,15 +222,15 @@ impl AgentHook for JsHook {
 
     async fn after_tool_call(
         &self,
-        ctx: &HookContext<'_>,
+        _ctx: &HookContext<'_>,
         call: &ToolCall,
         result: &ToolResult,
     ) -> AfterToolCall {
         let Some(function) = &self.after_tool_call else {
             return AfterToolCall::default();
         };
-        let args = (ToolCallObject::from(call), hook_context(ctx), ToolResultObject::from(result.clone()));
-        let settled = call_js::<_, _, AfterToolCallDecisionObject>(function, args, self.timeout).await;
+        let args = (to_json(call), to_json(result));
+        let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("afterToolCall", settled, self.timeout).and_then(|d| d.map(after_decision).transpose())
         {
             Ok(Some(decision)) => decision,
@@ -219,5 +240,19 @@ impl AgentHook for JsHook {
                 AfterToolCall::default()
             }
         }
+    }
+
+    async fn on_approval_required(&self, _ctx: &HookContext<'_>, batch: &PendingApprovalBatch) {
+        self.notify("onApprovalRequired", &self.on_approval_required, (to_json(batch),)).await;
+    }
+
+    async fn on_run_end(&self, _ctx: &HookContext<'_>, status: RunStatus, final_text: Option<&str>) {
+        let args = (status_name(status), final_text.map(str::to_string));
+        self.notify("onRunEnd", &self.on_run_end, args).await;
+    }
+
+    async fn on_error(&self, _ctx: &HookContext<'_>, error: &AgentError) {
+        let args = (error.code.to_string(), error.message.clone());
+        self.notify("onError", &self.on_error, args).await;
     }
 }

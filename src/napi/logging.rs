@@ -1,36 +1,22 @@
-//! Where the crate's `log` records go: hilog on OHOS (tag `arkagent`), stderr elsewhere. The core
-//! only uses the `log` facade; the binding installs the backend once, when the module loads.
+//! Installs the crate's process logger ([`crate::logging`]) when the module loads: hilog on OHOS
+//! (tag `arkagent`), stderr elsewhere, every line passed through the redactor (the Agent class
+//! registers each API key as a secret). The level is `warn` unless the environment variable
+//! `ARKAGENT_LOG` names another (`error`, `warn`, `info`, `debug`, `trace`, `off`).
+
+use crate::logging::{init as init_logger, InitOutcome, LogConfig};
+use log::LevelFilter;
 
 /// The level kept by default: warnings and errors.
-const LEVEL: log::LevelFilter = log::LevelFilter::Warn;
+const DEFAULT_LEVEL: LevelFilter = LevelFilter::Warn;
 
-/// Installs the backend (a no-op when another logger is already installed).
+/// Installs the logger (a no-op when another logger is already installed).
 pub(crate) fn init() {
-    #[cfg(target_env = "ohos")]
-    ohos_hilog_binding::log::init_once(
-        ohos_hilog_binding::log::Config::default().with_max_level(LEVEL).with_tag("arkagent"),
-    );
-    #[cfg(not(target_env = "ohos"))]
-    if log::set_logger(&StderrLogger).is_ok() {
-        log::set_max_level(LEVEL);
-    }
-}
-
-/// Writes records to stderr (host builds: Node tests, the benchmark).
-#[cfg(not(target_env = "ohos"))]
-struct StderrLogger;
-
-#[cfg(not(target_env = "ohos"))]
-impl log::Log for StderrLogger {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= LEVEL
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            eprintln!("[{} {}] {}", record.level(), record.target(), record.args());
+    let level = std::env::var("ARKAGENT_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_LEVEL);
+    match init_logger(LogConfig { level, ..LogConfig::default() }) {
+        Ok(InitOutcome::OtherLoggerActive) => {
+            log::warn!("arkagent: another logger is installed; API keys are not redacted from it")
         }
+        Ok(_) => {}
+        Err(e) => eprintln!("arkagent: the logger could not be installed: {e}"),
     }
-
-    fn flush(&self) {}
 }

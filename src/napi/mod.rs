@@ -13,26 +13,19 @@
 //! - `callback`: calling an ArkTS/JS function from Rust and getting a value or a Promise back.
 //! - `signal`: the `CancellationHandle` class over [`CancellationSignal`](crate::CancellationSignal).
 //! - `executor`: `JsToolExecutor`, an ArkTS function as a tool executor.
-//! - `hook`: `JsHook`, an ArkTS object as an agent hook (used by the Agent class).
+//! - `hook`: `JsHook`, an ArkTS `AgentHookObject` as an agent hook.
+//! - `events`: the Agent's event listener as an `EventSink` (FIFO, non-blocking).
 //! - `registry`: the `ToolRegistry` class.
-//! - `logging`: the `log` backend (hilog on OHOS, stderr elsewhere).
+//! - `agent`: the `Agent` class (config -> core agent; run, resume, approvals, state).
+//! - `logging`: installs the crate's process logger (hilog on OHOS, stderr elsewhere; secrets
+//!   redacted).
 //! - `host_shims` (Linux hosts only): the link shims that let Node load the module.
-//!
-//! # Adding the Agent class
-//! - Tools: `ToolRegistry::core()` gives the shared `Arc<Mutex<tool::ToolRegistry>>` (copy it
-//!   into the agent's registry with `copy_into`, or share it).
-//! - Hooks: `JsHook::from_object(&env, object, timeout)` on the JS thread gives an
-//!   `AgentHook`; push it into the pipeline as `Arc<dyn AgentHook>`.
-//! - Cancel: take a `&CancellationHandle` argument and use `handle.signal()` as the run's signal.
-//! - Async methods: `error::spawn_guarded(env, future, to_js)` (coded rejections, panics caught);
-//!   sync methods: `error::guard` / `error::guard_napi`.
-//! - Events to ArkTS: a `callback::JsFn<EventDto, FnArgs<..>>` built like the executor's, called
-//!   with `call_with_return_value` and ignoring the result (a thread-safe function keeps FIFO
-//!   order); never `call_async`, and always through `callback::shield`.
 
+mod agent;
 mod callback;
 mod dto;
 mod error;
+mod events;
 mod executor;
 mod hook;
 #[cfg(all(target_os = "linux", not(target_env = "ohos")))]

@@ -1,6 +1,6 @@
 //! The `ToolRegistry` class: registration of ArkTS tools (a definition plus an executor function)
-//! and `execute`, which runs one call through the core's four gates and the executor. The Agent
-//! class (runtime issue) takes its tools from here.
+//! and `execute`, which runs one call through the core's four gates and the executor. (The Agent
+//! class registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
 
 use super::dto::{
     ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,

@@ -1,5 +1,5 @@
 //! `CancellationHandle`: the JS face of a [`CancellationSignal`]. The app creates one to cancel a
-//! call (`ToolRegistry.execute`, later the Agent's runs); an executor finds one in its context as
+//! call (`ToolRegistry.execute`, the Agent's `run` and `resume`); an executor finds one in its context as
 //! `signal` and can poll `cancelled` or register `onCancel`.
 
 use super::callback::JsFn;

@@ -74,8 +74,10 @@ impl ChatRequest {
     }
 }
 
-/// A whole model answer.
+/// A whole model answer. Every field may be left out when deserialising (scripts for the
+/// [`ScriptedModel`] are written as JSON by hand).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ModelResponse {
     /// Visible text.
     pub content: Option<String>,

@@ -1,6 +1,7 @@
 // Node exits by itself: a child process loads the module, registers tools, runs calls (including
-// a timeout, a cancellation and an onCancel listener that never fires) and returns from its
-// script; it must exit on its own, quickly, with nothing keeping its event loop alive.
+// a timeout, a cancellation and an onCancel listener that never fires), runs an Agent with a
+// listener and hooks, and returns from its script; it must exit on its own, quickly, with nothing
+// keeping its event loop alive.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -9,7 +10,7 @@ import { buildModule } from './helper.mjs';
 const child = String.raw`
 const m = { exports: {} };
 process.dlopen(m, process.env.ARKAGENT_SO);
-const { ToolRegistry, CancellationHandle } = m.exports;
+const { ToolRegistry, CancellationHandle, Agent } = m.exports;
 const r = new ToolRegistry();
 const schema = JSON.stringify({ type: 'object' });
 r.register({ name: 'echo', description: 'd', parametersJson: schema }, async (a) => ({ contents: [{ type: 'text', text: a }] }));
@@ -26,7 +27,17 @@ idle.onCancel(() => console.log('never'));
   const h = new CancellationHandle();
   const p = r.execute({ id: 'k', name: 'hang', arguments: '{}' }, h).catch((e) => e.code);
   h.cancel('bye');
-  console.log('done', await p);
+  // An Agent with an event listener, a hook with every method and a tool: none of them may keep
+  // the process alive once the run is over.
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([
+    { tool_calls: [{ id: 'a1', name: 'echo', arguments: '{}' }] }, { content: 'bye' }]) });
+  agent.registerTool({ name: 'echo', description: 'd', parametersJson: schema }, async (a) => ({ contents: [{ type: 'text', text: a }] }));
+  const noop = () => undefined;
+  agent.addHook({ beforeToolCall: noop, afterToolCall: async () => undefined, onRunStart: noop, onApprovalRequired: noop, onRunEnd: noop, onError: noop });
+  let events = 0;
+  agent.onEvent(() => events++);
+  const out = await agent.run('s', 'hi');
+  console.log('done', await p, out.finalText, events > 5);
 })();
 `;
 
@@ -50,6 +61,6 @@ test('a process that used the module exits by itself', async () => {
   });
   const elapsed = Date.now() - started;
   assert.equal(code, 0, `exit: ${code}; stderr: ${err}`);
-  assert.equal(out.trim(), 'done tool_cancelled');
+  assert.equal(out.trim(), 'done tool_cancelled bye true');
   assert.ok(elapsed < 5000, `exited after ${elapsed} ms`);
 });

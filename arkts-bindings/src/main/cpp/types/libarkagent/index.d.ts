@@ -153,7 +153,7 @@ export interface AgentConfigObject {
   maxRounds?: number;
   /** Calls of an all-safe batch run at once (default 4). */
   maxParallelTools?: number;
-  /** Per-call timeout unless a definition sets its own (default 60000 ms). */
+  /** Per-call timeout unless a definition sets its own, and the timeout of each hook call (default 60000 ms). */
   toolTimeoutMs?: number;
   /** Stream the model's answer as events (default true). */
   streaming?: boolean;

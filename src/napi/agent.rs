@@ -1,0 +1,352 @@
+//! The `Agent` class: a core [`Agent`] built from an `AgentConfigObject`, with ArkTS tools, hooks,
+//! an event listener and a state store. Each method is one core call plus one error conversion;
+//! the async ones run on the module's runtime under [`spawn_guarded`].
+//!
+//! - Provider: a preset (`openai`, `deepseek`, `zhipu`, `qwen`, `moonshot`, `custom` and their
+//!   aliases) becomes an [`OpenAiCompatibleClient`]; `scripted` replays `scriptJson` with a
+//!   [`ScriptedModel`]. The API key goes straight into the client's [`ApiKey`] and is registered
+//!   with the process logger as a secret (redacted from every log line).
+//! - Store: `stateDir` -> [`FileStore`] (a directory per session), else [`MemoryStore`].
+//! - Hooks and tools may be added at any time; a run uses those present when it starts.
+//! - Timeouts: `toolTimeoutMs` is the timeout of executors whose definition has none, and of each
+//!   hook call.
+//! - The `CancellationHandle` given to `run`/`resume` is the run's signal: cancelling it stops the
+//!   model request (the HTTP stream is dropped) and reaches executors through `context.signal`.
+
+use super::dto::{to_json, AgentConfigObject, RunOutcomeObject, ToolDefinitionObject};
+use super::error::{guard, guard_napi, spawn_guarded};
+use super::events::{EventListener, RunEvents};
+use super::executor::JsToolExecutor;
+use super::hook::JsHook;
+use super::signal::CancellationHandle;
+use crate::agent::{Agent, AgentBuilder, RunOutcome};
+use crate::error::{codes, AgentError};
+use crate::provider::{
+    ApiKey, ChatModel, ClientConfig, ModelResponse, OpenAiCompatibleClient, ProviderPreset, ScriptedModel,
+};
+use crate::state::{FileStore, MemoryStore, StateStore};
+use crate::tool::CancellationSignal;
+use napi_derive_ohos::napi;
+use napi_ohos::bindgen_prelude::{Function, Object, PromiseRaw, Unknown};
+use napi_ohos::Env;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The provider name of the offline replaying model.
+const SCRIPTED: &str = "scripted";
+
+fn config_invalid(message: String) -> AgentError {
+    AgentError::of(codes::CONFIG_INVALID, message)
+}
+
+/// The model of a config: the scripted model, or the HTTP client of a preset.
+///
+/// # Errors
+/// `config_invalid` (naming the field), `insecure_url`, `provider_tls`.
+fn model(config: &mut AgentConfigObject) -> Result<Arc<dyn ChatModel>, AgentError> {
+    if config.provider.trim().eq_ignore_ascii_case(SCRIPTED) {
+        let script = config
+            .script_json
+            .as_deref()
+            .ok_or_else(|| config_invalid("scriptJson: required for the scripted provider".into()))?;
+        let answers: Vec<ModelResponse> = serde_json::from_str(script)
+            .map_err(|e| config_invalid(format!("scriptJson: not a JSON array of model answers: {e}")))?;
+        return Ok(Arc::new(ScriptedModel::new(answers)));
+    }
+    let preset = ProviderPreset::from_name(&config.provider)
+        .map_err(|e| config_invalid(format!("provider: {}", e.message)))?;
+    let key = config.api_key.take().unwrap_or_default();
+    crate::logging::register_secret(&key);
+    let mut client = ClientConfig::new(preset, config.model.take().unwrap_or_default(), ApiKey::new(key));
+    if let Some(url) = config.base_url.take() {
+        client = client.with_base_url(url);
+    }
+    client.allow_insecure_http = config.allow_insecure_http.unwrap_or(false);
+    if let Some(pem) = config.extra_roots_pem.take() {
+        client = client.with_extra_root_pem(pem);
+    }
+    Ok(Arc::new(OpenAiCompatibleClient::new(client)?))
+}
+
+/// The core agent of a config, and its tool (and hook) timeout.
+///
+/// # Errors
+/// As [`model`], and `config_invalid` for a bad limit or an empty `stateDir`.
+fn core_agent(mut config: AgentConfigObject) -> Result<(Arc<Agent>, Duration), AgentError> {
+    let agent_config = config.agent_config()?;
+    let model = model(&mut config)?;
+    let store: Arc<dyn StateStore> = match config.state_dir.as_deref() {
+        Some(dir) if dir.trim().is_empty() => return Err(config_invalid("stateDir: empty".into())),
+        Some(dir) => Arc::new(FileStore::new(dir)),
+        None => Arc::new(MemoryStore::new()),
+    };
+    let timeout = agent_config.tool_timeout;
+    let agent = Arc::new(AgentBuilder::new(model, store).config(agent_config).build());
+    if config.enable_delegation.unwrap_or(false) {
+        agent.enable_delegation(None)?;
+    }
+    Ok((agent, timeout))
+}
+
+/// The signal of a run: the app's handle, or one nobody cancels.
+fn run_signal(signal: Option<&CancellationHandle>) -> CancellationSignal {
+    signal.map_or_else(CancellationSignal::new, |h| h.signal().clone())
+}
+
+/// The outcome object; a suspended outcome carries no usage, so the session's is read.
+///
+/// # Errors
+/// The store's errors.
+async fn outcome_object(
+    agent: &Agent,
+    session_id: &str,
+    outcome: RunOutcome,
+) -> Result<RunOutcomeObject, AgentError> {
+    let usage = match &outcome {
+        RunOutcome::Finished { usage, .. } => *usage,
+        RunOutcome::Suspended { .. } => agent.state(session_id).await?.map(|s| s.usage).unwrap_or_default(),
+    };
+    Ok(RunOutcomeObject::new(outcome, usage))
+}
+
+fn same<T>(value: T) -> T {
+    value
+}
+
+/// The agent: a model, tools, hooks, the approval policy and a state store.
+#[napi(js_name = "Agent")]
+pub struct JsAgent {
+    core: Arc<Agent>,
+    listener: Arc<EventListener>,
+    tool_timeout: Duration,
+}
+
+#[napi]
+impl JsAgent {
+    /// An agent for the config.
+    ///
+    /// # Errors
+    /// `config_invalid` (the message names the field), `insecure_url`, `provider_tls`.
+    #[napi(constructor)]
+    pub fn new(env: Env, config: AgentConfigObject) -> napi_ohos::Result<Self> {
+        guard(&env, || {
+            let (core, tool_timeout) = core_agent(config)?;
+            Ok(JsAgent { core, listener: Arc::new(EventListener::default()), tool_timeout })
+        })
+    }
+
+    /// Registers a tool, as `ToolRegistry.register`.
+    ///
+    /// # Errors
+    /// `tool_name_empty`, `tool_name_duplicate`, a `schema_*` error, or `config_invalid`.
+    #[napi]
+    pub fn register_tool(
+        &self,
+        env: Env,
+        definition: ToolDefinitionObject,
+        executor: Function<'_, Unknown<'static>, Unknown<'static>>,
+    ) -> napi_ohos::Result<()> {
+        guard_napi(&env, || {
+            // An invalid timeoutMs is reported by into_core below.
+            let timeout = definition
+                .timeout_ms
+                .and_then(|ms| super::dto::millis("timeoutMs", ms).ok())
+                .unwrap_or(self.tool_timeout);
+            let executor = JsToolExecutor::new(&env, definition.name.clone(), executor, timeout)?;
+            guard(&env, || self.core.register_tool(definition.into_core()?, Arc::new(executor)))
+        })
+    }
+
+    /// Removes a tool; returns whether it was there.
+    #[napi]
+    pub fn unregister_tool(&self, env: Env, name: String) -> napi_ohos::Result<bool> {
+        guard(&env, || Ok(self.core.unregister_tool(&name)))
+    }
+
+    /// The registered tool names, in registration order.
+    #[napi]
+    pub fn tool_names(&self, env: Env) -> napi_ohos::Result<Vec<String>> {
+        guard(&env, || Ok(self.core.tools().definitions().iter().map(|d| d.name.clone()).collect()))
+    }
+
+    /// Adds a hook after the others.
+    ///
+    /// # Errors
+    /// `config_invalid` when a hook property is not a function.
+    #[napi]
+    pub fn add_hook(&self, env: Env, hook: Object<'_>) -> napi_ohos::Result<()> {
+        guard_napi(&env, || {
+            let hook = JsHook::from_object(&env, hook, self.tool_timeout)?;
+            self.core.add_hook(Arc::new(hook));
+            Ok(())
+        })
+    }
+
+    /// Sets the event listener (replaces the previous one).
+    #[napi]
+    pub fn on_event(
+        &self,
+        env: Env,
+        listener: Function<'_, Unknown<'static>, Unknown<'static>>,
+    ) -> napi_ohos::Result<()> {
+        guard_napi(&env, || self.listener.set(&env, listener))
+    }
+
+    /// Runs on a new user message; resolves when the run ends or suspends for approval, after the
+    /// listener saw every event of the run.
+    ///
+    /// # Errors
+    /// Rejects with `approval_pending`, `session_id_invalid` or a persistence error.
+    #[napi]
+    pub fn run<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+        input: String,
+        signal: Option<&CancellationHandle>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        let core = Arc::clone(&self.core);
+        let events = RunEvents::new(Arc::clone(&self.listener));
+        let signal = run_signal(signal);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    let outcome = core.run(&session_id, &input, &events, &signal).await;
+                    events.delivered().await;
+                    outcome_object(&core, &session_id, outcome?).await
+                },
+                same,
+            )
+        })
+    }
+
+    /// Continues a suspended run once every item is decided (or a run interrupted by a crash).
+    ///
+    /// # Errors
+    /// Rejects with `session_not_found`, `approval_pending`, `invalid_state`,
+    /// `session_id_invalid` or a persistence error.
+    #[napi]
+    pub fn resume<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+        signal: Option<&CancellationHandle>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        let core = Arc::clone(&self.core);
+        let events = RunEvents::new(Arc::clone(&self.listener));
+        let signal = run_signal(signal);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    let outcome = core.resume(&session_id, &events, &signal).await;
+                    events.delivered().await;
+                    outcome_object(&core, &session_id, outcome?).await
+                },
+                same,
+            )
+        })
+    }
+
+    /// Approves one pending item (durable when this resolves); resolves to the batch JSON.
+    ///
+    /// # Errors
+    /// Rejects with `session_not_found`, `no_pending_approval`, `approval_not_found`,
+    /// `approval_already_decided` or a persistence error.
+    #[napi]
+    pub fn approve<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+        approval_id: String,
+    ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move { core.approve(&session_id, &approval_id).await.map(|b| to_json(&b)) },
+                same,
+            )
+        })
+    }
+
+    /// Denies one pending item (durable when this resolves); resolves to the batch JSON.
+    ///
+    /// # Errors
+    /// As `approve`.
+    #[napi]
+    pub fn deny<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+        approval_id: String,
+        reason: String,
+    ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move { core.deny(&session_id, &approval_id, &reason).await.map(|b| to_json(&b)) },
+                same,
+            )
+        })
+    }
+
+    /// The persisted state of a session as JSON, or null.
+    ///
+    /// # Errors
+    /// Rejects with `session_id_invalid` or a persistence error.
+    #[napi]
+    pub fn state_json<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+    ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move { core.state(&session_id).await.map(|s| s.map(|s| to_json(&s))) },
+                same,
+            )
+        })
+    }
+
+    /// The pending approval batch of a session as JSON, or null.
+    ///
+    /// # Errors
+    /// Rejects with `session_id_invalid` or a persistence error.
+    #[napi]
+    pub fn pending_approval_json<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+    ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    let state = core.state(&session_id).await?;
+                    Ok(state.and_then(|s| s.pending_approval).map(|b| to_json(&b)))
+                },
+                same,
+            )
+        })
+    }
+
+    /// Deletes a session; resolves to whether it existed.
+    ///
+    /// # Errors
+    /// Rejects with `session_id_invalid` or a persistence error.
+    #[napi]
+    pub fn delete_session<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+    ) -> napi_ohos::Result<PromiseRaw<'env, bool>> {
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || spawn_guarded(env, async move { core.store().delete(&session_id).await }, same))
+    }
+}

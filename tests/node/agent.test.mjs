@@ -1,0 +1,271 @@
+// The Agent class with the scripted model: a full run (tool call -> result -> answer) with the
+// exact event order, config validation, coded errors, the listener's containment, tools, state.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
+
+const { Agent } = loadModule();
+
+/** A scripted agent replaying these answers. */
+function scripted(answers, extra = {}) {
+  return new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), ...extra });
+}
+
+/** A run of identical delta events collapses to one entry (their number depends on chunking). */
+function collapse(types) {
+  return types.filter((t, i) => !(t.endsWith('_delta') && types[i - 1] === t));
+}
+
+test('a scripted run: tool call -> result -> answer, events in order, all delivered before run() resolves', async () => {
+  const agent = scripted([
+    { tool_calls: [{ id: 'c1', name: 'query_order', arguments: '{"order_id":"20261010"}' }] },
+    { content: 'Your order has shipped.', usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } },
+  ]);
+  const seen = [];
+  agent.registerTool(
+    { name: 'query_order', description: 'order status', parametersJson: JSON.stringify({ type: 'object', properties: { order_id: { type: 'string' } }, required: ['order_id'] }) },
+    async (args, ctx) => {
+      seen.push({ args: JSON.parse(args), sessionId: ctx.sessionId, callId: ctx.callId });
+      return { contents: [{ type: 'json', json: '{"status":"shipped"}' }] };
+    },
+  );
+  const events = [];
+  agent.onEvent((e) => events.push(JSON.parse(e)));
+  const out = await agent.run('s1', 'where is my order?');
+  // Every event of the run was delivered before the Promise resolved.
+  assert.equal(events.at(-1)?.type, 'run_finished');
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, 'Your order has shipped.');
+  assert.equal(out.errorCode, undefined);
+  assert.deepEqual(JSON.parse(out.usageJson), { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 });
+  assert.deepEqual(seen, [{ args: { order_id: '20261010' }, sessionId: 's1', callId: 'c1' }]);
+
+  assert.deepEqual(collapse(events.map((e) => e.type)), [
+    'run_started',
+    'state_persisted', // the user message
+    'tool_call_started',
+    'tool_call_arguments_delta',
+    'tool_call_finished',
+    'state_persisted', // the assistant message with the call
+    'state_persisted', // the call journaled as started
+    'state_persisted', // ... and finished
+    'tool_result',
+    'state_persisted', // the batch's results
+    'text_delta',
+    'state_persisted', // the answer
+    'state_persisted', // the terminal status
+    'run_finished',
+  ]);
+  const started = events.find((e) => e.type === 'run_started');
+  assert.equal(started.session_id, 's1');
+  assert.equal(started.resumed, false);
+  const args = events.filter((e) => e.type === 'tool_call_arguments_delta').map((e) => e.delta).join('');
+  assert.equal(args, '{"order_id":"20261010"}');
+  assert.deepEqual(events.find((e) => e.type === 'tool_call_finished').call, { id: 'c1', name: 'query_order', arguments: args });
+  const result = events.find((e) => e.type === 'tool_result');
+  assert.equal(result.call_id, 'c1');
+  assert.deepEqual(result.result.contents, [{ type: 'json', value: { status: 'shipped' } }]);
+  const answer = events.filter((e) => e.type === 'text_delta').map((e) => e.delta).join('');
+  assert.equal(answer, 'Your order has shipped.');
+  assert.equal(events.at(-1).status, 'completed');
+  assert.equal(events.at(-1).final_text, 'Your order has shipped.');
+
+  const state = JSON.parse(await agent.stateJson('s1'));
+  assert.equal(state.status, 'completed');
+  assert.deepEqual(state.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
+  assert.equal(state.messages[2].tool_call_id, 'c1');
+  assert.equal(await agent.pendingApprovalJson('s1'), null);
+  assert.equal(await agent.stateJson('nobody'), null);
+});
+
+test('many events keep their order and all arrive before run() resolves: 16,000 characters in 4,000 deltas', async () => {
+  // More events than a thread-safe function hands to the JS thread in one go (1,000 in Node), so
+  // without the binding waiting for the last delivery the run's Promise could resolve first.
+  let long = '';
+  for (let i = 0; long.length < 16000; i++) long += `${i},`;
+  long = long.slice(0, 16000);
+  for (let k = 0; k < 3; k++) {
+    const agent = scripted([{ content: long }]);
+    const deltas = [];
+    let last;
+    agent.onEvent((e) => {
+      const event = JSON.parse(e);
+      last = event.type;
+      if (event.type === 'text_delta') deltas.push(event.delta);
+    });
+    const out = await agent.run('s', 'count');
+    assert.equal(last, 'run_finished', 'every event was delivered before run() resolved');
+    assert.equal(out.finalText, long);
+    assert.equal(deltas.length, 4000);
+    assert.equal(deltas.join(''), long);
+  }
+});
+
+test('a throwing listener is contained: the run completes and later events still arrive', async () => {
+  const agent = scripted([{ content: 'fine' }]);
+  const types = [];
+  agent.onEvent((e) => {
+    types.push(JSON.parse(e).type);
+    if (types.length === 1) throw new Error('listener bug');
+    if (types.length === 2) throw 'a primitive';
+  });
+  const out = await agent.run('s', 'hi');
+  assert.equal(out.status, 'completed');
+  assert.equal(types[0], 'run_started');
+  assert.equal(types.at(-1), 'run_finished');
+});
+
+test('onEvent replaces the listener; no listener is fine', async () => {
+  const agent = scripted([{ content: 'a' }, { content: 'b' }]);
+  assert.equal((await agent.run('s', 'no listener')).finalText, 'a');
+  const first = [];
+  const second = [];
+  agent.onEvent((e) => first.push(e));
+  agent.onEvent((e) => second.push(e));
+  await agent.run('s', 'again');
+  assert.equal(first.length, 0);
+  assert.ok(second.length >= 3);
+});
+
+test('tools: register, names in order, unregister; registration errors are coded', () => {
+  const agent = scripted([]);
+  agent.registerTool({ name: 'b', description: 'd', parametersJson: objectSchema }, () => text('b'));
+  agent.registerTool({ name: 'a', description: 'd', parametersJson: objectSchema }, () => text('a'));
+  assert.deepEqual(agent.toolNames(), ['b', 'a']);
+  throwsWithCode(assert, () => agent.registerTool({ name: 'a', description: 'd', parametersJson: objectSchema }, () => text('a')), 'tool_name_duplicate', 'config');
+  throwsWithCode(assert, () => agent.registerTool({ name: ' ', description: 'd', parametersJson: objectSchema }, () => text('a')), 'tool_name_empty', 'config');
+  throwsWithCode(assert, () => agent.registerTool({ name: 'x', description: 'd', parametersJson: objectSchema, riskLevel: 'scary' }, () => text('a')), 'config_invalid', 'config');
+  assert.equal(agent.unregisterTool('b'), true);
+  assert.equal(agent.unregisterTool('b'), false);
+  assert.deepEqual(agent.toolNames(), ['a']);
+});
+
+test('config: numbers must be whole and positive, the message names the field', () => {
+  const base = { provider: 'scripted', scriptJson: '[]' };
+  for (const [field, value] of [
+    ['maxRounds', 0],
+    ['maxRounds', 1.5],
+    ['maxParallelTools', -1],
+    ['toolTimeoutMs', 0],
+    ['toolTimeoutMs', Number.NaN],
+    ['maxTokens', 2.5],
+    ['loopWindow', 0],
+    ['temperature', 3],
+  ]) {
+    const e = throwsWithCode(assert, () => new Agent({ ...base, [field]: value }), 'config_invalid', 'config');
+    assert.match(e.message, new RegExp(field), `${field}=${value}: ${e.message}`);
+  }
+  assert.ok(new Agent({ ...base, maxRounds: 3, maxParallelTools: 2, toolTimeoutMs: 1000, maxTokens: 100, loopWindow: 4, temperature: 0 }));
+});
+
+test('config: provider, model, base URL, script and state dir are checked', () => {
+  const cases = [
+    [{ provider: 'nope', model: 'm' }, 'config_invalid', /provider/],
+    [{ provider: 'scripted' }, 'config_invalid', /scriptJson/],
+    [{ provider: 'scripted', scriptJson: '{"not":"an array"}' }, 'config_invalid', /scriptJson/],
+    [{ provider: 'openai' }, 'config_invalid', /model/],
+    [{ provider: 'custom', model: 'm' }, 'config_invalid', /base_url/],
+    [{ provider: 'custom', model: 'm', baseUrl: 'http://example.com/v1' }, 'insecure_url', /http/],
+    [{ provider: 'scripted', scriptJson: '[]', stateDir: '' }, 'config_invalid', /stateDir/],
+  ];
+  for (const [config, code, pattern] of cases) {
+    const e = throwsWithCode(assert, () => new Agent(config), code, 'config');
+    assert.match(e.message, pattern, JSON.stringify(config));
+  }
+  assert.ok(new Agent({ provider: 'custom', model: 'm', baseUrl: 'http://example.com/v1', allowInsecureHttp: true }));
+  assert.ok(new Agent({ provider: 'deepseek', model: 'deepseek-chat', apiKey: 'k' }));
+  assert.ok(new Agent({ provider: 'GLM', model: 'glm-4' }));
+});
+
+test('enableDelegation registers delegate_task; a worker answers through it', async () => {
+  const agent = scripted(
+    [
+      { tool_calls: [{ id: 'd1', name: 'delegate_task', arguments: '{"task":"sum 2 and 3"}' }] },
+      { content: '5' }, // the worker's answer
+      { content: 'The worker says 5.' },
+    ],
+    { enableDelegation: true },
+  );
+  assert.deepEqual(agent.toolNames(), ['delegate_task']);
+  const out = await agent.run('p', 'delegate it');
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, 'The worker says 5.');
+  const tool = JSON.parse(await agent.stateJson('p')).messages.find((m) => m.role === 'tool');
+  assert.match(tool.content, /5/);
+  assert.deepEqual(scripted([]).toolNames(), []);
+});
+
+test('coded errors: session_id_invalid, session_not_found, invalid_state, no_pending_approval', async () => {
+  const agent = scripted([{ content: 'done' }]);
+  const e = await rejectsWithCode(assert, agent.run('../x', 'hi'), 'session_id_invalid', 'config');
+  assert.match(e.message, /\.\.\/x/);
+  await rejectsWithCode(assert, agent.stateJson('../x'), 'session_id_invalid', 'config');
+  await rejectsWithCode(assert, agent.resume('missing'), 'session_not_found');
+  await rejectsWithCode(assert, agent.approve('missing', 'a1'), 'session_not_found');
+  await agent.run('s', 'hi');
+  await rejectsWithCode(assert, agent.resume('s'), 'invalid_state');
+  await rejectsWithCode(assert, agent.approve('s', 'a1'), 'no_pending_approval');
+});
+
+test('a failed model call ends the run with its coded error in the outcome', async () => {
+  const agent = scripted([]);
+  const out = await agent.run('s', 'hi');
+  assert.equal(out.status, 'failed');
+  assert.equal(out.errorCode, 'provider_script_exhausted');
+  assert.equal(out.errorLayer, 'provider');
+  assert.match(out.errorMessage, /no answer/);
+});
+
+test('an executor error becomes an is_error tool result the model sees; the run goes on', async () => {
+  const agent = scripted([
+    { tool_calls: [{ id: 'c1', name: 'boom', arguments: '{}' }] },
+    { content: 'sorry' },
+  ]);
+  agent.registerTool({ name: 'boom', description: 'd', parametersJson: objectSchema }, () => {
+    throw new Error('kaput');
+  });
+  const out = await agent.run('s', 'hi');
+  assert.equal(out.status, 'completed');
+  const state = JSON.parse(await agent.stateJson('s'));
+  const tool = state.messages.find((m) => m.role === 'tool');
+  assert.equal(tool.is_error, true);
+  assert.match(tool.content, /kaput/);
+});
+
+test('maxRounds, systemPrompt and deleteSession', async () => {
+  const loop = { tool_calls: [{ id: 'x', name: 't', arguments: '{}' }] };
+  const agent = scripted([loop, { ...loop, tool_calls: [{ id: 'y', name: 't', arguments: '{"n":1}' }] }], { maxRounds: 2, systemPrompt: 'be brief' });
+  agent.registerTool({ name: 't', description: 'd', parametersJson: objectSchema }, () => text('ok'));
+  const out = await agent.run('s', 'go');
+  assert.equal(out.status, 'max_rounds');
+  assert.ok(out.finalText.length > 0);
+  const state = JSON.parse(await agent.stateJson('s'));
+  assert.deepEqual(state.messages[0], { role: 'system', content: 'be brief' });
+  assert.equal(await agent.deleteSession('s'), true);
+  assert.equal(await agent.deleteSession('s'), false);
+  assert.equal(await agent.stateJson('s'), null);
+});
+
+test('toolTimeoutMs bounds an executor that never settles (tool_timeout result, the run goes on)', async () => {
+  const agent = scripted([{ tool_calls: [{ id: 'h1', name: 'hang', arguments: '{}' }] }, { content: 'gave up' }], { toolTimeoutMs: 100 });
+  agent.registerTool({ name: 'hang', description: 'd', parametersJson: objectSchema }, () => new Promise(() => {}));
+  const started = Date.now();
+  const out = await agent.run('s', 'go');
+  assert.equal(out.status, 'completed');
+  assert.ok(Date.now() - started < 3000);
+  const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+  assert.equal(tool.is_error, true);
+  assert.match(tool.content, /tool_timeout|did not finish/);
+});
+
+test('a state directory that cannot be created rejects run() with a persistence error', async (t) => {
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-blocked-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'a-file');
+  writeFileSync(file, 'not a directory');
+  const agent = scripted([{ content: 'x' }], { stateDir: join(file, 'states') });
+  await rejectsWithCode(assert, agent.run('s', 'hi'), 'state_io', 'persistence');
+});

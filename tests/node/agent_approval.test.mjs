@@ -1,0 +1,183 @@
+// The approval freeze over a state directory: a run that meets a dangerous call suspends with the
+// frozen batch (the executor did not run); a NEW Agent over the same stateDir (an app that was
+// killed and restarted) approves or denies and resumes. Then the same across real processes: a
+// child killed with SIGKILL while suspended, and a fresh child that approves, resumes and exits
+// by itself.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildModule, loadModule, objectSchema, rejectsWithCode } from './helper.mjs';
+
+const { Agent } = loadModule();
+
+const wipeCall = { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' }] };
+
+/** An agent over `stateDir` replaying `answers`, with the dangerous tool counting its runs. */
+function open(stateDir, answers, runs) {
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir });
+  agent.registerTool(
+    { name: 'wipe_cache', description: 'wipes the local cache', parametersJson: objectSchema, riskLevel: 'dangerous' },
+    (args) => {
+      runs.push(JSON.parse(args));
+      return { contents: [{ type: 'text', text: 'wiped' }] };
+    },
+  );
+  return agent;
+}
+
+function tempDir(t) {
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-approval-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Runs into the freeze; returns the approval id. */
+async function suspend(dir, runs) {
+  const first = open(dir, [wipeCall], runs);
+  const events = [];
+  first.onEvent((e) => events.push(JSON.parse(e)));
+  const out = await first.run('s', 'wipe the cache');
+  assert.equal(out.status, 'awaiting_approval');
+  assert.equal(out.finalText, undefined);
+  const batch = JSON.parse(out.batchJson);
+  assert.equal(batch.items.length, 1);
+  assert.equal(batch.items[0].decision, 'pending');
+  assert.equal(batch.items[0].risk_level, 'dangerous');
+  assert.deepEqual(batch.items[0].tool_call, { id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' });
+  assert.deepEqual(runs, [], 'the dangerous executor must not run before approval');
+  // Persisted first, then announced; no run_finished for a suspended run.
+  const types = events.map((e) => e.type);
+  assert.equal(types.at(-1), 'approval_required');
+  assert.equal(types.at(-2), 'state_persisted');
+  assert.ok(!types.includes('run_finished'));
+  assert.deepEqual(JSON.parse(await first.pendingApprovalJson('s')), batch);
+  // While suspended: a new message or an early resume is refused.
+  await rejectsWithCode(assert, first.run('s', 'something else'), 'approval_pending', 'runtime');
+  await rejectsWithCode(assert, first.resume('s'), 'approval_pending', 'runtime');
+  return batch.items[0].approval_id;
+}
+
+test('approve in a new Agent over the same stateDir, then resume: the executor runs once', async (t) => {
+  const dir = tempDir(t);
+  const runs = [];
+  const approvalId = await suspend(dir, runs);
+
+  const restarted = open(dir, [{ content: 'The cache is wiped.' }], runs);
+  await rejectsWithCode(assert, restarted.approve('s', 'no-such-id'), 'approval_not_found', 'runtime');
+  const batch = JSON.parse(await restarted.approve('s', approvalId));
+  assert.equal(batch.items[0].decision, 'approved');
+  await rejectsWithCode(assert, restarted.approve('s', approvalId), 'approval_already_decided');
+  assert.deepEqual(runs, [], 'approving does not run anything by itself');
+
+  const events = [];
+  restarted.onEvent((e) => events.push(JSON.parse(e)));
+  const out = await restarted.resume('s');
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, 'The cache is wiped.');
+  assert.deepEqual(runs, [{ scope: 'all' }]);
+  assert.equal(events[0].type, 'run_started');
+  assert.equal(events[0].resumed, true);
+  const state = JSON.parse(await restarted.stateJson('s'));
+  const tool = state.messages.find((m) => m.role === 'tool');
+  assert.deepEqual([tool.tool_call_id, tool.content, tool.is_error ?? false], ['w1', 'wiped', false]);
+  assert.equal(await restarted.pendingApprovalJson('s'), null);
+
+  // A third instance sees a finished session: nothing to resume, nothing runs again.
+  const third = open(dir, [], runs);
+  await rejectsWithCode(assert, third.resume('s'), 'invalid_state');
+  assert.equal(runs.length, 1);
+});
+
+test('deny in a new Agent over the same stateDir, then resume: the executor never runs', async (t) => {
+  const dir = tempDir(t);
+  const runs = [];
+  const approvalId = await suspend(dir, runs);
+
+  const restarted = open(dir, [{ content: 'Understood, nothing was wiped.' }], runs);
+  const batch = JSON.parse(await restarted.deny('s', approvalId, 'not now'));
+  assert.equal(batch.items[0].decision, 'denied');
+  assert.equal(batch.items[0].deny_reason, 'not now');
+  const out = await restarted.resume('s');
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, 'Understood, nothing was wiped.');
+  assert.deepEqual(runs, []);
+  const state = JSON.parse(await restarted.stateJson('s'));
+  const tool = state.messages.find((m) => m.role === 'tool');
+  assert.equal(tool.is_error, true);
+  assert.match(tool.content, /not now/);
+});
+
+// The child process: `suspend` runs into the freeze, prints the approval id and waits to be
+// killed; `finish` approves, resumes, prints the outcome and returns (Node must then exit).
+const child = String.raw`
+const m = { exports: {} };
+process.dlopen(m, process.env.ARKAGENT_SO);
+const { Agent } = m.exports;
+const [mode, dir] = process.argv.slice(1);
+const runs = [];
+const answers = mode === 'suspend'
+  ? [{ tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{}' }] }]
+  : [{ content: 'wiped after a restart' }];
+const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir: dir });
+agent.registerTool(
+  { name: 'wipe_cache', description: 'd', parametersJson: '{"type":"object"}', riskLevel: 'dangerous' },
+  () => { runs.push(1); return { contents: [{ type: 'text', text: 'wiped' }] }; },
+);
+(async () => {
+  if (mode === 'suspend') {
+    const out = await agent.run('s', 'wipe');
+    console.log(JSON.stringify({ status: out.status, id: JSON.parse(out.batchJson).items[0].approval_id, runs: runs.length }));
+    setInterval(() => {}, 1000); // stay alive until killed
+  } else {
+    const pending = JSON.parse(await agent.pendingApprovalJson('s'));
+    await agent.approve('s', pending.items[0].approval_id);
+    const out = await agent.resume('s');
+    console.log(JSON.stringify({ status: out.status, finalText: out.finalText, runs: runs.length }));
+  }
+})();
+`;
+
+function startChild(so, mode, dir) {
+  const proc = spawn(process.execPath, ['-e', child, mode, dir], {
+    env: { ...process.env, ARKAGENT_SO: so },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const io = { out: '', err: '' };
+  proc.stdout.on('data', (d) => (io.out += d));
+  proc.stderr.on('data', (d) => (io.err += d));
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve(signal ?? code)));
+  return { proc, io, exited };
+}
+
+test('a process killed with SIGKILL while suspended; a fresh process approves, resumes and exits by itself', async (t) => {
+  const so = buildModule();
+  const dir = tempDir(t);
+
+  const first = startChild(so, 'suspend', dir);
+  const deadline = Date.now() + 10_000;
+  while (!first.io.out.includes('\n') && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const suspended = JSON.parse(first.io.out.trim());
+  assert.deepEqual({ status: suspended.status, runs: suspended.runs }, { status: 'awaiting_approval', runs: 0 }, first.io.err);
+  first.proc.kill('SIGKILL');
+  assert.equal(await first.exited, 'SIGKILL');
+
+  const started = Date.now();
+  const second = startChild(so, 'finish', dir);
+  const timer = setTimeout(() => second.proc.kill('SIGKILL'), 10_000);
+  const code = await second.exited;
+  clearTimeout(timer);
+  assert.equal(code, 0, `exit ${code}; stderr: ${second.io.err}`);
+  assert.ok(Date.now() - started < 5000, 'the fresh process exited by itself, quickly');
+  assert.deepEqual(JSON.parse(second.io.out.trim()), { status: 'completed', finalText: 'wiped after a restart', runs: 1 });
+
+  // The state on disk is final: this process sees the completed session with one tool result.
+  const reader = new Agent({ provider: 'scripted', scriptJson: '[]', stateDir: dir });
+  const state = JSON.parse(await reader.stateJson('s'));
+  assert.equal(state.status, 'completed');
+  assert.equal(state.messages.filter((m) => m.role === 'tool').length, 1);
+});

@@ -1,0 +1,79 @@
+// Cancelling an Agent run through the CancellationHandle given to run(): the signal reaches the
+// JS executor through context.signal (polled and onCancel), and the run ends as cancelled.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadModule, objectSchema, waitFor } from './helper.mjs';
+
+const { Agent, CancellationHandle } = loadModule();
+
+function agentWithSlowTool(answers) {
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers) });
+  const seen = { started: 0, heard: [], polled: [] };
+  agent.registerTool({ name: 'slow', description: 'takes its time', parametersJson: objectSchema }, (_args, ctx) => {
+    seen.started++;
+    seen.polled.push(ctx.signal.cancelled);
+    return new Promise((resolve) => {
+      ctx.signal.onCancel((reason) => {
+        seen.heard.push([reason, ctx.signal.cancelled, ctx.signal.reason]);
+        resolve({ contents: [{ type: 'text', text: 'stopped' }] });
+      });
+    });
+  });
+  return { agent, seen };
+}
+
+test('a cancel mid-run reaches the executor through context.signal and ends the run as cancelled', async () => {
+  const { agent, seen } = agentWithSlowTool([
+    { tool_calls: [{ id: 'c1', name: 'slow', arguments: '{}' }] },
+    { content: 'never asked' },
+  ]);
+  const handle = new CancellationHandle();
+  const events = [];
+  agent.onEvent((e) => events.push(JSON.parse(e).type));
+  const running = agent.run('s', 'go', handle);
+  await waitFor(() => seen.started === 1, 'the executor to start');
+  await sleep(20);
+  assert.deepEqual(seen.heard, [], 'nothing cancelled yet');
+  handle.cancel('user pressed stop');
+  const out = await running;
+  assert.equal(out.status, 'cancelled');
+  await waitFor(() => seen.heard.length === 1, 'the executor to hear the cancel');
+  assert.deepEqual(seen.heard, [['user pressed stop', true, 'user pressed stop']]);
+  assert.deepEqual(seen.polled, [false]);
+  assert.equal(events.at(-1), 'run_finished');
+  assert.ok(!events.includes('tool_result'), 'a cancelled call has no result');
+  const state = JSON.parse(await agent.stateJson('s'));
+  assert.equal(state.status, 'cancelled');
+});
+
+test('a handle cancelled before the run: cancelled at once, nothing runs', async () => {
+  const { agent, seen } = agentWithSlowTool([{ tool_calls: [{ id: 'c1', name: 'slow', arguments: '{}' }] }]);
+  const handle = new CancellationHandle();
+  handle.cancel();
+  const out = await agent.run('s', 'go', handle);
+  assert.equal(out.status, 'cancelled');
+  assert.equal(seen.started, 0);
+});
+
+test('the same handle also cancels a resumed run', async () => {
+  const agent = new Agent({
+    provider: 'scripted',
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'd1', name: 'wipe', arguments: '{}' }] }]),
+  });
+  const heard = [];
+  agent.registerTool({ name: 'wipe', description: 'd', parametersJson: objectSchema, riskLevel: 'dangerous' }, (_a, ctx) =>
+    new Promise((resolve) => ctx.signal.onCancel((reason) => {
+      heard.push(reason);
+      resolve({ contents: [{ type: 'text', text: 'stopped' }] });
+    })));
+  const out = await agent.run('s', 'wipe');
+  await agent.approve('s', JSON.parse(out.batchJson).items[0].approval_id);
+  const handle = new CancellationHandle();
+  const resumed = agent.resume('s', handle);
+  await sleep(50);
+  handle.cancel('changed my mind');
+  assert.equal((await resumed).status, 'cancelled');
+  await waitFor(() => heard.length === 1, 'the executor to hear the cancel');
+  assert.deepEqual(heard, ['changed my mind']);
+});

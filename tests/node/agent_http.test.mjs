@@ -1,0 +1,193 @@
+// The Agent against a local mock OpenAI-compatible server (127.0.0.1:0, SSE): a full run with a
+// streamed tool call and a streamed answer; cancellation closing the HTTP stream; and the API key
+// (a sentinel) never showing up in events, outcomes, errors, state files or log lines.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildModule, loadModule, waitFor } from './helper.mjs';
+import { startMock, streamChunks, textChunks, toolCallChunks } from './mock_openai.mjs';
+
+const { Agent, CancellationHandle } = loadModule();
+
+const lookupSchema = JSON.stringify({ type: 'object', properties: { city: { type: 'string' } }, required: ['city'] });
+
+test('a full run against the mock server: streamed tool-call deltas, the tool result, a streamed answer', async (t) => {
+  const args = '{"city":"Hangzhou, 西湖区"}';
+  const mock = await startMock(async (i, _request, res) => {
+    if (i === 0) await streamChunks(res, toolCallChunks('call_1', 'lookup', args, 5));
+    else await streamChunks(res, textChunks('It is sunny in Hangzhou today.'));
+  });
+  t.after(() => mock.close());
+  const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'mock-model', apiKey: 'sk-test-key' });
+  const calls = [];
+  agent.registerTool({ name: 'lookup', description: 'weather by city', parametersJson: lookupSchema }, async (a) => {
+    calls.push(JSON.parse(a));
+    return { contents: [{ type: 'text', text: 'sunny, 24°C' }] };
+  });
+  const events = [];
+  agent.onEvent((e) => events.push(JSON.parse(e)));
+
+  const out = await agent.run('w', 'weather in Hangzhou?');
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+  assert.equal(out.finalText, 'It is sunny in Hangzhou today.');
+  assert.deepEqual(JSON.parse(out.usageJson), { prompt_tokens: 60, completion_tokens: 15, total_tokens: 75 });
+  assert.deepEqual(calls, [{ city: 'Hangzhou, 西湖区' }]);
+
+  // What the server received.
+  assert.equal(mock.requests.length, 2);
+  for (const r of mock.requests) {
+    assert.equal(r.url, '/v1/chat/completions');
+    assert.equal(r.authorization, 'Bearer sk-test-key');
+    assert.equal(r.body.model, 'mock-model');
+    assert.equal(r.body.stream, true);
+    assert.deepEqual(r.body.tools.map((tool) => tool.function.name), ['lookup']);
+  }
+  const second = mock.requests[1].body.messages;
+  assert.deepEqual(second.map((m) => m.role), ['user', 'assistant', 'tool']);
+  assert.equal(second[1].tool_calls[0].id, 'call_1');
+  assert.equal(second[1].tool_calls[0].function.arguments, args);
+  assert.equal(second[2].tool_call_id, 'call_1');
+  assert.equal(second[2].content, 'sunny, 24°C');
+
+  // Events: the call streamed in deltas that add up to the arguments, in order.
+  const types = events.map((e) => e.type);
+  const started = types.indexOf('tool_call_started');
+  const finished = types.indexOf('tool_call_finished');
+  assert.ok(started >= 0 && finished > started, types.join());
+  const deltas = events.filter((e) => e.type === 'tool_call_arguments_delta');
+  assert.ok(deltas.length >= 5, `${deltas.length} argument deltas`);
+  assert.equal(deltas.map((e) => e.delta).join(''), args);
+  assert.ok(types.lastIndexOf('tool_call_arguments_delta') < finished);
+  assert.ok(types.indexOf('tool_result') > finished);
+  const text = events.filter((e) => e.type === 'text_delta');
+  assert.ok(text.length >= 6);
+  assert.ok(types.indexOf('text_delta') > types.indexOf('tool_result'));
+  assert.equal(text.map((e) => e.delta).join(''), 'It is sunny in Hangzhou today.');
+  assert.deepEqual([types[0], types.at(-1)], ['run_started', 'run_finished']);
+});
+
+test('cancelling the handle mid-stream ends the run as cancelled and closes the HTTP stream', async (t) => {
+  const mock = await startMock(async (_i, _request, res) => {
+    // A few words, then the stream hangs open.
+    await streamChunks(res, textChunks('one two three').slice(0, 3), { hang: true });
+  });
+  t.after(() => mock.close());
+  const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'm' });
+  const handle = new CancellationHandle();
+  const events = [];
+  agent.onEvent((e) => {
+    const event = JSON.parse(e);
+    events.push(event);
+    if (event.type === 'text_delta') handle.cancel('user left');
+  });
+  const started = Date.now();
+  const out = await agent.run('c', 'talk', handle);
+  assert.equal(out.status, 'cancelled');
+  assert.ok(Date.now() - started < 5000);
+  assert.ok(events.some((e) => e.type === 'text_delta'));
+  assert.equal(events.at(-1).type, 'run_finished');
+  assert.equal(events.at(-1).status, 'cancelled');
+  await waitFor(() => mock.state.closedEarly === 1, 'the server to see the stream closed', 3000);
+  const state = JSON.parse(await agent.stateJson('c'));
+  assert.equal(state.status, 'cancelled');
+});
+
+// The child: a full run with the sentinel key (the first request fails with a 500 whose body
+// echoes the key, so a retry is logged at info level), then a run against a 401 that echoes the
+// key; a hook's failure puts the key in a log line; it prints everything the app can see.
+const child = String.raw`
+const m = { exports: {} };
+process.dlopen(m, process.env.ARKAGENT_SO);
+const { Agent } = m.exports;
+const [baseUrl, stateDir, key] = process.argv.slice(1);
+const seen = { events: [], outcomes: [], errors: [], states: [] };
+const agent = new Agent({ provider: 'custom', baseUrl, model: 'mock', apiKey: key, stateDir });
+agent.registerTool({ name: 'lookup', description: 'd', parametersJson: '{"type":"object"}' },
+  async (args, ctx) => { seen.events.push({ executorContext: Object.keys(ctx), args }); return { contents: [{ type: 'text', text: 'ok' }] }; });
+agent.addHook({ beforeToolCall: (c, d) => { seen.events.push({ hook: [c, d] }); return undefined; } });
+// A careless app: the failure of this notification is logged with the key in its text.
+agent.addHook({ onRunStart: () => { throw new Error('leaky app ' + key); } });
+agent.onEvent((e) => seen.events.push(e));
+(async () => {
+  seen.outcomes.push(await agent.run('good', 'hi'));
+  seen.outcomes.push(await agent.run('bad', 'hi'));
+  try { await agent.run('../x', 'hi'); } catch (e) { seen.errors.push({ code: e.code, message: e.message, stack: e.stack }); }
+  try { new Agent({ provider: 'custom', baseUrl: 'http://example.com', model: 'm', apiKey: key }); } catch (e) { seen.errors.push({ code: e.code, message: e.message }); }
+  for (const s of ['good', 'bad']) seen.states.push(await agent.stateJson(s));
+  console.log(JSON.stringify(seen));
+})();
+`;
+
+function filesUnder(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? filesUnder(path) : [path];
+  });
+}
+
+test('the API key never appears in events, outcomes, errors, state files or logs', async (t) => {
+  const key = 'sk-SENTINEL-7f3a9c2e41b8d605';
+  let good = 0;
+  const mock = await startMock(async (_i, request, res) => {
+    const echo = JSON.stringify({ error: { message: `invalid request with ${request.authorization}`, type: 'invalid_request_error' } });
+    if (request.body.messages[0].content === 'hi' && request.body.messages.length === 1 && good === 0) {
+      good++;
+      res.writeHead(500, { 'content-type': 'application/json' });
+      return res.end(echo);
+    }
+    if (request.body.messages.at(-1).role === 'tool') return streamChunks(res, textChunks('all good'));
+    if (good === 1) {
+      good++;
+      return streamChunks(res, toolCallChunks('k1', 'lookup', '{"q":"x"}'));
+    }
+    res.writeHead(401, { 'content-type': 'application/json' });
+    return res.end(echo);
+  });
+  t.after(() => mock.close());
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-key-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+
+  const proc = spawn(process.execPath, ['-e', child, mock.baseUrl, dir, key], {
+    env: { ...process.env, ARKAGENT_SO: buildModule(), ARKAGENT_LOG: 'trace' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d));
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
+  const code = await new Promise((resolve) => proc.on('exit', (c, s) => resolve(s ?? c)));
+  clearTimeout(timer);
+  assert.equal(code, 0, `exit ${code}; stderr: ${err}`);
+
+  // The key was used: every request carried it, and the server echoed it back in errors.
+  assert.ok(mock.requests.length >= 4, `${mock.requests.length} requests`);
+  for (const r of mock.requests) {
+    assert.equal(r.authorization, `Bearer ${key}`);
+    assert.ok(!r.raw.includes(key), 'the key is never in a request body');
+  }
+  const seen = JSON.parse(out);
+  assert.equal(seen.outcomes[0].status, 'completed', JSON.stringify(seen.outcomes[0]));
+  assert.equal(seen.outcomes[1].status, 'failed');
+  assert.equal(seen.outcomes[1].errorCode, 'provider_auth');
+  assert.match(seen.outcomes[1].errorMessage, /invalid request with Bearer/);
+  assert.ok(seen.events.length > 10);
+  assert.deepEqual(seen.errors.map((e) => e.code), ['session_id_invalid', 'insecure_url']);
+  // The logs were written (the retry after the 500 at info level) and are redacted.
+  assert.match(err, /retry/);
+  // A line that carried the key (the careless hook's failure) was written with the key redacted.
+  assert.match(err, /leaky app \[REDACTED\]/);
+
+  assert.ok(!out.includes(key), 'the key is in what the app saw');
+  assert.ok(!err.includes(key), 'the key is in the log');
+  const files = filesUnder(dir);
+  assert.ok(files.length >= 2, `state files: ${files}`);
+  for (const file of files) {
+    assert.ok(!readFileSync(file).includes(Buffer.from(key)), `the key is in ${file}`);
+  }
+  // Guard against a vacuous check: the same search finds a string that is in the state.
+  assert.ok(files.some((f) => readFileSync(f).includes(Buffer.from('all good'))));
+});
