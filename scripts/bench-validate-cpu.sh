@@ -5,10 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --bench validate --no-run >/dev/null 2>&1
-BIN=$(ls -t target/release/deps/validate-* | grep -v '\.d$' | head -1)
+BIN=""
+for f in target/release/deps/validate-*; do
+  case "$f" in *.d) continue ;; esac
+  if [ -z "$BIN" ] || [ "$f" -nt "$BIN" ]; then BIN=$f; fi
+done
 clock() { VALIDATE_BENCH_ROUNDS=$1 VALIDATE_BENCH_PROFILE=$2 perf stat -x, -e task-clock "$BIN" --bench 2>&1 | tail -1 | cut -d, -f1; }
 BASE=$(clock 0 a:small)
-for rep in 1 2 3; do
+for _ in 1 2 3; do
   for v in a:small p:small b:small c:small a:large p:large b:large c:large; do
     R=3000; case $v in *large) R=8 ;; esac
     T=$(clock "$R" "$v")
