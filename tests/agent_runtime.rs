@@ -182,18 +182,15 @@ async fn events_come_in_the_documented_order() {
         kinds,
         vec![
             "run_started",
-            "persisted",
+            "persisted", // the user message
             "call_started",
             "call_delta",
             "call_finished",
-            "persisted",
-            "persisted", // tool started is durable before the executor runs
-            "persisted", // tool finished
+            "persisted", // the answer and the call's `started` record, before the executor runs
             "result",
-            "persisted", // results in the history
+            "persisted", // the call's `finished` record and the results in the history
             "text",
-            "persisted",
-            "persisted", // terminal status
+            "persisted", // the final answer and the terminal status
             "finished"
         ]
     );

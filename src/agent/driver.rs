@@ -602,7 +602,8 @@ impl<'a> Run<'a> {
         if let Some(usage) = response.usage {
             self.record(StateEvent::UsageAdded { usage });
         }
-        self.persist(false).await?;
+        // No sync here: the answer becomes durable with the next commit of this turn (its batch's
+        // first commit, before any tool runs, or the terminal state): one sync less per round.
         self.turn_tools = Some(tools);
         Ok(Flow::Continue)
     }
@@ -802,7 +803,9 @@ impl<'a> Run<'a> {
                     name: call.name.clone(),
                     result: result.clone(),
                 });
-                self.persist(true).await?;
+                // Group commit: finished records become durable with the next chunk's `started`
+                // commit or the batch's last commit. A crash before that reports the call as
+                // interrupted ("may or may not have taken effect"): never run twice.
                 self.sink.emit(AgentEvent::ToolResult {
                     call_id: call.id.clone(),
                     name: call.name.clone(),

@@ -3,10 +3,13 @@
 //! 1. `RunStarted` (once, also on resume).
 //! 2. Per model round: `TextDelta` / `ReasoningDelta` / `ToolCallStarted` / `ToolCallArgumentsDelta`
 //!    / `ToolCallFinished` as the answer streams (a call's `Started` precedes its deltas, which
-//!    precede its `Finished`), then `StatePersisted` once the assistant message is durable.
-//! 3. Per tool batch: either `ApprovalRequired` (always after the `StatePersisted` of the frozen
-//!    batch: persisted first, then emitted) and the run returns suspended; or one `ToolResult` per
-//!    call as each finishes, then `StatePersisted` for the batch.
+//!    precede its `Finished`).
+//! 3. Per tool batch: either `StatePersisted` (the frozen batch, with the answer) then
+//!    `ApprovalRequired`, and the run returns suspended; or `StatePersisted` (the answer and the
+//!    `started` records of the calls about to run: durable before any executor runs), one
+//!    `ToolResult` per call as each finishes (answers known without running come first), and
+//!    `StatePersisted` for the batch's results. Calls that run one after another add a
+//!    `StatePersisted` before each further call. (Group commit: about two syncs per round.)
 //! 4. `RunFinished` last (after the terminal state was persisted), unless the run was suspended.
 
 use crate::approval::PendingApprovalBatch;

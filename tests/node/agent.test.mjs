@@ -46,14 +46,11 @@ test('a scripted run: tool call -> result -> answer, events in order, all delive
     'tool_call_started',
     'tool_call_arguments_delta',
     'tool_call_finished',
-    'state_persisted', // the assistant message with the call
-    'state_persisted', // the call journaled as started
-    'state_persisted', // ... and finished
+    'state_persisted', // the assistant message with the call, and the call journaled as started
     'tool_result',
-    'state_persisted', // the batch's results
+    'state_persisted', // the call finished, and the batch's results
     'text_delta',
-    'state_persisted', // the answer
-    'state_persisted', // the terminal status
+    'state_persisted', // the answer and the terminal status
     'run_finished',
   ]);
   const started = events.find((e) => e.type === 'run_started');
