@@ -14,7 +14,8 @@
 #   --peers-dir DIR install the peers there and keep them (default: a temporary directory removed
 #                   at the end); an existing install in DIR is reused
 #   --clients LIST  end-to-end clients, default all: arkagent-rust, arkagent-rust-file,
-#                   arkagent-node, openai-agents, vercel-ai-sdk
+#                   arkagent-node, openai-agents, vercel-ai-sdk (also: arkagent-rust-events, the
+#                   diagnostic store of examples/bench_client.rs)
 #
 # The end to end: examples/mock_openai.rs serves a deterministic streamed conversation on
 # 127.0.0.1; examples/bench_client.rs (Rust API), benches/e2e/napi_client.mjs (libarkagent.so from
@@ -36,6 +37,9 @@ e2e=1
 peers_dir=""
 clients="arkagent-rust,arkagent-rust-file,arkagent-node,openai-agents,vercel-ai-sdk"
 command="scripts/bench.sh${*:+ $*}"
+if [ -n "${ARKAGENT_SO:-}" ]; then
+  command="ARKAGENT_SO=$ARKAGENT_SO $command"
+fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; reps=1 ;;
@@ -44,7 +48,7 @@ while [ $# -gt 0 ]; do
     --no-e2e) e2e=0 ;;
     --peers-dir) peers_dir="$2"; shift ;;
     --clients) clients="$2"; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
