@@ -353,3 +353,100 @@ fn rounds_of(model: &str) -> Option<usize> {
     let (_, tail) = model.rsplit_once("-r")?;
     tail.parse().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(round: usize, tool_messages: usize, stream: bool) -> Vec<u8> {
+        let mut messages =
+            vec![json!({"role": "system", "content": "s"}), json!({"role": "user", "content": "go"})];
+        for r in 0..round {
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": []}));
+            for i in 0..CALLS_PER_ROUND {
+                if r * CALLS_PER_ROUND + i < tool_messages {
+                    messages.push(
+                        json!({"role": "tool", "tool_call_id": format!("call_{r}_{i}"), "content": "{}"}),
+                    );
+                }
+            }
+        }
+        json!({"model": "bench-r3", "stream": stream, "stream_options": {"include_usage": true},
+               "messages": messages, "tools": [{"type": "function", "function": {"name": TOOL_NAME}}]})
+        .to_string()
+        .into_bytes()
+    }
+
+    fn config() -> Config {
+        Config { default_rounds: 20 }
+    }
+
+    fn events(body: &[u8]) -> Vec<Value> {
+        let Ok(Answer::Stream(events)) = answer(body, &config()) else { panic!("expected a stream") };
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).expect("chunk is JSON")).collect()
+    }
+
+    #[test]
+    fn a_tool_round_streams_three_calls_in_8_char_deltas() {
+        let chunks = events(&request(1, 3, true));
+        let mut args = vec![String::new(); CALLS_PER_ROUND];
+        let mut ids = Vec::new();
+        for c in &chunks {
+            for call in c["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten() {
+                let i = call["index"].as_u64().unwrap() as usize;
+                if let Some(id) = call["id"].as_str() {
+                    ids.push(id.to_string());
+                    assert_eq!(call["function"]["name"], TOOL_NAME);
+                }
+                let piece = call["function"]["arguments"].as_str().unwrap();
+                assert!(piece.chars().count() <= DELTA_CHARS, "delta {piece:?}");
+                args[i].push_str(piece);
+            }
+        }
+        assert_eq!(ids, ["call_1_0", "call_1_1", "call_1_2"]);
+        let finish: Vec<&Value> =
+            chunks.iter().map(|c| &c["choices"][0]["finish_reason"]).filter(|f| !f.is_null()).collect();
+        assert_eq!(finish, [&json!("tool_calls")]);
+        assert!(chunks.last().unwrap()["usage"]["total_tokens"].is_u64());
+        let schema: Value = serde_json::from_str(include_str!("../benches/e2e/tool_schema.json")).unwrap();
+        let required = schema["required"].as_array().unwrap();
+        let mut seqs = Vec::new();
+        for a in &args {
+            let v: Value = serde_json::from_str(a).expect("assembled arguments are JSON");
+            let obj = v.as_object().unwrap();
+            assert_eq!(obj.len(), 6);
+            assert!(required.iter().all(|k| obj.contains_key(k.as_str().unwrap())));
+            seqs.push(v["seq"].as_u64().unwrap());
+        }
+        assert_eq!(seqs, [3, 4, 5], "arguments differ per call");
+    }
+
+    #[test]
+    fn the_round_after_the_last_is_the_final_answer() {
+        let chunks = events(&request(3, 9, true));
+        let text: String =
+            chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+        assert_eq!(text, "All 3 rounds are recorded: 9 readings in total.");
+        assert!(chunks.iter().all(|c| c["choices"][0]["delta"]["tool_calls"].is_null()));
+    }
+
+    #[test]
+    fn a_missing_tool_result_is_rejected() {
+        let Err(why) = answer(&request(2, 5, true), &config()) else { panic!("expected a rejection") };
+        assert!(why.contains("expected 6 tool messages, got 5"), "{why}");
+    }
+
+    #[test]
+    fn unstreamed_requests_get_one_completion() {
+        let Ok(Answer::Full(v)) = answer(&request(0, 0, false), &config()) else { panic!("expected JSON") };
+        assert_eq!(v["choices"][0]["message"]["tool_calls"].as_array().unwrap().len(), CALLS_PER_ROUND);
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    }
+
+    #[test]
+    fn rounds_come_from_the_model_name() {
+        assert_eq!(rounds_of("bench-r200"), Some(200));
+        assert_eq!(rounds_of("gpt-4o"), None);
+    }
+}
