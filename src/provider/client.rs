@@ -11,7 +11,7 @@
 
 use super::assemble::StreamDecoder;
 use super::config::ClientConfig;
-use super::convert::{parse_response, raw_excerpt, to_wire_request};
+use super::convert::{parse_response, raw_excerpt};
 use super::wire::ProviderErrorBody;
 use super::{tls, ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
 use crate::error::{codes, AgentError};
@@ -30,6 +30,7 @@ pub struct OpenAiCompatibleClient {
     http: reqwest::Client,
     endpoint: String,
     config: Arc<ClientConfig>,
+    bodies: super::body_cache::BodyCache,
 }
 
 impl fmt::Debug for OpenAiCompatibleClient {
@@ -70,7 +71,7 @@ impl OpenAiCompatibleClient {
             .user_agent(concat!("arkagent/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| AgentError::of(codes::PROVIDER_TLS, format!("building the HTTP client: {e}")))?;
-        Ok(OpenAiCompatibleClient { http, endpoint, config: Arc::new(config) })
+        Ok(OpenAiCompatibleClient { http, endpoint, config: Arc::new(config), bodies: Default::default() })
     }
 
     /// The configuration (its API key stays redacted).
@@ -89,8 +90,8 @@ impl OpenAiCompatibleClient {
                 return Err(AgentError::of(codes::CONFIG_INVALID, "temperature: not a finite number"));
             }
         }
-        let wire = to_wire_request(request, &self.config.model, &self.config.quirks, stream);
-        serde_json::to_vec(&wire)
+        self.bodies
+            .body(request, &self.config.model, &self.config.quirks, stream)
             .map(bytes::Bytes::from)
             .map_err(|e| AgentError::of(codes::CONFIG_INVALID, format!("request cannot be serialised: {e}")))
     }

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 pub mod assemble;
+mod body_cache;
 pub mod client;
 pub mod config;
 pub mod convert;
