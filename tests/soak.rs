@@ -19,6 +19,7 @@
 //! - default: 30 runs (CI).
 //! - `ARKAGENT_SOAK=<n>`: n runs (the long mode, e.g. 10000).
 //! - `ARKAGENT_SOAK_SEED=<u64>`: replay (the seed is printed).
+//! - `ARKAGENT_SOAK_SECS=<s>`: stop after this many seconds (the summary says how many ran).
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -468,12 +469,18 @@ fn main() {
     let exe = std::env::current_exe().unwrap();
     let root = tempfile::tempdir().unwrap();
     let started = Instant::now();
+    let budget =
+        std::env::var("ARKAGENT_SOAK_SECS").ok().and_then(|v| v.parse().ok()).map(Duration::from_secs);
     let mut counts = Counts::default();
     for i in 0..runs {
+        if budget.is_some_and(|b| started.elapsed() > b) {
+            println!("soak: time budget spent after {i} of {runs} runs");
+            break;
+        }
         one_run(i, &mut rng, &rt, &exe, root.path(), &mut counts);
         if runs >= 100 && (i + 1) % (runs / 20).max(1) == 0 {
             println!("soak: {} runs, {:.0} s: {counts:?}", i + 1, started.elapsed().as_secs_f64());
         }
     }
-    println!("soak: ok: {runs} runs in {:.1} s: {counts:?}", started.elapsed().as_secs_f64());
+    println!("soak: ok: {} runs in {:.1} s: {counts:?}", counts.runs, started.elapsed().as_secs_f64());
 }
