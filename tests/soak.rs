@@ -155,22 +155,29 @@ fn faulty(rng: &mut fastrand::Rng, body: Vec<u8>, counts: &mut Counts) -> Vec<Re
         if rng.u8(0..3) != 0 {
             continue;
         }
-        let cut = rng.usize(1..body.len());
-        let fault = match rng.u8(0..6) {
+        // A cut stream ends before the chunk with the finish reason: a cut after it would be a
+        // complete answer, and the good reply behind it would answer the next round instead.
+        let finish = body.windows(13).position(|w| w == b"finish_reason").expect("finish chunk");
+        let line_start = body[..finish].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        let cut = rng.usize(1..line_start.max(2));
+        let fault = match rng.u8(0..5) {
             0 => Reply::error(500, "server_error", "boom"),
             1 => Reply::error(429, "rate_limited", "slow down").with_header("Retry-After", "0"),
             2 => Reply::Close,
             3 => Reply::sse_in_pieces(&body[..cut], 17, Duration::ZERO, End::Reset),
-            4 => Reply::sse_in_pieces(&body[..cut], 23, Duration::ZERO, End::Truncate),
-            _ => Reply::sse_in_pieces(&body, 5, Duration::from_millis(1), End::Complete),
+            _ => Reply::sse_in_pieces(&body[..cut], 23, Duration::ZERO, End::Truncate),
         };
         counts.faults += 1;
         out.push(fault);
     }
-    out.push(if rng.bool() {
-        Reply::sse(&body)
-    } else {
-        Reply::sse_in_pieces(&body, rng.usize(1..64), Duration::ZERO, End::Complete)
+    // The answer itself: whole, in pieces, or as a slow drip (5 bytes a millisecond).
+    out.push(match rng.u8(0..3) {
+        0 => Reply::sse(&body),
+        1 => Reply::sse_in_pieces(&body, rng.usize(1..64), Duration::ZERO, End::Complete),
+        _ => {
+            counts.drips += 1;
+            Reply::sse_in_pieces(&body, 5, Duration::from_millis(1), End::Complete)
+        }
     });
     out
 }
@@ -250,6 +257,7 @@ struct Counts {
     kills: usize,
     kills_after_exit: usize,
     faults: usize,
+    drips: usize,
     decisions_checked: usize,
     executions: usize,
     resumed: usize,
@@ -297,7 +305,7 @@ fn check_state(
     check_pairing(&state.messages, &pending_ids(state)).unwrap_or_else(|e| panic!("{ctx}: pairing: {e}"));
     let runs = executions(root, session);
     for (id, n) in &runs {
-        assert_eq!(*n, 1, "{ctx}: call {id} ran {n} times");
+        assert_eq!(*n, 1, "{ctx}: call {id} ran {n} times; messages {:#?}", state.messages);
     }
     for (approval_id, (call_id, approved)) in decided {
         counts.decisions_checked += 1;
