@@ -257,6 +257,12 @@ async fn the_api_key_never_reaches_state_events_logs_or_errors() {
     // Every log line, unredacted (so the code must never format the key, not merely rely on the
     // redactor).
     let lines = logs.0.lock().unwrap().clone();
+    // The retries of the echoing 500/429 were logged with the server's message (so this check
+    // sees real lines, not an empty log).
+    assert!(
+        lines.iter().any(|l| l.contains("retry") && l.contains("Incorrect API key provided")),
+        "{lines:#?}"
+    );
     for line in &lines {
         assert!(!line.contains(KEY), "log line: {line}");
     }
