@@ -34,6 +34,9 @@ pub(crate) struct Parser<'a> {
     depth: usize,
     max_depth: usize,
     pub(crate) sink: Sink,
+    /// An object repeated a key: the value keeps the last one (as serde_json), but violations of
+    /// the earlier values were recorded while parsing, so the caller must check the value again.
+    pub(crate) duplicate_keys: bool,
 }
 
 type R<T> = Result<T, Stop>;
@@ -53,7 +56,15 @@ static SPECIAL: [bool; 256] = {
 
 impl<'a> Parser<'a> {
     pub(crate) fn new(text: &'a str, max_depth: usize, sink: Sink) -> Self {
-        Parser { text, bytes: text.as_bytes(), pos: 0, depth: 0, max_depth: max_depth.min(HARD_DEPTH), sink }
+        Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            depth: 0,
+            max_depth: max_depth.min(HARD_DEPTH),
+            sink,
+            duplicate_keys: false,
+        }
     }
 
     /// Parses the whole text as one value checked against `schema`.
@@ -389,7 +400,9 @@ impl<'a> Parser<'a> {
                     _ => ANY,
                 };
                 let value = self.value(child, &child_path)?;
-                out.insert(key, value);
+                if out.insert(key, value).is_some() {
+                    self.duplicate_keys = true;
+                }
                 self.skip_ws();
                 match self.peek() {
                     Some(b',') => self.pos += 1,
