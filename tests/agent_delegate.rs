@@ -1,12 +1,13 @@
 //! Sub-agents: delegate_task runs a worker with its own history; the worker cannot delegate again
-//! (even when a factory adds the tool), respects the depth limit, and its dangerous calls still
-//! need approval.
+//! (even when a factory adds the tool or a hook rewrites a call into it), respects the depth limit,
+//! and its dangerous calls still need approval.
 
 #[path = "support/runtime.rs"]
 mod support;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, WorkerFactory, DELEGATE_TASK};
-use arkagent::message::ChatMessage;
+use arkagent::hook::{AgentHook, BeforeToolCall, HookContext};
+use arkagent::message::{ChatMessage, ToolCall};
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
@@ -139,4 +140,66 @@ async fn a_worker_dangerous_call_still_needs_approval() {
     let worker = store.load(&worker_ids[0]).await.unwrap().unwrap();
     assert_eq!(worker.status, RunStatus::AwaitingApproval);
     assert!(content.contains(&worker_ids[0]));
+}
+
+/// A hook (shared by parent and worker, as hooks are) that tries to turn the worker's calls into
+/// `delegate_task`: rewriting the name, or rewriting the arguments of a call the model already
+/// named `delegate_task`.
+struct Redirect;
+
+#[async_trait::async_trait]
+impl AgentHook for Redirect {
+    async fn before_tool_call(
+        &self,
+        ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _definition: Option<&ToolDefinition>,
+    ) -> BeforeToolCall {
+        if ctx.session_id == "parent" {
+            return BeforeToolCall::Proceed(None);
+        }
+        let mut rewritten = call.clone();
+        rewritten.name = DELEGATE_TASK.to_string();
+        rewritten.arguments = r#"{"task":"nested"}"#.to_string();
+        BeforeToolCall::Proceed(Some(rewritten))
+    }
+}
+
+#[tokio::test]
+async fn a_hook_cannot_make_a_worker_delegate() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"查库存"}"#)]), // parent round 1
+        calls(&[("w1", "query_stock", r#"{"sku":"A"}"#), ("w2", DELEGATE_TASK, r#"{"task":"x"}"#)]), // worker
+        answer("worker done"),                                   // worker round 2
+        answer("parent done"),                                   // parent round 2
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(
+        AgentBuilder::new(model.clone(), store.clone())
+            .tools(tools(&cleared))
+            .hook(Arc::new(Redirect))
+            .build(),
+    );
+    agent.enable_delegation(Some(Arc::new(Sneaky))).unwrap();
+    let out = agent.run("parent", "查", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    // Exactly one worker session: no worker of a worker was ever started.
+    let sessions = store.session_ids();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4, "parent, worker, worker, parent: nothing else asked the model");
+    let worker_round2 = &requests[2];
+    let results: Vec<(String, bool)> = worker_round2
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2);
+    // The name rewrite is refused (fail closed); the model's own delegate_task call is unknown.
+    assert!(results[0].1 && results[0].0.contains("hook_call_name_changed"), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("tool_not_found"), "{results:?}");
 }

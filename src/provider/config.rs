@@ -364,10 +364,16 @@ impl ClientConfig {
         match scheme.to_ascii_lowercase().as_str() {
             "https" => {}
             "http" => {
-                if !self.allow_insecure_http && !is_loopback_host(host) {
+                // The host the HTTP client will connect to counts, as its (WHATWG) URL parser reads
+                // it: `http://evil.example\@127.0.0.1/` goes to evil.example, whatever the split
+                // above says.
+                let client_host = client_url_host(base);
+                let loopback = is_loopback_host(host) && client_host.as_deref().is_some_and(is_loopback_host);
+                if !self.allow_insecure_http && !loopback {
+                    let shown = client_host.as_deref().unwrap_or(host);
                     return Err(AgentError::of(
                         codes::INSECURE_URL,
-                        format!("plain http:// to {host} is only allowed for loopback hosts"),
+                        format!("plain http:// to {shown} is only allowed for loopback hosts"),
                     ));
                 }
             }
@@ -380,6 +386,14 @@ impl ClientConfig {
         }
         Ok(format!("{base}/chat/completions"))
     }
+}
+
+/// The host of a URL as the HTTP client parses it (IPv6 without brackets); `None` when it does not
+/// parse or has no host.
+fn client_url_host(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    Some(host.trim_start_matches('[').trim_end_matches(']').to_string())
 }
 
 /// True for `localhost`, 127.0.0.0/8 and ::1.
@@ -417,6 +431,14 @@ mod tests {
         for h in ["10.0.0.1", "example.com", "localhost.example.com", "128.0.0.1", "::2"] {
             assert!(!is_loopback_host(h), "{h}");
         }
+    }
+
+    #[test]
+    fn endpoint_judges_the_host_the_client_connects_to() {
+        // A backslash ends the authority for the HTTP client: this URL goes to evil.example.
+        let e = ClientConfig::custom("http://evil.example\\@127.0.0.1/v1", "m", "k").endpoint().unwrap_err();
+        assert_eq!(e.code, codes::INSECURE_URL);
+        assert!(e.message.contains("evil.example"), "{e}");
     }
 
     #[test]

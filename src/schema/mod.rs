@@ -166,6 +166,13 @@ impl CompiledSchema {
         let sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
         let mut parser = onepass::Parser::new(text, limits.max_depth, sink);
         match parser.parse_document(&self.root) {
+            // A repeated key replaced a value whose violations were already recorded: check the
+            // value as built instead (rare; the result is then exactly `validate`'s).
+            Ok(value) if parser.duplicate_keys => {
+                let mut sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
+                check::check(&self.root, &value, &Path::ROOT, &mut sink);
+                Ok((value, sink.found))
+            }
             Ok(value) => Ok((value, std::mem::take(&mut parser.sink.found))),
             Err(onepass::Stop::TooDeep) => Err(AgentError::of(
                 codes::JSON_TOO_DEEP,
@@ -238,6 +245,23 @@ mod tests {
         assert_eq!(e.message, "$.items[0].name must be string");
         let v: Value = serde_json::from_str(text).unwrap();
         assert_eq!(s.validate(&v).unwrap_err(), e);
+    }
+
+    #[test]
+    fn a_repeated_key_is_judged_by_its_last_value() {
+        // Found by the args_validate fuzzer: the violation of the replaced `0` was kept.
+        let s = tool(json!({"type": "object", "properties": {"qty": {"type": "integer", "minimum": 1}}}));
+        let limits = JsonLimits::default();
+        let ok = s.parse_and_validate(r#"{"qty": 0, "qty": 5}"#, &limits).unwrap();
+        assert_eq!(ok["qty"], 5);
+        let e = s.parse_and_validate(r#"{"qty": 5, "qty": 0}"#, &limits).unwrap_err();
+        assert_eq!(e.code, codes::TOOL_ARGUMENT_MINIMUM);
+        let nested = r#"{"a": {"qty": 0}, "a": {"qty": 2}}"#;
+        let s = tool(json!({"type": "object", "properties": {"a": {"type": "object",
+            "properties": {"qty": {"type": "integer", "minimum": 1}}}}}));
+        assert!(s.parse_and_validate(nested, &limits).is_ok());
+        let all = s.with_mode(ValidationMode::AllErrors);
+        assert!(all.parse_and_validate(nested, &limits).is_ok());
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub(crate) struct Parser<'a> {
     stop: Option<Stop>,
     /// Items of the arrays being parsed, stacked: each array is then allocated once, at its size.
     items: Vec<Value>,
+    /// An object repeated a key: the value keeps the last one (as serde_json), but violations of
+    /// the earlier values were recorded while parsing, so the caller must check the value again.
+    pub(crate) duplicate_keys: bool,
 }
 
 /// A failed parse; what went wrong is kept in [`Parser::stop`]. Zero-sized so that results stay
@@ -87,6 +90,7 @@ impl<'a> Parser<'a> {
             sink,
             stop: None,
             items: SCRATCH.with(Cell::take),
+            duplicate_keys: false,
         }
     }
 
@@ -471,7 +475,9 @@ impl<'a> Parser<'a> {
                 };
                 let mut value = Value::Null;
                 self.value(child, &child_path, &mut value)?;
-                out.insert(key, value);
+                if out.insert(key, value).is_some() {
+                    self.duplicate_keys = true;
+                }
                 self.skip_ws();
                 match self.peek() {
                     Some(b',') => self.pos += 1,

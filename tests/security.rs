@@ -1,0 +1,483 @@
+//! Security checks across modules:
+//! - a sentinel API key never appears in any byte written to the state directory, in any event
+//!   (JSON and Debug), any log line (a raw capturing logger, no redaction), any error message or
+//!   Debug output, or anything a tool sees, over full runs with faults against the mock server,
+//!   including a server that echoes the key back in its error bodies;
+//! - session ids with `../`, `/`, NUL or 300 characters are refused by every `StateStore` method
+//!   and by every `Agent` entry point, and nothing is created outside the store's root;
+//! - JSON 10,000 levels deep and 100 MB inputs are refused without a crash, as tool arguments
+//!   through the registry and as state files;
+//! - plain http:// to a host other than loopback is refused unless allowed, including URLs that
+//!   the HTTP client's parser reads differently from a naive split (backslash, userinfo).
+//!
+//! Covered elsewhere, not repeated here: a worker agent cannot call `delegate_task` even when a
+//! factory or a hook tries to give it (tests/agent_delegate.rs); TLS with a local self-signed CA is
+//! accepted only when the CA is passed as an extra root (tests/provider_tls.rs); the basic
+//! loopback rule and `allow_insecure_http` (tests/provider_requests.rs).
+
+#[path = "support/mock_server.rs"]
+mod mock_server;
+
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, RunOutcome};
+use arkagent::json::JsonLimits;
+use arkagent::provider::{ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
+use arkagent::state::{AgentState, FileStore, MemoryStore, StateEvent, StateStore};
+use arkagent::tool::FnExecutor;
+use arkagent::{
+    codes, CancellationSignal, ChatMessage, RiskLevel, ToolCall, ToolContext, ToolDefinition, ToolRegistry,
+    ToolResult,
+};
+use mock_server::{End, MockServer, Reply};
+use serde_json::json;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+const KEY: &str = "sk-SENTINEL-9f8e7d6c5b4a";
+
+// ---------------------------------------------------------------------------------------------
+// A raw logger: every line as formatted, before any redaction.
+
+struct Capture(Mutex<Vec<String>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        self.0.lock().unwrap().push(format!("{} {}: {}", record.level(), record.target(), record.args()));
+    }
+    fn flush(&self) {}
+}
+
+fn capture() -> &'static Capture {
+    static C: OnceLock<&'static Capture> = OnceLock::new();
+    C.get_or_init(|| {
+        let c: &'static Capture = Box::leak(Box::new(Capture(Mutex::new(Vec::new()))));
+        log::set_logger(c).expect("the only logger of this test binary");
+        log::set_max_level(log::LevelFilter::Trace);
+        c
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The key never leaks
+
+fn sse(chunks: &[serde_json::Value]) -> Vec<u8> {
+    let mut out: Vec<u8> = chunks.iter().flat_map(|c| format!("data: {c}\n\n").into_bytes()).collect();
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    out
+}
+
+fn calls_body(calls: &[(&str, &str, &str)]) -> Vec<u8> {
+    let mut chunks =
+        vec![json!({"choices":[{"index":0,"delta":{"role":"assistant","content":"let me check"}}]})];
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        chunks
+            .push(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":id,"type":"function",
+            "function":{"name":name,"arguments":args}}]}}]}));
+    }
+    chunks.push(json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],
+        "usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}));
+    sse(&chunks)
+}
+
+fn text_body(text: &str) -> Vec<u8> {
+    sse(&[
+        json!({"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"thinking","content":text}}]}),
+        json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+    ])
+}
+
+/// What an echoing provider says about a bad key.
+fn echo_error(status: u16) -> Reply {
+    Reply::error(status, "invalid_api_key", &format!("Incorrect API key provided: {KEY}. Bearer {KEY}"))
+}
+
+type Seen = Arc<Mutex<Vec<String>>>;
+
+fn agent_for(root: &Path, base_url: &str, seen: &Seen) -> Agent {
+    let config = ClientConfig::custom(base_url, "sec-model", KEY)
+        .with_retry(RetryPolicy {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(5),
+            jitter: 0.0,
+            max_retry_after: Duration::from_millis(20),
+        })
+        .with_timeouts(Timeouts {
+            connect: Duration::from_secs(2),
+            first_byte: Duration::from_secs(2),
+            idle: Duration::from_millis(500),
+            total: Duration::from_secs(10),
+        });
+    let client = OpenAiCompatibleClient::new(config).unwrap();
+    seen.lock().unwrap().push(format!("{client:?}"));
+    let mut tools = ToolRegistry::new();
+    for (name, risk) in [("lookup", RiskLevel::Safe), ("wipe", RiskLevel::Dangerous)] {
+        let seen = Arc::clone(seen);
+        tools
+            .register(
+                ToolDefinition::new(name, "security test tool", json!({"type":"object"})).with_risk(risk),
+                Arc::new(FnExecutor(
+                    move |args: serde_json::Map<String, serde_json::Value>, ctx: ToolContext| {
+                        let seen = Arc::clone(&seen);
+                        async move {
+                            // Everything a tool is given, as it could print it.
+                            seen.lock().unwrap().push(format!("{ctx:?} {:?} {args:?}", ctx.state));
+                            Ok(ToolResult::text("ok"))
+                        }
+                    },
+                )),
+            )
+            .unwrap();
+    }
+    let agent = AgentBuilder::new(Arc::new(client), Arc::new(FileStore::new(root)))
+        .tools(tools)
+        .config(AgentConfig { streaming: true, ..AgentConfig::default() })
+        .build();
+    seen.lock().unwrap().push(format!("{agent:?}"));
+    agent
+}
+
+fn all_bytes_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            all_bytes_under(&path, out);
+        } else {
+            out.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_key_never_reaches_state_events_logs_or_errors() {
+    let logs = capture();
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::new(Mutex::new(Vec::new()));
+    let sink = {
+        let events = Arc::clone(&events);
+        move |e: AgentEvent| events.lock().unwrap().push(e)
+    };
+    let calls = calls_body(&[("c1", "lookup", r#"{"q":"a"}"#), ("c2", "wipe", "{}")]);
+    let mut outcomes: Vec<String> = Vec::new();
+
+    // 1. A demo run with faults: an echoing 500 and 429, a reset mid-stream, a slow drip; then a
+    //    dangerous call is approved and the run completes.
+    let server = MockServer::start([
+        echo_error(500),
+        echo_error(429).with_header("Retry-After", "0"),
+        Reply::sse_in_pieces(&calls, 7, Duration::from_millis(1), End::Complete),
+        Reply::error(503, "overloaded", "busy"),
+        Reply::sse_in_pieces(&text_body("all done"), 3, Duration::ZERO, End::Complete),
+    ])
+    .await;
+    let agent = agent_for(dir.path(), &server.base_url(), &seen);
+    let cancel = CancellationSignal::new();
+    let out = agent.run("demo", "clean up", &sink, &cancel).await.unwrap();
+    outcomes.push(format!("{out:?}"));
+    let RunOutcome::Suspended { batch } = out else { panic!("expected approval: {out:?}") };
+    for item in &batch.items {
+        let decided = agent.approve("demo", &item.approval_id).await.unwrap();
+        outcomes.push(format!("{decided:?}"));
+    }
+    let out = agent.resume("demo", &sink, &cancel).await.unwrap();
+    outcomes.push(format!("{out:?}"));
+    assert_eq!(out.status(), arkagent::state::RunStatus::Completed, "{out:?}");
+    // The key did go out, in the Authorization header: the checks below could have found it.
+    let requests = server.requests();
+    assert!(requests.iter().any(|r| r.header("authorization") == Some(&format!("Bearer {KEY}"))));
+
+    // 2. Fatal errors whose bodies echo the key: 401 (not retried), then retries used up on 500s.
+    let server = MockServer::start([echo_error(401)]).await;
+    let agent = agent_for(dir.path(), &server.base_url(), &seen);
+    let out = agent.run("denied", "hi", &sink, &cancel).await.unwrap();
+    assert!(matches!(&out, RunOutcome::Finished { error: Some(_), .. }), "{out:?}");
+    outcomes.push(format!("{out:?}"));
+    if let RunOutcome::Finished { error: Some(e), .. } = &out {
+        outcomes.push(e.to_string());
+        outcomes.push(e.message.clone());
+    }
+    let server = MockServer::start((0..5).map(|_| echo_error(500))).await;
+    let agent = agent_for(dir.path(), &server.base_url(), &seen);
+    let out = agent.run("exhausted", "hi", &sink, &cancel).await.unwrap();
+    outcomes.push(format!("{out:?}"));
+    // 3. A stream cut by a reset after a call began (a failed run), and a cancelled run.
+    let server =
+        MockServer::start([Reply::sse_in_pieces(&calls[..calls.len() / 2], 9, Duration::ZERO, End::Reset)])
+            .await;
+    let agent = agent_for(dir.path(), &server.base_url(), &seen);
+    outcomes.push(format!("{:?}", agent.run("reset", "hi", &sink, &cancel).await));
+    let server = MockServer::start([Reply::Hang]).await;
+    let agent = agent_for(dir.path(), &server.base_url(), &seen);
+    let cancelled = CancellationSignal::new();
+    let c2 = cancelled.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        c2.cancel("user left");
+    });
+    outcomes.push(format!("{:?}", agent.run("cancelled", "hi", &sink, &cancelled).await));
+    // Errors of the API surface too.
+    outcomes.push(format!("{:?}", agent.resume("nope", &sink, &cancel).await));
+    outcomes.push(format!("{:?}", agent.approve("demo", "no-such-approval").await));
+    for s in ["demo", "denied", "exhausted", "reset", "cancelled"] {
+        outcomes.push(format!("{:?}", agent.state(s).await.unwrap()));
+    }
+
+    // Every byte of the state directory.
+    let mut files = Vec::new();
+    all_bytes_under(dir.path(), &mut files);
+    assert!(
+        files.len() >= 5,
+        "the sessions were persisted: {:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    for (path, bytes) in &files {
+        assert!(!contains(bytes, KEY.as_bytes()), "the key is in {path}");
+        assert!(!path.contains(KEY));
+    }
+    // Every event, as JSON (what crosses to ArkTS) and as Debug.
+    let events = events.lock().unwrap().clone();
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::ApprovalRequired { .. })));
+    for e in &events {
+        let text = serde_json::to_string(e).unwrap();
+        assert!(!text.contains(KEY), "event {text}");
+        assert!(!format!("{e:?}").contains(KEY), "event {e:?}");
+    }
+    // Every outcome, error message and Debug output; what the tools saw.
+    for text in outcomes.iter().chain(seen.lock().unwrap().iter()) {
+        assert!(!text.contains(KEY), "leaked: {text}");
+    }
+    // Every log line, unredacted (so the code must never format the key, not merely rely on the
+    // redactor).
+    let lines = logs.0.lock().unwrap().clone();
+    // The retries of the echoing 500/429 were logged with the server's message (so this check
+    // sees real lines, not an empty log).
+    assert!(
+        lines.iter().any(|l| l.contains("retry") && l.contains("Incorrect API key provided")),
+        "{lines:#?}"
+    );
+    for line in &lines {
+        assert!(!line.contains(KEY), "log line: {line}");
+    }
+    // The provider's own echo did arrive in an error: the run says what went wrong, key removed.
+    let joined = outcomes.join("\n");
+    assert!(joined.contains("Incorrect API key provided"), "the server's message is kept: {joined}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session ids
+
+fn bad_ids() -> Vec<String> {
+    vec![
+        "../escape".into(),
+        "..".into(),
+        "a/b".into(),
+        "/".into(),
+        "/etc".into(),
+        "a\0b".into(),
+        "x".repeat(300),
+        "..\\win".into(),
+    ]
+}
+
+async fn refuses_every_method(store: &dyn StateStore, what: &str) {
+    for id in bad_ids() {
+        let state = AgentState::new(id.clone());
+        let events = [StateEvent::MessageAppended { message: ChatMessage::user("x") }];
+        let results = [
+            ("load", store.load(&id).await.map(|_| ())),
+            ("load_unrepaired", store.load_unrepaired(&id).await.map(|_| ())),
+            ("commit", store.commit(&state, &events).await),
+            ("save_snapshot", store.save_snapshot(&state).await),
+            ("delete", store.delete(&id).await.map(|_| ())),
+        ];
+        for (method, r) in results {
+            let e = r.expect_err(&format!("{what}.{method}({id:?}) must fail"));
+            assert_eq!(e.code, codes::SESSION_ID_INVALID, "{what}.{method}({id:?}): {e}");
+            // The refusal shows the id cut short and escaped.
+            assert!(e.message.len() < 200, "{e}");
+            assert!(!e.message.contains('\0'));
+        }
+    }
+}
+
+#[tokio::test]
+async fn hostile_session_ids_are_refused_everywhere() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    refuses_every_method(&FileStore::new(&root), "FileStore").await;
+    refuses_every_method(&MemoryStore::new(), "MemoryStore").await;
+
+    // The agent: run, resume, approve, deny, state, with a model that must never be asked.
+    let server = MockServer::start([]).await;
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let agent = agent_for(&root, &server.base_url(), &seen);
+    let sink = |_e: AgentEvent| {};
+    let cancel = CancellationSignal::new();
+    for id in bad_ids() {
+        let errors = [
+            ("run", agent.run(&id, "hi", &sink, &cancel).await.map(|_| ())),
+            ("resume", agent.resume(&id, &sink, &cancel).await.map(|_| ())),
+            ("approve", agent.approve(&id, "a1").await.map(|_| ())),
+            ("deny", agent.deny(&id, "a1", "no").await.map(|_| ())),
+            ("state", agent.state(&id).await.map(|_| ())),
+        ];
+        for (method, r) in errors {
+            let e = r.expect_err(&format!("Agent::{method}({id:?}) must fail"));
+            assert_eq!(e.code, codes::SESSION_ID_INVALID, "Agent::{method}({id:?}): {e}");
+        }
+    }
+    assert!(server.requests().is_empty(), "no model call for a refused session");
+    // Nothing was written anywhere: not outside the root, not inside it.
+    let outside: Vec<_> = std::fs::read_dir(outer.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(outside, vec![std::ffi::OsString::from("root")]);
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deep and huge JSON
+
+fn deep(levels: usize) -> String {
+    let mut s = String::with_capacity(levels * 6 + 2);
+    for _ in 0..levels {
+        s.push_str("{\"a\":");
+    }
+    s.push('1');
+    for _ in 0..levels {
+        s.push('}');
+    }
+    s
+}
+
+fn huge_object(bytes: usize) -> String {
+    let mut s = String::with_capacity(bytes + 16);
+    s.push_str("{\"pad\":\"");
+    s.extend(std::iter::repeat_n('x', bytes));
+    s.push_str("\"}");
+    s
+}
+
+#[tokio::test]
+async fn deep_and_huge_tool_arguments_are_refused_before_the_tool() {
+    let ran = Arc::new(Mutex::new(0usize));
+    let mut registry = ToolRegistry::new();
+    let r = Arc::clone(&ran);
+    registry
+        .register(
+            ToolDefinition::new("t", "any object", json!({"type":"object"})),
+            Arc::new(FnExecutor(move |_a, _c| {
+                let r = Arc::clone(&r);
+                async move {
+                    *r.lock().unwrap() += 1;
+                    Ok(ToolResult::text("ran"))
+                }
+            })),
+        )
+        .unwrap();
+    let cases = [
+        (deep(10_000), codes::JSON_TOO_DEEP),
+        (format!("[{}]", "[".repeat(10_000)), codes::JSON_TOO_DEEP),
+        (huge_object(100 * 1024 * 1024), codes::JSON_TOO_LARGE),
+    ];
+    for (args, code) in cases {
+        let call = ToolCall { id: "c1".into(), name: "t".into(), arguments: args };
+        let e = registry.execute(&call, ToolContext::detached("s", "c1")).await.unwrap_err();
+        assert_eq!(e.code, code);
+        // The same through the one-pass schema path and the plain parser.
+        let limits = JsonLimits::default();
+        assert_eq!(arkagent::json::parse_value(&call.arguments, &limits).unwrap_err().code, code);
+    }
+    assert_eq!(*ran.lock().unwrap(), 0, "the tool never ran");
+}
+
+#[tokio::test]
+async fn deep_and_huge_state_files_are_refused_without_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let write = |session: &str, name: &str, bytes: &[u8]| {
+        let d = dir.path().join(session);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(name), bytes).unwrap();
+    };
+    let framed = |payload: &[u8]| {
+        let len = payload.len() as u32;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&len.to_le_bytes());
+        h.update(payload);
+        let mut out = b"ARKS".to_vec();
+        out.extend(len.to_le_bytes());
+        out.extend(h.finalize().to_le_bytes());
+        out.extend(payload);
+        out
+    };
+    let deep_state =
+        format!(r#"{{"schema_version":2,"session_id":"d","metadata":{{"x":{}}}}}"#, deep(10_000));
+    let big_state =
+        format!(r#"{{"schema_version":2,"session_id":"b","metadata":{{"x":{}}}}}"#, "[".repeat(100 << 20));
+    // A legacy state.json and a valid-checksum snapshot, each 10,000 deep and 100 MB.
+    write("deep-legacy", "state.json", deep_state.as_bytes());
+    write("deep-snap", "snapshot-00000000000000000001.ark", &framed(deep_state.as_bytes()));
+    write("big-legacy", "state.json", big_state.as_bytes());
+    write("big-snap", "snapshot-00000000000000000001.ark", &framed(big_state.as_bytes()));
+    // A journal whose record holds a 10,000-deep event (valid checksum).
+    let mut journal = arkagent::state::codec::journal_header().to_vec();
+    let payload = format!(r#"{{"event":"metadata_set","key":"k","value":{}}}"#, deep(10_000));
+    journal.extend(&framed(payload.as_bytes())[4..]);
+    write("deep-journal", "journal-00000000000000000001.ark", &journal);
+    write(
+        "deep-journal",
+        "snapshot-00000000000000000001.ark",
+        &framed(br#"{"schema_version":2,"session_id":"deep-journal"}"#),
+    );
+
+    for session in ["deep-legacy", "deep-snap", "big-legacy", "big-snap"] {
+        let e = store.load(session).await.expect_err(session);
+        assert!(e.code == codes::STATE_CORRUPT, "{session}: {e}");
+        assert!(e.message.len() < 1000, "{session}: the error does not carry the input");
+    }
+    // The deep journal record is dropped as corrupt: the snapshot before it still loads.
+    let s = store.load("deep-journal").await.unwrap().expect("the snapshot loads");
+    assert!(s.metadata.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain http
+
+#[test]
+fn plain_http_to_a_non_loopback_host_is_refused_even_when_disguised() {
+    // The HTTP client's URL parser (WHATWG) reads `\` as `/`, so these go to evil.example, not to
+    // 127.0.0.1: the API key would travel in clear text.
+    for url in [
+        "http://evil.example\\@127.0.0.1/v1",
+        "http://evil.example\\@localhost:8080/v1",
+        "http://127.0.0.1@evil.example/v1",
+        "http://localhost:80@evil.example/v1",
+        "http://127.0.0.1.evil.example/v1",
+        "http://localhost.evil.example/v1",
+        "http://evil.example#@127.0.0.1/v1",
+        "http://evil.example?@127.0.0.1/v1",
+    ] {
+        let target = reqwest::Url::parse(url).unwrap();
+        assert!(target.host_str().unwrap().contains("evil.example"), "{url} goes to {target}");
+        let e = OpenAiCompatibleClient::new(ClientConfig::custom(url, "m", KEY)).unwrap_err();
+        assert_eq!(e.code, codes::INSECURE_URL, "{url}");
+        assert!(!e.message.contains(KEY));
+    }
+    // Loopback in any spelling the client connects to loopback with is fine.
+    for url in ["http://127.0.0.1:9/v1", "http://[::1]:9/v1", "http://localhost:9/v1", "http://127.1.2.3/v1"]
+    {
+        assert!(OpenAiCompatibleClient::new(ClientConfig::custom(url, "m", KEY)).is_ok(), "{url}");
+    }
+    // Allowed explicitly: accepted.
+    let mut allowed = ClientConfig::custom("http://evil.example\\@127.0.0.1/v1", "m", KEY);
+    allowed.allow_insecure_http = true;
+    assert!(OpenAiCompatibleClient::new(allowed).is_ok());
+}
