@@ -16,7 +16,6 @@
 use super::dto::{to_json, AgentConfigObject, RunOutcomeObject, ToolDefinitionObject};
 use super::error::{guard, guard_napi, spawn_guarded};
 use super::events::{EventListener, RunEvents};
-use super::executor::JsToolExecutor;
 use super::hook::JsHook;
 use super::signal::CancellationHandle;
 use crate::agent::{Agent, AgentBuilder, RunOutcome};
@@ -147,13 +146,11 @@ impl JsAgent {
         executor: Function<'_, Unknown<'static>, Unknown<'static>>,
     ) -> napi_ohos::Result<()> {
         guard_napi(&env, || {
-            // An invalid timeoutMs is reported by into_core below.
-            let timeout = definition
-                .timeout_ms
-                .and_then(|ms| super::dto::millis("timeoutMs", ms).ok())
-                .unwrap_or(self.tool_timeout);
-            let executor = JsToolExecutor::new(&env, definition.name.clone(), executor, timeout)?;
-            guard(&env, || self.core.register_tool(definition.into_core()?, Arc::new(executor)))
+            let tool = super::executor::js_tool(&env, definition, executor, self.tool_timeout)?;
+            guard(&env, || {
+                let (definition, executor) = tool?;
+                self.core.register_tool(definition, executor)
+            })
         })
     }
 

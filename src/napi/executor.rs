@@ -14,16 +14,38 @@
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
 use super::callback::{call_js, shield, CallFailure, JsFn, RawJsValue, Settled};
-use super::dto::ToolResultObject;
+use super::dto::{ToolDefinitionObject, ToolResultObject};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
-use crate::tool::{CancellationSignal, ToolContext, ToolExecutor, ToolResult};
+use crate::tool::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use async_trait::async_trait;
 use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown};
 use napi_ohos::Env;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// A tool's core half: its definition and its executor.
+pub(crate) type CoreTool = (ToolDefinition, Arc<dyn ToolExecutor>);
+
+/// A tool registered from ArkTS: its core definition and an executor calling `executor`, whose
+/// timeout is the definition's `timeoutMs` or `default_timeout`. The outer error is napi's (the
+/// function could not be wrapped), the inner one the definition's (`config_invalid`...).
+pub(crate) fn js_tool(
+    env: &Env,
+    definition: ToolDefinitionObject,
+    executor: Function<'_, Unknown<'static>, Unknown<'static>>,
+    default_timeout: Duration,
+) -> napi_ohos::Result<Result<CoreTool, AgentError>> {
+    // An invalid timeoutMs is reported by into_core below; the default stands in meanwhile.
+    let timeout = definition
+        .timeout_ms
+        .and_then(|ms| super::dto::millis("timeoutMs", ms).ok())
+        .unwrap_or(default_timeout);
+    let executor = JsToolExecutor::new(env, definition.name.clone(), executor, timeout)?;
+    Ok(definition.into_core().map(|d| (d, Arc::new(executor) as Arc<dyn ToolExecutor>)))
+}
 
 /// What one call sends to the JS thread.
 pub(crate) struct ExecutorCall {

@@ -6,7 +6,6 @@ use super::dto::{
     ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
 };
 use super::error::{guard, guard_napi, spawn_guarded};
-use super::executor::JsToolExecutor;
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::message::ToolCall;
@@ -71,15 +70,10 @@ impl JsToolRegistry {
         executor: Function<'_, Unknown<'static>, Unknown<'static>>,
     ) -> napi_ohos::Result<()> {
         guard_napi(&env, || {
-            // An invalid timeoutMs is reported by into_core below; the default stands in meanwhile.
-            let timeout = definition
-                .timeout_ms
-                .and_then(|ms| super::dto::millis("timeoutMs", ms).ok())
-                .unwrap_or(self.default_timeout);
-            let executor = JsToolExecutor::new(&env, definition.name.clone(), executor, timeout)?;
+            let tool = super::executor::js_tool(&env, definition, executor, self.default_timeout)?;
             guard(&env, || {
-                let definition = definition.into_core()?;
-                self.lock().register(definition, Arc::new(executor))
+                let (definition, executor) = tool?;
+                self.lock().register(definition, executor)
             })
         })
     }
