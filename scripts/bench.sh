@@ -110,7 +110,7 @@ if [ "$e2e" = 1 ]; then
   if [ "$cleanup_peers" = 1 ]; then
     trap 'rm -rf "$peers_dir"' EXIT
   fi
-  if [[ ",$clients," == *",openai-agents,"* ]] && [ ! -x "$peers_dir/venv/bin/python" -o ! -f "$peers_dir/venv/.installed" ]; then
+  if [[ ",$clients," == *",openai-agents,"* ]] && { [ ! -x "$peers_dir/venv/bin/python" ] || [ ! -f "$peers_dir/venv/.installed" ]; }; then
     echo "== installing openai-agents into $peers_dir/venv"
     python3 -m venv "$peers_dir/venv"
     "$peers_dir/venv/bin/pip" install --quiet --disable-pip-version-check openai-agents
@@ -131,7 +131,8 @@ if [ "$e2e" = 1 ]; then
       versions+=("$pkg $(node -p "require('$peers_dir/node/node_modules/$pkg/package.json').version")")
     fi
   done
-  versions_text="$(IFS=,; echo "${versions[*]:-}" | sed 's/,/, /g')"
+  versions_text="$(IFS=,; echo "${versions[*]:-}")"
+  versions_text="${versions_text//,/, }"
 
   echo "== end to end ($reps run(s) per client and R)"
   e2e_md="$report_dir/e2e.md"
