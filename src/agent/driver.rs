@@ -822,7 +822,8 @@ impl<'a> Run<'a> {
         }
 
         for call in &calls {
-            let result = results.remove(&call.id).unwrap_or_else(|| interrupted_result(call));
+            let result =
+                results.remove(&call.id).unwrap_or_else(|| crate::state::repair::interrupted_result(call));
             if result.stop {
                 self.stop_requested = true;
             }
@@ -921,23 +922,10 @@ async fn run_one(
     (call, outcome)
 }
 
-fn interrupted_result(call: &ToolCall) -> ToolResult {
-    crate::state::repair::interrupted_result(call)
-}
-
-fn last_assistant(messages: &[ChatMessage]) -> (Option<String>, Option<String>) {
-    messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            ChatMessage::Assistant { content, reasoning_content, .. } => {
-                Some((content.clone(), reasoning_content.clone()))
-            }
-            _ => None,
-        })
-        .unwrap_or((None, None))
-}
-
+/// The text of the model's last answer.
 fn last_assistant_text(messages: &[ChatMessage]) -> Option<String> {
-    last_assistant(messages).0
+    messages.iter().rev().find_map(|m| match m {
+        ChatMessage::Assistant { content, .. } => Some(content.clone()),
+        _ => None,
+    })?
 }

@@ -11,7 +11,6 @@
 //! The driver ([`super::Agent`]) asks [`phase`] what to do next, performs the I/O, and records what
 //! happened as [`StateEvent`](crate::state::StateEvent)s.
 
-use crate::approval::{ApprovalDecision, PendingApprovalBatch};
 use crate::message::{ChatMessage, ToolCall};
 use crate::state::{AgentState, RunStatus};
 use std::collections::HashSet;
@@ -51,11 +50,6 @@ pub fn unanswered_calls(messages: &[ChatMessage]) -> Vec<ToolCall> {
     messages[pos].tool_calls().iter().filter(|c| !answered.contains(c.id.as_str())).cloned().collect()
 }
 
-/// True when every item of the batch is decided.
-pub fn fully_decided(batch: &PendingApprovalBatch) -> bool {
-    batch.items.iter().all(|i| i.decision != ApprovalDecision::Pending)
-}
-
 /// Where the run stands.
 pub fn phase(state: &AgentState) -> Phase {
     match state.status {
@@ -63,7 +57,7 @@ pub fn phase(state: &AgentState) -> Phase {
         _ => return Phase::Inactive,
     }
     if let Some(batch) = &state.pending_approval {
-        if !fully_decided(batch) {
+        if !batch.is_fully_decided() {
             return Phase::AwaitingApproval;
         }
         let calls = unanswered_calls(&state.messages);
