@@ -233,7 +233,7 @@ pub(crate) fn check_string(node: &Node, s: &str, path: &Path<'_>, sink: &mut Sin
         }
     }
     if let Some(pattern) = &node.pattern {
-        if !sink.done() && pattern.regex.find(s).is_none() {
+        if !sink.done() && !pattern.is_match(s) {
             sink.push(codes::TOOL_ARGUMENT_PATTERN, path, |p| {
                 format!("{p} must match the pattern {}", pattern.source)
             });
@@ -251,21 +251,36 @@ fn num_text(n: Num) -> String {
 
 /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`.
 pub(crate) fn check_number(node: &Node, n: Num, path: &Path<'_>, sink: &mut Sink) {
-    use std::cmp::Ordering::*;
-    type Rule<'a> = (Option<Num>, fn(std::cmp::Ordering) -> bool, &'static str, &'a str);
-    let rules: [Rule<'_>; 4] = [
-        (node.minimum, |o| o != Less, codes::TOOL_ARGUMENT_MINIMUM, ">="),
-        (node.exclusive_minimum, |o| o == Greater, codes::TOOL_ARGUMENT_MINIMUM, ">"),
-        (node.maximum, |o| o != Greater, codes::TOOL_ARGUMENT_MAXIMUM, "<="),
-        (node.exclusive_maximum, |o| o == Less, codes::TOOL_ARGUMENT_MAXIMUM, "<"),
-    ];
-    for (bound, ok, code, op) in rules {
-        if let Some(b) = bound {
-            if !ok(n.cmp(b)) {
-                sink.push(code, path, |p| format!("{p} must be {op} {}", num_text(b)));
-                if sink.done() {
-                    return;
-                }
+    use std::cmp::Ordering::{Greater, Less};
+    if let Some(b) = node.minimum {
+        if n.cmp(b) == Less {
+            sink.push(codes::TOOL_ARGUMENT_MINIMUM, path, |p| format!("{p} must be >= {}", num_text(b)));
+            if sink.done() {
+                return;
+            }
+        }
+    }
+    if let Some(b) = node.exclusive_minimum {
+        if n.cmp(b) != Greater {
+            sink.push(codes::TOOL_ARGUMENT_MINIMUM, path, |p| format!("{p} must be > {}", num_text(b)));
+            if sink.done() {
+                return;
+            }
+        }
+    }
+    if let Some(b) = node.maximum {
+        if n.cmp(b) == Greater {
+            sink.push(codes::TOOL_ARGUMENT_MAXIMUM, path, |p| format!("{p} must be <= {}", num_text(b)));
+            if sink.done() {
+                return;
+            }
+        }
+    }
+    if let Some(b) = node.exclusive_maximum {
+        if n.cmp(b) != Less {
+            sink.push(codes::TOOL_ARGUMENT_MAXIMUM, path, |p| format!("{p} must be < {}", num_text(b)));
+            if sink.done() {
+                return;
             }
         }
     }

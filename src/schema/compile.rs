@@ -2,6 +2,7 @@
 //! checked for its form here; any other keyword, at any depth, is `schema_unsupported_keyword`.
 
 use super::num::{FxBuild, Num};
+use super::simple_pattern::SimplePattern;
 use crate::error::{codes, AgentError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -73,36 +74,159 @@ pub(crate) enum Additional {
 #[derive(Debug)]
 pub(crate) struct Properties {
     pub(crate) entries: Vec<(Box<str>, Schema)>,
-    index: Option<HashMap<Box<str>, usize, FxBuild>>,
+    lookup: Lookup,
+}
+
+/// How names are found among the entries.
+#[derive(Debug)]
+// The slot table stays inline in the (boxed) node: one pointer less to follow per key.
+#[allow(clippy::large_enum_variant)]
+enum Lookup {
+    /// Up to 16 names: a collision-free hash of each name's leading (and trailing) bytes into 64
+    /// slots (index + 1, 0 for none), then one compare against the name's first eight bytes and
+    /// length kept inline. Found for almost every small schema.
+    Slots(Slots),
+    /// More names.
+    Map(HashMap<Box<str>, usize, FxBuild>),
+    /// Names the slots could not separate: compared in turn.
+    Scan,
+}
+
+#[derive(Debug)]
+struct Slots {
+    seed: u64,
+    slots: [u8; 64],
+    /// First (up to) eight bytes of each name, zero-padded, little-endian.
+    words: [u64; 16],
+    lens: [u8; 16],
+}
+
+/// The first `min(len, 8)` bytes of `text[start..start + len]`, zero-padded: one load when eight
+/// bytes can be read there.
+#[inline]
+fn head_word(text: &[u8], start: usize, len: usize) -> u64 {
+    let mask = if len >= 8 { u64::MAX } else { (1u64 << (len * 8)) - 1 };
+    match text.get(start..start + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().unwrap_or([0; 8])) & mask,
+        None => {
+            let mut w = [0u8; 8];
+            let n = len.min(8);
+            w[..n].copy_from_slice(&text[start..start + n]);
+            u64::from_le_bytes(w)
+        }
+    }
+}
+
+/// What the slot hash looks at: the head word, the length and, past eight bytes, the last eight.
+#[inline]
+fn fingerprint(text: &[u8], start: usize, len: usize, head: u64) -> u64 {
+    let tail = match len {
+        0..=8 => 0,
+        _ => u64::from_le_bytes(text[start + len - 8..start + len].try_into().unwrap_or([0; 8])),
+    };
+    head ^ tail.rotate_left(29) ^ (len as u64).rotate_right(7)
+}
+
+#[inline]
+fn slot(fingerprint: u64, seed: u64) -> usize {
+    (fingerprint.wrapping_mul(seed) >> 58) as usize
 }
 
 impl Properties {
     fn new(entries: Vec<(Box<str>, Schema)>) -> Self {
-        let index = (entries.len() > 16)
-            .then(|| entries.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
-        Properties { entries, index }
+        let lookup = if entries.len() > 16 {
+            Lookup::Map(entries.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect())
+        } else {
+            Self::slots(&entries).map_or(Lookup::Scan, |t| Lookup::Slots(*t))
+        };
+        Properties { entries, lookup }
     }
 
-    /// The index of a property, if the schema names it. Lengths are compared first: most names
-    /// of one schema differ in length, so usually a single memcmp decides.
+    /// Tries a fixed series of odd multipliers until every name has its own slot.
+    fn slots(entries: &[(Box<str>, Schema)]) -> Option<Box<Slots>> {
+        let mut table = Box::new(Slots { seed: 0, slots: [0; 64], words: [0; 16], lens: [0; 16] });
+        let mut prints = Vec::with_capacity(entries.len());
+        for (i, (name, _)) in entries.iter().enumerate() {
+            let (bytes, len) = (name.as_bytes(), name.len());
+            table.words[i] = head_word(bytes, 0, len);
+            table.lens[i] = u8::try_from(len).ok()?;
+            prints.push(fingerprint(bytes, 0, len, table.words[i]));
+        }
+        (0..512u64)
+            .map(|k| 0x9E37_79B9_7F4A_7C15u64.wrapping_add(k.wrapping_mul(0x6A09_E667_F3BC_C90A)) | 1)
+            .find_map(|seed| {
+                let mut slots = [0u8; 64];
+                for (i, &print) in prints.iter().enumerate() {
+                    let s = &mut slots[slot(print, seed)];
+                    if *s != 0 {
+                        return None;
+                    }
+                    *s = i as u8 + 1;
+                }
+                table.seed = seed;
+                table.slots = slots;
+                Some(())
+            })?;
+        Some(table)
+    }
+
+    /// The index of a property, if the schema names it.
     #[inline]
     pub(crate) fn find(&self, key: &str) -> Option<usize> {
-        if let Some(map) = &self.index {
-            return map.get(key).copied();
+        self.find_in(key.as_bytes(), 0, key.len())
+    }
+
+    /// [`find`](Self::find) for the name `text[start..start + len]` (a key as written in the
+    /// arguments): the bytes around it may be read, which saves copying short names. The usual
+    /// case (a slot table, a name of at most eight bytes with eight readable) is inline.
+    #[inline(always)]
+    pub(crate) fn find_in(&self, text: &[u8], start: usize, len: usize) -> Option<usize> {
+        if let (Lookup::Slots(t), Some(word)) = (&self.lookup, text.get(start..start + 8)) {
+            if len <= 8 {
+                let mask = if len == 8 { u64::MAX } else { (1u64 << (len * 8)) - 1 };
+                let head = u64::from_le_bytes(word.try_into().unwrap_or([0; 8])) & mask;
+                let at = usize::from(t.slots[slot(fingerprint(text, start, len, head), t.seed)]);
+                let i = at.checked_sub(1)?;
+                return (t.words[i] == head && usize::from(t.lens[i]) == len).then_some(i);
+            }
         }
-        let bytes = key.as_bytes();
-        let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
-            return self.entries.iter().position(|(k, _)| k.is_empty());
-        };
-        self.entries.iter().position(|(k, _)| {
-            let k = k.as_bytes();
-            // Length, first and last byte rule out almost every other name without a memcmp call;
-            // short names are then compared inline.
-            k.len() == bytes.len()
-                && k[0] == first
-                && k[k.len() - 1] == last
-                && if k.len() <= 16 { k.iter().zip(bytes).all(|(a, b)| a == b) } else { k == bytes }
-        })
+        self.find_other(text, start, len)
+    }
+
+    #[inline(never)]
+    fn find_other(&self, text: &[u8], start: usize, len: usize) -> Option<usize> {
+        let name = &text[start..start + len];
+        match &self.lookup {
+            Lookup::Slots(t) => {
+                let head = head_word(text, start, len);
+                let i =
+                    usize::from(t.slots[slot(fingerprint(text, start, len, head), t.seed)]).checked_sub(1)?;
+                let found = t.words[i] == head
+                    && usize::from(t.lens[i]) == len
+                    && (len <= 8 || same_name(self.entries[i].0.as_bytes(), name));
+                found.then_some(i)
+            }
+            Lookup::Map(map) => std::str::from_utf8(name).ok().and_then(|k| map.get(k).copied()),
+            Lookup::Scan => self.entries.iter().position(|(k, _)| same_name(k.as_bytes(), name)),
+        }
+    }
+}
+
+/// Byte equality of two names, without a call for the usual short ones: names of 4 to 16 bytes
+/// are compared as two overlapping words.
+#[inline]
+fn same_name(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word8 = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or([0; 8]));
+    let word4 = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().unwrap_or([0; 4]));
+    match n {
+        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..8 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        8..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        _ => a == b,
     }
 }
 
@@ -110,6 +234,19 @@ impl Properties {
 pub(crate) struct Pattern {
     pub(crate) source: Box<str>,
     pub(crate) regex: regress::Regex,
+    /// A direct matcher when the pattern is simple enough (most are); `regex` otherwise.
+    pub(crate) simple: Option<SimplePattern>,
+}
+
+impl Pattern {
+    /// True when the pattern matches somewhere in `s`.
+    #[inline]
+    pub(crate) fn is_match(&self, s: &str) -> bool {
+        match &self.simple {
+            Some(simple) => simple.is_match(s),
+            None => self.regex.find(s).is_some(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -373,7 +510,11 @@ impl Compiler {
         let pattern = match map.get("pattern") {
             None => None,
             Some(Value::String(source)) => match regress::Regex::with_flags(source, "u") {
-                Ok(regex) => Some(Pattern { source: source.as_str().into(), regex }),
+                Ok(regex) => Some(Pattern {
+                    source: source.as_str().into(),
+                    regex,
+                    simple: SimplePattern::compile(source),
+                }),
                 Err(e) => {
                     return Err(err(
                         codes::SCHEMA_INVALID_PATTERN,
@@ -519,5 +660,85 @@ fn parse_type(t: &Value, path: &str) -> Result<(u8, Box<str>), AgentError> {
             path,
             format!("\"type\" must be a type name or a non-empty array of them, not {other}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn props(names: &[&str]) -> Properties {
+        Properties::new(names.iter().map(|n| (Box::from(*n), Schema::Any)).collect())
+    }
+
+    #[test]
+    fn slot_lookup_finds_each_name_and_nothing_else() {
+        let names = ["order_id", "product", "quantity", "express", "status", "note", "tags", ""];
+        let p = props(&names);
+        assert!(matches!(p.lookup, Lookup::Slots { .. }));
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(p.find(name), Some(i), "{name}");
+        }
+        // Same length, first, middle and last byte as a member: same slot, refused by the compare.
+        for stranger in ["oRder_id", "prXduct", "nite", "x", "order_i", "quantity "] {
+            assert_eq!(p.find(stranger), None, "{stranger}");
+        }
+    }
+
+    #[test]
+    fn names_compare_equal_only_when_every_byte_is() {
+        for n in 0..=24usize {
+            let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(same_name(&a, &a.clone()), "length {n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] = b'#';
+                assert!(!same_name(&a, &b), "length {n}, byte {at}");
+            }
+            assert!(!same_name(&a, &[a.as_slice(), b"x"].concat()));
+        }
+    }
+
+    #[test]
+    fn names_the_hash_cannot_separate_are_scanned() {
+        // Same length, same first eight and last eight bytes: the hash cannot tell them apart.
+        let (a, b) = ("abcdefgh_1_ijklmnop", "abcdefgh_2_ijklmnop");
+        let p = props(&[a, b, "age"]);
+        assert!(matches!(p.lookup, Lookup::Scan));
+        assert_eq!(
+            (p.find(a), p.find(b), p.find("age"), p.find("abcdefgh_3_ijklmnop")),
+            (Some(0), Some(1), Some(2), None)
+        );
+    }
+
+    #[test]
+    fn many_names_use_a_map() {
+        let names: Vec<String> = (0..100).map(|i| format!("field_{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let p = props(&refs);
+        assert!(matches!(p.lookup, Lookup::Map(_)));
+        assert_eq!(p.find("field_57"), Some(57));
+        assert_eq!(p.find("field_100"), None);
+    }
+
+    proptest! {
+        /// Whatever the lookup chosen, `find` answers as a linear search would.
+        #[test]
+        fn find_agrees_with_a_linear_search(
+            names in proptest::collection::btree_set("[a-c_é]{0,6}", 0..80),
+            probes in proptest::collection::vec("[a-c_é]{0,6}", 20),
+            around in ("[a-c\"]{0,9}", "[a-c\"]{0,9}"),
+        ) {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let p = props(&names);
+            for probe in names.iter().copied().chain(probes.iter().map(String::as_str)) {
+                let expected = names.iter().position(|n| *n == probe);
+                prop_assert_eq!(p.find(probe), expected);
+                // Inside a longer text, as the parser asks (bytes around the name may be read).
+                let text = format!("{}{probe}{}", around.0, around.1);
+                prop_assert_eq!(p.find_in(text.as_bytes(), around.0.len(), probe.len()), expected);
+            }
+        }
     }
 }

@@ -33,6 +33,7 @@ mod compile;
 mod num;
 mod onepass;
 mod path;
+mod simple_pattern;
 
 pub use check::Violation;
 pub use compile::SUPPORTED_KEYWORDS;

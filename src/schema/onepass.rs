@@ -69,6 +69,15 @@ thread_local! {
     static SCRATCH: Cell<Vec<Value>> = const { Cell::new(Vec::new()) };
 }
 
+/// Writes a parsed value into its slot, which holds the `Null` placeholder: nothing to drop, so
+/// no call to `drop_in_place` per value (the compiler cannot see that the slot is `Null`).
+#[inline]
+fn put(slot: &mut Value, value: Value) {
+    let old = std::mem::replace(slot, value);
+    debug_assert!(old.is_null());
+    std::mem::forget(old);
+}
+
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         let mut items = std::mem::take(&mut self.items);
@@ -135,10 +144,7 @@ impl<'a> Parser<'a> {
         // Indentation comes in runs of spaces: skip eight at a time first.
         const SPACES: u64 = 0x2020_2020_2020_2020;
         while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
-            if u64::from_le_bytes([
-                chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
-            ]) != SPACES
-            {
+            if u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])) != SPACES {
                 break;
             }
             self.pos += 8;
@@ -159,7 +165,7 @@ impl<'a> Parser<'a> {
 
     fn value(&mut self, schema: &Schema, path: &Path<'_>, out: &mut Value) -> R<()> {
         self.skip_ws();
-        *out = match self.peek() {
+        let scalar = match self.peek() {
             Some(b'{') => return self.object(schema, path, out),
             Some(b'[') => return self.array(schema, path, out),
             Some(b'"') => Value::String(self.string()?),
@@ -170,6 +176,7 @@ impl<'a> Parser<'a> {
             Some(_) => return Err(self.fail(Stop::Invalid("expected value", self.pos))),
             None => return Err(self.fail(Stop::Invalid("EOF while parsing a value", self.pos))),
         };
+        put(out, scalar);
         match schema {
             Schema::Any => {}
             _ if self.sink.done() => {}
@@ -306,22 +313,15 @@ impl<'a> Parser<'a> {
     }
 
     /// The first special byte at or after `i` (or the end), eight bytes at a time.
-    #[inline]
+    #[inline(always)]
     fn scan(&self, mut i: usize) -> usize {
         const ONES: u64 = 0x0101_0101_0101_0101;
         const HIGH: u64 = 0x8080_8080_8080_8080;
         let b = self.bytes;
-        while i + 8 <= b.len() {
-            let w = u64::from_le_bytes([
-                b[i],
-                b[i + 1],
-                b[i + 2],
-                b[i + 3],
-                b[i + 4],
-                b[i + 5],
-                b[i + 6],
-                b[i + 7],
-            ]);
+        while let Some(chunk) = b.get(i..i + 8) {
+            // One unaligned load (indexing the eight bytes one by one compiled to eight loads,
+            // eight bounds checks and shifts).
+            let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
             let q = w ^ (ONES * u64::from(b'"'));
             let s = w ^ (ONES * u64::from(b'\\'));
             let hit = (q.wrapping_sub(ONES) & !q)
@@ -447,30 +447,42 @@ impl<'a> Parser<'a> {
                     Some(_) => return Err(self.fail(Stop::Invalid("key must be a string", self.pos))),
                     None => return Err(self.fail(Stop::Invalid("EOF while parsing an object", self.pos))),
                 }
+                let key_start = self.pos + 1;
                 let key = self.string()?;
+                // The key as written when it has no escape (each escape is longer than what it
+                // stands for): looking it up in the input, not in the copy just written, avoids
+                // reading bytes whose stores are still in flight.
+                let raw = self.pos - 1 - key_start;
+                let (name, found_in): (&str, (&[u8], usize)) = if raw == key.len() {
+                    (&self.text[key_start..self.pos - 1], (self.bytes, key_start))
+                } else {
+                    (&key, (key.as_bytes(), 0))
+                };
                 self.skip_ws();
                 if self.peek() != Some(b':') {
                     return Err(self.fail(Stop::Invalid("expected `:`", self.pos)));
                 }
                 self.pos += 1;
-                let child_path = path.key(&key);
+                let child_path = path.key(name);
                 let child: &Schema = match node {
-                    Some(node) if !self.sink.done() => match node.properties.find(&key) {
-                        Some(i) => {
-                            if i < 64 {
-                                seen |= 1 << i;
+                    Some(node) if !self.sink.done() => {
+                        match node.properties.find_in(found_in.0, found_in.1, name.len()) {
+                            Some(i) => {
+                                if i < 64 {
+                                    seen |= 1 << i;
+                                }
+                                &node.properties.entries[i].1
                             }
-                            &node.properties.entries[i].1
+                            None => match &node.additional {
+                                Additional::Any => ANY,
+                                Additional::Deny => {
+                                    self.sink.additional(&child_path);
+                                    ANY
+                                }
+                                Additional::Schema(s) => s,
+                            },
                         }
-                        None => match &node.additional {
-                            Additional::Any => ANY,
-                            Additional::Deny => {
-                                self.sink.additional(&child_path);
-                                ANY
-                            }
-                            Additional::Schema(s) => s,
-                        },
-                    },
+                    }
                     _ => ANY,
                 };
                 let mut value = Value::Null;
@@ -492,7 +504,7 @@ impl<'a> Parser<'a> {
         }
         self.depth -= 1;
         let Some(node) = node else {
-            *dest = Value::Object(out);
+            put(dest, Value::Object(out));
             return Ok(());
         };
         if !self.sink.done() && !node.required.is_empty() {
@@ -501,7 +513,7 @@ impl<'a> Parser<'a> {
                 _ => check_required(node, &out, path, &mut self.sink),
             }
         }
-        *dest = Value::Object(out);
+        put(dest, Value::Object(out));
         if node.value_checks && !self.sink.done() {
             check_value(node, dest, path, &mut self.sink);
         }
@@ -525,7 +537,7 @@ impl<'a> Parser<'a> {
                 let last = self.items.len() - 1;
                 let mut item = std::mem::take(&mut self.items[last]);
                 self.value(s, &item_path, &mut item)?;
-                self.items[last] = item;
+                put(&mut self.items[last], item);
                 self.skip_ws();
                 match self.peek() {
                     Some(b',') => self.pos += 1,
@@ -541,13 +553,13 @@ impl<'a> Parser<'a> {
         self.depth -= 1;
         let out: Vec<Value> = self.items.drain(base..).collect();
         let Some(node) = node else {
-            *dest = Value::Array(out);
+            put(dest, Value::Array(out));
             return Ok(());
         };
         if !self.sink.done() && (node.min_items.is_some() || node.max_items.is_some() || node.unique_items) {
             check_array(node, &out, path, &mut self.sink);
         }
-        *dest = Value::Array(out);
+        put(dest, Value::Array(out));
         if node.value_checks && !self.sink.done() {
             check_value(node, dest, path, &mut self.sink);
         }
