@@ -169,9 +169,18 @@ impl<'a> Parser<'a> {
             Some(b'{') => return self.object(schema, path, out),
             Some(b'[') => return self.array(schema, path, out),
             Some(b'"') => Value::String(self.string()?),
-            Some(b't') => self.literal("true", Value::Bool(true))?,
-            Some(b'f') => self.literal("false", Value::Bool(false))?,
-            Some(b'n') => self.literal("null", Value::Null)?,
+            Some(b't') => {
+                self.literal("true")?;
+                Value::Bool(true)
+            }
+            Some(b'f') => {
+                self.literal("false")?;
+                Value::Bool(false)
+            }
+            Some(b'n') => {
+                self.literal("null")?;
+                Value::Null
+            }
             Some(b'-' | b'0'..=b'9') => self.number()?,
             Some(_) => return Err(self.fail(Stop::Invalid("expected value", self.pos))),
             None => return Err(self.fail(Stop::Invalid("EOF while parsing a value", self.pos))),
@@ -193,7 +202,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn literal(&mut self, word: &'static str, value: Value) -> R<Value> {
+    fn literal(&mut self, word: &'static str) -> R<()> {
         let word = word.as_bytes();
         let matched = self.bytes.get(self.pos..self.pos + word.len()).is_some_and(|got| {
             // Byte by byte: a memcmp call costs more than these four or five compares.
@@ -201,7 +210,7 @@ impl<'a> Parser<'a> {
         });
         if matched {
             self.pos += word.len();
-            Ok(value)
+            Ok(())
         } else {
             Err(self.fail(Stop::Invalid("expected ident", self.pos)))
         }
