@@ -142,7 +142,8 @@ impl CompiledSchema {
         text: &str,
         limits: &JsonLimits,
     ) -> Result<Map<String, Value>, AgentError> {
-        let (value, found) = self.parse_checked(text, limits)?;
+        let mut value = Value::Null;
+        let found = self.parse_checked(text, limits, &mut value)?;
         match value {
             Value::Object(map) => into_result(found).map(|()| map),
             other => Err(AgentError::of(
@@ -158,23 +159,30 @@ impl CompiledSchema {
     /// # Errors
     /// `json_too_large`, `json_invalid`, `json_too_deep`, then the schema's error(s).
     pub fn parse_value_and_validate(&self, text: &str, limits: &JsonLimits) -> Result<Value, AgentError> {
-        let (value, found) = self.parse_checked(text, limits)?;
+        let mut value = Value::Null;
+        let found = self.parse_checked(text, limits, &mut value)?;
         into_result(found).map(|()| value)
     }
 
-    fn parse_checked(&self, text: &str, limits: &JsonLimits) -> Result<(Value, Vec<Violation>), AgentError> {
+    /// Parses `text` into `out` (which holds `Null`) and returns the violations found.
+    fn parse_checked(
+        &self,
+        text: &str,
+        limits: &JsonLimits,
+        out: &mut Value,
+    ) -> Result<Vec<Violation>, AgentError> {
         check_size(text, limits)?;
         let sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
         let mut parser = onepass::Parser::new(text, limits.max_depth, sink);
-        match parser.parse_document(&self.root) {
+        match parser.parse_document(&self.root, out) {
             // A repeated key replaced a value whose violations were already recorded: check the
             // value as built instead (rare; the result is then exactly `validate`'s).
-            Ok(value) if parser.duplicate_keys => {
+            Ok(()) if parser.duplicate_keys => {
                 let mut sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
-                check::check(&self.root, &value, &Path::ROOT, &mut sink);
-                Ok((value, sink.found))
+                check::check(&self.root, out, &Path::ROOT, &mut sink);
+                Ok(sink.found)
             }
-            Ok(value) => Ok((value, std::mem::take(&mut parser.sink.found))),
+            Ok(()) => Ok(std::mem::take(&mut parser.sink.found)),
             Err(onepass::Stop::TooDeep) => Err(AgentError::of(
                 codes::JSON_TOO_DEEP,
                 format!(

@@ -103,10 +103,10 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Parses the whole text as one value checked against `schema`.
-    pub(crate) fn parse_document(&mut self, schema: &Schema) -> Result<Value, Stop> {
-        let mut value = Value::Null;
-        let parsed = self.value(schema, &Path::ROOT, &mut value).and_then(|()| {
+    /// Parses the whole text as one value checked against `schema`, into `out` (which holds
+    /// `Null`; written in place rather than returned, to spare a move of the result).
+    pub(crate) fn parse_document(&mut self, schema: &Schema, out: &mut Value) -> Result<(), Stop> {
+        let parsed = self.value(schema, &Path::ROOT, out).and_then(|()| {
             self.skip_ws();
             if self.pos != self.bytes.len() {
                 return Err(self.fail(Stop::Invalid("trailing characters", self.pos)));
@@ -114,7 +114,7 @@ impl<'a> Parser<'a> {
             Ok(())
         });
         match parsed {
-            Ok(()) => Ok(value),
+            Ok(()) => Ok(()),
             Err(Fail) => Err(self.stop.take().unwrap_or(Stop::Invalid("invalid JSON", self.pos))),
         }
     }
