@@ -76,6 +76,13 @@ impl CharSet {
         }
     }
 
+    /// True when no character above ASCII is in the set. (A byte >= 0x80 then never matches:
+    /// `contains` of such a byte value looks at the empty non-ASCII part.)
+    #[inline]
+    fn is_ascii_only(&self) -> bool {
+        !self.negated && self.ranges.is_empty()
+    }
+
     /// True only when no character is in both (conservative: false when unsure).
     fn disjoint(&self, other: &CharSet) -> bool {
         if self.ascii[0] & other.ascii[0] != 0 || self.ascii[1] & other.ascii[1] != 0 {
@@ -197,8 +204,11 @@ impl SimplePattern {
         for piece in self.pieces.iter() {
             let atom = match piece {
                 Piece::Text(text) => {
-                    if !bytes[pos..].starts_with(text.as_bytes()) {
-                        return false;
+                    // Short literals inline: a memcmp call costs more than the compare.
+                    let text = text.as_bytes();
+                    match bytes.get(pos..pos + text.len()) {
+                        Some(got) if got.iter().zip(text).all(|(a, b)| a == b) => {}
+                        _ => return false,
                     }
                     pos += text.len();
                     continue;
@@ -206,20 +216,33 @@ impl SimplePattern {
                 Piece::Atom(atom) => atom,
             };
             let mut n = 0;
-            while n < atom.max {
-                let (c, len) = match bytes.get(pos) {
-                    None => break,
-                    Some(&b) if b < 0x80 => (u32::from(b), 1),
-                    Some(_) => match s[pos..].chars().next() {
-                        Some(c) => (u32::from(c), c.len_utf8()),
-                        None => break,
-                    },
-                };
-                if !atom.set.contains(c) {
-                    break;
+            if atom.set.is_ascii_only() {
+                // No character outside ASCII can match: test bytes, no decoding.
+                while n < atom.max {
+                    match bytes.get(pos) {
+                        Some(&b) if atom.set.contains(u32::from(b)) => {
+                            pos += 1;
+                            n += 1;
+                        }
+                        _ => break,
+                    }
                 }
-                pos += len;
-                n += 1;
+            } else {
+                while n < atom.max {
+                    let (c, len) = match bytes.get(pos) {
+                        None => break,
+                        Some(&b) if b < 0x80 => (u32::from(b), 1),
+                        Some(_) => match s[pos..].chars().next() {
+                            Some(c) => (u32::from(c), c.len_utf8()),
+                            None => break,
+                        },
+                    };
+                    if !atom.set.contains(c) {
+                        break;
+                    }
+                    pos += len;
+                    n += 1;
+                }
             }
             if n < atom.min {
                 return false;
