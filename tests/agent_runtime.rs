@@ -607,6 +607,46 @@ async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interru
     assert!(!results[2].2 && results[2].1.contains("已发货"), "{}", results[2].1);
 }
 
+#[tokio::test]
+async fn an_approved_batch_killed_mid_call_never_runs_the_started_call_again() {
+    let f = fixture(
+        vec![calls(&[
+            ("a", "query_order", r#"{"order_id":"20261010"}"#),
+            ("b", "clear_baking_cache", r#"{}"#),
+        ])],
+        AgentConfig::default(),
+    );
+    let out = f.agent.run("s", "清空烘焙缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
+    f.agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    // What a process killed while `a` ran left behind: the approved batch resumed (running) and
+    // `a` journaled as started, nothing finished.
+    let mut state = f.store.load_unrepaired("s").await.unwrap().unwrap();
+    let events = vec![
+        StateEvent::StatusChanged { status: RunStatus::Running },
+        StateEvent::ToolStarted { call_id: "a".into(), name: "query_order".into() },
+    ];
+    for e in &events {
+        state.apply(e);
+    }
+    f.store.commit(&state, &events).await.unwrap();
+
+    let (agent2, _) = reopen(&f, vec![answer("已清空")]);
+    let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 0, "the started call must not run again");
+    assert_eq!(f.counters.clear.load(Ordering::SeqCst), 1, "the approved call that never started runs once");
+    // As saved, before any repair on load: one result per call.
+    let state = f.store.load_unrepaired("s").await.unwrap().unwrap();
+    arkagent::state::check_pairing(&state.messages, &[]).unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0].0, "a");
+    assert!(results[0].2 && results[0].1.contains("may or may not"), "{}", results[0].1);
+    assert_eq!(results[1], ("b".into(), "已清空".into(), false));
+    assert!(state.pending_approval.is_none());
+}
+
 struct Diagnoser {
     confidence: f64,
     asked: AtomicUsize,

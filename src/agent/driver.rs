@@ -24,7 +24,7 @@ use crate::tool::{
     ToolServiceRegistry, ToolSnapshot,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -551,7 +551,7 @@ impl<'a> Run<'a> {
                     self.model_round().await?
                 }
                 Phase::ToolBatch { calls } => self.tool_batch(calls).await?,
-                Phase::ApprovedBatch { .. } => self.settle_batch().await?,
+                Phase::ApprovedBatch { calls } => self.settle_batch(calls).await?,
             };
             if let Flow::Done(outcome) = flow {
                 return Ok(outcome);
@@ -694,21 +694,37 @@ impl<'a> Run<'a> {
     }
 
     /// A fully decided frozen batch: all approved -> its steps run; any denied -> nothing runs.
-    async fn settle_batch(&mut self) -> Result<Flow, AgentError> {
+    /// Only the calls still `unanswered` are settled: after a crash mid-batch, repair on load has
+    /// already answered the calls that started (and the finished ones).
+    async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
         let steps = match batch.settle()? {
             BatchSettlement::Run(steps) => steps,
             BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
         };
-        // Calls that ran (or started) in an earlier process keep what the journal knows.
+        let open: HashSet<&str> = unanswered.iter().map(|c| c.id.as_str()).collect();
+        // Calls that ran (or started) in an earlier process keep what the journal knows: a
+        // finished call its result; a started one is never run again unless its tool is
+        // idempotent (repair leaves exactly those unanswered), else it "may or may not have
+        // taken effect".
         let steps = steps
             .into_iter()
-            .map(|step| match self.state.tool_runs.get(&step.call().id) {
-                Some(ToolRunRecord::Finished { result, .. }) => {
-                    BatchStep::Answer(AnsweredCall { call: step.call().clone(), result: result.clone() })
+            .filter(|step| open.contains(step.call().id.as_str()))
+            .map(|step| {
+                let call = step.call();
+                match self.state.tool_runs.get(&call.id) {
+                    Some(ToolRunRecord::Finished { result, .. }) => {
+                        BatchStep::Answer(AnsweredCall { call: call.clone(), result: result.clone() })
+                    }
+                    Some(ToolRunRecord::Started { .. })
+                        if !tools.definition(&call.name).is_some_and(|d| d.idempotent) =>
+                    {
+                        let result = crate::state::repair::interrupted_result(call);
+                        BatchStep::Answer(AnsweredCall { call: call.clone(), result })
+                    }
+                    _ => step,
                 }
-                _ => step,
             })
             .collect();
         self.execute(steps, &tools).await
