@@ -76,6 +76,12 @@ config_targets=$(sed -n 's/^\[target\.\([^]]*\)\]$/\1/p' .cargo/config.toml | so
 [ "$config_targets" = "$(echo "$script_pairs" | awk '{print $2}' | sort)" ] ||
   fail ".cargo/config.toml targets ($config_targets) differ from build-ohos.sh's"
 rust_targets=$(rustc --print target-list)
+# The size link flags (rustflags of each OHOS target, see .cargo/config.toml): one list for both.
+rustflags_of() {
+  awk -v t="[target.$1]" '$0 == t {on = 1; next} /^\[/ {on = 0} on' .cargo/config.toml | sed -n 's/^rustflags = //p'
+}
+device_rustflags=$(rustflags_of aarch64-unknown-linux-ohos)
+[ -n "$device_rustflags" ] || fail "config has no rustflags for aarch64-unknown-linux-ohos (the size link flags)"
 while read -r abi target; do
   grep -qx "$target" <<<"$rust_targets" || fail "rustc does not know the target $target"
   cfg=$(rustc --print cfg --target "$target")
@@ -91,6 +97,8 @@ while read -r abi target; do
   [ -x "$linker" ] || fail "$linker is not an executable file"
   script_linker=$(sed -n "s/^CARGO_TARGET_${upper}_LINKER=//p" "$tmp/env.txt")
   [ "$script_linker" = "$repo/$linker" ] || fail "build-ohos.sh linker of $target is '$script_linker', config has $linker"
+  [ "$(rustflags_of "$target")" = "$device_rustflags" ] ||
+    fail "config rustflags of $target ($(rustflags_of "$target")) differ from the device's ($device_rustflags)"
   for key in CC CXX; do
     want=scripts/ohos/$target-clang.sh
     [ $key = CXX ] && want=scripts/ohos/$target-clang++.sh
@@ -125,6 +133,14 @@ while read -r abi target; do
     -DEXPECT_NATIVE="$fake/native" >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; fail "cmake ($abi, TARGET)"; }
   ok "toolchain settings for $abi match the NDK layout"
 done <<<"$script_pairs"
+
+echo "-- lld accepts the size link flags (the host's rust-lld, the LLVM linker the NDK's clang runs)"
+mapfile -t size_flags < <(grep -o '"[^"]*"' <<<"$device_rustflags" | tr -d '"')
+echo '#[no_mangle] pub static TABLE: [&u8; 3] = [&1, &2, &3];' >"$tmp/relr.rs"
+rustc --edition 2021 --crate-type cdylib -C opt-level=1 "${size_flags[@]}" "$tmp/relr.rs" -o "$tmp/librelr.so" ||
+  fail "rustc/lld refused the rustflags ${size_flags[*]}"
+readelf -d "$tmp/librelr.so" | grep -q '(RELR)' || fail "the rustflags ${size_flags[*]} gave no DT_RELR"
+ok "a cdylib links with ${size_flags[*]} and has DT_RELR"
 
 echo "-- cmake stops on a missing NDK or an unknown ABI"
 expect_failure nonzero "OHOS_NDK_HOME is not set" env -u OHOS_NDK_HOME cmake -S tests/ohos-toolchain \

@@ -3,7 +3,7 @@
 use super::{ApprovalPolicy, PolicyDecision};
 use crate::message::ToolCall;
 use crate::tool::{RiskLevel, ToolDefinition};
-use sha2::{Digest, Sha256};
+use ring::digest::{digest, SHA256};
 
 /// The seed's policy: an unknown tool is allowed (the registry answers it with `tool_not_found`;
 /// asking the user about a tool that cannot run is pointless), a safe tool is allowed, a sensitive
@@ -33,12 +33,12 @@ impl ApprovalPolicy for DefaultApprovalPolicy {
 /// equal a canonical JSON text (that would parse), so the two cases cannot collide.
 pub fn arguments_hash(arguments: &str) -> String {
     let digest = match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(value) => Sha256::digest(crate::json::canonicalize(&value).as_bytes()),
-        Err(_) => Sha256::digest(arguments.as_bytes()),
+        Ok(value) => digest(&SHA256, crate::json::canonicalize(&value).as_bytes()),
+        Err(_) => digest(&SHA256, arguments.as_bytes()),
     };
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
-    for byte in digest {
+    for &byte in digest.as_ref() {
         out.push(char::from(HEX[usize::from(byte >> 4)]));
         out.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }

@@ -384,7 +384,21 @@ impl ClientConfig {
                 ))
             }
         }
-        Ok(format!("{base}/chat/completions"))
+        let endpoint = format!("{base}/chat/completions");
+        // What the HTTP client will parse. Its URL parser has no Unicode host names (idna_adapter
+        // 1.0, see Cargo.toml), so such a name is a configuration error here, not a failed request.
+        if let Err(e) = reqwest::Url::parse(&endpoint) {
+            let hint = if host.is_ascii() {
+                ""
+            } else {
+                " (give an internationalized host name in its punycode xn-- form)"
+            };
+            return Err(AgentError::of(
+                codes::CONFIG_INVALID,
+                format!("base_url: the HTTP client cannot parse it ({e}): {base}{hint}"),
+            ));
+        }
+        Ok(endpoint)
     }
 }
 
@@ -465,6 +479,25 @@ mod tests {
             ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k").endpoint().unwrap(),
             "https://dashscope.aliyuncs.com/compatible-mode/v1/chat/completions"
         );
+    }
+
+    #[test]
+    fn endpoint_takes_ascii_hosts_and_rejects_unicode_ones() {
+        // The punycode form of an internationalized name works as it is.
+        assert_eq!(
+            ClientConfig::custom("https://xn--fsqu00a.xn--0zwm56d/v1", "m", "k").endpoint().unwrap(),
+            "https://xn--fsqu00a.xn--0zwm56d/v1/chat/completions"
+        );
+        // The Unicode form is a config error naming the way out, not a request that fails later.
+        for url in ["https://例子.测试/v1", "https://bücher.example/v1"] {
+            let e = ClientConfig::custom(url, "m", "k").endpoint().unwrap_err();
+            assert_eq!(e.code, codes::CONFIG_INVALID, "{url}");
+            assert!(e.message.contains("punycode"), "{url}: {}", e.message);
+        }
+        // So is any other URL the client cannot parse.
+        let e = ClientConfig::custom("https://exa mple.com/v1", "m", "k").endpoint().unwrap_err();
+        assert_eq!(e.code, codes::CONFIG_INVALID);
+        assert!(!e.message.contains("punycode"), "{}", e.message);
     }
 
     #[test]
