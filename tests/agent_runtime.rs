@@ -647,6 +647,63 @@ async fn an_approved_batch_killed_mid_call_never_runs_the_started_call_again() {
     assert!(state.pending_approval.is_none());
 }
 
+#[tokio::test]
+async fn an_approved_batch_killed_mid_call_reruns_a_started_idempotent_call() {
+    // As above, but the started call's tool is declared idempotent: running it again is allowed,
+    // and it gets exactly one result.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tools = || {
+        let mut r = ToolRegistry::new();
+        let n = Arc::clone(&runs);
+        r.register(
+            ToolDefinition::new("lookup", "idempotent read", json!({"type":"object"})).idempotent(true),
+            Arc::new(FnExecutor(move |_args, _ctx| {
+                let n = Arc::clone(&n);
+                async move {
+                    n.fetch_add(1, Ordering::SeqCst);
+                    Ok(ToolResult::text("found"))
+                }
+            })),
+        )
+        .unwrap();
+        r.register(
+            ToolDefinition::new("wipe", "dangerous", json!({"type":"object"}))
+                .with_risk(RiskLevel::Dangerous),
+            Arc::new(FnExecutor(|_args, _ctx| async move { Ok(ToolResult::text("wiped")) })),
+        )
+        .unwrap();
+        r
+    };
+    let store = Arc::new(MemStore::new());
+    let model = Arc::new(Script::new(vec![calls(&[("a", "lookup", "{}"), ("b", "wipe", "{}")])]));
+    let agent = AgentBuilder::new(model, store.clone()).tools(tools()).build();
+    let out = agent.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
+    agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
+    let events = vec![
+        StateEvent::StatusChanged { status: RunStatus::Running },
+        StateEvent::ToolStarted { call_id: "a".into(), name: "lookup".into() },
+    ];
+    for e in &events {
+        state.apply(e);
+    }
+    store.commit(&state, &events).await.unwrap();
+
+    let model2 = Arc::new(Script::new(vec![answer("ok")]));
+    let agent2 = AgentBuilder::new(model2, store.clone()).tools(tools()).build();
+    let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the idempotent call runs again, once");
+    let state = store.load_unrepaired("s").await.unwrap().unwrap();
+    arkagent::state::check_pairing(&state.messages, &[]).unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(
+        results,
+        vec![("a".to_string(), "found".to_string(), false), ("b".to_string(), "wiped".to_string(), false)]
+    );
+}
+
 struct Diagnoser {
     confidence: f64,
     asked: AtomicUsize,
