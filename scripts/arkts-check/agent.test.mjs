@@ -9,10 +9,10 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { transpileTree } from './transpile.mjs';
+import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -24,7 +24,7 @@ let M; // every export of the transpiled bindings, by name
 let Native; // the fake native module
 
 before(async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-agent-'));
+  const dir = tempDir('arkagent-agent-');
   transpileTree(ETS, dir, { 'libarkagent.so': FAKE });
   M = {};
   for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',

@@ -6,10 +6,10 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { transpileTree } from './transpile.mjs';
+import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ETS = path.resolve(HERE, '..', '..', 'arkts-bindings', 'src', 'main', 'ets');
@@ -17,7 +17,7 @@ const ETS = path.resolve(HERE, '..', '..', 'arkts-bindings', 'src', 'main', 'ets
 let M; // module namespace: every export of the transpiled files, by name
 
 before(async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-bindings-'));
+  const dir = tempDir('arkagent-bindings-');
   transpileTree(ETS, dir);
   M = {};
   for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events']) {

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { transpileBindings, transpileFile } from './transpile.mjs';
+import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -23,7 +24,7 @@ let B; // the bindings
 let D; // the demo's logic modules
 
 before(async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-demo-'));
+  const dir = tempDir('arkagent-demo-');
   const barrel = transpileBindings(path.join(ROOT, 'arkts-bindings', 'src', 'main', 'ets'), dir,
     { 'libarkagent.so': path.join(HERE, 'fakes', 'libarkagent.mjs') });
   B = await import(pathToFileURL(barrel).href);

@@ -11,11 +11,11 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { transpileBindings, transpileFile } from './transpile.mjs';
 import { loadModule, rejectsWithCode } from '../../tests/node/helper.mjs';
+import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -28,7 +28,7 @@ let D; // the demo's tools and scenario
 before(async () => {
   native = loadModule();
   globalThis.__arkagentNative = native;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-native-'));
+  const dir = tempDir('arkagent-native-');
   // 'libarkagent.so' for the transpiled code: the module already loaded (a .so is loaded once).
   const shim = path.join(dir, 'libarkagent.mjs');
   fs.writeFileSync(shim, 'const m = globalThis.__arkagentNative;\n' +
@@ -132,7 +132,7 @@ test('a native cancellation handle reaches the ArkTS executor signal; the runtim
 test('the offline scenario through the ArkTS Agent: suspend, kill, reload, approve, resume',
   { skip: typeof globalThis.__arkagentNative?.Agent !== 'function' && 'the native module has no Agent class yet' },
   async () => {
-    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'arkagent-demo-state-'));
+    const stateDir = tempDir('arkagent-demo-state-');
     const build = (script) => {
       const config = B.AgentConfig.scripted(script);
       config.stateDir = stateDir;

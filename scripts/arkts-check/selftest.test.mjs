@@ -7,9 +7,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const FIXTURES = path.join(HERE, 'fixtures');
@@ -79,7 +79,7 @@ test('app code written against the real arkts-bindings passes (the API is usable
 });
 
 test('the default check needs both arkts-bindings/ and entry-demo/: a missing tree is a usage error (exit 2)', () => {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'arkts-check-root-'));
+  const root = tempDir('arkts-check-root-');
   fs.mkdirSync(path.join(root, 'arkts-bindings'));
   fs.copyFileSync(path.join(FIXTURES, 'clean', 'src', 'Logic.ets'), path.join(root, 'arkts-bindings', 'Logic.ets'));
   const result = spawnSync(process.execPath, [path.join(HERE, 'check.mjs'), '--root', root, '--native',
