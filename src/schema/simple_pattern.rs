@@ -146,14 +146,7 @@ impl SimplePattern {
         }
         let mut atoms: Vec<Atom> = Vec::new();
         while i < end {
-            let (set, next) = parse_atom(&chars[..end], i)?;
-            // A plain character, or an escaped syntax character (`\.`, `\$`), is a literal.
-            let literal = match chars[i] {
-                '.' | '[' => None,
-                '\\' if syntax_char(chars[i + 1]) => Some(chars[i + 1]),
-                '\\' => None,
-                c => Some(c),
-            };
+            let (set, literal, next) = parse_atom(&chars[..end], i)?;
             i = next;
             let (min, max, next) = parse_quantifier(&chars[..end], i)?;
             i = next;
@@ -257,11 +250,12 @@ fn escaped_at(chars: &[char], at: usize) -> bool {
     chars[..at].iter().rev().take_while(|&&c| c == '\\').count() % 2 == 1
 }
 
-/// One atom at `i`: its set and the index after it.
-fn parse_atom(chars: &[char], i: usize) -> Option<(CharSet, usize)> {
+/// One atom at `i`: its set, its character when it is a literal (a plain character or an escaped
+/// syntax character such as `\.`), and the index after it.
+fn parse_atom(chars: &[char], i: usize) -> Option<(CharSet, Option<char>, usize)> {
     match chars[i] {
-        '.' => Some((CharSet::dot(), i + 1)),
-        '[' => parse_class(chars, i + 1),
+        '.' => Some((CharSet::dot(), None, i + 1)),
+        '[' => parse_class(chars, i + 1).map(|(set, next)| (set, None, next)),
         '\\' => {
             let c = *chars.get(i + 1)?;
             let set = match c {
@@ -269,13 +263,13 @@ fn parse_atom(chars: &[char], i: usize) -> Option<(CharSet, usize)> {
                 'D' => CharSet::digits().complement(),
                 'w' => CharSet::word(),
                 'W' => CharSet::word().complement(),
-                c if syntax_char(c) => literal(c),
+                c if syntax_char(c) => return Some((literal(c), Some(c), i + 2)),
                 _ => return None,
             };
-            Some((set, i + 2))
+            Some((set, None, i + 2))
         }
         '^' | '$' | '*' | '+' | '?' | '(' | ')' | ']' | '{' | '}' | '|' => None,
-        c => Some((literal(c), i + 1)),
+        c => Some((literal(c), Some(c), i + 1)),
     }
 }
 
