@@ -562,6 +562,14 @@ async fn a_slow_tool_times_out_with_tool_timeout() {
     assert!(tool_messages(&state.messages)[0].1.contains("tool_timeout"));
 }
 
+/// Applies `events` to `state` and commits them: the journal a killed process left behind.
+async fn leave_behind(store: &MemStore, state: &mut arkagent::state::AgentState, events: &[StateEvent]) {
+    for e in events {
+        state.apply(e);
+    }
+    store.commit(state, events).await.unwrap();
+}
+
 #[tokio::test]
 async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interrupted_and_unstarted_ones_run()
 {
@@ -592,10 +600,7 @@ async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interru
         },
         StateEvent::ToolStarted { call_id: "half".into(), name: "query_order".into() },
     ];
-    for e in &events {
-        state.apply(e);
-    }
-    f.store.commit(&state, &events).await.unwrap();
+    leave_behind(&f.store, &mut state, &events).await;
     let (agent2, _) = reopen(&f, vec![answer("ok")]);
     let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
@@ -626,10 +631,7 @@ async fn an_approved_batch_killed_mid_call_never_runs_the_started_call_again() {
         StateEvent::StatusChanged { status: RunStatus::Running },
         StateEvent::ToolStarted { call_id: "a".into(), name: "query_order".into() },
     ];
-    for e in &events {
-        state.apply(e);
-    }
-    f.store.commit(&state, &events).await.unwrap();
+    leave_behind(&f.store, &mut state, &events).await;
 
     let (agent2, _) = reopen(&f, vec![answer("已清空")]);
     let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
@@ -685,10 +687,7 @@ async fn an_approved_batch_killed_mid_call_reruns_a_started_idempotent_call() {
         StateEvent::StatusChanged { status: RunStatus::Running },
         StateEvent::ToolStarted { call_id: "a".into(), name: "lookup".into() },
     ];
-    for e in &events {
-        state.apply(e);
-    }
-    store.commit(&state, &events).await.unwrap();
+    leave_behind(&store, &mut state, &events).await;
 
     let model2 = Arc::new(Script::new(vec![answer("ok")]));
     let agent2 = AgentBuilder::new(model2, store.clone()).tools(tools()).build();
