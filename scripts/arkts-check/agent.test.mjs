@@ -212,25 +212,23 @@ test('beforeToolCall: the hook sees the call, definition and run context; its de
   }
   agent.addHook(new Policy());
   const hook = native.hooks[0];
-  for (const m of ['beforeToolCall', 'afterToolCall', 'onRunStart', 'onApprovalRequired', 'onRunEnd', 'onError']) {
-    assert.equal(typeof hook[m], 'function', m);
-  }
-  hook.onRunStart('session-9', 'run-9');
+  const ctxJson = JSON.stringify({ session_id: 'session-9', run_id: 'run-9', round: 2 });
   const call = (mode) => JSON.stringify({ id: 'c1', name: 'query_order', arguments: JSON.stringify({ order_id: '1', mode }) });
   const def = JSON.stringify({ name: 'query_order', description: 'd', parameters: { type: 'object' }, risk_level: 'sensitive',
     idempotent: false, timeout: 1500 });
-  assert.deepEqual(await hook.beforeToolCall(call('none'), def), { action: 'proceed' });
-  assert.deepEqual(await hook.beforeToolCall(call('rewrite'), def),
+  assert.deepEqual(await hook.beforeToolCall(ctxJson, call('none'), def), { action: 'proceed' });
+  assert.deepEqual(await hook.beforeToolCall(ctxJson, call('rewrite'), def),
     { action: 'proceed', argumentsJson: '{"order_id":"1","mode":"rewrite","audited":"yes"}' });
-  const denied = await hook.beforeToolCall(call('deny'), null);
+  const denied = await hook.beforeToolCall(ctxJson, call('deny'), null);
   assert.equal(denied.action, 'deny');
   assert.deepEqual(JSON.parse(denied.resultJson),
     { contents: [{ type: 'text', text: 'not allowed' }], is_error: true, stop: false });
-  assert.deepEqual(await hook.beforeToolCall(call('defer'), def), { action: 'defer', reason: 'ask the user' });
-  assert.deepEqual(await hook.beforeToolCall(call('abort'), def), { action: 'abort', reason: 'policy' });
-  await assert.rejects(hook.beforeToolCall(call('throw'), def), /hook bug/, 'a failing hook reaches the native side (hook_failed)');
+  assert.deepEqual(await hook.beforeToolCall(ctxJson, call('defer'), def), { action: 'defer', reason: 'ask the user' });
+  assert.deepEqual(await hook.beforeToolCall(ctxJson, call('abort'), def), { action: 'abort', reason: 'policy' });
+  await assert.rejects(hook.beforeToolCall(ctxJson, call('throw'), def), /hook bug/,
+    'a failing hook reaches the native side (hook_failed)');
   const ctx = seen[0];
-  assert.deepEqual([ctx.hook.sessionId, ctx.hook.runId, ctx.hook.round], ['session-9', 'run-9', 0]);
+  assert.deepEqual([ctx.hook.sessionId, ctx.hook.runId, ctx.hook.round], ['session-9', 'run-9', 2]);
   assert.equal(ctx.toolCall.id, 'c1');
   assert.equal(ctx.definition.riskLevel, 'sensitive');
   assert.equal(ctx.definition.timeoutMs, 1500);
@@ -253,29 +251,30 @@ test('afterToolCall: the hook sees the decoded result; rewrites, stop, abort and
   }
   agent.addHook(new After());
   const hook = native.hooks[0];
+  const ctxJson = JSON.stringify({ session_id: 's', run_id: 'r', round: 1 });
   const call = (name) => JSON.stringify({ id: 'c1', name, arguments: '{}' });
   const result = JSON.stringify({ contents: [{ type: 'json', value: { stock: 12 } }], is_error: false, stop: false });
-  assert.deepEqual(await hook.afterToolCall(call('keep'), result), { action: 'proceed' });
+  assert.deepEqual(await hook.afterToolCall(ctxJson, call('keep'), result), { action: 'proceed' });
   assert.equal(results[0].toModelText(), '{"stock":12}');
-  const rewritten = await hook.afterToolCall(call('rewrite'), result);
+  const rewritten = await hook.afterToolCall(ctxJson, call('rewrite'), result);
   assert.deepEqual(JSON.parse(rewritten.resultJson), { contents: [{ type: 'text', text: 'redacted' }], is_error: false, stop: false });
-  assert.deepEqual(await hook.afterToolCall(call('stop'), result),
+  assert.deepEqual(await hook.afterToolCall(ctxJson, call('stop'), result),
     { action: 'stop', injectJson: '[{"role":"system","content":"stop here"}]' });
-  assert.deepEqual(await hook.afterToolCall(call('abort'), result), { action: 'abort', reason: 'bad result' });
+  assert.deepEqual(await hook.afterToolCall(ctxJson, call('abort'), result), { action: 'abort', reason: 'bad result' });
 });
 
 test('hook notifications decode their arguments; their failures go to the error handler, never to the native side', async () => {
   const { agent, native } = newAgent();
   const log = [];
   class Notes extends M.AgentHook {
-    onRunStart(ctx) { log.push(`start ${ctx.sessionId} ${ctx.runId}`); }
-    onApprovalRequired(ctx, batch) { log.push(`approval ${batch.items[0].toolCall.name} ${ctx.runId}`); }
+    onRunStart(ctx) { log.push(`start ${ctx.sessionId} ${ctx.runId} ${ctx.round}`); }
+    onApprovalRequired(ctx, batch) { log.push(`approval ${batch.items[0].toolCall.name} ${ctx.runId} ${ctx.round}`); }
     async onRunEnd(ctx, status, finalText) {
       log.push(`end ${status} ${finalText}`);
       throw new Error('async failure');
     }
     onError(ctx, error) {
-      log.push(`error ${error.code}`);
+      log.push(`error ${error.layer} ${error.code} ${error.message}`);
       throw new Error('sync failure');
     }
   }
@@ -283,15 +282,82 @@ test('hook notifications decode their arguments; their failures go to the error 
   agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.message}`));
   agent.addHook(new Notes());
   const hook = native.hooks[0];
-  assert.equal(hook.onRunStart('s1', 'r1'), undefined);
-  hook.onApprovalRequired(JSON.stringify(BATCH));
-  hook.onRunEnd('completed', null);
-  hook.onError('provider_http', 'HTTP 500');
-  hook.onRunEnd('exploded', 'x');
+  const ctx = (round) => JSON.stringify({ session_id: 's1', run_id: 'r1', round });
+  assert.equal(hook.onRunStart(ctx(0)), undefined, 'a synchronous notification answers undefined');
+  hook.onApprovalRequired(ctx(1), JSON.stringify(BATCH));
+  const ended = hook.onRunEnd(ctx(2), 'completed', null);
+  assert.ok(ended instanceof Promise, 'an async notification hands its Promise to the native side, which waits for it');
+  await ended; // resolves: the rejection went to the error handler
+  hook.onError(ctx(2), JSON.stringify({ layer: 'provider', code: 'provider_http', message: 'HTTP 500' }));
+  hook.onRunEnd(ctx(2), 'exploded', 'x');
   await flush();
-  assert.deepEqual(log, ['start s1 r1', 'approval clear_baking_cache r1', 'end completed undefined', 'error provider_http']);
+  assert.deepEqual(log, ['start s1 r1 0', 'approval clear_baking_cache r1 1', 'end completed undefined',
+    'error provider provider_http HTTP 500']);
   assert.deepEqual(errors.sort(), ['hook.onError: sync failure', 'hook.onRunEnd: async failure',
     'hook.onRunEnd: unknown run status: exploded']);
+});
+
+test('only the methods a hook overrides reach the native side (no request or state serialized for the others)', () => {
+  const { agent, native } = newAgent();
+  class OnlyCalls extends M.AgentHook {
+    beforeToolCall(ctx) { return M.ToolCallHookResult.proceed(); }
+  }
+  class Audit extends OnlyCalls {
+    beforePersistState(ctx) { return M.PersistDecision.persist; }
+  }
+  agent.addHook(new M.AgentHook());
+  agent.addHook(new OnlyCalls());
+  agent.addHook(new Audit());
+  const all = ['onRunStart', 'beforeModelCall', 'afterModelResponse', 'beforeToolCall', 'afterToolCall',
+    'onApprovalRequired', 'beforePersistState', 'onRunEnd', 'onError'];
+  const present = (hook) => all.filter((m) => typeof hook[m] === 'function');
+  assert.deepEqual(present(native.hooks[0]), []);
+  assert.deepEqual(present(native.hooks[1]), ['beforeToolCall']);
+  assert.deepEqual(present(native.hooks[2]), ['beforeToolCall', 'beforePersistState'], 'an inherited override counts');
+});
+
+test('beforeModelCall, afterModelResponse and beforePersistState decode what they see; persist answers are the wire names', async () => {
+  const { agent, native } = newAgent();
+  const seen = [];
+  class Watch extends M.AgentHook {
+    beforeModelCall(ctx) {
+      seen.push(['request', ctx.hook.round, ctx.toolNames(), ctx.request().getNumber('max_tokens')]);
+    }
+    afterModelResponse(ctx) {
+      seen.push(['response', ctx.hook.round, ctx.content, ctx.reasoningContent, ctx.toolCalls.map((c) => c.name),
+        ctx.finishReason, ctx.usage?.totalTokens]);
+    }
+    async beforePersistState(ctx) {
+      const state = ctx.state();
+      seen.push(['persist', ctx.hook.sessionId, state.getString('status')]);
+      return state.getString('status') === 'running' ? M.PersistDecision.skip : M.PersistDecision.persist;
+    }
+  }
+  agent.addHook(new Watch());
+  const hook = native.hooks[0];
+  const ctx = JSON.stringify({ session_id: 's1', run_id: 'r1', round: 3 });
+  const request = { messages: [{ role: 'user', content: 'hi' }],
+    tools: [{ name: 'a', description: '', parameters: { type: 'object' } }, { name: 'b', description: '', parameters: {} }],
+    max_tokens: 64 };
+  assert.equal(hook.beforeModelCall(ctx, JSON.stringify(request)), undefined);
+  hook.afterModelResponse(ctx, JSON.stringify({ content: null, reasoning_content: 'think', finish_reason: 'tool_calls',
+    tool_calls: [{ id: 'c1', name: 'a', arguments: '{}' }], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } }));
+  hook.afterModelResponse(ctx, JSON.stringify({ content: 'done', tool_calls: [], usage: null }));
+  assert.equal(await hook.beforePersistState(ctx, JSON.stringify({ session_id: 's1', status: 'running' })), 'skip');
+  assert.equal(await hook.beforePersistState(ctx, JSON.stringify({ session_id: 's1', status: 'completed' })), 'persist');
+  await assert.rejects(hook.beforePersistState(ctx, 'not json'), (e) => e instanceof M.JsonError,
+    'a failing beforePersistState reaches the native side (which saves)');
+  const errors = [];
+  agent.setErrorHandler((where, e) => errors.push(where));
+  hook.afterModelResponse(ctx, JSON.stringify({ tool_calls: [{ id: 1 }] }));
+  assert.deepEqual(errors, ['hook.afterModelResponse'], 'an undecodable response goes to the error handler');
+  assert.deepEqual(seen, [
+    ['request', 3, ['a', 'b'], 64],
+    ['response', 3, undefined, 'think', ['a'], 'tool_calls', 7],
+    ['response', 3, 'done', undefined, [], undefined, undefined],
+    ['persist', 's1', 'running'],
+    ['persist', 's1', 'completed'],
+  ]);
 });
 
 test('every event kind the Rust core writes decodes to its class, in order, for every listener', () => {

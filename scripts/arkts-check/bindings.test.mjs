@@ -234,7 +234,7 @@ test('ToolCall rewrites keep the id; hook results write their decisions', () => 
   const ctx = new M.HookContext('s', 'r', 1);
   assert.equal(hook.beforeToolCall(new M.ToolCallHookContext(ctx, call)).decision, 'proceed');
   assert.equal(hook.afterToolCall(new M.AfterToolCallHookContext(ctx, call, M.ToolResult.text('x'))).decision, 'proceed');
-  assert.equal(hook.beforePersistState(ctx), 'persist');
+  assert.equal(hook.beforePersistState(new M.PersistStateHookContext(ctx, '{}')), 'persist');
 });
 
 test('CancellationSignal: the first reason wins and listeners run once', () => {

@@ -166,3 +166,76 @@ test('the offline scenario through the ArkTS Agent: suspend, kill, reload, appro
     assert.equal(second.store.cachedEntries, 0, 'the approved call ran');
     assert.equal(await second.agent.pendingApproval('demo-1'), undefined);
   });
+
+test('an ArkTS AgentHook through the real Agent: all nine methods, each with its session, run and round', async () => {
+  const stateDir = tempDir('arkagent-hook-state-');
+  const build = (script) => {
+    const config = B.AgentConfig.scripted(script);
+    config.stateDir = stateDir;
+    const agent = new B.Agent(config);
+    const store = new D.BakingStore();
+    agent.registerTool(D.readBakingRecordsDefinition(), new D.ReadBakingRecordsTool(store));
+    agent.registerTool(D.clearBakingCacheDefinition(), new D.ClearBakingCacheTool(store));
+    agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
+    agent.registerTool(D.queryStockDefinition(), new D.QueryStockTool());
+    return agent;
+  };
+  const log = [];
+  const runs = new Set();
+  const note = (ctx, ...what) => {
+    assert.equal(ctx.sessionId, 'demo-h');
+    runs.add(ctx.runId);
+    log.push([what[0], ctx.round, ...what.slice(1)]);
+  };
+  class Everything extends B.AgentHook {
+    onRunStart(ctx) { note(ctx, 'start'); }
+    beforeModelCall(ctx) { note(ctx.hook, 'model', ctx.request().getArray('messages').length, ctx.toolNames().length); }
+    async afterModelResponse(ctx) { note(ctx.hook, 'response', ctx.toolCalls.map((c) => c.name).join(',')); }
+    beforeToolCall(ctx) {
+      note(ctx.hook, 'before', ctx.toolCall.name, ctx.definition?.name ?? null);
+      return B.ToolCallHookResult.proceed();
+    }
+    afterToolCall(ctx) {
+      note(ctx.hook, 'after', ctx.toolCall.name, ctx.result.isError);
+      return B.AfterToolCallHookResult.proceed();
+    }
+    onApprovalRequired(ctx, batch) { note(ctx, 'approval', batch.pendingItems().map((i) => i.toolCall.name).join(',')); }
+    beforePersistState(ctx) {
+      note(ctx.hook, 'persist', ctx.state().getString('status'));
+      return B.PersistDecision.skip;
+    }
+    onRunEnd(ctx, status, finalText) { note(ctx, 'end', status, typeof finalText); }
+    onError(ctx, error) { note(ctx, 'error', error.code); }
+  }
+  const errors = [];
+  const agent = build(D.offlineRunScript());
+  agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.message}`));
+  agent.addHook(new Everything());
+  const suspended = await agent.run('demo-h', D.OFFLINE_PROMPT);
+  assert.equal(suspended.status, 'awaiting_approval');
+  const pending = await agent.pendingApproval('demo-h');
+  assert.equal(pending.batchId, suspended.batch.batchId, 'the frozen batch was saved although the hook skips saves');
+  const model = log.filter((l) => l[0] === 'model');
+  assert.deepEqual(model.map((l) => l[1]), model.map((_, i) => i + 1), 'each model call sees its round');
+  assert.ok(model.every((l) => l[3] === 4), 'every request offers the four tools');
+  const approval = log.find((l) => l[0] === 'approval');
+  assert.equal(approval[2], 'clear_baking_cache');
+  assert.ok(log.some((l) => l[0] === 'before' && l[2] === 'check_weather' && l[3] === null), 'an unknown tool has no definition');
+  assert.ok(log.some((l) => l[0] === 'after' && l[2] === 'query_order' && l[3] === false));
+  assert.ok(log.some((l) => l[0] === 'persist' && l[2] === 'awaiting_approval'));
+  assert.deepEqual(log[0], ['start', 0]);
+
+  const resumed = build(D.offlineResumeScript());
+  resumed.addHook(new Everything());
+  log.length = 0;
+  await resumed.approve('demo-h', pending.items[0].approvalId);
+  const done = await resumed.resume('demo-h');
+  assert.equal(done.status, 'completed');
+  assert.deepEqual(log.at(-1), ['end', log.at(-1)[1], 'completed', 'string']);
+  assert.ok(log.some((l) => l[0] === 'after' && l[2] === 'clear_baking_cache'));
+  assert.equal(runs.size, 1, 'the resumed run is the same run');
+  // The hook skipped every save it could: the completed state was saved anyway.
+  const state = await resumed.state('demo-h');
+  assert.equal(state.getString('status'), 'completed');
+  assert.deepEqual(errors, []);
+});

@@ -430,6 +430,28 @@ pub(crate) fn status_name(status: crate::state::RunStatus) -> String {
     to_json(&status).trim_matches('"').to_string()
 }
 
+/// A hook's context as it crosses (`contextJson`).
+#[derive(serde::Serialize)]
+pub(crate) struct HookContextView<'a> {
+    pub session_id: &'a str,
+    pub run_id: &'a str,
+    pub round: u32,
+}
+
+/// A model request as `beforeModelCall` sees it (`requestJson`): what the runtime hands the
+/// client, never the endpoint or the key; options left to the client are left out.
+#[derive(serde::Serialize)]
+pub(crate) struct ChatRequestView<'a> {
+    pub messages: &'a [crate::message::ChatMessage],
+    pub tools: &'a [ToolDefinition],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<&'a crate::provider::ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
 /// JSON text of a core value (plain serde data: serialising it cannot fail).
 pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value)

@@ -1,49 +1,62 @@
 //! `JsHook`: an ArkTS `AgentHookObject` as a core [`AgentHook`]. Each method present on the object
 //! is read once (`get_named_property`), bound to the object (so `this` works) and turned into a
-//! weak thread-safe function. Values cross as JSON text in the core's serde shapes (snake_case):
+//! weak thread-safe function. Values cross as JSON text in the core's serde shapes (snake_case).
+//! Every method gets the hook context first, `contextJson` = `{"session_id","run_id","round"}`:
 //!
 //! | method                                   | answer                                          |
 //! |------------------------------------------|-------------------------------------------------|
-//! | `beforeToolCall(callJson, definitionJson \| null)` | `{action: proceed, argumentsJson?}`, `{action: deny, resultJson? \| reason?}`, `{action: defer, reason}`, `{action: abort, reason}` |
-//! | `afterToolCall(callJson, resultJson)`    | `{action: proceed, resultJson?}`, `{action: stop}`, `{action: abort, reason}`; `injectJson?` with any |
-//! | `onRunStart(sessionId, runId)`, `onApprovalRequired(batchJson)`, `onRunEnd(status, finalText \| null)`, `onError(code, message)` | ignored |
+//! | `beforeToolCall(contextJson, callJson, definitionJson \| null)` | `{action: proceed, argumentsJson?}`, `{action: deny, resultJson? \| reason?}`, `{action: defer, reason}`, `{action: abort, reason}` |
+//! | `afterToolCall(contextJson, callJson, resultJson)` | `{action: proceed, resultJson?}`, `{action: stop}`, `{action: abort, reason}`; `injectJson?` with any |
+//! | `beforePersistState(contextJson, stateJson)` | `'persist'` or `'skip'` (a skip of a terminal state or a frozen batch is ignored) |
+//! | `onRunStart(contextJson)`, `beforeModelCall(contextJson, requestJson)`, `afterModelResponse(contextJson, responseJson)`, `onApprovalRequired(contextJson, batchJson)`, `onRunEnd(contextJson, status, finalText \| null)`, `onError(contextJson, errorJson)` | ignored |
+//!
+//! `requestJson` is `{"messages","tools","tool_choice"?,"temperature"?,"max_tokens"?}` (the
+//! request as the runtime hands it to the client: no endpoint, no key); `errorJson` is
+//! `{"layer","code","message"}`. A value is serialized only for a method the object has, so a hook
+//! without `beforePersistState` costs no serialization of the state at each save.
 //!
 //! Each method may answer directly or with a Promise; `undefined` means "no change". Every call is
 //! awaited up to the hook timeout (notifications too, so they happen in step with the run).
 //!
 //! Failures are contained: a `beforeToolCall` that throws, rejects, times out or answers a wrong
 //! shape denies the call with a `hook_failed` result (fail closed); an `afterToolCall` that fails
-//! keeps the result unchanged; a notification that fails is ignored. Each failure is logged as a
-//! warning.
+//! keeps the result unchanged; a `beforePersistState` that fails lets the save happen (saving is
+//! the safe side); a notification that fails is ignored. Each failure is logged as a warning.
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
-use super::dto::{status_name, to_json, HookDecisionObject};
+use super::dto::{status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject};
 use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
-use crate::hook::{AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext};
+use crate::hook::{
+    AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext, PersistDecision,
+};
 use crate::message::{ChatMessage, ToolCall};
-use crate::state::RunStatus;
+use crate::provider::{ChatRequest, ModelResponse};
+use crate::state::{AgentState, RunStatus};
 use crate::tool::{ToolDefinition, ToolResult};
 use async_trait::async_trait;
 use napi_ohos::bindgen_prelude::{FnArgs, FromNapiValue, Function, JsObjectValue, Object, Unknown};
 use napi_ohos::{sys, Env, ValueType};
 use std::time::Duration;
 
-type BeforeArgs = (String, Option<String>);
-type AfterArgs = (String, String);
-type TwoStrings = (String, String);
+// The context's JSON text comes first in every call.
 type OneString = (String,);
-type EndArgs = (String, Option<String>);
+type TwoStrings = (String, String);
+type ThreeStrings = (String, String, String);
+type TwoStringsAndMaybe = (String, String, Option<String>);
 
 type Method<T> = Option<JsFn<T, FnArgs<T>>>;
 
 /// An ArkTS hook object.
 pub(crate) struct JsHook {
-    before_tool_call: Method<BeforeArgs>,
-    after_tool_call: Method<AfterArgs>,
-    on_run_start: Method<TwoStrings>,
-    on_approval_required: Method<OneString>,
-    on_run_end: Method<EndArgs>,
+    on_run_start: Method<OneString>,
+    before_model_call: Method<TwoStrings>,
+    after_model_response: Method<TwoStrings>,
+    before_tool_call: Method<TwoStringsAndMaybe>,
+    after_tool_call: Method<ThreeStrings>,
+    on_approval_required: Method<TwoStrings>,
+    before_persist_state: Method<TwoStrings>,
+    on_run_end: Method<TwoStringsAndMaybe>,
     on_error: Method<TwoStrings>,
     timeout: Duration,
 }
@@ -56,10 +69,13 @@ impl JsHook {
     /// thread-safe function cannot be created.
     pub(crate) fn from_object(env: &Env, object: Object<'_>, timeout: Duration) -> napi_ohos::Result<Self> {
         Ok(JsHook {
+            on_run_start: method(env, &object, "onRunStart")?,
+            before_model_call: method(env, &object, "beforeModelCall")?,
+            after_model_response: method(env, &object, "afterModelResponse")?,
             before_tool_call: method(env, &object, "beforeToolCall")?,
             after_tool_call: method(env, &object, "afterToolCall")?,
-            on_run_start: method(env, &object, "onRunStart")?,
             on_approval_required: method(env, &object, "onApprovalRequired")?,
+            before_persist_state: method(env, &object, "beforePersistState")?,
             on_run_end: method(env, &object, "onRunEnd")?,
             on_error: method(env, &object, "onError")?,
             timeout,
@@ -176,14 +192,32 @@ fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String>
     Ok(AfterToolCall { action, inject })
 }
 
+/// The hook context as `contextJson`.
+fn context_json(ctx: &HookContext<'_>) -> String {
+    to_json(&HookContextView { session_id: ctx.session_id, run_id: ctx.run_id, round: ctx.round })
+}
+
+/// The persist decision of a `beforePersistState` answer.
+///
+/// # Errors
+/// A description of what is wrong with it.
+fn persist_decision(answer: &str) -> Result<PersistDecision, String> {
+    match answer {
+        "persist" => Ok(PersistDecision::Persist),
+        "skip" => Ok(PersistDecision::Skip),
+        other => Err(format!("beforePersistState must answer 'persist' or 'skip', not {other:?}")),
+    }
+}
+
 impl JsHook {
-    /// Calls a notification method (if present) and waits for it; failures are logged.
-    async fn notify<T: 'static>(&self, name: &str, function: &Method<T>, args: T)
+    /// Calls a notification method (if present; `args` are built only then) and waits for it;
+    /// failures are logged.
+    async fn notify<T: 'static>(&self, name: &str, function: &Method<T>, args: impl FnOnce() -> T)
     where
         FnArgs<T>: napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
     {
         let Some(function) = function else { return };
-        let settled = call_js::<_, _, Ignored>(function, args, self.timeout).await;
+        let settled = call_js::<_, _, Ignored>(function, args(), self.timeout).await;
         if let Err(why) = outcome(name, settled, self.timeout) {
             log::warn!("arkagent: hook {why}; ignored");
         }
@@ -193,20 +227,40 @@ impl JsHook {
 #[async_trait]
 impl AgentHook for JsHook {
     async fn on_run_start(&self, ctx: &HookContext<'_>) {
-        let args = (ctx.session_id.to_string(), ctx.run_id.to_string());
-        self.notify("onRunStart", &self.on_run_start, args).await;
+        self.notify("onRunStart", &self.on_run_start, || (context_json(ctx),)).await;
+    }
+
+    async fn before_model_call(&self, ctx: &HookContext<'_>, request: &ChatRequest) {
+        self.notify("beforeModelCall", &self.before_model_call, || {
+            let view = ChatRequestView {
+                messages: &request.messages,
+                tools: &request.tools,
+                tool_choice: request.tool_choice.as_ref(),
+                temperature: request.temperature,
+                max_tokens: request.max_tokens,
+            };
+            (context_json(ctx), to_json(&view))
+        })
+        .await;
+    }
+
+    async fn after_model_response(&self, ctx: &HookContext<'_>, response: &ModelResponse) {
+        self.notify("afterModelResponse", &self.after_model_response, || {
+            (context_json(ctx), to_json(response))
+        })
+        .await;
     }
 
     async fn before_tool_call(
         &self,
-        _ctx: &HookContext<'_>,
+        ctx: &HookContext<'_>,
         call: &ToolCall,
         definition: Option<&ToolDefinition>,
     ) -> BeforeToolCall {
         let Some(function) = &self.before_tool_call else {
             return BeforeToolCall::Proceed(None);
         };
-        let args = (to_json(call), definition.map(to_json));
+        let args = (context_json(ctx), to_json(call), definition.map(to_json));
         let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("beforeToolCall", settled, self.timeout)
             .and_then(|d| d.map(|d| before_decision(call, d)).transpose())
@@ -222,14 +276,14 @@ impl AgentHook for JsHook {
 
     async fn after_tool_call(
         &self,
-        _ctx: &HookContext<'_>,
+        ctx: &HookContext<'_>,
         call: &ToolCall,
         result: &ToolResult,
     ) -> AfterToolCall {
         let Some(function) = &self.after_tool_call else {
             return AfterToolCall::default();
         };
-        let args = (to_json(call), to_json(result));
+        let args = (context_json(ctx), to_json(call), to_json(result));
         let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("afterToolCall", settled, self.timeout).and_then(|d| d.map(after_decision).transpose())
         {
@@ -242,17 +296,36 @@ impl AgentHook for JsHook {
         }
     }
 
-    async fn on_approval_required(&self, _ctx: &HookContext<'_>, batch: &PendingApprovalBatch) {
-        self.notify("onApprovalRequired", &self.on_approval_required, (to_json(batch),)).await;
+    async fn on_approval_required(&self, ctx: &HookContext<'_>, batch: &PendingApprovalBatch) {
+        self.notify("onApprovalRequired", &self.on_approval_required, || (context_json(ctx), to_json(batch)))
+            .await;
     }
 
-    async fn on_run_end(&self, _ctx: &HookContext<'_>, status: RunStatus, final_text: Option<&str>) {
-        let args = (status_name(status), final_text.map(str::to_string));
-        self.notify("onRunEnd", &self.on_run_end, args).await;
+    async fn before_persist_state(&self, ctx: &HookContext<'_>, state: &AgentState) -> PersistDecision {
+        let Some(function) = &self.before_persist_state else {
+            return PersistDecision::Persist;
+        };
+        let args = (context_json(ctx), to_json(state));
+        let settled = call_js::<_, _, String>(function, args, self.timeout).await;
+        match outcome("beforePersistState", settled, self.timeout)
+            .and_then(|answer| answer.as_deref().map(persist_decision).transpose())
+        {
+            Ok(decision) => decision.unwrap_or_default(),
+            Err(why) => {
+                log::warn!("arkagent: {}: {why}; the state is saved", codes::HOOK_FAILED);
+                PersistDecision::Persist
+            }
+        }
     }
 
-    async fn on_error(&self, _ctx: &HookContext<'_>, error: &AgentError) {
-        let args = (error.code.to_string(), error.message.clone());
-        self.notify("onError", &self.on_error, args).await;
+    async fn on_run_end(&self, ctx: &HookContext<'_>, status: RunStatus, final_text: Option<&str>) {
+        self.notify("onRunEnd", &self.on_run_end, || {
+            (context_json(ctx), status_name(status), final_text.map(str::to_string))
+        })
+        .await;
+    }
+
+    async fn on_error(&self, ctx: &HookContext<'_>, error: &AgentError) {
+        self.notify("onError", &self.on_error, || (context_json(ctx), to_json(error))).await;
     }
 }

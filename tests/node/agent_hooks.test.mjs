@@ -39,15 +39,15 @@ for (const mode of ['sync', 'promise']) {
     const { agent, ran } = setup();
     const seen = [];
     agent.addHook({
-      beforeToolCall(callJson, definitionJson) {
-        seen.push([JSON.parse(callJson), JSON.parse(definitionJson).name]);
+      beforeToolCall(contextJson, callJson, definitionJson) {
+        seen.push([JSON.parse(contextJson).round, JSON.parse(callJson), JSON.parse(definitionJson).name]);
         return answer({ action: 'proceed', argumentsJson: '{"n":41}' });
       },
     });
     const out = await agent.run('s', 'go');
     assert.equal(out.status, 'completed');
     assert.deepEqual(ran, [41]);
-    assert.deepEqual(seen, [[{ id: 'c1', name: 'add', arguments: '{"n":1}' }, 'add']]);
+    assert.deepEqual(seen, [[1, { id: 'c1', name: 'add', arguments: '{"n":1}' }, 'add']]);
     const tool = await toolMessage(agent);
     assert.equal(tool.tool_call_id, 'c1');
     assert.equal(tool.content, '42');
@@ -71,7 +71,7 @@ for (const mode of ['sync', 'promise']) {
     const ends = [];
     agent.addHook({
       beforeToolCall: () => answer({ action: 'abort', reason: 'policy says no' }),
-      onRunEnd: (status, finalText) => ends.push([status, finalText]),
+      onRunEnd: (_ctx, status, finalText) => ends.push([status, finalText]),
     });
     const out = await agent.run('s', 'go');
     assert.equal(out.status, 'aborted');
@@ -115,8 +115,8 @@ test('deny without a result gives tool_denied with the reason; defer asks for ap
 
 test('hooks chain in the order added: the second sees the first one\'s rewrite', async () => {
   const { agent, ran } = setup();
-  agent.addHook({ beforeToolCall: (c) => ({ action: 'proceed', argumentsJson: JSON.stringify({ n: JSON.parse(JSON.parse(c).arguments).n * 10 }) }) });
-  agent.addHook({ beforeToolCall: async (c) => ({ action: 'proceed', argumentsJson: JSON.stringify({ n: JSON.parse(JSON.parse(c).arguments).n + 5 }) }) });
+  agent.addHook({ beforeToolCall: (_ctx, c) => ({ action: 'proceed', argumentsJson: JSON.stringify({ n: JSON.parse(JSON.parse(c).arguments).n * 10 }) }) });
+  agent.addHook({ beforeToolCall: async (_ctx, c) => ({ action: 'proceed', argumentsJson: JSON.stringify({ n: JSON.parse(JSON.parse(c).arguments).n + 5 }) }) });
   await agent.run('s', 'go');
   assert.deepEqual(ran, [15]);
 });
@@ -125,7 +125,7 @@ test('afterToolCall rewrites the result and injects a message', async () => {
   const { agent } = setup();
   const results = [];
   agent.addHook({
-    afterToolCall: async (callJson, resultJson) => {
+    afterToolCall: async (_ctx, callJson, resultJson) => {
       results.push([JSON.parse(callJson).id, JSON.parse(resultJson)]);
       return {
         action: 'proceed',
@@ -183,6 +183,10 @@ test('a failing afterToolCall or notification keeps the run going with the resul
       throw new Error('start bug');
     },
     onRunEnd: () => new Promise(() => {}),
+    beforeModelCall: () => Promise.reject(new Error('model bug')),
+    afterModelResponse: () => {
+      throw new Error('response bug');
+    },
   });
   const out = await agent.run('s', 'go');
   assert.equal(out.status, 'completed');
@@ -190,36 +194,118 @@ test('a failing afterToolCall or notification keeps the run going with the resul
   assert.equal((await toolMessage(agent)).content, '2');
 });
 
-test('notifications: onRunStart, onApprovalRequired, onRunEnd, onError in order with their arguments', async () => {
+test('all nine methods in order, each with the context (session, run, round) and its arguments', async () => {
   const log = [];
   const agent = new Agent({
     provider: 'scripted',
     scriptJson: JSON.stringify([{ tool_calls: [{ id: 'd1', name: 'wipe', arguments: '{}' }] }, { content: 'wiped' }]),
+    apiKey: 'sk-hook-secret-1234',
   });
   agent.registerTool({ name: 'wipe', description: 'd', parametersJson: objectSchema, riskLevel: 'dangerous' }, () => ({ contents: [{ type: 'text', text: 'ok' }] }));
+  const runIds = new Set();
+  const at = (contextJson) => {
+    const ctx = JSON.parse(contextJson);
+    assert.deepEqual(Object.keys(ctx).sort(), ['round', 'run_id', 'session_id']);
+    assert.equal(ctx.session_id, 'n');
+    runIds.add(ctx.run_id);
+    return ctx.round;
+  };
+  const texts = [];
   agent.addHook({
-    onRunStart: (sessionId, runId) => log.push(['start', sessionId, typeof runId === 'string' && runId.length > 0]),
-    onApprovalRequired: (batchJson) => log.push(['approval', JSON.parse(batchJson).items[0].tool_call.name]),
-    onRunEnd: (status, finalText) => log.push(['end', status, finalText]),
-    onError: (code) => log.push(['error', code]),
+    onRunStart: (c) => log.push(['start', at(c)]),
+    beforeModelCall: (c, requestJson) => {
+      texts.push(requestJson);
+      const request = JSON.parse(requestJson);
+      log.push(['model', at(c), request.messages.map((m) => m.role).join(','), request.tools.map((t) => t.name).join(',')]);
+    },
+    afterModelResponse: (c, responseJson) => {
+      texts.push(responseJson);
+      const response = JSON.parse(responseJson);
+      log.push(['response', at(c), response.content, response.tool_calls.map((t) => t.id).join(',')]);
+    },
+    beforeToolCall: (c, callJson) => { log.push(['before', at(c), JSON.parse(callJson).id]); },
+    afterToolCall: (c, callJson, resultJson) => { log.push(['after', at(c), JSON.parse(resultJson).contents[0].text]); },
+    onApprovalRequired: (c, batchJson) => log.push(['approval', at(c), JSON.parse(batchJson).items[0].tool_call.name]),
+    beforePersistState: (c, stateJson) => {
+      texts.push(stateJson);
+      const state = JSON.parse(stateJson);
+      if (log.at(-1)?.[0] !== 'persist' || log.at(-1)[2] !== state.status) log.push(['persist', at(c), state.status]);
+      return 'persist';
+    },
+    onRunEnd: (c, status, finalText) => log.push(['end', at(c), status, finalText]),
+    onError: (c, errorJson) => log.push(['error', at(c), errorJson]),
   });
   const out = await agent.run('n', 'wipe it');
   assert.equal(out.status, 'awaiting_approval');
   const id = JSON.parse(out.batchJson).items[0].approval_id;
   await agent.approve('n', id);
   await agent.resume('n');
+  assert.equal(runIds.size, 1, 'resume continues the same run');
   assert.deepEqual(log, [
-    ['start', 'n', true],
-    ['approval', 'wipe'],
-    ['start', 'n', true],
-    ['end', 'completed', 'wiped'],
+    ['start', 0],
+    ['persist', 0, 'running'],
+    ['model', 1, 'user', 'wipe'],
+    ['response', 1, null, 'd1'],
+    // The assistant message is saved with the frozen batch (group commit: one save, not two).
+    ['before', 1, 'd1'],
+    ['persist', 1, 'awaiting_approval'],
+    ['approval', 1, 'wipe'],
+    ['start', 1],
+    ['persist', 1, 'running'],
+    ['after', 1, 'ok'],
+    ['persist', 1, 'running'],
+    ['model', 2, 'user,assistant,tool', 'wipe'],
+    ['response', 2, 'wiped', ''],
+    ['persist', 2, 'completed'],
+    ['end', 2, 'completed', 'wiped'],
   ]);
+  for (const text of texts) assert.ok(!text.includes('sk-hook-secret'), 'the API key never reaches a hook');
 
   const failing = new Agent({ provider: 'scripted', scriptJson: '[]' });
   const errors = [];
-  failing.addHook({ onError: (code, message) => errors.push([code, message.length > 0]) });
+  failing.addHook({ onError: (c, errorJson) => errors.push([JSON.parse(c).session_id, JSON.parse(errorJson)]) });
   assert.equal((await failing.run('f', 'hi')).status, 'failed');
-  assert.deepEqual(errors, [['provider_script_exhausted', true]]);
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0][0], 'f');
+  assert.deepEqual(Object.keys(errors[0][1]).sort(), ['code', 'layer', 'message']);
+  assert.deepEqual([errors[0][1].layer, errors[0][1].code], ['provider', 'provider_script_exhausted']);
+});
+
+/** The number of state_persisted events and the final state of one scripted tool run with `hook`. */
+async function persistedWith(hook) {
+  const { agent } = setup({ toolTimeoutMs: 200 });
+  let persisted = 0;
+  agent.onEvent((eventJson) => {
+    if (JSON.parse(eventJson).type === 'state_persisted') persisted += 1;
+  });
+  if (hook) agent.addHook(hook);
+  const out = await agent.run('s', 'go');
+  return { out, persisted, state: JSON.parse(await agent.stateJson('s')) };
+}
+
+test('beforePersistState: skip leaves out saves of a running state, never a terminal one; failures save', async () => {
+  const plain = await persistedWith(null);
+  const seen = [];
+  const skipped = await persistedWith({
+    beforePersistState: (c, stateJson) => {
+      seen.push(JSON.parse(stateJson).status);
+      return 'skip';
+    },
+  });
+  assert.equal(skipped.out.status, 'completed');
+  assert.ok(seen.includes('running') && seen.at(-1) === 'completed', seen.join(','));
+  assert.ok(skipped.persisted < plain.persisted, `${skipped.persisted} saves with skip, ${plain.persisted} without`);
+  assert.ok(skipped.persisted >= 1, 'the terminal state is saved regardless');
+  assert.equal(skipped.state.status, 'completed');
+  assert.deepEqual(skipped.state.messages, plain.state.messages, 'the saved conversation is the same');
+  const promised = await persistedWith({ beforePersistState: async () => 'persist' });
+  assert.equal(promised.persisted, plain.persisted);
+  for (const beforePersistState of [() => { throw new Error('bug'); }, () => Promise.reject(new Error('no')),
+    () => 42, () => 'later', () => new Promise(() => {})]) {
+    const failed = await persistedWith({ beforePersistState });
+    assert.equal(failed.out.status, 'completed', String(beforePersistState));
+    assert.equal(failed.persisted, plain.persisted, `a failing hook lets every save happen: ${beforePersistState}`);
+  }
 });
 
 test('addHook refuses a property that is not a function', () => {

@@ -107,7 +107,10 @@ const seen = { events: [], outcomes: [], errors: [], states: [] };
 const agent = new Agent({ provider: 'custom', baseUrl, model: 'mock', apiKey: key, stateDir });
 agent.registerTool({ name: 'lookup', description: 'd', parametersJson: '{"type":"object"}' },
   async (args, ctx) => { seen.events.push({ executorContext: Object.keys(ctx), args }); return { contents: [{ type: 'text', text: 'ok' }] }; });
-agent.addHook({ beforeToolCall: (c, d) => { seen.events.push({ hook: [c, d] }); return undefined; } });
+// A hook with all nine methods records every value it is given (the request, the response, the state...).
+const record = (name) => (...args) => { seen.events.push({ hook: [name, ...args] }); return undefined; };
+agent.addHook(Object.fromEntries(['onRunStart', 'beforeModelCall', 'afterModelResponse', 'beforeToolCall', 'afterToolCall',
+  'onApprovalRequired', 'beforePersistState', 'onRunEnd', 'onError'].map((m) => [m, record(m)])));
 // A careless app: the failure of this notification is logged with the key in its text.
 agent.addHook({ onRunStart: () => { throw new Error('leaky app ' + key); } });
 agent.onEvent((e) => seen.events.push(e));
@@ -175,6 +178,10 @@ test('the API key never appears in events, outcomes, errors, state files or logs
   assert.equal(seen.outcomes[1].errorCode, 'provider_auth');
   assert.match(seen.outcomes[1].errorMessage, /invalid request with Bearer/);
   assert.ok(seen.events.length > 10);
+  // The hook saw every value the runtime hands hooks here (all but onApprovalRequired: no dangerous tool).
+  const hookCalls = new Set(seen.events.filter((e) => e.hook).map((e) => e.hook[0]));
+  assert.deepEqual([...hookCalls].sort(), ['afterModelResponse', 'afterToolCall', 'beforeModelCall', 'beforePersistState',
+    'beforeToolCall', 'onError', 'onRunEnd', 'onRunStart']);
   assert.deepEqual(seen.errors.map((e) => e.code), ['session_id_invalid', 'insecure_url']);
   // The logs were written (the retry after the 500 at info level) and are redacted.
   assert.match(err, /retry/);

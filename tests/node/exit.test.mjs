@@ -33,7 +33,8 @@ idle.onCancel(() => console.log('never'));
     { tool_calls: [{ id: 'a1', name: 'echo', arguments: '{}' }] }, { content: 'bye' }]) });
   agent.registerTool({ name: 'echo', description: 'd', parametersJson: schema }, async (a) => ({ contents: [{ type: 'text', text: a }] }));
   const noop = () => undefined;
-  agent.addHook({ beforeToolCall: noop, afterToolCall: async () => undefined, onRunStart: noop, onApprovalRequired: noop, onRunEnd: noop, onError: noop });
+  agent.addHook({ beforeToolCall: noop, afterToolCall: async () => undefined, onRunStart: noop, onApprovalRequired: noop, onRunEnd: noop, onError: noop,
+    beforeModelCall: noop, afterModelResponse: async () => undefined, beforePersistState: async () => 'persist' });
   let events = 0;
   agent.onEvent(() => events++);
   const out = await agent.run('s', 'hi');

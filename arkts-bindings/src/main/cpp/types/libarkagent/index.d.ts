@@ -199,23 +199,35 @@ export interface RunOutcomeObject {
 export type AgentEventListener = (eventJson: string) => void;
 
 /**
- * A hook: an object whose optional methods mirror AgentHook. Each may answer directly or with a
- * Promise; a throw, a rejection or no answer within the hook timeout is contained (logged; a
- * failing beforeToolCall answers the call with hook_failed).
- * - beforeToolCall(callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
+ * A hook: an object whose optional methods mirror AgentHook (all nine). Each may answer directly or
+ * with a Promise; a throw, a rejection or no answer within the hook timeout is contained (logged; a
+ * failing beforeToolCall answers the call with hook_failed, a failing beforePersistState lets the
+ * save happen). Every method gets the hook context first: contextJson =
+ * {"session_id","run_id","round"} (round: the model round, 1-based; 0 before the first).
+ * - beforeToolCall(contextJson, callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
- * - afterToolCall(callJson, resultJson) -> {action: 'proceed', resultJson?} | {action: 'stop'} |
+ * - afterToolCall(contextJson, callJson, resultJson) -> {action: 'proceed', resultJson?} | {action: 'stop'} |
  *   {action: 'abort', reason}, with injectJson?: a JSON array of messages to append
- * - onRunStart(sessionId, runId), onApprovalRequired(batchJson), onRunEnd(status, finalText | null),
- *   onError(code, message): notifications, answers ignored.
+ * - beforePersistState(contextJson, stateJson) -> 'persist' | 'skip' (a skip is ignored for terminal
+ *   states and frozen batches, which are always saved)
+ * - onRunStart(contextJson), beforeModelCall(contextJson, requestJson), afterModelResponse(contextJson,
+ *   responseJson), onApprovalRequired(contextJson, batchJson), onRunEnd(contextJson, status, finalText | null),
+ *   onError(contextJson, errorJson): notifications, answers ignored. requestJson = {"messages","tools",
+ *   "tool_choice"?,"temperature"?,"max_tokens"?}; errorJson = {"layer","code","message"}.
+ * A value is serialized only for the methods the object has.
  */
 export interface AgentHookObject {
-  beforeToolCall?: (callJson: string, definitionJson: string | null) => HookDecisionObject | Promise<HookDecisionObject>;
-  afterToolCall?: (callJson: string, resultJson: string) => HookDecisionObject | Promise<HookDecisionObject>;
-  onRunStart?: (sessionId: string, runId: string) => void;
-  onApprovalRequired?: (batchJson: string) => void;
-  onRunEnd?: (status: string, finalText: string | null) => void;
-  onError?: (code: string, message: string) => void;
+  onRunStart?: (contextJson: string) => void | Promise<void>;
+  beforeModelCall?: (contextJson: string, requestJson: string) => void | Promise<void>;
+  afterModelResponse?: (contextJson: string, responseJson: string) => void | Promise<void>;
+  beforeToolCall?: (contextJson: string, callJson: string, definitionJson: string | null) =>
+    HookDecisionObject | Promise<HookDecisionObject>;
+  afterToolCall?: (contextJson: string, callJson: string, resultJson: string) =>
+    HookDecisionObject | Promise<HookDecisionObject>;
+  onApprovalRequired?: (contextJson: string, batchJson: string) => void | Promise<void>;
+  beforePersistState?: (contextJson: string, stateJson: string) => string | Promise<string>;
+  onRunEnd?: (contextJson: string, status: string, finalText: string | null) => void | Promise<void>;
+  onError?: (contextJson: string, errorJson: string) => void | Promise<void>;
 }
 
 /** A hook's answer (see AgentHookObject). */
