@@ -27,6 +27,38 @@ impl ToolCall {
     }
 }
 
+/// The id a call gets at `position` of its answer when `taken` says its own is missing or already
+/// used by an earlier call of the same answer: `call_<position>` for a missing id, `<id>_<position>`
+/// for a repeated one, with `_<position>` appended again while the result is taken too. `None`
+/// when the id is fine as it is.
+pub fn unique_call_id(id: &str, position: usize, taken: impl Fn(&str) -> bool) -> Option<String> {
+    if !id.is_empty() && !taken(id) {
+        return None;
+    }
+    let mut unique = if id.is_empty() { format!("call_{position}") } else { format!("{id}_{position}") };
+    while taken(&unique) {
+        unique = format!("{unique}_{position}");
+    }
+    Some(unique)
+}
+
+/// Makes the call ids of one model answer unique and non-empty, in place (see [`unique_call_id`]):
+/// every result is paired with its call by id, so two calls with one id would get one result
+/// between them. Providers that omit ids, or repeat one within an answer (some local servers and
+/// gateways), are the reason. Returns how many ids changed.
+pub fn make_call_ids_unique(calls: &mut [ToolCall]) -> usize {
+    let mut changed = 0;
+    for i in 0..calls.len() {
+        let (earlier, rest) = calls.split_at_mut(i);
+        let call = &mut rest[0];
+        if let Some(id) = unique_call_id(&call.id, i, |c| earlier.iter().any(|e| e.id == c)) {
+            call.id = id;
+            changed += 1;
+        }
+    }
+    changed
+}
+
 /// One message of the conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
@@ -137,6 +169,27 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ids(calls: &[ToolCall]) -> Vec<&str> {
+        calls.iter().map(|c| c.id.as_str()).collect()
+    }
+
+    #[test]
+    fn call_ids_of_one_answer_become_unique_and_non_empty() {
+        let mut calls: Vec<ToolCall> = ["a", "b", "a", "", "call_3", "a_2", "a"]
+            .iter()
+            .map(|id| ToolCall::new(*id, "t", "{}"))
+            .collect();
+        assert_eq!(make_call_ids_unique(&mut calls), 5);
+        assert_eq!(ids(&calls), ["a", "b", "a_2", "call_3", "call_3_4", "a_2_5", "a_6"]);
+        let mut seen = std::collections::HashSet::new();
+        assert!(calls.iter().all(|c| seen.insert(c.id.clone())));
+        // Unique ids are left alone, and the pass is idempotent.
+        assert_eq!(make_call_ids_unique(&mut calls), 0);
+        let mut fine = vec![ToolCall::new("x", "t", "{}"), ToolCall::new("y", "t", "{}")];
+        assert_eq!(make_call_ids_unique(&mut fine), 0);
+        assert_eq!(ids(&fine), ["x", "y"]);
+    }
 
     #[test]
     fn messages_serialise_with_role_tags_and_no_empty_fields() {

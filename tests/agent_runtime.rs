@@ -307,6 +307,61 @@ async fn dangerous_call_freezes_the_whole_batch_until_approved() {
 }
 
 #[tokio::test]
+async fn repeated_or_missing_call_ids_in_one_answer_get_one_result_each() {
+    let f = fixture(
+        vec![
+            calls(&[
+                ("dup", "query_order", r#"{"order_id":"20261010"}"#),
+                ("dup", "query_order", r#"{"order_id":"404"}"#),
+                ("", "query_order", r#"{"order_id":"405"}"#),
+            ]),
+            answer("查到了"),
+        ],
+        AgentConfig::default(),
+    );
+    let out = f.agent.run("s", "查询", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 3, "each call ran once");
+    let state = f.store.load("s").await.unwrap().unwrap();
+    let call_ids: Vec<String> = state.messages[1].tool_calls().iter().map(|c| c.id.clone()).collect();
+    assert_eq!(call_ids, ["dup", "dup_1", "call_2"]);
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["dup", "dup_1", "call_2"]);
+    // Each result is its own call's: the order found, then the two that are not.
+    assert!(results[0].1.contains("顺丰") && !results[0].2, "{results:?}");
+    assert!(results[1].1.contains("404") && results[1].2, "{results:?}");
+    assert!(results[2].1.contains("405") && results[2].2, "{results:?}");
+    // The model gets the same pairing back.
+    let second = &f.model.requests()[1].messages;
+    assert_eq!(second[1].tool_calls().iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), call_ids);
+    assert_eq!(second[2..5].iter().map(|m| m.tool_call_id().unwrap()).collect::<Vec<_>>(), call_ids);
+
+    // In a frozen batch too: two dangerous calls with one id are two approvals, each run once.
+    let f = fixture(
+        vec![
+            calls(&[
+                ("same", "clear_baking_cache", r#"{"confirm":"yes"}"#),
+                ("same", "clear_baking_cache", r#"{"confirm":"again"}"#),
+            ]),
+            answer("已清空"),
+        ],
+        AgentConfig::default(),
+    );
+    let out = f.agent.run("t", "清空", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
+    assert_eq!(batch.items.iter().map(|i| i.tool_call.id.as_str()).collect::<Vec<_>>(), ["same", "same_1"]);
+    for item in &batch.items {
+        f.agent.approve("t", &item.approval_id).await.unwrap();
+    }
+    let out = f.agent.resume("t", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(f.counters.clear.load(Ordering::SeqCst), 2);
+    let state = f.store.load("t").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["same", "same_1"]);
+}
+
+#[tokio::test]
 async fn a_denial_runs_nothing_and_answers_every_call() {
     let f = fixture(
         vec![

@@ -13,7 +13,7 @@ use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookP
 use crate::loop_detect::{
     call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
 };
-use crate::message::{ChatMessage, ToolCall, Usage};
+use crate::message::{make_call_ids_unique, ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse};
 use crate::state::{
     approx_tokens, repair_pairing, tool_result_message, trim_history, AgentState, RepairPolicy, RunStatus,
@@ -597,6 +597,13 @@ impl<'a> Run<'a> {
             }
             Some(Ok(r)) => r,
         };
+        let mut response = response;
+        // Each result is paired with its call by id: a model (or a ChatModel of the app's) that
+        // repeats an id within one answer, or leaves one empty, gets unique ids here.
+        let renamed = make_call_ids_unique(&mut response.tool_calls);
+        if renamed > 0 {
+            log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or repeated; made unique");
+        }
         Self::note_hook_failure(self.hooks.after_model_response(&ctx, &response).await);
         self.record(StateEvent::MessageAppended { message: response.to_message() });
         if let Some(usage) = response.usage {

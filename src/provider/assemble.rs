@@ -6,17 +6,19 @@
 //! may arrive late; several calls may share one delta (Mistral); indexes may start at 1 (Claude
 //! through a compatible endpoint) and are renumbered from 0 in order of appearance; a known index
 //! that arrives with a different non-empty id starts a new call (gateways that send every call as
-//! index 0). Arguments are appended as text; an object is serialised; empty arguments become `{}`
+//! index 0), and a new index always does, even with the id of an earlier call. Ids are made unique
+//! within the answer before they are announced (`call_<n>` for a missing one, `<id>_<n>` for a
+//! repeated one): each result is paired with its call by id. Arguments are appended as text; an object is serialised; empty arguments become `{}`
 //! at the end, and text that is not valid JSON is kept as it is (the registry reports it).
 //! `tool_calls: []`, usage-only chunks with `choices: []` and `finish_reason: "stop"` despite
 //! tool calls are all fine: the calls are what the stream contained.
 
-use super::convert::{normalise_arguments, raw_excerpt, synthetic_call_id};
+use super::convert::{normalise_arguments, raw_excerpt};
 use super::sse::SseParser;
 use super::wire::{ChatCompletionChunk, ChunkToolCall};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
-use crate::message::{ToolCall, Usage};
+use crate::message::{unique_call_id, ToolCall, Usage};
 
 #[derive(Debug, Default)]
 struct CallSlot {
@@ -171,6 +173,8 @@ impl StreamAssembler {
             }
         }
         if !call.started && !call.id.is_empty() && !call.name.is_empty() {
+            self.make_id_unique(slot);
+            let call = &mut self.calls[slot];
             call.started = true;
             out.push(ModelEvent::ToolCallStarted {
                 index: slot,
@@ -180,6 +184,16 @@ impl StreamAssembler {
             if !call.arguments.is_empty() {
                 out.push(ModelEvent::ToolCallArgumentsDelta { index: slot, delta: call.arguments.clone() });
             }
+        }
+    }
+
+    /// Gives the call in `slot` an id no other call of the answer has (`call_<slot>` for a missing
+    /// one, `<id>_<slot>` for a repeated one), before its id is announced.
+    fn make_id_unique(&mut self, slot: usize) {
+        let calls = &self.calls;
+        let taken = |id: &str| calls.iter().enumerate().any(|(i, c)| i != slot && c.id == id);
+        if let Some(id) = unique_call_id(&calls[slot].id, slot, taken) {
+            self.calls[slot].id = id;
         }
     }
 
@@ -205,10 +219,9 @@ impl StreamAssembler {
                     self.index_map[pos].1 = slot;
                     return slot;
                 }
-                let slot = match id.and_then(|id| by_id(&self.calls, id)) {
-                    Some(s) => s,
-                    None => self.new_slot(),
-                };
+                // A new index is a new call, even with the id of an earlier one (made unique when
+                // it starts).
+                let slot = self.new_slot();
                 self.index_map.push((ix, slot));
                 slot
             }
@@ -225,15 +238,16 @@ impl StreamAssembler {
         }
     }
 
-    /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, a
-    /// made-up id `call_<n>` is used) and `ToolCallFinished`, then `Usage` (once, the last report)
+    /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, with
+    /// its id made unique as above, so a missing one reads `call_<n>`) and `ToolCallFinished`, then `Usage` (once, the last report)
     /// and `Finished`. Returns the response.
     pub fn finish(&mut self, out: &mut Vec<ModelEvent>) -> ModelResponse {
         let mut tool_calls = Vec::with_capacity(self.calls.len());
-        for (i, call) in self.calls.iter_mut().enumerate() {
-            if call.id.is_empty() {
-                call.id = synthetic_call_id(i);
+        for i in 0..self.calls.len() {
+            if !self.calls[i].started {
+                self.make_id_unique(i);
             }
+            let call = &mut self.calls[i];
             if !call.started {
                 call.started = true;
                 out.push(ModelEvent::ToolCallStarted {
@@ -381,6 +395,38 @@ mod tests {
         let ev = decode_sse_body(&body).unwrap();
         let r = finished(&ev);
         assert_eq!(r.tool_calls, vec![ToolCall::new("a", "x", "{}"), ToolCall::new("b", "y", r#"{"k":1}"#)]);
+    }
+
+    #[test]
+    fn a_new_index_with_a_repeated_id_is_another_call_with_a_unique_id() {
+        let body = sse(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"t","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"x","function":{"name":"t","arguments":"{\"a\":2}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":2,"function":{"name":"t"}}]},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":3,"id":"call_2","function":{"name":"t"}}]},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        let ev = decode_sse_body(&body).unwrap();
+        let started: Vec<(usize, &str)> = ev
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::ToolCallStarted { index, id, .. } => Some((*index, id.as_str())),
+                _ => None,
+            })
+            .collect();
+        // The repeated id is changed before it is announced; the call without an id gets one at
+        // the end, past the provider's own `call_2`.
+        assert_eq!(started, [(0, "x"), (1, "x_1"), (3, "call_2"), (2, "call_2_2")]);
+        let r = finished(&ev);
+        assert_eq!(
+            r.tool_calls,
+            vec![
+                ToolCall::new("x", "t", r#"{"a":1}"#),
+                ToolCall::new("x_1", "t", r#"{"a":2}"#),
+                ToolCall::new("call_2_2", "t", "{}"),
+                ToolCall::new("call_2", "t", "{}"),
+            ]
+        );
     }
 
     #[test]

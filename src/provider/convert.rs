@@ -9,7 +9,7 @@ use super::wire::{
 };
 use super::{ChatRequest, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
-use crate::message::{ChatMessage, ToolCall};
+use crate::message::{make_call_ids_unique, ChatMessage, ToolCall};
 
 /// Most bytes of a raw body kept in an error message.
 pub const RAW_BODY_EXCERPT: usize = 2048;
@@ -170,7 +170,7 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
         response.content = message.content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
         response.reasoning_content =
             message.reasoning_content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
-        for (i, call) in message.tool_calls.into_iter().enumerate() {
+        for call in message.tool_calls {
             let (name, arguments) = match call.function {
                 Some(f) => (
                     f.name.map(|s| s.into_owned()).unwrap_or_default(),
@@ -178,19 +178,13 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
                 ),
                 None => (String::new(), String::new()),
             };
-            let id = match call.id {
-                Some(id) if !id.is_empty() => id.into_owned(),
-                _ => synthetic_call_id(i),
-            };
+            let id = call.id.map(|id| id.into_owned()).unwrap_or_default();
             response.tool_calls.push(ToolCall::new(id, name, normalise_arguments(arguments)));
         }
+        // A missing id becomes `call_<n>`, a repeated one `<id>_<n>`: each result needs its own id.
+        make_call_ids_unique(&mut response.tool_calls);
     }
     Ok(response)
-}
-
-/// The id given to a call whose provider sent none.
-pub fn synthetic_call_id(position: usize) -> String {
-    format!("call_{position}")
 }
 
 #[cfg(test)]
@@ -332,6 +326,18 @@ mod tests {
         assert_eq!(r.tool_calls[0].arguments, "{bad");
         assert_eq!(r.tool_calls[1], ToolCall::new("call_1", "y", "{}"));
         assert_eq!(r.tool_calls[2].arguments, r#"{"k":1}"#);
+    }
+
+    #[test]
+    fn parse_response_makes_repeated_ids_unique() {
+        let body = br#"{"choices":[{"message":{"tool_calls":[
+            {"id":"x","function":{"name":"t","arguments":"{\"a\":1}"}},
+            {"id":"x","function":{"name":"t","arguments":"{\"a\":2}"}},
+            {"id":"","function":{"name":"t","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+        let r = parse_response(body).unwrap();
+        let ids: Vec<&str> = r.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["x", "x_1", "call_2"]);
+        assert_eq!(r.tool_calls[1].arguments, r#"{"a":2}"#);
     }
 
     #[test]
