@@ -238,6 +238,9 @@ error_codes! {
     STATE_MIGRATION_FAILED = "state_migration_failed" => Persistence;
     /// The session does not exist.
     SESSION_NOT_FOUND = "session_not_found" => Persistence;
+    /// Another agent or process is writing the session (a run, a resume or a decision in
+    /// progress); nothing was done. Try again once it has finished.
+    SESSION_BUSY = "session_busy" => Persistence;
 
     // --- internal
     /// A panic caught at a boundary.

@@ -266,6 +266,25 @@ impl Agent {
         self.store.load(session_id).await
     }
 
+    /// Deletes a session's persisted state; returns whether it existed. A session this agent is
+    /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
+    /// or process is writing.
+    ///
+    /// # Errors
+    /// `session_busy` in those cases, `session_id_invalid`, the store's errors.
+    pub async fn delete_session(&self, session_id: &str) -> Result<bool, AgentError> {
+        crate::state::validate_session_id(session_id)?;
+        let lock = self.session_lock(session_id);
+        let Ok(_guard) = lock.try_lock() else {
+            return Err(AgentError::of(
+                codes::SESSION_BUSY,
+                format!("session {session_id} is in use by this agent; cancel its run before deleting it"),
+            ));
+        };
+        let _lease = self.store.lease(session_id).await?;
+        self.store.delete(session_id).await
+    }
+
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
     ///
     /// # Errors
@@ -281,6 +300,7 @@ impl Agent {
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
         crate::state::validate_session_id(session_id)?;
+        let _lease = self.store.lease(session_id).await?;
         let state =
             self.load_repaired(session_id, false).await?.unwrap_or_else(|| AgentState::new(session_id));
         if state.status == RunStatus::AwaitingApproval {
@@ -322,6 +342,7 @@ impl Agent {
     ) -> Result<RunOutcome, AgentError> {
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
+        let _lease = self.store.lease(session_id).await?;
         let state = self
             .load_repaired(session_id, true)
             .await?
@@ -430,6 +451,7 @@ impl Agent {
     ) -> Result<PendingApprovalBatch, AgentError> {
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
+        let _lease = self.store.lease(session_id).await?;
         let mut state = self.load_existing(session_id).await?;
         let batch = state
             .pending_approval

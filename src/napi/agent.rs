@@ -336,7 +336,8 @@ impl JsAgent {
     /// Deletes a session; resolves to whether it existed.
     ///
     /// # Errors
-    /// Rejects with `session_id_invalid` or a persistence error.
+    /// Rejects with `session_busy` (the session is running here or being written elsewhere),
+    /// `session_id_invalid` or a persistence error.
     #[napi]
     pub fn delete_session<'env>(
         &self,
@@ -344,6 +345,6 @@ impl JsAgent {
         session_id: String,
     ) -> napi_ohos::Result<PromiseRaw<'env, bool>> {
         let core = Arc::clone(&self.core);
-        guard_napi(env, || spawn_guarded(env, async move { core.store().delete(&session_id).await }, same))
+        guard_napi(env, || spawn_guarded(env, async move { core.delete_session(&session_id).await }, same))
     }
 }

@@ -26,8 +26,15 @@
 //! `commit` changes any file of it. `load` never writes; the first `commit` of a session in a
 //! process truncates a torn tail before appending after it.
 //!
-//! One process writes a root at a time (the app's); concurrent calls on one session are serialised
-//! by a per-session lock.
+//! # Writers
+//! Concurrent calls on one session through one store are serialised by a per-session lock. Across
+//! stores and processes, a writer takes a [lease](StateStore::lease): an exclusive `flock` of
+//! `..locks/<session id>` under the root (a name no session id can take, since ids never contain
+//! `..`; lock files are never deleted, so two writers can never hold locks on two different files).
+//! A second lease fails at once with `session_busy`; the kernel releases a lease whose process
+//! died. On taking a lease, the store checks that the journal it keeps open is still the
+//! session's newest and that nobody appended to it; otherwise it reopens the session at its next
+//! commit, so a store never appends after another writer's compaction.
 
 use super::codec::{
     decode_journal, decode_snapshot, decode_state_json, encode_records, encode_snapshot, journal_header,
@@ -35,7 +42,7 @@ use super::codec::{
 };
 use super::repair::{repair_pairing, RepairPolicy};
 use super::session_id::validate_session_id;
-use super::{AgentState, StateEvent, StateStore};
+use super::{AgentState, SessionLease, StateEvent, StateStore};
 use crate::error::{codes, AgentError};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -46,6 +53,9 @@ use std::sync::Arc;
 
 /// The name of a version-1 session's single state file.
 pub const LEGACY_STATE_FILE: &str = "state.json";
+
+/// The directory of the lease lock files under the root (see "Writers" in the module docs).
+pub const LOCK_DIR: &str = "..locks";
 
 /// Tuning of a [`FileStore`].
 #[derive(Debug, Clone)]
@@ -355,6 +365,22 @@ fn next_gen(dir: &Path) -> Result<u64, AgentError> {
 }
 
 impl Writer {
+    /// Whether the open journal is still the session's newest file and ends where this writer
+    /// left it: no other writer appended to it, compacted past it, or deleted the session.
+    fn is_current(&self) -> bool {
+        use std::os::unix::fs::MetadataExt as _;
+        let (Ok(open), Ok(named)) =
+            (self.journal.metadata(), fs::metadata(journal_path(&self.dir, self.gen)))
+        else {
+            return false;
+        };
+        let newest =
+            list_generations(&self.dir).ok().and_then(|l| l.snaps.into_iter().chain(l.journals).max());
+        open.len() == self.journal_len
+            && (open.dev(), open.ino()) == (named.dev(), named.ino())
+            && newest == Some(self.gen)
+    }
+
     fn append(&mut self, records: &[u8]) -> Result<(), AgentError> {
         let path = journal_path(&self.dir, self.gen);
         self.journal.write_all(records).map_err(|e| io_err("cannot append to", &path, e))?;
@@ -514,6 +540,51 @@ impl StateStore for FileStore {
         })
         .await
         .map_err(join_error)?
+    }
+
+    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
+        validate_session_id(session_id)?;
+        let dir = self.root.join(LOCK_DIR);
+        let path = dir.join(session_id);
+        let id = session_id.to_string();
+        let lock = tokio::task::spawn_blocking(move || -> Result<Option<File>, AgentError> {
+            fs::create_dir_all(&dir).map_err(|e| io_err("cannot create", &dir, e))?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| io_err("cannot open", &path, e))?;
+            match file.try_lock() {
+                Ok(()) => Ok(Some(file)),
+                Err(std::fs::TryLockError::WouldBlock) => Err(AgentError::of(
+                    codes::SESSION_BUSY,
+                    format!("session {id} is being written by another agent or process; try again when it has finished"),
+                )),
+                // A file system without locks: the per-store lock still serialises this store.
+                Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+                    log::warn!("arkagent: {} cannot be locked ({e}); sessions are not guarded across stores", path.display());
+                    Ok(None)
+                }
+                Err(std::fs::TryLockError::Error(e)) => Err(io_err("cannot lock", &path, e)),
+            }
+        })
+        .await
+        .map_err(join_error)??;
+        // Another writer may have changed the session since this store last wrote it.
+        let slot = self.slot(session_id);
+        let mut guard = slot.lock_owned().await;
+        if guard.is_some() {
+            tokio::task::spawn_blocking(move || {
+                if !guard.as_ref().is_some_and(Writer::is_current) {
+                    *guard = None;
+                }
+            })
+            .await
+            .map_err(join_error)?;
+        }
+        Ok(lock.map(SessionLease::holding).unwrap_or_default())
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {

@@ -2,18 +2,32 @@
 
 use super::repair::{repair_pairing, RepairPolicy};
 use super::session_id::validate_session_id;
-use super::{AgentState, StateEvent, StateStore};
-use crate::error::AgentError;
+use super::{AgentState, SessionLease, StateEvent, StateStore};
+use crate::error::{codes, AgentError};
 use async_trait::async_trait;
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 /// Keeps each session's latest committed state in a map. Nothing survives the process.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     // A std Mutex: held only to clone or replace a state, never across an await.
     sessions: Mutex<HashMap<String, AgentState>>,
+    // The sessions under a lease (shared with the leases, which remove themselves when dropped).
+    leased: Arc<Mutex<HashSet<String>>>,
     repair: RepairPolicy,
+}
+
+/// A MemoryStore lease: the session's entry in the leased set, removed on drop.
+struct Leased {
+    set: Arc<Mutex<HashSet<String>>>,
+    session_id: String,
+}
+
+impl Drop for Leased {
+    fn drop(&mut self) {
+        self.set.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.session_id);
+    }
 }
 
 impl MemoryStore {
@@ -79,5 +93,22 @@ impl StateStore for MemoryStore {
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
         validate_session_id(session_id)?;
         Ok(self.lock().remove(session_id).is_some())
+    }
+
+    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
+        validate_session_id(session_id)?;
+        let mut leased = self.leased.lock().unwrap_or_else(|p| p.into_inner());
+        if !leased.insert(session_id.to_string()) {
+            return Err(AgentError::of(
+                codes::SESSION_BUSY,
+                format!(
+                    "session {session_id} is being written by another agent; try again when it has finished"
+                ),
+            ));
+        }
+        Ok(SessionLease::holding(Leased {
+            set: Arc::clone(&self.leased),
+            session_id: session_id.to_string(),
+        }))
     }
 }

@@ -26,7 +26,7 @@ pub mod repair;
 pub mod session_id;
 pub mod trim;
 
-pub use file_store::{FileStore, FileStoreOptions};
+pub use file_store::{FileStore, FileStoreOptions, LOCK_DIR};
 pub use memory_store::MemoryStore;
 pub use repair::{check_pairing, repair_pairing, tool_result_message, RepairPolicy, RepairReport};
 pub use session_id::{validate_session_id, MAX_SESSION_ID_LEN};
@@ -282,6 +282,40 @@ pub trait StateStore: Send + Sync {
     /// # Errors
     /// `session_id_invalid`, `state_io`.
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError>;
+
+    /// Reserves a session for one writer until the lease is dropped. The runtime takes a lease for
+    /// each run, resume, decision and deletion, so two agents (or two processes) sharing a store
+    /// can never interleave two histories in one session: the second is refused, at once. The
+    /// default reserves nothing, which is right for a store only one agent writes (the agent
+    /// already serialises its own operations on a session).
+    ///
+    /// # Errors
+    /// `session_busy` while another lease on the session is alive; `session_id_invalid`,
+    /// `state_io`.
+    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
+        validate_session_id(session_id)?;
+        Ok(SessionLease::default())
+    }
+}
+
+/// A session reserved for one writer ([`StateStore::lease`]); dropping it releases the session.
+#[must_use = "the session is released as soon as the lease is dropped"]
+#[derive(Default)]
+pub struct SessionLease {
+    _held: Option<Box<dyn Send + Sync>>,
+}
+
+impl SessionLease {
+    /// A lease that holds `guard` (a locked file, an entry in a table...) until it is dropped.
+    pub fn holding(guard: impl Send + Sync + 'static) -> Self {
+        SessionLease { _held: Some(Box::new(guard)) }
+    }
+}
+
+impl std::fmt::Debug for SessionLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLease").field("holds", &self._held.is_some()).finish()
+    }
 }
 
 impl AgentState {

@@ -266,3 +266,34 @@ test('a state directory that cannot be created rejects run() with a persistence 
   const agent = scripted([{ content: 'x' }], { stateDir: join(file, 'states') });
   await rejectsWithCode(assert, agent.run('s', 'hi'), 'state_io', 'persistence');
 });
+
+test('two Agent objects over one stateDir: a session being run by one is session_busy for the other', async (t) => {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const stateDir = mkdtempSync(join(tmpdir(), 'arkagent-shared-'));
+  t.after(() => rmSync(stateDir, { recursive: true, force: true }));
+  const turn = (tag) => [{ tool_calls: [{ id: `${tag}1`, name: 'wait', arguments: '{}' }] }, { content: `answer ${tag}` }];
+  let release;
+  let entered;
+  const inside = new Promise((resolve) => { entered = resolve; });
+  const first = scripted(turn('a'), { stateDir });
+  first.registerTool({ name: 'wait', description: 'd', parametersJson: objectSchema }, () => {
+    entered();
+    return new Promise((resolve) => { release = () => resolve(text('done')); });
+  });
+  const second = scripted([...turn('b'), ...turn('c')], { stateDir });
+  second.registerTool({ name: 'wait', description: 'd', parametersJson: objectSchema }, () => text('done'));
+
+  const running = first.run('s', 'from a');
+  await inside;
+  await rejectsWithCode(assert, second.run('s', 'from b'), 'session_busy', 'persistence');
+  await rejectsWithCode(assert, first.deleteSession('s'), 'session_busy', 'persistence');
+  assert.equal((await second.run('other', 'elsewhere')).status, 'completed', 'other sessions are not blocked');
+  release();
+  assert.equal((await running).status, 'completed');
+  assert.equal((await second.run('s', 'from b')).status, 'completed', 'free again once the run is over');
+  const texts = JSON.parse(await first.stateJson('s')).messages
+    .filter((m) => m.role === 'user' || (m.role === 'assistant' && m.content)).map((m) => m.content);
+  assert.deepEqual(texts, ['from a', 'answer a', 'from b', 'answer c']);
+});

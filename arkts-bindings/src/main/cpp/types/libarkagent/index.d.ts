@@ -253,18 +253,22 @@ export declare class Agent {
   addHook(hook: AgentHookObject): void;
   /** Sets the event listener (replaces the previous one). */
   onEvent(listener: AgentEventListener): void;
-  /** Runs on a new user message. Rejects only for approval_pending, session_id_invalid and persistence errors. */
+  /**
+   * Runs on a new user message. Rejects only for approval_pending, session_id_invalid and persistence
+   * errors, among them session_busy: another Agent object or process is writing this session (run,
+   * resume, decision); nothing was done. Calls on one session through one Agent wait for each other.
+   */
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
-  /** Continues a suspended run once every item is decided (or a run interrupted by a crash). */
+  /** Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run. */
   resume(sessionId: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
-  /** Approves one pending item (durable when this resolves); resolves to the batch JSON. */
+  /** Approves one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */
   approve(sessionId: string, approvalId: string): Promise<string>;
-  /** Denies one pending item (durable when this resolves); resolves to the batch JSON. */
+  /** Denies one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /** The persisted state of a session as JSON (AgentState, snake_case), or null. */
   stateJson(sessionId: string): Promise<string | null>;
   /** The pending approval batch of a session as JSON, or null. */
   pendingApprovalJson(sessionId: string): Promise<string | null>;
-  /** Deletes a session; resolves to whether it existed. */
+  /** Deletes a session; resolves to whether it existed. Rejects with session_busy while it is being run (cancel first). */
   deleteSession(sessionId: string): Promise<boolean>;
 }
