@@ -35,6 +35,14 @@ impl Gate {
     fn release(&self) {
         self.release.notify_one();
     }
+
+    /// Runs `f` once a call is inside the tool, then lets that call finish.
+    async fn while_inside<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.entered().await;
+        let out = f.await;
+        self.release();
+        out
+    }
 }
 
 /// The `slow` tool: held at `gate` if there is one, else it answers at once.
@@ -99,12 +107,7 @@ async fn two_agents_on_one_state_dir_never_interleave_a_session() {
     let gate = Arc::new(Gate::default());
     let a = gated_agent(Arc::new(FileStore::new(dir.path())), "a", Some(Arc::clone(&gate)));
     let b = agent(Arc::new(FileStore::new(dir.path())), "b");
-    let (ra, rb) = tokio::join!(run(&a, "s", "from a"), async {
-        gate.entered().await;
-        let refused = run(&b, "s", "from b").await;
-        gate.release();
-        refused
-    });
+    let (ra, rb) = tokio::join!(run(&a, "s", "from a"), gate.while_inside(run(&b, "s", "from b")));
     assert_eq!(ra.unwrap().status(), RunStatus::Completed);
     let e = rb.unwrap_err();
     assert_eq!((e.code.as_ref(), e.layer), ("session_busy", arkagent::ErrorLayer::Persistence), "{e}");
@@ -114,12 +117,7 @@ async fn two_agents_on_one_state_dir_never_interleave_a_session() {
     assert_eq!(run(&b, "s", "from b").await.unwrap().status(), RunStatus::Completed);
     assert_eq!(saved(dir.path(), "s").await, ["from a", "answer a", "from b", "answer b"]);
     // Other sessions are never blocked by a busy one.
-    let (r1, r2) = tokio::join!(run(&a, "s", "again a"), async {
-        gate.entered().await;
-        let other = run(&b, "t", "other b").await;
-        gate.release();
-        other
-    });
+    let (r1, r2) = tokio::join!(run(&a, "s", "again a"), gate.while_inside(run(&b, "t", "other b")));
     assert_eq!(r1.unwrap().status(), RunStatus::Completed);
     assert_eq!(r2.unwrap().status(), RunStatus::Completed);
 }
@@ -184,12 +182,7 @@ async fn a_shared_memory_store_refuses_a_second_writer_too() {
     let gate = Arc::new(Gate::default());
     let a = gated_agent(Arc::clone(&store), "a", Some(Arc::clone(&gate)));
     let b = agent(Arc::clone(&store), "b");
-    let (ra, rb) = tokio::join!(run(&a, "s", "from a"), async {
-        gate.entered().await;
-        let refused = run(&b, "s", "from b").await;
-        gate.release();
-        refused
-    });
+    let (ra, rb) = tokio::join!(run(&a, "s", "from a"), gate.while_inside(run(&b, "s", "from b")));
     assert_eq!(ra.unwrap().status(), RunStatus::Completed);
     assert_eq!(rb.unwrap_err().code, "session_busy");
     let state = store.load("s").await.unwrap().unwrap();

@@ -59,6 +59,19 @@ function demoRegistry() {
   return { registry, store };
 }
 
+/** The ArkTS Agent on a scripted model and `stateDir`, with the demo's four tools. */
+function demoAgent(stateDir, script) {
+  const config = B.AgentConfig.scripted(script);
+  config.stateDir = stateDir;
+  const agent = new B.Agent(config);
+  const store = new D.BakingStore();
+  agent.registerTool(D.readBakingRecordsDefinition(), new D.ReadBakingRecordsTool(store));
+  agent.registerTool(D.clearBakingCacheDefinition(), new D.ClearBakingCacheTool(store));
+  agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
+  agent.registerTool(D.queryStockDefinition(), new D.QueryStockTool());
+  return { agent, store };
+}
+
 test('the demo definitions pass the native schema validator and keep their risk levels', () => {
   const { registry } = demoRegistry();
   assert.deepEqual(registry.names(), ['read_baking_records', 'clear_baking_cache', 'query_order', 'query_stock']);
@@ -134,14 +147,7 @@ test('the offline scenario through the ArkTS Agent: suspend, kill, reload, appro
   async () => {
     const stateDir = tempDir('arkagent-demo-state-');
     const build = (script) => {
-      const config = B.AgentConfig.scripted(script);
-      config.stateDir = stateDir;
-      const agent = new B.Agent(config);
-      const store = new D.BakingStore();
-      agent.registerTool(D.readBakingRecordsDefinition(), new D.ReadBakingRecordsTool(store));
-      agent.registerTool(D.clearBakingCacheDefinition(), new D.ClearBakingCacheTool(store));
-      agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
-      agent.registerTool(D.queryStockDefinition(), new D.QueryStockTool());
+      const { agent, store } = demoAgent(stateDir, script);
       const events = [];
       agent.addEventListener((e) => events.push(e));
       return { agent, events, store };
@@ -169,17 +175,7 @@ test('the offline scenario through the ArkTS Agent: suspend, kill, reload, appro
 
 test('an ArkTS AgentHook through the real Agent: all nine methods, each with its session, run and round', async () => {
   const stateDir = tempDir('arkagent-hook-state-');
-  const build = (script) => {
-    const config = B.AgentConfig.scripted(script);
-    config.stateDir = stateDir;
-    const agent = new B.Agent(config);
-    const store = new D.BakingStore();
-    agent.registerTool(D.readBakingRecordsDefinition(), new D.ReadBakingRecordsTool(store));
-    agent.registerTool(D.clearBakingCacheDefinition(), new D.ClearBakingCacheTool(store));
-    agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
-    agent.registerTool(D.queryStockDefinition(), new D.QueryStockTool());
-    return agent;
-  };
+  const build = (script) => demoAgent(stateDir, script).agent;
   const log = [];
   const runs = new Set();
   const note = (ctx, ...what) => {
