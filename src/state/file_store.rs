@@ -32,7 +32,9 @@
 //! `..locks/<session id>` under the root (a name no session id can take, since ids never contain
 //! `..`; lock files are never deleted, so two writers can never hold locks on two different files).
 //! A second lease fails at once with `session_busy`; the kernel releases a lease whose process
-//! died. On taking a lease, the store checks that the journal it keeps open is still the
+//! died. The lock file is opened close-on-exec, but a process started while a lease is held still
+//! shares the lock between its fork and its exec (a child that forks without exec, for as long as
+//! it lives). On taking a lease, the store checks that the journal it keeps open is still the
 //! session's newest and that nobody appended to it; otherwise it reopens the session at its next
 //! commit, so a store never appends after another writer's compaction.
 
