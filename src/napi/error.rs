@@ -4,12 +4,14 @@
 //! extra string properties: `code` (the stable snake_case code) and `layer`. A Rust panic inside an
 //! export becomes the same kind of error with code `internal_panic`: never an abort.
 
+use super::callback::RawJsValue;
 use crate::error::{codes, AgentError};
 use futures_util::FutureExt;
 use napi_ohos::bindgen_prelude::{JsObjectValue, JsValue, PromiseRaw, ToNapiValue};
-use napi_ohos::{Env, Status};
+use napi_ohos::{sys, Env, Status};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 
 /// Builds the JS `Error` for an [`AgentError`] (call on the JS thread).
 pub(crate) fn js_error(env: &Env, error: &AgentError) -> napi_ohos::Error {
@@ -54,8 +56,19 @@ pub(crate) fn guard_napi<T>(env: &Env, body: impl FnOnce() -> napi_ohos::Result<
     }
 }
 
+/// A resolved value waiting to cross to JS: converts itself to a JS value on the JS thread.
+type ToJs = Box<dyn FnOnce(sys::napi_env) -> napi_ohos::Result<sys::napi_value> + Send>;
+
+/// The future of an async export, with its value's type erased.
+type Pending = Pin<Box<dyn Future<Output = Result<ToJs, AgentError>> + Send>>;
+
 /// Runs an async export on the module's runtime and returns its Promise. The future's `Err` or a
 /// panic rejects the Promise with a coded JS error; `Ok` is converted by `to_js` on the JS thread.
+///
+/// Only the boxing is generic: the promise glue under it (napi-ohos' `execute_tokio_future`, its
+/// two tokio tasks and the deferred's resolver, about 10 KB of code per instance) is instantiated
+/// once for every export in [`spawn_pending`] instead of once per export (BENCHMARKS.md, "Size of
+/// the stripped release `.so`"). It costs two small allocations per call.
 ///
 /// # Errors
 /// Only when the Promise itself cannot be created.
@@ -69,15 +82,32 @@ where
     V: ToNapiValue + 'static,
     F: Future<Output = Result<T, AgentError>> + Send + 'static,
 {
+    let pending: Pending = Box::pin(async move {
+        let value = future.await?;
+        // SAFETY: the resolver runs on the JS thread with that thread's env (spawn_pending).
+        let convert: ToJs = Box::new(move |env| unsafe { V::to_napi_value(env, to_js(value)) });
+        Ok(convert)
+    });
+    let promise = spawn_pending(env, pending)?;
+    Ok(PromiseRaw::new(env.raw(), promise))
+}
+
+/// The non-generic part of [`spawn_guarded`]: spawns the future under `catch_unwind` and returns
+/// the raw Promise.
+///
+/// # Errors
+/// Only when the Promise itself cannot be created.
+fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_value> {
     let caught = async move {
-        let outcome = match AssertUnwindSafe(future).catch_unwind().await {
+        let outcome = match AssertUnwindSafe(pending).catch_unwind().await {
             Ok(outcome) => outcome,
             Err(payload) => Err(panic_error(payload.as_ref())),
         };
         Ok::<_, napi_ohos::Error>(outcome)
     };
-    env.spawn_future_with_callback(caught, move |env, outcome| match outcome {
-        Ok(value) => Ok(to_js(value)),
+    let promise = env.spawn_future_with_callback(caught, move |env, outcome| match outcome {
+        Ok(convert) => convert(env.raw()).map(RawJsValue),
         Err(error) => Err(js_error(env, &error)),
-    })
+    })?;
+    Ok(promise.raw())
 }
