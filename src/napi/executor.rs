@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown};
 use napi_ohos::Env;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -101,6 +102,17 @@ impl JsToolExecutor {
     }
 }
 
+/// The session metadata as JSON text (keys in order, as `Value::Object` writes them). Built by
+/// inserting: `collect` into a map sorts first, with a sort instantiated for this one iterator
+/// (BENCHMARKS.md, "Size of the stripped release `.so`").
+fn metadata_json(metadata: &BTreeMap<String, Value>) -> String {
+    let mut map = Map::new();
+    for (key, value) in metadata {
+        map.insert(key.clone(), value.clone());
+    }
+    Value::Object(map).to_string()
+}
+
 #[async_trait]
 impl ToolExecutor for JsToolExecutor {
     async fn execute(
@@ -117,7 +129,7 @@ impl ToolExecutor for JsToolExecutor {
             session_id: context.session_id.clone(),
             call_id: context.call_id.clone(),
             batch_call_id: context.batch_call_id.clone(),
-            metadata_json: Value::Object(context.state.metadata.clone().into_iter().collect()).to_string(),
+            metadata_json: metadata_json(&context.state.metadata),
             signal: signal.clone(),
             parent: context.signal.clone(),
             listeners,

@@ -14,6 +14,7 @@ use crate::tool::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolRegis
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, PromiseRaw, Unknown};
 use napi_ohos::Env;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -124,11 +125,17 @@ impl JsToolRegistry {
                 metadata_json: None,
             });
             let session_id = options.session_id.clone().unwrap_or_default();
+            // Inserted one by one: `collect` into a BTreeMap sorts first, with a sort instantiated
+            // for this one iterator (BENCHMARKS.md, "Size of the stripped release `.so`").
+            let mut metadata = BTreeMap::new();
+            for (key, value) in options.metadata()? {
+                metadata.insert(key, value);
+            }
             let context = ToolContext {
                 state: Arc::new(ReadonlyAgentState {
                     schema_version: SCHEMA_VERSION,
                     session_id: session_id.clone(),
-                    metadata: options.metadata()?.into_iter().collect(),
+                    metadata,
                 }),
                 session_id,
                 batch_call_id: options.batch_call_id.unwrap_or_default(),

@@ -57,6 +57,16 @@ test('the context carries the ids, the metadata and a live signal', async () => 
   assert.deepEqual(seen, { sessionId: 's-9', callId: 'call-1', batchCallId: 'b-2', metadata: { user: 'u1' }, cancelled: false, reason: null });
 });
 
+test('the context metadata reaches the executor as JSON text with its keys sorted', async () => {
+  let seen;
+  const run = oneTool((args, ctx) => {
+    seen = ctx.metadataJson;
+    return text('ok');
+  });
+  await run('{}', undefined, { metadataJson: '{"zeta":{"b":2,"a":[1,"x"]},"alpha":null,"mid":1.5}' });
+  assert.equal(seen, '{"alpha":null,"mid":1.5,"zeta":{"a":[1,"x"],"b":2}}');
+});
+
 test('a synchronous throw is tool_execution_failed with the message', async () => {
   const run = oneTool(() => {
     throw new Error('database offline');
