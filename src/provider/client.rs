@@ -204,10 +204,15 @@ impl OpenAiCompatibleClient {
             Ok(b) => b,
             Err(BodyError { partial, .. }) => partial,
         };
-        let detail = match serde_json::from_slice::<ProviderErrorBody>(&body) {
-            Ok(b) => b.error.describe(),
-            Err(_) if body.is_empty() => "(empty body)".to_string(),
-            Err(_) => format!("raw body: {}", raw_excerpt(&body)),
+        // Text first, as `parse_response` does: serde_json's parser exists once, for text
+        // (BENCHMARKS.md, "Size of the stripped release `.so`"). A body that is not UTF-8 is shown
+        // raw.
+        let parsed =
+            std::str::from_utf8(&body).ok().and_then(|t| serde_json::from_str::<ProviderErrorBody>(t).ok());
+        let detail = match parsed {
+            Some(b) => b.error.describe(),
+            None if body.is_empty() => "(empty body)".to_string(),
+            None => format!("raw body: {}", raw_excerpt(&body)),
         };
         AgentError::of(code, self.redact(format!("HTTP {}: {detail}", status.as_u16())))
     }

@@ -93,9 +93,18 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<AgentState, AgentError> {
 /// # Errors
 /// `state_corrupt`, `state_version_unsupported`, `state_migration_failed`.
 pub fn decode_state_json(json: &[u8]) -> Result<AgentState, AgentError> {
-    let value: Value =
-        serde_json::from_slice(json).map_err(|e| corrupt(format!("the state is not valid JSON: {e}")))?;
+    let value: Value = parse_text(json).map_err(|e| corrupt(format!("the state is not valid JSON: {e}")))?;
     migrate_value(value)
+}
+
+/// Parses JSON bytes as text: UTF-8 checked first, then `serde_json::from_str`. The same bytes are
+/// accepted as with `from_slice` (everything here is decoded through a `Value`, whose strings are
+/// all checked either way), and serde_json's parser is then instantiated once, for text, as the
+/// rest of the crate uses it (`from_slice` had a second copy: BENCHMARKS.md, "Size of the stripped
+/// release `.so`").
+fn parse_text<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> {
+    let text = std::str::from_utf8(json).map_err(|e| e.to_string())?;
+    serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
 /// The journal header for events of the current schema version.
@@ -198,7 +207,7 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
             scan.tail = if rest.len() == end { JournalTail::Torn } else { JournalTail::Corrupt };
             return Ok(scan);
         }
-        match serde_json::from_slice::<StateEvent>(payload) {
+        match parse_text::<StateEvent>(payload) {
             Ok(event) => scan.events.push(event),
             Err(_) => {
                 scan.tail = JournalTail::Corrupt;
@@ -245,6 +254,29 @@ mod tests {
             assert_eq!(scan.valid_len, first_end);
             assert_eq!(scan.tail, JournalTail::Torn);
         }
+    }
+
+    #[test]
+    fn a_record_or_a_state_that_is_not_utf8_is_corrupt() {
+        for payload in [
+            &b"{\"event\":\"run_started\",\"run_id\":\"r\xff\"}"[..],
+            b"{\"event\":\"run_started\",\"run_id\":\"r\",\"x\":\"\xff\"}",
+        ] {
+            let mut bytes = journal_header().to_vec();
+            bytes.extend(encode_records(&events()[..1]).unwrap());
+            let valid = bytes.len();
+            let len = payload.len() as u32;
+            bytes.extend_from_slice(&len.to_le_bytes());
+            bytes.extend_from_slice(&checksum(len, payload).to_le_bytes());
+            bytes.extend_from_slice(payload);
+            let scan = decode_journal(&bytes).unwrap();
+            assert_eq!(scan.events, events()[..1].to_vec());
+            assert_eq!(scan.valid_len, valid);
+            assert_eq!(scan.tail, JournalTail::Corrupt);
+        }
+        let e = decode_state_json(b"{\"schema_version\":2,\"session_id\":\"s\",\"x\":\"\xff\"}").unwrap_err();
+        assert_eq!(e.code, codes::STATE_CORRUPT);
+        assert!(e.message.starts_with("the state is not valid JSON"), "{}", e.message);
     }
 
     #[test]
