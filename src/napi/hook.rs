@@ -35,29 +35,51 @@ use crate::provider::{ChatRequest, ModelResponse};
 use crate::state::{AgentState, RunStatus};
 use crate::tool::{ToolDefinition, ToolResult};
 use async_trait::async_trait;
-use napi_ohos::bindgen_prelude::{FnArgs, FromNapiValue, Function, JsObjectValue, Object, Unknown};
+use napi_ohos::bindgen_prelude::{
+    FromNapiValue, Function, JsObjectValue, JsValuesTupleIntoVec, Object, ToNapiValue, Unknown,
+};
 use napi_ohos::{sys, Env, ValueType};
 use std::time::Duration;
 
-// The context's JSON text comes first in every call.
-type OneString = (String,);
-type TwoStrings = (String, String);
-type ThreeStrings = (String, String, String);
-type TwoStringsAndMaybe = (String, String, Option<String>);
+/// The arguments of a hook call, in order: JSON texts, `None` for a `null`. One type for the nine
+/// methods, so the thread-safe function glue (napi-ohos' `call_js_cb`, create, drop, the call's
+/// future) exists once rather than once per argument tuple (BENCHMARKS.md, "Size of the stripped
+/// release `.so`").
+pub(crate) struct HookArgs(Vec<Option<String>>);
 
-type Method<T> = Option<JsFn<T, FnArgs<T>>>;
+impl HookArgs {
+    /// The context's JSON text, then `rest`.
+    fn new<const N: usize>(ctx: &HookContext<'_>, rest: [Option<String>; N]) -> Self {
+        let mut args = Vec::with_capacity(1 + N);
+        args.push(Some(context_json(ctx)));
+        args.extend(rest);
+        HookArgs(args)
+    }
+}
+
+impl JsValuesTupleIntoVec for HookArgs {
+    fn into_vec(self, env: sys::napi_env) -> napi_ohos::Result<Vec<sys::napi_value>> {
+        self.0
+            .into_iter()
+            // SAFETY: called by napi-ohos on the JS thread, with that thread's env.
+            .map(|arg| unsafe { Option::<String>::to_napi_value(env, arg) })
+            .collect()
+    }
+}
+
+type Method = Option<JsFn<HookArgs, HookArgs>>;
 
 /// An ArkTS hook object.
 pub(crate) struct JsHook {
-    on_run_start: Method<OneString>,
-    before_model_call: Method<TwoStrings>,
-    after_model_response: Method<TwoStrings>,
-    before_tool_call: Method<TwoStringsAndMaybe>,
-    after_tool_call: Method<ThreeStrings>,
-    on_approval_required: Method<TwoStrings>,
-    before_persist_state: Method<TwoStrings>,
-    on_run_end: Method<TwoStringsAndMaybe>,
-    on_error: Method<TwoStrings>,
+    on_run_start: Method,
+    before_model_call: Method,
+    after_model_response: Method,
+    before_tool_call: Method,
+    after_tool_call: Method,
+    on_approval_required: Method,
+    before_persist_state: Method,
+    on_run_end: Method,
+    on_error: Method,
     timeout: Duration,
 }
 
@@ -84,10 +106,7 @@ impl JsHook {
 }
 
 /// The bound method `name` of `object` as a weak thread-safe function, if present.
-fn method<T: 'static>(env: &Env, object: &Object<'_>, name: &str) -> napi_ohos::Result<Method<T>>
-where
-    FnArgs<T>: napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
-{
+fn method(env: &Env, object: &Object<'_>, name: &str) -> napi_ohos::Result<Method> {
     let property: Unknown<'_> = object.get_named_property(name)?;
     match property.get_type()? {
         ValueType::Undefined | ValueType::Null => return Ok(None),
@@ -104,10 +123,10 @@ where
     let function: Function<'_, Unknown<'static>, Unknown<'static>> = unsafe { property.cast()? };
     let bound = function.bind(object)?;
     let tsfn = super::callback::shield(env, &bound)?
-        .build_threadsafe_function::<T>()
+        .build_threadsafe_function::<HookArgs>()
         .weak::<true>()
         .callee_handled::<false>()
-        .build_callback(|ctx| Ok(FnArgs::from(ctx.value)))?;
+        .build_callback(|ctx| Ok(ctx.value))?;
     Ok(Some(tsfn))
 }
 
@@ -212,10 +231,7 @@ fn persist_decision(answer: &str) -> Result<PersistDecision, String> {
 impl JsHook {
     /// Calls a notification method (if present; `args` are built only then) and waits for it;
     /// failures are logged.
-    async fn notify<T: 'static>(&self, name: &str, function: &Method<T>, args: impl FnOnce() -> T)
-    where
-        FnArgs<T>: napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
-    {
+    async fn notify(&self, name: &str, function: &Method, args: impl FnOnce() -> HookArgs) {
         let Some(function) = function else { return };
         let settled = call_js::<_, _, Ignored>(function, args(), self.timeout).await;
         if let Err(why) = outcome(name, settled, self.timeout) {
@@ -227,7 +243,7 @@ impl JsHook {
 #[async_trait]
 impl AgentHook for JsHook {
     async fn on_run_start(&self, ctx: &HookContext<'_>) {
-        self.notify("onRunStart", &self.on_run_start, || (context_json(ctx),)).await;
+        self.notify("onRunStart", &self.on_run_start, || HookArgs::new(ctx, [])).await;
     }
 
     async fn before_model_call(&self, ctx: &HookContext<'_>, request: &ChatRequest) {
@@ -239,14 +255,14 @@ impl AgentHook for JsHook {
                 temperature: request.temperature,
                 max_tokens: request.max_tokens,
             };
-            (context_json(ctx), to_json(&view))
+            HookArgs::new(ctx, [Some(to_json(&view))])
         })
         .await;
     }
 
     async fn after_model_response(&self, ctx: &HookContext<'_>, response: &ModelResponse) {
         self.notify("afterModelResponse", &self.after_model_response, || {
-            (context_json(ctx), to_json(response))
+            HookArgs::new(ctx, [Some(to_json(response))])
         })
         .await;
     }
@@ -260,7 +276,7 @@ impl AgentHook for JsHook {
         let Some(function) = &self.before_tool_call else {
             return BeforeToolCall::Proceed(None);
         };
-        let args = (context_json(ctx), to_json(call), definition.map(to_json));
+        let args = HookArgs::new(ctx, [Some(to_json(call)), definition.map(to_json)]);
         let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("beforeToolCall", settled, self.timeout)
             .and_then(|d| d.map(|d| before_decision(call, d)).transpose())
@@ -283,7 +299,7 @@ impl AgentHook for JsHook {
         let Some(function) = &self.after_tool_call else {
             return AfterToolCall::default();
         };
-        let args = (context_json(ctx), to_json(call), to_json(result));
+        let args = HookArgs::new(ctx, [Some(to_json(call)), Some(to_json(result))]);
         let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("afterToolCall", settled, self.timeout).and_then(|d| d.map(after_decision).transpose())
         {
@@ -297,15 +313,17 @@ impl AgentHook for JsHook {
     }
 
     async fn on_approval_required(&self, ctx: &HookContext<'_>, batch: &PendingApprovalBatch) {
-        self.notify("onApprovalRequired", &self.on_approval_required, || (context_json(ctx), to_json(batch)))
-            .await;
+        self.notify("onApprovalRequired", &self.on_approval_required, || {
+            HookArgs::new(ctx, [Some(to_json(batch))])
+        })
+        .await;
     }
 
     async fn before_persist_state(&self, ctx: &HookContext<'_>, state: &AgentState) -> PersistDecision {
         let Some(function) = &self.before_persist_state else {
             return PersistDecision::Persist;
         };
-        let args = (context_json(ctx), to_json(state));
+        let args = HookArgs::new(ctx, [Some(to_json(state))]);
         let settled = call_js::<_, _, String>(function, args, self.timeout).await;
         match outcome("beforePersistState", settled, self.timeout)
             .and_then(|answer| answer.as_deref().map(persist_decision).transpose())
@@ -320,12 +338,12 @@ impl AgentHook for JsHook {
 
     async fn on_run_end(&self, ctx: &HookContext<'_>, status: RunStatus, final_text: Option<&str>) {
         self.notify("onRunEnd", &self.on_run_end, || {
-            (context_json(ctx), status_name(status), final_text.map(str::to_string))
+            HookArgs::new(ctx, [Some(status_name(status)), final_text.map(str::to_string)])
         })
         .await;
     }
 
     async fn on_error(&self, ctx: &HookContext<'_>, error: &AgentError) {
-        self.notify("onError", &self.on_error, || (context_json(ctx), to_json(error))).await;
+        self.notify("onError", &self.on_error, || HookArgs::new(ctx, [Some(to_json(error))])).await;
     }
 }

@@ -314,3 +314,33 @@ test('addHook refuses a property that is not a function', () => {
   assert.match(e.message, /beforeToolCall/);
   agent.addHook({});
 });
+
+test('each hook method gets exactly its arguments: strings, and null where a value is absent', async () => {
+  const agent = new Agent({
+    provider: 'scripted',
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'u1', name: 'nope', arguments: '{}' }] }, { content: 'ok' }]),
+  });
+  const shapes = {};
+  const record = (name) => function () {
+    shapes[name] ??= [...arguments].map((a) => (a === null ? 'null' : typeof a)).join(',');
+    return name === 'beforePersistState' ? 'persist' : undefined;
+  };
+  const methods = ['onRunStart', 'beforeModelCall', 'afterModelResponse', 'beforeToolCall', 'afterToolCall',
+    'onApprovalRequired', 'beforePersistState', 'onRunEnd', 'onError'];
+  agent.addHook(Object.fromEntries(methods.map((m) => [m, record(m)])));
+  const failing = new Agent({ provider: 'scripted', scriptJson: '[]' });
+  failing.addHook({ onError: record('onError'), onRunEnd: record('onRunEndFailed') });
+  assert.equal((await agent.run('s', 'go')).status, 'completed');
+  assert.equal((await failing.run('f', 'go')).status, 'failed');
+  assert.deepEqual(shapes, {
+    onRunStart: 'string',
+    beforeModelCall: 'string,string',
+    afterModelResponse: 'string,string',
+    beforeToolCall: 'string,string,null', // an unknown tool has no definition
+    afterToolCall: 'string,string,string',
+    beforePersistState: 'string,string',
+    onRunEnd: 'string,string,string',
+    onError: 'string,string',
+    onRunEndFailed: 'string,string,null', // no final text
+  });
+});
