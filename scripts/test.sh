@@ -19,6 +19,8 @@ echo "demo: ok"
 
 echo "== cargo check --features napi,napi-ohos/arkvm-test (HarmonyOS-only branches of napi-ohos)"
 cargo check --features napi,napi-ohos/arkvm-test --locked
+echo "== cargo check --features napi-bench (the round-trip benchmark's export)"
+cargo check --features napi-bench --lib --locked
 
 echo "== node tests of the real .so (cdylib with the napi feature and the host link shims)"
 command -v node >/dev/null || { echo "node (>= 20) is required for the binding tests" >&2; exit 1; }

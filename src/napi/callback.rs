@@ -116,6 +116,31 @@ pub(crate) enum CallFailure {
     TimedOut,
 }
 
+/// The calls of [`call_js`] waiting for an answer, in the process.
+static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One call counted in [`WAITING`] while it lives.
+struct Waiting {
+    /// Whether no other call was waiting when this one started.
+    alone: bool,
+}
+
+impl Waiting {
+    fn enter() -> Self {
+        Waiting { alone: WAITING.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// How long a call of [`call_js`] made while no other waits looks for its answer before it parks
+/// its worker.
+const SPIN: Duration = Duration::from_micros(100);
+
 /// Calls the function and waits (at most `timeout`) for its value or its Promise's settlement.
 pub(crate) async fn call_js<T, A, R>(
     function: &JsFn<T, A>,
@@ -138,6 +163,26 @@ where
         return Err(CallFailure::NotQueued(status));
     }
     let deadline = tokio::time::Instant::now() + timeout;
+    // Most functions answer within tens of microseconds, and a worker that parks takes about as
+    // long again to be woken (BENCHMARKS.md, "NAPI"). So a call made while no other is waiting
+    // looks for its answer for a short while before it parks on the channel, yielding the thread
+    // (to the JS thread, if it shares the core) and the worker (to its other tasks) between looks.
+    // Calls made while others wait do not: under load, spinning only takes the core from them.
+    let mut rx = rx;
+    let waiting = Waiting::enter();
+    if waiting.alone {
+        let spin_until = std::time::Instant::now() + SPIN;
+        while std::time::Instant::now() < spin_until {
+            match rx.try_recv() {
+                Ok(settled) => return Ok(settled),
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    std::thread::yield_now();
+                    tokio::task::yield_now().await;
+                }
+                Err(oneshot::error::TryRecvError::Closed) => break,
+            }
+        }
+    }
     match tokio::time::timeout_at(deadline, rx).await {
         Ok(Ok(settled)) => Ok(settled),
         // The sender goes away unanswered when the function's Promise is garbage-collected before

@@ -151,3 +151,55 @@ impl JsToolRegistry {
         })
     }
 }
+
+/// The round trip of an executor as the runtime makes it, timed in Rust: only in a module built
+/// with the `napi-bench` feature (never shipped; `tests/node/bench_roundtrip.mjs` uses it).
+#[cfg(feature = "napi-bench")]
+#[napi]
+impl JsToolRegistry {
+    /// Runs `call` `calls` times through the gates and the executor (`inFlight` calls at a time,
+    /// at least one), as the runtime does for a model's call, and resolves with each call's time
+    /// in microseconds, from the gates to the executor's settled Promise back in Rust.
+    ///
+    /// # Errors
+    /// Rejects with the first call's coded error if a call fails.
+    #[napi(ts_return_type = "Promise<Array<number>>")]
+    pub fn bench_round_trip<'env>(
+        &self,
+        env: &'env Env,
+        call: ToolCallObject,
+        calls: u32,
+        in_flight: u32,
+    ) -> napi_ohos::Result<PromiseRaw<'env, Vec<f64>>> {
+        let snapshot = self.lock().snapshot();
+        let call = ToolCall::from(call);
+        let lanes = in_flight.clamp(1, calls.max(1));
+        let timed = async move {
+            let next = std::sync::atomic::AtomicU32::new(0);
+            let lane = || async {
+                let mut times = Vec::new();
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < calls {
+                    let context = ToolContext {
+                        state: Arc::new(ReadonlyAgentState {
+                            schema_version: SCHEMA_VERSION,
+                            session_id: String::new(),
+                            metadata: BTreeMap::new(),
+                        }),
+                        session_id: String::new(),
+                        batch_call_id: String::new(),
+                        call_id: call.id.clone(),
+                        signal: CancellationSignal::new(),
+                        services: Arc::new(ToolServiceRegistry::new()),
+                    };
+                    let start = std::time::Instant::now();
+                    snapshot.execute(&call, context).await?;
+                    times.push(start.elapsed().as_secs_f64() * 1e6);
+                }
+                Ok::<_, AgentError>(times)
+            };
+            let all = futures_util::future::try_join_all((0..lanes).map(|_| lane())).await?;
+            Ok(all.into_iter().flatten().collect())
+        };
+        guard_napi(env, || spawn_guarded(env, timed, |times: Vec<f64>| times))
+    }
+}
