@@ -611,7 +611,7 @@ impl<'a> Run<'a> {
         };
         drop(request);
         self.state.messages = Arc::try_unwrap(messages).unwrap_or_else(|shared| (*shared).clone());
-        let response = match answer {
+        let mut response = match answer {
             None => return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done),
             Some(Err(e)) => {
                 Self::note_hook_failure(self.hooks.on_error(&ctx, &e).await);
@@ -619,7 +619,6 @@ impl<'a> Run<'a> {
             }
             Some(Ok(r)) => r,
         };
-        let mut response = response;
         // Each result is paired with its call by id: a model (or a ChatModel of the app's) that
         // repeats an id within one answer, or leaves one empty, gets unique ids here.
         let renamed = make_call_ids_unique(&mut response.tool_calls);

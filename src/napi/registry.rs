@@ -21,6 +21,29 @@ use std::time::Duration;
 /// The timeout of executors whose definition has none.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The context of one call made from JS (`execute`, and the bench's round trip): the session's
+/// read-only state holds only its id and metadata.
+fn call_context(
+    call_id: &str,
+    session_id: String,
+    batch_call_id: String,
+    metadata: BTreeMap<String, serde_json::Value>,
+    signal: CancellationSignal,
+) -> ToolContext {
+    ToolContext {
+        state: Arc::new(ReadonlyAgentState {
+            schema_version: SCHEMA_VERSION,
+            session_id: session_id.clone(),
+            metadata,
+        }),
+        session_id,
+        batch_call_id,
+        call_id: call_id.to_string(),
+        signal,
+        services: Arc::new(ToolServiceRegistry::new()),
+    }
+}
+
 /// The tools of an app, shared with the agents built from it.
 #[napi(js_name = "ToolRegistry")]
 pub struct JsToolRegistry {
@@ -131,18 +154,13 @@ impl JsToolRegistry {
             for (key, value) in options.metadata()? {
                 metadata.insert(key, value);
             }
-            let context = ToolContext {
-                state: Arc::new(ReadonlyAgentState {
-                    schema_version: SCHEMA_VERSION,
-                    session_id: session_id.clone(),
-                    metadata,
-                }),
+            let context = call_context(
+                &call.id,
                 session_id,
-                batch_call_id: options.batch_call_id.unwrap_or_default(),
-                call_id: call.id.clone(),
-                signal: signal.map_or_else(CancellationSignal::new, |h| h.signal().clone()),
-                services: Arc::new(ToolServiceRegistry::new()),
-            };
+                options.batch_call_id.unwrap_or_default(),
+                metadata,
+                signal.map_or_else(CancellationSignal::new, |h| h.signal().clone()),
+            );
             Ok((self.lock().snapshot(), ToolCall::from(call), context))
         })?;
         let (snapshot, call, context) = prepared;
@@ -179,18 +197,13 @@ impl JsToolRegistry {
             let lane = || async {
                 let mut times = Vec::new();
                 while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < calls {
-                    let context = ToolContext {
-                        state: Arc::new(ReadonlyAgentState {
-                            schema_version: SCHEMA_VERSION,
-                            session_id: String::new(),
-                            metadata: BTreeMap::new(),
-                        }),
-                        session_id: String::new(),
-                        batch_call_id: String::new(),
-                        call_id: call.id.clone(),
-                        signal: CancellationSignal::new(),
-                        services: Arc::new(ToolServiceRegistry::new()),
-                    };
+                    let context = call_context(
+                        &call.id,
+                        String::new(),
+                        String::new(),
+                        BTreeMap::new(),
+                        CancellationSignal::new(),
+                    );
                     let start = std::time::Instant::now();
                     snapshot.execute(&call, context).await?;
                     times.push(start.elapsed().as_secs_f64() * 1e6);

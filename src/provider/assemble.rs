@@ -8,8 +8,9 @@
 //! that arrives with a different non-empty id starts a new call (gateways that send every call as
 //! index 0), and a new index always does, even with the id of an earlier call. Ids are made unique
 //! within the answer before they are announced (`call_<n>` for a missing one, `<id>_<n>` for a
-//! repeated one): each result is paired with its call by id. Arguments are appended as text; an object is serialised; empty arguments become `{}`
-//! at the end, and text that is not valid JSON is kept as it is (the registry reports it).
+//! repeated one): each result is paired with its call by id. Arguments are appended as text; an
+//! object is serialised; empty arguments become `{}` at the end, and text that is not valid JSON is
+//! kept as it is (the registry reports it).
 //! `tool_calls: []`, usage-only chunks with `choices: []` and `finish_reason: "stop"` despite
 //! tool calls are all fine: the calls are what the stream contained.
 
@@ -239,8 +240,8 @@ impl StreamAssembler {
     }
 
     /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, with
-    /// its id made unique as above, so a missing one reads `call_<n>`) and `ToolCallFinished`, then `Usage` (once, the last report)
-    /// and `Finished`. Returns the response.
+    /// its id made unique as above, so a missing one reads `call_<n>`) and `ToolCallFinished`,
+    /// then `Usage` (once, the last report) and `Finished`. Returns the response.
     pub fn finish(&mut self, out: &mut Vec<ModelEvent>) -> ModelResponse {
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for i in 0..self.calls.len() {
