@@ -203,3 +203,33 @@ async fn a_hook_cannot_make_a_worker_delegate() {
     assert!(results[0].1 && results[0].0.contains("hook_call_name_changed"), "{results:?}");
     assert!(results[1].1 && results[1].0.contains("tool_not_found"), "{results:?}");
 }
+
+#[tokio::test]
+async fn a_call_id_reused_in_a_later_round_gets_a_fresh_worker() {
+    // Some providers number calls per answer (`call_0` every round). Each delegation must get a
+    // worker of its own: the second worker starts from its own task, not the first one's history.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("call_0", DELEGATE_TASK, r#"{"task":"查 A 库存"}"#)]), // parent round 1
+        answer("A: 12 件"),                                             // worker 1
+        calls(&[("call_0", DELEGATE_TASK, r#"{"task":"查 B 库存"}"#)]), // parent round 2
+        answer("B: 3 件"),                                              // worker 2
+        answer("A 12 件，B 3 件"),                                      // parent round 3
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model.clone(), store.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "A 和 B", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 5);
+    assert_eq!(
+        requests[3].messages.as_slice(),
+        [ChatMessage::user("查 B 库存")],
+        "the second worker's own history"
+    );
+    let workers: Vec<String> = store.session_ids().into_iter().filter(|k| k != "parent").collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(last_tool_result(&parent.messages), ("B: 3 件".to_string(), false));
+}

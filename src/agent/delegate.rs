@@ -11,6 +11,7 @@ use crate::error::{codes, AgentError};
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
 use std::sync::{Arc, Weak};
 
 /// The name of the delegation tool.
@@ -66,8 +67,23 @@ impl Agent {
     }
 }
 
-fn worker_session_id(parent: &str, call_id: &str) -> String {
-    format!("w{:08x}{:08x}", crc32fast::hash(parent.as_bytes()), crc32fast::hash(call_id.as_bytes()))
+/// The worker's session: one per delegating call, the same when that call runs again in the same
+/// batch. The batch id (run and round) is part of it because providers reuse call ids across
+/// rounds (`call_0` every round): a later delegation must not continue an earlier worker's history.
+fn worker_session_id(parent: &str, batch_call_id: &str, call_id: &str) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [parent, batch_call_id, call_id] {
+        // Length-prefixed, so no two triples hash the same input.
+        ctx.update(&(part.len() as u64).to_le_bytes());
+        ctx.update(part.as_bytes());
+    }
+    let digest = ctx.finish();
+    let mut id = String::with_capacity(33);
+    id.push('w');
+    for byte in &digest.as_ref()[..16] {
+        let _ = write!(id, "{byte:02x}");
+    }
+    id
 }
 
 #[async_trait]
@@ -98,7 +114,7 @@ impl ToolExecutor for DelegateTask {
         if depth < parent.config().max_delegation_depth {
             worker.enable_delegation(self.factory.clone())?;
         }
-        let session = worker_session_id(&context.session_id, &context.call_id);
+        let session = worker_session_id(&context.session_id, &context.batch_call_id, &context.call_id);
         match worker.run(&session, &task, &NoEvents, &context.signal).await? {
             RunOutcome::Finished { status: crate::state::RunStatus::Completed, final_text, .. } => {
                 Ok(ToolResult::text(final_text.unwrap_or_default()))
