@@ -319,9 +319,35 @@ async fn repeated_or_missing_call_ids_in_one_answer_get_one_result_each() {
         ],
         AgentConfig::default(),
     );
-    let out = f.agent.run("s", "查询", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let events = EventLog::new();
+    let out = f.agent.run("s", "查询", &events, &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
     assert_eq!(f.counters.query.load(Ordering::SeqCst), 3, "each call ran once");
+    // The stream's events name the calls as the history and the results do.
+    let named: Vec<String> = events
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolCallStarted { id, .. } => Some(format!("started {id}")),
+            AgentEvent::ToolCallFinished { call, .. } => Some(format!("finished {}", call.id)),
+            AgentEvent::ToolResult { call_id, .. } => Some(format!("result {call_id}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            "started dup",
+            "started dup_1",
+            "started call_2",
+            "finished dup",
+            "finished dup_1",
+            "finished call_2",
+            "result dup",
+            "result dup_1",
+            "result call_2"
+        ]
+    );
     let state = f.store.load("s").await.unwrap().unwrap();
     let call_ids: Vec<String> = state.messages[1].tool_calls().iter().map(|c| c.id.clone()).collect();
     assert_eq!(call_ids, ["dup", "dup_1", "call_2"]);

@@ -13,7 +13,7 @@ use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookP
 use crate::loop_detect::{
     call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
 };
-use crate::message::{make_call_ids_unique, ChatMessage, ToolCall, Usage};
+use crate::message::{make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse};
 use crate::state::{
     approx_tokens, repair_pairing, tool_result_message, trim_history, AgentState, RepairPolicy, RunStatus,
@@ -641,21 +641,43 @@ impl<'a> Run<'a> {
             return self.agent.model.complete(request).await;
         }
         let mut stream = self.agent.model.stream(request).await?;
+        // The ids the events announce, per stream index: (as the model sent it, unique). The
+        // provider's own stream is unique already; an app's `ChatModel` may repeat or omit ids, and
+        // its events must name the calls as the history and the results will.
+        let mut announced: Vec<(usize, String, String)> = Vec::new();
         while let Some(event) = stream.next().await {
             match event? {
                 ModelEvent::TextDelta(delta) => self.sink.emit(AgentEvent::TextDelta { delta }),
                 ModelEvent::ReasoningDelta(delta) => self.sink.emit(AgentEvent::ReasoningDelta { delta }),
                 ModelEvent::ToolCallStarted { index, id, name } => {
-                    self.sink.emit(AgentEvent::ToolCallStarted { index, id, name })
+                    let position = announced.len();
+                    let unique = unique_call_id(&id, position, |c| announced.iter().any(|a| a.2 == c))
+                        .unwrap_or_else(|| id.clone());
+                    announced.push((index, id, unique.clone()));
+                    self.sink.emit(AgentEvent::ToolCallStarted { index, id: unique, name })
                 }
                 ModelEvent::ToolCallArgumentsDelta { index, delta } => {
                     self.sink.emit(AgentEvent::ToolCallArgumentsDelta { index, delta })
                 }
-                ModelEvent::ToolCallFinished { index, call } => {
+                ModelEvent::ToolCallFinished { index, mut call } => {
+                    if let Some(a) = announced.iter().find(|a| a.0 == index) {
+                        call.id = a.2.clone();
+                    }
                     self.sink.emit(AgentEvent::ToolCallFinished { index, call })
                 }
                 ModelEvent::Usage(_) => {}
-                ModelEvent::Finished(response) => return Ok(response),
+                ModelEvent::Finished(mut response) => {
+                    // The answer's calls in the order they were announced get the announced ids;
+                    // `model_round` then only has to fill in what the events never named.
+                    let same_calls = response.tool_calls.len() == announced.len()
+                        && response.tool_calls.iter().zip(&announced).all(|(c, a)| c.id == a.1);
+                    if same_calls {
+                        for (call, a) in response.tool_calls.iter_mut().zip(announced) {
+                            call.id = a.2;
+                        }
+                    }
+                    return Ok(response);
+                }
             }
         }
         Err(AgentError::of(codes::PROVIDER_STREAM_INTERRUPTED, "the model stream ended without finishing"))
