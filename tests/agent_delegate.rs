@@ -5,10 +5,12 @@
 #[path = "support/runtime.rs"]
 mod support;
 
-use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, WorkerFactory, DELEGATE_TASK};
+use arkagent::agent::{
+    Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK,
+};
 use arkagent::hook::{AgentHook, BeforeToolCall, HookContext};
 use arkagent::message::{ChatMessage, ToolCall};
-use arkagent::state::{RunStatus, StateStore};
+use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
 use serde_json::json;
@@ -118,28 +120,118 @@ async fn the_depth_limit_refuses_delegation_beyond_it() {
     assert_eq!(err.code, "delegation_depth_exceeded");
 }
 
+/// The parent with delegation, on `store`, as a fresh process would build it.
+fn parent_agent(model: Arc<Script>, store: Arc<dyn StateStore>, cleared: &Arc<AtomicUsize>) -> Arc<Agent> {
+    let agent = Arc::new(AgentBuilder::new(model, store).tools(tools(cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    agent
+}
+
 #[tokio::test]
-async fn a_worker_dangerous_call_still_needs_approval() {
+async fn a_worker_dangerous_call_freezes_the_parent_and_the_decision_reaches_the_worker() {
+    let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
+    worker_approval_across_processes(|| store.clone()).await;
+}
+
+#[tokio::test]
+async fn the_same_on_a_file_store_with_a_new_store_per_process() {
+    let dir = tempfile::tempdir().unwrap();
+    worker_approval_across_processes(|| Arc::new(FileStore::new(dir.path())) as Arc<dyn StateStore>).await;
+}
+
+/// `process()` gives the store a new process would open.
+async fn worker_approval_across_processes(process: impl Fn() -> Arc<dyn StateStore>) {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", "query_stock", r#"{"sku":"A"}"#), ("p2", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]), // worker round 1: frozen
+        answer("缓存已清空"),                         // worker round 2, after the decision
+        answer("A 有 12 件，缓存已清空"),             // parent round 2
+    ]));
+    let store = process();
+    let events = EventLog::new();
+    let agent = parent_agent(model.clone(), store.clone(), &cleared);
+    let out = agent.run("parent", "查 A 再清缓存", &events, &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("the parent waits with its worker: {out:?}") };
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "nothing ran without approval");
+    // The parent's batch shows the worker's call, so the app's approval UI needs nothing new.
+    assert_eq!(batch.items.len(), 1);
+    assert_eq!(batch.items[0].tool_call.name, "clear_baking_cache");
+    let worker = batch.worker_session.clone().expect("a worker's batch");
+    assert!(events.events().iter().any(|e| matches!(e, AgentEvent::ApprovalRequired { .. })));
+    assert_eq!(store.load(&worker).await.unwrap().unwrap().status, RunStatus::AwaitingApproval);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(parent.status, RunStatus::AwaitingApproval);
+    // A new message is refused while the parent waits.
+    let busy =
+        agent.run("parent", "还有别的", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(busy.code, "approval_pending");
+
+    // The app is killed; a new process decides and resumes the parent.
+    drop(agent);
+    let store = process();
+    let agent = parent_agent(model.clone(), store.clone(), &cleared);
+    let decided = agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    assert!(decided.is_fully_decided());
+    let worker_state = store.load(&worker).await.unwrap().unwrap();
+    assert!(worker_state.pending_approval.unwrap().is_fully_decided(), "the worker's batch is decided too");
+    let out = agent.resume("parent", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 1, "the approved worker call ran once");
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let results: Vec<(String, String, bool)> = parent
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { tool_call_id, content, is_error, .. } => {
+                Some((tool_call_id.clone(), content.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("p1".to_string(), "A: 12 件".to_string(), false),
+            ("p2".to_string(), "缓存已清空".to_string(), false)
+        ]
+    );
+    // The worker's history holds its task once: it was continued, not started again.
+    let worker_state = store.load(&worker).await.unwrap().unwrap();
+    let tasks = worker_state.messages.iter().filter(|m| matches!(m, ChatMessage::User { .. })).count();
+    assert_eq!((tasks, worker_state.status), (1, RunStatus::Completed));
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_denied_worker_call_never_runs_and_the_worker_answers_the_parent() {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![
         calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
         calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("worker is waiting for approval"),
+        answer("用户拒绝了清缓存"), // worker, after the denial
+        answer("没有清缓存"),       // parent
     ]));
-    let store = Arc::new(MemStore::new());
-    let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(tools(&cleared)).build());
-    agent.enable_delegation(None).unwrap();
-    agent.run("parent", "清缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
-    assert_eq!(cleared.load(Ordering::SeqCst), 0, "nothing ran without approval");
+    let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
+    let agent = parent_agent(model.clone(), store.clone(), &cleared);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    // Resuming before the decision is refused.
+    let early = agent.resume("parent", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(early.code, "approval_pending");
+    agent.deny("parent", &batch.items[0].approval_id, "不要清").await.unwrap();
+    // Deciding again is refused, on the parent as on the worker.
+    let again = agent.approve("parent", &batch.items[0].approval_id).await.unwrap_err();
+    assert_eq!(again.code, "approval_already_decided");
+    let out = agent.resume("parent", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "a denied call never runs");
     let parent = store.load("parent").await.unwrap().unwrap();
-    let (content, is_error) = last_tool_result(&parent.messages);
-    assert!(is_error && content.contains("worker_awaiting_approval"), "{content}");
-    // The worker session is persisted, suspended, and can be decided by the app later.
-    let worker_ids: Vec<String> = store.session_ids().into_iter().filter(|k| k != "parent").collect();
-    assert_eq!(worker_ids.len(), 1);
-    let worker = store.load(&worker_ids[0]).await.unwrap().unwrap();
-    assert_eq!(worker.status, RunStatus::AwaitingApproval);
-    assert!(content.contains(&worker_ids[0]));
+    assert_eq!(last_tool_result(&parent.messages), ("用户拒绝了清缓存".to_string(), false));
+    // The worker's model saw the denial as its call's result.
+    let worker_round2 = &model.requests()[2];
+    let (content, is_error) = last_tool_result(&worker_round2.messages);
+    assert!(is_error && content.contains("不要清"), "{content}");
 }
 
 /// A hook (shared by parent and worker, as hooks are) that tries to turn the worker's calls into

@@ -139,6 +139,7 @@ fn awaiting() -> AgentState {
         assistant_message: msg,
         created_at_ms: 1,
         calls: Vec::new(),
+        worker_session: None,
     });
     s
 }
@@ -253,6 +254,7 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
             assistant_message: msg,
             created_at_ms: 0,
             calls: Vec::new(),
+            worker_session: None,
         });
     }
     s

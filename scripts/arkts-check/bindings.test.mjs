@@ -272,6 +272,9 @@ test('a pending batch in the Rust serde shape decodes; approval answers write th
   assert.equal(batch.items[0].riskLevel, 'dangerous');
   assert.equal(batch.items[1].denyReason, 'no');
   assert.deepEqual(batch.pendingItems().map((i) => i.approvalId), ['ap1']);
+  assert.equal(batch.workerSession, undefined);
+  const mirrored = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1' }));
+  assert.equal(mirrored.workerSession, 'w0a1');
   wire.items[0].risk_level = 'extreme';
   assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify(wire)), (e) => e.code === 'tool_risk_level_unknown');
   delete wire.items[0].approval_id;

@@ -1,13 +1,23 @@
 //! Sub-agents: the `delegate_task` tool runs a worker agent with its own history on a copy of the
 //! parent's tools without `delegate_task` (no recursive delegation), up to a depth limit. The
 //! worker's answer is the tool's result. The worker uses the parent's model, store, approval policy,
-//! hooks and services, so its dangerous calls still go through approval: when a worker call needs
-//! confirmation, the worker session is suspended (persisted like any other) and the parent's call
-//! gets an `is_error` result naming the worker session and its pending approvals.
-
+//! hooks and services, so its dangerous calls still go through approval:
+//!
+//! 1. The worker's batch freezes in the worker's session, and `execute` fails with
+//!    `worker_awaiting_approval`.
+//! 2. The parent's runtime then freezes its own batch on the worker's items
+//!    ([`PendingApprovalBatch::worker_session`](crate::approval::PendingApprovalBatch)); the
+//!    delegating call stays `started`. The app sees one `approval_required`, on the parent.
+//! 3. A decision on the parent goes to the worker's batch first, then to the parent's.
+//! 4. On the parent's resume the delegating call runs again. The call is idempotent: it continues
+//!    the worker session (one per delegating call and batch) where it stands, so the approved call
+//!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
+//!    after a crash during a delegation.
 use super::driver::{Agent, RunOutcome};
 use super::events::NoEvents;
 use crate::error::{codes, AgentError};
+use crate::message::ChatMessage;
+use crate::state::RunStatus;
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
@@ -35,6 +45,16 @@ pub fn delegate_task_definition() -> ToolDefinition {
             "required": ["task"]
         }),
     )
+    // Running it again continues the same worker session (see `DelegateTask::execute`).
+    .idempotent(true)
+}
+
+/// The text of a finished worker's last answer.
+fn last_answer(messages: &[ChatMessage]) -> Option<String> {
+    messages.iter().rev().find_map(|m| match m {
+        ChatMessage::Assistant { content, .. } => Some(content.clone().unwrap_or_default()),
+        _ => None,
+    })
 }
 
 pub(crate) struct DelegateTask {
@@ -70,7 +90,7 @@ impl Agent {
 /// The worker's session: one per delegating call, the same when that call runs again in the same
 /// batch. The batch id (run and round) is part of it because providers reuse call ids across
 /// rounds (`call_0` every round): a later delegation must not continue an earlier worker's history.
-fn worker_session_id(parent: &str, batch_call_id: &str, call_id: &str) -> String {
+pub(crate) fn worker_session_id(parent: &str, batch_call_id: &str, call_id: &str) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     for part in [parent, batch_call_id, call_id] {
         // Length-prefixed, so no two triples hash the same input.
@@ -115,8 +135,30 @@ impl ToolExecutor for DelegateTask {
             worker.enable_delegation(self.factory.clone())?;
         }
         let session = worker_session_id(&context.session_id, &context.batch_call_id, &context.call_id);
-        match worker.run(&session, &task, &NoEvents, &context.signal).await? {
-            RunOutcome::Finished { status: crate::state::RunStatus::Completed, final_text, .. } => {
+        // Running this call again (after the parent's approval of the worker's batch, or after a
+        // crash) continues the worker where it stands: the call is idempotent.
+        let outcome = match worker.state(&session).await? {
+            None => worker.run(&session, &task, &NoEvents, &context.signal).await?,
+            Some(state) => match state.status {
+                RunStatus::AwaitingApproval
+                    if state.pending_approval.as_ref().is_some_and(|b| !b.is_fully_decided()) =>
+                {
+                    RunOutcome::Suspended { batch: state.pending_approval.expect("checked") }
+                }
+                RunStatus::AwaitingApproval | RunStatus::Running => {
+                    worker.resume(&session, &NoEvents, &context.signal).await?
+                }
+                RunStatus::Idle => worker.run(&session, &task, &NoEvents, &context.signal).await?,
+                status => RunOutcome::Finished {
+                    status,
+                    final_text: last_answer(&state.messages),
+                    error: None,
+                    usage: state.usage,
+                },
+            },
+        };
+        match outcome {
+            RunOutcome::Finished { status: RunStatus::Completed, final_text, .. } => {
                 Ok(ToolResult::text(final_text.unwrap_or_default()))
             }
             RunOutcome::Finished { status, error, .. } => {
@@ -124,15 +166,17 @@ impl ToolExecutor for DelegateTask {
                     AgentError::execution_failed(format!("the worker ended with status {status:?}"))
                 })))
             }
+            // An error, not a result: the parent's runtime turns it into its own frozen batch that
+            // mirrors the worker's (see `worker_awaiting`), so the user decides through the parent.
             RunOutcome::Suspended { batch } => {
                 let ids: Vec<&str> = batch.items.iter().map(|i| i.approval_id.as_str()).collect();
-                Ok(ToolResult::from_error(&AgentError::of(
+                Err(AgentError::of(
                     codes::WORKER_AWAITING_APPROVAL,
                     format!(
                         "the worker session {session} awaits user approval ({}); nothing of its batch ran",
                         ids.join(", ")
                     ),
-                )))
+                ))
             }
         }
     }

@@ -2,11 +2,12 @@
 //! state commits, events) and records what happened as journal events.
 
 use super::config::AgentConfig;
+use super::delegate::{worker_session_id, DELEGATE_TASK};
 use super::events::{AgentEvent, EventSink};
 use super::machine::{phase, Phase};
 use crate::approval::{
-    plan_batch, AnsweredCall, ApprovalPolicy, BatchPlan, BatchSettlement, BatchStep, PendingApprovalBatch,
-    UserDecision,
+    plan_batch, AnsweredCall, ApprovalDecision, ApprovalPolicy, BatchPlan, BatchSettlement, BatchStep,
+    PendingApprovalBatch, UserDecision,
 };
 use crate::error::{codes, AgentError};
 use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookPipeline, PersistDecision};
@@ -457,6 +458,12 @@ impl Agent {
             .pending_approval
             .as_mut()
             .ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
+        if let Some(worker) = batch.worker_session.clone() {
+            if batch.item(approval_id).is_some_and(|i| !i.is_decided()) {
+                // The worker's batch is what its resumed run settles: it is decided first.
+                self.decide_worker(&worker, approval_id, &decision).await?;
+            }
+        }
         let event = batch
             .decide(approval_id, decision, now_ms())?
             .decided_event()
@@ -464,8 +471,45 @@ impl Agent {
         self.store.commit(&state, std::slice::from_ref(&event)).await?;
         Ok(state.pending_approval.clone().expect("batch present"))
     }
+
+    /// Applies a decision made on a parent's mirror batch to the worker's own batch. The same
+    /// decision already there is fine (a crash between the two commits, or the app decided the
+    /// worker session itself).
+    async fn decide_worker(
+        &self,
+        worker: &str,
+        approval_id: &str,
+        decision: &UserDecision,
+    ) -> Result<(), AgentError> {
+        let lock = self.session_lock(worker);
+        let _guard = lock.lock().await;
+        let _lease = self.store.lease(worker).await?;
+        let mut state = self.load_existing(worker).await?;
+        let batch = state.pending_approval.as_mut().ok_or_else(|| {
+            AgentError::of(
+                codes::NO_PENDING_APPROVAL,
+                format!("the worker session {worker} awaits no approval"),
+            )
+        })?;
+        let wanted = match decision {
+            UserDecision::Approve => ApprovalDecision::Approved,
+            UserDecision::Deny(_) => ApprovalDecision::Denied,
+        };
+        if batch.item(approval_id).is_some_and(|i| i.decision == wanted) {
+            return Ok(());
+        }
+        let event = batch
+            .decide(approval_id, decision.clone(), now_ms())?
+            .decided_event()
+            .expect("a decided item has a decision event");
+        self.store.commit(&state, std::slice::from_ref(&event)).await?;
+        Ok(())
+    }
 }
 
+// One value per step of the driver, moved once: its size costs nothing, a box would cost an
+// allocation at the end of every run.
+#[allow(clippy::large_enum_variant)]
 enum Flow {
     Continue,
     Done(RunOutcome),
@@ -748,6 +792,13 @@ impl<'a> Run<'a> {
     /// already answered the calls that started (and the finished ones).
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
+        if batch.worker_session.is_some() {
+            // The items were a worker's, decided in its session too: the batch continues as it
+            // stood (finished calls answered from their records, the delegating call run again,
+            // which continues the worker; calls that never started are planned as usual).
+            self.record(StateEvent::ApprovalCleared);
+            return self.tool_batch(unanswered).await;
+        }
         let tools = self.agent.tools();
         let steps = match batch.settle()? {
             BatchSettlement::Run(steps) => steps,
@@ -807,6 +858,7 @@ impl<'a> Run<'a> {
         let view = Arc::new(self.state.readonly_view());
         let mut injected = Vec::new();
         let mut abort: Option<AgentError> = None;
+        let mut waiting: Option<PendingApprovalBatch> = None;
 
         'chunks: for chunk in to_run.chunks(width) {
             for call in chunk {
@@ -852,6 +904,16 @@ impl<'a> Run<'a> {
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                     }
+                    Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
+                        match self.worker_awaiting(&batch_call_id, &call).await {
+                            // The call stays `started`: it runs again once the user decided.
+                            Some(mirror) => {
+                                waiting.get_or_insert(mirror);
+                                continue;
+                            }
+                            None => ToolResult::from_error(&e),
+                        }
+                    }
                     Err(e) => ToolResult::from_error(&e),
                 };
                 let (s, r, round) = self.ids();
@@ -882,9 +944,18 @@ impl<'a> Run<'a> {
                     break 'chunks;
                 }
             }
+            if waiting.is_some() {
+                break 'chunks;
+            }
         }
         if let Some(e) = abort {
             return self.finish(RunStatus::Aborted, None, Some(e)).await.map(Flow::Done);
+        }
+        if let Some(mirror) = waiting {
+            // A worker awaits the user: the parent freezes too, on the worker's items. What
+            // finished is recorded and answered from its record when the batch continues (the
+            // messages its after-hooks injected are not kept).
+            return self.freeze(mirror).await;
         }
 
         for call in &calls {
@@ -911,6 +982,32 @@ impl<'a> Run<'a> {
             return self.finish(RunStatus::LoopDetected, None, Some(e)).await.map(Flow::Done);
         }
         Ok(Flow::Continue)
+    }
+
+    /// The frozen batch of the worker a `delegate_task` call suspended, as this session's batch
+    /// (see [`PendingApprovalBatch::worker_session`]). `None` when the worker's session holds no
+    /// undecided batch (the error then becomes the call's result, as any tool error does).
+    async fn worker_awaiting(&self, batch_call_id: &str, call: &ToolCall) -> Option<PendingApprovalBatch> {
+        let worker = worker_session_id(&self.state.session_id, batch_call_id, &call.id);
+        let state = match self.agent.store.load(&worker).await {
+            Ok(Some(state)) => state,
+            Ok(None) => return None,
+            Err(e) => {
+                log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
+                return None;
+            }
+        };
+        let batch = state.pending_approval.filter(|b| !b.is_fully_decided())?;
+        let assistant = self.state.messages.iter().rev().find(|m| matches!(m, ChatMessage::Assistant { .. }));
+        Some(PendingApprovalBatch {
+            batch_id: uuid::Uuid::new_v4().to_string(),
+            run_id: self.run_id(),
+            items: batch.items,
+            assistant_message: assistant.cloned().unwrap_or_else(|| ChatMessage::assistant_text("")),
+            created_at_ms: now_ms(),
+            calls: Vec::new(),
+            worker_session: Some(worker),
+        })
     }
 
     /// The optional LLM diagnosis, on its schedule (rounds counted over the session).

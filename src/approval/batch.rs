@@ -209,6 +209,7 @@ pub fn plan_batch(
         assistant_message,
         created_at_ms: now_ms,
         calls: batch_calls,
+        worker_session: None,
     })
 }
 

@@ -93,4 +93,10 @@ pub struct PendingApprovalBatch {
     /// falls back to the assistant message's calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<BatchCall>,
+    /// Set when the items are a sub-agent's calls: the session of the worker whose frozen batch
+    /// this mirrors. A decision goes to the worker's batch first, then to this one; on resume the
+    /// delegating call (which stays `started`) runs again and continues the worker. `calls` is
+    /// empty and `assistant_message` is the delegating (parent's) answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_session: Option<String>,
 }

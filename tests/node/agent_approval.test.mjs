@@ -16,8 +16,8 @@ const { Agent } = loadModule();
 const wipeCall = { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' }] };
 
 /** An agent over `stateDir` replaying `answers`, with the dangerous tool counting its runs. */
-function open(stateDir, answers, runs) {
-  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir });
+function open(stateDir, answers, runs, extra = {}) {
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir, ...extra });
   agent.registerTool(
     { name: 'wipe_cache', description: 'wipes the local cache', parametersJson: objectSchema, riskLevel: 'dangerous' },
     (args) => {
@@ -180,4 +180,29 @@ test('a process killed with SIGKILL while suspended; a fresh process approves, r
   const state = JSON.parse(await reader.stateJson('s'));
   assert.equal(state.status, 'completed');
   assert.equal(state.messages.filter((m) => m.role === 'tool').length, 1);
+});
+
+test("a worker's dangerous call freezes the parent; approved there after a restart, it runs once in the worker", async (t) => {
+  const dir = tempDir(t);
+  const runs = [];
+  const delegating = (answers) => open(dir, answers, runs, { enableDelegation: true });
+  const first = delegating([
+    { tool_calls: [{ id: 'call_0', name: 'delegate_task', arguments: '{"task":"wipe the cache"}' }] },
+    wipeCall, // the worker's first answer
+  ]);
+  const out = await first.run('p', 'have a worker wipe the cache');
+  assert.equal(out.status, 'awaiting_approval');
+  const batch = JSON.parse(out.batchJson);
+  assert.equal(batch.items[0].tool_call.name, 'wipe_cache');
+  assert.match(batch.worker_session, /^w[0-9a-f]{32}$/);
+  assert.deepEqual(runs, []);
+
+  const restarted = delegating([{ content: 'wiped it' }, { content: 'The worker wiped the cache.' }]);
+  await restarted.approve('p', batch.items[0].approval_id);
+  const done = await restarted.resume('p');
+  assert.equal(done.status, 'completed');
+  assert.equal(done.finalText, 'The worker wiped the cache.');
+  assert.deepEqual(runs, [{ scope: 'all' }], 'the approved call ran once, in the worker');
+  const worker = JSON.parse(await restarted.stateJson(batch.worker_session));
+  assert.equal(worker.status, 'completed');
 });

@@ -41,6 +41,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         assistant_message: assistant,
                         created_at_ms: k,
                         calls: Vec::new(),
+                        worker_session: None,
                     },
                 },
             ]
