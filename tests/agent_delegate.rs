@@ -325,3 +325,41 @@ async fn a_call_id_reused_in_a_later_round_gets_a_fresh_worker() {
     let parent = store.load("parent").await.unwrap().unwrap();
     assert_eq!(last_tool_result(&parent.messages), ("B: 3 件".to_string(), false));
 }
+
+#[tokio::test]
+async fn a_nested_worker_call_freezes_every_level_and_one_decision_reaches_the_innermost() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级清缓存"}"#)]), // parent
+        calls(&[("d2", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),       // worker
+        calls(&[("w1", "clear_baking_cache", "{}")]),                  // the worker's worker: frozen
+        answer("已清空"),                                              // the worker's worker, after approval
+        answer("下级已清空"),                                          // worker
+        answer("全部完成"),                                            // parent
+    ]));
+    let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
+    let agent = Arc::new(
+        AgentBuilder::new(model.clone(), store.clone())
+            .tools(tools(&cleared))
+            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items[0].tool_call.name, "clear_baking_cache");
+    let middle = batch.worker_session.clone().unwrap();
+    let middle_batch = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap();
+    let inner = middle_batch.worker_session.clone().expect("the middle worker mirrors its own worker");
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    for session in [&middle, &inner] {
+        let state = store.load(session).await.unwrap().unwrap();
+        assert!(state.pending_approval.unwrap().is_fully_decided(), "{session} decided too");
+    }
+    let out = agent.resume("parent", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(last_tool_result(&parent.messages), ("下级已清空".to_string(), false));
+    assert_eq!(model.remaining(), 0);
+}

@@ -472,9 +472,9 @@ impl Agent {
         Ok(state.pending_approval.clone().expect("batch present"))
     }
 
-    /// Applies a decision made on a parent's mirror batch to the worker's own batch. The same
-    /// decision already there is fine (a crash between the two commits, or the app decided the
-    /// worker session itself).
+    /// Applies a decision made on a parent's mirror batch to the worker's own batch (and, for a
+    /// nested delegation, to the batch that one mirrors). The same decision already there is fine
+    /// (a crash between the two commits, or the app decided the worker session itself).
     async fn decide_worker(
         &self,
         worker: &str,
@@ -497,6 +497,10 @@ impl Agent {
         };
         if batch.item(approval_id).is_some_and(|i| i.decision == wanted) {
             return Ok(());
+        }
+        if let Some(inner) = batch.worker_session.clone() {
+            // A worker's worker (nested delegation): the innermost batch first.
+            Box::pin(self.decide_worker(&inner, approval_id, decision)).await?;
         }
         let event = batch
             .decide(approval_id, decision.clone(), now_ms())?
