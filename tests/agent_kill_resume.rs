@@ -5,6 +5,10 @@
 //! and resumes. The dangerous tool records each execution in a file, so "ran once" and "never ran"
 //! are checked across the processes.
 //!
+//! The same again with the dangerous call made by a sub-agent (`delegate_task`): the parent freezes
+//! on the worker's batch, is killed, and the decision made on the parent in the fresh process runs
+//! (or never runs) the call in the worker, whose answer becomes the parent's result.
+//!
 //! `harness = false`: this file has its own `main` (see Cargo.toml).
 
 use arkagent::agent::{Agent, AgentBuilder, EventLog, RunOutcome};
@@ -19,10 +23,16 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 const CHILD_ENV: &str = "ARKAGENT_SCENE_CHILD";
+/// Set (to anything) for the child of the delegated scene.
+const DELEGATED_ENV: &str = "ARKAGENT_SCENE_DELEGATED";
 
-fn agent(dir: &Path, script: Vec<ModelResponse>) -> Agent {
-    let agent =
-        AgentBuilder::new(Arc::new(ScriptedModel::new(script)), Arc::new(FileStore::new(dir))).build();
+fn agent(dir: &Path, script: Vec<ModelResponse>, delegated: bool) -> Arc<Agent> {
+    let agent = Arc::new(
+        AgentBuilder::new(Arc::new(ScriptedModel::new(script)), Arc::new(FileStore::new(dir))).build(),
+    );
+    if delegated {
+        agent.enable_delegation(None).unwrap();
+    }
     let ran = dir.join("ran.log");
     agent
         .register_tool(
@@ -41,12 +51,21 @@ fn agent(dir: &Path, script: Vec<ModelResponse>) -> Agent {
     agent
 }
 
-fn freeze_script() -> Vec<ModelResponse> {
-    vec![ModelResponse::with_tool_calls(vec![ToolCall::new(
+fn freeze_script(delegated: bool) -> Vec<ModelResponse> {
+    let clear = ModelResponse::with_tool_calls(vec![ToolCall::new(
         "call_1",
         "clear_baking_cache",
         r#"{"confirm":"yes"}"#,
-    )])]
+    )]);
+    if !delegated {
+        return vec![clear];
+    }
+    let delegate = ModelResponse::with_tool_calls(vec![ToolCall::new(
+        "call_1",
+        "delegate_task",
+        r#"{"task":"清空烘焙缓存"}"#,
+    )]);
+    vec![delegate, clear]
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -54,10 +73,10 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// The child: run until suspended, report, then wait to be killed.
-fn child(dir: PathBuf) {
+fn child(dir: PathBuf, delegated: bool) {
     let rt = runtime();
     rt.block_on(async {
-        let agent = agent(&dir, freeze_script());
+        let agent = agent(&dir, freeze_script(delegated), delegated);
         let out =
             agent.run("scene", "清空烘焙缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
         let RunOutcome::Suspended { batch } = out else { panic!("expected a suspension: {out:?}") };
@@ -72,12 +91,13 @@ fn executions(dir: &Path) -> usize {
 }
 
 /// Runs the child until it reports the frozen batch, then kills it with SIGKILL.
-fn confirm_then_kill(dir: &Path) -> String {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .env(CHILD_ENV, dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+fn confirm_then_kill(dir: &Path, delegated: bool) -> String {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.env(CHILD_ENV, dir).stdout(Stdio::piped());
+    if delegated {
+        command.env(DELEGATED_ENV, "1");
+    }
+    let mut child = command.spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let approval_id =
@@ -88,15 +108,24 @@ fn confirm_then_kill(dir: &Path) -> String {
     approval_id
 }
 
-fn scene(approve: bool) {
+fn scene(approve: bool, delegated: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let approval_id = confirm_then_kill(dir.path());
+    let approval_id = confirm_then_kill(dir.path(), delegated);
     assert_eq!(executions(dir.path()), 0, "nothing ran before the decision");
     runtime().block_on(async {
-        let agent = agent(dir.path(), vec![ModelResponse::text("好的")]);
+        // Delegated: the worker answers first (with what its call gave it), then the parent.
+        let mut script = vec![ModelResponse::text("好的")];
+        if delegated {
+            let worker = if approve { "已清空" } else { "用户拒绝：不要清空" };
+            script.insert(0, ModelResponse::text(worker));
+        }
+        let agent = agent(dir.path(), script, delegated);
         let state = agent.state("scene").await.unwrap().unwrap();
         assert_eq!(state.status, RunStatus::AwaitingApproval);
-        assert_eq!(state.pending_approval.as_ref().unwrap().items[0].approval_id, approval_id);
+        let batch = state.pending_approval.as_ref().unwrap();
+        assert_eq!(batch.items[0].approval_id, approval_id);
+        assert_eq!(batch.items[0].tool_call.name, "clear_baking_cache");
+        assert_eq!(batch.worker_session.is_some(), delegated);
         if approve {
             agent.approve("scene", &approval_id).await.unwrap();
         } else {
@@ -111,7 +140,11 @@ fn scene(approve: bool) {
             _ => None,
         });
         let (content, is_error) = result.expect("the call has its result");
-        if approve {
+        if delegated {
+            // The worker's answer, which it gave after its call's result.
+            let worker = if approve { "已清空" } else { "用户拒绝：不要清空" };
+            assert_eq!((content.as_str(), is_error), (worker, false));
+        } else if approve {
             assert_eq!((content.as_str(), is_error), ("已清空", false));
         } else {
             assert!(is_error && content.contains("不要清空"), "{content}");
@@ -122,12 +155,17 @@ fn scene(approve: bool) {
 
 fn main() {
     if let Some(dir) = std::env::var_os(CHILD_ENV) {
-        child(PathBuf::from(dir));
+        child(PathBuf::from(dir), std::env::var_os(DELEGATED_ENV).is_some());
         return;
     }
     let mut passed = 0;
-    for (name, approve) in [("confirm_kill_reload_approve", true), ("confirm_kill_reload_deny", false)] {
-        scene(approve);
+    for (name, approve, delegated) in [
+        ("confirm_kill_reload_approve", true, false),
+        ("confirm_kill_reload_deny", false, false),
+        ("worker_confirm_kill_reload_approve", true, true),
+        ("worker_confirm_kill_reload_deny", false, true),
+    ] {
+        scene(approve, delegated);
         println!("test {name} ... ok");
         passed += 1;
     }
