@@ -8,6 +8,7 @@ mod support;
 use arkagent::agent::{
     Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK,
 };
+use arkagent::approval::PendingApprovalBatch;
 use arkagent::hook::{AgentHook, BeforeToolCall, HookContext};
 use arkagent::message::{ChatMessage, ToolCall};
 use arkagent::state::{FileStore, RunStatus, StateStore};
@@ -120,9 +121,29 @@ async fn the_depth_limit_refuses_delegation_beyond_it() {
     assert_eq!(err.code, "delegation_depth_exceeded");
 }
 
+/// Records each `on_approval_required`: the session it came from and the batch's worker.
+#[derive(Default)]
+struct Announced(std::sync::Mutex<Vec<(String, Option<String>)>>);
+
+#[async_trait::async_trait]
+impl AgentHook for Announced {
+    async fn on_approval_required(&self, ctx: &HookContext<'_>, batch: &PendingApprovalBatch) {
+        self.0.lock().unwrap().push((ctx.session_id.to_string(), batch.worker_session.clone()));
+    }
+}
+
 /// The parent with delegation, on `store`, as a fresh process would build it.
 fn parent_agent(model: Arc<Script>, store: Arc<dyn StateStore>, cleared: &Arc<AtomicUsize>) -> Arc<Agent> {
-    let agent = Arc::new(AgentBuilder::new(model, store).tools(tools(cleared)).build());
+    parent_agent_with(model, store, cleared, Arc::new(Announced::default()))
+}
+
+fn parent_agent_with(
+    model: Arc<Script>,
+    store: Arc<dyn StateStore>,
+    cleared: &Arc<AtomicUsize>,
+    hook: Arc<Announced>,
+) -> Arc<Agent> {
+    let agent = Arc::new(AgentBuilder::new(model, store).tools(tools(cleared)).hook(hook).build());
     agent.enable_delegation(None).unwrap();
     agent
 }
@@ -150,7 +171,8 @@ async fn worker_approval_across_processes(process: impl Fn() -> Arc<dyn StateSto
     ]));
     let store = process();
     let events = EventLog::new();
-    let agent = parent_agent(model.clone(), store.clone(), &cleared);
+    let announced = Arc::new(Announced::default());
+    let agent = parent_agent_with(model.clone(), store.clone(), &cleared, announced.clone());
     let out = agent.run("parent", "查 A 再清缓存", &events, &CancellationSignal::new()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("the parent waits with its worker: {out:?}") };
     assert_eq!(cleared.load(Ordering::SeqCst), 0, "nothing ran without approval");
@@ -158,6 +180,8 @@ async fn worker_approval_across_processes(process: impl Fn() -> Arc<dyn StateSto
     assert_eq!(batch.items.len(), 1);
     assert_eq!(batch.items[0].tool_call.name, "clear_baking_cache");
     let worker = batch.worker_session.clone().expect("a worker's batch");
+    // The hooks (shared with the worker) hear of it once, from the parent.
+    assert_eq!(*announced.0.lock().unwrap(), [("parent".to_string(), Some(worker.clone()))]);
     assert!(events.events().iter().any(|e| matches!(e, AgentEvent::ApprovalRequired { .. })));
     assert_eq!(store.load(&worker).await.unwrap().unwrap().status, RunStatus::AwaitingApproval);
     let parent = store.load("parent").await.unwrap().unwrap();

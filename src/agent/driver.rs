@@ -785,9 +785,13 @@ impl<'a> Run<'a> {
         self.record(StateEvent::ApprovalRequested { batch: batch.clone() });
         self.persist(true).await?;
         self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
-        let (s, r, round) = self.ids();
-        let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.hooks.on_approval_required(&ctx, &batch).await);
+        // A worker's batch is announced once, by the parent that mirrors it (with its
+        // `worker_session`): hooks are shared with workers and would hear it twice.
+        if self.agent.depth() == 0 {
+            let (s, r, round) = self.ids();
+            let ctx = HookContext { session_id: &s, run_id: &r, round };
+            Self::note_hook_failure(self.hooks.on_approval_required(&ctx, &batch).await);
+        }
         Ok(Flow::Done(RunOutcome::Suspended { batch }))
     }
 
