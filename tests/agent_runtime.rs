@@ -529,6 +529,39 @@ async fn identical_calls_filling_the_window_end_with_loop_detected() {
 }
 
 #[tokio::test]
+async fn a_new_user_message_starts_an_empty_loop_window() {
+    // Six turns that each ask the same again: one call, or the same two calls, per turn. Counted
+    // over the session they would fill the window (identical, then a cycle of two) by turn 5 or 3.
+    for per_turn in [
+        vec![("c", "query_order", r#"{"order_id":"20261010"}"#)],
+        vec![
+            ("a", "query_order", r#"{"order_id":"20261010"}"#),
+            ("b", "query_order", r#"{"order_id":"404"}"#),
+        ],
+    ] {
+        let script = (0..6).flat_map(|_| [calls(&per_turn), answer("查到了")]).collect();
+        let f = fixture(script, AgentConfig::default());
+        for turn in 0..6 {
+            let out =
+                f.agent.run("s", "订单怎样了", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+            assert_eq!(out.status(), RunStatus::Completed, "turn {turn} of {per_turn:?}");
+        }
+        assert_eq!(f.counters.query.load(Ordering::SeqCst), 6 * per_turn.len());
+    }
+
+    // After a run that looped, the next message starts afresh too.
+    let mut script: Vec<_> =
+        (0..5).map(|i| calls(&[(&format!("c{i}"), "query_order", r#"{"order_id":"1"}"#)])).collect();
+    script.push(calls(&[("d", "query_order", r#"{"order_id":"1"}"#)]));
+    script.push(answer("订单 1 不存在"));
+    let f = fixture(script, AgentConfig::default());
+    let out = f.agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::LoopDetected);
+    let out = f.agent.run("s", "再查一次", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+}
+
+#[tokio::test]
 async fn cancellation_mid_tool_reaches_the_executor_and_ends_the_run_without_results() {
     let f = fixture(vec![], AgentConfig::default());
     let mut tools = ToolRegistry::new();

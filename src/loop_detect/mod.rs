@@ -15,7 +15,8 @@
 //!   and a loop must not hide behind them. So commit (or [`LoopDetector::record`]) each final call
 //!   exactly once.
 //! - The window is plain strings ([`LoopDetector::window`] / [`LoopDetector::from_window`]), so
-//!   the runtime persists it in `AgentState::loop_window` and a resumed run keeps counting.
+//!   the runtime persists it in `AgentState::loop_window` and a resumed run keeps counting. A new
+//!   run (a new user message) starts with an empty window.
 //!
 //! A loop ends the run with `loop_detected` (runtime layer): see [`LoopFinding::to_error`].
 

@@ -328,6 +328,9 @@ impl AgentState {
                 self.status = RunStatus::Running;
                 self.round = 0;
                 self.tool_runs.clear();
+                // A loop is the model repeating itself within one run: a new user message that
+                // asks the same again is not one.
+                self.loop_window.clear();
             }
             StateEvent::RoundStarted { round } => self.round = *round,
             StateEvent::MessageAppended { message } => self.messages.push(message.clone()),
