@@ -180,3 +180,49 @@ async fn the_apps_services_and_the_batch_id_reach_the_executor() {
     assert_eq!(seen[0].0, seen[1].0, "one batch, one batch id");
     assert_ne!(seen[1].0, seen[2].0, "the next batch has its own");
 }
+
+/// An after-hook that breaks: panics, or answers `Failed` as an adapter does for a hook that threw.
+struct BrokenFilter {
+    panics: bool,
+}
+
+#[async_trait::async_trait]
+impl AgentHook for BrokenFilter {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        _r: &ToolResult,
+    ) -> AfterToolCall {
+        if self.panics {
+            panic!("the filter broke");
+        }
+        AfterToolCall { action: AfterToolCallAction::Failed("the filter threw".into()), inject: Vec::new() }
+    }
+}
+
+#[tokio::test]
+async fn a_failing_after_hook_ends_the_run_and_the_unfiltered_result_never_reaches_the_model() {
+    for panics in [true, false] {
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(
+                ToolDefinition::new("read_secret", "returns what a filter hook should redact", object()),
+                Arc::new(FnExecutor(|_args, _ctx| async move { Ok(ToolResult::text("raw-secret-42")) })),
+            )
+            .unwrap();
+        let model = Arc::new(Script::new(vec![calls(&[("r", "read_secret", "{}")]), answer("好的")]));
+        let agent = AgentBuilder::new(model.clone(), Arc::new(MemStore::new()))
+            .tools(tools)
+            .hook(Arc::new(BrokenFilter { panics }))
+            .build();
+        let out = agent.run("s", "读", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        let RunOutcome::Finished { status, error, .. } = out else { panic!("{out:?}") };
+        assert_eq!((status, error.unwrap().code.as_ref()), (RunStatus::Aborted, "hook_failed"));
+        // The next turn sends the call's recorded result: the failure, never the raw text.
+        agent.run("s", "继续", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        let sent = serde_json::to_string(model.requests()[1].messages.as_slice()).unwrap();
+        assert!(!sent.contains("raw-secret-42"), "{sent}");
+        assert!(sent.contains("hook_failed"), "{sent}");
+    }
+}

@@ -53,6 +53,10 @@ pub enum AfterToolCallAction {
     Stop,
     /// End the run now.
     Abort(String),
+    /// The hook itself failed (for an adapter's foreign hook: it threw, rejected, timed out or
+    /// answered a wrong shape). As a panicking hook does, this ends the run with `hook_failed`:
+    /// a hook that filters results must not let an unfiltered one through by failing.
+    Failed(String),
 }
 
 /// `after_tool_call`'s answer: an action plus messages to inject after the result.

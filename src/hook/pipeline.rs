@@ -145,6 +145,20 @@ pub struct AfterToolCallOutcome {
     pub inject: Vec<ChatMessage>,
 }
 
+impl AfterToolCallOutcome {
+    /// A hook failed (panicked, or an adapter's hook threw): the run ends with `error`, and the
+    /// result kept for the call is that error, not what the tool returned. A failing hook may be
+    /// the one that filters results, so the unfiltered result must not reach the model later
+    /// either (the call's record answers it when the session goes on).
+    fn failed(error: AgentError) -> Self {
+        AfterToolCallOutcome {
+            result: ToolResult::from_error(&error),
+            control: AfterControl::Abort(error),
+            inject: Vec::new(),
+        }
+    }
+}
+
 /// True when a save of a state with this status must not be skipped by `before_persist_state`:
 /// the terminal statuses and `AwaitingApproval` (a frozen batch is persisted before
 /// `approval_required` is emitted).
@@ -252,8 +266,7 @@ impl HookPipeline {
             let answer = match guarded(hook.after_tool_call(ctx, call, &outcome.result)).await {
                 Ok(answer) => answer,
                 Err(panic) => {
-                    outcome.control = AfterControl::Abort(hook_failed(index, "after_tool_call", panic));
-                    return outcome;
+                    return AfterToolCallOutcome::failed(hook_failed(index, "after_tool_call", panic));
                 }
             };
             outcome.inject.extend(answer.inject);
@@ -270,6 +283,12 @@ impl HookPipeline {
                         format!("hook #{index} aborted the run after call {}: {reason}", call.id),
                     ));
                     return outcome;
+                }
+                AfterToolCallAction::Failed(why) => {
+                    return AfterToolCallOutcome::failed(AgentError::of(
+                        codes::HOOK_FAILED,
+                        format!("hook #{index} failed in after_tool_call for call {}: {why}", call.id),
+                    ));
                 }
             }
         }

@@ -20,8 +20,10 @@
 //!
 //! Failures are contained: a `beforeToolCall` that throws, rejects, times out or answers a wrong
 //! shape denies the call with a `hook_failed` result (fail closed); an `afterToolCall` that fails
-//! keeps the result unchanged; a `beforePersistState` that fails lets the save happen (saving is
-//! the safe side); a notification that fails is ignored. Each failure is logged as a warning.
+//! ends the run with `hook_failed`, as a panicking Rust hook does (a hook that filters results
+//! must not let an unfiltered one reach the model by failing); a `beforePersistState` that fails
+//! lets the save happen (saving is the safe side); a notification that fails is ignored. Each
+//! failure is logged as a warning.
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
 use super::dto::{status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject};
@@ -306,8 +308,8 @@ impl AgentHook for JsHook {
             Ok(Some(decision)) => decision,
             Ok(None) => AfterToolCall::default(),
             Err(why) => {
-                log::warn!("arkagent: {}: {why}; the result is kept unchanged", codes::HOOK_FAILED);
-                AfterToolCall::default()
+                log::warn!("arkagent: {}: {why}; the run ends", codes::HOOK_FAILED);
+                AfterToolCall { action: AfterToolCallAction::Failed(why), inject: Vec::new() }
             }
         }
     }

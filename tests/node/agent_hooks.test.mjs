@@ -175,10 +175,9 @@ test('failures are contained: throw, rejection, wrong shape and a Promise that n
   }
 });
 
-test('a failing afterToolCall or notification keeps the run going with the result unchanged', async () => {
+test('failing notifications are contained: the run goes on', async () => {
   const { agent, ran } = setup({ toolTimeoutMs: 200 });
   agent.addHook({
-    afterToolCall: () => Promise.reject(new Error('nope')),
     onRunStart: () => {
       throw new Error('start bug');
     },
@@ -192,6 +191,32 @@ test('a failing afterToolCall or notification keeps the run going with the resul
   assert.equal(out.status, 'completed');
   assert.deepEqual(ran, [1]);
   assert.equal((await toolMessage(agent)).content, '2');
+});
+
+test('a failing afterToolCall ends the run with hook_failed: an unfiltered result never reaches the model', async () => {
+  const failing = [
+    () => {
+      throw new Error('filter bug');
+    },
+    () => Promise.reject(new Error('filter rejected')),
+    () => ({ action: 'explode' }),
+    () => new Promise(() => {}),
+  ];
+  for (const afterToolCall of failing) {
+    const { agent, ran } = setup({ toolTimeoutMs: 200 });
+    const requests = [];
+    agent.addHook({ afterToolCall, beforeModelCall: (_c, requestJson) => { requests.push(requestJson); } });
+    const out = await agent.run('s', 'go');
+    assert.equal(out.status, 'aborted', String(afterToolCall));
+    assert.equal(out.errorCode, 'hook_failed', String(afterToolCall));
+    assert.deepEqual(ran, [1]);
+    assert.equal(requests.length, 1, 'the model was not asked with the result');
+    // The call's result is the failure, not the unfiltered '2': a later turn sees only that.
+    const tool = await toolMessage(agent);
+    assert.equal(tool.is_error, true);
+    assert.match(tool.content, /hook_failed/);
+    assert.doesNotMatch(tool.content, /^2$/);
+  }
 });
 
 test('all nine methods in order, each with the context (session, run, round) and its arguments', async () => {
