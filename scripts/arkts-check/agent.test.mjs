@@ -218,7 +218,7 @@ test('beforeToolCall: the hook sees the call, definition and run context; its de
     idempotent: false, timeout: 1500 });
   assert.deepEqual(await hook.beforeToolCall(ctxJson, call('none'), def), { action: 'proceed' });
   assert.deepEqual(await hook.beforeToolCall(ctxJson, call('rewrite'), def),
-    { action: 'proceed', argumentsJson: '{"order_id":"1","mode":"rewrite","audited":"yes"}' });
+    { action: 'proceed', argumentsJson: '{"order_id":"1","mode":"rewrite","audited":"yes"}', name: 'query_order' });
   const denied = await hook.beforeToolCall(ctxJson, call('deny'), null);
   assert.equal(denied.action, 'deny');
   assert.deepEqual(JSON.parse(denied.resultJson),

@@ -279,6 +279,9 @@ pub struct HookDecisionObject {
     pub action: String,
     /// beforeToolCall `proceed`: the call's new arguments text (same id and tool).
     pub arguments_json: Option<String>,
+    /// beforeToolCall `proceed`: the tool name of the rewritten call, when the hook's rewrite
+    /// names one. A name other than the call's is refused (`hook_call_name_changed`), as in Rust.
+    pub name: Option<String>,
     /// beforeToolCall `deny`: the result the model gets instead; afterToolCall `proceed`: the
     /// rewritten result (a ToolResult as JSON, snake_case).
     pub result_json: Option<String>,

@@ -5,7 +5,7 @@
 //!
 //! | method                                   | answer                                          |
 //! |------------------------------------------|-------------------------------------------------|
-//! | `beforeToolCall(contextJson, callJson, definitionJson \| null)` | `{action: proceed, argumentsJson?}`, `{action: deny, resultJson? \| reason?}`, `{action: defer, reason}`, `{action: abort, reason}` |
+//! | `beforeToolCall(contextJson, callJson, definitionJson \| null)` | `{action: proceed, argumentsJson?, name?}`, `{action: deny, resultJson? \| reason?}`, `{action: defer, reason}`, `{action: abort, reason}` |
 //! | `afterToolCall(contextJson, callJson, resultJson)` | `{action: proceed, resultJson?}`, `{action: stop}`, `{action: abort, reason}`; `injectJson?` with any |
 //! | `beforePersistState(contextJson, stateJson)` | `'persist'` or `'skip'` (a skip of a terminal state or a frozen batch is ignored) |
 //! | `onRunStart(contextJson)`, `beforeModelCall(contextJson, requestJson)`, `afterModelResponse(contextJson, responseJson)`, `onApprovalRequired(contextJson, batchJson)`, `onRunEnd(contextJson, status, finalText \| null)`, `onError(contextJson, errorJson)` | ignored |
@@ -171,7 +171,21 @@ fn parse_result(text: &str) -> Result<ToolResult, String> {
 /// A description of what is wrong with it.
 fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
     match decision.action.as_str() {
-        "proceed" => Ok(BeforeToolCall::Proceed(decision.arguments_json.map(|a| call.with_arguments(a)))),
+        "proceed" => {
+            let rewritten = match (decision.arguments_json, decision.name) {
+                (None, None) => None,
+                (arguments, name) => {
+                    let mut rewritten =
+                        call.with_arguments(arguments.unwrap_or_else(|| call.arguments.clone()));
+                    if let Some(name) = name {
+                        // The pipeline refuses a renamed call (hook_call_name_changed).
+                        rewritten.name = name;
+                    }
+                    Some(rewritten)
+                }
+            };
+            Ok(BeforeToolCall::Proceed(rewritten))
+        }
         "deny" => {
             let result = match decision.result_json {
                 Some(text) => parse_result(&text)?,

@@ -153,6 +153,22 @@ test('afterToolCall stop ends the run after the batch without asking the model a
   assert.equal(state.messages.at(-1).role, 'tool');
 });
 
+test('beforeToolCall cannot rename the call: the call is refused with hook_call_name_changed', async () => {
+  const { agent, ran } = setup();
+  agent.addHook({ beforeToolCall: () => ({ action: 'proceed', name: 'wipe_everything', argumentsJson: '{"n":5}' }) });
+  const out = await agent.run('s', 'go');
+  assert.equal(out.status, 'completed');
+  assert.deepEqual(ran, [], 'neither the original nor a renamed call ran');
+  const tool = await toolMessage(agent);
+  assert.equal(tool.is_error, true);
+  assert.match(tool.content, /hook_call_name_changed/);
+  // The same name is a plain rewrite.
+  const same = setup();
+  same.agent.addHook({ beforeToolCall: () => ({ action: 'proceed', name: 'add', argumentsJson: '{"n":5}' }) });
+  await same.agent.run('s', 'go');
+  assert.deepEqual(same.ran, [5]);
+});
+
 test('failures are contained: throw, rejection, wrong shape and a Promise that never settles deny with hook_failed', async () => {
   const failing = [
     () => {

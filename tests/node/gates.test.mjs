@@ -33,18 +33,13 @@ test('gate 2: arguments that are not JSON, not an object, or too large are decod
   assert.equal(seen.length, 0);
 });
 
-// PENDING MERGE: the JSON limits of src/json are a placeholder in this worktree (size only, no
-// depth check); the core issue's implementation checks depth. Fails here, passes after the merge.
-test('gate 2: arguments nested deeper than the limit are json_too_deep [pending merge of the core JSON limits]', async () => {
+test('gate 2: arguments nested deeper than the limit are json_too_deep', async () => {
   const { r, seen } = registryWithCounter({ maxArgumentDepth: 3 });
   await rejectsWithCode(assert, r.execute({ id: 'c1', name: 'stock', arguments: '{"qty":1,"a":{"b":{"c":{"d":{}}}}}' }), 'json_too_deep', 'decode');
   assert.equal(seen.length, 0);
 });
 
-// PENDING MERGE: the schema validator is replaced by another helper's branch; in this worktree
-// src/schema is a placeholder that accepts every value, so this test fails here and passes after
-// the merge.
-test('gate 3: arguments that break the schema are tool_argument_* [pending merge of the core validator]', async () => {
+test('gate 3: arguments that break the schema are tool_argument_*', async () => {
   const { r, seen } = registryWithCounter();
   await rejectsWithCode(assert, r.execute({ id: 'c1', name: 'stock', arguments: '{"qty":"three"}' }), 'tool_argument_type_mismatch', 'tool');
   assert.equal(seen.length, 0);

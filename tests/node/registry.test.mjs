@@ -71,9 +71,7 @@ test('canonicalJson sorts keys at every level and rejects bad JSON with a coded 
   throwsWithCode(assert, () => canonicalJson('{"a":'), 'json_invalid', 'decode');
 });
 
-// PENDING MERGE: the JCS implementation (core issue) lands with another helper's branch; in this
-// worktree src/json's canonicalize is a placeholder (serde_json's to_string), so this test fails
-// here and passes after the merge. RFC 8785 number forms (ECMAScript Number-to-String).
-test('canonicalJson uses RFC 8785 number forms [pending merge of the core JCS]', () => {
+// RFC 8785 number forms (ECMAScript Number-to-String).
+test('canonicalJson uses RFC 8785 number forms', () => {
   assert.equal(canonicalJson('[1.0, -0, 1e21, 1e-7, 0.000001, 100]'), '[1,0,1e+21,1e-7,0.000001,100]');
 });

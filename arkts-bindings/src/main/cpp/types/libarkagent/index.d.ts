@@ -234,6 +234,8 @@ export interface AgentHookObject {
 export interface HookDecisionObject {
   action: string;
   argumentsJson?: string;
+  /** beforeToolCall `proceed`: the rewritten call's tool name; another name than the call's is refused. */
+  name?: string;
   resultJson?: string;
   reason?: string;
   injectJson?: string;
