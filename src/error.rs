@@ -121,6 +121,29 @@ error_codes! {
     /// A number that JSON (and JCS) cannot represent (NaN, infinity).
     JSON_NUMBER_INVALID = "json_number_invalid" => Decode;
 
+    // --- the ArkTS bindings' readers (`JsonError`): JSON that lacks the shape a class needs
+    /// A pending approval batch or item lacks a field or has one of the wrong type.
+    APPROVAL_INVALID = "approval_invalid" => Decode;
+    /// An approval decision other than `pending`, `approved` or `denied`.
+    APPROVAL_DECISION_UNKNOWN = "approval_decision_unknown" => Decode;
+    /// An agent event lacks a field its type needs.
+    EVENT_INVALID = "event_invalid" => Decode;
+    /// A chat message lacks its role or a field the role needs.
+    MESSAGE_INVALID = "message_invalid" => Decode;
+    /// A run outcome lacks its status or a field the status needs.
+    RUN_OUTCOME_INVALID = "run_outcome_invalid" => Decode;
+    /// A run status the bindings do not know.
+    RUN_STATUS_UNKNOWN = "run_status_unknown" => Decode;
+    /// A tool call lacks its id, name or arguments.
+    TOOL_CALL_INVALID = "tool_call_invalid" => Decode;
+    /// A tool definition lacks a field or has one of the wrong type.
+    TOOL_DEFINITION_INVALID = "tool_definition_invalid" => Decode;
+    /// A risk level other than `safe`, `sensitive` or `dangerous`.
+    TOOL_RISK_LEVEL_UNKNOWN = "tool_risk_level_unknown" => Decode;
+    /// A tool timeout given to an ArkTS `ToolDefinition` that is not a positive integer of
+    /// milliseconds.
+    TOOL_TIMEOUT_INVALID = "tool_timeout_invalid" => Config;
+
     // --- tools
     /// No tool with this name is registered.
     TOOL_NOT_FOUND = "tool_not_found" => Tool;
