@@ -209,6 +209,10 @@ error_codes! {
     HOOK_CALL_NAME_CHANGED = "hook_call_name_changed" => Runtime;
     /// A hook itself failed.
     HOOK_FAILED = "hook_failed" => Runtime;
+    /// The app's approval policy failed (threw, rejected, answered something that is not a
+    /// decision, or did not answer in time); the call fails closed and needs the user's
+    /// confirmation.
+    APPROVAL_POLICY_FAILED = "approval_policy_failed" => Runtime;
     /// An approval id that the pending batch does not hold.
     APPROVAL_NOT_FOUND = "approval_not_found" => Runtime;
     /// An approval that was already decided.

@@ -3,11 +3,16 @@
 //! or secrets) and is persisted in the agent state, so a decision survives the app being killed.
 //!
 //! - [`DefaultApprovalPolicy`] and [`arguments_hash`] live in `policy`.
+//! - [`parse_policy_answer`] (in `answer`) reads the text answer of an app policy outside Rust
+//!   (the binding's `setApprovalPolicy`) strictly, so the caller can fail closed on anything else.
 //! - The batch planner ([`plan_batch`]), one-at-a-time decisions and the settlement of a frozen
 //!   batch live in `batch`, whose module docs state the whole-batch rules.
 
+mod answer;
 mod batch;
 mod policy;
+
+pub use answer::parse_policy_answer;
 
 pub use batch::{
     plan_batch, AnsweredCall, BatchCall, BatchCallInput, BatchCallPlan, BatchPlan, BatchSettlement,

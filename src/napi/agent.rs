@@ -9,7 +9,9 @@
 //! - Store: `stateDir` -> [`FileStore`] (a directory per session), else [`MemoryStore`].
 //! - Hooks and tools may be added at any time; a run uses those present when it starts.
 //! - Timeouts: `toolTimeoutMs` is the timeout of executors whose definition has none, and of each
-//!   hook call.
+//!   hook call (and of each approval policy call, unless `setApprovalPolicy` is given its own).
+//! - Approval policy: the core default until `setApprovalPolicy(fn)` installs the app's function
+//!   (see `policy` for its contract, blocking and fail-closed rules); `null` restores the default.
 //! - The `CancellationHandle` given to `run`/`resume` is the run's signal: cancelling it stops the
 //!   model request (the HTTP stream is dropped) and reaches executors through `context.signal`.
 
@@ -17,6 +19,7 @@ use super::dto::{to_json, AgentConfigObject, RunOutcomeObject, ToolDefinitionObj
 use super::error::{guard, guard_napi, spawn_guarded};
 use super::events::{EventListener, RunEvents};
 use super::hook::JsHook;
+use super::policy::{JsApprovalPolicy, PolicySlot};
 use super::signal::CancellationHandle;
 use crate::agent::{Agent, AgentBuilder, RunOutcome};
 use crate::error::{codes, AgentError};
@@ -27,7 +30,7 @@ use crate::state::{FileStore, MemoryStore, StateStore};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, Object, PromiseRaw, Unknown};
-use napi_ohos::Env;
+use napi_ohos::{Env, ValueType};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,11 +70,15 @@ fn model(config: &mut AgentConfigObject) -> Result<Arc<dyn ChatModel>, AgentErro
     Ok(Arc::new(OpenAiCompatibleClient::new(client)?))
 }
 
-/// The core agent of a config, and its tool (and hook) timeout.
+/// The core agent of a config, deciding approvals through `policy`, and its tool (and hook)
+/// timeout.
 ///
 /// # Errors
 /// As [`model`], and `config_invalid` for a bad limit or an empty `stateDir`.
-fn core_agent(mut config: AgentConfigObject) -> Result<(Arc<Agent>, Duration), AgentError> {
+fn core_agent(
+    mut config: AgentConfigObject,
+    policy: Arc<PolicySlot>,
+) -> Result<(Arc<Agent>, Duration), AgentError> {
     let agent_config = config.agent_config()?;
     let model = model(&mut config)?;
     let store: Arc<dyn StateStore> = match config.state_dir.as_deref() {
@@ -80,7 +87,7 @@ fn core_agent(mut config: AgentConfigObject) -> Result<(Arc<Agent>, Duration), A
         None => Arc::new(MemoryStore::new()),
     };
     let timeout = agent_config.tool_timeout;
-    let agent = Arc::new(AgentBuilder::new(model, store).config(agent_config).build());
+    let agent = Arc::new(AgentBuilder::new(model, store).config(agent_config).policy(policy).build());
     if config.enable_delegation.unwrap_or(false) {
         agent.enable_delegation(None)?;
     }
@@ -118,6 +125,7 @@ pub struct JsAgent {
     core: Arc<Agent>,
     listener: Arc<EventListener>,
     tool_timeout: Duration,
+    policy: Arc<PolicySlot>,
 }
 
 #[napi]
@@ -129,8 +137,9 @@ impl JsAgent {
     #[napi(constructor)]
     pub fn new(env: Env, config: AgentConfigObject) -> napi_ohos::Result<Self> {
         guard(&env, || {
-            let (core, tool_timeout) = core_agent(config)?;
-            Ok(JsAgent { core, listener: Arc::new(EventListener::default()), tool_timeout })
+            let policy = Arc::new(PolicySlot::default());
+            let (core, tool_timeout) = core_agent(config, Arc::clone(&policy))?;
+            Ok(JsAgent { core, listener: Arc::new(EventListener::default()), tool_timeout, policy })
         })
     }
 
@@ -175,6 +184,46 @@ impl JsAgent {
         guard_napi(&env, || {
             let hook = JsHook::from_object(&env, hook, self.tool_timeout)?;
             self.core.add_hook(Arc::new(hook));
+            Ok(())
+        })
+    }
+
+    /// Sets the app's approval policy (replaces the previous one; `null` restores the default
+    /// policy): `policy(callJson, definitionJson | null)` answers `allow`, `deny`,
+    /// `requireConfirmation` or `{"action", "reason"?}`, directly or with a Promise, within
+    /// `timeoutMs` (default `toolTimeoutMs`). Any failure requires confirmation (fail closed).
+    /// Runs that already started use the new policy for their next batch.
+    ///
+    /// # Errors
+    /// `config_invalid` for a policy that is neither a function nor null, or a `timeoutMs` that
+    /// is not a whole number from 1 to 86400000.
+    #[napi]
+    pub fn set_approval_policy(
+        &self,
+        env: Env,
+        policy: Option<Unknown<'_>>,
+        timeout_ms: Option<f64>,
+    ) -> napi_ohos::Result<()> {
+        guard_napi(&env, || {
+            let timeout =
+                guard(&env, || timeout_ms.map(|ms| super::dto::millis("timeoutMs", ms)).transpose())?
+                    .unwrap_or(self.tool_timeout);
+            let policy = match policy {
+                None => None,
+                Some(value) => match value.get_type()? {
+                    ValueType::Undefined | ValueType::Null => None,
+                    // SAFETY: checked to be a function of this env, on the JS thread.
+                    ValueType::Function => {
+                        Some(JsApprovalPolicy::new(&env, unsafe { value.cast()? }, timeout)?)
+                    }
+                    other => {
+                        return guard(&env, || {
+                            Err(config_invalid(format!("policy must be a function or null, not {other}")))
+                        })
+                    }
+                },
+            };
+            self.policy.set(policy);
             Ok(())
         })
     }

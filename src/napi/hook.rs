@@ -50,6 +50,12 @@ use std::time::Duration;
 pub(crate) struct HookArgs(Vec<Option<String>>);
 
 impl HookArgs {
+    /// These JSON texts, in order (`None` for a `null`): for the approval policy, which shares
+    /// the hooks' argument type and so their thread-safe function glue.
+    pub(crate) fn from_texts(args: Vec<Option<String>>) -> Self {
+        HookArgs(args)
+    }
+
     /// The context's JSON text, then `rest`.
     fn new<const N: usize>(ctx: &HookContext<'_>, rest: [Option<String>; N]) -> Self {
         let mut args = Vec::with_capacity(1 + N);

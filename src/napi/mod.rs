@@ -14,6 +14,7 @@
 //! - `signal`: the `CancellationHandle` class over [`CancellationSignal`](crate::CancellationSignal).
 //! - `executor`: `JsToolExecutor`, an ArkTS function as a tool executor.
 //! - `hook`: `JsHook`, an ArkTS `AgentHookObject` as an agent hook.
+//! - `policy`: the app's approval policy function as the agent's `ApprovalPolicy` (fail closed).
 //! - `events`: the Agent's event listener as an `EventSink` (FIFO, non-blocking).
 //! - `registry`: the `ToolRegistry` class.
 //! - `agent`: the `Agent` class (config -> core agent; run, resume, approvals, state).
@@ -31,6 +32,7 @@ mod hook;
 #[cfg(all(target_os = "linux", not(target_env = "ohos")))]
 mod host_shims;
 mod logging;
+mod policy;
 mod registry;
 mod signal;
 

@@ -44,6 +44,8 @@ export class Agent {
     this.tools = new Map();
     this.hooks = [];
     this.listener = null;
+    this.policy = null;
+    this.policyTimeoutMs = undefined;
     this.calls = [];
     /** What the async methods resolve to (or reject with, when an Error), by method name. */
     this.answers = {};
@@ -70,6 +72,12 @@ export class Agent {
   addHook(hook) { this.hooks.push(hook); }
 
   onEvent(listener) { this.listener = listener; }
+
+  /** The policy function last set (null: the default) and its timeout. */
+  setApprovalPolicy(policy, timeoutMs) {
+    this.policy = policy;
+    this.policyTimeoutMs = timeoutMs;
+  }
 
   run(sessionId, input, signal) { return this.#answer('run', sessionId, input, signal); }
 

@@ -241,6 +241,23 @@ export interface HookDecisionObject {
   injectJson?: string;
 }
 
+/**
+ * An app approval policy, consulted for each tool call after the beforeToolCall hooks.
+ * callJson = {"id","name","arguments"} (the call as the hooks left it); definitionJson = the tool's
+ * definition {"name","description","parameters","risk_level","idempotent","timeout"?}, or null for an
+ * unknown tool. Answers (directly or with a Promise) one of: 'allow', 'deny', 'requireConfirmation'
+ * (or 'require_confirmation'), or the JSON text {"action": one of those, "reason"?: string} with no
+ * other key. deny: the call never runs and the model gets an error result (code tool_denied,
+ * "denied by policy: <reason>"); requireConfirmation: the whole batch freezes for the user (reason
+ * shown in the pending item). A missing reason gets a default naming the tool.
+ * Fails closed: a throw, a rejection, any other answer (undefined, an object, an unknown action, a
+ * stray key) or no answer within the policy timeout makes the call need confirmation (reason
+ * "approval_policy_failed: ..."), never allows it. It runs on the JS thread while a native worker
+ * waits for it: keep it quick.
+ */
+export type ApprovalPolicyFunction =
+  (callJson: string, definitionJson: string | null) => string | Promise<string>;
+
 /** The agent: a model, tools, hooks, the approval policy and a state store. */
 export declare class Agent {
   /** Throws config_invalid (a message names the field) or insecure_url. */
@@ -255,6 +272,12 @@ export declare class Agent {
   addHook(hook: AgentHookObject): void;
   /** Sets the event listener (replaces the previous one). */
   onEvent(listener: AgentEventListener): void;
+  /**
+   * Sets the approval policy (replaces the previous one; null restores the default: safe and unknown
+   * tools allowed, sensitive and dangerous ones need confirmation). timeoutMs bounds each answer,
+   * a whole number from 1 to 86400000 (default: toolTimeoutMs); otherwise throws config_invalid.
+   */
+  setApprovalPolicy(policy: ApprovalPolicyFunction | null, timeoutMs?: number): void;
   /**
    * Runs on a new user message. Rejects only for approval_pending, session_id_invalid and persistence
    * errors, among them session_busy: another Agent object or process is writing this session (run,

@@ -1,0 +1,156 @@
+//! The app's approval policy: an ArkTS/JS function as the core [`ApprovalPolicy`], and the
+//! [`PolicySlot`] the native `Agent` is built with so that `setApprovalPolicy` can install,
+//! replace or remove it at any time (without one the slot answers with the core's
+//! [`DefaultApprovalPolicy`]).
+//!
+//! The function is `(callJson, definitionJson | null) => answer | Promise<answer>`: `callJson` is
+//! the call as the before-hooks left it (`{"id","name","arguments"}`), `definitionJson` the tool's
+//! definition in the core's serde shape (`null` for an unknown tool), and the answer a string that
+//! [`parse_policy_answer`] accepts: `allow`, `deny`, `requireConfirmation`, or
+//! `{"action": ..., "reason"?: ...}`.
+//!
+//! # Blocking
+//! [`ApprovalPolicy::decide`] is synchronous and the runtime calls it on one of its worker threads
+//! (inside a run's task), never on the JS thread. The adapter queues the call to the JS thread and
+//! blocks that worker until the answer (or the Promise's settlement) arrives, at most the timeout.
+//! It blocks inside [`tokio::task::block_in_place`], so the worker's other tasks move to another
+//! thread meanwhile, and several runs may wait on their policies at once.
+//!
+//! No deadlock: the JS thread never waits synchronously on the runtime (every export that reaches
+//! the runtime returns a Promise; the synchronous ones only take locks that the waiting worker
+//! does not hold; the slot's lock is released before the call). Should `decide` ever be reached on
+//! the JS thread itself (which would wait for itself) or outside a multi-thread runtime (which
+//! cannot block), the adapter does not call the function and fails closed at once.
+//!
+//! # Failure: closed
+//! A throw, a rejection, an answer that is not one of the accepted strings (`undefined`, an
+//! object, an unknown action, stray keys), no answer within the timeout, a closing environment or
+//! a panic never allow the call: the call needs the user's confirmation (the whole batch freezes,
+//! as for a sensitive tool), with a reason that starts with the code `approval_policy_failed` and
+//! says what went wrong. The failure is also logged as a warning. A late answer is dropped.
+
+use super::callback::{call_js, shield, CallFailure, JsFn, Settled};
+use super::dto::to_json;
+use super::hook::HookArgs;
+use crate::approval::{parse_policy_answer, ApprovalPolicy, DefaultApprovalPolicy, PolicyDecision};
+use crate::error::{codes, AgentError};
+use crate::message::ToolCall;
+use crate::tool::ToolDefinition;
+use napi_ohos::bindgen_prelude::{Function, Unknown};
+use napi_ohos::Env;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, RwLock};
+use std::thread::ThreadId;
+use std::time::Duration;
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+/// The agent's approval policy: the app's function when one is set, else the default policy.
+#[derive(Default)]
+pub(crate) struct PolicySlot {
+    // A std RwLock: read to clone the Arc out, written by `set`; never held while deciding.
+    current: RwLock<Option<Arc<JsApprovalPolicy>>>,
+}
+
+impl PolicySlot {
+    /// Installs the app's policy (`None`: back to the default policy). Runs already deciding keep
+    /// the policy they asked.
+    pub(crate) fn set(&self, policy: Option<JsApprovalPolicy>) {
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = policy.map(Arc::new);
+    }
+}
+
+impl ApprovalPolicy for PolicySlot {
+    fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
+        let current = self.current.read().unwrap_or_else(|p| p.into_inner()).clone();
+        match current {
+            Some(policy) => policy.decide(call, definition),
+            None => DefaultApprovalPolicy.decide(call, definition),
+        }
+    }
+}
+
+/// An app function as an approval policy.
+pub(crate) struct JsApprovalPolicy {
+    function: JsFn<HookArgs, HookArgs>,
+    timeout: Duration,
+    /// The JS thread the function belongs to: `decide` must never block it.
+    js_thread: ThreadId,
+}
+
+impl JsApprovalPolicy {
+    /// Wraps the function (call on the JS thread, when the policy is set).
+    ///
+    /// # Errors
+    /// When the thread-safe function cannot be created.
+    pub(crate) fn new(
+        env: &Env,
+        function: Function<'_, Unknown<'static>, Unknown<'static>>,
+        timeout: Duration,
+    ) -> napi_ohos::Result<Self> {
+        let function = shield(env, &function)?
+            .build_threadsafe_function::<HookArgs>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build_callback(|ctx| Ok(ctx.value))?;
+        Ok(JsApprovalPolicy { function, timeout, js_thread: std::thread::current().id() })
+    }
+
+    /// The function's decision, or why there is none.
+    fn ask(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> Result<PolicyDecision, String> {
+        if std::thread::current().id() == self.js_thread {
+            return Err(
+                "the policy was consulted on the JS thread, which cannot wait for its own answer".to_string()
+            );
+        }
+        let handle = Handle::try_current()
+            .map_err(|_| "the policy was consulted outside the module's runtime".to_string())?;
+        if matches!(handle.runtime_flavor(), RuntimeFlavor::CurrentThread) {
+            return Err(
+                "the policy was consulted on a current-thread runtime, which cannot block".to_string()
+            );
+        }
+        let args = HookArgs::from_texts(vec![Some(to_json(call)), definition.map(to_json)]);
+        let waited = tokio::task::block_in_place(|| {
+            handle.block_on(call_js::<_, _, String>(&self.function, args, self.timeout))
+        });
+        let answer = match waited {
+            Ok(Settled::Value(answer)) => answer,
+            Ok(Settled::Undefined) => return Err("the policy returned undefined".to_string()),
+            Ok(Settled::Invalid(why)) => {
+                return Err(format!("the policy returned something that is not a string: {why}"))
+            }
+            Ok(Settled::Threw(text)) => return Err(format!("the policy threw: {text}")),
+            Ok(Settled::Rejected(text)) => return Err(format!("the policy's Promise rejected: {text}")),
+            Err(CallFailure::TimedOut) => {
+                return Err(format!("the policy did not answer within {} ms", self.timeout.as_millis()))
+            }
+            Err(CallFailure::NotQueued(status)) => {
+                return Err(format!(
+                    "the policy could not be called ({status}); the environment may be closing"
+                ))
+            }
+        };
+        parse_policy_answer(&answer, &call.name).map_err(|e| e.message)
+    }
+}
+
+impl ApprovalPolicy for JsApprovalPolicy {
+    fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
+        let why = match std::panic::catch_unwind(AssertUnwindSafe(|| self.ask(call, definition))) {
+            Ok(Ok(decision)) => return decision,
+            Ok(Err(why)) => why,
+            Err(payload) => super::error::panic_error(payload.as_ref()).message,
+        };
+        fail_closed(call, why)
+    }
+}
+
+/// The decision when the policy gave none: the user is asked (never allowed).
+fn fail_closed(call: &ToolCall, why: String) -> PolicyDecision {
+    let error = AgentError::of(codes::APPROVAL_POLICY_FAILED, why);
+    log::warn!("arkagent: {error}; call {} of {} needs confirmation", call.id, call.name);
+    PolicyDecision::RequireConfirmation(format!(
+        "{}: {}; the call needs the user's confirmation",
+        error.code, error.message
+    ))
+}
