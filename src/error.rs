@@ -126,6 +126,8 @@ error_codes! {
     APPROVAL_INVALID = "approval_invalid" => Decode;
     /// An approval decision other than `pending`, `approved` or `denied`.
     APPROVAL_DECISION_UNKNOWN = "approval_decision_unknown" => Decode;
+    /// An approval policy action other than `allow`, `deny` or `requireConfirmation`.
+    APPROVAL_ACTION_UNKNOWN = "approval_action_unknown" => Decode;
     /// An agent event lacks a field its type needs.
     EVENT_INVALID = "event_invalid" => Decode;
     /// A chat message lacks its role or a field the role needs.
