@@ -149,8 +149,8 @@ fn outcome<R>(
         Ok(Settled::Value(v)) => Ok(Some(v)),
         Ok(Settled::Undefined) => Ok(None),
         Ok(Settled::Invalid(why)) => Err(format!("{method} returned an invalid decision: {why}")),
-        Ok(Settled::Threw(text)) => Err(format!("{method} threw: {text}")),
-        Ok(Settled::Rejected(text)) => Err(format!("{method} rejected: {text}")),
+        Ok(Settled::Threw(thrown)) => Err(format!("{method} threw: {}", thrown.text)),
+        Ok(Settled::Rejected(thrown)) => Err(format!("{method} rejected: {}", thrown.text)),
         Err(CallFailure::TimedOut) => {
             Err(format!("{method} did not settle within {} ms", timeout.as_millis()))
         }

@@ -105,8 +105,10 @@ const { Agent } = m.exports;
 const [baseUrl, stateDir, key] = process.argv.slice(1);
 const seen = { events: [], outcomes: [], errors: [], states: [] };
 const agent = new Agent({ provider: 'custom', baseUrl, model: 'mock', apiKey: key, stateDir });
+// A careless tool: its domain error (kept with its code) carries the key in its message.
 agent.registerTool({ name: 'lookup', description: 'd', parametersJson: '{"type":"object"}' },
-  async (args, ctx) => { seen.events.push({ executorContext: Object.keys(ctx), args }); return { contents: [{ type: 'text', text: 'ok' }] }; });
+  async (args, ctx) => { seen.events.push({ executorContext: Object.keys(ctx), args });
+    throw Object.assign(new Error('lookup refused for ' + key), { code: 'lookup_unavailable' }); });
 // A hook with all nine methods records every value it is given (the request, the response, the state...).
 const record = (name) => (...args) => { seen.events.push({ hook: [name, ...args] }); return undefined; };
 agent.addHook(Object.fromEntries(['onRunStart', 'beforeModelCall', 'afterModelResponse', 'beforeToolCall', 'afterToolCall',
@@ -187,6 +189,13 @@ test('the API key never appears in events, outcomes, errors, state files or logs
   assert.match(err, /retry/);
   // A line that carried the key (the careless hook's failure) was written with the key redacted.
   assert.match(err, /leaky app \[REDACTED\]/);
+
+  // The executor's domain error reached the state and the events with its code, the key redacted.
+  const toolMessage = JSON.parse(seen.states[0]).messages.find((m) => m.role === 'tool');
+  assert.equal(toolMessage.content, 'error [lookup_unavailable]: lookup refused for [REDACTED]');
+  const resultEvent = seen.events.filter((e) => typeof e === 'string').map((e) => JSON.parse(e))
+    .find((e) => e.type === 'tool_result');
+  assert.equal(resultEvent.result.contents[0].text, toolMessage.content);
 
   assert.ok(!out.includes(key), 'the key is in what the app saw');
   assert.ok(!err.includes(key), 'the key is in the log');
