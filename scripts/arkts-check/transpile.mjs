@@ -41,7 +41,8 @@ export function transpileTree(srcDir, outDir, aliases = {}) {
 
 /** The logic modules of arkts-bindings/src/main/ets (every module but ArkUI code; there is none). */
 export const BINDINGS_MODULES = ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook',
-  'event/Events', 'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/Agent'];
+  'event/Events', 'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/Agent', 'agent/ToolRegistry',
+  'error/ArkAgentError'];
 
 /**
  * Transpiles the bindings into outDir/bindings and writes outDir/bindings.mjs, a barrel exporting
