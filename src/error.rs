@@ -355,6 +355,20 @@ impl AgentError {
     }
 }
 
+/// The longest code [`is_stable_code`] accepts, in bytes.
+pub const MAX_CODE_LEN: usize = 64;
+
+/// Whether `code` has the form of a stable error code: snake_case ASCII (`^[a-z][a-z0-9_]*$`),
+/// at most [`MAX_CODE_LEN`] bytes. Every code of the [`codes`] table has it; a binding uses it to
+/// tell an executor's own domain error (kept with its code) from any other thrown value (which
+/// becomes `tool_execution_failed`): `ERR_INVALID_ARG`, `ENOENT`, `""` or a sentence are not codes.
+pub fn is_stable_code(code: &str) -> bool {
+    let mut bytes = code.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z'))
+        && code.len() <= MAX_CODE_LEN
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = AgentError> = std::result::Result<T, E>;
 
@@ -373,6 +387,34 @@ mod tests {
                 "{code} is not snake_case"
             );
             assert!(!code.starts_with('_') && !code.ends_with('_'));
+        }
+    }
+
+    #[test]
+    fn stable_codes_are_bounded_snake_case() {
+        for (code, _) in codes::ALL {
+            assert!(is_stable_code(code), "{code} of the table is not a stable code");
+        }
+        for code in ["plan_todo_status_unknown", "a", "x1", "e_404", "a_"] {
+            assert!(is_stable_code(code), "{code}");
+        }
+        assert!(is_stable_code(&"a".repeat(MAX_CODE_LEN)));
+        let too_long = "a".repeat(MAX_CODE_LEN + 1);
+        for code in [
+            "",
+            "ERR_INVALID_ARG",
+            "ENOENT",
+            "Plan_x",
+            "_private",
+            "1abc",
+            "has space",
+            "dash-ed",
+            "dot.ted",
+            "caf\u{e9}",
+            "a\n",
+            too_long.as_str(),
+        ] {
+            assert!(!is_stable_code(code), "{code:?}");
         }
     }
 

@@ -344,6 +344,29 @@ pub fn register_secret(secret: &str) {
     }
 }
 
+/// The shortest secret [`redact_secrets`] removes, in bytes (the provider's rule for its error
+/// texts): a shorter "key" is no real key, and removing it would garble ordinary words.
+pub const MIN_TEXT_SECRET_LEN: usize = 6;
+
+/// `text` without the secrets registered with the process logger (each replaced by [`REDACTED`]),
+/// those of at least [`MIN_TEXT_SECRET_LEN`] bytes; unchanged when the logger is not installed. For
+/// text from app code that reaches errors, state or events (an ArkTS executor's error message), so
+/// a secret the app put there goes no further. (Log lines lose every secret, however short.)
+pub fn redact_secrets(text: &str) -> Cow<'_, str> {
+    let Some(logger) = LOGGER.get() else {
+        return Cow::Borrowed(text);
+    };
+    let redactor = logger.redactor.read().unwrap_or_else(|p| p.into_inner());
+    let mut out = Cow::Borrowed(text);
+    // Longest first, as the redactor keeps them.
+    for secret in redactor.secrets.iter().filter(|s| s.len() >= MIN_TEXT_SECRET_LEN) {
+        if let Cow::Owned(changed) = redact(&out, secret) {
+            out = Cow::Owned(changed);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,12 +15,16 @@ fn child_logs_through_init() {
     if std::env::var_os("ARKAGENT_LOGGING_CHILD").is_none_or(|v| v != "ours") {
         return; // only meaningful inside the child started below
     }
+    // Before the logger is installed there is nothing to redact with.
+    assert_eq!(logging::redact_secrets(&format!("x {KEY}")), format!("x {KEY}"));
     let first = logging::init(LogConfig {
         level: LevelFilter::Info,
         secrets: vec![KEY.into()],
         ..LogConfig::default()
     });
     assert_eq!(first.unwrap(), InitOutcome::Installed);
+    assert_eq!(logging::redact_secrets(&format!("failed with {KEY}!")), "failed with [REDACTED]!");
+    assert_eq!(logging::redact_secrets("clean"), "clean");
     log::info!("request with Authorization: Bearer {KEY}");
     log::debug!("debug line not written at Info");
     let again = logging::init(LogConfig {
@@ -32,6 +36,10 @@ fn child_logs_through_init() {
     log::debug!("second key {LATER_KEY} and first key {KEY}");
     logging::register_secret("registered-later");
     log::warn!("registered-later must not show");
+    assert_eq!(logging::redact_secrets("a registered-later b"), "a [REDACTED] b");
+    // A "secret" too short to be a key is kept out of log lines only, not out of other text.
+    logging::register_secret("k");
+    assert_eq!(logging::redact_secrets("unknown key"), "unknown key");
     let bad = logging::init(LogConfig { domain: 0x2_0000, ..LogConfig::default() });
     assert_eq!(bad.unwrap_err().code, arkagent::codes::CONFIG_INVALID);
 }

@@ -28,7 +28,8 @@ before(async () => {
   transpileTree(ETS, dir, { 'libarkagent.so': FAKE });
   M = {};
   for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
-    'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/Agent']) {
+    'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/Agent', 'agent/ToolRegistry',
+    'error/ArkAgentError']) {
     Object.assign(M, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
   }
   Native = await import(pathToFileURL(FAKE).href);
@@ -36,8 +37,8 @@ before(async () => {
 
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
-function newAgent(config = M.AgentConfig.scripted('[]')) {
-  const agent = new M.Agent(config);
+function newAgent(config = M.AgentConfig.scripted('[]'), services = undefined) {
+  const agent = new M.Agent(config, services);
   return { agent, native: Native.Agent.instances.at(-1) };
 }
 
@@ -48,7 +49,7 @@ function schema() {
 }
 
 function context(overrides = {}) {
-  return { sessionId: 's1', callId: 'c1', batchCallId: 'b1', metadataJson: '{"user":"u1"}',
+  return { sessionId: 's1', callId: 'c1', batchCallId: 'b1', schemaVersion: 2, metadataJson: '{"user":"u1"}',
     signal: new Native.CancellationHandle(), ...overrides };
 }
 
@@ -162,6 +163,99 @@ test('executor failures reach the native side as rejections (throw, rejection, n
   await assert.rejects(native.tools.get('rejects').executor('{}', context()), /async boom/);
   await assert.rejects(native.tools.get('nothing').executor('{}', context()), /not a ToolResult/);
   await assert.rejects(native.tools.get('nothing').executor('[1]', context()), (e) => e.code === 'json_not_object');
+});
+
+test('an ArkAgentError thrown by an executor reaches the native side as that error (code and message)', async () => {
+  const { agent, native } = newAgent();
+  const domain = M.ArkAgentError.tool('plan_todo_status_unknown', "status 'x' is unknown");
+  class Plan { async execute() { throw domain; } }
+  class SyncPlan { execute() { throw domain; } }
+  agent.registerTool(new M.ToolDefinition('plan', 'd', schema()), new Plan());
+  agent.registerTool(new M.ToolDefinition('sync_plan', 'd', schema()), new SyncPlan());
+  for (const name of ['plan', 'sync_plan']) {
+    // The very object, unwrapped: the native module reads its `code` and `message`.
+    await assert.rejects(native.tools.get(name).executor('{}', context()), (e) => e === domain);
+  }
+  assert.deepEqual([M.agentErrorOf(domain).code, M.agentErrorOf(domain).layer], ['plan_todo_status_unknown', 'tool']);
+});
+
+test('services: registered on the Agent, seen (read-only) by every executor through ToolContext', async () => {
+  class BakeryDb { constructor() { this.serviceId = 'bakery_db'; this.rows = ['r1']; } }
+  const shared = new M.ToolServiceRegistry();
+  const { agent, native } = newAgent(M.AgentConfig.scripted('[]'));
+  const own = newAgent(M.AgentConfig.scripted('[]'), shared);
+  assert.equal(own.agent.services, shared, 'an app registry passed in is the one used');
+  assert.ok(agent.services instanceof M.ToolServiceRegistry);
+  const db = new BakeryDb();
+  assert.equal(agent.registerService(db), true);
+  assert.equal(agent.registerService(new BakeryDb()), false, 'a duplicate id is refused');
+  const seen = [];
+  class Reads {
+    async execute(args, ctx) {
+      seen.push({ db: ctx.services.get('bakery_db'), clock: ctx.services.get('clock'), ids: ctx.services.ids(),
+        widened: ctx.services.register({ serviceId: 'spy' }), state: [ctx.state.schemaVersion, ctx.state.sessionId,
+          ctx.state.metadata.getString('user')] });
+      return M.ToolResult.text('ok');
+    }
+  }
+  agent.registerTool(new M.ToolDefinition('reads', 'd', schema()), new Reads());
+  // A service registered after the tool is there too.
+  agent.registerService({ serviceId: 'clock' });
+  await native.tools.get('reads').executor('{}', context({ schemaVersion: 2 }));
+  assert.equal(seen[0].db, db);
+  assert.deepEqual(seen[0].clock, { serviceId: 'clock' });
+  assert.deepEqual(seen[0].ids, ['bakery_db', 'clock']);
+  assert.equal(seen[0].widened, false);
+  assert.deepEqual(agent.services.ids(), ['bakery_db', 'clock'], 'the tool did not add its spy');
+  assert.deepEqual(seen[0].state, [2, 's1', 'u1']);
+});
+
+test('the ArkTS ToolRegistry hands the native registry the shapes of index.d.ts and decodes its answers', async () => {
+  const registry = new M.ToolRegistry({ defaultTimeoutMs: 5000 });
+  const fake = Native.ToolRegistry.instances.at(-1);
+  assert.deepEqual(fake.options, { defaultTimeoutMs: 5000 });
+  class Echo { async execute(args, ctx) { return M.ToolResult.text(`${args.getString('order_id')}@${ctx.services.ids()}`); } }
+  registry.registerService({ serviceId: 'db' });
+  registry.register(new M.ToolDefinition('query_order', 'Queries', schema(), M.ToolRiskLevel.sensitive, true, 900), new Echo());
+  assert.deepEqual(registry.names(), ['query_order']);
+  const defs = registry.definitions();
+  assert.deepEqual(defs.map((d) => [d.name, d.riskLevel, d.idempotent, d.timeoutMs]), [['query_order', 'sensitive', true, 900]]);
+  assert.equal(defs[0].parametersJson(), schema().toJsonString());
+  // The executor registered natively sees the registry's services.
+  const out = await fake.tools.get('query_order').executor('{"order_id":"7"}', context());
+  assert.deepEqual(out.contents, [{ type: 'text', text: '7@db' }]);
+  // execute: the call in the native shape, only the options that are set; the result decoded.
+  fake.answers.execute = { contents: [{ type: 'text', text: 'a' }, { type: 'json', json: '{"n":1}' }], isError: true,
+    stop: true, metadataJson: '{"m":true}' };
+  const handle = new Native.CancellationHandle();
+  const result = await registry.execute(new M.ToolCall('c1', 'query_order', '{"order_id":"7"}'), handle, 's1', undefined,
+    new M.JsonObject().setString('user', 'u1'));
+  assert.deepEqual(fake.calls.at(-1), ['execute', { id: 'c1', name: 'query_order', arguments: '{"order_id":"7"}' }, handle,
+    { sessionId: 's1', metadataJson: '{"user":"u1"}' }]);
+  assert.ok(result instanceof M.ToolResult);
+  assert.deepEqual(JSON.parse(result.toJson().toJsonString()), { contents: [{ type: 'text', text: 'a' },
+    { type: 'json', value: { n: 1 } }], is_error: true, stop: true, metadata: { m: true } });
+  await registry.execute(new M.ToolCall('c2', 'query_order', '{}'));
+  assert.deepEqual(fake.calls.at(-1).slice(2), [undefined, {}]);
+  // A native rejection passes through as is.
+  fake.answers.execute = Object.assign(new Error('Tool not found: nope'), { code: 'tool_not_found', layer: 'tool' });
+  await assert.rejects(registry.execute(new M.ToolCall('c3', 'nope', '{}')), (e) => M.agentErrorOf(e).code === 'tool_not_found');
+  // copyInto / copyIntoExcluding hand over the target's native registry and the names.
+  const worker = new M.ToolRegistry();
+  registry.copyIntoExcluding(worker, ['delegate_task']);
+  assert.deepEqual(fake.calls.at(-1), ['copyIntoExcluding', Native.ToolRegistry.instances.at(-1), ['delegate_task']]);
+  assert.deepEqual(worker.names(), ['query_order']);
+  assert.throws(() => registry.copyInto(worker), (e) => M.agentErrorOf(e).code === 'tool_name_duplicate');
+});
+
+test('toolResultOf reverses toolResultObject; an unknown part type is tool_result_invalid', () => {
+  const result = new M.ToolResult([M.ContentPart.text('t'), M.ContentPart.json(M.JsonValue.array([M.JsonValue.number(1)]))],
+    true, false, new M.JsonObject().setString('k', 'v'));
+  const back = M.toolResultOf(M.toolResultObject(result));
+  assert.equal(back.toJson().toJsonString(), result.toJson().toJsonString());
+  assert.equal(M.toolResultOf({ contents: [] }).toJson().toJsonString(), '{"contents":[],"is_error":false,"stop":false}');
+  assert.throws(() => M.toolResultOf({ contents: [{ type: 'image', text: 'x' }] }), (e) => e.code === 'tool_result_invalid');
+  assert.throws(() => M.toolResultOf({ contents: [{ type: 'json', json: '{bad' }] }), (e) => e.code.startsWith('json_'));
 });
 
 test('the native cancellation handle reaches the executor signal (already cancelled, or later)', async () => {
@@ -384,6 +478,8 @@ test('every event kind the Rust core writes decodes to its class, in order, for 
   assert.ok(approval instanceof M.ApprovalRequiredEvent);
   assert.equal(approval.batch.pendingItems()[0].approvalId, 'ap-1');
   assert.equal(approval.batch.items[0].riskLevel, 'dangerous');
+  assert.deepEqual(approval.batch.modelMessage.toolCalls.map((c) => [c.id, c.name]), [['call-2', 'clear_baking_cache']],
+    'the frozen answer as the Rust core writes it');
   assert.equal(result.result.toModelText(), '{"status":"shipped"}');
   assert.equal(persisted.events, 3);
   assert.ok(finished instanceof M.RunFinishedEvent);

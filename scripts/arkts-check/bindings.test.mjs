@@ -20,7 +20,8 @@ before(async () => {
   const dir = tempDir('arkagent-bindings-');
   transpileTree(ETS, dir);
   M = {};
-  for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events']) {
+  for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
+    'error/ArkAgentError']) {
     Object.assign(M, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
   }
 });
@@ -253,6 +254,86 @@ test('CancellationSignal: the first reason wins and listeners run once', () => {
   assert.equal(ctx.signal.cancelled, true);
 });
 
+test('ArkAgentError: an Error with a stable code and layer tool; isStableCode is the native rule', () => {
+  const e = M.ArkAgentError.tool('plan_todo_status_unknown', "status 'x' is unknown");
+  assert.ok(e instanceof Error);
+  assert.ok(e instanceof M.ArkAgentError);
+  assert.deepEqual([e.name, e.code, e.layer, e.message], ['ArkAgentError', 'plan_todo_status_unknown', 'tool',
+    "status 'x' is unknown"]);
+  assert.equal(String(e), "ArkAgentError: status 'x' is unknown");
+  assert.equal(e.keepsCode(), true);
+  // The same cases as the Rust is_stable_code test (src/error.rs).
+  for (const code of ['plan_todo_status_unknown', 'a', 'x1', 'e_404', 'a_', 'a'.repeat(M.MAX_ERROR_CODE_LENGTH)]) {
+    assert.equal(M.ArkAgentError.isStableCode(code), true, code);
+  }
+  for (const code of ['', 'ERR_INVALID_ARG', 'ENOENT', 'Plan_x', '_private', '1abc', 'has space', 'dash-ed', 'dot.ted',
+    'café', 'a\n', 'a'.repeat(M.MAX_ERROR_CODE_LENGTH + 1)]) {
+    assert.equal(M.ArkAgentError.isStableCode(code), false, JSON.stringify(code));
+  }
+  assert.equal(new M.ArkAgentError('ERR_X', 'm').keepsCode(), false);
+});
+
+test('ToolServiceRegistry: the first of an id wins, ids sorted; the read-only view shares and refuses', () => {
+  class Db { constructor(id, name) { this.serviceId = id; this.name = name; } }
+  const services = new M.ToolServiceRegistry();
+  const db = new Db('db', 'first');
+  assert.equal(services.register(db), true);
+  assert.equal(services.register(new Db('db', 'second')), false, 'a duplicate id is refused (the Rust rule: false)');
+  assert.equal(services.register(new Db('clock', 'c')), true);
+  assert.equal(services.get('db'), db);
+  assert.equal(services.get('anything'), undefined);
+  assert.deepEqual(services.ids(), ['clock', 'db']);
+  assert.equal(services.isWritable, true);
+  const view = services.readOnly();
+  assert.equal(view.isWritable, false);
+  assert.equal(services.readOnly(), view, 'one view per registry');
+  assert.equal(view.readOnly(), view);
+  assert.equal(view.get('db'), db);
+  assert.equal(view.register(new Db('mail', 'm')), false, 'a view never registers');
+  assert.equal(services.get('mail'), undefined);
+  services.register(new Db('mail', 'later'));
+  assert.equal(view.get('mail').name, 'later', 'the view sees services registered later');
+  assert.deepEqual(view.ids(), ['clock', 'db', 'mail']);
+});
+
+test('ToolContext: a read-only state (schema version, session, metadata) and a read-only view of the services', () => {
+  const signal = new M.CancellationSignal();
+  const bare = new M.ToolContext('s1', 'c1', 'b1', signal);
+  assert.ok(bare.state instanceof M.ReadonlyAgentState);
+  assert.deepEqual([bare.state.schemaVersion, bare.state.sessionId, bare.state.metadata.toJsonString()], [0, 's1', '{}']);
+  assert.equal(bare.metadata, bare.state.metadata);
+  assert.deepEqual(bare.services.ids(), []);
+  assert.equal(bare.services.isWritable, false);
+  const services = new M.ToolServiceRegistry();
+  services.register({ serviceId: 'db' });
+  const metadata = new M.JsonObject().setString('user', 'u1');
+  const ctx = new M.ToolContext('s2', 'c2', 'b2', signal, metadata, services, 2);
+  assert.deepEqual([ctx.state.schemaVersion, ctx.state.sessionId, ctx.state.metadata.getString('user')], [2, 's2', 'u1']);
+  assert.deepEqual(ctx.services.ids(), ['db']);
+  assert.equal(ctx.services.register({ serviceId: 'spy' }), false, 'a tool cannot widen the whitelist');
+  assert.deepEqual(services.ids(), ['db']);
+});
+
+test('AssistantMessage: the Rust assistant ChatMessage both ways; bad shapes are refused', () => {
+  const wire = { role: 'assistant', content: 'checking', reasoning_content: 'think',
+    tool_calls: [{ id: 'c1', name: 'query_order', arguments: '{"order_id":"1"}' }, { id: 'c2', name: 'x', arguments: '{}' }] };
+  const m = M.AssistantMessage.fromJson(M.JsonObject.fromJsonString(JSON.stringify(wire)));
+  assert.equal(m.content, 'checking');
+  assert.equal(m.reasoningContent, 'think');
+  assert.deepEqual(m.toolCalls.map((c) => [c.id, c.name, c.argumentsJson]), [['c1', 'query_order', '{"order_id":"1"}'], ['c2', 'x', '{}']]);
+  assert.deepEqual(JSON.parse(m.toJson().toJsonString()), wire);
+  // Absent (or null) fields read as undefined / no calls, and are left out when written.
+  const bare = M.AssistantMessage.fromJson(M.JsonObject.fromJsonString('{"role":"assistant","content":null,"tool_calls":null}'));
+  assert.deepEqual([bare.content, bare.reasoningContent, bare.toolCalls], [undefined, undefined, []]);
+  assert.equal(bare.toJson().toJsonString(), '{"role":"assistant"}');
+  const bad = (o) => () => M.AssistantMessage.fromJson(M.JsonObject.fromJsonString(JSON.stringify(o)));
+  assert.throws(bad({ role: 'user', content: 'hi' }), (e) => e.code === 'message_invalid');
+  assert.throws(bad({ content: 'hi' }), (e) => e.code === 'message_invalid');
+  assert.throws(bad({ role: 'assistant', tool_calls: {} }), (e) => e.code === 'message_invalid');
+  assert.throws(bad({ role: 'assistant', tool_calls: ['c1'] }), (e) => e.code === 'message_invalid');
+  assert.throws(bad({ role: 'assistant', tool_calls: [{ id: 'c1', name: 'x' }] }), (e) => e.code === 'tool_call_invalid');
+});
+
 test('a pending batch in the Rust serde shape decodes; approval answers write their shape', () => {
   const wire = {
     batch_id: 'b1', run_id: 'r1', created_at_ms: 1700000000000,
@@ -272,9 +353,20 @@ test('a pending batch in the Rust serde shape decodes; approval answers write th
   assert.equal(batch.items[0].riskLevel, 'dangerous');
   assert.equal(batch.items[1].denyReason, 'no');
   assert.deepEqual(batch.pendingItems().map((i) => i.approvalId), ['ap1']);
+  assert.ok(batch.modelMessage instanceof M.AssistantMessage);
+  assert.deepEqual(batch.modelMessage.toolCalls, []);
   assert.equal(batch.workerSession, undefined);
   const mirrored = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1' }));
   assert.equal(mirrored.workerSession, 'w0a1');
+  // The model message: the answer holding the batch's calls (the Rust assistant_message).
+  const withCalls = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, assistant_message: { role: 'assistant',
+    content: 'I will clear it', tool_calls: [wire.items[0].tool_call, wire.items[1].tool_call] } }));
+  assert.equal(withCalls.modelMessage.content, 'I will clear it');
+  assert.deepEqual(withCalls.modelMessage.toolCalls.map((c) => c.id), ['c1', 'c2']);
+  const { assistant_message: _dropped, ...noMessage } = wire;
+  assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify(noMessage)), (e) => e.code === 'approval_invalid');
+  assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, assistant_message: { role: 'user', content: 'x' } })),
+    (e) => e.code === 'message_invalid');
   wire.items[0].risk_level = 'extreme';
   assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify(wire)), (e) => e.code === 'tool_risk_level_unknown');
   delete wire.items[0].approval_id;
@@ -304,4 +396,29 @@ test('events decode to their classes; unknown types are kept, bad shapes refused
   assert.equal(unknown.raw.getNumber('x'), 1);
   assert.throws(() => ev({ type: 'text_delta', run_id: 'r' }), (e) => e.code === 'event_invalid');
   assert.throws(() => ev({ type: 'run_finished', run_id: 'r', status: 'exploded' }), (e) => e.code === 'run_status_unknown');
+});
+
+test('Index.ets re-exports every export of the bindings\' modules, each from the module that declares it', () => {
+  const index = fs.readFileSync(path.join(ETS, '..', '..', '..', 'Index.ets'), 'utf8');
+  const reexported = new Map(); // name -> module path as written in Index.ets
+  for (const m of index.matchAll(/export\s*\{([^}]*)\}\s*from\s*'([^']+)'/g)) {
+    for (const name of m[1].split(',').map((n) => n.trim()).filter((n) => n.length > 0)) {
+      assert.ok(!reexported.has(name), `${name} is exported twice`);
+      reexported.set(name, m[2]);
+    }
+  }
+  const walk = (dir) => fs.readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+  const declared = new Map(); // name -> './src/main/ets/<module>'
+  for (const file of walk(ETS).filter((f) => f.endsWith('.ets'))) {
+    const module = `./src/main/ets/${path.relative(ETS, file).replace(/\\/g, '/').replace(/\.ets$/, '')}`;
+    for (const m of fs.readFileSync(file, 'utf8').matchAll(
+      /^export\s+(?:abstract\s+)?(?:class|function|enum|interface|type|const)\s+([A-Za-z_$][\w$]*)/gm)) {
+      declared.set(m[1], module);
+    }
+  }
+  assert.ok(declared.has('ArkAgentError') && declared.has('ToolServiceRegistry'), 'the scan found the modules');
+  assert.deepEqual([...declared].filter(([name, module]) => reexported.get(name) !== module).map(([name]) => name), [],
+    'declared but not re-exported (or from another module)');
+  assert.deepEqual([...reexported.keys()].filter((name) => !declared.has(name)), [], 're-exported but not declared');
 });

@@ -119,6 +119,85 @@ test('each step of the offline scenario meets its gate in the native registry', 
   ]);
 });
 
+test('the ArkTS ToolRegistry over the real one: services, ArkAgentError codes, copyIntoExcluding', async () => {
+  class Orders {
+    constructor() { this.serviceId = 'orders'; this.locked = new Set(['7']); }
+  }
+  class Cancel {
+    async execute(args, ctx) {
+      const orders = ctx.services.get('orders');
+      const id = args.getString('order_id');
+      if (orders === undefined) throw new Error('no orders service');
+      if (orders.locked.has(id)) throw B.ArkAgentError.tool('order_locked', `order ${id} is locked`);
+      if (id === 'crash') throw new Error('database offline');
+      return B.ToolResult.json(B.JsonValue.object(new B.JsonObject().setString('cancelled', id)
+        .setNumber('schema', ctx.state.schemaVersion).setString('user', ctx.state.metadata.getString('user') ?? '')));
+    }
+  }
+  const schema = '{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}';
+  const parent = new B.ToolRegistry();
+  assert.equal(parent.registerService(new Orders()), true);
+  parent.register(new B.ToolDefinition('cancel_order', 'Cancels', schema, B.ToolRiskLevel.dangerous), new Cancel());
+  parent.register(new B.ToolDefinition('delegate_task', 'Delegates', '{"type":"object"}'), new Cancel());
+  const call = (id) => new B.ToolCall('c1', 'cancel_order', JSON.stringify({ order_id: id }));
+  const ok = await parent.execute(call('5'), undefined, 's1', 'b1', new B.JsonObject().setString('user', 'u1'));
+  assert.deepEqual(JSON.parse(ok.toModelText()), { cancelled: '5', schema: 2, user: 'u1' });
+  // The domain error crosses the real native module with its code and message.
+  await assert.rejects(parent.execute(call('7')), (e) => {
+    const info = B.agentErrorOf(e);
+    return info.code === 'order_locked' && info.layer === 'tool' && info.message === 'order 7 is locked';
+  });
+  await assert.rejects(parent.execute(call('crash')), (e) => B.agentErrorOf(e).code === 'tool_execution_failed'
+    && /database offline/.test(e.message));
+  // A worker registry without delegate_task; the copied tool keeps its registry's services.
+  const worker = new B.ToolRegistry();
+  parent.copyIntoExcluding(worker, ['delegate_task']);
+  assert.deepEqual(worker.names(), ['cancel_order']);
+  assert.deepEqual(worker.definitions().map((d) => [d.name, d.riskLevel]), [['cancel_order', 'dangerous']]);
+  await assert.rejects(worker.execute(call('7')), (e) => B.agentErrorOf(e).code === 'order_locked');
+  await assert.rejects(worker.execute(new B.ToolCall('c2', 'delegate_task', '{}')), (e) => B.agentErrorOf(e).code === 'tool_not_found');
+  assert.throws(() => parent.copyInto(worker), (e) => B.agentErrorOf(e).code === 'tool_name_duplicate');
+  assert.deepEqual(worker.names(), ['cancel_order'], 'a clash leaves the target unchanged');
+});
+
+test('through the real ArkTS Agent: services reach the tools, a domain error keeps its code, the batch has its model message',
+  async () => {
+    const stateDir = tempDir('arkagent-services-state-');
+    const script = JSON.stringify([
+      { content: 'Checking.', tool_calls: [{ id: 'c1', name: 'plan', arguments: '{"status":"x"}' }] },
+      { tool_calls: [{ id: 'c2', name: 'clear_baking_cache', arguments: '{"confirm":"yes"}' }] },
+      { content: 'done' },
+    ]);
+    const { agent } = demoAgent(stateDir, script);
+    class Statuses { constructor() { this.serviceId = 'statuses'; this.known = ['todo', 'done']; } }
+    assert.equal(agent.registerService(new Statuses()), true);
+    class Plan {
+      async execute(args, ctx) {
+        const status = args.getString('status') ?? '';
+        if (!ctx.services.get('statuses').known.includes(status)) {
+          throw B.ArkAgentError.tool('plan_todo_status_unknown', `status '${status}' is unknown`);
+        }
+        return B.ToolResult.text('planned');
+      }
+    }
+    agent.registerTool(new B.ToolDefinition('plan', 'Plans', '{"type":"object"}'), new Plan());
+    const outcome = await agent.run('svc-1', 'plan and clear');
+    assert.equal(outcome.status, 'awaiting_approval');
+    const state = await agent.state('svc-1');
+    const messages = state.getArray('messages').map((m) => m.asObject());
+    const planResult = messages.find((m) => m.getString('tool_call_id') === 'c1');
+    assert.equal(planResult.getString('content'), "error [plan_todo_status_unknown]: status 'x' is unknown");
+    assert.equal(planResult.getBool('is_error'), true);
+    // The frozen batch carries the model's answer holding its call.
+    const message = outcome.batch.modelMessage;
+    assert.ok(message instanceof B.AssistantMessage);
+    assert.deepEqual(message.toolCalls.map((c) => [c.id, c.name, c.argumentsJson]),
+      [['c2', 'clear_baking_cache', '{"confirm":"yes"}']]);
+    assert.deepEqual(message.toolCalls.map((c) => c.id), outcome.batch.items.map((i) => i.toolCall.id));
+    const reloaded = await agent.pendingApproval('svc-1');
+    assert.equal(reloaded.modelMessage.toJson().toJsonString(), message.toJson().toJsonString());
+  });
+
 test('a native cancellation handle reaches the ArkTS executor signal; the runtime answers tool_cancelled', async () => {
   const registry = new native.ToolRegistry();
   let release;

@@ -101,10 +101,27 @@ pub(crate) enum Settled<R> {
     Undefined,
     /// A value that is not of the expected shape (the conversion's message).
     Invalid(String),
-    /// The function threw synchronously (the error's text).
-    Threw(String),
-    /// The returned Promise was rejected (the reason's text).
-    Rejected(String),
+    /// The function threw synchronously.
+    Threw(Thrown),
+    /// The returned Promise was rejected.
+    Rejected(Thrown),
+}
+
+/// What a JS function threw, or rejected its Promise with.
+pub(crate) struct Thrown {
+    /// `String(value)` (for an `Error`, without its stack).
+    pub(crate) text: String,
+    /// The value's own stable code and message, when it carries one (see [`domain_error`]).
+    pub(crate) domain: Option<DomainError>,
+}
+
+/// A domain error thrown by app code: an object whose `code` property is a stable code
+/// ([`is_stable_code`](crate::error::is_stable_code)), such as the bindings' `ArkAgentError`.
+pub(crate) struct DomainError {
+    /// The `code` property.
+    pub(crate) code: String,
+    /// The `message` property when it is a string, else `String(value)`.
+    pub(crate) message: String,
 }
 
 /// Why no outcome came back.
@@ -205,8 +222,19 @@ fn settle<R: FromNapiValue + Send + 'static>(
     let value = match ret {
         Ok(value) => value,
         Err(error) => {
-            // The error (and its reference to the JS exception) is dropped here, on the JS thread.
-            let _ = tx.send(Settled::Threw(thrown_text(&error.reason)));
+            let text = thrown_text(&error.reason);
+            // The thrown value itself: napi-ohos keeps a reference to the exception in the error
+            // and hands the referenced value back here (releasing the reference, on the JS thread).
+            // SAFETY: on the JS thread, with this env.
+            let thrown = unsafe { ToNapiValue::to_napi_value(env.raw(), error) };
+            let domain = match thrown {
+                Ok(raw) => domain_error(env, raw, &text),
+                Err(_) => {
+                    clear_pending_exception(env);
+                    None
+                }
+            };
+            let _ = tx.send(Settled::Threw(Thrown { text, domain }));
             return;
         }
     };
@@ -228,7 +256,9 @@ fn settle<R: FromNapiValue + Send + 'static>(
         .and_then(|chained| {
             chained.catch(move |ctx: napi_ohos::bindgen_prelude::CallbackContext<Unknown<'static>>| {
                 if let Some(tx) = on_reject.take() {
-                    let _ = tx.send(Settled::Rejected(value_text(&ctx.value)));
+                    let text = value_text(&ctx.value);
+                    let domain = domain_error(&ctx.env, ctx.value.raw(), &text);
+                    let _ = tx.send(Settled::Rejected(Thrown { text, domain }));
                 }
                 Ok(())
             })
@@ -252,6 +282,42 @@ fn classify<R: FromNapiValue>(env: &Env, value: Unknown<'_>) -> Settled<R> {
             Settled::Invalid(error.reason.clone())
         }
     }
+}
+
+/// The stable code and message of a thrown value: an object (an `Error` or any other) whose own or
+/// inherited `code` property is a string with the form of a stable code. `None` for everything
+/// else: a value that is not an object, no `code`, a code of another form (Node's `ERR_*`,
+/// `ENOENT`), or a property read that throws (a getter, a Proxy), whose exception is cleared.
+fn domain_error(env: &Env, raw: sys::napi_value, text: &str) -> Option<DomainError> {
+    let raw_env = env.raw();
+    let mut kind = 0;
+    // SAFETY (every block below): on the JS thread, with values of this env; a property read that
+    // throws leaves its exception pending, cleared before returning.
+    if unsafe { sys::napi_typeof(raw_env, raw, &mut kind) } != sys::Status::napi_ok
+        || (kind != sys::ValueType::napi_object && kind != sys::ValueType::napi_function)
+    {
+        return None;
+    }
+    let property = |name: &std::ffi::CStr| -> Option<String> {
+        let mut value = std::ptr::null_mut();
+        if unsafe { sys::napi_get_named_property(raw_env, raw, name.as_ptr(), &mut value) }
+            != sys::Status::napi_ok
+        {
+            clear_pending_exception(env);
+            return None;
+        }
+        let mut kind = 0;
+        if unsafe { sys::napi_typeof(raw_env, value, &mut kind) } != sys::Status::napi_ok
+            || kind != sys::ValueType::napi_string
+        {
+            return None;
+        }
+        // SAFETY: a string value of this env.
+        unsafe { String::from_napi_value(raw_env, value) }.ok()
+    };
+    let code = property(c"code").filter(|code| crate::error::is_stable_code(code))?;
+    let message = property(c"message").unwrap_or_else(|| text.to_string());
+    Some(DomainError { code, message })
 }
 
 /// `String(value)`, or a placeholder when even that throws.

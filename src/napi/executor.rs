@@ -2,18 +2,29 @@
 //! as a core [`ToolExecutor`]. Every way the function can misbehave becomes a structured tool
 //! error; none crashes or hangs the runtime:
 //!
-//! | the function                         | error code              |
-//! |--------------------------------------|-------------------------|
-//! | throws, or its Promise rejects       | `tool_execution_failed` |
-//! | returns / resolves `undefined`       | `tool_result_invalid`   |
-//! | returns / resolves a wrong shape     | `tool_result_invalid`   |
-//! | does not settle within the timeout   | `tool_timeout`          |
-//! | the call is cancelled meanwhile      | `tool_cancelled`        |
+//! | the function                                            | error code                    |
+//! |---------------------------------------------------------|-------------------------------|
+//! | throws / rejects with a domain error (below)            | its own code (layer `tool`)   |
+//! | throws / rejects with anything else                     | `tool_execution_failed`       |
+//! | returns / resolves `undefined`                          | `tool_result_invalid`         |
+//! | returns / resolves a wrong shape                        | `tool_result_invalid`         |
+//! | does not settle within the timeout                      | `tool_timeout`                |
+//! | the call is cancelled meanwhile                         | `tool_cancelled`              |
+//!
+//! A domain error is an object whose `code` property is a stable code (snake_case, at most 64
+//! bytes: [`is_stable_code`](crate::error::is_stable_code)), such as the bindings' `ArkAgentError`;
+//! it keeps that code and its `message`, unwrapped, as a Rust executor's own `AgentError` passes
+//! through the registry (the seed's `ArkAgentError` rule): the upper layers can act on the exact
+//! code. Anything else (a plain `Error`, Node's `ERR_*` or `ENOENT` codes, a value that is not an
+//! object) is wrapped, so no implementation detail of the executor leaks up as a code.
+//!
+//! The context object carries `sessionId`, `callId`, `batchCallId`, `schemaVersion` (of the
+//! session state), `metadataJson` and `signal`; services are ArkTS objects, added by the bindings.
 //!
 //! Cancellation reaches the function through `context.signal` (a `CancellationHandle`: poll
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
-use super::callback::{call_js, shield, CallFailure, JsFn, RawJsValue, Settled};
+use super::callback::{call_js, shield, CallFailure, JsFn, RawJsValue, Settled, Thrown};
 use super::dto::{ToolDefinitionObject, ToolResultObject};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
@@ -54,6 +65,7 @@ pub(crate) struct ExecutorCall {
     session_id: String,
     call_id: String,
     batch_call_id: String,
+    schema_version: u32,
     metadata_json: String,
     signal: CancellationSignal,
     parent: CancellationSignal,
@@ -92,6 +104,7 @@ impl JsToolExecutor {
                 context.set_named_property("sessionId", call.session_id)?;
                 context.set_named_property("callId", call.call_id)?;
                 context.set_named_property("batchCallId", call.batch_call_id)?;
+                context.set_named_property("schemaVersion", call.schema_version)?;
                 context.set_named_property("metadataJson", call.metadata_json)?;
                 // SAFETY: on the JS thread, with this env.
                 let handle = unsafe { CancellationHandle::to_napi_value(env.raw(), handle)? };
@@ -113,6 +126,21 @@ fn metadata_json(metadata: &BTreeMap<String, Value>) -> String {
     Value::Object(map).to_string()
 }
 
+/// The tool error of what an executor threw (`how`: "threw" or "rejected"): a domain error with
+/// its code and message, anything else `tool_execution_failed` with its text. Either message is
+/// app text on its way to the state, the events and the model: the API key (a secret registered
+/// with the process logger) is removed from it, should the app have put it there.
+fn thrown_error(name: &str, how: &str, thrown: Thrown) -> AgentError {
+    use crate::logging::redact_secrets;
+    match thrown.domain {
+        Some(domain) => AgentError::tool(domain.code, redact_secrets(&domain.message)),
+        None => AgentError::execution_failed(format!(
+            "executor of {name} {how}: {}",
+            redact_secrets(&thrown.text)
+        )),
+    }
+}
+
 #[async_trait]
 impl ToolExecutor for JsToolExecutor {
     async fn execute(
@@ -129,6 +157,7 @@ impl ToolExecutor for JsToolExecutor {
             session_id: context.session_id.clone(),
             call_id: context.call_id.clone(),
             batch_call_id: context.batch_call_id.clone(),
+            schema_version: context.state.schema_version,
             metadata_json: metadata_json(&context.state.metadata),
             signal: signal.clone(),
             parent: context.signal.clone(),
@@ -160,12 +189,8 @@ impl ToolExecutor for JsToolExecutor {
                 codes::TOOL_RESULT_INVALID,
                 format!("executor of {name} returned something that is not a ToolResult: {why}"),
             )),
-            Ok(Settled::Threw(text)) => {
-                Err(AgentError::execution_failed(format!("executor of {name} threw: {text}")))
-            }
-            Ok(Settled::Rejected(text)) => {
-                Err(AgentError::execution_failed(format!("executor of {name} rejected: {text}")))
-            }
+            Ok(Settled::Threw(thrown)) => Err(thrown_error(name, "threw", thrown)),
+            Ok(Settled::Rejected(thrown)) => Err(thrown_error(name, "rejected", thrown)),
             Err(CallFailure::TimedOut) => {
                 signal.cancel("timeout");
                 Err(AgentError::of(

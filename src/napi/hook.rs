@@ -32,6 +32,7 @@ use crate::error::{codes, AgentError};
 use crate::hook::{
     AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext, PersistDecision,
 };
+use crate::logging::redact_secrets;
 use crate::message::{ChatMessage, ToolCall};
 use crate::provider::{ChatRequest, ModelResponse};
 use crate::state::{AgentState, RunStatus};
@@ -157,8 +158,9 @@ fn outcome<R>(
         Ok(Settled::Value(v)) => Ok(Some(v)),
         Ok(Settled::Undefined) => Ok(None),
         Ok(Settled::Invalid(why)) => Err(format!("{method} returned an invalid decision: {why}")),
-        Ok(Settled::Threw(text)) => Err(format!("{method} threw: {text}")),
-        Ok(Settled::Rejected(text)) => Err(format!("{method} rejected: {text}")),
+        // The text reaches a hook_failed result or error (state, events): no secret.
+        Ok(Settled::Threw(thrown)) => Err(format!("{method} threw: {}", redact_secrets(&thrown.text))),
+        Ok(Settled::Rejected(thrown)) => Err(format!("{method} rejected: {}", redact_secrets(&thrown.text))),
         Err(CallFailure::TimedOut) => {
             Err(format!("{method} did not settle within {} ms", timeout.as_millis()))
         }

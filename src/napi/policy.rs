@@ -34,6 +34,7 @@ use super::dto::to_json;
 use super::hook::HookArgs;
 use crate::approval::{parse_policy_answer, ApprovalPolicy, DefaultApprovalPolicy, PolicyDecision};
 use crate::error::{codes, AgentError};
+use crate::logging::redact_secrets;
 use crate::message::ToolCall;
 use crate::tool::ToolDefinition;
 use napi_ohos::bindgen_prelude::{Function, Unknown};
@@ -119,8 +120,13 @@ impl JsApprovalPolicy {
             Ok(Settled::Invalid(why)) => {
                 return Err(format!("the policy returned something that is not a string: {why}"))
             }
-            Ok(Settled::Threw(text)) => return Err(format!("the policy threw: {text}")),
-            Ok(Settled::Rejected(text)) => return Err(format!("the policy's Promise rejected: {text}")),
+            // What app code threw goes into the pending item's reason (state, events): no secret.
+            Ok(Settled::Threw(thrown)) => {
+                return Err(format!("the policy threw: {}", redact_secrets(&thrown.text)))
+            }
+            Ok(Settled::Rejected(thrown)) => {
+                return Err(format!("the policy's Promise rejected: {}", redact_secrets(&thrown.text)))
+            }
             Err(CallFailure::TimedOut) => {
                 return Err(format!("the policy did not answer within {} ms", self.timeout.as_millis()))
             }

@@ -1,6 +1,7 @@
-//! The `ToolRegistry` class: registration of ArkTS tools (a definition plus an executor function)
-//! and `execute`, which runs one call through the core's four gates and the executor. (The Agent
-//! class registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
+//! The `ToolRegistry` class: registration of ArkTS tools (a definition plus an executor function),
+//! copying tools between registries (`copyInto`, `copyIntoExcluding`, as the core's), and
+//! `execute`, which runs one call through the core's four gates and the executor. (The Agent class
+//! registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
 
 use super::dto::{
     ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
@@ -57,6 +58,19 @@ impl JsToolRegistry {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The core `copy_into_excluding`, with the chosen tools staged in a registry of their own
+    /// first: one lock at a time, so `target` may be this very registry.
+    fn copy_to(&self, target: &JsToolRegistry, excluded: &[&str]) -> Result<(), AgentError> {
+        let staged = {
+            let source = self.lock();
+            let mut staged =
+                ToolRegistry::with_limits(source.limits()).with_validation_mode(source.validation_mode());
+            source.copy_into_excluding(&mut staged, excluded)?;
+            staged
+        };
+        staged.copy_into(&mut target.lock())
+    }
+
     /// The shared core registry (for the Agent class).
     #[allow(dead_code)]
     pub(crate) fn core(&self) -> Arc<Mutex<ToolRegistry>> {
@@ -106,6 +120,35 @@ impl JsToolRegistry {
     #[napi]
     pub fn unregister(&self, env: Env, name: String) -> napi_ohos::Result<bool> {
         guard(&env, || Ok(self.lock().unregister(&name)))
+    }
+
+    /// Copies every tool into `target` (the executors are shared, not cloned), in registration
+    /// order, after `target`'s own tools.
+    ///
+    /// # Errors
+    /// `tool_name_duplicate` when `target` already has one of the names (`target` is then
+    /// unchanged); copying a registry with tools into itself is such a clash.
+    #[napi]
+    pub fn copy_into(&self, env: Env, target: &JsToolRegistry) -> napi_ohos::Result<()> {
+        guard(&env, || self.copy_to(target, &[]))
+    }
+
+    /// Copies every tool except the named ones into `target` (e.g. a worker's registry without
+    /// `delegate_task`); names that are not registered are ignored.
+    ///
+    /// # Errors
+    /// As [`copy_into`](Self::copy_into).
+    #[napi]
+    pub fn copy_into_excluding(
+        &self,
+        env: Env,
+        target: &JsToolRegistry,
+        excluded_names: Vec<String>,
+    ) -> napi_ohos::Result<()> {
+        guard(&env, || {
+            let excluded: Vec<&str> = excluded_names.iter().map(String::as_str).collect();
+            self.copy_to(target, &excluded)
+        })
     }
 
     /// The registered names, in registration order.

@@ -229,6 +229,34 @@ test('an executor error becomes an is_error tool result the model sees; the run 
   assert.match(tool.content, /kaput/);
 });
 
+test('a domain error keeps its code in the result the model sees; the context has the state\'s schema version', async () => {
+  const agent = scripted([
+    { tool_calls: [{ id: 'c1', name: 'plan', arguments: '{}' }, { id: 'c2', name: 'plain', arguments: '{}' }] },
+    { content: 'noted' },
+  ]);
+  const versions = [];
+  agent.registerTool({ name: 'plan', description: 'd', parametersJson: objectSchema }, async (args, ctx) => {
+    versions.push(ctx.schemaVersion);
+    throw Object.assign(new Error("status 'x' is unknown"), { code: 'plan_todo_status_unknown' });
+  });
+  agent.registerTool({ name: 'plain', description: 'd', parametersJson: objectSchema }, () => {
+    throw Object.assign(new Error('socket closed'), { code: 'ERR_SOCKET_CLOSED' });
+  });
+  const events = [];
+  agent.onEvent((e) => events.push(JSON.parse(e)));
+  const out = await agent.run('s', 'plan it');
+  assert.equal(out.status, 'completed');
+  const state = JSON.parse(await agent.stateJson('s'));
+  assert.deepEqual(versions, [state.schema_version]);
+  const tools = state.messages.filter((m) => m.role === 'tool');
+  assert.deepEqual(tools.map((m) => [m.tool_call_id, m.is_error]), [['c1', true], ['c2', true]]);
+  assert.equal(tools[0].content, "error [plan_todo_status_unknown]: status 'x' is unknown");
+  assert.match(tools[1].content, /^error \[tool_execution_failed\]: executor of plain threw: Error: socket closed$/);
+  // Events come in completion order (the two calls run at once); the history keeps call order.
+  const results = Object.fromEntries(events.filter((e) => e.type === 'tool_result').map((e) => [e.call_id, e.result.contents[0].text]));
+  assert.deepEqual(results, { c1: tools[0].content, c2: tools[1].content });
+});
+
 test('maxRounds, systemPrompt and deleteSession', async () => {
   const loop = { tool_calls: [{ id: 'x', name: 't', arguments: '{}' }] };
   const agent = scripted([loop, { ...loop, tool_calls: [{ id: 'y', name: 't', arguments: '{"n":1}' }] }], { maxRounds: 2, systemPrompt: 'be brief' });

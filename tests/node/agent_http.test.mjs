@@ -105,8 +105,10 @@ const { Agent } = m.exports;
 const [baseUrl, stateDir, key] = process.argv.slice(1);
 const seen = { events: [], outcomes: [], errors: [], states: [] };
 const agent = new Agent({ provider: 'custom', baseUrl, model: 'mock', apiKey: key, stateDir });
+// A careless tool: its domain error (kept with its code) carries the key in its message.
 agent.registerTool({ name: 'lookup', description: 'd', parametersJson: '{"type":"object"}' },
-  async (args, ctx) => { seen.events.push({ executorContext: Object.keys(ctx), args }); return { contents: [{ type: 'text', text: 'ok' }] }; });
+  async (args, ctx) => { seen.events.push({ executorContext: Object.keys(ctx), args });
+    throw Object.assign(new Error('lookup refused for ' + key), { code: 'lookup_unavailable' }); });
 // A hook with all nine methods records every value it is given (the request, the response, the state...).
 const record = (name) => (...args) => { seen.events.push({ hook: [name, ...args] }); return undefined; };
 agent.addHook(Object.fromEntries(['onRunStart', 'beforeModelCall', 'afterModelResponse', 'beforeToolCall', 'afterToolCall',
@@ -188,6 +190,13 @@ test('the API key never appears in events, outcomes, errors, state files or logs
   // A line that carried the key (the careless hook's failure) was written with the key redacted.
   assert.match(err, /leaky app \[REDACTED\]/);
 
+  // The executor's domain error reached the state and the events with its code, the key redacted.
+  const toolMessage = JSON.parse(seen.states[0]).messages.find((m) => m.role === 'tool');
+  assert.equal(toolMessage.content, 'error [lookup_unavailable]: lookup refused for [REDACTED]');
+  const resultEvent = seen.events.filter((e) => typeof e === 'string').map((e) => JSON.parse(e))
+    .find((e) => e.type === 'tool_result');
+  assert.equal(resultEvent.result.contents[0].text, toolMessage.content);
+
   assert.ok(!out.includes(key), 'the key is in what the app saw');
   assert.ok(!err.includes(key), 'the key is in the log');
   const files = filesUnder(dir);
@@ -197,4 +206,37 @@ test('the API key never appears in events, outcomes, errors, state files or logs
   }
   // Guard against a vacuous check: the same search finds a string that is in the state.
   assert.ok(files.some((f) => readFileSync(f).includes(Buffer.from('all good'))));
+});
+
+test('an API key in what a failing hook or policy threw is redacted from results and the pending batch', async (t) => {
+  const key = 'sk-HOOKLEAK-5e1d2c3b';
+  const mock = await startMock(async (_i, request, res) => {
+    if (request.body.messages.at(-1).role === 'tool') return streamChunks(res, textChunks('ok'));
+    return streamChunks(res, toolCallChunks('k1', 'lookup', '{"city":"Paris"}'));
+  });
+  t.after(() => mock.close());
+  const open = () => {
+    const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'm', apiKey: key });
+    const ran = [];
+    agent.registerTool({ name: 'lookup', description: 'weather', parametersJson: lookupSchema }, (a) => {
+      ran.push(a);
+      return { contents: [{ type: 'text', text: 'sunny' }] };
+    });
+    return { agent, ran };
+  };
+
+  const hooked = open();
+  hooked.agent.addHook({ beforeToolCall: () => { throw new Error(`refused with ${key}`); } });
+  assert.equal((await hooked.agent.run('s', 'weather?')).status, 'completed');
+  assert.deepEqual(hooked.ran, []);
+  const state = await hooked.agent.stateJson('s');
+  assert.match(state, /hook_failed.*refused with \[REDACTED\]/);
+  assert.ok(!state.includes(key));
+
+  const policed = open();
+  policed.agent.setApprovalPolicy(() => { throw new Error(`policy saw ${key}`); });
+  const out = await policed.agent.run('s', 'weather?');
+  assert.equal(out.status, 'awaiting_approval');
+  assert.match(JSON.parse(out.batchJson).items[0].reason, /policy saw \[REDACTED\]/);
+  assert.ok(!(await policed.agent.stateJson('s')).includes(key));
 });

@@ -1,5 +1,6 @@
 // ArkTS/JS executors through the thread-safe function: every way an executor can answer, or fail
-// to, ends as a ToolResult or a structured tool error; nothing crashes or hangs.
+// to, ends as a ToolResult or a structured tool error; nothing crashes or hangs. A domain error
+// (an object with a stable snake_case `code`, the bindings' ArkAgentError) keeps its code.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -7,7 +8,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadModule, objectSchema, rejectsWithCode, text, waitFor } from './helper.mjs';
 
-const { ToolRegistry } = loadModule();
+const { Agent, ToolRegistry } = loadModule();
 
 function oneTool(executor, extra = {}) {
   const r = new ToolRegistry();
@@ -50,11 +51,12 @@ test('json parts, flags and metadata cross both ways', async () => {
 test('the context carries the ids, the metadata and a live signal', async () => {
   let seen;
   const run = oneTool((args, ctx) => {
-    seen = { sessionId: ctx.sessionId, callId: ctx.callId, batchCallId: ctx.batchCallId, metadata: JSON.parse(ctx.metadataJson), cancelled: ctx.signal.cancelled, reason: ctx.signal.reason };
+    seen = { sessionId: ctx.sessionId, callId: ctx.callId, batchCallId: ctx.batchCallId, schemaVersion: ctx.schemaVersion, metadata: JSON.parse(ctx.metadataJson), cancelled: ctx.signal.cancelled, reason: ctx.signal.reason };
     return text('ok');
   });
   await run('{}', undefined, { sessionId: 's-9', batchCallId: 'b-2', metadataJson: '{"user":"u1"}' });
-  assert.deepEqual(seen, { sessionId: 's-9', callId: 'call-1', batchCallId: 'b-2', metadata: { user: 'u1' }, cancelled: false, reason: null });
+  // schemaVersion: the crate's state SCHEMA_VERSION (2: the version with approvals in the state).
+  assert.deepEqual(seen, { sessionId: 's-9', callId: 'call-1', batchCallId: 'b-2', schemaVersion: 2, metadata: { user: 'u1' }, cancelled: false, reason: null });
 });
 
 test('the context metadata reaches the executor as JSON text with its keys sorted', async () => {
@@ -96,6 +98,107 @@ test('a rejection is tool_execution_failed with the reason', async () => {
   assert.match(e.message, /rejected: RangeError: quantity too big/);
   const run2 = oneTool(() => Promise.reject(42));
   assert.match((await rejectsWithCode(assert, run2(), 'tool_execution_failed')).message, /rejected: 42/);
+});
+
+/** What the bindings' ArkAgentError is to the native side: an Error carrying a string `code`. */
+class DomainError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = 'ArkAgentError';
+    this.code = code;
+  }
+}
+
+test('a domain error (a stable `code`), thrown or rejected, keeps its code and message, unwrapped', async () => {
+  const thrown = oneTool(() => {
+    throw new DomainError('plan_todo_status_unknown', "status 'x' is unknown");
+  });
+  const e = await rejectsWithCode(assert, thrown(), 'plan_todo_status_unknown', 'tool');
+  assert.equal(e.message, "status 'x' is unknown");
+  const rejected = oneTool(async () => {
+    await sleep(1);
+    throw new DomainError('order_locked', 'order 7 is locked by another device');
+  });
+  const r = await rejectsWithCode(assert, rejected(), 'order_locked', 'tool');
+  assert.equal(r.message, 'order 7 is locked by another device');
+  // Any object with such a code counts, an Error or not; one as long as the limit (64) too.
+  const plain = oneTool(() => Promise.reject({ code: 'stock_reserved', message: 'held for cart 3' }));
+  assert.equal((await rejectsWithCode(assert, plain(), 'stock_reserved', 'tool')).message, 'held for cart 3');
+  const longest = 'x'.repeat(64);
+  await rejectsWithCode(assert, oneTool(() => { throw new DomainError(longest, 'long'); })(), longest, 'tool');
+  // A code without a string message keeps the code, with the value's text as the message.
+  const noMessage = oneTool(() => { throw { code: 'quota_exhausted', toString: () => 'quota of u1 used up' }; });
+  assert.equal((await rejectsWithCode(assert, noMessage(), 'quota_exhausted', 'tool')).message, 'quota of u1 used up');
+});
+
+test('codes that are not stable codes are wrapped: Node ERR_*, errno names, wrong types, too long', async () => {
+  const cases = [
+    ['ERR_INVALID_ARG_TYPE', 'node style'],
+    ['ENOENT', 'errno name'],
+    ['', 'empty'],
+    ['Plan_status', 'upper case'],
+    ['_private', 'leading underscore'],
+    ['9lives', 'leading digit'],
+    ['bad-code', 'dash'],
+    ['has space', 'space'],
+    ['x'.repeat(65), 'one over the limit'],
+    [42, 'a number'],
+    [null, 'null'],
+    [{ toString: () => 'order_locked' }, 'an object that prints as a code'],
+  ];
+  for (const [code, what] of cases) {
+    const sync = oneTool(() => { throw new DomainError(code, `sync ${what}`); });
+    const e = await rejectsWithCode(assert, sync(), 'tool_execution_failed', 'tool');
+    assert.match(e.message, new RegExp(`threw: ArkAgentError: sync ${what}`), what);
+    const async_ = oneTool(async () => { throw new DomainError(code, `async ${what}`); });
+    const r = await rejectsWithCode(assert, async_(), 'tool_execution_failed', 'tool');
+    assert.match(r.message, new RegExp(`rejected: ArkAgentError: async ${what}`), what);
+  }
+  // A primitive that looks like a code is not an error object.
+  const primitive = oneTool(() => { throw 'order_locked'; });
+  assert.match((await rejectsWithCode(assert, primitive(), 'tool_execution_failed')).message, /threw: .*order_locked/);
+  const rejectedString = oneTool(() => Promise.reject('order_locked'));
+  assert.match((await rejectsWithCode(assert, rejectedString(), 'tool_execution_failed')).message, /rejected: order_locked/);
+});
+
+test('a code whose read throws (a getter, a Proxy) is wrapped, and the executor still works after', async () => {
+  let mode = 'getter';
+  const run = oneTool(() => {
+    if (mode === 'getter') {
+      const e = new Error('getter');
+      Object.defineProperty(e, 'code', { get() { throw new Error('no code for you'); } });
+      throw e;
+    }
+    if (mode === 'proxy') {
+      throw new Proxy({}, { get() { throw new Error('trap'); } });
+    }
+    if (mode === 'message getter') {
+      const e = new DomainError('order_locked', 'x');
+      Object.defineProperty(e, 'message', { get() { throw new Error('no message'); } });
+      return Promise.reject(e);
+    }
+    return text('fine');
+  });
+  await rejectsWithCode(assert, run(), 'tool_execution_failed', 'tool');
+  mode = 'proxy';
+  await rejectsWithCode(assert, run(), 'tool_execution_failed', 'tool');
+  // The code is good; the message cannot be read, so the value's text stands in (or a placeholder).
+  mode = 'message getter';
+  await rejectsWithCode(assert, run(), 'order_locked', 'tool');
+  mode = 'ok';
+  assert.equal((await run()).contents[0].text, 'fine');
+});
+
+test('an API key the app put in a thrown message is redacted, domain error or not', async () => {
+  // An Agent with a key registers it with the process logger as a secret (no request is made).
+  const key = 'sk-executor-secret-5b1d9e';
+  new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: key });
+  const domain = oneTool(() => { throw new DomainError('upstream_refused', `upstream said no to ${key}`); });
+  assert.equal((await rejectsWithCode(assert, domain(), 'upstream_refused', 'tool')).message, 'upstream said no to [REDACTED]');
+  const plain = oneTool(async () => { throw new Error(`auth ${key} failed`); });
+  const e = await rejectsWithCode(assert, plain(), 'tool_execution_failed', 'tool');
+  assert.match(e.message, /rejected: Error: auth \[REDACTED\] failed/);
+  assert.ok(!e.message.includes(key));
 });
 
 test('undefined, returned or resolved, is tool_result_invalid', async () => {

@@ -1,7 +1,8 @@
-// ToolRegistry registration (coded errors), names, definitionsJson, and the free functions.
+// ToolRegistry registration (coded errors), names, copyInto / copyIntoExcluding, definitionsJson,
+// and the free functions.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadModule, objectSchema, text, throwsWithCode } from './helper.mjs';
+import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
 
 const { ToolRegistry, version, canonicalJson } = loadModule();
 const noop = () => text('ok');
@@ -51,6 +52,66 @@ test('names keep registration order; unregister removes', () => {
   assert.deepEqual(r.names(), ['zeta', 'mid']);
   r.register({ name: 'alpha', description: 'again', parametersJson: objectSchema }, noop);
   assert.deepEqual(r.names(), ['zeta', 'mid', 'alpha']);
+});
+
+test('copyIntoExcluding: a worker registry without delegate_task; the executors are shared', async () => {
+  const parent = new ToolRegistry();
+  const runs = [];
+  for (const name of ['read', 'write', 'delegate_task']) {
+    parent.register({ name, description: name, parametersJson: objectSchema, riskLevel: name === 'write' ? 'dangerous' : 'safe' },
+      () => { runs.push(name); return text(`${name} ran`); });
+  }
+  const worker = new ToolRegistry();
+  worker.register({ name: 'own', description: 'own', parametersJson: objectSchema }, noop);
+  parent.copyIntoExcluding(worker, ['delegate_task', 'not_registered']);
+  // After the target's own tools, in the source's order; definitions copied as they are.
+  assert.deepEqual(worker.names(), ['own', 'read', 'write']);
+  assert.deepEqual(JSON.parse(worker.definitionsJson()).map((d) => [d.name, d.risk_level]),
+    [['own', 'safe'], ['read', 'safe'], ['write', 'dangerous']]);
+  assert.equal((await worker.execute({ id: 'c1', name: 'write', arguments: '{}' })).contents[0].text, 'write ran');
+  await rejectsWithCode(assert, worker.execute({ id: 'c2', name: 'delegate_task', arguments: '{}' }), 'tool_not_found', 'tool');
+  assert.deepEqual(runs, ['write'], 'the parent\'s executor ran, once');
+  // The two registries are independent from now on.
+  assert.equal(worker.unregister('read'), true);
+  assert.deepEqual(parent.names(), ['read', 'write', 'delegate_task']);
+});
+
+test('copyInto: a name the target has is tool_name_duplicate, and the target is unchanged', async () => {
+  const parent = new ToolRegistry();
+  for (const name of ['read', 'write']) parent.register({ name, description: name, parametersJson: objectSchema }, () => text(`parent ${name}`));
+  const clash = new ToolRegistry();
+  clash.register({ name: 'write', description: 'mine', parametersJson: objectSchema }, () => text('mine'));
+  const e = throwsWithCode(assert, () => parent.copyInto(clash), 'tool_name_duplicate', 'config');
+  assert.match(e.message, /write/);
+  assert.deepEqual(clash.names(), ['write'], 'not even `read` was copied');
+  assert.equal((await clash.execute({ id: 'c', name: 'write', arguments: '{}' })).contents[0].text, 'mine');
+  throwsWithCode(assert, () => parent.copyIntoExcluding(clash, ['read']), 'tool_name_duplicate', 'config');
+  parent.copyIntoExcluding(clash, ['write']);
+  assert.deepEqual(clash.names(), ['write', 'read']);
+  // Into itself: every name clashes, unless nothing is copied; no deadlock either way.
+  throwsWithCode(assert, () => parent.copyInto(parent), 'tool_name_duplicate', 'config');
+  parent.copyIntoExcluding(parent, ['read', 'write']);
+  assert.deepEqual(parent.names(), ['read', 'write']);
+  const empty = new ToolRegistry();
+  empty.copyInto(empty);
+  empty.copyInto(parent);
+  assert.deepEqual(parent.names(), ['read', 'write']);
+});
+
+test('copied tools meet the target\'s argument limits; a target that is not a registry is refused', async () => {
+  const parent = new ToolRegistry();
+  parent.register({ name: 'echo', description: 'd', parametersJson: objectSchema }, (args) => text(args));
+  const small = new ToolRegistry({ maxArgumentBytes: 16 });
+  parent.copyInto(small);
+  const long = JSON.stringify({ note: 'x'.repeat(40) });
+  assert.equal((await parent.execute({ id: 'c', name: 'echo', arguments: long })).contents[0].text, long);
+  await rejectsWithCode(assert, small.execute({ id: 'c', name: 'echo', arguments: long }), 'json_too_large', 'decode');
+  for (const target of [{}, null, undefined, 'registry']) {
+    assert.throws(() => parent.copyInto(target));
+    assert.throws(() => parent.copyIntoExcluding(target, []));
+  }
+  assert.throws(() => parent.copyIntoExcluding(small, 'echo'), 'excludedNames must be an array');
+  assert.deepEqual(parent.names(), ['echo']);
 });
 
 test('definitionsJson carries every field of the definitions', () => {

@@ -1,6 +1,7 @@
-// A fake of the native module libarkagent.so for host tests of the ArkTS adapters: the Agent and
-// CancellationHandle classes of arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts, recording
-// what the wrapper passes in and answering what a test sets. No runtime behind it.
+// A fake of the native module libarkagent.so for host tests of the ArkTS adapters: the Agent,
+// ToolRegistry and CancellationHandle classes of
+// arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts, recording what the wrappers pass in
+// and answering what a test sets. No runtime behind it.
 
 function codedError(code, layer, message) {
   const e = new Error(message);
@@ -92,6 +93,54 @@ export class Agent {
   pendingApprovalJson(sessionId) { return this.#answer('pendingApprovalJson', sessionId); }
 
   deleteSession(sessionId) { return this.#answer('deleteSession', sessionId); }
+}
+
+export class ToolRegistry {
+  /** Every instance built, newest last. */
+  static instances = [];
+
+  constructor(options) {
+    this.options = options;
+    this.tools = new Map();
+    this.calls = [];
+    /** What execute resolves to (or rejects with, when an Error). */
+    this.answers = {};
+    ToolRegistry.instances.push(this);
+  }
+
+  register(definition, executor) {
+    if (this.tools.has(definition.name)) {
+      throw codedError('tool_name_duplicate', 'config', `Tool already registered: ${definition.name}`);
+    }
+    this.tools.set(definition.name, { definition, executor });
+  }
+
+  unregister(name) { return this.tools.delete(name); }
+
+  names() { return [...this.tools.keys()]; }
+
+  definitionsJson() {
+    return JSON.stringify([...this.tools.values()].map(({ definition: d }) => ({ name: d.name, description: d.description,
+      parameters: JSON.parse(d.parametersJson), risk_level: d.riskLevel ?? 'safe', idempotent: d.idempotent ?? false,
+      ...(d.timeoutMs === undefined ? {} : { timeout: d.timeoutMs }) })));
+  }
+
+  copyInto(target) { this.copyIntoExcluding(target, []); }
+
+  copyIntoExcluding(target, excludedNames) {
+    if (!(target instanceof ToolRegistry)) throw new TypeError('target is not a ToolRegistry');
+    this.calls.push(['copyIntoExcluding', target, excludedNames]);
+    const chosen = [...this.tools.entries()].filter(([name]) => !excludedNames.includes(name));
+    const dup = chosen.find(([name]) => target.tools.has(name));
+    if (dup) throw codedError('tool_name_duplicate', 'config', `Tool already registered: ${dup[0]}`);
+    for (const [name, tool] of chosen) target.tools.set(name, tool);
+  }
+
+  execute(call, signal, options) {
+    this.calls.push(['execute', call, signal, options]);
+    const a = this.answers.execute;
+    return a instanceof Error ? Promise.reject(a) : Promise.resolve(a);
+  }
 }
 
 export function version() { return '0.0.0-fake'; }

@@ -58,6 +58,8 @@ export interface ToolContextObject {
   sessionId: string;
   callId: string;
   batchCallId: string;
+  /** The schema version of the session state (ReadonlyAgentState.schemaVersion). */
+  schemaVersion: number;
   /** The session metadata: a JSON object as text. */
   metadataJson: string;
   /** Cancelled when the call is cancelled or times out (reason 'timeout'). */
@@ -66,8 +68,11 @@ export interface ToolContextObject {
 
 /**
  * An executor: gets the validated arguments as JSON object text and the context; returns a
- * ToolResultObject or a Promise of one. A throw or a rejection becomes tool_execution_failed,
- * undefined or a wrong shape tool_result_invalid, no answer within the timeout tool_timeout.
+ * ToolResultObject or a Promise of one. A throw or a rejection with a domain error (an object whose
+ * `code` is a stable code: snake_case /^[a-z][a-z0-9_]*$/, at most 64 characters, e.g. the
+ * bindings' ArkAgentError) becomes that code (layer tool) with the error's message; any other throw
+ * or rejection becomes tool_execution_failed; undefined or a wrong shape tool_result_invalid, no
+ * answer within the timeout tool_timeout.
  */
 export type ToolExecutorFunction =
   (argumentsJson: string, context: ToolContextObject) => ToolResultObject | Promise<ToolResultObject>;
@@ -116,6 +121,13 @@ export declare class ToolRegistry {
   register(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
   /** Removes a tool; returns whether it was there. */
   unregister(name: string): boolean;
+  /**
+   * Copies every tool into target (executors shared), after target's own. Throws
+   * tool_name_duplicate when target already has one of the names; target is then unchanged.
+   */
+  copyInto(target: ToolRegistry): void;
+  /** As copyInto, leaving out the named tools (names not registered are ignored). */
+  copyIntoExcluding(target: ToolRegistry, excludedNames: Array<string>): void;
   /** The registered names, in registration order. */
   names(): Array<string>;
   /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout). */
