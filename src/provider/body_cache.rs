@@ -1,65 +1,66 @@
-//! The request body of each round, without re-serialising the whole history: every message's wire
-//! JSON is kept by its position and a fingerprint of what it serialises from, so a round costs a
-//! hash of the history (several times cheaper than escaping it) plus the new messages' JSON. A
-//! message that changed (trimming, repair, another session on the same client) misses and is
-//! serialised again; the body is byte for byte what serialising the whole request gives (tested).
+//! The request body of each round, without re-serialising or copying the whole history.
+//!
+//! The last body is kept in one buffer: the part before the first message
+//! (`{"model":…,"messages":[`), every message's wire JSON joined by commas, then the rest of the
+//! request. Each message's JSON is kept with a copy of the message it was serialised from, so a
+//! round checks the history by equality (no hashing, no collisions) and serialises only the
+//! messages that are new or changed. When the history only grew, the buffer is cut after the last
+//! message and the new messages and the rest are appended in place; the body handed to the HTTP
+//! client is a shared view of that buffer ([`Bytes`], no copy). A message that changed (a rewrite,
+//! trimming, repair, another session on the same client) and every later position is written again
+//! (unchanged later messages from their kept JSON); a body still held elsewhere (a retry, a request
+//! in flight) is never written to: the buffer is copied first. The body is byte for byte what
+//! serialising the whole request gives (tested).
 
 use super::config::ProviderQuirks;
-use super::convert::to_wire_request;
-use super::wire::ChatCompletionRequest;
+use super::convert::{sends_reasoning, to_wire_request, turn_start, wire_envelope, wire_message};
 use super::ChatRequest;
 use crate::message::ChatMessage;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::Mutex;
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
 
+/// One cached message: a copy of what was serialised and where its JSON lies in the buffer.
 struct Entry {
-    key: u64,
-    json: Vec<u8>,
+    message: ChatMessage,
+    with_reasoning: bool,
+    start: usize,
+    end: usize,
 }
 
-/// Per-client cache of messages' wire JSON, by position.
+impl Entry {
+    /// Whether this entry's JSON is what `message` serialises to.
+    fn holds(&self, message: &ChatMessage, with_reasoning: bool) -> bool {
+        self.with_reasoning == with_reasoning && self.message == *message
+    }
+}
+
+/// The last body and what it was built from.
+#[derive(Default)]
+struct Cached {
+    /// The last body. Shared with the [`Bytes`] handed out; written only when no one else holds it.
+    buf: Arc<Vec<u8>>,
+    /// Length of the part before the first message.
+    head: usize,
+    /// End of the last message's JSON (the rest of the request follows).
+    messages_end: usize,
+    /// One per message of the last body, in order.
+    entries: Vec<Entry>,
+}
+
+/// The owner behind a body's [`Bytes`]: keeps the buffer alive and unwritable while it is held.
+struct Shared(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Per-client cache of the request body, by message position.
 #[derive(Default)]
 pub(crate) struct BodyCache {
     // A std Mutex: held while the body is assembled (no await inside).
-    entries: Mutex<Vec<Entry>>,
-}
-
-fn fingerprint(message: &ChatMessage, with_reasoning: bool) -> u64 {
-    let mut h = foldhash::fast::FixedState::with_seed(0x61726b).build_hasher();
-    let mut text = |s: &str| {
-        h.write_usize(s.len());
-        h.write(s.as_bytes());
-    };
-    match message {
-        ChatMessage::System { content } => {
-            text("system");
-            text(content);
-        }
-        ChatMessage::User { content } => {
-            text("user");
-            text(content);
-        }
-        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
-            text("assistant");
-            text(content.as_deref().unwrap_or("\u{0}none"));
-            if with_reasoning {
-                text(reasoning_content.as_deref().unwrap_or("\u{0}none"));
-            }
-            for c in tool_calls {
-                text(&c.id);
-                text(&c.name);
-                text(&c.arguments);
-            }
-        }
-        ChatMessage::Tool { tool_call_id, name, content, is_error } => {
-            text("tool");
-            text(tool_call_id);
-            text(name);
-            text(content);
-            text(if *is_error { "e" } else { "o" });
-        }
-    }
-    h.finish()
+    cached: Mutex<Cached>,
 }
 
 impl BodyCache {
@@ -70,46 +71,80 @@ impl BodyCache {
         model: &str,
         quirks: &ProviderQuirks,
         stream: bool,
-    ) -> serde_json::Result<Vec<u8>> {
-        let mut wire: ChatCompletionRequest<'_> = to_wire_request(request, model, quirks, stream);
-        let messages = std::mem::take(&mut wire.messages);
-        let rest = serde_json::to_vec(&wire)?;
+    ) -> serde_json::Result<Bytes> {
+        let rest = serde_json::to_vec(&wire_envelope(request, model, quirks, stream))?;
         // `model` comes first and is a JSON string, so the first `"messages":[]` is the field.
         let needle = br#""messages":[]"#;
-        let at = memchr::memmem::find(&rest, needle).map(|i| i + needle.len() - 1);
-        let Some(at) = at else {
+        let Some(at) = memchr::memmem::find(&rest, needle).map(|i| i + needle.len() - 1) else {
             // Not the expected shape: serialise the whole request.
-            wire.messages = messages;
-            return serde_json::to_vec(&wire);
+            return serde_json::to_vec(&to_wire_request(request, model, quirks, stream)).map(Bytes::from);
         };
-        let turn_start =
-            request.messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0);
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.truncate(messages.len());
-        let mut out =
-            Vec::with_capacity(rest.len() + entries.iter().map(|e| e.json.len() + 1).sum::<usize>() + 256);
-        out.extend_from_slice(&rest[..at]);
-        for (i, (domain, wire_message)) in request.messages.iter().zip(&messages).enumerate() {
-            let with_reasoning = quirks.send_reasoning_content && i > turn_start;
-            let key = fingerprint(domain, with_reasoning);
-            if i > 0 {
-                out.push(b',');
+        let (head, tail) = rest.split_at(at);
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let result = fill(&mut cached, &request.messages, head, tail, quirks);
+        if result.is_err() {
+            // The buffer may be half written: start over next time.
+            *cached = Cached::default();
+        }
+        result
+    }
+}
+
+/// Brings `c` up to date with `messages` and returns the body.
+fn fill(
+    c: &mut Cached,
+    messages: &[ChatMessage],
+    head: &[u8],
+    tail: &[u8],
+    quirks: &ProviderQuirks,
+) -> serde_json::Result<Bytes> {
+    if c.buf.get(..c.head) != Some(head) {
+        // Another model name (or a first call): nothing kept applies.
+        let buf = Arc::make_mut(&mut c.buf);
+        buf.clear();
+        buf.extend_from_slice(head);
+        c.head = head.len();
+        c.messages_end = head.len();
+        c.entries.clear();
+    }
+    let turn = turn_start(messages);
+    let first_stale = messages
+        .iter()
+        .zip(&c.entries)
+        .enumerate()
+        .position(|(i, (m, e))| !e.holds(m, sends_reasoning(quirks, i, turn)))
+        .unwrap_or(messages.len().min(c.entries.len()));
+    // Copies the buffer first if a body handed out earlier is still held.
+    let buf = Arc::make_mut(&mut c.buf);
+    let stale = c.entries.split_off(first_stale);
+    // Later messages may be unchanged (one message rewritten in the middle): their JSON is kept
+    // aside before the buffer is cut.
+    let (kept, base) = match stale.first() {
+        Some(e) => (buf[e.start..c.messages_end].to_vec(), e.start),
+        None => (Vec::new(), 0),
+    };
+    buf.truncate(c.entries.last().map_or(c.head, |e| e.end));
+    let mut stale = stale.into_iter();
+    for (i, m) in messages.iter().enumerate().skip(first_stale) {
+        let with_reasoning = sends_reasoning(quirks, i, turn);
+        if i > 0 {
+            buf.push(b',');
+        }
+        let start = buf.len();
+        match stale.next() {
+            Some(e) if e.holds(m, with_reasoning) => {
+                buf.extend_from_slice(&kept[e.start - base..e.end - base]);
+                c.entries.push(Entry { start, end: buf.len(), ..e });
             }
-            match entries.get_mut(i) {
-                Some(e) if e.key == key => out.extend_from_slice(&e.json),
-                slot => {
-                    let json = serde_json::to_vec(wire_message)?;
-                    out.extend_from_slice(&json);
-                    match slot {
-                        Some(e) => *e = Entry { key, json },
-                        None => entries.push(Entry { key, json }),
-                    }
-                }
+            _ => {
+                serde_json::to_writer(&mut *buf, &wire_message(m, with_reasoning, quirks))?;
+                c.entries.push(Entry { message: m.clone(), with_reasoning, start, end: buf.len() });
             }
         }
-        out.extend_from_slice(&rest[at..]);
-        Ok(out)
     }
+    c.messages_end = buf.len();
+    buf.extend_from_slice(tail);
+    Ok(Bytes::from_owner(Shared(Arc::clone(&c.buf))))
 }
 
 #[cfg(test)]
@@ -194,5 +229,253 @@ mod tests {
             BodyCache::default().body(&r, "m", &quirks, true).unwrap(),
             serde_json::to_vec(&to_wire_request(&r, "m", &quirks, true)).unwrap()
         );
+    }
+
+    fn check(cache: &BodyCache, history: &[ChatMessage], quirks: &ProviderQuirks) -> Bytes {
+        let r = request(history.to_vec());
+        let body = cache.body(&r, "m\"odel", quirks, true).unwrap();
+        assert_eq!(body, whole(&r, quirks), "history: {history:?}");
+        body
+    }
+
+    fn grown(n: usize) -> Vec<ChatMessage> {
+        let mut h = vec![ChatMessage::system("sys"), ChatMessage::user("go")];
+        for i in 0..n {
+            h.push(assistant(i, "r"));
+            h.push(tool(i, "ok"));
+        }
+        h
+    }
+
+    #[test]
+    fn a_message_rewritten_in_place_is_serialised_again() {
+        for preset in ProviderPreset::ALL {
+            let quirks = preset.quirks();
+            let cache = BodyCache::default();
+            let mut history = grown(5);
+            check(&cache, &history, &quirks);
+            // The same length, one string changed in place (what a hook or a repair may do).
+            if let ChatMessage::Tool { content, .. } = &mut history[5] {
+                content.replace_range(0..2, "no");
+            }
+            check(&cache, &history, &quirks);
+            // A tool call's arguments inside an assistant message.
+            if let ChatMessage::Assistant { tool_calls, .. } = &mut history[4] {
+                tool_calls[0].arguments.push(' ');
+            }
+            check(&cache, &history, &quirks);
+            // The first message, and the last.
+            history[0] = ChatMessage::system("sys\u{2028}\"");
+            check(&cache, &history, &quirks);
+            let last = history.len() - 1;
+            history[last] = tool(9, "\u{0}\u{1f}\\");
+            check(&cache, &history, &quirks);
+            // Only the error flag (not sent): the body is unchanged and still right.
+            if let ChatMessage::Tool { is_error, .. } = &mut history[3] {
+                *is_error = true;
+            }
+            check(&cache, &history, &quirks);
+        }
+    }
+
+    #[test]
+    fn removed_inserted_and_reordered_messages() {
+        for preset in [ProviderPreset::OpenAi, ProviderPreset::DeepSeek, ProviderPreset::Zhipu] {
+            let quirks = preset.quirks();
+            let cache = BodyCache::default();
+            let mut history = grown(6);
+            check(&cache, &history, &quirks);
+            history.remove(4);
+            check(&cache, &history, &quirks);
+            history.insert(2, ChatMessage::user("inserted"));
+            check(&cache, &history, &quirks);
+            history.swap(3, 6);
+            check(&cache, &history, &quirks);
+            // Trimmed from the front (compaction), then grown again.
+            history.drain(1..5);
+            check(&cache, &history, &quirks);
+            history.push(assistant(40, "late"));
+            check(&cache, &history, &quirks);
+            history.truncate(1);
+            check(&cache, &history, &quirks);
+            history.clear();
+            check(&cache, &history, &quirks);
+            history.extend(grown(2));
+            check(&cache, &history, &quirks);
+        }
+    }
+
+    #[test]
+    fn another_model_or_options_rebuild_the_head_and_the_rest() {
+        let quirks = ProviderPreset::OpenAi.quirks();
+        let cache = BodyCache::default();
+        let history = grown(3);
+        let mut r = request(history.clone());
+        check(&cache, &history, &quirks);
+        for (model, stream) in [("other", true), ("other", false), ("m\"odel", false)] {
+            let expected = serde_json::to_vec(&to_wire_request(&r, model, &quirks, stream)).unwrap();
+            assert_eq!(cache.body(&r, model, &quirks, stream).unwrap(), expected);
+        }
+        r.tool_choice = Some(crate::provider::ToolChoice::Required);
+        r.temperature = Some(0.7);
+        r.max_tokens = Some(9);
+        r.tools = Arc::from(Vec::new());
+        let expected = serde_json::to_vec(&to_wire_request(&r, "m\"odel", &quirks, true)).unwrap();
+        assert_eq!(cache.body(&r, "m\"odel", &quirks, true).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_body_still_held_is_never_written_to() {
+        let quirks = ProviderPreset::DeepSeek.quirks();
+        let cache = BodyCache::default();
+        let mut history = grown(3);
+        let first = check(&cache, &history, &quirks);
+        let first_copy = first.to_vec();
+        // Grown (appended in place when no one holds the buffer), rewritten, shrunk, while the
+        // first body (a retry, a request in flight) is still held.
+        history.push(ChatMessage::user("more"));
+        let second = check(&cache, &history, &quirks);
+        history[2] = tool(7, "rewritten");
+        let third = check(&cache, &history, &quirks);
+        history.truncate(2);
+        check(&cache, &history, &quirks);
+        assert_eq!(first, first_copy);
+        assert_eq!(
+            second,
+            whole(&request(grown(3).into_iter().chain([ChatMessage::user("more")]).collect()), &quirks)
+        );
+        drop(second);
+        let mut again = grown(3);
+        again.push(ChatMessage::user("more"));
+        again[2] = tool(7, "rewritten");
+        assert_eq!(third, whole(&request(again), &quirks));
+    }
+
+    #[test]
+    fn an_unheld_buffer_is_extended_in_place() {
+        // Not a timing: when the last body was dropped, a grown history reuses the buffer (the
+        // allocation stays where it was while its capacity suffices) instead of copying it.
+        let quirks = ProviderPreset::OpenAi.quirks();
+        let cache = BodyCache::default();
+        let mut history = grown(2);
+        drop(check(&cache, &history, &quirks));
+        Arc::make_mut(&mut cache.cached.lock().unwrap().buf).reserve(1 << 16);
+        let at = cache.cached.lock().unwrap().buf.as_ptr();
+        for i in 2..20 {
+            history.push(assistant(i, "r"));
+            history.push(tool(i, "ok"));
+            let body = check(&cache, &history, &quirks);
+            assert_eq!(body.as_ptr(), at);
+        }
+        // A held body makes the next one a copy elsewhere.
+        let held = check(&cache, &history, &quirks);
+        history.push(tool(99, "x"));
+        assert_ne!(check(&cache, &history, &quirks).as_ptr(), held.as_ptr());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Message text with what JSON must escape, non-ASCII and long runs.
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof!["[a-z]{0,6}", "[\"\\\\\n\t\u{0}\u{1f}\u{7f}\u{2028}é中😀a]{0,12}", "\\PC{0,40}",]
+        }
+
+        fn message() -> impl Strategy<Value = ChatMessage> {
+            let call = (text(), text(), text()).prop_map(|(id, name, args)| ToolCall::new(id, name, args));
+            prop_oneof![
+                text().prop_map(ChatMessage::system),
+                text().prop_map(ChatMessage::user),
+                (
+                    proptest::option::of(text()),
+                    proptest::option::of(text()),
+                    proptest::collection::vec(call, 0..3)
+                )
+                    .prop_map(|(content, reasoning_content, tool_calls)| {
+                        ChatMessage::Assistant { content, reasoning_content, tool_calls }
+                    }),
+                (text(), text(), text(), any::<bool>()).prop_map(
+                    |(tool_call_id, name, content, is_error)| {
+                        ChatMessage::Tool { tool_call_id, name, content, is_error }
+                    }
+                ),
+            ]
+        }
+
+        #[derive(Debug, Clone)]
+        enum Edit {
+            Push(ChatMessage),
+            Replace(usize, ChatMessage),
+            Insert(usize, ChatMessage),
+            Remove(usize),
+            Truncate(usize),
+            DrainFront(usize),
+            Swap(usize, usize),
+            Unchanged,
+        }
+
+        fn edit() -> impl Strategy<Value = Edit> {
+            prop_oneof![
+                6 => message().prop_map(Edit::Push),
+                2 => (any::<usize>(), message()).prop_map(|(i, m)| Edit::Replace(i, m)),
+                1 => (any::<usize>(), message()).prop_map(|(i, m)| Edit::Insert(i, m)),
+                1 => any::<usize>().prop_map(Edit::Remove),
+                1 => any::<usize>().prop_map(Edit::Truncate),
+                1 => (0usize..4).prop_map(Edit::DrainFront),
+                1 => (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Edit::Swap(i, j)),
+                1 => Just(Edit::Unchanged),
+            ]
+        }
+
+        fn apply(history: &mut Vec<ChatMessage>, e: Edit) {
+            let n = history.len();
+            match e {
+                Edit::Push(m) => history.push(m),
+                Edit::Replace(i, m) if n > 0 => history[i % n] = m,
+                Edit::Insert(i, m) => history.insert(i % (n + 1), m),
+                Edit::Remove(i) if n > 0 => {
+                    history.remove(i % n);
+                }
+                Edit::Truncate(i) => history.truncate(i % (n + 1)),
+                Edit::DrainFront(k) => {
+                    history.drain(..k.min(n));
+                }
+                Edit::Swap(i, j) if n > 0 => history.swap(i % n, j % n),
+                _ => {}
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// After every edit of a random history, the body equals a plain serde_json
+            /// serialisation of the whole request, under every preset's quirks, streaming or not,
+            /// whether or not earlier bodies are still held.
+            #[test]
+            fn bodies_equal_plain_serialisation_under_random_edits(
+                start in proptest::collection::vec(message(), 0..6),
+                edits in proptest::collection::vec((edit(), any::<bool>(), any::<bool>()), 1..24),
+                preset in 0usize..ProviderPreset::ALL.len(),
+            ) {
+                let quirks = ProviderPreset::ALL[preset].quirks();
+                let cache = BodyCache::default();
+                let mut history = start;
+                let mut held = Vec::new();
+                for (e, stream, hold) in edits {
+                    apply(&mut history, e);
+                    let r = request(history.clone());
+                    let body = cache.body(&r, "m\"odel", &quirks, stream).unwrap();
+                    let expected = serde_json::to_vec(&to_wire_request(&r, "m\"odel", &quirks, stream)).unwrap();
+                    prop_assert_eq!(&body[..], &expected[..]);
+                    if hold {
+                        held.push((body, expected));
+                    }
+                }
+                for (body, expected) in held {
+                    prop_assert_eq!(&body[..], &expected[..]);
+                }
+            }
+        }
     }
 }

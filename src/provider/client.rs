@@ -92,7 +92,6 @@ impl OpenAiCompatibleClient {
         }
         self.bodies
             .body(request, &self.config.model, &self.config.quirks, stream)
-            .map(bytes::Bytes::from)
             .map_err(|e| AgentError::of(codes::CONFIG_INVALID, format!("request cannot be serialised: {e}")))
     }
 
