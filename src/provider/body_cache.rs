@@ -2,15 +2,16 @@
 //!
 //! The last body is kept in one buffer: the part before the first message
 //! (`{"model":…,"messages":[`), every message's wire JSON joined by commas, then the rest of the
-//! request. Each message's JSON is kept with a copy of the message it was serialised from, so a
-//! round checks the history by equality (no hashing, no collisions) and serialises only the
-//! messages that are new or changed. When the history only grew, the buffer is cut after the last
-//! message and the new messages and the rest are appended in place; the body handed to the HTTP
-//! client is a shared view of that buffer ([`Bytes`], no copy). A message that changed (a rewrite,
-//! trimming, repair, another session on the same client) and every later position is written again
-//! (unchanged later messages from their kept JSON); a body still held elsewhere (a retry, a request
-//! in flight) is never written to: the buffer is copied first. The body is byte for byte what
-//! serialising the whole request gives (tested).
+//! request. Each message's JSON is kept with a key of the message it was serialised from (its
+//! fields' bytes, one after the other in one arena), so a round checks the history by comparing
+//! bytes (exact: no hash, no collisions) and serialises only the messages that are new or changed.
+//! When the history only grew, the buffer is cut after the last message and the new messages and
+//! the rest are appended in place; the body handed to the HTTP client is a shared view of that
+//! buffer ([`Bytes`], no copy). A message that changed (a rewrite, trimming, repair, another
+//! session on the same client) and every later position is written again (unchanged later messages
+//! from their kept JSON); a body still held elsewhere (a retry, a request in flight) is never
+//! written to: the buffer is copied first. The body is byte for byte what serialising the whole
+//! request gives (tested).
 
 use super::config::ProviderQuirks;
 use super::convert::{sends_reasoning, to_wire_request, turn_start, wire_envelope, wire_message};
@@ -19,19 +20,117 @@ use crate::message::ChatMessage;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 
-/// One cached message: a copy of what was serialised and where its JSON lies in the buffer.
+/// One cached message: where its JSON lies in the buffer and where the key it was serialised
+/// from lies in the key arena.
 struct Entry {
-    message: ChatMessage,
-    with_reasoning: bool,
     start: usize,
     end: usize,
+    key_start: usize,
+    key_end: usize,
 }
 
-impl Entry {
-    /// Whether this entry's JSON is what `message` serialises to.
-    fn holds(&self, message: &ChatMessage, with_reasoning: bool) -> bool {
-        self.with_reasoning == with_reasoning && self.message == *message
+/// Appends the key of `message`: every field [`wire_message`] reads, each string as its length
+/// and bytes, and whether its reasoning is sent. Equal keys serialise to equal JSON.
+fn write_key(keys: &mut Vec<u8>, message: &ChatMessage, with_reasoning: bool) {
+    fn text(keys: &mut Vec<u8>, s: &str) {
+        keys.extend_from_slice(&s.len().to_ne_bytes());
+        keys.extend_from_slice(s.as_bytes());
     }
+    fn optional(keys: &mut Vec<u8>, s: Option<&str>) {
+        keys.push(u8::from(s.is_some()));
+        text(keys, s.unwrap_or(""));
+    }
+    keys.push(u8::from(with_reasoning));
+    match message {
+        ChatMessage::System { content } => {
+            keys.push(0);
+            text(keys, content);
+        }
+        ChatMessage::User { content } => {
+            keys.push(1);
+            text(keys, content);
+        }
+        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
+            keys.push(2);
+            optional(keys, content.as_deref());
+            optional(keys, reasoning_content.as_deref());
+            keys.extend_from_slice(&tool_calls.len().to_ne_bytes());
+            for c in tool_calls {
+                text(keys, &c.id);
+                text(keys, &c.name);
+                text(keys, &c.arguments);
+            }
+        }
+        ChatMessage::Tool { tool_call_id, name, content, is_error } => {
+            keys.push(3);
+            text(keys, tool_call_id);
+            text(keys, name);
+            text(keys, content);
+            keys.push(u8::from(*is_error));
+        }
+    }
+}
+
+/// Reads a key back, comparing it with a message as it goes.
+struct KeyReader<'a> {
+    key: &'a [u8],
+    at: usize,
+}
+
+impl KeyReader<'_> {
+    fn byte(&mut self, b: u8) -> bool {
+        let ok = self.key.get(self.at) == Some(&b);
+        self.at += 1;
+        ok
+    }
+
+    fn len(&mut self, n: usize) -> bool {
+        let bytes = n.to_ne_bytes();
+        let ok = self.key.get(self.at..self.at + bytes.len()) == Some(&bytes[..]);
+        self.at += bytes.len();
+        ok
+    }
+
+    fn text(&mut self, s: &str) -> bool {
+        if !self.len(s.len()) {
+            return false;
+        }
+        let ok = self.key.get(self.at..self.at + s.len()) == Some(s.as_bytes());
+        self.at += s.len();
+        ok
+    }
+
+    fn optional(&mut self, s: Option<&str>) -> bool {
+        self.byte(u8::from(s.is_some())) && self.text(s.unwrap_or(""))
+    }
+}
+
+/// Whether `key` is the key [`write_key`] writes for `message` (the same bytes, read back without
+/// writing them: the key arena is read in order, the message where it lies).
+fn key_matches(key: &[u8], message: &ChatMessage, with_reasoning: bool) -> bool {
+    let mut r = KeyReader { key, at: 0 };
+    if !r.byte(u8::from(with_reasoning)) {
+        return false;
+    }
+    let same = match message {
+        ChatMessage::System { content } => r.byte(0) && r.text(content),
+        ChatMessage::User { content } => r.byte(1) && r.text(content),
+        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
+            r.byte(2)
+                && r.optional(content.as_deref())
+                && r.optional(reasoning_content.as_deref())
+                && r.len(tool_calls.len())
+                && tool_calls.iter().all(|c| r.text(&c.id) && r.text(&c.name) && r.text(&c.arguments))
+        }
+        ChatMessage::Tool { tool_call_id, name, content, is_error } => {
+            r.byte(3)
+                && r.text(tool_call_id)
+                && r.text(name)
+                && r.text(content)
+                && r.byte(u8::from(*is_error))
+        }
+    };
+    same && r.at == key.len()
 }
 
 /// The last body and what it was built from.
@@ -45,6 +144,8 @@ struct Cached {
     messages_end: usize,
     /// One per message of the last body, in order.
     entries: Vec<Entry>,
+    /// The keys of the entries' messages, one after the other (see [`write_key`]).
+    keys: Vec<u8>,
 }
 
 /// The owner behind a body's [`Bytes`]: keeps the buffer alive and unwritable while it is held.
@@ -106,24 +207,31 @@ fn fill(
         c.head = head.len();
         c.messages_end = head.len();
         c.entries.clear();
+        c.keys.clear();
     }
     let turn = turn_start(messages);
+    let keys = &c.keys;
     let first_stale = messages
         .iter()
         .zip(&c.entries)
         .enumerate()
-        .position(|(i, (m, e))| !e.holds(m, sends_reasoning(quirks, i, turn)))
+        .position(|(i, (m, e))| {
+            !key_matches(&keys[e.key_start..e.key_end], m, sends_reasoning(quirks, i, turn))
+        })
         .unwrap_or(messages.len().min(c.entries.len()));
     // Copies the buffer first if a body handed out earlier is still held.
     let buf = Arc::make_mut(&mut c.buf);
     let stale = c.entries.split_off(first_stale);
-    // Later messages may be unchanged (one message rewritten in the middle): their JSON is kept
-    // aside before the buffer is cut.
-    let (kept, base) = match stale.first() {
-        Some(e) => (buf[e.start..c.messages_end].to_vec(), e.start),
-        None => (Vec::new(), 0),
+    // Later messages may be unchanged (one message rewritten in the middle): their JSON and keys
+    // are kept aside before the buffer and the arena are cut.
+    let (kept, kept_keys, base, key_base) = match stale.first() {
+        Some(e) => {
+            (buf[e.start..c.messages_end].to_vec(), c.keys[e.key_start..].to_vec(), e.start, e.key_start)
+        }
+        None => (Vec::new(), Vec::new(), 0, 0),
     };
     buf.truncate(c.entries.last().map_or(c.head, |e| e.end));
+    c.keys.truncate(c.entries.last().map_or(0, |e| e.key_end));
     let mut stale = stale.into_iter();
     for (i, m) in messages.iter().enumerate().skip(first_stale) {
         let with_reasoning = sends_reasoning(quirks, i, turn);
@@ -131,16 +239,24 @@ fn fill(
             buf.push(b',');
         }
         let start = buf.len();
+        let key_start = c.keys.len();
         match stale.next() {
-            Some(e) if e.holds(m, with_reasoning) => {
+            Some(e)
+                if key_matches(
+                    &kept_keys[e.key_start - key_base..e.key_end - key_base],
+                    m,
+                    with_reasoning,
+                ) =>
+            {
                 buf.extend_from_slice(&kept[e.start - base..e.end - base]);
-                c.entries.push(Entry { start, end: buf.len(), ..e });
+                c.keys.extend_from_slice(&kept_keys[e.key_start - key_base..e.key_end - key_base]);
             }
             _ => {
                 serde_json::to_writer(&mut *buf, &wire_message(m, with_reasoning, quirks))?;
-                c.entries.push(Entry { message: m.clone(), with_reasoning, start, end: buf.len() });
+                write_key(&mut c.keys, m, with_reasoning);
             }
         }
+        c.entries.push(Entry { start, end: buf.len(), key_start, key_end: c.keys.len() });
     }
     c.messages_end = buf.len();
     buf.extend_from_slice(tail);
@@ -448,6 +564,42 @@ mod tests {
 
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// A key matches exactly the message (and reasoning flag) it was written from: never
+            /// another, even one that differs only in a field the wire leaves out.
+            #[test]
+            fn a_key_matches_exactly_its_message(
+                a in message(),
+                b in message(),
+                wa in any::<bool>(),
+                wb in any::<bool>(),
+            ) {
+                let mut keys = Vec::new();
+                write_key(&mut keys, &a, wa);
+                prop_assert!(key_matches(&keys, &a, wa));
+                prop_assert_eq!(key_matches(&keys, &b, wb), a == b && wa == wb);
+                // A key cut short or with a byte more matches nothing.
+                prop_assert!(!key_matches(&keys[..keys.len() - 1], &a, wa));
+                keys.push(0);
+                prop_assert!(!key_matches(&keys, &a, wa));
+            }
+
+            /// Small edits of one message (a byte of one string, a flag) are told apart.
+            #[test]
+            fn a_key_tells_a_one_byte_edit_apart(a in message(), pick in any::<usize>()) {
+                let mut keys = Vec::new();
+                write_key(&mut keys, &a, false);
+                let mut b = a.clone();
+                match &mut b {
+                    ChatMessage::System { content } | ChatMessage::User { content } => content.push('x'),
+                    ChatMessage::Assistant { content, tool_calls, .. } => match tool_calls.len() {
+                        0 => *content = Some(format!("{}!", content.as_deref().unwrap_or(""))),
+                        n => tool_calls[pick % n].arguments.insert(0, ' '),
+                    },
+                    ChatMessage::Tool { is_error, .. } => *is_error = !*is_error,
+                }
+                prop_assert!(!key_matches(&keys, &b, false));
+            }
 
             /// After every edit of a random history, the body equals a plain serde_json
             /// serialisation of the whole request, under every preset's quirks, streaming or not,
