@@ -85,9 +85,8 @@ impl KeyReader<'_> {
     }
 
     fn len(&mut self, n: usize) -> bool {
-        let bytes = n.to_ne_bytes();
-        let ok = self.key.get(self.at..self.at + bytes.len()) == Some(&bytes[..]);
-        self.at += bytes.len();
+        let ok = word(self.key, self.at) == Some(n.to_ne_bytes());
+        self.at += size_of::<usize>();
         ok
     }
 
@@ -95,7 +94,7 @@ impl KeyReader<'_> {
         if !self.len(s.len()) {
             return false;
         }
-        let ok = self.key.get(self.at..self.at + s.len()) == Some(s.as_bytes());
+        let ok = self.key.get(self.at..self.at + s.len()).is_some_and(|k| same_bytes(k, s.as_bytes()));
         self.at += s.len();
         ok
     }
@@ -103,6 +102,43 @@ impl KeyReader<'_> {
     fn optional(&mut self, s: Option<&str>) -> bool {
         self.byte(u8::from(s.is_some())) && self.text(s.unwrap_or(""))
     }
+}
+
+/// The `usize`-sized word at `at`.
+#[inline]
+fn word(bytes: &[u8], at: usize) -> Option<[u8; size_of::<usize>()]> {
+    bytes.get(at..at + size_of::<usize>())?.try_into().ok()
+}
+
+/// `a == b` for two slices of the same length, without a call for short ones. A round compares a
+/// few strings per message of the history, most of them short (ids, names), and a `memcmp` call
+/// per string cost more than the bytes it compared.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        0..8 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=32 => {
+            // Words at 0, 8, 16 and the last one (which may overlap the one before).
+            let mut at = 0;
+            while at + 8 < n {
+                if word8(a, at) != word8(b, at) {
+                    return false;
+                }
+                at += 8;
+            }
+            word8(a, n - 8) == word8(b, n - 8)
+        }
+        _ => a == b,
+    }
+}
+
+#[inline]
+fn word8(bytes: &[u8], at: usize) -> Option<[u8; 8]> {
+    bytes.get(at..at + 8)?.try_into().ok()
 }
 
 /// Whether `key` is the key [`write_key`] writes for `message` (the same bytes, read back without
@@ -487,6 +523,22 @@ mod tests {
         let held = check(&cache, &history, &quirks);
         history.push(tool(99, "x"));
         assert_ne!(check(&cache, &history, &quirks).as_ptr(), held.as_ptr());
+    }
+
+    #[test]
+    fn same_bytes_tells_every_one_byte_difference_apart() {
+        for n in 0..=70usize {
+            let a: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!same_bytes(&a, &b), "{n} {at}");
+            }
+            let mut longer = a.clone();
+            longer.push(0);
+            assert!(!same_bytes(&a, &longer), "{n}");
+        }
     }
 
     mod props {
