@@ -269,6 +269,21 @@ async fn a_drip_slower_than_the_idle_timeout_times_out() {
     assert_eq!(server.requests().len(), 1);
 }
 
+/// Pieces 60 ms apart for about 700 ms under a 200 ms idle timeout: the stream's one timer fires
+/// several times before any idle limit and is moved forward each time; the answer completes.
+#[tokio::test]
+async fn a_drip_faster_than_the_idle_timeout_completes_past_several_idle_periods() {
+    let body = recordings::sse_body("openai-gpt4o-strict-tool.sse");
+    let server =
+        MockServer::start([Reply::sse_in_pieces(&body, 350, Duration::from_millis(60), End::Complete)]).await;
+    let c = client(&server.base_url(), fast_retry(0), timeouts(200, 10_000));
+    let t0 = Instant::now();
+    let (events, e) = drain(&c).await;
+    assert!(e.is_none(), "{e:?}");
+    assert!(t0.elapsed() > Duration::from_millis(600), "{:?}", t0.elapsed());
+    assert_eq!(events, decode_sse_body(&body).unwrap());
+}
+
 #[tokio::test]
 async fn a_silent_server_hits_the_first_byte_timeout_and_the_total_timeout() {
     let server = MockServer::start([

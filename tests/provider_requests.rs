@@ -176,3 +176,72 @@ async fn a_nan_temperature_is_refused_before_sending() {
     assert_eq!(e.code, codes::CONFIG_INVALID);
     assert!(server.requests().is_empty());
 }
+
+/// What goes on the wire round after round from one client (its body cache): one body with a
+/// `Content-Length` (never chunked), byte for byte the plain serialisation of the whole request, as
+/// the history grows, is rewritten in the middle and shrinks; a retried attempt resends the same
+/// bytes.
+#[tokio::test]
+async fn bodies_on_the_wire_are_the_plain_serialisation_with_a_content_length() {
+    let server = MockServer::start([]).await;
+    let retry = RetryPolicy {
+        max_retries: 1,
+        initial_backoff: std::time::Duration::from_millis(1),
+        max_backoff: std::time::Duration::from_millis(1),
+        jitter: 0.0,
+        ..RetryPolicy::default()
+    };
+    let config = ClientConfig::new(ProviderPreset::DeepSeek, "deepseek-chat", "sk-wire-test-1")
+        .with_base_url(server.base_url())
+        .with_retry(retry);
+    let c = OpenAiCompatibleClient::new(config.clone()).unwrap();
+    let base = conversation();
+    let mut history: Vec<ChatMessage> = base.messages.as_ref().clone();
+    let mut expected = Vec::new();
+    for round in 0..8 {
+        match round {
+            3 => {
+                // A rewrite in the middle (a hook, a repair): same length, other text.
+                if let ChatMessage::Tool { content, .. } = &mut history[3] {
+                    content.replace_range(1..2, "\"");
+                }
+            }
+            5 => history.truncate(4),
+            _ => {
+                let id = format!("call_r{round}");
+                history.push(ChatMessage::Assistant {
+                    content: None,
+                    reasoning_content: Some(format!("round {round}")),
+                    tool_calls: vec![ToolCall::new(
+                        &id,
+                        "query_order",
+                        format!(r#"{{"orderId":"{round}\"x"}}"#),
+                    )],
+                });
+                history.push(ChatMessage::Tool {
+                    tool_call_id: id,
+                    name: "query_order".into(),
+                    content: "第 \u{2028} 轮".repeat(round + 1),
+                    is_error: false,
+                });
+            }
+        }
+        let req = ChatRequest::new(Arc::new(history.clone()), Arc::clone(&base.tools));
+        let wire = arkagent::provider::convert::to_wire_request(&req, "deepseek-chat", &config.quirks, false);
+        expected.push(serde_json::to_vec(&wire).unwrap());
+        if round == 6 {
+            // Answered 503 once, then 200: the retry carries the same body.
+            server.push(Reply::json(503, &json!({"error":{"message":"busy"}})));
+            expected.push(expected.last().unwrap().clone());
+        }
+        server.push(ok());
+        c.complete(&req).await.unwrap();
+    }
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), expected.len());
+    for (r, body) in reqs.iter().zip(&expected) {
+        assert_eq!(r.header("content-length"), Some(body.len().to_string().as_str()));
+        assert_eq!(r.header("transfer-encoding"), None);
+        assert_eq!(&r.body, body, "{}", String::from_utf8_lossy(&r.body));
+    }
+}

@@ -29,6 +29,8 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 pub struct OpenAiCompatibleClient {
     http: reqwest::Client,
     endpoint: String,
+    /// `endpoint` parsed once (not for every request).
+    url: reqwest::Url,
     config: Arc<ClientConfig>,
     bodies: super::body_cache::BodyCache,
 }
@@ -58,6 +60,8 @@ impl OpenAiCompatibleClient {
     /// [`ClientConfig::endpoint`]); `provider_tls` for a bad extra root PEM.
     pub fn new(config: ClientConfig) -> Result<Self, AgentError> {
         let endpoint = config.endpoint()?;
+        let url = reqwest::Url::parse(&endpoint)
+            .map_err(|e| AgentError::of(codes::CONFIG_INVALID, format!("base_url: {e}")))?;
         if config.max_response_bytes == 0 {
             return Err(AgentError::of(codes::CONFIG_INVALID, "max_response_bytes: must be > 0"));
         }
@@ -71,7 +75,13 @@ impl OpenAiCompatibleClient {
             .user_agent(concat!("arkagent/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| AgentError::of(codes::PROVIDER_TLS, format!("building the HTTP client: {e}")))?;
-        Ok(OpenAiCompatibleClient { http, endpoint, config: Arc::new(config), bodies: Default::default() })
+        Ok(OpenAiCompatibleClient {
+            http,
+            endpoint,
+            url,
+            config: Arc::new(config),
+            bodies: Default::default(),
+        })
     }
 
     /// The configuration (its API key stays redacted).
@@ -92,7 +102,6 @@ impl OpenAiCompatibleClient {
         }
         self.bodies
             .body(request, &self.config.model, &self.config.quirks, stream)
-            .map(bytes::Bytes::from)
             .map_err(|e| AgentError::of(codes::CONFIG_INVALID, format!("request cannot be serialised: {e}")))
     }
 
@@ -151,7 +160,7 @@ impl OpenAiCompatibleClient {
     ) -> Result<reqwest::Response, AttemptError> {
         let mut rb = self
             .http
-            .post(&self.endpoint)
+            .post(self.url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, if stream { "text/event-stream" } else { "application/json" })
             .body(body);
@@ -412,6 +421,9 @@ impl ChatModel for OpenAiCompatibleClient {
             scratch: Vec::new(),
             received: 0,
             deadline,
+            timer: Box::pin(tokio::time::sleep_until(
+                deadline.min(Instant::now() + self.config.timeouts.idle),
+            )),
             config: self.config.clone(),
         };
         Ok(Box::pin(futures_util::stream::unfold(state, StreamState::next)))
@@ -426,6 +438,10 @@ struct StreamState {
     scratch: Vec<ModelEvent>,
     received: usize,
     deadline: Instant,
+    /// The idle and total timeout of the whole stream: one timer, moved only when it fires before
+    /// the limit now in force (chunks came since it was set), not a timer set and cancelled for
+    /// every chunk. It never fires later than that limit: limits only move forward.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     config: Arc<ClientConfig>,
 }
 
@@ -438,8 +454,21 @@ impl StreamState {
             let resp = self.resp.as_mut()?;
             let idle = self.config.timeouts.idle;
             let until = self.deadline.min(Instant::now() + idle);
-            let step = match tokio::time::timeout_at(until, resp.chunk()).await {
-                Err(_) => Err(timeout_error(self.deadline, "idle", idle, self.config.timeouts.total)),
+            let timer = &mut self.timer;
+            let chunk = loop {
+                tokio::select! {
+                    biased;
+                    chunk = resp.chunk() => break Ok(chunk),
+                    () = timer.as_mut() => {
+                        if timer.deadline() >= until {
+                            break Err(());
+                        }
+                        timer.as_mut().reset(until);
+                    }
+                }
+            };
+            let step = match chunk {
+                Err(()) => Err(timeout_error(self.deadline, "idle", idle, self.config.timeouts.total)),
                 Ok(Err(e)) => Err(AgentError::of(
                     codes::PROVIDER_STREAM_INTERRUPTED,
                     format!("the stream broke off after {} bytes: {}", self.received, error_chain(&e)),

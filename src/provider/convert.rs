@@ -25,16 +25,24 @@ pub fn to_wire_request<'a>(
     quirks: &ProviderQuirks,
     stream: bool,
 ) -> ChatCompletionRequest<'a> {
-    // DeepSeek thinking mode wants the reasoning of the current turn (the rounds after the last user
-    // message) back; earlier turns' reasoning is not sent.
-    let turn_start =
-        request.messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0);
-    let messages = request
+    let mut wire = wire_envelope(request, model, quirks, stream);
+    let turn_start = turn_start(&request.messages);
+    wire.messages = request
         .messages
         .iter()
         .enumerate()
-        .map(|(i, m)| wire_message(m, quirks.send_reasoning_content && i > turn_start, quirks))
+        .map(|(i, m)| wire_message(m, sends_reasoning(quirks, i, turn_start), quirks))
         .collect();
+    wire
+}
+
+/// The wire request of [`to_wire_request`] with no messages (what the body cache fills in).
+pub(crate) fn wire_envelope<'a>(
+    request: &'a ChatRequest,
+    model: &'a str,
+    quirks: &ProviderQuirks,
+    stream: bool,
+) -> ChatCompletionRequest<'a> {
     let tools: Vec<WireTool<'a>> = request
         .tools
         .iter()
@@ -53,7 +61,7 @@ pub fn to_wire_request<'a>(
     };
     ChatCompletionRequest {
         model,
-        messages,
+        messages: Vec::new(),
         tools,
         tool_choice,
         temperature,
@@ -64,7 +72,24 @@ pub fn to_wire_request<'a>(
     }
 }
 
-fn wire_message<'a>(m: &'a ChatMessage, send_reasoning: bool, quirks: &ProviderQuirks) -> WireMessage<'a> {
+/// Where the current turn starts: the position of the last user message (0 without one).
+pub(crate) fn turn_start(messages: &[ChatMessage]) -> usize {
+    messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0)
+}
+
+/// Whether the assistant message at `index` is sent with its reasoning: DeepSeek thinking mode
+/// wants the reasoning of the current turn (the rounds after the last user message) back; earlier
+/// turns' reasoning is not sent.
+pub(crate) fn sends_reasoning(quirks: &ProviderQuirks, index: usize, turn_start: usize) -> bool {
+    quirks.send_reasoning_content && index > turn_start
+}
+
+/// The wire form of one message (`send_reasoning`: see [`sends_reasoning`]).
+pub(crate) fn wire_message<'a>(
+    m: &'a ChatMessage,
+    send_reasoning: bool,
+    quirks: &ProviderQuirks,
+) -> WireMessage<'a> {
     match m {
         ChatMessage::System { content } => WireMessage::System { content },
         ChatMessage::User { content } => WireMessage::User { content },
