@@ -16,10 +16,12 @@
 
 use super::convert::{normalise_arguments, raw_excerpt};
 use super::sse::SseParser;
-use super::wire::{ChatCompletionChunk, ChunkToolCall};
+use super::wire::chunk::StreamChunk;
+use super::wire::{ChatCompletionChunk, ChunkDelta, ChunkToolCall, WireUsage};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
 use crate::message::{unique_call_id, ToolCall, Usage};
+use std::borrow::Cow;
 
 #[derive(Debug, Default)]
 struct CallSlot {
@@ -80,6 +82,16 @@ impl StreamAssembler {
             return Ok(true);
         }
         let is_error_event = event == Some("error");
+        if !is_error_event {
+            // The per-chunk path. An error inside the payload, or a payload that is not a chunk,
+            // is read again below as a whole chunk, which gives the errors of before.
+            if let Ok(chunk) = serde_json::from_str::<StreamChunk<'_>>(data) {
+                if chunk.error.is_none() {
+                    self.push_stream_chunk(chunk, out);
+                    return Ok(false);
+                }
+            }
+        }
         match serde_json::from_str::<ChatCompletionChunk<'_>>(data) {
             Ok(chunk) => {
                 if let Some(err) = &chunk.error {
@@ -116,34 +128,55 @@ impl StreamAssembler {
         }
     }
 
-    /// Takes one parsed chunk.
+    /// Takes one parsed chunk (its `error` is not looked at: see
+    /// [`push_payload`](Self::push_payload)).
     pub fn push_chunk(&mut self, chunk: ChatCompletionChunk<'_>, out: &mut Vec<ModelEvent>) {
         if let Some(u) = chunk.usage {
             self.usage = Some(u.into());
         }
         for choice in chunk.choices {
-            if choice.index.unwrap_or(0) != 0 {
-                continue;
+            self.push_choice(choice.index, choice.usage, choice.delta, choice.finish_reason, out);
+        }
+    }
+
+    fn push_stream_chunk(&mut self, chunk: StreamChunk<'_>, out: &mut Vec<ModelEvent>) {
+        if let Some(u) = chunk.usage {
+            self.usage = Some(u.into());
+        }
+        for choice in chunk.choices {
+            self.push_choice(choice.index, choice.usage.map(|u| *u), choice.delta, choice.finish_reason, out);
+        }
+    }
+
+    fn push_choice(
+        &mut self,
+        index: Option<u32>,
+        usage: Option<WireUsage>,
+        delta: Option<ChunkDelta<'_>>,
+        finish_reason: Option<Cow<'_, str>>,
+        out: &mut Vec<ModelEvent>,
+    ) {
+        if index.unwrap_or(0) != 0 {
+            return;
+        }
+        if let Some(u) = usage {
+            self.usage = Some(u.into());
+        }
+        if let Some(delta) = delta {
+            if let Some(r) = delta.reasoning_content.filter(|s| !s.is_empty()) {
+                self.reasoning.push_str(&r);
+                out.push(ModelEvent::ReasoningDelta(r.into_owned()));
             }
-            if let Some(u) = choice.usage {
-                self.usage = Some(u.into());
+            if let Some(c) = delta.content.filter(|s| !s.is_empty()) {
+                self.content.push_str(&c);
+                out.push(ModelEvent::TextDelta(c.into_owned()));
             }
-            if let Some(delta) = choice.delta {
-                if let Some(r) = delta.reasoning_content.filter(|s| !s.is_empty()) {
-                    self.reasoning.push_str(&r);
-                    out.push(ModelEvent::ReasoningDelta(r.into_owned()));
-                }
-                if let Some(c) = delta.content.filter(|s| !s.is_empty()) {
-                    self.content.push_str(&c);
-                    out.push(ModelEvent::TextDelta(c.into_owned()));
-                }
-                for fragment in delta.tool_calls {
-                    self.merge(fragment, out);
-                }
+            for fragment in delta.tool_calls {
+                self.merge(fragment, out);
             }
-            if let Some(reason) = choice.finish_reason.filter(|s| !s.is_empty()) {
-                self.finish_reason = Some(reason.into_owned());
-            }
+        }
+        if let Some(reason) = finish_reason.filter(|s| !s.is_empty()) {
+            self.finish_reason = Some(reason.into_owned());
         }
     }
 
@@ -469,6 +502,71 @@ mod tests {
         assert!(e.message.contains("{\"choices\":[{\"del"));
         let ok = decode_sse_body(b"event: ping\ndata: hello\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n").unwrap();
         assert_eq!(finished(&ok).content.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn a_payload_with_an_error_adds_nothing_whatever_comes_first() {
+        let cases = [
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}],"error":{"message":"boom"}}"#,
+                codes::PROVIDER_HTTP_STATUS,
+            ),
+            (r#"{"error":"boom","choices":[{"delta":{"content":"x"}}]}"#, codes::PROVIDER_HTTP_STATUS),
+            // The error's details are read whole: a number out of range is not a chunk.
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}],"error":{"message":"boom","n":1e999}}"#,
+                codes::PROVIDER_DECODE,
+            ),
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":-1}}"#,
+                codes::PROVIDER_DECODE,
+            ),
+        ];
+        for (payload, code) in cases {
+            let mut a = StreamAssembler::new();
+            let mut out = Vec::new();
+            let e = a.push_payload(None, payload, &mut out).unwrap_err();
+            assert_eq!(e.code, code, "{payload}: {e}");
+            assert!(out.is_empty(), "{payload}: {out:?}");
+            assert!(!a.saw_finish_reason());
+        }
+        // `"error": null` is no error; a chunk sent as `event: error` is one.
+        let mut a = StreamAssembler::new();
+        let mut out = Vec::new();
+        assert!(!a
+            .push_payload(None, r#"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#, &mut out)
+            .unwrap());
+        assert_eq!(out, [ModelEvent::TextDelta("x".into())]);
+        let e = a
+            .push_payload(Some("error"), r#"{"choices":[{"delta":{"content":"y"}}]}"#, &mut out)
+            .unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_HTTP_STATUS);
+        assert_eq!(out.len(), 1);
+        // A named event other than `message` whose data is not a chunk is skipped.
+        assert!(!a.push_payload(Some("ping"), r#"{"choices":{}}"#, &mut out).unwrap());
+        let e = a.push_payload(Some("message"), r#"{"choices":{}}"#, &mut out).unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_DECODE);
+        assert!(e.message.contains("invalid type: map, expected a sequence"), "{e}");
+    }
+
+    #[test]
+    fn push_chunk_and_push_payload_agree() {
+        let payloads = [
+            r#"{"choices":[{"delta":{"reasoning_content":"r","content":"c","tool_calls":[{"index":0,"id":"a","function":{"name":"t","arguments":"{\"x\":"}}]}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"other choice"}},{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":"tool_calls","usage":{"prompt_tokens":2,"completion_tokens":3}}]}"#,
+        ];
+        let (mut a, mut b) = (StreamAssembler::new(), StreamAssembler::new());
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        for p in payloads {
+            a.push_payload(None, p, &mut out_a).unwrap();
+            b.push_chunk(serde_json::from_str(p).unwrap(), &mut out_b);
+        }
+        assert_eq!(a.finish(&mut out_a), b.finish(&mut out_b));
+        assert_eq!(out_a, out_b);
+        let r = finished(&out_a);
+        assert_eq!(r.tool_calls, vec![ToolCall::new("a", "t", r#"{"x":1}"#)]);
+        assert_eq!((r.content.as_deref(), r.reasoning_content.as_deref()), (Some("c"), Some("r")));
+        assert_eq!(r.usage, Some(Usage { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 }));
     }
 
     #[test]
