@@ -16,12 +16,10 @@
 
 use super::convert::{normalise_arguments, raw_excerpt};
 use super::sse::SseParser;
-use super::wire::chunk::StreamChunk;
-use super::wire::{ChatCompletionChunk, ChunkDelta, ChunkToolCall, WireUsage};
+use super::wire::{ChatCompletionChunk, ChunkToolCall};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
 use crate::message::{unique_call_id, ToolCall, Usage};
-use std::borrow::Cow;
 
 #[derive(Debug, Default)]
 struct CallSlot {
@@ -82,16 +80,6 @@ impl StreamAssembler {
             return Ok(true);
         }
         let is_error_event = event == Some("error");
-        if !is_error_event {
-            // The per-chunk path. An error inside the payload, or a payload that is not a chunk,
-            // is read again below as a whole chunk, which gives the errors of before.
-            if let Ok(chunk) = serde_json::from_str::<StreamChunk<'_>>(data) {
-                if chunk.error.is_none() {
-                    self.push_stream_chunk(chunk, out);
-                    return Ok(false);
-                }
-            }
-        }
         match serde_json::from_str::<ChatCompletionChunk<'_>>(data) {
             Ok(chunk) => {
                 if let Some(err) = &chunk.error {
@@ -135,48 +123,28 @@ impl StreamAssembler {
             self.usage = Some(u.into());
         }
         for choice in chunk.choices {
-            self.push_choice(choice.index, choice.usage, choice.delta, choice.finish_reason, out);
-        }
-    }
-
-    fn push_stream_chunk(&mut self, chunk: StreamChunk<'_>, out: &mut Vec<ModelEvent>) {
-        if let Some(u) = chunk.usage {
-            self.usage = Some(u.into());
-        }
-        for choice in chunk.choices {
-            self.push_choice(choice.index, choice.usage.map(|u| *u), choice.delta, choice.finish_reason, out);
-        }
-    }
-
-    fn push_choice(
-        &mut self,
-        index: Option<u32>,
-        usage: Option<WireUsage>,
-        delta: Option<ChunkDelta<'_>>,
-        finish_reason: Option<Cow<'_, str>>,
-        out: &mut Vec<ModelEvent>,
-    ) {
-        if index.unwrap_or(0) != 0 {
-            return;
-        }
-        if let Some(u) = usage {
-            self.usage = Some(u.into());
-        }
-        if let Some(delta) = delta {
-            if let Some(r) = delta.reasoning_content.filter(|s| !s.is_empty()) {
-                self.reasoning.push_str(&r);
-                out.push(ModelEvent::ReasoningDelta(r.into_owned()));
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
             }
-            if let Some(c) = delta.content.filter(|s| !s.is_empty()) {
-                self.content.push_str(&c);
-                out.push(ModelEvent::TextDelta(c.into_owned()));
+            if let Some(u) = choice.usage {
+                self.usage = Some((*u).into());
             }
-            for fragment in delta.tool_calls {
-                self.merge(fragment, out);
+            if let Some(delta) = choice.delta {
+                if let Some(r) = delta.reasoning_content.filter(|s| !s.is_empty()) {
+                    self.reasoning.push_str(&r);
+                    out.push(ModelEvent::ReasoningDelta(r.into_owned()));
+                }
+                if let Some(c) = delta.content.filter(|s| !s.is_empty()) {
+                    self.content.push_str(&c);
+                    out.push(ModelEvent::TextDelta(c.into_owned()));
+                }
+                for fragment in delta.tool_calls {
+                    self.merge(fragment, out);
+                }
             }
-        }
-        if let Some(reason) = finish_reason.filter(|s| !s.is_empty()) {
-            self.finish_reason = Some(reason.into_owned());
+            if let Some(reason) = choice.finish_reason.filter(|s| !s.is_empty()) {
+                self.finish_reason = Some(reason.into_owned());
+            }
         }
     }
 
@@ -240,7 +208,8 @@ impl StreamAssembler {
         let by_id = |calls: &[CallSlot], id: &str| calls.iter().position(|c| c.id == id);
         match index {
             Some(ix) => {
-                if let Some(pos) = self.index_map.iter().position(|(i, _)| *i == ix) {
+                // Each index is in the map once; the call being streamed is usually the last one.
+                if let Some(pos) = self.index_map.iter().rposition(|(i, _)| *i == ix) {
                     let slot = self.index_map[pos].1;
                     let other_id = matches!(id, Some(id) if !self.calls[slot].id.is_empty() && self.calls[slot].id != id);
                     if !other_id {

@@ -99,7 +99,15 @@ impl SseParser {
     where
         F: FnMut(SseEvent<'_>) -> Result<(), AgentError>,
     {
-        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
+        loop {
+            // A line end right away (the blank line after each data line) needs no search.
+            let i = match rest.first() {
+                Some(b'\n' | b'\r') => 0,
+                _ => match memchr::memchr2(b'\n', b'\r', rest) {
+                    Some(i) => i,
+                    None => break,
+                },
+            };
             let is_cr = rest[i] == b'\r';
             if self.line.is_empty() {
                 match self.classify(&rest[..i]) {
