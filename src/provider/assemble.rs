@@ -116,7 +116,8 @@ impl StreamAssembler {
         }
     }
 
-    /// Takes one parsed chunk.
+    /// Takes one parsed chunk (its `error` is not looked at: see
+    /// [`push_payload`](Self::push_payload)).
     pub fn push_chunk(&mut self, chunk: ChatCompletionChunk<'_>, out: &mut Vec<ModelEvent>) {
         if let Some(u) = chunk.usage {
             self.usage = Some(u.into());
@@ -126,7 +127,7 @@ impl StreamAssembler {
                 continue;
             }
             if let Some(u) = choice.usage {
-                self.usage = Some(u.into());
+                self.usage = Some((*u).into());
             }
             if let Some(delta) = choice.delta {
                 if let Some(r) = delta.reasoning_content.filter(|s| !s.is_empty()) {
@@ -207,7 +208,8 @@ impl StreamAssembler {
         let by_id = |calls: &[CallSlot], id: &str| calls.iter().position(|c| c.id == id);
         match index {
             Some(ix) => {
-                if let Some(pos) = self.index_map.iter().position(|(i, _)| *i == ix) {
+                // Each index is in the map once; the call being streamed is usually the last one.
+                if let Some(pos) = self.index_map.iter().rposition(|(i, _)| *i == ix) {
                     let slot = self.index_map[pos].1;
                     let other_id = matches!(id, Some(id) if !self.calls[slot].id.is_empty() && self.calls[slot].id != id);
                     if !other_id {
@@ -469,6 +471,71 @@ mod tests {
         assert!(e.message.contains("{\"choices\":[{\"del"));
         let ok = decode_sse_body(b"event: ping\ndata: hello\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n").unwrap();
         assert_eq!(finished(&ok).content.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn a_payload_with_an_error_adds_nothing_whatever_comes_first() {
+        let cases = [
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}],"error":{"message":"boom"}}"#,
+                codes::PROVIDER_HTTP_STATUS,
+            ),
+            (r#"{"error":"boom","choices":[{"delta":{"content":"x"}}]}"#, codes::PROVIDER_HTTP_STATUS),
+            // The error's details are read whole: a number out of range is not a chunk.
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}],"error":{"message":"boom","n":1e999}}"#,
+                codes::PROVIDER_DECODE,
+            ),
+            (
+                r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":-1}}"#,
+                codes::PROVIDER_DECODE,
+            ),
+        ];
+        for (payload, code) in cases {
+            let mut a = StreamAssembler::new();
+            let mut out = Vec::new();
+            let e = a.push_payload(None, payload, &mut out).unwrap_err();
+            assert_eq!(e.code, code, "{payload}: {e}");
+            assert!(out.is_empty(), "{payload}: {out:?}");
+            assert!(!a.saw_finish_reason());
+        }
+        // `"error": null` is no error; a chunk sent as `event: error` is one.
+        let mut a = StreamAssembler::new();
+        let mut out = Vec::new();
+        assert!(!a
+            .push_payload(None, r#"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#, &mut out)
+            .unwrap());
+        assert_eq!(out, [ModelEvent::TextDelta("x".into())]);
+        let e = a
+            .push_payload(Some("error"), r#"{"choices":[{"delta":{"content":"y"}}]}"#, &mut out)
+            .unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_HTTP_STATUS);
+        assert_eq!(out.len(), 1);
+        // A named event other than `message` whose data is not a chunk is skipped.
+        assert!(!a.push_payload(Some("ping"), r#"{"choices":{}}"#, &mut out).unwrap());
+        let e = a.push_payload(Some("message"), r#"{"choices":{}}"#, &mut out).unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_DECODE);
+        assert!(e.message.contains("invalid type: map, expected a sequence"), "{e}");
+    }
+
+    #[test]
+    fn push_chunk_and_push_payload_agree() {
+        let payloads = [
+            r#"{"choices":[{"delta":{"reasoning_content":"r","content":"c","tool_calls":[{"index":0,"id":"a","function":{"name":"t","arguments":"{\"x\":"}}]}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"other choice"}},{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":"tool_calls","usage":{"prompt_tokens":2,"completion_tokens":3}}]}"#,
+        ];
+        let (mut a, mut b) = (StreamAssembler::new(), StreamAssembler::new());
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        for p in payloads {
+            a.push_payload(None, p, &mut out_a).unwrap();
+            b.push_chunk(serde_json::from_str(p).unwrap(), &mut out_b);
+        }
+        assert_eq!(a.finish(&mut out_a), b.finish(&mut out_b));
+        assert_eq!(out_a, out_b);
+        let r = finished(&out_a);
+        assert_eq!(r.tool_calls, vec![ToolCall::new("a", "t", r#"{"x":1}"#)]);
+        assert_eq!((r.content.as_deref(), r.reasoning_content.as_deref()), (Some("c"), Some("r")));
+        assert_eq!(r.usage, Some(Usage { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 }));
     }
 
     #[test]

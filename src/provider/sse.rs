@@ -61,6 +61,11 @@ impl SseParser {
 
     /// Feeds bytes; calls `on_event` for every event completed by them.
     ///
+    /// An event made of one `data:` line that lies whole in `bytes` (the usual shape of a model
+    /// stream) is handed out borrowed from `bytes`, after one UTF-8 check; other events are
+    /// assembled in the parser's buffer. A line that is not valid UTF-8 is decoded lossily (each
+    /// bad sequence becomes U+FFFD) either way.
+    ///
     /// # Errors
     /// `provider_response_too_large` when a line or an event exceeds the limit; any error of
     /// `on_event` (parsing stops there).
@@ -75,15 +80,55 @@ impl SseParser {
             }
             self.after_cr = false;
         }
-        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
+        // The data of the event being read, while it is one line of `bytes` (else `self.data`).
+        let mut pending: Option<&str> = None;
+        let result = self.feed_lines(rest, &mut pending, &mut on_event);
+        if let Some(data) = pending {
+            self.data.push_str(data);
+            self.has_data = true;
+        }
+        result
+    }
+
+    fn feed_lines<'b, F>(
+        &mut self,
+        mut rest: &'b [u8],
+        pending: &mut Option<&'b str>,
+        on_event: &mut F,
+    ) -> Result<(), AgentError>
+    where
+        F: FnMut(SseEvent<'_>) -> Result<(), AgentError>,
+    {
+        loop {
+            // A line end right away (the blank line after each data line) needs no search.
+            let i = match rest.first() {
+                Some(b'\n' | b'\r') => 0,
+                _ => match memchr::memchr2(b'\n', b'\r', rest) {
+                    Some(i) => i,
+                    None => break,
+                },
+            };
             let is_cr = rest[i] == b'\r';
             if self.line.is_empty() {
-                self.process_line(&rest[..i], &mut on_event)?;
+                match self.classify(&rest[..i]) {
+                    Line::Data(value) if !self.has_data && pending.is_none() => {
+                        match std::str::from_utf8(value) {
+                            Ok(text) => {
+                                self.check_size(text.len())?;
+                                *pending = Some(text);
+                            }
+                            Err(_) => self.push_data(pending.take(), value)?,
+                        }
+                    }
+                    line => self.apply(line, pending.take(), on_event)?,
+                }
             } else {
+                // The end of a line begun in an earlier read.
                 self.line.extend_from_slice(&rest[..i]);
                 self.check_size(self.line.len())?;
                 let line = std::mem::take(&mut self.line);
-                let result = self.process_line(&line, &mut on_event);
+                let kind = self.classify(&line);
+                let result = self.apply(kind, pending.take(), on_event);
                 self.line = line;
                 self.line.clear();
                 result?;
@@ -118,7 +163,7 @@ impl SseParser {
     {
         self.line.clear();
         self.after_cr = false;
-        self.dispatch(&mut on_event)
+        self.dispatch(None, &mut on_event)
     }
 
     /// True when bytes of an unfinished line are buffered.
@@ -136,10 +181,8 @@ impl SseParser {
         Ok(())
     }
 
-    fn process_line<F>(&mut self, mut line: &[u8], on_event: &mut F) -> Result<(), AgentError>
-    where
-        F: FnMut(SseEvent<'_>) -> Result<(), AgentError>,
-    {
+    /// What one complete line (without its end) is; drops the stream's leading BOM.
+    fn classify<'l>(&mut self, mut line: &'l [u8]) -> Line<'l> {
         if !self.started {
             self.started = true;
             if let Some(stripped) = line.strip_prefix(b"\xEF\xBB\xBF") {
@@ -147,10 +190,10 @@ impl SseParser {
             }
         }
         if line.is_empty() {
-            return self.dispatch(on_event);
+            return Line::Blank;
         }
         if line[0] == b':' {
-            return Ok(());
+            return Line::Ignored;
         }
         let (field, mut value) = match memchr::memchr(b':', line) {
             Some(c) => (&line[..c], &line[c + 1..]),
@@ -160,34 +203,65 @@ impl SseParser {
             value = &value[1..];
         }
         match field {
-            b"data" => {
-                if self.has_data {
-                    self.data.push('\n');
-                }
-                self.data.push_str(&String::from_utf8_lossy(value));
-                self.has_data = true;
-                self.check_size(self.data.len())?;
-            }
-            b"event" => {
+            b"data" => Line::Data(value),
+            b"event" => Line::Event(value),
+            _ => Line::Ignored,
+        }
+    }
+
+    /// Acts on one line; `pending` is the borrowed data of the event so far, if any.
+    fn apply<F>(&mut self, line: Line<'_>, pending: Option<&str>, on_event: &mut F) -> Result<(), AgentError>
+    where
+        F: FnMut(SseEvent<'_>) -> Result<(), AgentError>,
+    {
+        match line {
+            Line::Blank => return self.dispatch(pending, on_event),
+            Line::Data(value) => self.push_data(pending, value)?,
+            Line::Event(value) => {
+                self.keep_pending(pending);
                 self.event.clear();
                 self.event.push_str(&String::from_utf8_lossy(value));
                 self.has_event = true;
             }
-            _ => {}
+            Line::Ignored => self.keep_pending(pending),
         }
         Ok(())
     }
 
-    fn dispatch<F>(&mut self, on_event: &mut F) -> Result<(), AgentError>
+    /// Moves borrowed data into the event buffer (a line follows that is not its end).
+    fn keep_pending(&mut self, pending: Option<&str>) {
+        if let Some(data) = pending {
+            self.data.push_str(data);
+            self.has_data = true;
+        }
+    }
+
+    /// Appends a data line to the event buffer.
+    fn push_data(&mut self, pending: Option<&str>, value: &[u8]) -> Result<(), AgentError> {
+        self.keep_pending(pending);
+        if self.has_data {
+            self.data.push('\n');
+        }
+        self.data.push_str(&String::from_utf8_lossy(value));
+        self.has_data = true;
+        self.check_size(self.data.len())
+    }
+
+    fn dispatch<F>(&mut self, pending: Option<&str>, on_event: &mut F) -> Result<(), AgentError>
     where
         F: FnMut(SseEvent<'_>) -> Result<(), AgentError>,
     {
-        let result = if self.has_data {
-            let event =
-                if self.has_event && !self.event.is_empty() { Some(self.event.as_str()) } else { None };
-            on_event(SseEvent { event, data: &self.data })
-        } else {
-            Ok(())
+        let data = match pending {
+            Some(data) => Some(data),
+            None => self.has_data.then_some(self.data.as_str()),
+        };
+        let result = match data {
+            Some(data) => {
+                let event =
+                    if self.has_event && !self.event.is_empty() { Some(self.event.as_str()) } else { None };
+                on_event(SseEvent { event, data })
+            }
+            None => Ok(()),
         };
         self.data.clear();
         self.has_data = false;
@@ -195,6 +269,18 @@ impl SseParser {
         self.has_event = false;
         result
     }
+}
+
+/// One complete line, as far as the parser cares.
+enum Line<'l> {
+    /// An empty line: dispatches the event.
+    Blank,
+    /// A `data:` value.
+    Data(&'l [u8]),
+    /// An `event:` value.
+    Event(&'l [u8]),
+    /// A comment, `id:`, `retry:` or an unknown field.
+    Ignored,
 }
 
 #[cfg(test)]
@@ -240,6 +326,119 @@ mod tests {
         assert_eq!(parse(&[a, b]), vec![(None, "你好".to_string())]);
         assert_eq!(parse(&[b"data: one\n"]), vec![(None, "one".to_string())]);
         assert_eq!(parse(&[b"event: only\n\ndata\n\n"]), vec![(None, String::new())]);
+    }
+
+    #[test]
+    fn one_line_events_borrowed_and_the_rest_buffered_read_alike() {
+        // One `data:` line per event (borrowed from the read), several lines, an `event:` before
+        // or after the data, comments and unknown fields between data lines: all as before.
+        let body = b"data: {\"a\":1}\n\ndata: x\r\ndata: y\r\n\r\nevent: e\ndata: one\n\ndata: two\nevent: f\n\ndata: p\n: note\nid: 7\ndata: q\n\n";
+        let want = vec![
+            (None, "{\"a\":1}".to_string()),
+            (None, "x\ny".to_string()),
+            (Some("e".to_string()), "one".to_string()),
+            (Some("f".to_string()), "two".to_string()),
+            (None, "p\nq".to_string()),
+        ];
+        assert_eq!(parse(&[body]), want);
+        // Every split of the body gives the same events.
+        for cut in 0..=body.len() {
+            assert_eq!(parse(&[&body[..cut], &body[cut..]]), want, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_decoded_lossily_in_one_line_and_multi_line_events() {
+        let want = vec![(None, "a\u{FFFD}b".to_string()), (None, "c\nd\u{FFFD}".to_string())];
+        assert_eq!(parse(&[b"data: a\xFFb\n\ndata: c\ndata: d\xC3\n\n"]), want);
+        // A cut sequence stays invalid whatever the split.
+        assert_eq!(parse(&[b"data: a\xFF", b"b\n\ndata: c\ndata: d\xC3", b"\n\n"]), want);
+        // The borrowed event ends at the end of a read: kept for the blank line of the next.
+        assert_eq!(parse(&[b"data: \xE4\xBD\xA0\n", b"\n"]), vec![(None, "你".to_string())]);
+    }
+
+    #[test]
+    fn the_limit_holds_for_borrowed_and_buffered_events() {
+        // 11 bytes: one line, two lines, four invalid bytes that become 12.
+        for body in
+            [&b"data: 0123456789a\n\n"[..], b"data: 01234\ndata: 56789\n\n", b"data: \xFF\xFF\xFF\xFF\n\n"]
+        {
+            let mut p = SseParser::with_max_event_bytes(10);
+            let e = p.feed(body, |_| Ok(())).unwrap_err();
+            assert_eq!(e.code, codes::PROVIDER_RESPONSE_TOO_LARGE, "{body:?}");
+        }
+        let mut p = SseParser::with_max_event_bytes(10);
+        let mut got = Vec::new();
+        p.feed(b"data: 0123456789\n\ndata: 01234\ndata: 5678\n\n", |e| {
+            got.push(e.data.to_string());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, ["0123456789", "01234\n5678"]);
+    }
+
+    /// A plain reading of the rules on the whole body, line by line, every data line copied.
+    fn reference(body: &[u8]) -> Vec<(Option<String>, String)> {
+        let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+        let mut lines = Vec::new();
+        let mut start = 0;
+        let mut i = 0;
+        while i < body.len() {
+            if body[i] == b'\n' || body[i] == b'\r' {
+                lines.push(&body[start..i]);
+                if body[i] == b'\r' && body.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                start = i + 1;
+            }
+            i += 1;
+        }
+        let (mut out, mut data, mut event): (Vec<_>, Option<String>, Option<String>) = (vec![], None, None);
+        for line in lines {
+            if line.is_empty() {
+                if let Some(d) = data.take() {
+                    out.push((event.take().filter(|e| !e.is_empty()), d));
+                }
+                event = None;
+                continue;
+            }
+            let (field, value) = match line.iter().position(|&b| b == b':') {
+                Some(c) => (&line[..c], &line[c + 1..]),
+                None => (line, &b""[..]),
+            };
+            let value = String::from_utf8_lossy(value.strip_prefix(b" ").unwrap_or(value)).into_owned();
+            match field {
+                b"data" => data = Some(data.map_or(value.clone(), |d| d + "\n" + &value)),
+                b"event" => event = Some(value),
+                _ => {}
+            }
+        }
+        if let Some(d) = data {
+            out.push((event.filter(|e| !e.is_empty()), d));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_split_reads_as_the_plain_reference(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                &b"data: {\"x\":1}"[..], b"data:y", b"data", b"event: e", b"event:", b": c", b"id: 1",
+                b"\n", b"\r", b"\r\n", b"\n\n", b"\xC3", b"\xA9", b"\xFF", b"\xEF\xBB\xBF", b" ", b"data: ",
+            ]), 0..40),
+            cuts in proptest::collection::vec(0usize..400, 0..6),
+        ) {
+            let body: Vec<u8> = parts.concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
+            cuts.sort_unstable();
+            let mut pieces = Vec::new();
+            let mut start = 0;
+            for c in cuts.into_iter().chain(std::iter::once(body.len())) {
+                pieces.push(&body[start..c]);
+                start = c;
+            }
+            proptest::prop_assert_eq!(parse(&pieces), reference(&body));
+        }
     }
 
     #[test]
