@@ -10,11 +10,11 @@
 
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { transpileBindings, transpileFile } from './transpile.mjs';
-import { loadModule, rejectsWithCode } from '../../tests/node/helper.mjs';
+import { transpileFile } from './transpile.mjs';
+import { realBindings } from './real_bindings.mjs';
+import { rejectsWithCode } from '../../tests/node/helper.mjs';
 import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -26,16 +26,9 @@ let B; // the bindings, importing the real module as 'libarkagent.so'
 let D; // the demo's tools and scenario
 
 before(async () => {
-  native = loadModule();
-  globalThis.__arkagentNative = native;
-  const dir = tempDir('arkagent-native-');
-  // 'libarkagent.so' for the transpiled code: the module already loaded (a .so is loaded once).
-  const shim = path.join(dir, 'libarkagent.mjs');
-  fs.writeFileSync(shim, 'const m = globalThis.__arkagentNative;\n' +
-    'export const Agent = m.Agent;\nexport const CancellationHandle = m.CancellationHandle;\n' +
-    'export const ToolRegistry = m.ToolRegistry;\n');
-  const barrel = transpileBindings(path.join(ROOT, 'arkts-bindings', 'src', 'main', 'ets'), dir, { 'libarkagent.so': shim });
-  B = await import(pathToFileURL(barrel).href);
+  let dir;
+  let barrel;
+  ({ native, bindings: B, dir, barrel } = await realBindings('arkagent-native-'));
   D = {};
   for (const rel of ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario']) {
     const out = path.join(dir, 'demo', `${rel}.mjs`);

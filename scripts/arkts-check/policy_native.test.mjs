@@ -8,28 +8,12 @@
 
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { transpileBindings } from './transpile.mjs';
-import { loadModule } from '../../tests/node/helper.mjs';
-import { tempDir } from './tmp.mjs';
-
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.resolve(HERE, '..', '..');
+import { realBindings } from './real_bindings.mjs';
 
 let B; // the bindings, importing the real module as 'libarkagent.so'
 
 before(async () => {
-  const native = loadModule();
-  globalThis.__arkagentNative = native;
-  const dir = tempDir('arkagent-policy-native-');
-  const shim = path.join(dir, 'libarkagent.mjs');
-  fs.writeFileSync(shim, 'const m = globalThis.__arkagentNative;\n' +
-    'export const Agent = m.Agent;\nexport const CancellationHandle = m.CancellationHandle;\n' +
-    'export const ToolRegistry = m.ToolRegistry;\n');
-  const barrel = transpileBindings(path.join(ROOT, 'arkts-bindings', 'src', 'main', 'ets'), dir, { 'libarkagent.so': shim });
-  B = await import(pathToFileURL(barrel).href);
+  ({ bindings: B } = await realBindings('arkagent-policy-native-'));
 });
 
 const call = (id, name) => ({ id, name, arguments: '{}' });
