@@ -13,10 +13,9 @@
 //!    the worker session (one per delegating call and batch) where it stands, so the approved call
 //!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
 //!    after a crash during a delegation.
-use super::driver::{Agent, RunOutcome};
+use super::driver::{last_assistant_text, Agent, RunOutcome};
 use super::events::NoEvents;
 use crate::error::{codes, AgentError};
-use crate::message::ChatMessage;
 use crate::state::RunStatus;
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
@@ -47,14 +46,6 @@ pub fn delegate_task_definition() -> ToolDefinition {
     )
     // Running it again continues the same worker session (see `DelegateTask::execute`).
     .idempotent(true)
-}
-
-/// The text of a finished worker's last answer.
-fn last_answer(messages: &[ChatMessage]) -> Option<String> {
-    messages.iter().rev().find_map(|m| match m {
-        ChatMessage::Assistant { content, .. } => Some(content.clone().unwrap_or_default()),
-        _ => None,
-    })
 }
 
 pub(crate) struct DelegateTask {
@@ -139,19 +130,17 @@ impl ToolExecutor for DelegateTask {
         // crash) continues the worker where it stands: the call is idempotent.
         let outcome = match worker.state(&session).await? {
             None => worker.run(&session, &task, &NoEvents, &context.signal).await?,
-            Some(state) => match state.status {
-                RunStatus::AwaitingApproval
-                    if state.pending_approval.as_ref().is_some_and(|b| !b.is_fully_decided()) =>
-                {
-                    RunOutcome::Suspended { batch: state.pending_approval.expect("checked") }
+            Some(state) => match (state.status, state.pending_approval) {
+                (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
+                    RunOutcome::Suspended { batch }
                 }
-                RunStatus::AwaitingApproval | RunStatus::Running => {
+                (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
                     worker.resume(&session, &NoEvents, &context.signal).await?
                 }
-                RunStatus::Idle => worker.run(&session, &task, &NoEvents, &context.signal).await?,
-                status => RunOutcome::Finished {
+                (RunStatus::Idle, _) => worker.run(&session, &task, &NoEvents, &context.signal).await?,
+                (status, _) => RunOutcome::Finished {
                     status,
-                    final_text: last_answer(&state.messages),
+                    final_text: last_assistant_text(&state.messages),
                     error: None,
                     usage: state.usage,
                 },

@@ -428,7 +428,7 @@ impl Agent {
         session_id: &str,
         approval_id: &str,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.decide(session_id, approval_id, UserDecision::Approve).await
+        self.decide(session_id, approval_id, &UserDecision::Approve, false).await
     }
 
     /// Denies one pending item; the decision is durable when this returns.
@@ -441,73 +441,48 @@ impl Agent {
         approval_id: &str,
         reason: &str,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.decide(session_id, approval_id, UserDecision::Deny(reason.to_string())).await
+        self.decide(session_id, approval_id, &UserDecision::Deny(reason.to_string()), false).await
     }
 
+    /// Applies one decision, durably. A batch that mirrors a worker's (`worker_session`) has the
+    /// worker's batch decided first, as that is what the worker's resumed run settles, and so on
+    /// down a nested delegation. `mirrored` marks such an inner call: there the same decision
+    /// already made is fine (a crash between the two commits, or the app decided the worker
+    /// session itself).
     async fn decide(
         &self,
         session_id: &str,
         approval_id: &str,
-        decision: UserDecision,
+        decision: &UserDecision,
+        mirrored: bool,
     ) -> Result<PendingApprovalBatch, AgentError> {
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
         let _lease = self.store.lease(session_id).await?;
         let mut state = self.load_existing(session_id).await?;
-        let batch = state
-            .pending_approval
-            .as_mut()
-            .ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
-        if let Some(worker) = batch.worker_session.clone() {
-            if batch.item(approval_id).is_some_and(|i| !i.is_decided()) {
-                // The worker's batch is what its resumed run settles: it is decided first.
-                self.decide_worker(&worker, approval_id, &decision).await?;
-            }
-        }
-        let event = batch
-            .decide(approval_id, decision, now_ms())?
-            .decided_event()
-            .expect("a decided item has a decision event");
-        self.store.commit(&state, std::slice::from_ref(&event)).await?;
-        Ok(state.pending_approval.clone().expect("batch present"))
-    }
-
-    /// Applies a decision made on a parent's mirror batch to the worker's own batch (and, for a
-    /// nested delegation, to the batch that one mirrors). The same decision already there is fine
-    /// (a crash between the two commits, or the app decided the worker session itself).
-    async fn decide_worker(
-        &self,
-        worker: &str,
-        approval_id: &str,
-        decision: &UserDecision,
-    ) -> Result<(), AgentError> {
-        let lock = self.session_lock(worker);
-        let _guard = lock.lock().await;
-        let _lease = self.store.lease(worker).await?;
-        let mut state = self.load_existing(worker).await?;
         let batch = state.pending_approval.as_mut().ok_or_else(|| {
-            AgentError::of(
-                codes::NO_PENDING_APPROVAL,
-                format!("the worker session {worker} awaits no approval"),
-            )
+            let message = if mirrored {
+                format!("the worker session {session_id} awaits no approval")
+            } else {
+                "no approval is pending".to_string()
+            };
+            AgentError::of(codes::NO_PENDING_APPROVAL, message)
         })?;
-        let wanted = match decision {
-            UserDecision::Approve => ApprovalDecision::Approved,
-            UserDecision::Deny(_) => ApprovalDecision::Denied,
-        };
-        if batch.item(approval_id).is_some_and(|i| i.decision == wanted) {
-            return Ok(());
+        let decided = batch.item(approval_id).map(|i| i.decision);
+        if mirrored && decided == Some(decision.outcome()) {
+            return Ok(batch.clone());
         }
-        if let Some(inner) = batch.worker_session.clone() {
-            // A worker's worker (nested delegation): the innermost batch first.
-            Box::pin(self.decide_worker(&inner, approval_id, decision)).await?;
+        if let Some(worker) = batch.worker_session.clone() {
+            if mirrored || decided == Some(ApprovalDecision::Pending) {
+                Box::pin(self.decide(&worker, approval_id, decision, true)).await?;
+            }
         }
         let event = batch
             .decide(approval_id, decision.clone(), now_ms())?
             .decided_event()
             .expect("a decided item has a decision event");
         self.store.commit(&state, std::slice::from_ref(&event)).await?;
-        Ok(())
+        Ok(state.pending_approval.clone().expect("batch present"))
     }
 }
 
@@ -554,6 +529,12 @@ impl<'a> Run<'a> {
 
     fn run_id(&self) -> String {
         self.state.run_id.clone().unwrap_or_default()
+    }
+
+    /// The model's last answer, whose calls a batch is made of (an empty answer if none).
+    fn last_answer(&self) -> ChatMessage {
+        let answer = self.state.messages.iter().rev().find(|m| matches!(m, ChatMessage::Assistant { .. }));
+        answer.cloned().unwrap_or_else(|| ChatMessage::assistant_text(""))
     }
 
     fn ids(&self) -> (String, String, u32) {
@@ -772,9 +753,7 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        let assistant = self.state.messages.iter().rev().find(|m| matches!(m, ChatMessage::Assistant { .. }));
-        let assistant = assistant.cloned().unwrap_or_else(|| ChatMessage::assistant_text(""));
-        match plan_batch(&self.run_id(), assistant, inputs, now_ms()) {
+        match plan_batch(&self.run_id(), self.last_answer(), inputs, now_ms()) {
             BatchPlan::Run(steps) => self.execute(steps, &tools).await,
             BatchPlan::Freeze(batch) => self.freeze(batch).await,
         }
@@ -1006,12 +985,11 @@ impl<'a> Run<'a> {
             }
         };
         let batch = state.pending_approval.filter(|b| !b.is_fully_decided())?;
-        let assistant = self.state.messages.iter().rev().find(|m| matches!(m, ChatMessage::Assistant { .. }));
         Some(PendingApprovalBatch {
             batch_id: uuid::Uuid::new_v4().to_string(),
             run_id: self.run_id(),
             items: batch.items,
-            assistant_message: assistant.cloned().unwrap_or_else(|| ChatMessage::assistant_text("")),
+            assistant_message: self.last_answer(),
             created_at_ms: now_ms(),
             calls: Vec::new(),
             worker_session: Some(worker),
@@ -1094,7 +1072,7 @@ async fn run_one(
 }
 
 /// The text of the model's last answer.
-fn last_assistant_text(messages: &[ChatMessage]) -> Option<String> {
+pub(super) fn last_assistant_text(messages: &[ChatMessage]) -> Option<String> {
     messages.iter().rev().find_map(|m| match m {
         ChatMessage::Assistant { content, .. } => Some(content.clone()),
         _ => None,

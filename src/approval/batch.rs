@@ -158,6 +158,16 @@ pub enum UserDecision {
     Deny(String),
 }
 
+impl UserDecision {
+    /// What an item holds once this decision is applied.
+    pub fn outcome(&self) -> ApprovalDecision {
+        match self {
+            UserDecision::Approve => ApprovalDecision::Approved,
+            UserDecision::Deny(_) => ApprovalDecision::Denied,
+        }
+    }
+}
+
 /// Plans a batch. Without any `Confirm` disposition the batch runs at once ([`BatchPlan::Run`]);
 /// otherwise it is frozen into a [`PendingApprovalBatch`] with one pending item per `Confirm`
 /// call (fresh uuid v4 ids, created at `now_ms`), every call and its plan in call order, and the
@@ -429,12 +439,9 @@ impl PendingApprovalBatch {
                 format!("approval {} was already {}", item.approval_id, decision_name(item.decision)),
             ));
         }
-        match decision {
-            UserDecision::Approve => item.decision = ApprovalDecision::Approved,
-            UserDecision::Deny(reason) => {
-                item.decision = ApprovalDecision::Denied;
-                item.deny_reason = Some(reason);
-            }
+        item.decision = decision.outcome();
+        if let UserDecision::Deny(reason) = decision {
+            item.deny_reason = Some(reason);
         }
         item.decided_at_ms = Some(now_ms);
         Ok(item)
