@@ -4,7 +4,9 @@
 //! no napi handle ever crosses to a worker thread. `call_async` is never used: with
 //! `CalleeHandled = false` it turns a synchronous throw into an uncaught exception.
 
-use napi_ohos::bindgen_prelude::{FromNapiValue, Function, JsValue, PromiseRaw, ToNapiValue, Unknown};
+use napi_ohos::bindgen_prelude::{
+    FromNapiValue, Function, JsValue, JsValuesTupleIntoVec, PromiseRaw, ToNapiValue, Unknown,
+};
 use napi_ohos::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_ohos::{sys, Env, Status, ValueType};
 use std::cell::Cell;
@@ -91,6 +93,23 @@ pub(crate) fn shield<'env>(
         })?;
     // SAFETY: a function of this env, on the JS thread; only its declared return type changes.
     unsafe { Function::from_napi_value(env.raw(), native.raw()) }
+}
+
+/// An app function as a [`JsFn`] (shielded, weak, not error-first) whose queued value is its own
+/// JS arguments: what the hooks, the approval policy, the event listener and the cancel callbacks
+/// call. Call on the JS thread.
+///
+/// # Errors
+/// When the shield or the thread-safe function cannot be created.
+pub(crate) fn passthrough_fn<T: 'static + JsValuesTupleIntoVec>(
+    env: &Env,
+    function: &Function<'_, Unknown<'static>, Unknown<'static>>,
+) -> napi_ohos::Result<JsFn<T, T>> {
+    shield(env, function)?
+        .build_threadsafe_function::<T>()
+        .weak::<true>()
+        .callee_handled::<false>()
+        .build_callback(|ctx| Ok(ctx.value))
 }
 
 /// How a JS call ended, with its value converted to `R` on the JS thread.

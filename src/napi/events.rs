@@ -40,11 +40,7 @@ impl EventListener {
         env: &Env,
         function: Function<'_, Unknown<'static>, Unknown<'static>>,
     ) -> napi_ohos::Result<()> {
-        let listener: Listener = super::callback::shield(env, &function)?
-            .build_threadsafe_function::<String>()
-            .weak::<true>()
-            .callee_handled::<false>()
-            .build_callback(|ctx| Ok(ctx.value))?;
+        let listener: Listener = super::callback::passthrough_fn(env, &function)?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(listener));
         Ok(())
     }

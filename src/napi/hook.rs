@@ -131,12 +131,7 @@ fn method(env: &Env, object: &Object<'_>, name: &str) -> napi_ohos::Result<Metho
     // SAFETY: checked to be a function of this env, on the JS thread.
     let function: Function<'_, Unknown<'static>, Unknown<'static>> = unsafe { property.cast()? };
     let bound = function.bind(object)?;
-    let tsfn = super::callback::shield(env, &bound)?
-        .build_threadsafe_function::<HookArgs>()
-        .weak::<true>()
-        .callee_handled::<false>()
-        .build_callback(|ctx| Ok(ctx.value))?;
-    Ok(Some(tsfn))
+    Ok(Some(super::callback::passthrough_fn(env, &bound)?))
 }
 
 /// Any answer (a notification's is ignored).

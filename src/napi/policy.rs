@@ -29,7 +29,7 @@
 //! as for a sensitive tool), with a reason that starts with the code `approval_policy_failed` and
 //! says what went wrong. The failure is also logged as a warning. A late answer is dropped.
 
-use super::callback::{call_js, shield, CallFailure, JsFn, Settled};
+use super::callback::{call_js, passthrough_fn, CallFailure, JsFn, Settled};
 use super::dto::to_json;
 use super::hook::HookArgs;
 use crate::approval::{parse_policy_answer, ApprovalPolicy, DefaultApprovalPolicy, PolicyDecision};
@@ -88,11 +88,7 @@ impl JsApprovalPolicy {
         function: Function<'_, Unknown<'static>, Unknown<'static>>,
         timeout: Duration,
     ) -> napi_ohos::Result<Self> {
-        let function = shield(env, &function)?
-            .build_threadsafe_function::<HookArgs>()
-            .weak::<true>()
-            .callee_handled::<false>()
-            .build_callback(|ctx| Ok(ctx.value))?;
+        let function = passthrough_fn(env, &function)?;
         Ok(JsApprovalPolicy { function, timeout, js_thread: std::thread::current().id() })
     }
 

@@ -98,11 +98,7 @@ impl CancellationHandle {
         callback: Function<'_, Unknown<'static>, Unknown<'static>>,
     ) -> napi_ohos::Result<()> {
         guard_napi(&env, || {
-            let callback: JsFn<String, String> = super::callback::shield(&env, &callback)?
-                .build_threadsafe_function::<String>()
-                .weak::<true>()
-                .callee_handled::<false>()
-                .build_callback(|ctx| Ok(ctx.value))?;
+            let callback: JsFn<String, String> = super::callback::passthrough_fn(&env, &callback)?;
             let signal = self.signal.clone();
             let parent = self.parent.clone();
             let listeners = self.listeners.clone();
