@@ -382,19 +382,13 @@ mod tests {
         let mut seen = HashSet::new();
         for (code, _) in codes::ALL {
             assert!(seen.insert(*code), "duplicate code {code}");
-            assert!(
-                code.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()),
-                "{code} is not snake_case"
-            );
-            assert!(!code.starts_with('_') && !code.ends_with('_'));
+            assert!(is_stable_code(code), "{code} of the table is not a stable code");
+            assert!(!code.ends_with('_'), "{code} ends with `_`");
         }
     }
 
     #[test]
     fn stable_codes_are_bounded_snake_case() {
-        for (code, _) in codes::ALL {
-            assert!(is_stable_code(code), "{code} of the table is not a stable code");
-        }
         for code in ["plan_todo_status_unknown", "a", "x1", "e_404", "a_"] {
             assert!(is_stable_code(code), "{code}");
         }

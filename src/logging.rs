@@ -132,8 +132,13 @@ impl Redactor {
 
     /// The line with every secret removed.
     pub fn redact<'a>(&self, line: &'a str) -> Cow<'a, str> {
+        self.redact_at_least(line, 0)
+    }
+
+    /// The line with every secret of at least `min_len` bytes removed.
+    fn redact_at_least<'a>(&self, line: &'a str, min_len: usize) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(line);
-        for secret in &self.secrets {
+        for secret in self.secrets.iter().filter(|s| s.len() >= min_len) {
             if let Cow::Owned(changed) = redact(&out, secret) {
                 out = Cow::Owned(changed);
             }
@@ -357,14 +362,7 @@ pub fn redact_secrets(text: &str) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     };
     let redactor = logger.redactor.read().unwrap_or_else(|p| p.into_inner());
-    let mut out = Cow::Borrowed(text);
-    // Longest first, as the redactor keeps them.
-    for secret in redactor.secrets.iter().filter(|s| s.len() >= MIN_TEXT_SECRET_LEN) {
-        if let Cow::Owned(changed) = redact(&out, secret) {
-            out = Cow::Owned(changed);
-        }
-    }
-    out
+    redactor.redact_at_least(text, MIN_TEXT_SECRET_LEN)
 }
 
 #[cfg(test)]
