@@ -83,10 +83,8 @@ impl SseParser {
         // The data of the event being read, while it is one line of `bytes` (else `self.data`).
         let mut pending: Option<&str> = None;
         let result = self.feed_lines(rest, &mut pending, &mut on_event);
-        if let Some(data) = pending {
-            self.data.push_str(data);
-            self.has_data = true;
-        }
+        // What is left of it waits in the buffer for the rest of the event.
+        self.keep_pending(pending);
         result
     }
 
