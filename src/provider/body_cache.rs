@@ -29,46 +29,67 @@ struct Entry {
     key_end: usize,
 }
 
-/// Appends the key of `message`: every field [`wire_message`] reads, each string as its length
-/// and bytes, and whether its reasoning is sent. Equal keys serialise to equal JSON.
-fn write_key(keys: &mut Vec<u8>, message: &ChatMessage, with_reasoning: bool) {
-    fn text(keys: &mut Vec<u8>, s: &str) {
-        keys.extend_from_slice(&s.len().to_ne_bytes());
-        keys.extend_from_slice(s.as_bytes());
-    }
-    fn optional(keys: &mut Vec<u8>, s: Option<&str>) {
-        keys.push(u8::from(s.is_some()));
-        text(keys, s.unwrap_or(""));
-    }
-    keys.push(u8::from(with_reasoning));
-    match message {
-        ChatMessage::System { content } => {
-            keys.push(0);
-            text(keys, content);
-        }
-        ChatMessage::User { content } => {
-            keys.push(1);
-            text(keys, content);
-        }
-        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
-            keys.push(2);
-            optional(keys, content.as_deref());
-            optional(keys, reasoning_content.as_deref());
-            keys.extend_from_slice(&tool_calls.len().to_ne_bytes());
-            for c in tool_calls {
-                text(keys, &c.id);
-                text(keys, &c.name);
-                text(keys, &c.arguments);
+/// The key of `message`: every field [`wire_message`] reads, each string as its length and bytes,
+/// and whether its reasoning is sent, in this order. Equal keys serialise to equal JSON. One
+/// description for both uses: [`KeyWriter`] appends the key, [`KeyReader`] compares a stored key
+/// with a message in place (false at the first difference).
+fn visit_key(v: &mut impl KeyVisitor, message: &ChatMessage, with_reasoning: bool) -> bool {
+    v.byte(u8::from(with_reasoning))
+        && match message {
+            ChatMessage::System { content } => v.byte(0) && v.text(content),
+            ChatMessage::User { content } => v.byte(1) && v.text(content),
+            ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
+                v.byte(2)
+                    && v.optional(content.as_deref())
+                    && v.optional(reasoning_content.as_deref())
+                    && v.len(tool_calls.len())
+                    && tool_calls.iter().all(|c| v.text(&c.id) && v.text(&c.name) && v.text(&c.arguments))
+            }
+            ChatMessage::Tool { tool_call_id, name, content, is_error } => {
+                v.byte(3)
+                    && v.text(tool_call_id)
+                    && v.text(name)
+                    && v.text(content)
+                    && v.byte(u8::from(*is_error))
             }
         }
-        ChatMessage::Tool { tool_call_id, name, content, is_error } => {
-            keys.push(3);
-            text(keys, tool_call_id);
-            text(keys, name);
-            text(keys, content);
-            keys.push(u8::from(*is_error));
-        }
+}
+
+/// The parts of a key, in [`visit_key`]'s order; each answers whether it matched (a writer always
+/// does).
+trait KeyVisitor {
+    fn byte(&mut self, b: u8) -> bool;
+    fn len(&mut self, n: usize) -> bool;
+    fn text(&mut self, s: &str) -> bool;
+    fn optional(&mut self, s: Option<&str>) -> bool {
+        self.byte(u8::from(s.is_some())) && self.text(s.unwrap_or(""))
     }
+}
+
+/// Appends a key to the key arena.
+struct KeyWriter<'a>(&'a mut Vec<u8>);
+
+impl KeyVisitor for KeyWriter<'_> {
+    fn byte(&mut self, b: u8) -> bool {
+        self.0.push(b);
+        true
+    }
+
+    fn len(&mut self, n: usize) -> bool {
+        self.0.extend_from_slice(&n.to_ne_bytes());
+        true
+    }
+
+    fn text(&mut self, s: &str) -> bool {
+        self.len(s.len());
+        self.0.extend_from_slice(s.as_bytes());
+        true
+    }
+}
+
+/// Appends the key of `message` (see [`visit_key`]).
+fn write_key(keys: &mut Vec<u8>, message: &ChatMessage, with_reasoning: bool) {
+    visit_key(&mut KeyWriter(keys), message, with_reasoning);
 }
 
 /// Reads a key back, comparing it with a message as it goes.
@@ -77,7 +98,7 @@ struct KeyReader<'a> {
     at: usize,
 }
 
-impl KeyReader<'_> {
+impl KeyVisitor for KeyReader<'_> {
     fn byte(&mut self, b: u8) -> bool {
         let ok = self.key.get(self.at) == Some(&b);
         self.at += 1;
@@ -97,10 +118,6 @@ impl KeyReader<'_> {
         let ok = self.key.get(self.at..self.at + s.len()).is_some_and(|k| same_bytes(k, s.as_bytes()));
         self.at += s.len();
         ok
-    }
-
-    fn optional(&mut self, s: Option<&str>) -> bool {
-        self.byte(u8::from(s.is_some())) && self.text(s.unwrap_or(""))
     }
 }
 
@@ -145,28 +162,7 @@ fn word8(bytes: &[u8], at: usize) -> Option<[u8; 8]> {
 /// writing them: the key arena is read in order, the message where it lies).
 fn key_matches(key: &[u8], message: &ChatMessage, with_reasoning: bool) -> bool {
     let mut r = KeyReader { key, at: 0 };
-    if !r.byte(u8::from(with_reasoning)) {
-        return false;
-    }
-    let same = match message {
-        ChatMessage::System { content } => r.byte(0) && r.text(content),
-        ChatMessage::User { content } => r.byte(1) && r.text(content),
-        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
-            r.byte(2)
-                && r.optional(content.as_deref())
-                && r.optional(reasoning_content.as_deref())
-                && r.len(tool_calls.len())
-                && tool_calls.iter().all(|c| r.text(&c.id) && r.text(&c.name) && r.text(&c.arguments))
-        }
-        ChatMessage::Tool { tool_call_id, name, content, is_error } => {
-            r.byte(3)
-                && r.text(tool_call_id)
-                && r.text(name)
-                && r.text(content)
-                && r.byte(u8::from(*is_error))
-        }
-    };
-    same && r.at == key.len()
+    visit_key(&mut r, message, with_reasoning) && r.at == key.len()
 }
 
 /// The last body and what it was built from.
