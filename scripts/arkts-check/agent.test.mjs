@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { transpileTree } from './transpile.mjs';
+import { transpileTree, importModules } from './transpile.mjs';
 import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -26,12 +26,9 @@ let Native; // the fake native module
 before(async () => {
   const dir = tempDir('arkagent-agent-');
   transpileTree(ETS, dir, { 'libarkagent.so': FAKE });
-  M = {};
-  for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
+  M = await importModules(dir, ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
     'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/Agent', 'agent/ToolRegistry',
-    'error/ArkAgentError']) {
-    Object.assign(M, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
-  }
+    'error/ArkAgentError']);
   Native = await import(pathToFileURL(FAKE).href);
 });
 

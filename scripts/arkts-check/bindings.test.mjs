@@ -7,8 +7,8 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { transpileTree } from './transpile.mjs';
+import { fileURLToPath } from 'node:url';
+import { transpileTree, importModules } from './transpile.mjs';
 import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -19,11 +19,8 @@ let M; // module namespace: every export of the transpiled files, by name
 before(async () => {
   const dir = tempDir('arkagent-bindings-');
   transpileTree(ETS, dir);
-  M = {};
-  for (const rel of ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
-    'error/ArkAgentError']) {
-    Object.assign(M, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
-  }
+  M = await importModules(dir, ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
+    'error/ArkAgentError']);
 });
 
 // A seeded generator (xorshift32) so failures reproduce.

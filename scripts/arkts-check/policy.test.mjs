@@ -9,7 +9,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { transpileTree } from './transpile.mjs';
+import { transpileTree, importModules } from './transpile.mjs';
 import { tempDir } from './tmp.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -23,11 +23,8 @@ let Native; // the fake native module
 before(async () => {
   const dir = tempDir('arkagent-policy-');
   transpileTree(ETS, dir, { 'libarkagent.so': FAKE });
-  M = {};
-  for (const rel of ['json/Json', 'tool/Tool', 'approval/Policy', 'agent/AgentConfig', 'agent/Adapters',
-    'agent/PolicyAdapter', 'agent/Agent']) {
-    Object.assign(M, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
-  }
+  M = await importModules(dir, ['json/Json', 'tool/Tool', 'approval/Policy', 'agent/AgentConfig', 'agent/Adapters',
+    'agent/PolicyAdapter', 'agent/Agent']);
   Native = await import(pathToFileURL(FAKE).href);
 });
 

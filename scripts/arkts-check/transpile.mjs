@@ -54,3 +54,12 @@ export function transpileBindings(etsDir, outDir, aliases = {}) {
   fs.writeFileSync(barrel, BINDINGS_MODULES.map((m) => `export * from './bindings/${m}.mjs';\n`).join(''));
   return barrel;
 }
+
+/** Every export of these modules (paths relative to `dir`, without `.mjs`) of a transpiled tree, by name. */
+export async function importModules(dir, modules) {
+  const all = {};
+  for (const rel of modules) {
+    Object.assign(all, await import(pathToFileURL(path.join(dir, `${rel}.mjs`)).href));
+  }
+  return all;
+}
