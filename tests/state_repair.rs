@@ -140,6 +140,8 @@ fn awaiting() -> AgentState {
         created_at_ms: 1,
         calls: Vec::new(),
         worker_session: None,
+        injected: Vec::new(),
+        stop_requested: false,
     });
     s
 }
@@ -255,6 +257,8 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
             created_at_ms: 0,
             calls: Vec::new(),
             worker_session: None,
+            injected: Vec::new(),
+            stop_requested: false,
         });
     }
     s

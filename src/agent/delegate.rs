@@ -12,7 +12,9 @@
 //! 4. On the parent's resume the delegating call runs again. The call is idempotent: it continues
 //!    the worker session (one per delegating call and batch) where it stands, so the approved call
 //!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
-//!    after a crash during a delegation.
+//!    after a crash during a delegation. The rest of the parent's batch continues as it stood when
+//!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
+//!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
 use super::driver::{last_assistant_text, Agent, RunOutcome};
 use super::events::NoEvents;
 use crate::error::{codes, AgentError};

@@ -6,8 +6,8 @@ use super::delegate::{worker_session_id, DELEGATE_TASK};
 use super::events::{AgentEvent, EventSink};
 use super::machine::{phase, Phase};
 use crate::approval::{
-    plan_batch, AnsweredCall, ApprovalDecision, ApprovalPolicy, BatchPlan, BatchSettlement, BatchStep,
-    PendingApprovalBatch, UserDecision,
+    plan_batch, AnsweredCall, ApprovalDecision, ApprovalPolicy, BatchCall, BatchCallPlan, BatchPlan,
+    BatchSettlement, BatchStep, PendingApprovalBatch, UserDecision,
 };
 use crate::error::{codes, AgentError};
 use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookPipeline, PersistDecision};
@@ -754,7 +754,7 @@ impl<'a> Run<'a> {
             }
         }
         match plan_batch(&self.run_id(), self.last_answer(), inputs, now_ms()) {
-            BatchPlan::Run(steps) => self.execute(steps, &tools).await,
+            BatchPlan::Run(steps) => self.execute(steps, &tools, Vec::new()).await,
             BatchPlan::Freeze(batch) => self.freeze(batch).await,
         }
     }
@@ -779,17 +779,23 @@ impl<'a> Run<'a> {
     /// already answered the calls that started (and the finished ones).
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
-        if batch.worker_session.is_some() {
-            // The items were a worker's, decided in its session too: the batch continues as it
-            // stood (finished calls answered from their records, the delegating call run again,
-            // which continues the worker; calls that never started are planned as usual).
-            self.record(StateEvent::ApprovalCleared);
-            return self.tool_batch(unanswered).await;
-        }
         let tools = self.agent.tools();
-        let steps = match batch.settle()? {
-            BatchSettlement::Run(steps) => steps,
-            BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
+        let steps = if batch.worker_session.is_some() {
+            // The items were a worker's, decided in its session too: the parent's batch continues
+            // as it was running (finished calls answered from their records, the delegating call
+            // run again, which continues the worker, the calls not reached yet run as planned).
+            if batch.calls.is_empty() {
+                // A mirror persisted without the parent's plan: its calls are planned anew.
+                self.record(StateEvent::ApprovalCleared);
+                return self.tool_batch(unanswered).await;
+            }
+            self.stop_requested |= batch.stop_requested;
+            batch.mirrored_steps()
+        } else {
+            match batch.settle()? {
+                BatchSettlement::Run(steps) => steps,
+                BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
+            }
         };
         let open: HashSet<&str> = unanswered.iter().map(|c| c.id.as_str()).collect();
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
@@ -815,12 +821,18 @@ impl<'a> Run<'a> {
                 }
             })
             .collect();
-        self.execute(steps, &tools).await
+        self.execute(steps, &tools, batch.injected).await
     }
 
     /// Runs the `Execute` steps (each journaled `started` before it runs and `finished` after),
-    /// then appends every call's result in call order.
-    async fn execute(&mut self, steps: Vec<BatchStep>, tools: &ToolSnapshot) -> Result<Flow, AgentError> {
+    /// then appends every call's result in call order, then the messages after-hooks injected
+    /// (`injected` holds those of calls that finished before a worker froze the batch).
+    async fn execute(
+        &mut self,
+        steps: Vec<BatchStep>,
+        tools: &ToolSnapshot,
+        mut injected: Vec<ChatMessage>,
+    ) -> Result<Flow, AgentError> {
         let calls: Vec<ToolCall> = steps.iter().map(|s| s.call().clone()).collect();
         let mut results: HashMap<String, ToolResult> = HashMap::new();
         let mut to_run = Vec::new();
@@ -843,7 +855,6 @@ impl<'a> Run<'a> {
         let width = if all_safe { self.agent.config.max_parallel_tools.max(1) } else { 1 };
         let batch_call_id = format!("{}:{}", self.run_id(), self.state.round);
         let view = Arc::new(self.state.readonly_view());
-        let mut injected = Vec::new();
         let mut abort: Option<AgentError> = None;
         let mut waiting: Option<PendingApprovalBatch> = None;
 
@@ -938,10 +949,22 @@ impl<'a> Run<'a> {
         if let Some(e) = abort {
             return self.finish(RunStatus::Aborted, None, Some(e)).await.map(Flow::Done);
         }
-        if let Some(mirror) = waiting {
-            // A worker awaits the user: the parent freezes too, on the worker's items. What
-            // finished is recorded and answered from its record when the batch continues (the
-            // messages its after-hooks injected are not kept).
+        if let Some(mut mirror) = waiting {
+            // A worker awaits the user: the parent freezes too, on the worker's items, and keeps
+            // how its own batch stands, so it continues from there once the user decided: what
+            // was answered (before or while running) keeps its answer, the rest runs as planned.
+            mirror.calls = calls
+                .iter()
+                .map(|call| BatchCall {
+                    call: call.clone(),
+                    plan: match results.remove(&call.id) {
+                        Some(result) => BatchCallPlan::Answer { result },
+                        None => BatchCallPlan::Run,
+                    },
+                })
+                .collect();
+            mirror.injected = injected;
+            mirror.stop_requested = self.stop_requested;
             return self.freeze(mirror).await;
         }
 
@@ -991,8 +1014,11 @@ impl<'a> Run<'a> {
             items: batch.items,
             assistant_message: self.last_answer(),
             created_at_ms: now_ms(),
+            // Filled in by `execute` with the parent's batch as it stands.
             calls: Vec::new(),
             worker_session: Some(worker),
+            injected: Vec::new(),
+            stop_requested: false,
         })
     }
 

@@ -131,6 +131,9 @@ impl BatchStep {
 }
 
 /// What [`plan_batch`] decided.
+// One per tool batch, moved once into the driver: boxing the frozen batch would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchPlan {
     /// No call needs confirmation: one step per call, in call order.
@@ -220,6 +223,8 @@ pub fn plan_batch(
         created_at_ms: now_ms,
         calls: batch_calls,
         worker_session: None,
+        injected: Vec::new(),
+        stop_requested: false,
     })
 }
 
@@ -375,6 +380,22 @@ impl PendingApprovalBatch {
             })
             .collect();
         Ok(BatchSettlement::Denied(answers))
+    }
+
+    /// The steps of the parent's batch a mirror batch (one with a `worker_session`) kept, in call
+    /// order: `answer` plans keep their result, every other call is to run. The worker's items
+    /// decide nothing here: the worker settles them in its own session when the delegating call
+    /// runs again.
+    pub fn mirrored_steps(&self) -> Vec<BatchStep> {
+        self.calls
+            .iter()
+            .map(|c| match &c.plan {
+                BatchCallPlan::Answer { result } => {
+                    BatchStep::Answer(AnsweredCall { call: c.call.clone(), result: result.clone() })
+                }
+                BatchCallPlan::Run | BatchCallPlan::Confirm { .. } => BatchStep::Execute(c.call.clone()),
+            })
+            .collect()
     }
 
     /// The calls with their plans: the stored ones (checked against the items), or the fallback.

@@ -100,8 +100,21 @@ pub struct PendingApprovalBatch {
     pub calls: Vec<BatchCall>,
     /// Set when the items are a sub-agent's calls: the session of the worker whose frozen batch
     /// this mirrors. A decision goes to the worker's batch first, then to this one; on resume the
-    /// delegating call (which stays `started`) runs again and continues the worker. `calls` is
-    /// empty and `assistant_message` is the delegating (parent's) answer.
+    /// delegating call (which stays `started`) runs again and continues the worker.
+    /// `assistant_message` is the delegating (parent's) answer, and `calls` the parent's batch as
+    /// it was running when the worker froze: each call `run` (it was allowed, or its batch
+    /// approved) or `answer` (answered before or while the batch ran), never `confirm`. The
+    /// parent's batch then continues from it without asking its hooks, its policy or the user
+    /// again. Empty in mirrors persisted before this was kept (the calls are then planned anew).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_session: Option<String>,
+    /// A mirror's (see `worker_session`) messages that the parent's after-hooks injected for the
+    /// calls that finished before the worker froze: appended after the batch's results once it
+    /// completes, as they would have been without the freeze.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected: Vec<ChatMessage>,
+    /// A mirror's: an after-hook of a call that finished before the worker froze asked to stop
+    /// after this batch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_requested: bool,
 }

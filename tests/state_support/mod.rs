@@ -42,6 +42,8 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         created_at_ms: k,
                         calls: Vec::new(),
                         worker_session: None,
+                        injected: Vec::new(),
+                        stop_requested: false,
                     },
                 },
             ]
