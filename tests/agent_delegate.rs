@@ -387,3 +387,58 @@ async fn a_nested_worker_call_freezes_every_level_and_one_decision_reaches_the_i
     assert_eq!(last_tool_result(&parent.messages), ("下级已清空".to_string(), false));
     assert_eq!(model.remaining(), 0);
 }
+
+#[tokio::test]
+async fn deleting_a_session_deletes_the_workers_of_its_delegations_at_every_depth() {
+    let dir = tempfile::tempdir().unwrap();
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        // "parent": a delegation whose worker delegates again, then a second delegation.
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级查 A"}"#)]),
+        calls(&[("d2", DELEGATE_TASK, r#"{"task":"查 A"}"#)]),
+        answer("A: 12 件"),
+        answer("下级说 A 有 12 件"),
+        calls(&[("d3", DELEGATE_TASK, r#"{"task":"查 B"}"#)]),
+        answer("B: 3 件"),
+        answer("A 12 件，B 3 件"),
+        // "other": one delegation of its own, which must survive the deletion of "parent".
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"查 C"}"#)]),
+        answer("C: 1 件"),
+        answer("C 1 件"),
+    ]));
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let agent = Arc::new(
+        AgentBuilder::new(model.clone(), store.clone())
+            .tools(tools(&cleared))
+            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    for (session, text) in [("parent", "A 和 B"), ("other", "C")] {
+        let out = agent.run(session, text, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed, "{session}");
+    }
+    assert_eq!(model.remaining(), 0);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(parent.workers.len(), 2, "two delegations: {:?}", parent.workers);
+    let nested = store.load(&parent.workers[0]).await.unwrap().unwrap().workers;
+    assert_eq!(nested.len(), 1, "the first worker delegated once");
+    let other = store.load("other").await.unwrap().unwrap().workers;
+    assert_eq!(other.len(), 1);
+    // Session directories (the store's `..locks` directory aside).
+    let sessions = |d: &std::path::Path| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| !e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".."))
+            .count()
+    };
+    assert_eq!(sessions(dir.path()), 6, "two sessions and four workers on disk");
+
+    assert!(agent.delete_session("parent").await.unwrap());
+    for gone in parent.workers.iter().chain(&nested).map(String::as_str).chain(["parent"]) {
+        assert!(store.load(gone).await.unwrap().is_none(), "{gone} deleted");
+    }
+    assert!(store.load(&other[0]).await.unwrap().is_some(), "another session's worker stays");
+    assert_eq!(sessions(dir.path()), 2, "only \"other\" and its worker are left");
+    assert!(!agent.delete_session("parent").await.unwrap(), "already gone");
+}

@@ -706,13 +706,13 @@ async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interru
                 ],
             },
         },
-        StateEvent::ToolStarted { call_id: "done".into(), name: "query_order".into() },
+        StateEvent::ToolStarted { call_id: "done".into(), name: "query_order".into(), worker_session: None },
         StateEvent::ToolFinished {
             call_id: "done".into(),
             name: "query_order".into(),
             result: ToolResult::text("recorded"),
         },
-        StateEvent::ToolStarted { call_id: "half".into(), name: "query_order".into() },
+        StateEvent::ToolStarted { call_id: "half".into(), name: "query_order".into(), worker_session: None },
     ];
     leave_behind(&f.store, &mut state, &events).await;
     let (agent2, _) = reopen(&f, vec![answer("ok")]);
@@ -743,7 +743,7 @@ async fn an_approved_batch_killed_mid_call_never_runs_the_started_call_again() {
     let mut state = f.store.load_unrepaired("s").await.unwrap().unwrap();
     let events = vec![
         StateEvent::StatusChanged { status: RunStatus::Running },
-        StateEvent::ToolStarted { call_id: "a".into(), name: "query_order".into() },
+        StateEvent::ToolStarted { call_id: "a".into(), name: "query_order".into(), worker_session: None },
     ];
     leave_behind(&f.store, &mut state, &events).await;
 
@@ -799,7 +799,7 @@ async fn an_approved_batch_killed_mid_call_reruns_a_started_idempotent_call() {
     let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
     let events = vec![
         StateEvent::StatusChanged { status: RunStatus::Running },
-        StateEvent::ToolStarted { call_id: "a".into(), name: "lookup".into() },
+        StateEvent::ToolStarted { call_id: "a".into(), name: "lookup".into(), worker_session: None },
     ];
     leave_behind(&store, &mut state, &events).await;
 

@@ -267,9 +267,14 @@ impl Agent {
         self.store.load(session_id).await
     }
 
-    /// Deletes a session's persisted state; returns whether it existed. A session this agent is
+    /// Deletes a session's persisted state, with the sessions of the workers its delegations ran
+    /// (theirs too, at any depth); returns whether the session existed. A session this agent is
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
     /// or process is writing.
+    ///
+    /// The workers go first: a deletion cut short (a crash, a store error) leaves the session and
+    /// its list of workers, so deleting it again finishes the job; no worker is left behind
+    /// without a session that names it.
     ///
     /// # Errors
     /// `session_busy` in those cases, `session_id_invalid`, the store's errors.
@@ -283,6 +288,26 @@ impl Agent {
             ));
         };
         let _lease = self.store.lease(session_id).await?;
+        // A worker runs only inside its parent's run, which the lock and the lease above exclude.
+        // Every worker below the session, each after the one that ran it (breadth first).
+        let mut found: Vec<String> =
+            self.store.load(session_id).await?.map(|s| s.workers).unwrap_or_default();
+        let mut next = 0;
+        while let Some(worker) = found.get(next).cloned() {
+            next += 1;
+            if let Some(state) = self.store.load(&worker).await? {
+                for w in state.workers {
+                    if w != session_id && !found.contains(&w) {
+                        found.push(w);
+                    }
+                }
+            }
+        }
+        // Deepest first, so a cut-short deletion never leaves a worker unnamed.
+        for worker in found.iter().rev() {
+            let _lease = self.store.lease(worker).await?;
+            self.store.delete(worker).await?;
+        }
         self.store.delete(session_id).await
     }
 
@@ -860,7 +885,13 @@ impl<'a> Run<'a> {
 
         'chunks: for chunk in to_run.chunks(width) {
             for call in chunk {
-                self.record(StateEvent::ToolStarted { call_id: call.id.clone(), name: call.name.clone() });
+                let worker_session = (call.name == DELEGATE_TASK)
+                    .then(|| worker_session_id(&self.state.session_id, &batch_call_id, &call.id));
+                self.record(StateEvent::ToolStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    worker_session,
+                });
             }
             self.persist(true).await?;
             let mut running: FuturesUnordered<_> = chunk

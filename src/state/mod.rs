@@ -128,6 +128,10 @@ pub struct AgentState {
     /// Token usage summed over the session.
     #[serde(default)]
     pub usage: Usage,
+    /// The sessions of the workers this session's delegations (`delegate_task`) ran, in the order
+    /// they started: deleted with this session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<String>,
 }
 
 impl AgentState {
@@ -145,6 +149,7 @@ impl AgentState {
             tool_runs: BTreeMap::new(),
             loop_window: Vec::new(),
             usage: Usage::default(),
+            workers: Vec::new(),
         }
     }
 
@@ -201,6 +206,11 @@ pub enum StateEvent {
         call_id: String,
         /// Tool name.
         name: String,
+        /// For a `delegate_task` call: the worker's session, added to
+        /// [`AgentState::workers`]. (A field, not an event of its own: readers that predate it
+        /// ignore it instead of taking the record for corruption.)
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_session: Option<String>,
     },
     /// A call finished.
     ToolFinished {
@@ -348,8 +358,13 @@ impl AgentState {
                 }
             }
             StateEvent::ApprovalCleared => self.pending_approval = None,
-            StateEvent::ToolStarted { call_id, name } => {
+            StateEvent::ToolStarted { call_id, name, worker_session } => {
                 self.tool_runs.insert(call_id.clone(), ToolRunRecord::Started { name: name.clone() });
+                if let Some(worker) = worker_session {
+                    if !self.workers.contains(worker) {
+                        self.workers.push(worker.clone());
+                    }
+                }
             }
             StateEvent::ToolFinished { call_id, name, result } => {
                 self.tool_runs.insert(

@@ -205,4 +205,9 @@ test("a worker's dangerous call freezes the parent; approved there after a resta
   assert.deepEqual(runs, [{ scope: 'all' }], 'the approved call ran once, in the worker');
   const worker = JSON.parse(await restarted.stateJson(batch.worker_session));
   assert.equal(worker.status, 'completed');
+  assert.deepEqual(JSON.parse(await restarted.stateJson('p')).workers, [batch.worker_session]);
+  // Deleting the session deletes the worker's too.
+  assert.equal(await restarted.deleteSession('p'), true);
+  assert.equal(await restarted.stateJson(batch.worker_session), null);
+  assert.equal(await restarted.stateJson('p'), null);
 });

@@ -64,6 +64,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
         3 => vec![StateEvent::ToolStarted {
             call_id: format!("call-{}", k - 2),
             name: "clear_baking_cache".into(),
+            worker_session: None,
         }],
         4 => {
             let result = ToolResult::text(format!("cleared {}", k - 3));

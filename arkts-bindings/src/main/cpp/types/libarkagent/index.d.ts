@@ -306,6 +306,6 @@ export declare class Agent {
   stateJson(sessionId: string): Promise<string | null>;
   /** The pending approval batch of a session as JSON, or null. */
   pendingApprovalJson(sessionId: string): Promise<string | null>;
-  /** Deletes a session; resolves to whether it existed. Rejects with session_busy while it is being run (cancel first). */
+  /** Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it existed. Rejects with session_busy while it is being run (cancel first). */
   deleteSession(sessionId: string): Promise<boolean>;
 }
