@@ -19,7 +19,10 @@ pub struct AgentConfig {
     pub streaming: bool,
     /// Calls of an all-safe batch that run at once (default 4).
     pub max_parallel_tools: usize,
-    /// Per-call timeout unless the definition sets its own (default 60 s).
+    /// Per-call timeout unless the definition sets its own (default 60 s). `delegate_task` is not
+    /// timed: its worker may take several model rounds, and each of them, and each of its tool
+    /// calls, has its own limit (the worker's rounds are capped by `max_rounds`); cancelling the
+    /// run stops it.
     pub tool_timeout: Duration,
     /// Sampling temperature (the client defaults to 0.2 with tools).
     pub temperature: Option<f32>,

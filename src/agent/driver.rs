@@ -905,10 +905,7 @@ impl<'a> Run<'a> {
                         signal: self.cancel.child(),
                         services: Arc::clone(&self.agent.services),
                     };
-                    let timeout = tools
-                        .definition(&call.name)
-                        .and_then(|d| d.timeout)
-                        .unwrap_or(self.agent.config.tool_timeout);
+                    let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
                     run_one(tools.clone(), call.clone(), ctx, timeout)
                 })
                 .collect();
@@ -1108,13 +1105,31 @@ impl<'a> Run<'a> {
 }
 
 /// Runs one call with its timeout; returns the call with its outcome.
+/// A call's time limit: its definition's, else the config's `tool_timeout`; none for a
+/// `delegate_task` without its own (see [`AgentConfig::tool_timeout`]).
+fn call_timeout(
+    call: &ToolCall,
+    definition: Option<&ToolDefinition>,
+    config: &AgentConfig,
+) -> Option<std::time::Duration> {
+    match definition.and_then(|d| d.timeout) {
+        Some(timeout) => Some(timeout),
+        None if call.name == DELEGATE_TASK => None,
+        None => Some(config.tool_timeout),
+    }
+}
+
 async fn run_one(
     tools: ToolSnapshot,
     call: ToolCall,
     ctx: ToolContext,
-    timeout: std::time::Duration,
+    timeout: Option<std::time::Duration>,
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
+    let Some(timeout) = timeout else {
+        let outcome = tools.execute(&call, ctx).await;
+        return (call, outcome);
+    };
     let outcome = match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
         Ok(r) => r,
         Err(_) => {
