@@ -174,14 +174,13 @@ impl WorkerEvents {
         WorkerSinkGuard { agent, worker_session }
     }
 
-    /// The next worker event (waits; for the driver's select loop).
+    /// The next worker event, for the driver's select loop (which polls it only with a channel;
+    /// without one it never finishes).
     pub(crate) async fn recv(events: &mut Option<WorkerEvents>) -> AgentEvent {
-        match events {
-            // Never `None`: this holds a sender.
-            Some(events) => match events.rx.recv().await {
-                Some(event) => event,
-                None => std::future::pending().await,
-            },
+        let Some(events) = events else { return std::future::pending().await };
+        match events.rx.recv().await {
+            Some(event) => event,
+            // Unreachable: `events` holds a sender, so the channel never closes.
             None => std::future::pending().await,
         }
     }
