@@ -173,6 +173,7 @@ async fn events_come_in_the_documented_order() {
             AgentEvent::ToolResult { .. } => "result",
             AgentEvent::StatePersisted { .. } => "persisted",
             AgentEvent::RunFinished { .. } => "finished",
+            AgentEvent::WorkerEvent { .. } => "worker",
         })
         .collect();
     let mut kinds = kinds;

@@ -58,6 +58,20 @@ fn every_kind() -> Vec<AgentEvent> {
             final_text: Some("Done.".into()),
             usage: Usage { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
         },
+        // A worker's worker's event: a worker event nests.
+        AgentEvent::WorkerEvent {
+            call_id: "call-3".into(),
+            session_id: "w-1".into(),
+            event: Box::new(AgentEvent::WorkerEvent {
+                call_id: "call-4".into(),
+                session_id: "w-2".into(),
+                event: Box::new(AgentEvent::ToolResult {
+                    call_id: "call-5".into(),
+                    name: "query_stock".into(),
+                    result: ToolResult::text("12"),
+                }),
+            }),
+        },
     ]
 }
 

@@ -462,8 +462,9 @@ test('every event kind the Rust core writes decodes to its class, in order, for 
   assert.equal(a.length, lines.length);
   assert.deepEqual(a, b);
   assert.deepEqual(a.map((e) => e.kind), ['run_started', 'text_delta', 'reasoning_delta', 'tool_call_started',
-    'tool_call_arguments_delta', 'tool_call_finished', 'approval_required', 'tool_result', 'state_persisted', 'run_finished']);
-  const [started, text, reasoning, callStarted, argsDelta, callFinished, approval, result, persisted, finished] = a;
+    'tool_call_arguments_delta', 'tool_call_finished', 'approval_required', 'tool_result', 'state_persisted', 'run_finished',
+    'worker_event']);
+  const [started, text, reasoning, callStarted, argsDelta, callFinished, approval, result, persisted, finished, worker] = a;
   assert.ok(started instanceof M.RunStartedEvent);
   assert.deepEqual([started.sessionId, started.runId, started.resumed], ['s-1', 'run-1', false]);
   assert.ok(text instanceof M.TextDeltaEvent);
@@ -481,6 +482,34 @@ test('every event kind the Rust core writes decodes to its class, in order, for 
   assert.equal(persisted.events, 3);
   assert.ok(finished instanceof M.RunFinishedEvent);
   assert.deepEqual([finished.status, finished.finalText, finished.usage.totalTokens], ['completed', 'Done.', 15]);
+  // A worker's worker's tool result, wrapped twice.
+  assert.ok(worker instanceof M.WorkerEvent);
+  assert.deepEqual([worker.callId, worker.sessionId, worker.depth()], ['call-3', 'w-1', 2]);
+  assert.ok(worker.event instanceof M.WorkerEvent);
+  assert.deepEqual([worker.event.callId, worker.event.sessionId, worker.event.depth()], ['call-4', 'w-2', 1]);
+  const inner = worker.innermost();
+  assert.ok(inner instanceof M.ToolResultEvent);
+  assert.deepEqual([inner.callId, inner.name, inner.result.toModelText()], ['call-5', 'query_stock', '12']);
+  assert.equal(worker.innermostSessionId(), 'w-2');
+  assert.equal(worker.event.innermost(), inner);
+});
+
+test('a worker_event decodes its inner event; a wrong shape is event_invalid, an unknown inner type stays unknown', () => {
+  const wrap = (event, extra = {}) => M.AgentEvent.fromJsonString(JSON.stringify(
+    { type: 'worker_event', call_id: 'd1', session_id: 'w1', event, ...extra }));
+  const started = wrap({ type: 'run_started', session_id: 'w1', run_id: 'wr', resumed: true });
+  assert.deepEqual([started.kind, started.depth(), started.innermostSessionId()], ['worker_event', 1, 'w1']);
+  assert.ok(started.innermost() instanceof M.RunStartedEvent);
+  assert.deepEqual([started.innermost().runId, started.innermost().resumed], ['wr', true]);
+  assert.equal(wrap({ type: 'from_the_future' }).innermost().kind, 'unknown');
+  for (const bad of [
+    () => M.AgentEvent.fromJsonString('{"type":"worker_event","session_id":"w1","event":{"type":"text_delta","delta":"a"}}'),
+    () => wrap(undefined),
+    () => wrap('text'),
+    () => wrap({ type: 'text_delta' }),
+  ]) {
+    assert.throws(bad, (e) => e instanceof M.JsonError && e.code === 'event_invalid');
+  }
 });
 
 test('a listener that throws does not stop the others; undecodable events go to the error handler', () => {

@@ -163,11 +163,38 @@ test('the transcript streams text, fills tool bubbles from deltas and results, a
   assert.equal(t.size(), 5, 'a streamed final text is not repeated');
 });
 
+test('a worker\'s calls get prefixed bubbles of their own; its text and approvals stay out of the chat', () => {
+  const t = new D.Transcript();
+  const ev = (o) => t.apply(B.AgentEvent.fromJsonString(JSON.stringify(o)));
+  const worker = (event) => ev({ type: 'worker_event', call_id: 'c1', session_id: 'w1', event });
+  const ok = (text) => ({ contents: [{ type: 'text', text }], is_error: false, stop: false });
+  ev({ type: 'tool_call_finished', index: 0, call: { id: 'c1', name: 'delegate_task', arguments: '{"task":"t"}' } });
+  worker({ type: 'run_started', session_id: 'w1', run_id: 'wr', resumed: false });
+  worker({ type: 'text_delta', delta: 'thinking aloud' });
+  // The worker numbers its calls on its own: its c1 is not the parent's c1.
+  worker({ type: 'tool_call_finished', index: 0, call: { id: 'c1', name: 'query_stock', arguments: '{"sku":"A"}' } });
+  const call = { id: 'c2', name: 'clear_baking_cache', arguments: '{}' };
+  worker({ type: 'approval_required', batch: { batch_id: 'b', run_id: 'wr', created_at_ms: 1,
+    items: [{ approval_id: 'a1', tool_call: call, arguments_hash: 'h', risk_level: 'dangerous', reason: 'r',
+      created_at_ms: 1, decision: 'pending' }],
+    assistant_message: { role: 'assistant', tool_calls: [call] } } });
+  worker({ type: 'tool_result', call_id: 'c1', name: 'query_stock', result: ok('A: 12') });
+  worker({ type: 'run_finished', status: 'completed', final_text: 'A has 12' });
+  ev({ type: 'tool_result', call_id: 'c1', name: 'delegate_task', result: ok('A has 12') });
+  const items = t.snapshot();
+  assert.deepEqual(items.map((i) => [i.kind, i.toolName, i.argumentsText, i.resultText, i.finished]), [
+    ['tool', 'delegate_task', '{"task":"t"}', 'A has 12', true],
+    ['tool', 'worker › query_stock', '{"sku":"A"}', 'A: 12', true],
+  ]);
+});
+
 test('the transcript of the Rust event fixture, of a non-streamed answer, and of a failed or cancelled run', () => {
   const t = new D.Transcript();
   for (const e of events()) t.apply(e);
   const kinds = t.snapshot().map((i) => i.kind);
-  assert.deepEqual(kinds, ['assistant', 'tool', 'notice']);
+  assert.deepEqual(kinds, ['assistant', 'tool', 'notice', 'tool']);
+  assert.deepEqual([t.snapshot()[3].toolName, t.snapshot()[3].resultText, t.snapshot()[3].finished],
+    ['worker › worker › query_stock', '12', true], 'a worker\'s worker\'s result gets its own bubble');
   assert.deepEqual([t.snapshot()[1].argumentsText, t.snapshot()[1].resultText], ['{"order_id":"20261010"}', '{"status":"shipped"}'],
     'the result of call-1 lands in its bubble');
   assert.match(t.snapshot()[2].text, /approval: clear_baking_cache/);

@@ -245,6 +245,37 @@ test('the offline scenario through the ArkTS Agent: suspend, kill, reload, appro
     assert.equal(await second.agent.pendingApproval('demo-1'), undefined);
   });
 
+test('through the real ArkTS Agent: a worker\'s events arrive as WorkerEvent, its own events inside', async () => {
+  const stateDir = tempDir('arkagent-worker-events-');
+  const script = JSON.stringify([
+    { tool_calls: [{ id: 'd1', name: 'delegate_task', arguments: '{"task":"where is 20261010?"}' }] },
+    { tool_calls: [{ id: 'w1', name: 'query_order', arguments: '{"order_id":"20261010"}' }] }, // the worker
+    { content: 'Shipped.' }, // the worker's answer
+    { content: 'The worker says: shipped.' },
+  ]);
+  const config = B.AgentConfig.scripted(script);
+  config.stateDir = stateDir;
+  config.enableDelegation = true;
+  const agent = new B.Agent(config);
+  agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
+  const events = [];
+  agent.addEventListener((e) => events.push(e));
+  const done = await agent.run('deleg-1', 'where is my order?');
+  assert.equal(done.status, 'completed');
+  const workers = events.filter((e) => e instanceof B.WorkerEvent);
+  assert.ok(workers.length > 0);
+  assert.ok(workers.every((e) => e.kind === 'worker_event' && e.callId === 'd1' && e.depth() === 1));
+  const inner = workers.map((e) => e.innermost());
+  assert.ok(inner[0] instanceof B.RunStartedEvent);
+  assert.equal(inner[0].sessionId, workers[0].sessionId);
+  const result = inner.find((e) => e instanceof B.ToolResultEvent);
+  assert.deepEqual([result.callId, result.name, result.result.isError], ['w1', 'query_order', false]);
+  assert.ok(inner.at(-1) instanceof B.RunFinishedEvent);
+  assert.equal(inner.at(-1).finalText, 'Shipped.');
+  const parentResult = events.findIndex((e) => e instanceof B.ToolResultEvent && e.callId === 'd1');
+  assert.equal(parentResult, events.indexOf(workers.at(-1)) + 1, 'the worker\'s events precede the call\'s result');
+});
+
 test('an ArkTS AgentHook through the real Agent: all nine methods, each with its session, run and round', async () => {
   const stateDir = tempDir('arkagent-hook-state-');
   const build = (script) => demoAgent(stateDir, script).agent;

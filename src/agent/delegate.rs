@@ -15,15 +15,23 @@
 //!    after a crash during a delegation. The rest of the parent's batch continues as it stood when
 //!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
 //!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
+//!
+//! The worker's events reach the parent's sink wrapped in [`AgentEvent::WorkerEvent`]: before a
+//! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker
+//! session on the parent agent ([`WorkerEvents::forward`]); the call's `execute` runs the worker
+//! with it, and the driver emits what arrives from its own task, in order, before the call's
+//! `ToolResult`.
 use super::driver::{last_assistant_text, Agent, RunOutcome};
-use super::events::NoEvents;
+use super::events::{AgentEvent, EventSink, NoEvents};
 use crate::error::{codes, AgentError};
 use crate::state::RunStatus;
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// The name of the delegation tool.
 pub const DELEGATE_TASK: &str = "delegate_task";
@@ -99,6 +107,108 @@ pub(crate) fn worker_session_id(parent: &str, batch_call_id: &str, call_id: &str
     id
 }
 
+/// The sinks of an agent's running delegations, by worker session (see [`WorkerEvents`]).
+#[derive(Default)]
+pub(crate) struct WorkerSinks {
+    // A std Mutex: held only to insert, look up or remove, never across an await.
+    sinks: Mutex<HashMap<String, Arc<dyn EventSink>>>,
+}
+
+impl WorkerSinks {
+    /// The sink the worker of this session emits to (none: the call runs outside a driver).
+    fn get(&self, worker_session: &str) -> Option<Arc<dyn EventSink>> {
+        self.sinks.lock().unwrap_or_else(|p| p.into_inner()).get(worker_session).cloned()
+    }
+}
+
+/// Forwards a worker's events, wrapped, into its parent driver's channel.
+struct ForwardSink {
+    call_id: String,
+    session_id: String,
+    tx: UnboundedSender<AgentEvent>,
+}
+
+impl EventSink for ForwardSink {
+    fn emit(&self, event: AgentEvent) {
+        // The receiver lives as long as the batch; a send after it is gone has no one to tell.
+        let _ = self.tx.send(AgentEvent::WorkerEvent {
+            call_id: self.call_id.clone(),
+            session_id: self.session_id.clone(),
+            event: Box::new(event),
+        });
+    }
+}
+
+/// The events of the workers of one batch's `delegate_task` calls, on their way to the parent's
+/// sink. A channel, because the parent's sink is borrowed by its driver, whose task polls the
+/// calls: the driver drains it while the calls run and before each `ToolResult`. Made only for a
+/// batch that delegates.
+pub(crate) struct WorkerEvents {
+    tx: UnboundedSender<AgentEvent>,
+    rx: UnboundedReceiver<AgentEvent>,
+}
+
+impl WorkerEvents {
+    pub(crate) fn new() -> Self {
+        let (tx, rx) = unbounded_channel();
+        WorkerEvents { tx, rx }
+    }
+
+    /// Registers on `agent` the sink of the worker that the call `call_id` runs in `worker_session`,
+    /// until the guard is dropped (the call ended, timed out or was dropped on cancel or abort).
+    pub(crate) fn forward<'a>(
+        &self,
+        agent: &'a Agent,
+        worker_session: String,
+        call_id: &str,
+    ) -> WorkerSinkGuard<'a> {
+        let sink = ForwardSink {
+            call_id: call_id.to_string(),
+            session_id: worker_session.clone(),
+            tx: self.tx.clone(),
+        };
+        agent
+            .worker_sinks
+            .sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(worker_session.clone(), Arc::new(sink));
+        WorkerSinkGuard { agent, worker_session }
+    }
+
+    /// The next worker event, for the driver's select loop (which polls it only with a channel;
+    /// without one it never finishes).
+    pub(crate) async fn recv(events: &mut Option<WorkerEvents>) -> AgentEvent {
+        let Some(events) = events else { return std::future::pending().await };
+        match events.rx.recv().await {
+            Some(event) => event,
+            // Unreachable: `events` holds a sender, so the channel never closes.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Emits on `sink` every worker event received so far.
+    pub(crate) fn drain(events: &mut Option<WorkerEvents>, sink: &dyn EventSink) {
+        if let Some(events) = events {
+            while let Ok(event) = events.rx.try_recv() {
+                sink.emit(event);
+            }
+        }
+    }
+}
+
+/// Unregisters a worker's sink when dropped.
+pub(crate) struct WorkerSinkGuard<'a> {
+    agent: &'a Agent,
+    worker_session: String,
+}
+
+impl Drop for WorkerSinkGuard<'_> {
+    fn drop(&mut self) {
+        self.agent.worker_sinks.sinks.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.worker_session);
+    }
+}
+
 #[async_trait]
 impl ToolExecutor for DelegateTask {
     async fn execute(
@@ -128,18 +238,23 @@ impl ToolExecutor for DelegateTask {
             worker.enable_delegation(self.factory.clone())?;
         }
         let session = worker_session_id(&context.session_id, &context.batch_call_id, &context.call_id);
+        let forward = parent.worker_sinks.get(&session);
+        let sink: &dyn EventSink = match &forward {
+            Some(sink) => sink.as_ref(),
+            None => &NoEvents,
+        };
         // Running this call again (after the parent's approval of the worker's batch, or after a
         // crash) continues the worker where it stands: the call is idempotent.
         let outcome = match worker.state(&session).await? {
-            None => worker.run(&session, &task, &NoEvents, &context.signal).await?,
+            None => worker.run(&session, &task, sink, &context.signal).await?,
             Some(state) => match (state.status, state.pending_approval) {
                 (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
                     RunOutcome::Suspended { batch }
                 }
                 (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
-                    worker.resume(&session, &NoEvents, &context.signal).await?
+                    worker.resume(&session, sink, &context.signal).await?
                 }
-                (RunStatus::Idle, _) => worker.run(&session, &task, &NoEvents, &context.signal).await?,
+                (RunStatus::Idle, _) => worker.run(&session, &task, sink, &context.signal).await?,
                 (status, _) => RunOutcome::Finished {
                     status,
                     final_text: last_assistant_text(&state.messages),
@@ -170,5 +285,43 @@ impl ToolExecutor for DelegateTask {
                 ))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{AgentBuilder, EventLog};
+    use crate::provider::ScriptedModel;
+    use crate::state::MemoryStore;
+
+    #[test]
+    fn a_forwarded_sink_wraps_until_its_guard_is_dropped() {
+        let agent =
+            AgentBuilder::new(Arc::new(ScriptedModel::new(vec![])), Arc::new(MemoryStore::new())).build();
+        let mut events = Some(WorkerEvents::new());
+        let guard = events.as_ref().unwrap().forward(&agent, "w-1".into(), "call-1");
+        let sink = agent.worker_sinks.get("w-1").expect("registered");
+        assert!(agent.worker_sinks.get("w-2").is_none());
+        sink.emit(AgentEvent::TextDelta { delta: "hi".into() });
+        drop(guard);
+        assert!(agent.worker_sinks.get("w-1").is_none(), "unregistered");
+        let log = EventLog::new();
+        WorkerEvents::drain(&mut events, &log);
+        WorkerEvents::drain(&mut None, &log);
+        assert_eq!(
+            log.events(),
+            [AgentEvent::WorkerEvent {
+                call_id: "call-1".into(),
+                session_id: "w-1".into(),
+                event: Box::new(AgentEvent::TextDelta { delta: "hi".into() }),
+            }]
+        );
+        let wire = serde_json::to_value(&log.events()[0]).unwrap();
+        assert_eq!(
+            wire,
+            json!({"type": "worker_event", "call_id": "call-1", "session_id": "w-1",
+                   "event": {"type": "text_delta", "delta": "hi"}})
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! state commits, events) and records what happened as journal events.
 
 use super::config::AgentConfig;
-use super::delegate::{worker_session_id, DELEGATE_TASK};
+use super::delegate::{worker_session_id, WorkerEvents, WorkerSinks, DELEGATE_TASK};
 use super::events::{AgentEvent, EventSink};
 use super::machine::{phase, Phase};
 use crate::approval::{
@@ -76,6 +76,8 @@ pub struct Agent {
     diagnoser: Option<(Arc<dyn LoopDiagnoser>, DiagnosisSchedule)>,
     // A std Mutex guarding the map of per-session locks; never held across an await.
     session_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    // Where the workers of running `delegate_task` calls send their events.
+    pub(super) worker_sinks: WorkerSinks,
 }
 
 impl std::fmt::Debug for Agent {
@@ -170,6 +172,7 @@ impl AgentBuilder {
             depth: self.depth,
             diagnoser: self.diagnoser,
             session_locks: Mutex::new(HashMap::new()),
+            worker_sinks: WorkerSinks::default(),
         }
     }
 }
@@ -882,21 +885,30 @@ impl<'a> Run<'a> {
         let view = Arc::new(self.state.readonly_view());
         let mut abort: Option<AgentError> = None;
         let mut waiting: Option<PendingApprovalBatch> = None;
+        // Only a batch that delegates has a channel for its workers' events.
+        let mut workers: Option<WorkerEvents> = None;
 
         'chunks: for chunk in to_run.chunks(width) {
-            for call in chunk {
-                let worker_session = (call.name == DELEGATE_TASK)
-                    .then(|| worker_session_id(&self.state.session_id, &batch_call_id, &call.id));
+            // The worker session of each delegating call (`None` for other calls).
+            let chunk_workers: Vec<Option<String>> = chunk
+                .iter()
+                .map(|call| {
+                    (call.name == DELEGATE_TASK)
+                        .then(|| worker_session_id(&self.state.session_id, &batch_call_id, &call.id))
+                })
+                .collect();
+            for (call, worker_session) in chunk.iter().zip(&chunk_workers) {
                 self.record(StateEvent::ToolStarted {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
-                    worker_session,
+                    worker_session: worker_session.clone(),
                 });
             }
             self.persist(true).await?;
             let mut running: FuturesUnordered<_> = chunk
                 .iter()
-                .map(|call| {
+                .zip(chunk_workers)
+                .map(|(call, worker)| {
                     let ctx = ToolContext {
                         session_id: self.state.session_id.clone(),
                         state: Arc::clone(&view),
@@ -906,7 +918,14 @@ impl<'a> Run<'a> {
                         services: Arc::clone(&self.agent.services),
                     };
                     let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
-                    run_one(tools.clone(), call.clone(), ctx, timeout)
+                    let forward = worker.map(|worker| {
+                        workers.get_or_insert_with(WorkerEvents::new).forward(self.agent, worker, &call.id)
+                    });
+                    let run = run_one(tools.clone(), call.clone(), ctx, timeout);
+                    async move {
+                        let _forward = forward;
+                        run.await
+                    }
                 })
                 .collect();
             loop {
@@ -914,8 +933,15 @@ impl<'a> Run<'a> {
                 let next = tokio::select! {
                     biased;
                     _ = cancel.cancelled() => None,
+                    event = WorkerEvents::recv(&mut workers), if workers.is_some() => {
+                        self.sink.emit(event);
+                        WorkerEvents::drain(&mut workers, self.sink);
+                        continue;
+                    }
                     n = running.next() => n,
                 };
+                // A worker's events come before its delegating call's result (or the cancel).
+                WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome)) = next else {
                     if self.cancel.is_cancelled() {
                         drop(running);

@@ -11,6 +11,13 @@
 //!    `StatePersisted` for the batch's results. Calls that run one after another add a
 //!    `StatePersisted` before each further call. (Group commit: about two syncs per round.)
 //! 4. `RunFinished` last (after the terminal state was persisted), unless the run was suspended.
+//!
+//! A `delegate_task` call's worker runs between the call's `StatePersisted` (its `started` record)
+//! and the call's `ToolResult`: its own events, in this same order, arrive in between, each wrapped
+//! in a `WorkerEvent` naming the delegating call and the worker's session (a worker's worker nests
+//! one level more). Calls running in parallel interleave. A worker that suspends for approval
+//! forwards its `ApprovalRequired` (for information: decide on the parent's own `ApprovalRequired`,
+//! which follows), and its resumed run forwards again when the parent resumes.
 
 use crate::approval::PendingApprovalBatch;
 use crate::message::{ToolCall, Usage};
@@ -92,6 +99,15 @@ pub enum AgentEvent {
         final_text: Option<String>,
         /// Usage of the session so far.
         usage: Usage,
+    },
+    /// An event of the worker a `delegate_task` call of this run is running (see the order above).
+    WorkerEvent {
+        /// The parent's delegating call.
+        call_id: String,
+        /// The worker's session.
+        session_id: String,
+        /// The worker's event (a `WorkerEvent` again for a worker's worker).
+        event: Box<AgentEvent>,
     },
 }
 

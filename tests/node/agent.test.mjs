@@ -192,6 +192,45 @@ test('enableDelegation registers delegate_task; a worker answers through it', as
   assert.deepEqual(scripted([]).toolNames(), []);
 });
 
+test('a worker\'s events reach the listener as worker_event, wrapped, before the delegating call\'s result', async () => {
+  const agent = scripted(
+    [
+      { tool_calls: [{ id: 'd1', name: 'delegate_task', arguments: '{"task":"look up 20261010"}' }] },
+      { tool_calls: [{ id: 'w1', name: 'query_order', arguments: '{"order_id":"20261010"}' }] }, // the worker
+      { content: 'It shipped.' }, // the worker's answer
+      { content: 'The worker says it shipped.' },
+    ],
+    { enableDelegation: true },
+  );
+  agent.registerTool({ name: 'query_order', description: 'order status', parametersJson: objectSchema },
+    async () => ({ contents: [{ type: 'json', json: '{"status":"shipped"}' }] }));
+  const events = [];
+  agent.onEvent((e) => events.push(JSON.parse(e)));
+  const out = await agent.run('p', 'where is 20261010?');
+  assert.equal(out.status, 'completed');
+  const wrapped = events.filter((e) => e.type === 'worker_event');
+  assert.ok(wrapped.length > 0, 'the worker was heard');
+  const worker = wrapped[0].session_id;
+  assert.ok(wrapped.every((e) => e.call_id === 'd1' && e.session_id === worker));
+  assert.notEqual(worker, 'p');
+  const inner = wrapped.map((e) => e.event);
+  assert.deepEqual([inner[0].type, inner[0].session_id, inner[0].resumed], ['run_started', worker, false]);
+  const result = inner.find((e) => e.type === 'tool_result');
+  assert.deepEqual([result.call_id, result.name, result.result.contents], ['w1', 'query_order',
+    [{ type: 'json', value: { status: 'shipped' } }]]);
+  assert.deepEqual([inner.at(-1).type, inner.at(-1).status, inner.at(-1).final_text],
+    ['run_finished', 'completed', 'It shipped.']);
+  // One block, right before the parent's result of d1.
+  const first = events.indexOf(wrapped[0]);
+  const last = events.indexOf(wrapped.at(-1));
+  assert.equal(last - first + 1, wrapped.length);
+  assert.deepEqual([events[last + 1].type, events[last + 1].call_id], ['tool_result', 'd1']);
+  assert.equal(events.at(-1).type, 'run_finished');
+  // The session it names is the worker's, with the worker's own history.
+  const state = JSON.parse(await agent.stateJson(worker));
+  assert.deepEqual([state.status, state.messages[0].content], ['completed', 'look up 20261010']);
+});
+
 test('coded errors: session_id_invalid, session_not_found, invalid_state, no_pending_approval', async () => {
   const agent = scripted([{ content: 'done' }]);
   const e = await rejectsWithCode(assert, agent.run('../x', 'hi'), 'session_id_invalid', 'config');

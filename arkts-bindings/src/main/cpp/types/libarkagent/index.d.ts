@@ -205,8 +205,12 @@ export interface RunOutcomeObject {
 /**
  * Receives every event of every run as JSON: {"type": "run_started" | "text_delta" |
  * "reasoning_delta" | "tool_call_started" | "tool_call_arguments_delta" | "tool_call_finished" |
- * "approval_required" | "tool_result" | "state_persisted" | "run_finished", ...snake_case fields}.
- * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained.
+ * "approval_required" | "tool_result" | "state_persisted" | "run_finished" | "worker_event",
+ * ...snake_case fields}. A sub-agent's events (the worker a delegate_task call runs) come wrapped:
+ * {"type": "worker_event", "call_id": <the parent's delegate_task call>, "session_id": <the worker's
+ * session>, "event": <the worker's event, a worker_event again for a worker's worker>}, between the
+ * delegating call's start and its tool_result. Order: see src/agent/events.rs. Its return value is
+ * ignored; a throw is contained.
  */
 export type AgentEventListener = (eventJson: string) => void;
 
