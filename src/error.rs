@@ -106,6 +106,9 @@ error_codes! {
     CONFIG_INVALID = "config_invalid" => Config;
     /// A session id is empty, too long, or contains a path separator, `..` or NUL.
     SESSION_ID_INVALID = "session_id_invalid" => Config;
+    /// A call into the native module passed an argument of the wrong type or shape (a JS caller
+    /// around the typed ArkTS wrappers): the message says what was expected.
+    ARGUMENT_INVALID = "argument_invalid" => Config;
     /// Plain http:// to a host other than loopback without explicit permission.
     INSECURE_URL = "insecure_url" => Config;
 

@@ -16,7 +16,7 @@
 //!   model request (the HTTP stream is dropped) and reaches executors through `context.signal`.
 
 use super::dto::{to_json, AgentConfigObject, RunOutcomeObject, ToolDefinitionObject};
-use super::error::{guard, guard_napi, spawn_guarded};
+use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::events::{EventListener, RunEvents};
 use super::hook::JsHook;
 use super::policy::{JsApprovalPolicy, PolicySlot};
@@ -135,7 +135,8 @@ impl JsAgent {
     /// # Errors
     /// `config_invalid` (the message names the field), `insecure_url`, `provider_tls`.
     #[napi(constructor)]
-    pub fn new(env: Env, config: AgentConfigObject) -> napi_ohos::Result<Self> {
+    pub fn new(env: Env, config: Arg<AgentConfigObject>) -> napi_ohos::Result<Self> {
+        let Arg(config) = config;
         guard(&env, || {
             let policy = Arc::new(PolicySlot::default());
             let (core, tool_timeout) = core_agent(config, Arc::clone(&policy))?;
@@ -151,9 +152,10 @@ impl JsAgent {
     pub fn register_tool(
         &self,
         env: Env,
-        definition: ToolDefinitionObject,
-        executor: Function<'_, Unknown<'static>, Unknown<'static>>,
+        definition: Arg<ToolDefinitionObject>,
+        executor: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        let (Arg(definition), Arg(executor)) = (definition, executor);
         guard_napi(&env, || {
             let tool = super::executor::js_tool(&env, definition, executor, self.tool_timeout)?;
             guard(&env, || {
@@ -165,7 +167,8 @@ impl JsAgent {
 
     /// Removes a tool; returns whether it was there.
     #[napi]
-    pub fn unregister_tool(&self, env: Env, name: String) -> napi_ohos::Result<bool> {
+    pub fn unregister_tool(&self, env: Env, name: Arg<String>) -> napi_ohos::Result<bool> {
+        let Arg(name) = name;
         guard(&env, || Ok(self.core.unregister_tool(&name)))
     }
 
@@ -180,7 +183,8 @@ impl JsAgent {
     /// # Errors
     /// `config_invalid` when a hook property is not a function.
     #[napi]
-    pub fn add_hook(&self, env: Env, hook: Object<'_>) -> napi_ohos::Result<()> {
+    pub fn add_hook(&self, env: Env, hook: Arg<Object<'_>>) -> napi_ohos::Result<()> {
+        let Arg(hook) = hook;
         guard_napi(&env, || {
             let hook = JsHook::from_object(&env, hook, self.tool_timeout)?;
             self.core.add_hook(Arc::new(hook));
@@ -202,8 +206,9 @@ impl JsAgent {
         &self,
         env: Env,
         policy: Option<Unknown<'_>>,
-        timeout_ms: Option<f64>,
+        timeout_ms: Arg<Option<f64>>,
     ) -> napi_ohos::Result<()> {
+        let Arg(timeout_ms) = timeout_ms;
         guard_napi(&env, || {
             let timeout =
                 guard(&env, || timeout_ms.map(|ms| super::dto::millis("timeoutMs", ms)).transpose())?
@@ -233,8 +238,9 @@ impl JsAgent {
     pub fn on_event(
         &self,
         env: Env,
-        listener: Function<'_, Unknown<'static>, Unknown<'static>>,
+        listener: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        let Arg(listener) = listener;
         guard_napi(&env, || self.listener.set(&env, listener))
     }
 
@@ -247,10 +253,11 @@ impl JsAgent {
     pub fn run<'env>(
         &self,
         env: &'env Env,
-        session_id: String,
-        input: String,
-        signal: Option<&CancellationHandle>,
+        session_id: Arg<String>,
+        input: Arg<String>,
+        signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        let (Arg(session_id), Arg(input), signal) = (session_id, input, signal.map(|s| s.0));
         let core = Arc::clone(&self.core);
         let events = RunEvents::new(Arc::clone(&self.listener));
         let signal = run_signal(signal);
@@ -276,9 +283,10 @@ impl JsAgent {
     pub fn resume<'env>(
         &self,
         env: &'env Env,
-        session_id: String,
-        signal: Option<&CancellationHandle>,
+        session_id: Arg<String>,
+        signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        let (Arg(session_id), signal) = (session_id, signal.map(|s| s.0));
         let core = Arc::clone(&self.core);
         let events = RunEvents::new(Arc::clone(&self.listener));
         let signal = run_signal(signal);
@@ -304,9 +312,10 @@ impl JsAgent {
     pub fn approve<'env>(
         &self,
         env: &'env Env,
-        session_id: String,
-        approval_id: String,
+        session_id: Arg<String>,
+        approval_id: Arg<String>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        let (Arg(session_id), Arg(approval_id)) = (session_id, approval_id);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -325,10 +334,11 @@ impl JsAgent {
     pub fn deny<'env>(
         &self,
         env: &'env Env,
-        session_id: String,
-        approval_id: String,
-        reason: String,
+        session_id: Arg<String>,
+        approval_id: Arg<String>,
+        reason: Arg<String>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        let (Arg(session_id), Arg(approval_id), Arg(reason)) = (session_id, approval_id, reason);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -347,8 +357,9 @@ impl JsAgent {
     pub fn state_json<'env>(
         &self,
         env: &'env Env,
-        session_id: String,
+        session_id: Arg<String>,
     ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
+        let Arg(session_id) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -367,8 +378,9 @@ impl JsAgent {
     pub fn pending_approval_json<'env>(
         &self,
         env: &'env Env,
-        session_id: String,
+        session_id: Arg<String>,
     ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
+        let Arg(session_id) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -391,8 +403,9 @@ impl JsAgent {
     pub fn delete_session<'env>(
         &self,
         env: &'env Env,
-        session_id: String,
+        session_id: Arg<String>,
     ) -> napi_ohos::Result<PromiseRaw<'env, bool>> {
+        let Arg(session_id) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || spawn_guarded(env, async move { core.delete_session(&session_id).await }, same))
     }

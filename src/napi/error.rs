@@ -7,7 +7,9 @@
 use super::callback::RawJsValue;
 use crate::error::{codes, AgentError};
 use futures_util::FutureExt;
-use napi_ohos::bindgen_prelude::{JsObjectValue, JsValue, PromiseRaw, ToNapiValue};
+use napi_ohos::bindgen_prelude::{
+    FromNapiRef, FromNapiValue, JsObjectValue, JsValue, PromiseRaw, ToNapiValue, ValidateNapiValue,
+};
 use napi_ohos::{sys, Env, Status};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -110,4 +112,65 @@ fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_val
         Err(error) => Err(js_error(env, &error)),
     })?;
     Ok(promise.raw())
+}
+
+/// An export's argument: checked and converted as `T` is, but a value of the wrong type or shape
+/// is refused with the binding's coded error (`argument_invalid`, with `code` and `layer`) instead
+/// of napi's own (`StringExpected`, `InvalidArg`, no layer). napi does not check the type of a
+/// `Function` or `Object` argument at all; this does (`typeof`), so a wrong one is refused before
+/// the export's body runs.
+pub struct Arg<T>(pub T);
+
+impl<T: FromNapiValue + ValidateNapiValue> FromNapiValue for Arg<T> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        // SAFETY: called by the export's glue on the JS thread with the env and a value of this
+        // call, as `T::from_napi_value` itself would be.
+        let converted = unsafe { T::validate(env, value).and_then(|_| T::from_napi_value(env, value)) };
+        converted.map(Arg).map_err(|e| {
+            let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", e.reason));
+            js_error(&Env::from_raw(env), &error)
+        })
+    }
+}
+
+/// A class of this module that exports take as an argument ([`ArgRef`]).
+pub trait JsClass: FromNapiRef + 'static {
+    /// The name it is exported under, NUL-terminated (napi-ohos' key for its constructor).
+    const JS_NAME: &'static str;
+}
+
+/// An export's argument that must be an instance of one of the module's classes, checked with
+/// `instanceof` before it is unwrapped; a wrong value is refused as [`Arg`] refuses it.
+///
+/// napi's own `&T` argument only unwraps: an instance of another class of the module (a
+/// `CancellationHandle` given for a `ToolRegistry`) was then read as the wrong type. And napi's
+/// own class check looks the constructor up by the Rust name, which fails for a class exported
+/// under another name (`ToolRegistry`).
+pub struct ArgRef<T: 'static>(pub &'static T);
+
+impl<T: JsClass> FromNapiValue for ArgRef<T> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        let name = T::JS_NAME.trim_end_matches('\0');
+        let checked = (|| {
+            let ctor_ref = napi_ohos::bindgen_prelude::get_class_constructor(T::JS_NAME)
+                .ok_or_else(|| napi_ohos::Error::from_reason(format!("class {name} is not registered")))?;
+            let mut ctor = std::ptr::null_mut();
+            let mut is_instance = false;
+            // SAFETY: on the JS thread, with this call's env and value and the class's constructor
+            // reference (held by napi-ohos for the module's lifetime).
+            unsafe {
+                napi_ohos::check_status!(sys::napi_get_reference_value(env, ctor_ref, &mut ctor))?;
+                napi_ohos::check_status!(sys::napi_instanceof(env, value, ctor, &mut is_instance))?;
+            }
+            if !is_instance {
+                return Err(napi_ohos::Error::from_reason(format!("expected a {name}")));
+            }
+            // SAFETY: the value is an instance of `T`'s class, which wraps a `T`.
+            unsafe { T::from_napi_ref(env, value) }
+        })();
+        checked.map(ArgRef).map_err(|e| {
+            let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", e.reason));
+            js_error(&Env::from_raw(env), &error)
+        })
+    }
 }

@@ -71,7 +71,8 @@ pub fn version(env: Env) -> napi_ohos::Result<String> {
 /// `json_invalid` (layer `decode`) when the text is not JSON.
 #[cfg_attr(test, allow(dead_code))]
 #[napi]
-pub fn canonical_json(env: Env, text: String) -> napi_ohos::Result<String> {
+pub fn canonical_json(env: Env, text: error::Arg<String>) -> napi_ohos::Result<String> {
+    let error::Arg(text) = text;
     error::guard(&env, || {
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| crate::AgentError::of(crate::codes::JSON_INVALID, e.to_string()))?;

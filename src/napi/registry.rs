@@ -6,7 +6,7 @@
 use super::dto::{
     ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
 };
-use super::error::{guard, guard_napi, spawn_guarded};
+use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::message::ToolCall;
@@ -53,6 +53,10 @@ pub struct JsToolRegistry {
     default_timeout: Duration,
 }
 
+impl super::error::JsClass for JsToolRegistry {
+    const JS_NAME: &'static str = "ToolRegistry\0";
+}
+
 impl JsToolRegistry {
     fn lock(&self) -> MutexGuard<'_, ToolRegistry> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
@@ -82,7 +86,8 @@ impl JsToolRegistry {
 impl JsToolRegistry {
     /// An empty registry.
     #[napi(constructor)]
-    pub fn new(env: Env, options: Option<ToolRegistryOptions>) -> napi_ohos::Result<Self> {
+    pub fn new(env: Env, options: Arg<Option<ToolRegistryOptions>>) -> napi_ohos::Result<Self> {
+        let Arg(options) = options;
         guard(&env, || {
             let (limits, default_timeout) = match &options {
                 Some(o) => (o.limits()?, o.default_timeout()?),
@@ -104,9 +109,10 @@ impl JsToolRegistry {
     pub fn register(
         &self,
         env: Env,
-        definition: ToolDefinitionObject,
-        executor: Function<'_, Unknown<'static>, Unknown<'static>>,
+        definition: Arg<ToolDefinitionObject>,
+        executor: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        let (Arg(definition), Arg(executor)) = (definition, executor);
         guard_napi(&env, || {
             let tool = super::executor::js_tool(&env, definition, executor, self.default_timeout)?;
             guard(&env, || {
@@ -118,7 +124,8 @@ impl JsToolRegistry {
 
     /// Removes a tool; returns whether it was there.
     #[napi]
-    pub fn unregister(&self, env: Env, name: String) -> napi_ohos::Result<bool> {
+    pub fn unregister(&self, env: Env, name: Arg<String>) -> napi_ohos::Result<bool> {
+        let Arg(name) = name;
         guard(&env, || Ok(self.lock().unregister(&name)))
     }
 
@@ -129,7 +136,8 @@ impl JsToolRegistry {
     /// `tool_name_duplicate` when `target` already has one of the names (`target` is then
     /// unchanged); copying a registry with tools into itself is such a clash.
     #[napi]
-    pub fn copy_into(&self, env: Env, target: &JsToolRegistry) -> napi_ohos::Result<()> {
+    pub fn copy_into(&self, env: Env, target: ArgRef<JsToolRegistry>) -> napi_ohos::Result<()> {
+        let ArgRef(target) = target;
         guard(&env, || self.copy_to(target, &[]))
     }
 
@@ -142,9 +150,10 @@ impl JsToolRegistry {
     pub fn copy_into_excluding(
         &self,
         env: Env,
-        target: &JsToolRegistry,
-        excluded_names: Vec<String>,
+        target: ArgRef<JsToolRegistry>,
+        excluded_names: Arg<Vec<String>>,
     ) -> napi_ohos::Result<()> {
+        let (ArgRef(target), Arg(excluded_names)) = (target, excluded_names);
         guard(&env, || {
             let excluded: Vec<&str> = excluded_names.iter().map(String::as_str).collect();
             self.copy_to(target, &excluded)
@@ -180,10 +189,11 @@ impl JsToolRegistry {
     pub fn execute<'env>(
         &self,
         env: &'env Env,
-        call: ToolCallObject,
-        signal: Option<&CancellationHandle>,
-        options: Option<ExecuteOptions>,
+        call: Arg<ToolCallObject>,
+        signal: Option<ArgRef<CancellationHandle>>,
+        options: Arg<Option<ExecuteOptions>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ToolResultObject>> {
+        let (Arg(call), signal, Arg(options)) = (call, signal.map(|s| s.0), options);
         let prepared = guard(env, || {
             let options = options.unwrap_or(ExecuteOptions {
                 session_id: None,

@@ -3,7 +3,7 @@
 //! `signal` and can poll `cancelled` or register `onCancel`.
 
 use super::callback::JsFn;
-use super::error::{guard, guard_napi};
+use super::error::{guard, guard_napi, Arg};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, Unknown};
@@ -24,6 +24,10 @@ pub struct CancellationHandle {
     // Ends the `onCancel` listeners: when the handle is collected, or when the call whose context
     // carries it finishes.
     listeners: CancellationToken,
+}
+
+impl super::error::JsClass for CancellationHandle {
+    const JS_NAME: &'static str = "CancellationHandle\0";
 }
 
 impl CancellationHandle {
@@ -70,7 +74,8 @@ impl CancellationHandle {
 
     /// Cancels (the first reason wins).
     #[napi]
-    pub fn cancel(&self, env: Env, reason: Option<String>) -> napi_ohos::Result<()> {
+    pub fn cancel(&self, env: Env, reason: Arg<Option<String>>) -> napi_ohos::Result<()> {
+        let Arg(reason) = reason;
         guard(&env, || {
             self.signal.cancel(reason.unwrap_or_else(|| DEFAULT_REASON.to_string()));
             Ok(())
@@ -95,8 +100,9 @@ impl CancellationHandle {
     pub fn on_cancel(
         &self,
         env: Env,
-        callback: Function<'_, Unknown<'static>, Unknown<'static>>,
+        callback: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        let Arg(callback) = callback;
         guard_napi(&env, || {
             let callback: JsFn<String, String> = super::callback::passthrough_fn(&env, &callback)?;
             let signal = self.signal.clone();

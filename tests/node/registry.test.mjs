@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
 
-const { ToolRegistry, version, canonicalJson } = loadModule();
+const { ToolRegistry, CancellationHandle, version, canonicalJson } = loadModule();
 const noop = () => text('ok');
 
 test('version is the crate version', () => {
@@ -106,11 +106,12 @@ test('copied tools meet the target\'s argument limits; a target that is not a re
   const long = JSON.stringify({ note: 'x'.repeat(40) });
   assert.equal((await parent.execute({ id: 'c', name: 'echo', arguments: long })).contents[0].text, long);
   await rejectsWithCode(assert, small.execute({ id: 'c', name: 'echo', arguments: long }), 'json_too_large', 'decode');
-  for (const target of [{}, null, undefined, 'registry']) {
-    assert.throws(() => parent.copyInto(target));
-    assert.throws(() => parent.copyIntoExcluding(target, []));
+  for (const target of [{}, null, undefined, 'registry', new CancellationHandle()]) {
+    throwsWithCode(assert, () => parent.copyInto(target), 'argument_invalid', 'config');
+    throwsWithCode(assert, () => parent.copyIntoExcluding(target, []), 'argument_invalid', 'config');
   }
-  assert.throws(() => parent.copyIntoExcluding(small, 'echo'), 'excludedNames must be an array');
+  // excludedNames must be an array.
+  throwsWithCode(assert, () => parent.copyIntoExcluding(small, 'echo'), 'argument_invalid', 'config');
   assert.deepEqual(parent.names(), ['echo']);
 });
 

@@ -5,9 +5,10 @@
  *
  * Errors: every failure is an Error with two extra string properties, `code` (the stable
  * snake_case code of src/error.rs) and `layer` (config, decode, tool, cancelled, runtime,
- * provider, persistence, internal). A Rust panic becomes code `internal_panic`. Arguments of the
- * wrong type (a missing field, a string where a function is expected) are refused before that by
- * the binding layer with its own Error (code 'InvalidArg', no layer); the types below rule them out.
+ * provider, persistence, internal). A Rust panic becomes code `internal_panic`. An argument of the
+ * wrong type or shape (a missing field, a string where a function is expected, an instance of
+ * another class) is refused before the call does anything, with code `argument_invalid` (layer
+ * config); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
  * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text.
  */
 
