@@ -114,6 +114,12 @@ fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_val
     Ok(promise.raw())
 }
 
+/// napi's refusal of an argument as the binding's coded error (one instance for every `Arg`).
+fn refused(env: sys::napi_env, e: napi_ohos::Error) -> napi_ohos::Error {
+    let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", e.reason));
+    js_error(&Env::from_raw(env), &error)
+}
+
 /// An export's argument: checked and converted as `T` is, but a value of the wrong type or shape
 /// is refused with the binding's coded error (`argument_invalid`, with `code` and `layer`) instead
 /// of napi's own (`StringExpected`, `InvalidArg`, no layer). napi does not check the type of a
@@ -126,10 +132,7 @@ impl<T: FromNapiValue + ValidateNapiValue> FromNapiValue for Arg<T> {
         // SAFETY: called by the export's glue on the JS thread with the env and a value of this
         // call, as `T::from_napi_value` itself would be.
         let converted = unsafe { T::validate(env, value).and_then(|_| T::from_napi_value(env, value)) };
-        converted.map(Arg).map_err(|e| {
-            let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", e.reason));
-            js_error(&Env::from_raw(env), &error)
-        })
+        converted.map(Arg).map_err(|e| refused(env, e))
     }
 }
 
@@ -168,9 +171,6 @@ impl<T: JsClass> FromNapiValue for ArgRef<T> {
             // SAFETY: the value is an instance of `T`'s class, which wraps a `T`.
             unsafe { T::from_napi_ref(env, value) }
         })();
-        checked.map(ArgRef).map_err(|e| {
-            let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", e.reason));
-            js_error(&Env::from_raw(env), &error)
-        })
+        checked.map(ArgRef).map_err(|e| refused(env, e))
     }
 }
