@@ -57,7 +57,7 @@ pub(crate) struct FragmentRecord<'a> {
 pub(crate) fn read_chunk(data: &str) -> Result<ChunkRecord<'_>, serde_json::Error> {
     let mut record = ChunkRecord::default();
     let mut de = serde_json::Deserializer::from_str(data);
-    de.deserialize_map(ChunkVisitor(&mut record))?;
+    Node::Chunk(&mut record).deserialize(&mut de)?;
     de.end()?;
     Ok(record)
 }
@@ -66,13 +66,143 @@ fn give_up<E: de::Error>() -> E {
     E::custom("not read on the fast path")
 }
 
-/// Marks `bit` of `seen`; a field seen twice makes the parse give up (the derived one rejects it).
-fn first_time<E: de::Error>(seen: &mut u8, bit: u8) -> Result<(), E> {
-    if *seen & bit != 0 {
-        return Err(give_up());
+/// A node of the payload that is read, and the record its fields go to. One visitor for all of
+/// them: serde_json's object, array and `null` parsing is then instantiated once, not once per
+/// level (a visitor per level, all inlined into one another, was ~7 KB more code for no more
+/// speed).
+enum Node<'r, 'a> {
+    /// The payload's object: `choices`, `usage`, `error`.
+    Chunk(&'r mut ChunkRecord<'a>),
+    /// `choices`: choice 0 is kept in the record, the others are read and dropped.
+    Choices(&'r mut ChunkRecord<'a>),
+    /// One choice: `index`, `delta`, `finish_reason`, `usage`.
+    Choice(&'r mut ChoiceRecord<'a>),
+    /// A choice's `delta`: `content`, `reasoning_content`, `tool_calls`.
+    Delta(&'r mut ChoiceRecord<'a>),
+    /// A delta's `tool_calls`, into the choice's inline fragments.
+    Fragments(&'r mut ChoiceRecord<'a>),
+    /// One call fragment: `index`, `id`, `function`.
+    Fragment(&'r mut FragmentRecord<'a>),
+    /// A fragment's `function`: `name`, `arguments`.
+    Function(&'r mut FragmentRecord<'a>),
+}
+
+/// What to do with one field's value.
+enum Field<'r, 'a> {
+    Str(&'r mut Option<Cow<'a, str>>),
+    Index(&'r mut Option<u32>),
+    Usage(&'r mut Option<WireUsage>),
+    Arguments(&'r mut Option<WireArguments<'a>>),
+    /// An object or array, or `null`.
+    Node(Node<'r, 'a>),
+    /// The chunk's `error`: `null`, or the parse gives up (the derived one reports it).
+    Error,
+    Skip,
+}
+
+impl<'de, 'r> DeserializeSeed<'de> for Node<'r, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        match self {
+            Node::Choices(_) | Node::Fragments(_) => d.deserialize_seq(self),
+            _ => d.deserialize_map(self),
+        }
     }
-    *seen |= bit;
-    Ok(())
+}
+
+impl<'de, 'r> Visitor<'de> for Node<'r, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a chunk")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        if matches!(self, Node::Choices(_) | Node::Fragments(_)) {
+            return Err(give_up());
+        }
+        // One bit per known field: one seen twice makes the parse give up (the derived parse
+        // rejects it). Other fields have no bit.
+        let mut seen = 0u8;
+        while let Some(Key(key)) = map.next_key()? {
+            let (bit, field) = match (&mut self, &*key) {
+                (Node::Chunk(r), "choices") => (1, Field::Node(Node::Choices(r))),
+                (Node::Chunk(r), "usage") => (2, Field::Usage(&mut r.usage)),
+                (Node::Chunk(_), "error") => (4, Field::Error),
+                (Node::Choice(c), "index") => (1, Field::Index(&mut c.index)),
+                (Node::Choice(c), "delta") => (2, Field::Node(Node::Delta(c))),
+                (Node::Choice(c), "finish_reason") => (4, Field::Str(&mut c.finish_reason)),
+                (Node::Choice(c), "usage") => (8, Field::Usage(&mut c.usage)),
+                (Node::Delta(c), "content") => (1, Field::Str(&mut c.content)),
+                (Node::Delta(c), "reasoning_content") => (2, Field::Str(&mut c.reasoning)),
+                (Node::Delta(c), "tool_calls") => (4, Field::Node(Node::Fragments(c))),
+                (Node::Fragment(f), "index") => (1, Field::Index(&mut f.index)),
+                (Node::Fragment(f), "id") => (2, Field::Str(&mut f.id)),
+                (Node::Fragment(f), "function") => (4, Field::Node(Node::Function(f))),
+                (Node::Function(f), "name") => (1, Field::Str(&mut f.name)),
+                (Node::Function(f), "arguments") => (2, Field::Arguments(&mut f.arguments)),
+                _ => (0, Field::Skip),
+            };
+            if seen & bit != 0 {
+                return Err(give_up());
+            }
+            seen |= bit;
+            match field {
+                Field::Str(to) => *to = map.next_value::<OptStr<'de>>()?.0,
+                Field::Index(to) => *to = map.next_value()?,
+                Field::Usage(to) => *to = map.next_value()?,
+                Field::Arguments(to) => *to = map.next_value()?,
+                Field::Node(node) => map.next_value_seed(NullOr(node))?,
+                Field::Error => {
+                    if map.next_value::<Option<IgnoredAny>>()?.is_some() {
+                        return Err(give_up());
+                    }
+                }
+                Field::Skip => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        match self {
+            Node::Choices(record) => {
+                // Another choice after choice 0 (n > 1, rare) is read into `other`.
+                let mut other = None;
+                loop {
+                    let had_choice = record.choice.is_some();
+                    let slot = if had_choice { &mut other } else { &mut record.choice };
+                    let choice = slot.insert(ChoiceRecord::default());
+                    let read = seq.next_element_seed(Node::Choice(&mut *choice))?.is_some();
+                    let is_zero = choice.index.unwrap_or(0) == 0;
+                    if !read || !is_zero {
+                        *slot = None;
+                    } else if had_choice {
+                        // A second choice 0.
+                        return Err(give_up());
+                    }
+                    if !read {
+                        return Ok(());
+                    }
+                }
+            }
+            Node::Fragments(choice) => loop {
+                // No inline slot left: the parse gives up.
+                let Some(slot) = choice.fragments.get_mut(choice.fragment_count) else {
+                    return match seq.next_element::<IgnoredAny>()? {
+                        Some(_) => Err(give_up()),
+                        None => Ok(()),
+                    };
+                };
+                if seq.next_element_seed(Node::Fragment(slot))?.is_none() {
+                    return Ok(());
+                }
+                choice.fragment_count += 1;
+            },
+            _ => Err(give_up()),
+        }
+    }
 }
 
 /// A key, borrowed when it holds no escapes.
@@ -144,278 +274,6 @@ impl<'de, T: DeserializeSeed<'de, Value = ()>> Visitor<'de> for NullOr<T> {
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         self.0.deserialize(d)
-    }
-}
-
-/// The payload's object: `choices`, `usage`, `error`; other fields skipped.
-struct ChunkVisitor<'r, 'a>(&'r mut ChunkRecord<'a>);
-
-impl<'de, 'r> Visitor<'de> for ChunkVisitor<'r, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a chunk object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = 0u8;
-        while let Some(Key(key)) = map.next_key()? {
-            match &*key {
-                "choices" => {
-                    first_time(&mut seen, 1)?;
-                    map.next_value_seed(NullOr(Choices(self.0)))?;
-                }
-                "usage" => {
-                    first_time(&mut seen, 2)?;
-                    self.0.usage = map.next_value()?;
-                }
-                "error" => {
-                    first_time(&mut seen, 4)?;
-                    // An error in the stream: the derived parse reads it and reports it.
-                    if map.next_value::<Option<IgnoredAny>>()?.is_some() {
-                        return Err(give_up());
-                    }
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `choices`: choice 0 is kept in the record, the others are read and dropped.
-struct Choices<'r, 'a>(&'r mut ChunkRecord<'a>);
-
-impl<'de, 'r> DeserializeSeed<'de> for Choices<'r, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de, 'r> Visitor<'de> for Choices<'r, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a sequence")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        loop {
-            if self.0.choice.is_none() {
-                let choice = self.0.choice.insert(ChoiceRecord::default());
-                if seq.next_element_seed(ChoiceSeed(&mut *choice))?.is_none() {
-                    self.0.choice = None;
-                    return Ok(());
-                }
-                if choice.index.unwrap_or(0) != 0 {
-                    self.0.choice = None;
-                }
-            } else {
-                // Rare: another choice after choice 0 (n > 1).
-                let mut other = ChoiceRecord::default();
-                if seq.next_element_seed(ChoiceSeed(&mut other))?.is_none() {
-                    return Ok(());
-                }
-                if other.index.unwrap_or(0) == 0 {
-                    return Err(give_up());
-                }
-            }
-        }
-    }
-}
-
-/// One choice: `index`, `delta`, `finish_reason`, `usage`.
-struct ChoiceSeed<'r, 'a>(&'r mut ChoiceRecord<'a>);
-
-impl<'de, 'r> DeserializeSeed<'de> for ChoiceSeed<'r, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, 'r> Visitor<'de> for ChoiceSeed<'r, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a choice object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = 0u8;
-        while let Some(Key(key)) = map.next_key()? {
-            match &*key {
-                "index" => {
-                    first_time(&mut seen, 1)?;
-                    self.0.index = map.next_value()?;
-                }
-                "delta" => {
-                    first_time(&mut seen, 2)?;
-                    map.next_value_seed(NullOr(DeltaSeed(&mut *self.0)))?;
-                }
-                "finish_reason" => {
-                    first_time(&mut seen, 4)?;
-                    self.0.finish_reason = map.next_value::<OptStr<'de>>()?.0;
-                }
-                "usage" => {
-                    first_time(&mut seen, 8)?;
-                    self.0.usage = map.next_value()?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A choice's `delta`: `content`, `reasoning_content`, `tool_calls`.
-struct DeltaSeed<'r, 'a>(&'r mut ChoiceRecord<'a>);
-
-impl<'de, 'r> DeserializeSeed<'de> for DeltaSeed<'r, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, 'r> Visitor<'de> for DeltaSeed<'r, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a delta object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = 0u8;
-        while let Some(Key(key)) = map.next_key()? {
-            match &*key {
-                "content" => {
-                    first_time(&mut seen, 1)?;
-                    self.0.content = map.next_value::<OptStr<'de>>()?.0;
-                }
-                "reasoning_content" => {
-                    first_time(&mut seen, 2)?;
-                    self.0.reasoning = map.next_value::<OptStr<'de>>()?.0;
-                }
-                "tool_calls" => {
-                    first_time(&mut seen, 4)?;
-                    map.next_value_seed(NullOr(Fragments(&mut *self.0)))?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A delta's `tool_calls`, into the choice's inline fragments.
-struct Fragments<'r, 'a>(&'r mut ChoiceRecord<'a>);
-
-impl<'de, 'r> DeserializeSeed<'de> for Fragments<'r, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de, 'r> Visitor<'de> for Fragments<'r, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a sequence")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let choice = self.0;
-        loop {
-            let seed = match choice.fragments.get_mut(choice.fragment_count) {
-                Some(slot) => FragmentSeed(Some(slot)),
-                None => FragmentSeed(None),
-            };
-            if seq.next_element_seed(seed)?.is_none() {
-                return Ok(());
-            }
-            choice.fragment_count += 1;
-        }
-    }
-}
-
-/// One call fragment: `index`, `id`, `function`. Without a slot (the inline ones are taken) it
-/// gives up.
-struct FragmentSeed<'r, 'a>(Option<&'r mut FragmentRecord<'a>>);
-
-impl<'de, 'r> DeserializeSeed<'de> for FragmentSeed<'r, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        match self.0 {
-            Some(slot) => d.deserialize_map(FragmentVisitor(slot)),
-            None => Err(give_up()),
-        }
-    }
-}
-
-struct FragmentVisitor<'r, 'a>(&'r mut FragmentRecord<'a>);
-
-impl<'de, 'r> Visitor<'de> for FragmentVisitor<'r, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a call fragment object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = 0u8;
-        while let Some(Key(key)) = map.next_key()? {
-            match &*key {
-                "index" => {
-                    first_time(&mut seen, 1)?;
-                    self.0.index = map.next_value()?;
-                }
-                "id" => {
-                    first_time(&mut seen, 2)?;
-                    self.0.id = map.next_value::<OptStr<'de>>()?.0;
-                }
-                "function" => {
-                    first_time(&mut seen, 4)?;
-                    map.next_value_seed(NullOr(FunctionSeed(&mut *self.0)))?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A fragment's `function`: `name`, `arguments`.
-struct FunctionSeed<'r, 'a>(&'r mut FragmentRecord<'a>);
-
-impl<'de, 'r> DeserializeSeed<'de> for FunctionSeed<'r, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, 'r> Visitor<'de> for FunctionSeed<'r, 'de> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a function object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = 0u8;
-        while let Some(Key(key)) = map.next_key()? {
-            match &*key {
-                "name" => {
-                    first_time(&mut seen, 1)?;
-                    self.0.name = map.next_value::<OptStr<'de>>()?.0;
-                }
-                "arguments" => {
-                    first_time(&mut seen, 2)?;
-                    self.0.arguments = map.next_value()?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
     }
 }
 
