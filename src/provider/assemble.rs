@@ -13,13 +13,20 @@
 //! kept as it is (the registry reports it).
 //! `tool_calls: []`, usage-only chunks with `choices: []` and `finish_reason: "stop"` despite
 //! tool calls are all fine: the calls are what the stream contained.
+//!
+//! A payload is first read on the fast path (`chunk_read`: into a record on the stack, no `Vec`s);
+//! one it does not read (an error in the stream, bad JSON, odd shapes) is parsed into
+//! [`ChatCompletionChunk`] as before, which decides. Either way the assembler changes only after the
+//! whole payload was read.
 
+use super::chunk_read::{read_chunk, ChunkRecord};
 use super::convert::{normalise_arguments, raw_excerpt};
 use super::sse::SseParser;
-use super::wire::{ChatCompletionChunk, ChunkToolCall};
+use super::wire::{ChatCompletionChunk, WireArguments};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
 use crate::message::{unique_call_id, ToolCall, Usage};
+use std::borrow::Cow;
 
 #[derive(Debug, Default)]
 struct CallSlot {
@@ -72,7 +79,11 @@ impl StreamAssembler {
         data: &str,
         out: &mut Vec<ModelEvent>,
     ) -> Result<bool, AgentError> {
-        let trimmed = data.trim();
+        // A chunk object needs no trimming (its ends are not whitespace): the usual case.
+        let trimmed = match data.as_bytes() {
+            [b'{', .., b'}'] => data,
+            _ => data.trim(),
+        };
         if trimmed.is_empty() {
             return Ok(false);
         }
@@ -80,6 +91,13 @@ impl StreamAssembler {
             return Ok(true);
         }
         let is_error_event = event == Some("error");
+        if !is_error_event {
+            // The usual payload is read in place; anything else is read below, which decides.
+            if let Ok(record) = read_chunk(data) {
+                self.push_record(record, out);
+                return Ok(false);
+            }
+        }
         match serde_json::from_str::<ChatCompletionChunk<'_>>(data) {
             Ok(chunk) => {
                 if let Some(err) = &chunk.error {
@@ -130,31 +148,71 @@ impl StreamAssembler {
                 self.usage = Some((*u).into());
             }
             if let Some(delta) = choice.delta {
-                if let Some(r) = delta.reasoning_content.filter(|s| !s.is_empty()) {
-                    self.reasoning.push_str(&r);
-                    out.push(ModelEvent::ReasoningDelta(r.into_owned()));
-                }
-                if let Some(c) = delta.content.filter(|s| !s.is_empty()) {
-                    self.content.push_str(&c);
-                    out.push(ModelEvent::TextDelta(c.into_owned()));
-                }
+                self.push_text(delta.reasoning_content, delta.content, out);
                 for fragment in delta.tool_calls {
-                    self.merge(fragment, out);
+                    let (name, arguments) = match fragment.function {
+                        Some(f) => (f.name, f.arguments),
+                        None => (None, None),
+                    };
+                    self.merge(fragment.index, fragment.id, name, arguments, out);
                 }
             }
-            if let Some(reason) = choice.finish_reason.filter(|s| !s.is_empty()) {
-                self.finish_reason = Some(reason.into_owned());
-            }
+            self.push_finish_reason(choice.finish_reason);
         }
     }
 
-    fn merge(&mut self, fragment: ChunkToolCall<'_>, out: &mut Vec<ModelEvent>) {
-        let id = fragment.id.filter(|s| !s.is_empty());
-        let (name, arguments) = match fragment.function {
-            Some(f) => (f.name.filter(|s| !s.is_empty()), f.arguments.map(|a| a.0).filter(|s| !s.is_empty())),
-            None => (None, None),
-        };
-        let slot = self.find_slot(fragment.index, id.as_deref());
+    /// Takes a payload read on the fast path: the same steps as [`push_chunk`](Self::push_chunk)
+    /// for its choice 0.
+    fn push_record(&mut self, record: ChunkRecord<'_>, out: &mut Vec<ModelEvent>) {
+        if let Some(u) = record.usage {
+            self.usage = Some(u.into());
+        }
+        let Some(choice) = record.choice else { return };
+        if let Some(u) = choice.usage {
+            self.usage = Some(u.into());
+        }
+        self.push_text(choice.reasoning, choice.content, out);
+        for f in choice.fragments.into_iter().take(choice.fragment_count) {
+            self.merge(f.index, f.id, f.name, f.arguments, out);
+        }
+        self.push_finish_reason(choice.finish_reason);
+    }
+
+    fn push_text(
+        &mut self,
+        reasoning: Option<Cow<'_, str>>,
+        content: Option<Cow<'_, str>>,
+        out: &mut Vec<ModelEvent>,
+    ) {
+        if let Some(r) = reasoning.filter(|s| !s.is_empty()) {
+            self.reasoning.push_str(&r);
+            out.push(ModelEvent::ReasoningDelta(r.into_owned()));
+        }
+        if let Some(c) = content.filter(|s| !s.is_empty()) {
+            self.content.push_str(&c);
+            out.push(ModelEvent::TextDelta(c.into_owned()));
+        }
+    }
+
+    fn push_finish_reason(&mut self, reason: Option<Cow<'_, str>>) {
+        if let Some(reason) = reason.filter(|s| !s.is_empty()) {
+            self.finish_reason = Some(reason.into_owned());
+        }
+    }
+
+    /// Merges one call fragment (its `index`, `id`, `function.name`, `function.arguments`).
+    fn merge(
+        &mut self,
+        index: Option<u32>,
+        id: Option<Cow<'_, str>>,
+        name: Option<Cow<'_, str>>,
+        arguments: Option<WireArguments<'_>>,
+        out: &mut Vec<ModelEvent>,
+    ) {
+        let id = id.filter(|s| !s.is_empty());
+        let name = name.filter(|s| !s.is_empty());
+        let arguments = arguments.map(|a| a.0).filter(|s| !s.is_empty());
+        let slot = self.find_slot(index, id.as_deref());
         self.last = Some(slot);
         let call = &mut self.calls[slot];
         if call.id.is_empty() {

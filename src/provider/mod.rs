@@ -8,6 +8,8 @@
 //! - [`sse`]: the incremental SSE parser.
 //! - [`assemble`]: chunks -> [`ModelEvent`]s; every provider difference in streamed tool calls is
 //!   normalised there ([`StreamDecoder`] = SSE framing + assembly).
+//! - `chunk_read`: the hot path of assembly, a chunk payload read in place by hand-written serde
+//!   visitors (no `Vec`s per chunk); anything unusual is left to the derived [`wire`] types.
 //! - [`client`]: [`OpenAiCompatibleClient`] over reqwest + rustls (retries, timeouts, limits).
 //! - [`tls`]: the rustls configuration (ring, bundled webpki roots, extra PEM roots).
 //! - [`scripted`]: [`ScriptedModel`], a deterministic replaying model for tests and the offline demo.
@@ -22,6 +24,7 @@ use std::sync::Arc;
 
 pub mod assemble;
 mod body_cache;
+mod chunk_read;
 pub mod client;
 pub mod config;
 pub mod convert;

@@ -62,8 +62,9 @@ impl SseParser {
     /// Feeds bytes; calls `on_event` for every event completed by them.
     ///
     /// An event made of one `data:` line that lies whole in `bytes` (the usual shape of a model
-    /// stream) is handed out borrowed from `bytes`, after one UTF-8 check; other events are
-    /// assembled in the parser's buffer. A line that is not valid UTF-8 is decoded lossily (each
+    /// stream) is handed out borrowed from `bytes`, checked as UTF-8 together with the other
+    /// complete lines of `bytes` (one check per read); other events are assembled in the parser's
+    /// buffer. A line that is not valid UTF-8 is decoded lossily (each
     /// bad sequence becomes U+FFFD) either way.
     ///
     /// # Errors
@@ -97,6 +98,11 @@ impl SseParser {
     where
         F: FnMut(SseEvent<'_>) -> Result<(), AgentError>,
     {
+        // The complete lines of this read, checked as UTF-8 at once (a character never spans a
+        // line end, which is ASCII); `None` when they hold a bad sequence (each line is then
+        // checked alone, and decoded lossily if it is the bad one) or there is no line end.
+        let mut text =
+            memchr::memrchr2(b'\n', b'\r', rest).and_then(|end| std::str::from_utf8(&rest[..=end]).ok());
         loop {
             // A line end right away (the blank line after each data line) needs no search.
             let i = match rest.first() {
@@ -110,12 +116,14 @@ impl SseParser {
             if self.line.is_empty() {
                 match self.classify(&rest[..i]) {
                     Line::Data(value) if !self.has_data && pending.is_none() => {
-                        match std::str::from_utf8(value) {
-                            Ok(text) => {
-                                self.check_size(text.len())?;
-                                *pending = Some(text);
+                        // The value ends the line: its text is `text[i - len..i]`.
+                        let checked = text.and_then(|t| t.get(i - value.len()..i)).ok_or(());
+                        match checked.or_else(|()| std::str::from_utf8(value).map_err(|_| ())) {
+                            Ok(data) => {
+                                self.check_size(data.len())?;
+                                *pending = Some(data);
                             }
-                            Err(_) => self.push_data(pending.take(), value)?,
+                            Err(()) => self.push_data(pending.take(), value)?,
                         }
                     }
                     line => self.apply(line, pending.take(), on_event)?,
@@ -142,6 +150,7 @@ impl SseParser {
                 }
             }
             rest = &rest[next..];
+            text = text.and_then(|t| t.get(next..));
         }
         if !rest.is_empty() {
             self.line.extend_from_slice(rest);
@@ -186,6 +195,10 @@ impl SseParser {
             if let Some(stripped) = line.strip_prefix(b"\xEF\xBB\xBF") {
                 line = stripped;
             }
+        }
+        // The usual line, without a search for its colon.
+        if let Some(value) = line.strip_prefix(b"data:") {
+            return Line::Data(value.strip_prefix(b" ").unwrap_or(value));
         }
         if line.is_empty() {
             return Line::Blank;
@@ -240,7 +253,11 @@ impl SseParser {
         if self.has_data {
             self.data.push('\n');
         }
-        self.data.push_str(&String::from_utf8_lossy(value));
+        // (`from_utf8` first: faster than the lossy decoder on the usual valid line.)
+        match std::str::from_utf8(value) {
+            Ok(text) => self.data.push_str(text),
+            Err(_) => self.data.push_str(&String::from_utf8_lossy(value)),
+        }
         self.has_data = true;
         self.check_size(self.data.len())
     }
@@ -353,6 +370,30 @@ mod tests {
         assert_eq!(parse(&[b"data: a\xFF", b"b\n\ndata: c\ndata: d\xC3", b"\n\n"]), want);
         // The borrowed event ends at the end of a read: kept for the blank line of the next.
         assert_eq!(parse(&[b"data: \xE4\xBD\xA0\n", b"\n"]), vec![(None, "你".to_string())]);
+    }
+
+    #[test]
+    fn a_bad_line_among_good_ones_and_a_character_cut_after_the_last_line_end() {
+        // The lines of a read are checked as UTF-8 at once; with a bad one among them, each is
+        // checked alone: only the bad one changes.
+        let want: Vec<(Option<String>, String)> =
+            ["ok", "a\u{FFFD}b", "你", "x"].iter().map(|d| (None, d.to_string())).collect();
+        assert_eq!(parse(&[b"data: ok\n\ndata: a\xFFb\n\ndata: \xE4\xBD\xA0\n\ndata:x\n\n"]), want);
+        // A character cut at the end of a read, after complete lines: they are read, the cut line
+        // waits for the rest of its bytes.
+        let want: Vec<(Option<String>, String)> =
+            ["one", "你好"].iter().map(|d| (None, d.to_string())).collect();
+        assert_eq!(parse(&[b"data: one\n\ndata: \xE4\xBD\xA0\xE5", b"\xA5\xBD\n\n"]), want);
+        assert_eq!(parse(&[b"data: one\r\n\r\ndata: \xE4", b"\xBD\xA0\xE5\xA5\xBD\r\n\r\n"]), want);
+    }
+
+    #[test]
+    fn data_fields_read_without_a_search_for_the_colon_are_the_same() {
+        // One space after the colon is dropped, not two; `data` needs its colon to be followed by
+        // the value; `dataX:` is another field.
+        let want: Vec<(Option<String>, String)> =
+            ["x", " two", "", "b"].iter().map(|d| (None, d.to_string())).collect();
+        assert_eq!(parse(&[b"data:x\n\ndata:  two\n\ndata:\n\ndataX: a\ndata: b\n\n"]), want);
     }
 
     #[test]
