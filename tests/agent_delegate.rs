@@ -2,6 +2,8 @@
 //! (even when a factory adds the tool or a hook rewrites a call into it), respects the depth limit,
 //! and its dangerous calls still need approval.
 
+#[path = "support/delegation.rs"]
+mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
 
@@ -13,40 +15,11 @@ use arkagent::hook::{AgentHook, BeforeToolCall, HookContext};
 use arkagent::message::{ChatMessage, ToolCall};
 use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
-use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
-use serde_json::json;
+use arkagent::{CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
+use delegation::tools;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, MemStore, Script};
-
-fn tools(cleared: &Arc<AtomicUsize>) -> ToolRegistry {
-    let mut r = ToolRegistry::new();
-    r.register(
-        ToolDefinition::new(
-            "query_stock",
-            "查询库存",
-            json!({"type":"object","properties":{"sku":{"type":"string"}}}),
-        ),
-        Arc::new(FnExecutor(|a: serde_json::Map<String, serde_json::Value>, _c| async move {
-            Ok(ToolResult::text(format!("{}: 12 件", a["sku"].as_str().unwrap_or("?"))))
-        })),
-    )
-    .unwrap();
-    let c = cleared.clone();
-    r.register(
-        ToolDefinition::new("clear_baking_cache", "危险", json!({"type":"object"}))
-            .with_risk(RiskLevel::Dangerous),
-        Arc::new(FnExecutor(move |_a, _c| {
-            let c = c.clone();
-            async move {
-                c.fetch_add(1, Ordering::SeqCst);
-                Ok(ToolResult::text("cleared"))
-            }
-        })),
-    )
-    .unwrap();
-    r
-}
 
 fn last_tool_result(messages: &[ChatMessage]) -> (String, bool) {
     messages
@@ -350,6 +323,18 @@ async fn a_call_id_reused_in_a_later_round_gets_a_fresh_worker() {
     assert_eq!(last_tool_result(&parent.messages), ("B: 3 件".to_string(), false));
 }
 
+/// An agent whose workers may delegate once more (depth 2).
+fn two_level_agent(model: Arc<Script>, store: Arc<dyn StateStore>, cleared: &Arc<AtomicUsize>) -> Arc<Agent> {
+    let agent = Arc::new(
+        AgentBuilder::new(model, store)
+            .tools(tools(cleared))
+            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    agent
+}
+
 #[tokio::test]
 async fn a_nested_worker_call_freezes_every_level_and_one_decision_reaches_the_innermost() {
     let cleared = Arc::new(AtomicUsize::new(0));
@@ -362,13 +347,7 @@ async fn a_nested_worker_call_freezes_every_level_and_one_decision_reaches_the_i
         answer("全部完成"),                                            // parent
     ]));
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let agent = Arc::new(
-        AgentBuilder::new(model.clone(), store.clone())
-            .tools(tools(&cleared))
-            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
-            .build(),
-    );
-    agent.enable_delegation(None).unwrap();
+    let agent = two_level_agent(model.clone(), store.clone(), &cleared);
     let out = agent.run("parent", "清缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
     assert_eq!(batch.items[0].tool_call.name, "clear_baking_cache");
@@ -407,13 +386,7 @@ async fn deleting_a_session_deletes_the_workers_of_its_delegations_at_every_dept
         answer("C 1 件"),
     ]));
     let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
-    let agent = Arc::new(
-        AgentBuilder::new(model.clone(), store.clone())
-            .tools(tools(&cleared))
-            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
-            .build(),
-    );
-    agent.enable_delegation(None).unwrap();
+    let agent = two_level_agent(model.clone(), store.clone(), &cleared);
     for (session, text) in [("parent", "A 和 B"), ("other", "C")] {
         let out = agent.run(session, text, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
         assert_eq!(out.status(), RunStatus::Completed, "{session}");

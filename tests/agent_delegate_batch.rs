@@ -2,6 +2,8 @@
 //! user already approved are not asked again, and what the parent's after-hooks did for the calls
 //! that finished before the freeze (injected messages, a stop) is kept.
 
+#[path = "support/delegation.rs"]
+mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
 
@@ -9,36 +11,11 @@ use arkagent::agent::{Agent, AgentBuilder, AgentEvent, EventLog, RunOutcome, DEL
 use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
 use arkagent::message::{ChatMessage, ToolCall};
 use arkagent::state::{FileStore, RunStatus, StateStore};
-use arkagent::tool::FnExecutor;
-use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
-use serde_json::json;
+use arkagent::{CancellationSignal, ToolRegistry, ToolResult};
+use delegation::tools;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, MemStore, Script};
-
-/// `query_stock` (safe) and `clear_baking_cache` (dangerous, counted in `cleared`).
-fn tools(cleared: &Arc<AtomicUsize>) -> ToolRegistry {
-    let mut r = ToolRegistry::new();
-    r.register(
-        ToolDefinition::new("query_stock", "查询库存", json!({"type":"object"})),
-        Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("12 件")) })),
-    )
-    .unwrap();
-    let c = cleared.clone();
-    r.register(
-        ToolDefinition::new("clear_baking_cache", "危险", json!({"type":"object"}))
-            .with_risk(RiskLevel::Dangerous),
-        Arc::new(FnExecutor(move |_a, _c| {
-            let c = c.clone();
-            async move {
-                c.fetch_add(1, Ordering::SeqCst);
-                Ok(ToolResult::text("cleared"))
-            }
-        })),
-    )
-    .unwrap();
-    r
-}
 
 fn agent(model: Arc<Script>, store: Arc<dyn StateStore>, tools: ToolRegistry) -> Arc<Agent> {
     let agent = Arc::new(AgentBuilder::new(model, store).tools(tools).hook(Arc::new(NoteStock)).build());
@@ -141,7 +118,7 @@ async fn what_after_hooks_did_before_a_worker_froze_the_batch_is_kept() {
     let model = Arc::new(Script::new(vec![
         // Both safe: they run together; p1 finishes (its hook injects and asks to stop) while the
         // worker of p2 freezes.
-        calls(&[("p1", "query_stock", "{}"), ("p2", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("p1", "query_stock", r#"{"sku":"A"}"#), ("p2", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
         calls(&[("w1", "clear_baking_cache", "{}")]),
         answer("worker: 已清空"),
         // No parent round 2: the hook asked to stop after the batch.
@@ -164,7 +141,7 @@ async fn what_after_hooks_did_before_a_worker_froze_the_batch_is_kept() {
     assert_eq!(tail[0], &ChatMessage::user("note: stock checked"), "the injected note follows the results");
     assert_eq!(
         results(&state.messages),
-        [("p1".to_string(), "12 件".to_string()), ("p2".to_string(), "worker: 已清空".to_string())]
+        [("p1".to_string(), "A: 12 件".to_string()), ("p2".to_string(), "worker: 已清空".to_string())]
     );
     assert_eq!(cleared.load(Ordering::SeqCst), 1);
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{answer, calls, MemStore, Script};
+use support::{answer, calls, tool_messages, MemStore, Script};
 
 fn order_schema() -> serde_json::Value {
     json!({"type":"object","properties":{"order_id":{"type":"string","description":"订单号"}},"required":["order_id"]})
@@ -104,18 +104,6 @@ fn reopen(f: &Fixture, script: Vec<arkagent::provider::ModelResponse>) -> (Agent
         .config(AgentConfig::default())
         .build();
     (agent, model)
-}
-
-fn tool_messages(messages: &[ChatMessage]) -> Vec<(String, String, bool)> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            ChatMessage::Tool { tool_call_id, content, is_error, .. } => {
-                Some((tool_call_id.clone(), content.clone(), *is_error))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -3,6 +3,8 @@
 //! run that suspends for the worker's approval and on the resumed run; nested for a worker's
 //! worker; tagged per call when delegations run in parallel.
 
+#[path = "support/delegation.rs"]
+mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
 
@@ -12,40 +14,12 @@ use arkagent::message::ChatMessage;
 use arkagent::provider::{ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
-use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use arkagent::{CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
+use delegation::tools;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, MemStore, Script};
-
-fn tools(cleared: &Arc<AtomicUsize>) -> ToolRegistry {
-    let mut r = ToolRegistry::new();
-    r.register(
-        ToolDefinition::new(
-            "query_stock",
-            "库存",
-            json!({"type":"object","properties":{"sku":{"type":"string"}}}),
-        ),
-        Arc::new(FnExecutor(|a: serde_json::Map<String, serde_json::Value>, _c| async move {
-            Ok(ToolResult::text(format!("{}: 12 件", a["sku"].as_str().unwrap_or("?"))))
-        })),
-    )
-    .unwrap();
-    let c = cleared.clone();
-    r.register(
-        ToolDefinition::new("clear_baking_cache", "危险", json!({"type":"object"}))
-            .with_risk(RiskLevel::Dangerous),
-        Arc::new(FnExecutor(move |_a, _c| {
-            let c = c.clone();
-            async move {
-                c.fetch_add(1, Ordering::SeqCst);
-                Ok(ToolResult::text("cleared"))
-            }
-        })),
-    )
-    .unwrap();
-    r
-}
 
 /// A wrapped event unwrapped one level: (delegating call, worker session, inner event).
 fn unwrap(event: &AgentEvent) -> Option<(&str, &str, &AgentEvent)> {

@@ -7,7 +7,6 @@ mod support;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, DELEGATE_TASK};
 use arkagent::error::AgentError;
-use arkagent::message::ChatMessage;
 use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
@@ -16,7 +15,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{answer, calls, MemStore, Script};
+use support::{answer, calls, tool_messages, MemStore, Script};
 
 /// The script's answers, each `delay` late (tokio's paused clock makes that instant).
 struct Slow {
@@ -35,18 +34,6 @@ impl ChatModel for Slow {
         tokio::time::sleep(self.delay).await;
         self.script.stream(request).await
     }
-}
-
-fn tool_results(messages: &[ChatMessage]) -> Vec<(String, String, bool)> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            ChatMessage::Tool { tool_call_id, content, is_error, .. } => {
-                Some((tool_call_id.clone(), content.clone(), *is_error))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -88,12 +75,12 @@ async fn a_slow_worker_is_not_cut_off_at_the_tool_timeout_but_its_own_calls_are(
     assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
     let parent = store.load("parent").await.unwrap().unwrap();
     assert_eq!(
-        tool_results(&parent.messages),
+        tool_messages(&parent.messages),
         [("p1".to_string(), "库存 12 件（另一个查询超时）".to_string(), false)],
         "the worker's answer, not tool_timeout"
     );
     let worker = store.load(&parent.workers[0]).await.unwrap().unwrap();
-    let worker_results = tool_results(&worker.messages);
+    let worker_results = tool_messages(&worker.messages);
     assert_eq!(worker_results.len(), 2);
     assert!(worker_results[1].2 && worker_results[1].1.contains("tool_timeout"), "{worker_results:?}");
 }

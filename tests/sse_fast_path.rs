@@ -4,67 +4,15 @@
 //! in the stream, bad types, bad JSON, several choices and fragments), the same events, the same
 //! errors (code and message), the same response, and nothing added by a payload that fails.
 //!
-//! The reference is `push_payload` as it was before the fast path: `serde_json::from_str` into
-//! `ChatCompletionChunk`, then `push_chunk` (both public).
+//! The reference is `push_payload_derived`: the same assembler with every payload parsed into
+//! `ChatCompletionChunk` (the parse `push_payload` used before the fast path, and still uses for
+//! whatever the fast path does not read).
 
 #[path = "support/recordings.rs"]
 mod recordings;
 
-use arkagent::provider::convert::raw_excerpt;
-use arkagent::provider::wire::ChatCompletionChunk;
-use arkagent::provider::{ModelEvent, SseParser, StreamAssembler};
-use arkagent::{codes, AgentError};
+use arkagent::provider::{SseParser, StreamAssembler};
 use proptest::prelude::*;
-
-/// `push_payload` before the fast path.
-fn reference(
-    a: &mut StreamAssembler,
-    event: Option<&str>,
-    data: &str,
-    out: &mut Vec<ModelEvent>,
-) -> Result<bool, AgentError> {
-    let trimmed = data.trim();
-    if trimmed.is_empty() {
-        return Ok(false);
-    }
-    if trimmed == "[DONE]" {
-        return Ok(true);
-    }
-    let is_error_event = event == Some("error");
-    match serde_json::from_str::<ChatCompletionChunk<'_>>(data) {
-        Ok(chunk) => {
-            if let Some(err) = &chunk.error {
-                return Err(AgentError::of(
-                    codes::PROVIDER_HTTP_STATUS,
-                    format!("error in stream: {}", err.describe()),
-                ));
-            }
-            if is_error_event {
-                return Err(AgentError::of(
-                    codes::PROVIDER_HTTP_STATUS,
-                    format!("error event in stream: {}", raw_excerpt(data.as_bytes())),
-                ));
-            }
-            a.push_chunk(chunk, out);
-            Ok(false)
-        }
-        Err(e) => {
-            if is_error_event {
-                return Err(AgentError::of(
-                    codes::PROVIDER_HTTP_STATUS,
-                    format!("error event in stream: {}", raw_excerpt(data.as_bytes())),
-                ));
-            }
-            if matches!(event, Some(name) if name != "message") {
-                return Ok(false);
-            }
-            Err(AgentError::of(
-                codes::PROVIDER_DECODE,
-                format!("invalid stream chunk ({e}); raw payload: {}", raw_excerpt(data.as_bytes())),
-            ))
-        }
-    }
-}
 
 /// Feeds the payloads to both, one by one (going on after errors), and compares everything.
 fn assert_same(payloads: &[(Option<String>, String)]) {
@@ -72,7 +20,7 @@ fn assert_same(payloads: &[(Option<String>, String)]) {
     for (event, data) in payloads {
         let (mut out_fast, mut out_slow) = (Vec::new(), Vec::new());
         let got = fast.push_payload(event.as_deref(), data, &mut out_fast);
-        let want = reference(&mut slow, event.as_deref(), data, &mut out_slow);
+        let want = slow.push_payload_derived(event.as_deref(), data, &mut out_slow);
         match (&got, &want) {
             (Ok(g), Ok(w)) => assert_eq!(g, w, "{data}"),
             (Err(g), Err(w)) => {

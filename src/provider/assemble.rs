@@ -79,6 +79,32 @@ impl StreamAssembler {
         data: &str,
         out: &mut Vec<ModelEvent>,
     ) -> Result<bool, AgentError> {
+        self.push(event, data, out, true)
+    }
+
+    /// [`push_payload`](Self::push_payload) with every payload read the derived way
+    /// (`ChatCompletionChunk`), never in place: the reference the in-place read is tested against
+    /// (`tests/sse_fast_path.rs`). Same results, slower.
+    ///
+    /// # Errors
+    /// As [`push_payload`](Self::push_payload).
+    #[doc(hidden)]
+    pub fn push_payload_derived(
+        &mut self,
+        event: Option<&str>,
+        data: &str,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<bool, AgentError> {
+        self.push(event, data, out, false)
+    }
+
+    fn push(
+        &mut self,
+        event: Option<&str>,
+        data: &str,
+        out: &mut Vec<ModelEvent>,
+        in_place: bool,
+    ) -> Result<bool, AgentError> {
         // A chunk object needs no trimming (its ends are not whitespace): the usual case.
         let trimmed = match data.as_bytes() {
             [b'{', .., b'}'] => data,
@@ -91,7 +117,7 @@ impl StreamAssembler {
             return Ok(true);
         }
         let is_error_event = event == Some("error");
-        if !is_error_event {
+        if in_place && !is_error_event {
             // The usual payload is read in place; anything else is read below, which decides.
             if let Ok(record) = read_chunk(data) {
                 self.push_record(record, out);

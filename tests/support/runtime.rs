@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use arkagent::error::AgentError;
-use arkagent::message::{ToolCall, Usage};
+use arkagent::message::{ChatMessage, ToolCall, Usage};
 use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
 use async_trait::async_trait;
 
@@ -45,4 +45,17 @@ impl ChatModel for SlowModel {
         let response = self.complete(request).await?;
         Ok(Box::pin(futures_util::stream::iter(vec![Ok(arkagent::provider::ModelEvent::Finished(response))])))
     }
+}
+
+/// The tool results of a history: (call id, content, is_error), in order.
+pub fn tool_messages(messages: &[ChatMessage]) -> Vec<(String, String, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { tool_call_id, content, is_error, .. } => {
+                Some((tool_call_id.clone(), content.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
 }

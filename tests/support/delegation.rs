@@ -1,0 +1,39 @@
+//! The tools of the sub-agent tests: `query_stock` (safe, answers `<sku>: 12 件`) and
+//! `clear_baking_cache` (dangerous; each run counted in `cleared`).
+#![allow(dead_code)]
+
+use arkagent::tool::FnExecutor;
+use arkagent::{RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A registry with both tools.
+pub fn tools(cleared: &Arc<AtomicUsize>) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    r.register(
+        ToolDefinition::new(
+            "query_stock",
+            "查询库存",
+            json!({"type":"object","properties":{"sku":{"type":"string"}}}),
+        ),
+        Arc::new(FnExecutor(|a: serde_json::Map<String, serde_json::Value>, _c| async move {
+            Ok(ToolResult::text(format!("{}: 12 件", a.get("sku").and_then(|s| s.as_str()).unwrap_or("?"))))
+        })),
+    )
+    .unwrap();
+    let c = cleared.clone();
+    r.register(
+        ToolDefinition::new("clear_baking_cache", "危险", json!({"type":"object"}))
+            .with_risk(RiskLevel::Dangerous),
+        Arc::new(FnExecutor(move |_a, _c| {
+            let c = c.clone();
+            async move {
+                c.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolResult::text("cleared"))
+            }
+        })),
+    )
+    .unwrap();
+    r
+}
