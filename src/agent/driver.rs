@@ -889,26 +889,18 @@ impl<'a> Run<'a> {
         let mut workers: Option<WorkerEvents> = None;
 
         'chunks: for chunk in to_run.chunks(width) {
-            // The worker session of each delegating call (`None` for other calls).
-            let chunk_workers: Vec<Option<String>> = chunk
-                .iter()
-                .map(|call| {
-                    (call.name == DELEGATE_TASK)
-                        .then(|| worker_session_id(&self.state.session_id, &batch_call_id, &call.id))
-                })
-                .collect();
-            for (call, worker_session) in chunk.iter().zip(&chunk_workers) {
+            for call in chunk {
+                let worker_session = self.worker_of(&batch_call_id, call);
                 self.record(StateEvent::ToolStarted {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
-                    worker_session: worker_session.clone(),
+                    worker_session,
                 });
             }
             self.persist(true).await?;
             let mut running: FuturesUnordered<_> = chunk
                 .iter()
-                .zip(chunk_workers)
-                .map(|(call, worker)| {
+                .map(|call| {
                     let ctx = ToolContext {
                         session_id: self.state.session_id.clone(),
                         state: Arc::clone(&view),
@@ -918,7 +910,7 @@ impl<'a> Run<'a> {
                         services: Arc::clone(&self.agent.services),
                     };
                     let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
-                    let forward = worker.map(|worker| {
+                    let forward = self.worker_of(&batch_call_id, call).map(|worker| {
                         workers.get_or_insert_with(WorkerEvents::new).forward(self.agent, worker, &call.id)
                     });
                     let run = run_one(tools.clone(), call.clone(), ctx, timeout);
@@ -1048,11 +1040,19 @@ impl<'a> Run<'a> {
         Ok(Flow::Continue)
     }
 
+    /// The session of the worker a `delegate_task` call runs (`None` for other calls). Computed
+    /// where it is needed rather than kept per chunk: calls that delegate are rare, and the common
+    /// batch pays no allocation for them.
+    fn worker_of(&self, batch_call_id: &str, call: &ToolCall) -> Option<String> {
+        (call.name == DELEGATE_TASK)
+            .then(|| worker_session_id(&self.state.session_id, batch_call_id, &call.id))
+    }
+
     /// The frozen batch of the worker a `delegate_task` call suspended, as this session's batch
     /// (see [`PendingApprovalBatch::worker_session`]). `None` when the worker's session holds no
     /// undecided batch (the error then becomes the call's result, as any tool error does).
     async fn worker_awaiting(&self, batch_call_id: &str, call: &ToolCall) -> Option<PendingApprovalBatch> {
-        let worker = worker_session_id(&self.state.session_id, batch_call_id, &call.id);
+        let worker = self.worker_of(batch_call_id, call)?;
         let state = match self.agent.store.load(&worker).await {
             Ok(Some(state)) => state,
             Ok(None) => return None,
@@ -1130,7 +1130,6 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs one call with its timeout; returns the call with its outcome.
 /// A call's time limit: its definition's, else the config's `tool_timeout`; none for a
 /// `delegate_task` without its own (see [`AgentConfig::tool_timeout`]).
 fn call_timeout(
@@ -1145,6 +1144,7 @@ fn call_timeout(
     }
 }
 
+/// Runs one call with its timeout (none: untimed); returns the call with its outcome.
 async fn run_one(
     tools: ToolSnapshot,
     call: ToolCall,
