@@ -134,7 +134,14 @@ fn every_event_kind_decodes_from_its_text_and_a_field_of_the_wrong_shape_is_refu
             r#"{"status":"max_rounds","event":"status_changed","extra":true}"#,
             StateEvent::StatusChanged { status: arkagent::state::RunStatus::MaxRounds },
         ),
-        (r#"{"event":"batch_completed","ignored":[1]}"#, StateEvent::BatchCompleted),
+        (
+            r#"{"event":"batch_completed","ignored":[1]}"#,
+            StateEvent::BatchCompleted { stop_requested: false },
+        ),
+        (
+            r#"{"event":"batch_completed","stop_requested":true}"#,
+            StateEvent::BatchCompleted { stop_requested: true },
+        ),
         (
             r#"{"event":"approval_decided","approval_id":"a","decision":"denied","decided_at_ms":3}"#,
             StateEvent::ApprovalDecided {
@@ -404,4 +411,15 @@ fn states_tool_calls_and_usage_decode_with_their_defaults_and_refusals() {
             "invalid type: floating point `1.5`, expected u64",
         ),
     ]);
+}
+
+#[test]
+fn a_batch_completion_without_a_stop_is_written_as_before_the_field_existed() {
+    // Readers that predate `stop_requested` take the record as they always did.
+    let plain = serde_json::to_string(&StateEvent::BatchCompleted { stop_requested: false }).unwrap();
+    assert_eq!(plain, r#"{"event":"batch_completed"}"#);
+    let stop = serde_json::to_string(&StateEvent::BatchCompleted { stop_requested: true }).unwrap();
+    assert_eq!(stop, r#"{"event":"batch_completed","stop_requested":true}"#);
+    let state = serde_json::to_value(arkagent::state::AgentState::new("s")).unwrap();
+    assert!(state.get("stop_requested").is_none(), "{state}");
 }

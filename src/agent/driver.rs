@@ -401,10 +401,21 @@ impl Agent {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
             run.record(StateEvent::StatusChanged { status: RunStatus::Running });
-        } else if run.state.pending_approval.is_some() && phase(&run.state) == Phase::NeedsModel {
-            // A settled batch whose last results repair supplied.
-            run.record(StateEvent::BatchCompleted);
-            run.record(StateEvent::ApprovalCleared);
+        } else if phase(&run.state) == Phase::NeedsModel
+            && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
+        {
+            // A batch whose last results repair supplied (the process died before the batch
+            // completed): it completes now, with the stop its results or its hooks asked for.
+            let stop_requested = run.state.pending_approval.as_ref().is_some_and(|b| b.stop_requested)
+                || run
+                    .state
+                    .tool_runs
+                    .values()
+                    .any(|r| matches!(r, ToolRunRecord::Finished { result, .. } if result.stop));
+            run.record(StateEvent::BatchCompleted { stop_requested });
+            if run.state.pending_approval.is_some() {
+                run.record(StateEvent::ApprovalCleared);
+            }
         }
         sink.emit(AgentEvent::RunStarted { session_id: session_id.to_string(), run_id, resumed: true });
         run.hooks_run_start().await;
@@ -620,7 +631,7 @@ impl<'a> Run<'a> {
                     return Ok(RunOutcome::Suspended { batch });
                 }
                 Phase::NeedsModel => {
-                    if self.stop_requested {
+                    if self.stop_requested || self.state.stop_requested {
                         let text = last_assistant_text(&self.state.messages);
                         return self.finish(RunStatus::Completed, text, None).await;
                     }
@@ -1022,7 +1033,7 @@ impl<'a> Run<'a> {
             }
             self.record(StateEvent::MessageAppended { message: tool_result_message(call, &result) });
         }
-        self.record(StateEvent::BatchCompleted);
+        self.record(StateEvent::BatchCompleted { stop_requested: self.stop_requested });
         if self.state.pending_approval.is_some() {
             self.record(StateEvent::ApprovalCleared);
         }

@@ -132,6 +132,11 @@ pub struct AgentState {
     /// they started: deleted with this session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<String>,
+    /// The last completed batch asked to end the run (a result's `stop`, an after-hook's stop):
+    /// the run completes instead of asking the model again, also when it is resumed after the
+    /// process died before the run's end was saved. Cleared by the next run or status change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_requested: bool,
 }
 
 impl AgentState {
@@ -150,6 +155,7 @@ impl AgentState {
             loop_window: Vec::new(),
             usage: Usage::default(),
             workers: Vec::new(),
+            stop_requested: false,
         }
     }
 
@@ -222,7 +228,12 @@ pub enum StateEvent {
         result: ToolResult,
     },
     /// The batch's results are in the history; the tool-run records are cleared.
-    BatchCompleted,
+    BatchCompleted {
+        /// The batch asked to end the run ([`AgentState::stop_requested`]). Absent when false,
+        /// so the record reads as it did before the field existed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stop_requested: bool,
+    },
     /// The loop detector's window changed.
     LoopWindow {
         /// The window.
@@ -335,6 +346,7 @@ impl AgentState {
         match event {
             StateEvent::RunStarted { run_id } => {
                 self.run_id = Some(run_id.clone());
+                self.stop_requested = false;
                 self.status = RunStatus::Running;
                 self.round = 0;
                 self.tool_runs.clear();
@@ -372,10 +384,16 @@ impl AgentState {
                     ToolRunRecord::Finished { name: name.clone(), result: result.clone() },
                 );
             }
-            StateEvent::BatchCompleted => self.tool_runs.clear(),
+            StateEvent::BatchCompleted { stop_requested } => {
+                self.tool_runs.clear();
+                self.stop_requested = *stop_requested;
+            }
             StateEvent::LoopWindow { window } => self.loop_window = window.clone(),
             StateEvent::UsageAdded { usage } => self.usage.add(usage),
-            StateEvent::StatusChanged { status } => self.status = *status,
+            StateEvent::StatusChanged { status } => {
+                self.status = *status;
+                self.stop_requested = false;
+            }
             StateEvent::MetadataSet { key, value } => {
                 self.metadata.insert(key.clone(), value.clone());
             }

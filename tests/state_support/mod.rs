@@ -82,7 +82,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         is_error: false,
                     },
                 },
-                StateEvent::BatchCompleted,
+                StateEvent::BatchCompleted { stop_requested: false },
                 StateEvent::ApprovalCleared,
             ]
         }

@@ -1,5 +1,5 @@
 //! Helpers for runtime tests: scripted answers and a model that never answers in time.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use arkagent::error::AgentError;
 use arkagent::message::{ChatMessage, ToolCall, Usage};

@@ -1,0 +1,205 @@
+//! A stop asked for by a batch (a result's `stop`, an after-hook's stop) survives the process
+//! dying before the run's end was saved: the resumed run completes without asking the model again.
+//! The death is a store that refuses every commit from a chosen one on (what was committed before
+//! stays on disk); a fresh agent over the same directory then resumes.
+
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{AgentBuilder, AgentConfig, EventLog};
+use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
+use arkagent::message::{ChatMessage, ToolCall};
+use arkagent::state::{AgentState, FileStore, RunStatus, StateEvent, StateStore};
+use arkagent::tool::FnExecutor;
+use arkagent::{codes, AgentError, CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
+use serde_json::json;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use support::{answer, calls, Script};
+
+/// A file store that dies (refuses every later commit) at the first commit whose events match.
+struct DiesAt {
+    inner: FileStore,
+    when: fn(&StateEvent) -> bool,
+    dead: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl StateStore for DiesAt {
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        self.inner.load(session_id).await
+    }
+
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+        if self.dead.load(Ordering::SeqCst) || events.iter().any(self.when) {
+            self.dead.store(true, Ordering::SeqCst);
+            return Err(AgentError::of(codes::STATE_IO, "the process died"));
+        }
+        self.inner.commit(state, events).await
+    }
+
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(AgentError::of(codes::STATE_IO, "the process died"));
+        }
+        self.inner.save_snapshot(state).await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+        self.inner.delete(session_id).await
+    }
+}
+
+fn finished(event: &StateEvent) -> bool {
+    matches!(event, StateEvent::StatusChanged { status: RunStatus::Completed })
+}
+
+fn batch_completed(event: &StateEvent) -> bool {
+    matches!(event, StateEvent::BatchCompleted { .. })
+}
+
+/// `finish_task` answers with `stop`; `note` does not. Both count their executions.
+fn tools(executions: &Arc<AtomicUsize>) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    for (name, stop) in [("finish_task", true), ("note", false)] {
+        let executions = Arc::clone(executions);
+        r.register(
+            ToolDefinition::new(name, "test tool", json!({"type":"object"})),
+            Arc::new(FnExecutor(move |_a, _c| {
+                executions.fetch_add(1, Ordering::SeqCst);
+                async move { Ok(ToolResult::text("done").with_stop(stop)) }
+            })),
+        )
+        .unwrap();
+    }
+    r
+}
+
+struct StopAfterNote;
+
+#[async_trait::async_trait]
+impl AgentHook for StopAfterNote {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _r: &ToolResult,
+    ) -> AfterToolCall {
+        let action =
+            if call.name == "note" { AfterToolCallAction::Stop } else { AfterToolCallAction::Proceed(None) };
+        AfterToolCall { action, inject: Vec::new() }
+    }
+}
+
+/// One call at a time: a call's finished record becomes durable with the next call's start.
+fn one_at_a_time() -> AgentConfig {
+    AgentConfig { max_parallel_tools: 1, ..AgentConfig::default() }
+}
+
+/// Runs `first` (the model's tool calls) on a store that dies at `dies_at`, then resumes in a
+/// fresh agent over the same directory. Returns the resumed run's status, the number of model
+/// requests after the restart, the tool executions of both processes and the saved state.
+async fn die_then_resume(
+    dir: &Path,
+    first: &[(&str, &str, &str)],
+    dies_at: fn(&StateEvent) -> bool,
+    hook: bool,
+) -> (RunStatus, usize, usize, AgentState) {
+    let executions = Arc::new(AtomicUsize::new(0));
+    let store = Arc::new(DiesAt { inner: FileStore::new(dir), when: dies_at, dead: AtomicBool::new(false) });
+    let model = Arc::new(Script::new(vec![calls(first), answer("asked again")]));
+    let mut builder = AgentBuilder::new(model, store).config(one_at_a_time()).tools(tools(&executions));
+    if hook {
+        builder = builder.hook(Arc::new(StopAfterNote));
+    }
+    let died = builder.build().run("s", "q", &EventLog::new(), &CancellationSignal::new()).await;
+    assert_eq!(died.unwrap_err().code, codes::STATE_IO, "the first process dies while saving");
+    assert_eq!(executions.load(Ordering::SeqCst), first.len(), "every call ran before the death");
+
+    let model = Arc::new(Script::new(vec![answer("asked again")]));
+    let store = Arc::new(FileStore::new(dir));
+    let mut builder =
+        AgentBuilder::new(model.clone(), store.clone()).config(one_at_a_time()).tools(tools(&executions));
+    if hook {
+        builder = builder.hook(Arc::new(StopAfterNote));
+    }
+    let out = builder.build().resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let state = store.load("s").await.unwrap().unwrap();
+    (out.status(), model.requests().len(), executions.load(Ordering::SeqCst), state)
+}
+
+#[tokio::test]
+async fn a_result_stop_saved_with_its_batch_ends_the_resumed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, state) =
+        die_then_resume(dir.path(), &[("c1", "finish_task", "{}")], finished, false).await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 0, "the model is not asked again after a stop");
+    assert_eq!(executions, 1, "nothing ran twice");
+    assert_eq!(state.status, RunStatus::Completed);
+    assert!(!state.stop_requested, "the stop is spent once the run ended");
+    assert!(matches!(state.messages.last(), Some(ChatMessage::Tool { .. })), "{:?}", state.messages.last());
+}
+
+#[tokio::test]
+async fn a_result_stop_whose_batch_was_not_saved_ends_the_resumed_run() {
+    // The first call's finished record is durable (saved with the second call's start), the
+    // batch's completion is not: repair answers the first call from its record and the second as
+    // interrupted, and the record's stop still holds.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, state) = die_then_resume(
+        dir.path(),
+        &[("c1", "finish_task", "{}"), ("c2", "note", "{}")],
+        batch_completed,
+        false,
+    )
+    .await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 0);
+    assert_eq!(executions, 2);
+    assert!(state.tool_runs.is_empty(), "the batch was completed on resume");
+    let answered: Vec<&str> = state
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, ["c1", "c2"]);
+}
+
+#[tokio::test]
+async fn an_after_hook_stop_saved_with_its_batch_ends_the_resumed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, _) =
+        die_then_resume(dir.path(), &[("c1", "note", "{}")], finished, true).await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 0);
+    assert_eq!(executions, 1);
+}
+
+#[tokio::test]
+async fn without_a_stop_the_resumed_run_asks_the_model() {
+    // The control: the same death without any stop continues the conversation.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, state) =
+        die_then_resume(dir.path(), &[("c1", "note", "{}")], batch_completed, false).await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 1);
+    assert_eq!(executions, 1);
+    assert_eq!(state.messages.last(), Some(&ChatMessage::assistant_text("asked again")));
+}
+
+#[tokio::test]
+async fn a_new_run_does_not_inherit_a_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, _, state) = die_then_resume(dir.path(), &[("c1", "finish_task", "{}")], finished, false).await;
+    assert_eq!(state.status, RunStatus::Completed);
+    let model = Arc::new(Script::new(vec![answer("hello again")]));
+    let agent = AgentBuilder::new(model.clone(), Arc::new(FileStore::new(dir.path()))).build();
+    let out = agent.run("s", "next", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(model.requests().len(), 1);
+}
