@@ -70,6 +70,9 @@ error_codes! {
     // --- registration and configuration
     /// A tool definition has an empty (or blank) name.
     TOOL_NAME_EMPTY = "tool_name_empty" => Config;
+    /// A tool name OpenAI-compatible APIs refuse: more than 64 characters, or a character other
+    /// than ASCII letters, digits, `_` and `-` (the request would fail at every round).
+    TOOL_NAME_INVALID = "tool_name_invalid" => Config;
     /// A tool with this name is already registered.
     TOOL_NAME_DUPLICATE = "tool_name_duplicate" => Config;
     /// A schema uses a keyword outside the whitelist (the message names it and its path).

@@ -56,7 +56,7 @@ fn registering_a_valid_tool_succeeds() {
 #[test]
 fn an_empty_or_blank_name_is_tool_name_empty() {
     let mut r = ToolRegistry::new();
-    for name in ["", "   ", "\t\n"] {
+    for name in ["", "   ", "\t\n", "\u{feff}", " \u{feff}\u{3000}"] {
         let e = r.register(ToolDefinition::new(name, "d", order_schema()), echo()).unwrap_err();
         assert_eq!((e.layer, e.code.as_ref()), (ErrorLayer::Config, codes::TOOL_NAME_EMPTY));
     }
@@ -64,6 +64,34 @@ fn an_empty_or_blank_name_is_tool_name_empty() {
     let e = r.register(ToolDefinition::new(" ", "d", json!({"type": "nope"})), echo()).unwrap_err();
     assert_eq!(e.code, codes::TOOL_NAME_EMPTY);
     assert!(r.is_empty());
+}
+
+#[test]
+fn a_name_model_apis_refuse_is_tool_name_invalid() {
+    let mut r = ToolRegistry::new();
+    let long = "a".repeat(65);
+    for name in [
+        "查询订单",
+        "query order",
+        "query.order",
+        " query_order",
+        "query_order\n",
+        "q\u{feff}",
+        long.as_str(),
+    ] {
+        let e = r.register(ToolDefinition::new(name, "d", order_schema()), echo()).unwrap_err();
+        assert_eq!((e.layer, e.code.as_ref()), (ErrorLayer::Config, codes::TOOL_NAME_INVALID), "{name:?}");
+        assert!(e.message.contains("Tool name"), "{}", e.message);
+    }
+    // Check two comes before the duplicate and schema checks.
+    let e = r.register(ToolDefinition::new("a b", "d", json!({"type": "nope"})), echo()).unwrap_err();
+    assert_eq!(e.code, codes::TOOL_NAME_INVALID);
+    assert!(r.is_empty());
+    let longest = "A-z_0".repeat(12) + "abcd";
+    for name in ["q", "Query-Order_2", longest.as_str()] {
+        r.register(ToolDefinition::new(name, "d", order_schema()), echo()).unwrap();
+    }
+    assert_eq!(r.len(), 3);
 }
 
 #[test]

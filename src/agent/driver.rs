@@ -185,7 +185,7 @@ impl Agent {
     /// Registers a tool (see [`ToolRegistry::register`]); later model rounds see it.
     ///
     /// # Errors
-    /// `tool_name_empty`, `tool_name_duplicate` or a `schema_*` error.
+    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate` or a `schema_*` error.
     pub fn register_tool(
         &self,
         definition: ToolDefinition,

@@ -147,7 +147,8 @@ impl JsAgent {
     /// Registers a tool, as `ToolRegistry.register`.
     ///
     /// # Errors
-    /// `tool_name_empty`, `tool_name_duplicate`, a `schema_*` error, or `config_invalid`.
+    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate`, a `schema_*` error, or
+    /// `config_invalid`.
     #[napi]
     pub fn register_tool(
         &self,

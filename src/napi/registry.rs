@@ -104,7 +104,8 @@ impl JsToolRegistry {
     /// `(argumentsJson, context) => ToolResultObject | Promise<ToolResultObject>`.
     ///
     /// # Errors
-    /// `tool_name_empty`, `tool_name_duplicate`, a `schema_*` error, or `config_invalid`.
+    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate`, a `schema_*` error, or
+    /// `config_invalid`.
     #[napi]
     pub fn register(
         &self,

@@ -93,19 +93,23 @@ impl ToolRegistry {
         self.snapshot().execute(call, context).await
     }
 
-    /// Registers a tool after the three checks, in order: the name is not blank, the name is not
-    /// taken, the schema compiles.
+    /// Registers a tool after the checks, in order: the name is not blank, the name is one
+    /// OpenAI-compatible APIs accept (`^[A-Za-z0-9_-]{1,64}$`), the name is not taken, the schema
+    /// compiles.
     ///
     /// # Errors
-    /// `tool_name_empty`, `tool_name_duplicate`, or the `schema_*` error of the schema.
+    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate`, or the `schema_*` error of
+    /// the schema.
     pub fn register(
         &mut self,
         definition: ToolDefinition,
         executor: Arc<dyn ToolExecutor>,
     ) -> Result<(), AgentError> {
-        if definition.name.trim().is_empty() {
+        // Blank as JavaScript's `trim` sees it (which also removes U+FEFF).
+        if definition.name.chars().all(|c| c.is_whitespace() || c == '\u{feff}') {
             return Err(AgentError::of(codes::TOOL_NAME_EMPTY, "Tool name must not be empty"));
         }
+        check_name(&definition.name)?;
         if self.position(&definition.name).is_some() {
             return Err(AgentError::of(
                 codes::TOOL_NAME_DUPLICATE,
@@ -322,4 +326,31 @@ pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     } else {
         "executor panicked".to_string()
     }
+}
+
+/// The longest tool name OpenAI-compatible APIs accept.
+pub const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// Refuses a name the model's API would refuse in every request (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`,
+/// which the compatible providers follow), naming the first offending character.
+fn check_name(name: &str) -> Result<(), AgentError> {
+    let shown: String = name.chars().take(80).collect();
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
+        return Err(AgentError::of(
+            codes::TOOL_NAME_INVALID,
+            format!(
+                "Tool name {shown:?} has the character {c:?}: model APIs accept only ASCII letters, digits, '_' and '-'"
+            ),
+        ));
+    }
+    if name.len() > MAX_TOOL_NAME_CHARS {
+        return Err(AgentError::of(
+            codes::TOOL_NAME_INVALID,
+            format!(
+                "Tool name {shown:?} has {} characters: model APIs accept at most {MAX_TOOL_NAME_CHARS}",
+                name.len()
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -15,6 +15,9 @@ test('registration errors carry code and layer', () => {
   const r = new ToolRegistry();
   throwsWithCode(assert, () => r.register({ name: '', description: 'd', parametersJson: objectSchema }, noop), 'tool_name_empty', 'config');
   throwsWithCode(assert, () => r.register({ name: '   ', description: 'd', parametersJson: objectSchema }, noop), 'tool_name_empty', 'config');
+  throwsWithCode(assert, () => r.register({ name: '\uFEFF', description: 'd', parametersJson: objectSchema }, noop), 'tool_name_empty', 'config');
+  throwsWithCode(assert, () => r.register({ name: '查询订单', description: 'd', parametersJson: objectSchema }, noop), 'tool_name_invalid', 'config');
+  throwsWithCode(assert, () => r.register({ name: 'a'.repeat(65), description: 'd', parametersJson: objectSchema }, noop), 'tool_name_invalid', 'config');
   r.register({ name: 'a', description: 'd', parametersJson: objectSchema }, noop);
   const dup = throwsWithCode(assert, () => r.register({ name: 'a', description: 'other', parametersJson: objectSchema }, noop), 'tool_name_duplicate', 'config');
   assert.match(dup.message, /a/);

@@ -118,7 +118,7 @@ export declare class CancellationHandle {
 /** The tools of an app. */
 export declare class ToolRegistry {
   constructor(options?: ToolRegistryOptions);
-  /** Throws tool_name_empty, tool_name_duplicate, schema_* or config_invalid. */
+  /** Throws tool_name_empty, tool_name_invalid, tool_name_duplicate, schema_* or config_invalid. */
   register(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
   /** Removes a tool; returns whether it was there. */
   unregister(name: string): boolean;
