@@ -769,15 +769,14 @@ impl<'a> Run<'a> {
                     });
                     continue;
                 }
-                Some(ToolRunRecord::Started { .. }) => {
-                    inputs.push(crate::approval::BatchCallInput {
-                        risk_level: RiskLevel::Safe,
-                        disposition: crate::approval::CallDisposition::Run,
-                        call,
-                    });
-                    continue;
-                }
-                None => {}
+                // A started call (an idempotent one repair left to run again) is planned as a
+                // fresh one: its before-hooks' rewrite was not saved, so they run again.
+                Some(ToolRunRecord::Started { .. }) | None => {}
+            }
+            // A cancel while hooks or the policy ran (ArkTS ones wait for the JS thread) ends the
+            // run before anything more is asked, frozen or run.
+            if self.cancel.is_cancelled() {
+                return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
             }
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             let definition = tools.definition(&call.name);
@@ -791,6 +790,9 @@ impl<'a> Run<'a> {
                     return self.finish(RunStatus::Aborted, None, Some(abort)).await.map(Flow::Done)
                 }
             }
+        }
+        if self.cancel.is_cancelled() {
+            return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
         }
         match plan_batch(&self.run_id(), self.last_answer(), inputs, now_ms()) {
             BatchPlan::Run(steps) => self.execute(steps, &tools, Vec::new()).await,

@@ -64,7 +64,8 @@ pub enum AfterToolCallAction {
 pub struct AfterToolCall {
     /// The action.
     pub action: AfterToolCallAction,
-    /// Messages appended to the history after the batch's results.
+    /// Messages appended to the history after the batch's results: user or system messages
+    /// (reminders for the model). Another role fails the hook (`hook_failed`, the run ends).
     pub inject: Vec<ChatMessage>,
 }
 

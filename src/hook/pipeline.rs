@@ -269,6 +269,23 @@ impl HookPipeline {
                     return AfterToolCallOutcome::failed(hook_failed(index, "after_tool_call", panic));
                 }
             };
+            // A reminder for the model is a user or system message. An assistant message would
+            // put words (or calls) in the model's mouth, a tool message would answer no call:
+            // either breaks the history the provider accepts.
+            if let Some(m) = answer
+                .inject
+                .iter()
+                .find(|m| !matches!(m, ChatMessage::User { .. } | ChatMessage::System { .. }))
+            {
+                return AfterToolCallOutcome::failed(AgentError::of(
+                    codes::HOOK_FAILED,
+                    format!(
+                        "hook #{index} injected a {} message after call {}: only user and system messages can be injected",
+                        m.role(),
+                        call.id
+                    ),
+                ));
+            }
             outcome.inject.extend(answer.inject);
             match answer.action {
                 AfterToolCallAction::Proceed(None) => {}
