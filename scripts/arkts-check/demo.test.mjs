@@ -163,6 +163,18 @@ test('the transcript streams text, fills tool bubbles from deltas and results, a
   assert.equal(t.size(), 5, 'a streamed final text is not repeated');
 });
 
+test('the fixed answer of a run that reached its round limit is shown after streamed text', () => {
+  const t = new D.Transcript();
+  const ev = (o) => t.apply(B.AgentEvent.fromJsonString(JSON.stringify(o)));
+  ev({ type: 'run_started', session_id: 's', run_id: 'r', resumed: false });
+  ev({ type: 'text_delta', delta: 'Checking again.' });
+  ev({ type: 'tool_call_finished', index: 0, call: { id: 'c1', name: 'query_order', arguments: '{}' } });
+  ev({ type: 'run_finished', status: 'max_rounds', final_text: 'Sorry, I could not finish this.' });
+  assert.deepEqual(t.snapshot().map((i) => `${i.kind}:${i.kind === 'tool' ? i.toolName : i.text}`), [
+    'assistant:Checking again.', 'tool:query_order', 'assistant:Sorry, I could not finish this.', 'notice:Run ended: max_rounds',
+  ]);
+});
+
 test('a worker\'s calls get prefixed bubbles of their own; its text and approvals stay out of the chat', () => {
   const t = new D.Transcript();
   const ev = (o) => t.apply(B.AgentEvent.fromJsonString(JSON.stringify(o)));
