@@ -116,8 +116,71 @@ fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_val
 
 /// napi's refusal of an argument as the binding's coded error (one instance for every `Arg`).
 fn refused(env: sys::napi_env, e: napi_ohos::Error) -> napi_ohos::Error {
-    let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", e.reason));
+    let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", js_terms(&e.reason)));
     js_error(&Env::from_raw(env), &error)
+}
+
+/// napi's refusal in the caller's terms: JavaScript types and the field's name instead of Rust
+/// types and struct names (`Failed to convert JavaScript value `Number 1 ` into rust type `String`
+/// on AgentConfigObject.provider` -> `provider: expected a string, got a number (1)`). A reason of
+/// another shape is kept as it is.
+fn js_terms(reason: &str) -> String {
+    fn article(ty: &str) -> String {
+        let ty = match ty {
+            "String" => "string",
+            "bool" | "Boolean" => "boolean",
+            "f64" | "f32" | "i64" | "i32" | "u32" | "u64" | "Number" => "number",
+            "BigInt" => "bigint",
+            "Object" => "object",
+            "Function" => "function",
+            "Symbol" => "symbol",
+            "Undefined" => return "undefined".into(),
+            "Null" => return "null".into(),
+            other => return other.to_string(),
+        };
+        let a = if ty.starts_with('o') { "an" } else { "a" };
+        format!("{a} {ty}")
+    }
+    let (body, field) = match reason.rsplit_once(" on ") {
+        Some((body, place)) if !place.contains(' ') => (body, place.rsplit('.').next()),
+        _ => (reason, None),
+    };
+    let plain = if let Some(rest) = body.strip_prefix("Expect value to be ") {
+        match rest.split_once(", but received ") {
+            Some((want, got)) => match want.strip_prefix("Option<").and_then(|w| w.strip_suffix('>')) {
+                Some(want) => format!("expected {}, null or undefined, got {}", article(want), article(got)),
+                None => format!("expected {}, got {}", article(want), article(got)),
+            },
+            None => body.to_string(),
+        }
+    } else if let Some(rest) = body.strip_prefix("Failed to convert JavaScript value `") {
+        match rest.split_once(" ` into rust type `") {
+            Some((got, want)) => {
+                let got = match got.split_once(' ') {
+                    Some((ty, value)) if !value.is_empty() => format!("{} ({value})", article(ty)),
+                    _ => article(got),
+                };
+                format!("expected {}, got {got}", article(want.trim_end_matches('`')))
+            }
+            None => body.to_string(),
+        }
+    } else if let Some(rest) = body.strip_prefix("Failed to convert napi value ") {
+        match rest.strip_prefix("into rust type `") {
+            Some(want) => format!("expected {}", article(want.trim_end_matches('`'))),
+            None => match rest.split_once(" into rust type `") {
+                Some((got, want)) => {
+                    format!("expected {}, got {}", article(want.trim_end_matches('`')), article(got))
+                }
+                None => body.to_string(),
+            },
+        }
+    } else {
+        body.to_string()
+    };
+    match field {
+        Some(field) => format!("{field}: {plain}"),
+        None => plain,
+    }
 }
 
 /// An export's argument: checked and converted as `T` is, but a value of the wrong type or shape

@@ -111,3 +111,31 @@ test('an instance of another class of the module is refused where a class is exp
   registry.copyInto(new native.ToolRegistry());
   assert.equal((await failure(() => registry.execute(call, handle))).code, 'tool_not_found');
 });
+
+test('a wrong argument is described in JavaScript terms, naming the field', async () => {
+  const message = (f) => {
+    try {
+      f();
+    } catch (e) {
+      assert.equal(e.code, 'argument_invalid');
+      return e.message;
+    }
+    assert.fail('no error');
+  };
+  const registry = new native.ToolRegistry();
+  const cases = [
+    [() => new native.Agent(5), 'wrong argument: expected an object, got a number'],
+    [() => new native.Agent({ provider: 1 }), 'wrong argument: provider: expected a string, got a number (1)'],
+    [() => new native.Agent({ provider: 'scripted', maxRounds: 'x' }), 'wrong argument: maxRounds: expected a number, got a string'],
+    [() => new native.Agent({ provider: 'scripted', streaming: 1 }), 'wrong argument: streaming: expected a boolean'],
+    [() => registry.register({ name: 'a', description: 'd', parametersJson: '{}' }, 5), 'wrong argument: expected a function, got a number'],
+    [() => registry.copyInto(new native.CancellationHandle()), 'wrong argument: expected a ToolRegistry'],
+  ];
+  for (const [f, expected] of cases) assert.equal(message(f), expected);
+  // Every refusal of the BAD argument lists: no Rust type or struct names.
+  for (const args of BAD) {
+    const e = await failure(() => new native.Agent(...args));
+    if (e === undefined) continue;
+    assert.doesNotMatch(e.message, /rust type|Expect value|Object\.|AgentConfigObject|Option</, e.message);
+  }
+});
