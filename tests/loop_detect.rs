@@ -1,6 +1,7 @@
 //! The loop detector (check list "循环检测"): five identical signatures, different arguments,
-//! key order, streamed updates, forced persistence of `loop_detected`, plus short cycles, the
-//! persisted window and the LLM diagnosis with a scripted model (never a network call).
+//! key order, streamed updates, forced persistence of `loop_detected`, plus short cycles (three
+//! whole turns, judged per batch), the persisted window and the LLM diagnosis with a scripted
+//! model (never a network call). The runtime side is in `agent_loop.rs`.
 
 mod common;
 
@@ -137,29 +138,65 @@ fn reused_call_ids_across_rounds_still_count() {
     assert_eq!(checks, [false, false, false, false, true]);
 }
 
+/// A short cycle is a loop after three whole turns that fill the window; two turns are a retry.
 #[test]
-fn short_cycles_are_loops() {
+fn short_cycles_are_loops_after_three_turns() {
     let mut d = detector(5);
-    assert_eq!(feed(&mut d, &["a", "b", "a", "b", "a"]), [false, false, false, false, true]);
+    assert_eq!(feed(&mut d, &["a", "b", "a", "b", "a", "b"]), [false, false, false, false, false, true]);
     let LoopCheck::Loop(f) = d.check() else { panic!() };
     assert_eq!(f.kind, LoopKind::Cycle { period: 2, signatures: vec!["a".into(), "b".into()] });
     assert_eq!(f.to_error().code, codes::LOOP_DETECTED);
 
     let mut d = detector(5);
-    assert_eq!(feed(&mut d, &["a", "b", "c", "a", "b", "c"]), [false, false, false, false, false, true]);
+    let mut expected = [false; 9];
+    expected[8] = true;
+    assert_eq!(feed(&mut d, &["a", "b", "c", "a", "b", "c", "a", "b", "c"]), expected);
     let LoopCheck::Loop(f) = d.check() else { panic!() };
     assert_eq!(f.kind, LoopKind::Cycle { period: 3, signatures: vec!["a".into(), "b".into(), "c".into()] });
 
-    // Not cycles: one turn and a half, a period of 4, a broken pattern.
-    assert_eq!(feed(&mut detector(5), &["a", "b", "c", "a", "b"]), [false; 5]);
-    assert_eq!(feed(&mut detector(5), &["a", "b", "c", "d", "a", "b", "c", "d"]), [false; 8]);
-    assert_eq!(feed(&mut detector(5), &["a", "b", "a", "c", "a", "b", "a", "c"]), [false; 8]);
+    // Not cycles: two turns (a batch retried once), two and a half turns, a period of 4, a
+    // broken pattern.
+    assert_eq!(feed(&mut detector(5), &["a", "b", "c", "a", "b", "c"]), [false; 6]);
+    assert_eq!(feed(&mut detector(5), &["a", "b", "a", "b", "a"]), [false; 5]);
+    assert_eq!(feed(&mut detector(5), &["a", "b", "c", "a", "b", "c", "a", "b"]), [false; 8]);
+    assert_eq!(
+        feed(&mut detector(5), &["a", "b", "c", "d", "a", "b", "c", "d", "a", "b", "c", "d"]),
+        [false; 12]
+    );
+    assert_eq!(
+        feed(&mut detector(5), &["a", "b", "a", "c", "a", "b", "a", "c", "a", "b", "a", "c"]),
+        [false; 12]
+    );
     // With a longer window the cycle has to fill it.
     assert_eq!(feed(&mut detector(8), &["a", "b", "a", "b", "a", "b", "a"]), [false; 7]);
+    assert!(detector(8).record_batch(["a", "b", "a", "b", "a", "b", "a", "b"]).is_loop());
     // Cycle detection can be turned off.
     let mut d = detector(5).with_max_cycle_period(1).unwrap();
     assert_eq!(feed(&mut d, &["a", "b", "a", "b", "a", "b", "a", "b"]), [false; 8]);
     assert_eq!(detector(5).with_max_cycle_period(4).unwrap_err().code, codes::CONFIG_INVALID);
+    assert_eq!(detector(5).with_max_cycle_period(0).unwrap_err().code, codes::CONFIG_INVALID);
+    // Only periods up to the maximum: with 2, a cycle of 3 is no loop.
+    let mut d = detector(5).with_max_cycle_period(2).unwrap();
+    assert_eq!(feed(&mut d, &["a", "b", "c", "a", "b", "c", "a", "b", "c"]), [false; 9]);
+}
+
+/// The runtime counts whole answers: batches `[a,b] [a,b] [a,c]` changed course (no cycle, though
+/// the calls up to the third batch's first read `a,b,a,b,a`), a batch of three retried once is no
+/// loop, three turns are.
+#[test]
+fn batches_are_judged_whole() {
+    let mut d = detector(5);
+    let checks: Vec<bool> =
+        [["a", "b"], ["a", "b"], ["a", "c"]].iter().map(|batch| d.record_batch(*batch).is_loop()).collect();
+    assert_eq!(checks, [false; 3]);
+    let mut d = detector(5);
+    let abc = ["a:{}", "b:{}", "c:{}"];
+    let checks: Vec<bool> = (0..3).map(|_| d.record_batch(abc).is_loop()).collect();
+    assert_eq!(checks, [false, false, true]);
+    let LoopCheck::Loop(f) = d.check() else { panic!() };
+    assert!(f.message().contains("a cycle of 3 calls repeating: a:{} -> b:{} -> c:{}"), "{}", f.message());
+    // The same call five times in one answer: a loop, found mid-batch.
+    assert!(detector(5).record_batch(["x"; 5]).is_loop());
 }
 
 #[test]
@@ -188,9 +225,15 @@ fn the_window_survives_a_restart() {
     let mut resumed = LoopDetector::from_window(&cfg, reloaded.loop_window).unwrap();
     assert!(!resumed.record("n1", "s").is_loop());
     assert!(resumed.record("n2", "s").is_loop());
-    // An over-long persisted window keeps only what the checks need.
+    // An over-long persisted window keeps only what the checks need (three turns of a cycle of 3).
     let long: Vec<String> = (0..50).map(|i| format!("x{i}")).collect();
-    assert_eq!(LoopDetector::from_window(&cfg, long).unwrap().window().len(), 6);
+    assert_eq!(LoopDetector::from_window(&cfg, long).unwrap().window().len(), 9);
+    // A cycle that began before the restart is still found after it.
+    let mut before = LoopDetector::new(&cfg).unwrap();
+    assert!(!before.record_batch(["a", "b"]).is_loop());
+    assert!(!before.record_batch(["a", "b"]).is_loop());
+    let mut after = LoopDetector::from_window(&cfg, before.window()).unwrap();
+    assert!(after.record_batch(["a", "b"]).is_loop());
     resumed.reset();
     assert!(resumed.window().is_empty());
 }

@@ -2,7 +2,8 @@
 //! call sequences drawn from a small alphabet (so repeats and cycles happen often):
 //! the detector agrees with the reference after every call, a window exported and imported at any
 //! point continues identically, and streamed updates (interleaved across calls) count exactly as
-//! recording each call's final signature at its commit.
+//! recording each call's final signature at its commit; and a batch is a loop when a repeat ends
+//! at any of its calls or a cycle ends at its last.
 //!
 //! `PROPTEST_CASES` raises the number of cases (default 256 here).
 
@@ -10,14 +11,20 @@ use arkagent::loop_detect::{LoopDetector, LoopDetectorConfig};
 use proptest::prelude::*;
 
 /// The rules, on the whole history: the last `window` identical, or for p in 2..=3 the last
-/// max(window, 2p) periodic with period p and not all identical.
+/// max(window, 3p) periodic with period p and not all identical.
 fn reference(history: &[String], window: usize) -> bool {
+    repeat(history, window) || cycle(history, window)
+}
+
+fn repeat(history: &[String], window: usize) -> bool {
     let n = history.len();
-    if n >= window && history[n - window..].iter().all(|s| *s == history[n - 1]) {
-        return true;
-    }
+    n >= window && history[n - window..].iter().all(|s| *s == history[n - 1])
+}
+
+fn cycle(history: &[String], window: usize) -> bool {
+    let n = history.len();
     (2..=3).any(|p| {
-        let span = window.max(2 * p);
+        let span = window.max(3 * p);
         n >= span && {
             let tail = &history[n - span..];
             (p..span).all(|i| tail[i] == tail[i - p]) && tail[..p].iter().any(|s| *s != tail[0])
@@ -52,6 +59,29 @@ proptest! {
             history.push(sig.clone());
             let got = detector.record(&format!("id{i}"), sig).is_loop();
             prop_assert_eq!(got, reference(&history, window), "after {:?}", history);
+        }
+    }
+
+    #[test]
+    fn batches_agree_with_the_reference(
+        window in 2usize..9,
+        batches in prop::collection::vec(prop::collection::vec(0u8..3, 1..5), 0..12),
+        cut in 0usize..12,
+    ) {
+        let config = LoopDetectorConfig { window };
+        let mut detector = LoopDetector::new(&config).unwrap();
+        let mut history = Vec::new();
+        for (i, batch) in batches.iter().enumerate() {
+            if i == cut {
+                detector = LoopDetector::from_window(&config, detector.window()).unwrap();
+            }
+            let mut repeated = false;
+            for c in batch {
+                history.push(format!("tool:{{\"v\":{c}}}"));
+                repeated |= repeat(&history, window);
+            }
+            let got = detector.record_batch(batch.iter().map(|c| format!("tool:{{\"v\":{c}}}"))).is_loop();
+            prop_assert_eq!(got, repeated || cycle(&history, window), "after {:?}", history);
         }
     }
 

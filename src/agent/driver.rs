@@ -15,7 +15,7 @@ use crate::loop_detect::{
     call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
 };
 use crate::message::{make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
-use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse};
+use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
     approx_tokens, repair_pairing, tool_result_message, trim_history, AgentState, RepairPolicy, RunStatus,
     StateEvent, StateStore, ToolRunRecord,
@@ -159,7 +159,8 @@ impl AgentBuilder {
         self
     }
 
-    /// The agent.
+    /// The agent, without checking its configuration: a bad one makes every run and resume fail
+    /// with `config_invalid` before anything happens. [`try_build`](Self::try_build) checks it now.
     pub fn build(self) -> Agent {
         Agent {
             model: self.model,
@@ -174,6 +175,15 @@ impl AgentBuilder {
             session_locks: Mutex::new(HashMap::new()),
             worker_sinks: WorkerSinks::default(),
         }
+    }
+
+    /// The agent, once its configuration is checked ([`AgentConfig::validate`]).
+    ///
+    /// # Errors
+    /// `config_invalid` naming the first bad field.
+    pub fn try_build(self) -> Result<Agent, AgentError> {
+        self.config.validate()?;
+        Ok(self.build())
     }
 }
 
@@ -218,6 +228,23 @@ impl Agent {
     /// The configuration.
     pub fn config(&self) -> &AgentConfig {
         &self.config
+    }
+
+    /// Checks the configuration before a run or resume does anything ([`AgentConfig::validate`]),
+    /// and a `tool_choice` naming a function against the tools registered now (it is sent only
+    /// when some are).
+    fn check_config(&self) -> Result<(), AgentError> {
+        self.config.validate()?;
+        if let Some(ToolChoice::Function(name)) = &self.config.tool_choice {
+            let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+            if tools.definition(name).is_none() && !tools.is_empty() {
+                return Err(AgentError::of(
+                    codes::CONFIG_INVALID,
+                    format!("tool_choice names the tool {name:?}, which is not registered"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The state store.
@@ -317,6 +344,7 @@ impl Agent {
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
     ///
     /// # Errors
+    /// `config_invalid` for a bad configuration (before anything is asked, run or written),
     /// `approval_pending` when the session awaits decisions, the store's errors. Model and tool
     /// failures do not come as errors: they end the run with a status (or go back to the model).
     pub async fn run(
@@ -326,6 +354,7 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
+        self.check_config()?;
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
         crate::state::validate_session_id(session_id)?;
@@ -361,14 +390,15 @@ impl Agent {
     /// interrupted unless their tool is idempotent).
     ///
     /// # Errors
-    /// `session_not_found`, `approval_pending` (undecided items), `invalid_state` (nothing to
-    /// resume), the store's errors.
+    /// `config_invalid` (as [`run`](Self::run)), `session_not_found`, `approval_pending`
+    /// (undecided items), `invalid_state` (nothing to resume), the store's errors.
     pub async fn resume(
         &self,
         session_id: &str,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
+        self.check_config()?;
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
         let _lease = self.store.lease(session_id).await?;
@@ -1044,7 +1074,17 @@ impl<'a> Run<'a> {
         }
         let mut looped = self.observe_loop(&calls);
         if looped.is_none() {
-            looped = self.diagnose().await;
+            // A diagnosis asks a model: cancelling the run does not wait for it.
+            let cancel = self.cancel.clone();
+            let diagnosed = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => None,
+                d = self.diagnose() => Some(d),
+            };
+            match diagnosed {
+                None => return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done),
+                Some(d) => looped = d,
+            }
         }
         self.persist(false).await?;
         if let Some(e) = looped {
@@ -1098,21 +1138,35 @@ impl<'a> Run<'a> {
         diagnose_loop(diagnoser.as_ref(), schedule, round, &self.state.messages).await.to_error()
     }
 
-    /// Feeds the batch's calls to the loop detector; records its window.
+    /// Counts the batch's model answer in the loop detector, records its window, and says whether
+    /// it is a loop. What is signed is what the model asked for: the calls of the assistant
+    /// message the batch's calls come from (matched by id), not the calls as before-hooks
+    /// rewrote them (an audit id added by a hook must not hide a loop, nor a rewrite to the same
+    /// arguments make one), and the whole answer at once, also when an earlier process ran part
+    /// of it (the window is committed with the batch's end, so an answer counts once).
     fn observe_loop(&mut self, calls: &[ToolCall]) -> Option<AgentError> {
-        let config = LoopDetectorConfig { window: self.agent.config.loop_window };
-        let mut detector = match LoopDetector::from_window(&config, self.state.loop_window.clone()) {
+        let config = &self.agent.config;
+        let detector = LoopDetector::from_window(
+            &LoopDetectorConfig { window: config.loop_window },
+            self.state.loop_window.clone(),
+        )
+        .and_then(|d| d.with_max_cycle_period(config.loop_max_cycle_period));
+        // Unreachable after `check_config`; kept as an error rather than a panic.
+        let mut detector = match detector {
             Ok(d) => d,
             Err(e) => return Some(e),
         };
-        let mut verdict = None;
-        for call in calls {
-            if let Some(e) = detector.record(&call.id, call_signature(call)).to_error() {
-                verdict.get_or_insert(e);
-            }
-        }
+        let answer = calls.first().and_then(|first| {
+            self.state
+                .messages
+                .iter()
+                .rev()
+                .map(ChatMessage::tool_calls)
+                .find(|c| c.iter().any(|c| c.id == first.id))
+        });
+        let check = detector.record_batch(answer.unwrap_or(calls).iter().map(call_signature));
         self.record(StateEvent::LoopWindow { window: detector.window() });
-        verdict
+        check.to_error()
     }
 
     async fn finish(

@@ -5,9 +5,17 @@
 //! - The signature of a call is `name:canonical-arguments`; arguments that do not parse as JSON
 //!   are used as their raw text. The same arguments in another key order or spacing give the same
 //!   signature; different arguments never do.
-//! - A loop is the last `window` signatures (default 5) all identical, or, beyond the seed, a
-//!   short cycle: the last `max(window, 2 * p)` signatures repeating with period `p` (2 or 3 by
-//!   default), i.e. at least two whole turns of `A,B` or `A,B,C` that also fill the window.
+//! - A loop is the last `window` signatures (default 5) all identical ("N identical in a row"),
+//!   or, beyond the seed, a short cycle: the last `max(window, 3 * p)` signatures repeating with
+//!   period `p` (2 or 3 by default, see [`LoopDetector::with_max_cycle_period`]), i.e. at least
+//!   three whole turns of `A,B` or `A,B,C` that also fill the window. Two turns are not enough:
+//!   a model that retries a failed batch once, or repeats a step and then changes course, is not
+//!   looping.
+//! - Batches: a model answer's calls are counted together with [`LoopDetector::record_batch`],
+//!   which checks the identical-in-a-row rule after each call and cycles once, after the whole
+//!   batch, so a prefix of a batch that changes course (`a,b | a,b | a,c`) never counts as a
+//!   cycle. [`LoopDetector::record`] and [`LoopDetector::commit`] count one call and check both
+//!   rules at once (for callers without batches).
 //! - Streaming: [`LoopDetector::update`] notes the latest signature of a call id that is still
 //!   being streamed and counts nothing; [`LoopDetector::commit`] counts the call's final signature
 //!   once. Ids only merge the updates of a call in flight: once committed, a later call with the
@@ -49,8 +57,10 @@ impl Default for LoopDetectorConfig {
 pub const MIN_WINDOW: usize = 2;
 /// The largest window accepted.
 pub const MAX_WINDOW: usize = 1000;
-/// The longest cycle period looked for by default.
+/// The longest cycle period looked for by default (and the longest accepted).
 pub const DEFAULT_MAX_CYCLE_PERIOD: usize = 3;
+/// How many whole turns a cycle of period 2 or more must repeat to be a loop.
+pub const CYCLE_TURNS: usize = 3;
 
 /// The signature of a call: `name:` and its canonical arguments (raw text if not JSON).
 pub fn signature(name: &str, arguments: &str) -> String {
@@ -193,7 +203,8 @@ impl LoopDetector {
         Ok(detector)
     }
 
-    /// The same detector looking for cycles up to `max_period` (1 turns cycle detection off).
+    /// The same detector looking for cycles up to `max_period` (1 turns cycle detection off;
+    /// default [`DEFAULT_MAX_CYCLE_PERIOD`]).
     ///
     /// # Errors
     /// `config_invalid` for a period of 0 or above 3.
@@ -250,31 +261,68 @@ impl LoopDetector {
         self.streaming.retain(|(id, _)| id != call_id);
     }
 
-    /// Counts a final call signature once (`update` + `commit`), then checks.
+    /// Counts a final call signature once (`update` + `commit`), then checks both rules.
     pub fn record(&mut self, call_id: &str, signature: impl Into<String>) -> LoopCheck {
         self.discard(call_id);
         self.push(signature.into());
         self.check()
     }
 
-    /// Counts a final call, then checks.
+    /// Counts a final call, then checks both rules.
     pub fn record_call(&mut self, call: &ToolCall) -> LoopCheck {
         self.record(&call.id, call_signature(call))
     }
 
-    /// Checks the window as it is.
-    pub fn check(&self) -> LoopCheck {
-        let len = self.history.len();
-        if len >= self.window {
-            let last = &self.history[len - 1];
-            if self.history.iter().skip(len - self.window).all(|e| e == last) {
-                return LoopCheck::Loop(LoopFinding {
-                    kind: LoopKind::Repeat { signature: last.clone(), times: self.window },
-                });
+    /// Counts the calls of one model answer, in call order: the identical-in-a-row rule is
+    /// checked after each call (the first finding is kept; the rest of the batch is still
+    /// counted), cycles once the whole batch is in. What a runtime uses: a cycle is judged on
+    /// whole answers, never on a prefix of one.
+    pub fn record_batch<I, S>(&mut self, signatures: I) -> LoopCheck
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut found = None;
+        for signature in signatures {
+            self.push(signature.into());
+            if found.is_none() {
+                found = self.repeat();
             }
         }
+        match found.or_else(|| self.cycle()) {
+            Some(finding) => LoopCheck::Loop(finding),
+            None => LoopCheck::NoLoop,
+        }
+    }
+
+    /// Checks the window as it is (both rules).
+    pub fn check(&self) -> LoopCheck {
+        match self.repeat().or_else(|| self.cycle()) {
+            Some(finding) => LoopCheck::Loop(finding),
+            None => LoopCheck::NoLoop,
+        }
+    }
+
+    /// The last `window` signatures all identical.
+    fn repeat(&self) -> Option<LoopFinding> {
+        let len = self.history.len();
+        if len < self.window {
+            return None;
+        }
+        let last = &self.history[len - 1];
+        self.history
+            .iter()
+            .skip(len - self.window)
+            .all(|e| e == last)
+            .then(|| LoopFinding { kind: LoopKind::Repeat { signature: last.clone(), times: self.window } })
+    }
+
+    /// The last `max(window, CYCLE_TURNS * p)` signatures periodic with a period `p` of 2 up to
+    /// the maximum, not all identical; the smallest such period.
+    fn cycle(&self) -> Option<LoopFinding> {
+        let len = self.history.len();
         for period in 2..=self.max_period {
-            let span = self.window.max(2 * period);
+            let span = self.window.max(CYCLE_TURNS * period);
             if len < span {
                 continue;
             }
@@ -284,10 +332,10 @@ impl LoopDetector {
             let varied = (start + 1..start + period).any(|i| self.history[i] != self.history[start]);
             if periodic && varied {
                 let signatures = (start..start + period).map(|i| self.history[i].clone()).collect();
-                return LoopCheck::Loop(LoopFinding { kind: LoopKind::Cycle { period, signatures } });
+                return Some(LoopFinding { kind: LoopKind::Cycle { period, signatures } });
             }
         }
-        LoopCheck::NoLoop
+        None
     }
 
     fn push(&mut self, signature: String) {
@@ -297,9 +345,9 @@ impl LoopDetector {
         }
     }
 
-    /// What the checks look at: the window, or two turns of the longest cycle.
+    /// What the checks look at: the window, or the turns of the longest cycle.
     fn capacity(&self) -> usize {
-        self.window.max(2 * self.max_period)
+        self.window.max(CYCLE_TURNS * self.max_period)
     }
 }
 
@@ -327,7 +375,7 @@ mod tests {
     fn a_smaller_period_is_reported_first() {
         let mut d = detector(4);
         let mut last = LoopCheck::NoLoop;
-        for (i, s) in ["a", "b", "a", "b"].iter().enumerate() {
+        for (i, s) in ["a", "b", "a", "b", "a", "b"].iter().enumerate() {
             last = d.record(&i.to_string(), *s);
         }
         assert_eq!(
@@ -344,8 +392,30 @@ mod tests {
         for i in 0..100 {
             d.record(&i.to_string(), format!("s{i}"));
         }
-        assert_eq!(d.window().len(), 6);
+        assert_eq!(d.window().len(), 9, "three turns of a cycle of 3");
+        let off = d.clone().with_max_cycle_period(1).unwrap();
+        assert_eq!(off.window().len(), 5, "cycles off: the window alone");
         assert_eq!(d.window().last().map(String::as_str), Some("s99"));
+    }
+
+    #[test]
+    fn a_batch_is_judged_for_cycles_once_it_is_whole() {
+        // `a,b | a,b | a,b`: three turns, whether counted per call or per batch.
+        let mut d = detector(5);
+        assert_eq!(d.record_batch(["a", "b"]), LoopCheck::NoLoop);
+        assert_eq!(d.record_batch(["a", "b"]), LoopCheck::NoLoop);
+        assert!(d.record_batch(["a", "b"]).is_loop());
+        // `a,b,a,b,a,b` then `c` in one answer: per call, the prefix was a cycle; per batch, not.
+        let mut per_call = detector(5);
+        let mut per_batch = detector(5);
+        let calls = ["a", "b", "a", "b", "a", "b", "c"];
+        assert!(calls.iter().enumerate().any(|(i, s)| per_call.record(&i.to_string(), *s).is_loop()));
+        assert_eq!(per_batch.record_batch(calls), LoopCheck::NoLoop);
+        // Five identical calls in a row inside one answer stay a loop, even if it goes on.
+        let mut d = detector(5);
+        let LoopCheck::Loop(f) = d.record_batch(["x", "x", "x", "x", "x", "y"]) else { panic!() };
+        assert_eq!(f.kind, LoopKind::Repeat { signature: "x".into(), times: 5 });
+        assert_eq!(d.window().last().map(String::as_str), Some("y"), "the whole batch is counted");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
+use crate::loop_detect::{DEFAULT_MAX_CYCLE_PERIOD, MAX_WINDOW, MIN_WINDOW};
 use crate::message::{ToolCall, Usage};
 use crate::tool::{ContentPart, RiskLevel, ToolDefinition, ToolResult};
 use napi_derive_ohos::napi;
@@ -324,8 +325,10 @@ pub struct AgentConfigObject {
     pub allow_insecure_http: Option<bool>,
     /// Extra trusted root certificates (PEM).
     pub extra_roots_pem: Option<String>,
-    /// Loop detector window.
+    /// Loop detector window (2 to 1000).
     pub loop_window: Option<f64>,
+    /// The longest short cycle looked for (1 = cycles off, at most 3).
+    pub loop_max_cycle_period: Option<f64>,
     /// Register `delegate_task`.
     pub enable_delegation: Option<bool>,
 }
@@ -348,7 +351,8 @@ impl AgentConfigObject {
     ///
     /// # Errors
     /// `config_invalid` naming the first field that is not a positive whole number (or, for
-    /// `temperature`, not a number from 0 to 2).
+    /// `temperature`, not a number from 0 to 2; for `loopWindow`, not from 2 to 1000; for
+    /// `loopMaxCyclePeriod`, not from 1 to 3).
     pub fn agent_config(&self) -> Result<AgentConfig, AgentError> {
         let mut config = AgentConfig::default();
         if let Some(v) = self.max_rounds {
@@ -376,11 +380,28 @@ impl AgentConfigObject {
             config.max_tokens = Some(whole_u32("maxTokens", v)?);
         }
         if let Some(v) = self.loop_window {
-            config.loop_window = positive("loopWindow", v)?;
+            config.loop_window = whole_in("loopWindow", v, MIN_WINDOW, MAX_WINDOW)?;
+        }
+        if let Some(v) = self.loop_max_cycle_period {
+            config.loop_max_cycle_period = whole_in("loopMaxCyclePeriod", v, 1, DEFAULT_MAX_CYCLE_PERIOD)?;
         }
         config.system_prompt = self.system_prompt.clone();
+        // Everything above is checked with the ArkTS names; this keeps any check of the core's
+        // that has no field here yet (a run would refuse the config anyway, later).
+        config.validate()?;
         Ok(config)
     }
+}
+
+/// A whole number from `min` to `max`.
+fn whole_in(field: &str, value: f64, min: usize, max: usize) -> Result<usize, AgentError> {
+    if value.fract() != 0.0 || !(min as f64..=max as f64).contains(&value) {
+        return Err(AgentError::of(
+            codes::CONFIG_INVALID,
+            format!("{field} must be a whole number from {min} to {max}, not {value}"),
+        ));
+    }
+    Ok(value as usize)
 }
 
 fn whole_u32(field: &str, value: f64) -> Result<u32, AgentError> {

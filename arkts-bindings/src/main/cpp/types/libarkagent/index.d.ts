@@ -180,6 +180,8 @@ export interface AgentConfigObject {
   extraRootsPem?: string;
   /** Loop detector window (default 5). */
   loopWindow?: number;
+  /** Longest short cycle looked for, a loop after three whole turns (default 3; 1 = off; at most 3). */
+  loopMaxCyclePeriod?: number;
   /** Register the delegate_task tool (sub-agents; default false). */
   enableDelegation?: boolean;
 }
