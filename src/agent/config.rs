@@ -35,8 +35,8 @@ pub struct AgentConfig {
     /// How deep sub-agents may nest (default 1: a worker cannot delegate).
     pub max_delegation_depth: u32,
     /// When set, each request carries only the newest history that fits this many (approximate)
-    /// tokens; system messages stay, and an assistant message never loses its tool results. The
-    /// state keeps the whole history.
+    /// tokens; system messages and the last user message (the question of the current turn) stay,
+    /// and an assistant message never loses its tool results. The state keeps the whole history.
     pub context_budget_tokens: Option<usize>,
 }
 
