@@ -80,6 +80,22 @@ test('AgentConfig writes only the options that are set, and never shows the key'
   assert.ok(!('apiKey' in online.toObject()));
 });
 
+test('AgentConfig writes the provider options and the trimming budget; temperature null stays null', () => {
+  const config = M.AgentConfig.online(M.ProviderPreset.moonshot, 'kimi-k2.5', 'k');
+  config.temperature = null;
+  config.contextBudgetTokens = 8000;
+  config.streamUsage = false;
+  config.sendReasoningContent = true;
+  config.toolChoice = 'required';
+  assert.deepEqual(config.toObject(), { provider: 'moonshot', model: 'kimi-k2.5', apiKey: 'k', temperature: null,
+    contextBudgetTokens: 8000, streamUsage: false, sendReasoningContent: true, toolChoice: 'required' });
+  const { native } = newAgent(config);
+  assert.equal(native.config.temperature, null);
+  assert.equal(native.config.toolChoice, 'required');
+  config.temperature = undefined;
+  assert.ok(!('temperature' in config.toObject()));
+});
+
 test('the constructor hands the config to the native Agent; native errors keep their code and layer', () => {
   const { native } = newAgent(M.AgentConfig.online('openai', 'gpt-4o-mini', 'k'));
   assert.deepEqual(native.config, { provider: 'openai', model: 'gpt-4o-mini', apiKey: 'k' });

@@ -24,7 +24,9 @@ pub struct AgentConfig {
     /// calls, has its own limit (the worker's rounds are capped by `max_rounds`); cancelling the
     /// run stops it.
     pub tool_timeout: Duration,
-    /// Sampling temperature (the client defaults to 0.2 with tools).
+    /// Sampling temperature. `None` leaves it to the client: 0.2 with tools, or none for presets
+    /// and models that refuse one (Moonshot, OpenAI's reasoning models) or when the client's
+    /// `quirks.default_tool_temperature` is `None`.
     pub temperature: Option<f32>,
     /// Completion token limit.
     pub max_tokens: Option<u32>,
