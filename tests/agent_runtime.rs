@@ -878,6 +878,8 @@ async fn a_context_budget_trims_the_request_not_the_state_and_keeps_pairs() {
     let last = model.requests().pop().unwrap();
     assert!(last.messages.len() < state.messages.len() - 1, "the request was trimmed");
     assert_eq!(last.messages[0], ChatMessage::system("系统提示"), "system messages stay");
+    let question = ChatMessage::user("我的订单到哪了？".repeat(20));
+    assert_eq!(last.messages[1], question, "the question of the tool loop stays");
     arkagent::state::check_pairing(&last.messages, &[]).expect("no assistant message lost its results");
     assert_eq!(state.messages.len(), 2 + 4 * 2 + 1, "the state keeps everything");
 }

@@ -1,5 +1,5 @@
 //! History trimming never separates an assistant message from its tool results, keeps system
-//! messages, and fits the budget whenever the system messages and the newest group do.
+//! messages and the last user message, and fits the budget whenever those and the newest group do.
 
 use arkagent::state::{approx_tokens, check_pairing, trim_history};
 use arkagent::{ChatMessage, ToolCall};
@@ -46,19 +46,25 @@ proptest! {
         prop_assert_eq!(sys(&t.messages), sys(&h));
         prop_assert_eq!(t.messages.len() + t.dropped, h.len());
         prop_assert_eq!(t.cost, t.messages.iter().map(approx_tokens).sum::<usize>());
-        // What is kept is a suffix of the droppable messages (oldest dropped first).
-        let non_sys: Vec<_> = h.iter().filter(|m| !matches!(m, ChatMessage::System { .. })).collect();
-        let kept: Vec<_> = t.messages.iter().filter(|m| !matches!(m, ChatMessage::System { .. })).collect();
-        prop_assert_eq!(&non_sys[non_sys.len() - kept.len()..], &kept[..]);
+        // The last user message (the question of the current turn) is always kept.
+        let last_user = |m: &[ChatMessage]| m.iter().rev().find(|m| matches!(m, ChatMessage::User { .. })).cloned();
+        prop_assert_eq!(last_user(&t.messages), last_user(&h));
+        // What is kept of the rest is a suffix of it (oldest dropped first).
+        let rest = |m: &[ChatMessage]| -> Vec<ChatMessage> {
+            let q = m.iter().rposition(|m| matches!(m, ChatMessage::User { .. }));
+            m.iter()
+                .enumerate()
+                .filter(|(i, m)| !matches!(m, ChatMessage::System { .. }) && Some(*i) != q)
+                .map(|(_, m)| m.clone())
+                .collect()
+        };
+        let (all, kept) = (rest(&h), rest(&t.messages));
+        prop_assert_eq!(&all[all.len() - kept.len()..], &kept[..]);
         if t.over_budget {
-            // Only the system messages and the newest group remain.
+            // Only the system messages, the question and the newest group remain.
             prop_assert!(t.cost > budget);
-            let first = t.messages.iter().position(|m| !matches!(m, ChatMessage::System { .. }));
-            if let Some(first) = first {
-                let rest = &t.messages[first..];
-                let groups = rest.iter().filter(|m| !matches!(m, ChatMessage::Tool { .. } | ChatMessage::System { .. })).count();
-                prop_assert_eq!(groups, 1);
-            }
+            let groups = kept.iter().filter(|m| !matches!(m, ChatMessage::Tool { .. })).count();
+            prop_assert!(groups <= 1, "{groups} groups kept over budget");
         } else {
             prop_assert!(t.cost <= budget);
         }

@@ -67,8 +67,11 @@ test('AgentConfig writes only the options that are set, and never shows the key'
   online.maxRounds = 6;
   online.streaming = false;
   online.temperature = 0;
+  online.loopWindow = 4;
+  online.loopMaxCyclePeriod = 1;
   assert.deepEqual(online.toObject(), { provider: 'deepseek', baseUrl: 'https://gw.example/v1', model: 'deepseek-chat',
-    apiKey: key, stateDir: '/data/files/agent', maxRounds: 6, streaming: false, temperature: 0 });
+    apiKey: key, stateDir: '/data/files/agent', maxRounds: 6, streaming: false, temperature: 0, loopWindow: 4,
+    loopMaxCyclePeriod: 1 });
   assert.equal(online.hasApiKey(), true);
   for (const shown of [JSON.stringify(online), String(online), online.toString(), JSON.stringify(Object.entries(online))]) {
     assert.ok(!shown.includes(key), `the key leaked: ${shown}`);
@@ -78,6 +81,22 @@ test('AgentConfig writes only the options that are set, and never shows the key'
   assert.equal(online.hasApiKey(), false);
   assert.equal(online.toObject().apiKey, undefined);
   assert.ok(!('apiKey' in online.toObject()));
+});
+
+test('AgentConfig writes the provider options and the trimming budget; temperature null stays null', () => {
+  const config = M.AgentConfig.online(M.ProviderPreset.moonshot, 'kimi-k2.5', 'k');
+  config.temperature = null;
+  config.contextBudgetTokens = 8000;
+  config.streamUsage = false;
+  config.sendReasoningContent = true;
+  config.toolChoice = 'required';
+  assert.deepEqual(config.toObject(), { provider: 'moonshot', model: 'kimi-k2.5', apiKey: 'k', temperature: null,
+    contextBudgetTokens: 8000, streamUsage: false, sendReasoningContent: true, toolChoice: 'required' });
+  const { native } = newAgent(config);
+  assert.equal(native.config.temperature, null);
+  assert.equal(native.config.toolChoice, 'required');
+  config.temperature = undefined;
+  assert.ok(!('temperature' in config.toObject()));
 });
 
 test('the constructor hands the config to the native Agent; native errors keep their code and layer', () => {

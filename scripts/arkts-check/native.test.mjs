@@ -338,3 +338,47 @@ test('an ArkTS AgentHook through the real Agent: all nine methods, each with its
   assert.equal(state.getString('status'), 'completed');
   assert.deepEqual(errors, []);
 });
+
+// The provider options set on the ArkTS AgentConfig reach the wire: a run through the wrapper
+// against a local mock OpenAI-compatible server (127.0.0.1:0).
+test('AgentConfig provider options through the real module: the request bodies the server gets', async (t) => {
+  const { startMock, streamChunks, textChunks, toolCallChunks } = await import('../../tests/node/mock_openai.mjs');
+  const mock = await startMock(async (i, _request, res) => {
+    if (i === 0) {
+      await streamChunks(res, [
+        { choices: [{ index: 0, delta: { role: 'assistant', reasoning_content: 'check the order' }, finish_reason: null }] },
+        ...toolCallChunks('c1', 'query_order', '{"order_id":"20261010"}'),
+      ]);
+    } else {
+      await streamChunks(res, textChunks('Shipped.'));
+    }
+  });
+  t.after(() => mock.close());
+  const config = B.AgentConfig.online(B.ProviderPreset.custom, 'm', 'k', mock.baseUrl);
+  config.temperature = null;
+  config.streamUsage = false;
+  config.sendReasoningContent = true;
+  config.toolChoice = 'auto';
+  config.contextBudgetTokens = 100000;
+  const agent = new B.Agent(config);
+  agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
+  const done = await agent.run('opts', 'where is 20261010?');
+  assert.equal(done.status, 'completed');
+  assert.equal(mock.requests.length, 2);
+  for (const { body } of mock.requests) {
+    assert.ok(!('temperature' in body) && !('stream_options' in body), JSON.stringify(body));
+    assert.equal(body.tool_choice, 'auto');
+  }
+  assert.equal(mock.requests[1].body.messages[1].reasoning_content, 'check the order');
+  // A bad option is the native config_invalid, naming the field.
+  config.contextBudgetTokens = 0;
+  let thrown;
+  try {
+    new B.Agent(config);
+  } catch (e) {
+    thrown = e;
+  }
+  const info = B.agentErrorOf(thrown);
+  assert.deepEqual([info.code, info.layer], ['config_invalid', 'config']);
+  assert.match(info.message, /contextBudgetTokens/);
+});

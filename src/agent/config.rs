@@ -28,7 +28,9 @@ pub struct AgentConfig {
     /// calls, has its own limit (the worker's rounds are capped by `max_rounds`); cancelling the
     /// run stops it. Must not be zero.
     pub tool_timeout: Duration,
-    /// Sampling temperature, from 0 to 2 (the client defaults to 0.2 with tools).
+    /// Sampling temperature, from 0 to 2. `None` leaves it to the client: 0.2 with tools, or none for presets
+    /// and models that refuse one (Moonshot, OpenAI's reasoning models) or when the client's
+    /// `quirks.default_tool_temperature` is `None`.
     pub temperature: Option<f32>,
     /// Completion token limit (at least 1).
     pub max_tokens: Option<u32>,
@@ -44,8 +46,8 @@ pub struct AgentConfig {
     /// How deep sub-agents may nest (default 1: a worker cannot delegate).
     pub max_delegation_depth: u32,
     /// When set, each request carries only the newest history that fits this many (approximate)
-    /// tokens; system messages stay, and an assistant message never loses its tool results. The
-    /// state keeps the whole history.
+    /// tokens; system messages and the last user message (the question of the current turn) stay,
+    /// and an assistant message never loses its tool results. The state keeps the whole history.
     pub context_budget_tokens: Option<usize>,
 }
 

@@ -63,6 +63,7 @@ fn model(config: &mut AgentConfigObject) -> Result<Arc<dyn ChatModel>, AgentErro
     if let Some(url) = config.base_url.take() {
         client = client.with_base_url(url);
     }
+    config.provider_options(&mut client);
     client.allow_insecure_http = config.allow_insecure_http.unwrap_or(false);
     if let Some(pem) = config.extra_roots_pem.take() {
         client = client.with_extra_root_pem(pem);

@@ -7,8 +7,10 @@ use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
 use crate::loop_detect::{DEFAULT_MAX_CYCLE_PERIOD, MAX_WINDOW, MIN_WINDOW};
 use crate::message::{ToolCall, Usage};
+use crate::provider::{ClientConfig, ToolChoice};
 use crate::tool::{ContentPart, RiskLevel, ToolDefinition, ToolResult};
 use napi_derive_ohos::napi;
+use napi_ohos::bindgen_prelude::{Either, Null};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -317,8 +319,9 @@ pub struct AgentConfigObject {
     pub tool_timeout_ms: Option<f64>,
     /// Stream the model's answer.
     pub streaming: Option<bool>,
-    /// Sampling temperature.
-    pub temperature: Option<f64>,
+    /// Sampling temperature: a number from 0 to 2; `null` sends none at all; absent takes the
+    /// preset's default (0.2 with tools, none for Moonshot and OpenAI's reasoning models).
+    pub temperature: Option<Either<f64, Null>>,
     /// Completion token limit.
     pub max_tokens: Option<f64>,
     /// Allow plain http:// to hosts other than loopback.
@@ -331,6 +334,16 @@ pub struct AgentConfigObject {
     pub loop_max_cycle_period: Option<f64>,
     /// Register `delegate_task`.
     pub enable_delegation: Option<bool>,
+
+    // Provider options and history trimming (see `provider_options`).
+    /// Approximate token budget of the history sent with each request (trimming).
+    pub context_budget_tokens: Option<f64>,
+    /// Send `stream_options: {include_usage: true}` on streamed requests (default true).
+    pub stream_usage: Option<bool>,
+    /// Send assistant `reasoning_content` back (default: the preset's; on for DeepSeek, Moonshot).
+    pub send_reasoning_content: Option<bool>,
+    /// `auto`, `none`, `required`, or the name of a tool the model must call.
+    pub tool_choice: Option<String>,
 }
 
 // By hand: the API key must never be printed.
@@ -351,8 +364,8 @@ impl AgentConfigObject {
     ///
     /// # Errors
     /// `config_invalid` naming the first field that is not a positive whole number (or, for
-    /// `temperature`, not a number from 0 to 2; for `loopWindow`, not from 2 to 1000; for
-    /// `loopMaxCyclePeriod`, not from 1 to 3).
+    /// `temperature`, not a number from 0 to 2 or null; for `loopWindow`, not from 2 to 1000; for
+    /// `loopMaxCyclePeriod`, not from 1 to 3; for `toolChoice`, blank).
     pub fn agent_config(&self) -> Result<AgentConfig, AgentError> {
         let mut config = AgentConfig::default();
         if let Some(v) = self.max_rounds {
@@ -367,11 +380,11 @@ impl AgentConfigObject {
         if let Some(v) = self.streaming {
             config.streaming = v;
         }
-        if let Some(t) = self.temperature {
+        if let Some(Either::A(t)) = self.temperature {
             if !(0.0..=2.0).contains(&t) {
                 return Err(AgentError::of(
                     codes::CONFIG_INVALID,
-                    format!("temperature must be a number from 0 to 2, not {t}"),
+                    format!("temperature must be a number from 0 to 2 (or null: none sent), not {t}"),
                 ));
             }
             config.temperature = Some(t as f32);
@@ -386,11 +399,51 @@ impl AgentConfigObject {
             config.loop_max_cycle_period = whole_in("loopMaxCyclePeriod", v, 1, DEFAULT_MAX_CYCLE_PERIOD)?;
         }
         config.system_prompt = self.system_prompt.clone();
+        if let Some(v) = self.context_budget_tokens {
+            config.context_budget_tokens = Some(positive("contextBudgetTokens", v)?);
+        }
+        if let Some(choice) = self.tool_choice.as_deref() {
+            config.tool_choice = Some(tool_choice(choice)?);
+        }
         // Everything above is checked with the ArkTS names; this keeps any check of the core's
         // that has no field here yet (a run would refuse the config anyway, later).
         config.validate()?;
         Ok(config)
     }
+
+    /// Applies the provider options to a client config: `streamUsage`, `sendReasoningContent`,
+    /// and `temperature: null` (no default temperature either). Absent options keep the preset's
+    /// quirks.
+    pub fn provider_options(&self, client: &mut ClientConfig) {
+        if let Some(v) = self.stream_usage {
+            client.quirks.stream_usage = v;
+        }
+        if let Some(v) = self.send_reasoning_content {
+            client.quirks.send_reasoning_content = v;
+        }
+        if let Some(Either::B(Null)) = self.temperature {
+            client.quirks.default_tool_temperature = None;
+        }
+    }
+}
+
+/// A `toolChoice`: `auto`, `none`, `required`, or any other non-blank text as a tool name.
+///
+/// # Errors
+/// `config_invalid` naming the field for blank text.
+fn tool_choice(choice: &str) -> Result<ToolChoice, AgentError> {
+    Ok(match choice {
+        "auto" => ToolChoice::Auto,
+        "none" => ToolChoice::None,
+        "required" => ToolChoice::Required,
+        name if name.trim().is_empty() => {
+            return Err(AgentError::of(
+                codes::CONFIG_INVALID,
+                format!("toolChoice must be 'auto', 'none', 'required' or a tool name, not {choice:?}"),
+            ))
+        }
+        name => ToolChoice::Function(name.to_string()),
+    })
 }
 
 /// A whole number from `min` to `max`.

@@ -248,7 +248,7 @@ fn fill(
         .zip(&c.entries)
         .enumerate()
         .position(|(i, (m, e))| {
-            !key_matches(&keys[e.key_start..e.key_end], m, sends_reasoning(quirks, i, turn))
+            !key_matches(&keys[e.key_start..e.key_end], m, sends_reasoning(quirks, m, i, turn))
         })
         .unwrap_or(messages.len().min(c.entries.len()));
     // Copies the buffer first if a body handed out earlier is still held.
@@ -266,7 +266,7 @@ fn fill(
     c.keys.truncate(c.entries.last().map_or(0, |e| e.key_end));
     let mut stale = stale.into_iter();
     for (i, m) in messages.iter().enumerate().skip(first_stale) {
-        let with_reasoning = sends_reasoning(quirks, i, turn);
+        let with_reasoning = sends_reasoning(quirks, m, i, turn);
         if i > 0 {
             buf.push(b',');
         }

@@ -54,13 +54,13 @@ impl From<String> for ApiKey {
 pub enum ProviderPreset {
     /// api.openai.com.
     OpenAi,
-    /// DeepSeek (reasoning_content must go back in thinking mode with tool calls).
+    /// DeepSeek (reasoning_content of tool-calling turns must go back in thinking mode).
     DeepSeek,
     /// Zhipu GLM (open.bigmodel.cn, `tool_choice` only supports "auto").
     Zhipu,
     /// Qwen through DashScope's OpenAI-compatible mode.
     Qwen,
-    /// Moonshot (Kimi).
+    /// Moonshot (Kimi: reasoning_content of tool calls must go back; K2.5+ fix their temperature).
     Moonshot,
     /// Any other OpenAI-compatible gateway (Pangu...): the base URL must be given.
     Custom,
@@ -121,6 +121,14 @@ impl ProviderPreset {
     }
 
     /// The preset's quirk settings.
+    ///
+    /// - DeepSeek and Moonshot send `reasoning_content` back (see
+    ///   [`ProviderQuirks::send_reasoning_content`] for the rule and its sources).
+    /// - Moonshot sends no default temperature: Kimi K2.5 and later accept only their fixed value
+    ///   (1.0 thinking, 0.6 otherwise) and answer 400 "invalid temperature: only 1 is allowed for
+    ///   this model" to 0.2; older moonshot-v1 models then use their own default.
+    /// - OpenAI puts the token limit in `max_completion_tokens`; Zhipu takes only `tool_choice:
+    ///   "auto"`.
     pub fn quirks(self) -> ProviderQuirks {
         let base = ProviderQuirks::default();
         match self {
@@ -129,9 +137,37 @@ impl ProviderPreset {
             }
             ProviderPreset::DeepSeek => ProviderQuirks { send_reasoning_content: true, ..base },
             ProviderPreset::Zhipu => ProviderQuirks { tool_choice: ToolChoiceSupport::AutoOnly, ..base },
-            ProviderPreset::Qwen | ProviderPreset::Moonshot | ProviderPreset::Custom => base,
+            ProviderPreset::Moonshot => {
+                ProviderQuirks { send_reasoning_content: true, default_tool_temperature: None, ..base }
+            }
+            ProviderPreset::Qwen | ProviderPreset::Custom => base,
         }
     }
+
+    /// The preset's quirks for one model: [`quirks`](Self::quirks), except that OpenAI's reasoning
+    /// models (`o1`, `o3`, `o4-mini`..., `gpt-5*` but not `gpt-5-chat*`) get no default
+    /// temperature, since they refuse any value but their default ("Unsupported value:
+    /// 'temperature' does not support 0.2 with this model. Only the default (1) value is
+    /// supported"; o3-mini refuses the parameter itself).
+    pub fn quirks_for_model(self, model: &str) -> ProviderQuirks {
+        let mut quirks = self.quirks();
+        if self == ProviderPreset::OpenAi && is_openai_reasoning_model(model) {
+            quirks.default_tool_temperature = None;
+        }
+        quirks
+    }
+}
+
+/// True for OpenAI model names of its reasoning families: `o<digit>` alone or followed by `-`,
+/// and `gpt-5*` except the `gpt-5-chat*` models (which take a temperature).
+fn is_openai_reasoning_model(model: &str) -> bool {
+    let m = model.trim().to_ascii_lowercase();
+    let o_series = m.strip_prefix('o').is_some_and(|rest| {
+        let mut chars = rest.chars();
+        chars.next().is_some_and(|c| c.is_ascii_digit()) && matches!(chars.next(), None | Some('-'))
+    });
+    let gpt5 = m.starts_with("gpt-5") && !m.contains("-chat");
+    o_series || gpt5
 }
 
 /// Which name the completion token limit goes under.
@@ -158,10 +194,25 @@ pub enum ToolChoiceSupport {
 /// assembly normalises every known difference by itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProviderQuirks {
-    /// Send assistant `reasoning_content` back for the current turn (DeepSeek thinking mode requires
-    /// it between the tool rounds of one turn; other providers reject or ignore it).
+    /// Send assistant `reasoning_content` back: for every assistant message that called tools (in
+    /// every turn) and for every assistant message of the current turn (after the last user
+    /// message); the reasoning of earlier turns' final answers stays out. Messages without
+    /// reasoning are sent without the field.
+    ///
+    /// Why this rule: DeepSeek's thinking mode requires the reasoning of a turn that called tools
+    /// "in all subsequent requests" and ignores that of turns without tool calls
+    /// (api-docs.deepseek.com/guides/thinking_mode, "Tool Calls"); without it the API answers 400
+    /// "Missing `reasoning_content` field in the assistant message". Moonshot's thinking models
+    /// (kimi-k2-thinking, kimi-k2.5+) answer 400 "thinking is enabled but reasoning_content is
+    /// missing in assistant tool call message at index N" (continuedev/continue#11600) and their
+    /// guide says to keep `reasoning_content` in the context. The legacy deepseek-reasoner (R1)
+    /// refused reasoning_content in input but had no tool calls, so the rule never sent it any.
+    /// Other providers may reject the field: off by default.
     pub send_reasoning_content: bool,
-    /// Send `stream_options: {"include_usage": true}` on streamed requests.
+    /// Send `stream_options: {"include_usage": true}` on streamed requests (default true). Turn it
+    /// off for gateways that reject the parameter (new-api "Unknown parameter:
+    /// 'stream_options'", Mistral 422); the run then has no token usage unless the provider
+    /// reports it anyway.
     pub stream_usage: bool,
     /// Send `name` on `role=tool` messages (some gateways want it).
     pub tool_message_name: bool,
@@ -170,6 +221,8 @@ pub struct ProviderQuirks {
     /// Which tool choices are accepted.
     pub tool_choice: ToolChoiceSupport,
     /// Temperature sent when tools are present and the request sets none (the seed advises <= 0.2).
+    /// `None` sends no temperature unless the request sets one: for models that only accept their
+    /// own default (OpenAI o-series and gpt-5, Kimi K2.5+).
     pub default_tool_temperature: Option<f32>,
 }
 
@@ -256,7 +309,7 @@ impl RetryPolicy {
 /// Everything the OpenAI-compatible client needs.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    /// The provider preset (its quirks are copied into `quirks`).
+    /// The provider preset (its quirks for the model are copied into `quirks`).
     pub preset: ProviderPreset,
     /// Base URL; `/chat/completions` is appended.
     pub base_url: String,
@@ -282,17 +335,18 @@ impl ClientConfig {
     /// A config for a preset with its base URL (empty for `Custom`: set one with
     /// [`with_base_url`](Self::with_base_url)) and default timeouts, retries and limits.
     pub fn new(preset: ProviderPreset, model: impl Into<String>, api_key: impl Into<ApiKey>) -> Self {
+        let model = model.into();
         ClientConfig {
             preset,
             base_url: preset.default_base_url().unwrap_or_default().to_string(),
-            model: model.into(),
             api_key: api_key.into(),
             timeouts: Timeouts::default(),
             retry: RetryPolicy::default(),
             max_response_bytes: 16 * 1024 * 1024,
             allow_insecure_http: false,
             extra_root_pems: Vec::new(),
-            quirks: preset.quirks(),
+            quirks: preset.quirks_for_model(&model),
+            model,
         }
     }
 
@@ -435,6 +489,38 @@ mod tests {
         assert_eq!(ProviderPreset::from_name(" GLM ").unwrap(), ProviderPreset::Zhipu);
         assert_eq!(ProviderPreset::from_name("pangu").unwrap(), ProviderPreset::Custom);
         assert_eq!(ProviderPreset::from_name("nope").unwrap_err().code, codes::CONFIG_INVALID);
+    }
+
+    #[test]
+    fn preset_quirks() {
+        let moonshot = ProviderPreset::Moonshot.quirks();
+        assert!(moonshot.send_reasoning_content, "Kimi thinking models want reasoning_content back");
+        assert_eq!(moonshot.default_tool_temperature, None, "Kimi K2.5+ only accept their fixed temperature");
+        let deepseek = ProviderPreset::DeepSeek.quirks();
+        assert!(deepseek.send_reasoning_content);
+        assert_eq!(deepseek.default_tool_temperature, Some(0.2));
+        for p in [ProviderPreset::OpenAi, ProviderPreset::Zhipu, ProviderPreset::Qwen, ProviderPreset::Custom]
+        {
+            assert!(!p.quirks().send_reasoning_content, "{p:?}");
+            assert_eq!(p.quirks().default_tool_temperature, Some(0.2), "{p:?}");
+            assert!(p.quirks().stream_usage, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn openai_reasoning_models_get_no_default_temperature() {
+        for model in ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "GPT-5.1", "o3"] {
+            let c = ClientConfig::new(ProviderPreset::OpenAi, model, "k");
+            assert_eq!(c.quirks.default_tool_temperature, None, "{model}");
+            assert_eq!(c.quirks.max_tokens_field, MaxTokensField::MaxCompletionTokens, "{model}");
+        }
+        for model in ["gpt-4o", "gpt-4.1-mini", "gpt-5-chat-latest", "omni-moderation"] {
+            let c = ClientConfig::new(ProviderPreset::OpenAi, model, "k");
+            assert_eq!(c.quirks.default_tool_temperature, Some(0.2), "{model}");
+        }
+        // Only the OpenAI preset reads the model name.
+        let c = ClientConfig::new(ProviderPreset::Custom, "o3-mini", "k");
+        assert_eq!(c.quirks.default_tool_temperature, Some(0.2));
     }
 
     #[test]

@@ -18,7 +18,8 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 ///
 /// Temperature: the request's own, else the quirk's default when tools are present (0.2), else
 /// none. `tool_choice` is only sent with tools. Assistant `reasoning_content` is only sent when the
-/// quirks require it, and only for the current turn (assistant messages after the last user message).
+/// quirks require it, for tool-call messages and the current turn (see
+/// [`ProviderQuirks::send_reasoning_content`]).
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
     model: &'a str,
@@ -31,7 +32,7 @@ pub fn to_wire_request<'a>(
         .messages
         .iter()
         .enumerate()
-        .map(|(i, m)| wire_message(m, sends_reasoning(quirks, i, turn_start), quirks))
+        .map(|(i, m)| wire_message(m, sends_reasoning(quirks, m, i, turn_start), quirks))
         .collect();
     wire
 }
@@ -77,11 +78,18 @@ pub(crate) fn turn_start(messages: &[ChatMessage]) -> usize {
     messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).unwrap_or(0)
 }
 
-/// Whether the assistant message at `index` is sent with its reasoning: DeepSeek thinking mode
-/// wants the reasoning of the current turn (the rounds after the last user message) back; earlier
-/// turns' reasoning is not sent.
-pub(crate) fn sends_reasoning(quirks: &ProviderQuirks, index: usize, turn_start: usize) -> bool {
-    quirks.send_reasoning_content && index > turn_start
+/// Whether the assistant message `message` at `index` is sent with its reasoning: with
+/// `send_reasoning_content`, when it called tools (any turn) or belongs to the current turn (after
+/// the last user message). See [`ProviderQuirks::send_reasoning_content`] for why.
+pub(crate) fn sends_reasoning(
+    quirks: &ProviderQuirks,
+    message: &ChatMessage,
+    index: usize,
+    turn_start: usize,
+) -> bool {
+    quirks.send_reasoning_content
+        && (index > turn_start
+            || matches!(message, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
 }
 
 /// The wire form of one message (`send_reasoning`: see [`sends_reasoning`]).
@@ -280,7 +288,9 @@ mod tests {
         let v = serde_json::to_value(to_wire_request(&req, "gpt-4o", &ProviderPreset::OpenAi.quirks(), true))
             .unwrap();
         assert!(v["messages"][2].get("reasoning_content").is_none());
-        // A later user message starts a new turn: the earlier reasoning stays out.
+        // A later user message starts a new turn: the reasoning of the earlier turn's tool-call
+        // message still goes back (DeepSeek and Kimi answer 400 without it), the reasoning of its
+        // final answer does not.
         let mut next = history();
         next.push(ChatMessage::Assistant {
             content: Some("done".into()),
@@ -289,8 +299,18 @@ mod tests {
         });
         next.push(ChatMessage::user("and order 2?"));
         let req = ChatRequest::new(Arc::from(next), Arc::from(tools()));
-        let quirks = ProviderPreset::DeepSeek.quirks();
-        let v = serde_json::to_value(to_wire_request(&req, "deepseek-reasoner", &quirks, true)).unwrap();
+        for (preset, model) in
+            [(ProviderPreset::DeepSeek, "deepseek-reasoner"), (ProviderPreset::Moonshot, "kimi-k2.5")]
+        {
+            let v = serde_json::to_value(to_wire_request(&req, model, &preset.quirks(), true)).unwrap();
+            assert_eq!(v["messages"][2]["reasoning_content"], "think", "{preset:?}");
+            assert!(v["messages"][4].get("reasoning_content").is_none(), "{preset:?}: {v}");
+            assert_eq!(v.to_string().matches("reasoning_content").count(), 1, "{v}");
+        }
+        // Without the quirk nothing goes back.
+        let v =
+            serde_json::to_value(to_wire_request(&req, "qwen3-max", &ProviderPreset::Qwen.quirks(), true))
+                .unwrap();
         assert!(!v.to_string().contains("reasoning_content"), "{v}");
     }
 

@@ -1,6 +1,7 @@
 //! History trimming for the context window: drop the oldest messages until the history fits a
 //! budget, never separating an assistant message from its tool results, and never dropping a system
-//! message.
+//! message or the last user message (the question the current turn is answering: in a long tool
+//! loop the oldest messages are the turn's own, and without its question the model loses the task).
 
 use crate::message::ChatMessage;
 
@@ -13,8 +14,8 @@ pub struct TrimmedHistory {
     pub dropped: usize,
     /// The cost of the kept messages.
     pub cost: usize,
-    /// True when even the system messages plus the newest group exceed the budget (they are kept
-    /// anyway: a request needs its newest turn).
+    /// True when even the system messages, the last user message and the newest group exceed the
+    /// budget (they are kept anyway: a request needs its question and its newest round).
     pub over_budget: bool,
 }
 
@@ -36,22 +37,25 @@ pub fn approx_tokens(message: &ChatMessage) -> usize {
 
 /// Drops the oldest messages of `messages` until the total `cost` fits `budget`.
 ///
-/// Messages are dropped by groups: an assistant message together with the tool messages right
-/// after it, or one other message. System messages are never dropped, and the newest group is
-/// always kept (see [`TrimmedHistory::over_budget`]). Pure; pass [`approx_tokens`] as `cost` when
-/// no tokenizer is at hand.
+/// Messages are dropped oldest first, by groups: an assistant message together with the tool
+/// messages right after it, or one other message. System messages and the last user message are
+/// never dropped, and the newest group is always kept (see [`TrimmedHistory::over_budget`]). Pure;
+/// pass [`approx_tokens`] as `cost` when no tokenizer is at hand.
 pub fn trim_history<F: Fn(&ChatMessage) -> usize>(
     messages: &[ChatMessage],
     budget: usize,
     cost: F,
 ) -> TrimmedHistory {
-    // Group boundaries: [start, end) of each droppable group; system messages are no group.
+    // Group boundaries: [start, end) of each droppable group; system messages and the last user
+    // message are no group.
     let costs: Vec<usize> = messages.iter().map(&cost).collect();
+    let question = messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. }));
     let mut groups: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < messages.len() {
         match &messages[i] {
             ChatMessage::System { .. } => i += 1,
+            ChatMessage::User { .. } if Some(i) == question => i += 1,
             ChatMessage::Assistant { .. } => {
                 let mut j = i + 1;
                 while matches!(messages.get(j), Some(ChatMessage::Tool { .. })) {
@@ -119,10 +123,13 @@ mod tests {
         assert_eq!(t.messages[0], ChatMessage::system("sys"));
         assert_eq!(t.messages[1], ChatMessage::user("u2"));
         assert_eq!(&t.messages[2..], &call_group("c2")[..]);
-        // A budget of 3 cannot split the c1 group's pair: it drops u2 too, leaving sys + c2 group.
+        // A budget of 3 cannot be met: u2 is the last user message (the question of the turn) and
+        // c2 the newest group, so both stay and the result is over budget.
         let t = trim_history(&h, 3, |_| 1);
-        assert_eq!(t.messages.len(), 3);
-        assert_eq!(&t.messages[1..], &call_group("c2")[..]);
+        assert_eq!(t.messages.len(), 4);
+        assert_eq!(t.messages[1], ChatMessage::user("u2"));
+        assert_eq!(&t.messages[2..], &call_group("c2")[..]);
+        assert!(t.over_budget);
     }
 
     #[test]
@@ -133,6 +140,30 @@ mod tests {
         assert_eq!(t.messages, h);
         assert!(t.over_budget);
         assert_eq!(t.dropped, 0);
+    }
+
+    #[test]
+    fn keeps_the_question_of_a_long_tool_loop() {
+        // One turn: the question, then many tool rounds. Trimming drops the oldest rounds, never
+        // the question the model is working on.
+        let mut h =
+            vec![ChatMessage::system("sys"), ChatMessage::user("old"), ChatMessage::assistant_text("a")];
+        h.push(ChatMessage::user("question"));
+        for i in 0..5 {
+            h.extend(call_group(&format!("c{i}")));
+        }
+        // 3 + 1 + 10 messages of cost 1; a budget of 6 keeps sys, the question and two rounds.
+        let t = trim_history(&h, 6, |_| 1);
+        assert_eq!(t.messages[0], ChatMessage::system("sys"));
+        assert_eq!(t.messages[1], ChatMessage::user("question"));
+        assert_eq!(&t.messages[2..4], &call_group("c3")[..]);
+        assert_eq!(&t.messages[4..], &call_group("c4")[..]);
+        assert_eq!((t.dropped, t.cost, t.over_budget), (8, 6, false));
+        // Over budget, the question still stays with the newest round.
+        let t = trim_history(&h, 0, |_| 1);
+        assert_eq!(t.messages[1], ChatMessage::user("question"));
+        assert_eq!(&t.messages[2..], &call_group("c4")[..]);
+        assert!(t.over_budget);
     }
 
     #[test]

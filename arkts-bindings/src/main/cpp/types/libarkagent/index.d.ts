@@ -170,8 +170,12 @@ export interface AgentConfigObject {
   toolTimeoutMs?: number;
   /** Stream the model's answer as events (default true). */
   streaming?: boolean;
-  /** Sampling temperature (default 0.2 when tools are present). */
-  temperature?: number;
+  /**
+   * Sampling temperature, 0 to 2. Omitted: the preset's default (0.2 when tools are present; none
+   * for 'moonshot' and for OpenAI's o-series and gpt-5 models, which refuse any value but their own).
+   * null: no temperature is sent at all (the model's own default), for models that refuse one.
+   */
+  temperature?: number | null;
   /** Completion token limit. */
   maxTokens?: number;
   /** Allow plain http:// to hosts other than loopback (default false). */
@@ -184,6 +188,31 @@ export interface AgentConfigObject {
   loopMaxCyclePeriod?: number;
   /** Register the delegate_task tool (sub-agents; default false). */
   enableDelegation?: boolean;
+
+  // Provider options and history trimming.
+  /**
+   * Approximate token budget of the history sent with each request: the oldest messages are left
+   * out of the request (the state keeps them) until it fits; system messages and the last user
+   * message always stay, a tool call never loses its result. Omitted: the whole history is sent.
+   */
+  contextBudgetTokens?: number;
+  /**
+   * Send stream_options {include_usage: true} on streamed requests (default true). false for
+   * gateways that reject the parameter; token usage is then only what the provider reports anyway.
+   */
+  streamUsage?: boolean;
+  /**
+   * Send the assistant's reasoning_content back: of every message that called tools (every turn)
+   * and of the current turn. Default: the preset's (true for 'deepseek' and 'moonshot', whose
+   * thinking models answer 400 without it; false elsewhere, where it may be rejected).
+   */
+  sendReasoningContent?: boolean;
+  /**
+   * tool_choice of every request with tools: 'auto', 'none', 'required', or any other text as the
+   * name of the tool the model must call. Omitted: not sent (the provider's default, auto).
+   * 'zhipu' only accepts 'auto' (other choices are left out).
+   */
+  toolChoice?: string;
 }
 
 /** How run() or resume() ended. */

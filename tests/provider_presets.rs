@@ -1,0 +1,136 @@
+//! What each preset's quirks put on the wire, seen by a local mock server: Moonshot and DeepSeek
+//! send `reasoning_content` back for tool calls (also in later turns), Moonshot and OpenAI's
+//! reasoning models get no default temperature, and `stream_usage: false` leaves
+//! `stream_options` out of streamed requests.
+
+#[path = "support/mock_server.rs"]
+mod mock_server;
+
+use arkagent::provider::{ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset};
+use arkagent::{ChatMessage, ToolCall, ToolDefinition};
+use futures_util::StreamExt;
+use mock_server::{MockServer, Reply};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Two turns: a question answered through a tool call (with reasoning), then a new question.
+fn two_turns() -> ChatRequest {
+    let messages = vec![
+        ChatMessage::user("订单 1 到哪了？"),
+        ChatMessage::Assistant {
+            content: None,
+            reasoning_content: Some("need the order tool".into()),
+            tool_calls: vec![ToolCall::new("call_1", "query_order", r#"{"orderId":"1"}"#)],
+        },
+        ChatMessage::Tool {
+            tool_call_id: "call_1".into(),
+            name: "query_order".into(),
+            content: r#"{"status":"shipped"}"#.into(),
+            is_error: false,
+        },
+        ChatMessage::Assistant {
+            content: Some("已发货".into()),
+            reasoning_content: Some("answer it".into()),
+            tool_calls: vec![],
+        },
+        ChatMessage::user("订单 2 呢？"),
+        ChatMessage::Assistant {
+            content: None,
+            reasoning_content: Some("again the tool".into()),
+            tool_calls: vec![ToolCall::new("call_2", "query_order", r#"{"orderId":"2"}"#)],
+        },
+        ChatMessage::Tool {
+            tool_call_id: "call_2".into(),
+            name: "query_order".into(),
+            content: r#"{"status":"packed"}"#.into(),
+            is_error: false,
+        },
+    ];
+    let tools = vec![ToolDefinition::new(
+        "query_order",
+        "按订单号查询物流状态",
+        json!({"type":"object","properties":{"orderId":{"type":"string"}},"required":["orderId"]}),
+    )];
+    ChatRequest::new(Arc::from(messages), Arc::from(tools))
+}
+
+fn ok() -> Reply {
+    Reply::json(200, &json!({"choices":[{"message":{"content":"好的"},"finish_reason":"stop"}]}))
+}
+
+/// The body the server got for one `complete` of `request` through `config`.
+async fn sent(config: ClientConfig, request: &ChatRequest) -> Value {
+    let server = MockServer::start([ok()]).await;
+    let client = OpenAiCompatibleClient::new(config.with_base_url(server.base_url())).unwrap();
+    client.complete(request).await.unwrap();
+    server.requests()[0].json()
+}
+
+fn reasoning_of(body: &Value) -> Vec<Option<&str>> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.get("reasoning_content").and_then(Value::as_str))
+        .collect()
+}
+
+#[tokio::test]
+async fn moonshot_and_deepseek_send_the_reasoning_of_tool_calls_back_in_every_turn() {
+    let request = two_turns();
+    for (preset, model) in
+        [(ProviderPreset::Moonshot, "kimi-k2.5"), (ProviderPreset::DeepSeek, "deepseek-chat")]
+    {
+        let body = sent(ClientConfig::new(preset, model, "k"), &request).await;
+        assert_eq!(
+            reasoning_of(&body),
+            [None, Some("need the order tool"), None, None, None, Some("again the tool"), None],
+            "{preset:?}: the earlier turn's tool call keeps its reasoning, its final answer does not"
+        );
+    }
+    let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k"), &request).await;
+    assert!(reasoning_of(&body).iter().all(Option::is_none), "{body}");
+}
+
+#[tokio::test]
+async fn temperature_defaults_per_preset_and_model() {
+    let request = two_turns();
+    let body = sent(ClientConfig::new(ProviderPreset::Moonshot, "kimi-k2.5", "k"), &request).await;
+    assert!(body.get("temperature").is_none(), "Kimi K2.5 only takes its fixed temperature: {body}");
+    for model in ["gpt-5", "o3-mini"] {
+        let body = sent(ClientConfig::new(ProviderPreset::OpenAi, model, "k"), &request).await;
+        assert!(body.get("temperature").is_none(), "{model}: {body}");
+    }
+    let body = sent(ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "k"), &request).await;
+    assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6, "{body}");
+    // A request's own temperature is always sent.
+    let mut own = two_turns();
+    own.temperature = Some(1.0);
+    let body = sent(ClientConfig::new(ProviderPreset::Moonshot, "kimi-k2.5", "k"), &own).await;
+    assert_eq!(body["temperature"], 1.0);
+    // Any preset can leave it out through its quirks.
+    let mut config = ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k");
+    config.quirks.default_tool_temperature = None;
+    assert!(sent(config, &request).await.get("temperature").is_none());
+}
+
+#[tokio::test]
+async fn stream_usage_off_leaves_stream_options_out() {
+    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let server = MockServer::start([Reply::sse(stream), Reply::sse(stream)]).await;
+    for usage in [true, false] {
+        let mut config =
+            ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "k").with_base_url(server.base_url());
+        config.quirks.stream_usage = usage;
+        let client = OpenAiCompatibleClient::new(config).unwrap();
+        let mut s = client.stream(&two_turns()).await.unwrap();
+        while let Some(item) = s.next().await {
+            item.unwrap();
+        }
+    }
+    let reqs = server.requests();
+    assert_eq!(reqs[0].json()["stream_options"], json!({"include_usage": true}));
+    let body = reqs[1].json();
+    assert_eq!(body["stream"], true);
+    assert!(body.get("stream_options").is_none(), "{body}");
+}
