@@ -562,6 +562,21 @@ test('run and resume return typed outcomes (completed, suspended with its batch,
   await assert.rejects(agent.run('s1', 'x'), (e) => M.agentErrorOf(e).code === 'approval_pending');
 });
 
+test('setMetadata hands the native Agent JSON text from a JsonValue, a JsonObject or a string; rejections keep their code', async () => {
+  const { agent, native } = newAgent();
+  assert.equal(await agent.setMetadata('s1', 'userId', M.JsonValue.string('u-42')), undefined);
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'userId', '"u-42"']);
+  await agent.setMetadata('s1', 'profile', new M.JsonObject().setString('tier', 'gold').setArray('tags', [M.JsonValue.number(1)]));
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'profile', '{"tier":"gold","tags":[1]}']);
+  await agent.setMetadata('s1', 'limits', '[1, 2]');
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'limits', '[1, 2]']);
+  await agent.setMetadata('s1', 'userId', M.JsonValue.nullValue());
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'userId', 'null']);
+  native.answers.setMetadata = Object.assign(new Error('session s1 is in use'), { code: 'session_busy', layer: 'persistence' });
+  await assert.rejects(agent.setMetadata('s1', 'userId', '"x"'),
+    (e) => M.agentErrorOf(e).code === 'session_busy' && M.agentErrorOf(e).layer === 'persistence');
+});
+
 test('approvals, the pending batch, the state and deletion are decoded from the native JSON', async () => {
   const { agent, native } = newAgent();
   const decided = structuredClone(BATCH);

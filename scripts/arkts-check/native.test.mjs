@@ -191,6 +191,35 @@ test('through the real ArkTS Agent: services reach the tools, a domain error kee
     assert.equal(reloaded.modelMessage.toJson().toJsonString(), message.toJson().toJsonString());
   });
 
+test('through the real ArkTS Agent: setMetadata reaches ToolContext.state.metadata of the next run, durably', async () => {
+  const stateDir = tempDir('arkagent-metadata-state-');
+  const script = JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'whoami', arguments: '{}' }] }, { content: 'done' }]);
+  const config = B.AgentConfig.scripted(script);
+  config.stateDir = stateDir;
+  const first = new B.Agent(config);
+  await first.setMetadata('m-1', 'userId', B.JsonValue.string('u-42'));
+  await first.setMetadata('m-1', 'profile', new B.JsonObject().setString('tier', 'gold'));
+  await first.setMetadata('m-1', 'locale', '"zh-CN"');
+  await first.setMetadata('m-1', 'locale', B.JsonValue.nullValue());
+  await rejectsWithCode(assert, first.setMetadata('m-1', '', '1'), 'metadata_key_invalid', 'config');
+  await rejectsWithCode(assert, first.setMetadata('m-1', 'userId', 'u-42'), 'json_invalid', 'decode');
+  // A new Agent over the same directory (the app restarted) runs the session.
+  const agent = new B.Agent(config);
+  const seen = [];
+  class WhoAmI {
+    async execute(_args, ctx) {
+      seen.push([ctx.state.metadata.getString('userId'), ctx.state.metadata.toJsonString()]);
+      return B.ToolResult.text('ok');
+    }
+  }
+  agent.registerTool(new B.ToolDefinition('whoami', 'The user', '{"type":"object"}'), new WhoAmI());
+  const outcome = await agent.run('m-1', 'who am I?');
+  assert.equal(outcome.status, 'completed');
+  assert.deepEqual(seen, [['u-42', '{"profile":{"tier":"gold"},"userId":"u-42"}']]);
+  const state = await agent.state('m-1');
+  assert.equal(state.getObject('metadata').toJsonString(), '{"profile":{"tier":"gold"},"userId":"u-42"}');
+});
+
 test('a native cancellation handle reaches the ArkTS executor signal; the runtime answers tool_cancelled', async () => {
   const registry = new native.ToolRegistry();
   let release;

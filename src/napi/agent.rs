@@ -370,6 +370,38 @@ impl JsAgent {
         })
     }
 
+    /// Sets one key of a session's app metadata to the JSON value `valueJson`, or removes the key
+    /// when it is `null` (see `Agent::set_metadata`); resolves once durable. Executors of the
+    /// next run read it in `context.metadataJson`. A missing session is created.
+    ///
+    /// # Errors
+    /// Rejects with `json_invalid`, `json_too_deep`, `json_too_large` (the value),
+    /// `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run holds the session),
+    /// `session_id_invalid` or a persistence error.
+    #[napi]
+    pub fn set_metadata<'env>(
+        &self,
+        env: &'env Env,
+        session_id: Arg<String>,
+        key: Arg<String>,
+        value_json: Arg<String>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, ()>> {
+        let (Arg(session_id), Arg(key), Arg(value_json)) = (session_id, key, value_json);
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    // Text up to the general limit parses; the value's own (smaller) limits are
+                    // the core's, on its compact form.
+                    let value = crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
+                    core.set_metadata(&session_id, &key, value).await
+                },
+                same,
+            )
+        })
+    }
+
     /// The pending approval batch of a session as JSON, or null.
     ///
     /// # Errors
