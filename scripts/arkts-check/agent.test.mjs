@@ -80,6 +80,20 @@ test('AgentConfig writes only the options that are set, and never shows the key'
   assert.ok(!('apiKey' in online.toObject()));
 });
 
+test('AgentConfig.loopDiagnosis becomes the native loopDiagnosis object, with only the fields set', () => {
+  const config = M.AgentConfig.scripted('[]');
+  config.loopDiagnosis = new M.LoopDiagnosis(2, 1, 0.8);
+  assert.deepEqual(config.toObject(), { provider: 'scripted', scriptJson: '[]',
+    loopDiagnosis: { firstRound: 2, every: 1, minConfidence: 0.8 } });
+  config.loopDiagnosis = new M.LoopDiagnosis();
+  config.loopDiagnosis.every = 0;
+  assert.deepEqual(config.toObject().loopDiagnosis, { every: 0 });
+  const { native } = newAgent(config);
+  assert.deepEqual(native.config.loopDiagnosis, { every: 0 });
+  config.loopDiagnosis = undefined;
+  assert.ok(!('loopDiagnosis' in config.toObject()));
+});
+
 test('the constructor hands the config to the native Agent; native errors keep their code and layer', () => {
   const { native } = newAgent(M.AgentConfig.online('openai', 'gpt-4o-mini', 'k'));
   assert.deepEqual(native.config, { provider: 'openai', model: 'gpt-4o-mini', apiKey: 'k' });

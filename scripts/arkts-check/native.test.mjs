@@ -220,6 +220,27 @@ test('through the real ArkTS Agent: setMetadata reaches ToolContext.state.metada
   assert.equal(state.getObject('metadata').toJsonString(), '{"profile":{"tier":"gold"},"userId":"u-42"}');
 });
 
+test('through the real ArkTS Agent: AgentConfig.loopDiagnosis reaches the native diagnosis (scripted verdicts)', async () => {
+  // With 'scripted', a diagnosis takes the next scripted answer: two rounds of calls, then the verdict.
+  const verdict = (confidence) => ({ content: JSON.stringify({ is_loop: true, confidence, reason: 'same lookups' }) });
+  const calls = [{ tool_calls: [{ id: 'c1', name: 'whoami', arguments: '{"n":1}' }] },
+    { tool_calls: [{ id: 'c2', name: 'whoami', arguments: '{"n":2}' }] }];
+  const outcomes = [];
+  for (const confidence of [0.9, 0.5]) {
+    const config = B.AgentConfig.scripted(JSON.stringify([...calls, verdict(confidence), { content: 'done' }]));
+    config.loopDiagnosis = new B.LoopDiagnosis(2, 1, 0.8);
+    const agent = new B.Agent(config);
+    class Echo { async execute() { return B.ToolResult.text('ok'); } }
+    agent.registerTool(new B.ToolDefinition('whoami', 'The user', '{"type":"object"}'), new Echo());
+    const outcome = await agent.run(`diag-${confidence}`, 'go');
+    outcomes.push([outcome.status, outcome.error?.code, outcome.finalText]);
+  }
+  assert.deepEqual(outcomes, [['loop_detected', 'loop_detected', undefined], ['completed', undefined, 'done']]);
+  const bad = B.AgentConfig.scripted('[]');
+  bad.loopDiagnosis = new B.LoopDiagnosis(0);
+  assert.throws(() => new B.Agent(bad), (e) => e.code === 'config_invalid' && /loopDiagnosis\.firstRound/.test(e.message));
+});
+
 test('a native cancellation handle reaches the ArkTS executor signal; the runtime answers tool_cancelled', async () => {
   const registry = new native.ToolRegistry();
   let release;

@@ -112,5 +112,12 @@ test('loopDiagnosis values are checked: config_invalid naming the field', () => 
   for (const loopDiagnosis of [{}, { every: 0 }, { minConfidence: 0 }, { firstRound: 1, every: 5, minConfidence: 0.95 }]) {
     assert.ok(new Agent({ ...base, loopDiagnosis }) instanceof Agent, JSON.stringify(loopDiagnosis));
   }
-  throwsWithCode(assert, () => new Agent({ ...base, loopDiagnosis: 'often' }), 'argument_invalid', 'config');
+  // Not an object (napi alone would read these as {}: all defaults): refused, naming the field.
+  // null too, as for every other option of the config.
+  for (const loopDiagnosis of ['often', 5, true, null, [], [{ firstRound: 2 }], { firstRound: '2' }]) {
+    const e = throwsWithCode(assert, () => new Agent({ ...base, loopDiagnosis }), 'argument_invalid', 'config');
+    assert.ok(e.message.includes('loopDiagnosis'), `${JSON.stringify(loopDiagnosis)}: ${e.message}`);
+  }
+  // undefined leaves the diagnosis off, as leaving the option out does.
+  assert.ok(new Agent({ ...base, loopDiagnosis: undefined }) instanceof Agent);
 });

@@ -182,6 +182,25 @@ export interface AgentConfigObject {
   loopWindow?: number;
   /** Register the delegate_task tool (sub-agents; default false). */
   enableDelegation?: boolean;
+  /**
+   * Also ask the agent's own model (same provider, endpoint, key and model name; no tools, not
+   * streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
+   * A verdict {"is_loop": true, "confidence" > minConfidence} ends the run 'loop_detected' (errorCode
+   * loop_detected, the confidence and reason in errorMessage); a failed or unreadable diagnosis counts
+   * as no loop. With 'scripted', a diagnosis takes the next scripted answer. Omitted: never asked.
+   * Not an object: argument_invalid; a bad value: config_invalid naming the field.
+   */
+  loopDiagnosis?: LoopDiagnosisObject;
+}
+
+/** When the LLM loop diagnosis is asked and when it counts; each field has its default. */
+export interface LoopDiagnosisObject {
+  /** The first model round asked about, counted over the session's model answers (whole, >= 1; default 30). */
+  firstRound?: number;
+  /** Then every this many rounds; 0 asks at firstRound only (whole, >= 0; default 10). */
+  every?: number;
+  /** A loop counts only with a confidence strictly above this (0 <= minConfidence < 1; default 0.8). */
+  minConfidence?: number;
 }
 
 /** How run() or resume() ended. */
