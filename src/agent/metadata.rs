@@ -23,9 +23,10 @@ use std::collections::BTreeMap;
 
 impl Agent {
     /// Sets one key of a session's app metadata to `value`, or removes the key when `value` is
-    /// `null` (removing a key that is not there writes nothing); durable when this returns. Tools see the metadata in `ToolContext.state.metadata`
+    /// `null`; durable when this returns. Tools see the metadata in `ToolContext.state.metadata`
     /// from the next run (or resume) on, and [`Agent::state`] shows it. A session that does not
-    /// exist is created (idle, without messages).
+    /// exist is created (idle, without messages); removing a key that is not there writes
+    /// nothing and creates nothing.
     ///
     /// Refused while the session is held: a run, resume, decision or deletion of this agent on
     /// it, or another agent or process writing it (its lease). Nothing is written then; set it

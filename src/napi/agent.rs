@@ -381,7 +381,8 @@ impl JsAgent {
 
     /// Sets one key of a session's app metadata to the JSON value `valueJson`, or removes the key
     /// when it is `null` (see `Agent::set_metadata`); resolves once durable. Executors of the
-    /// next run read it in `context.metadataJson`. A missing session is created.
+    /// next run read it in `context.metadataJson`. A missing session is created (not for a
+    /// removal).
     ///
     /// # Errors
     /// Rejects with `json_invalid`, `json_too_deep`, `json_too_large` (the value),

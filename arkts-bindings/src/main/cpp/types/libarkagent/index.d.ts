@@ -332,7 +332,7 @@ export declare class Agent {
    * Sets one key of a session's app metadata (e.g. userId) to a JSON value given as text, or removes
    * the key when valueJson is 'null'; resolves once durable. Executors read it from the next run on in
    * context.metadataJson (ReadonlyAgentState.metadata); stateJson shows it. A missing session is
-   * created (idle, no messages). Limits: a key of 1 to 128 bytes without control characters; a value
+   * created (idle, no messages); removing a key that is not there writes and creates nothing. Limits: a key of 1 to 128 bytes without control characters; a value
    * of at most 65536 bytes of compact JSON and 64 levels; 262144 bytes for the whole metadata.
    * Rejects with metadata_key_invalid, json_invalid / json_too_deep / json_too_large (the value),
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
