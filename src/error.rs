@@ -109,6 +109,11 @@ error_codes! {
     CONFIG_INVALID = "config_invalid" => Config;
     /// A session id is empty, too long, or contains a path separator, `..` or NUL.
     SESSION_ID_INVALID = "session_id_invalid" => Config;
+    /// A session metadata key is empty, longer than 128 bytes or holds a control character.
+    METADATA_KEY_INVALID = "metadata_key_invalid" => Config;
+    /// Setting a metadata key would make the session's metadata larger than its limit (256 KiB of
+    /// JSON); nothing was written. Remove keys (set them to null) to make room.
+    METADATA_TOO_LARGE = "metadata_too_large" => Config;
     /// A call into the native module passed an argument of the wrong type or shape (a JS caller
     /// around the typed ArkTS wrappers): the message says what was expected.
     ARGUMENT_INVALID = "argument_invalid" => Config;

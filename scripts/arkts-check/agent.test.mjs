@@ -99,6 +99,20 @@ test('AgentConfig writes the provider options and the trimming budget; temperatu
   assert.ok(!('temperature' in config.toObject()));
 });
 
+test('AgentConfig.loopDiagnosis becomes the native loopDiagnosis object, with only the fields set', () => {
+  const config = M.AgentConfig.scripted('[]');
+  config.loopDiagnosis = new M.LoopDiagnosis(2, 1, 0.8);
+  assert.deepEqual(config.toObject(), { provider: 'scripted', scriptJson: '[]',
+    loopDiagnosis: { firstRound: 2, every: 1, minConfidence: 0.8 } });
+  config.loopDiagnosis = new M.LoopDiagnosis();
+  config.loopDiagnosis.every = 0;
+  assert.deepEqual(config.toObject().loopDiagnosis, { every: 0 });
+  const { native } = newAgent(config);
+  assert.deepEqual(native.config.loopDiagnosis, { every: 0 });
+  config.loopDiagnosis = undefined;
+  assert.ok(!('loopDiagnosis' in config.toObject()));
+});
+
 test('the constructor hands the config to the native Agent; native errors keep their code and layer', () => {
   const { native } = newAgent(M.AgentConfig.online('openai', 'gpt-4o-mini', 'k'));
   assert.deepEqual(native.config, { provider: 'openai', model: 'gpt-4o-mini', apiKey: 'k' });
@@ -579,6 +593,21 @@ test('run and resume return typed outcomes (completed, suspended with its batch,
   const rejection = Object.assign(new Error('a batch is pending'), { code: 'approval_pending', layer: 'runtime' });
   native.answers.run = rejection;
   await assert.rejects(agent.run('s1', 'x'), (e) => M.agentErrorOf(e).code === 'approval_pending');
+});
+
+test('setMetadata hands the native Agent JSON text from a JsonValue, a JsonObject or a string; rejections keep their code', async () => {
+  const { agent, native } = newAgent();
+  assert.equal(await agent.setMetadata('s1', 'userId', M.JsonValue.string('u-42')), undefined);
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'userId', '"u-42"']);
+  await agent.setMetadata('s1', 'profile', new M.JsonObject().setString('tier', 'gold').setArray('tags', [M.JsonValue.number(1)]));
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'profile', '{"tier":"gold","tags":[1]}']);
+  await agent.setMetadata('s1', 'limits', '[1, 2]');
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'limits', '[1, 2]']);
+  await agent.setMetadata('s1', 'userId', M.JsonValue.nullValue());
+  assert.deepEqual(native.calls.at(-1), ['setMetadata', 's1', 'userId', 'null']);
+  native.answers.setMetadata = Object.assign(new Error('session s1 is in use'), { code: 'session_busy', layer: 'persistence' });
+  await assert.rejects(agent.setMetadata('s1', 'userId', '"x"'),
+    (e) => M.agentErrorOf(e).code === 'session_busy' && M.agentErrorOf(e).layer === 'persistence');
 });
 
 test('approvals, the pending batch, the state and deletion are decoded from the native JSON', async () => {

@@ -191,6 +191,56 @@ test('through the real ArkTS Agent: services reach the tools, a domain error kee
     assert.equal(reloaded.modelMessage.toJson().toJsonString(), message.toJson().toJsonString());
   });
 
+test('through the real ArkTS Agent: setMetadata reaches ToolContext.state.metadata of the next run, durably', async () => {
+  const stateDir = tempDir('arkagent-metadata-state-');
+  const script = JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'whoami', arguments: '{}' }] }, { content: 'done' }]);
+  const config = B.AgentConfig.scripted(script);
+  config.stateDir = stateDir;
+  const first = new B.Agent(config);
+  await first.setMetadata('m-1', 'userId', B.JsonValue.string('u-42'));
+  await first.setMetadata('m-1', 'profile', new B.JsonObject().setString('tier', 'gold'));
+  await first.setMetadata('m-1', 'locale', '"zh-CN"');
+  await first.setMetadata('m-1', 'locale', B.JsonValue.nullValue());
+  await rejectsWithCode(assert, first.setMetadata('m-1', '', '1'), 'metadata_key_invalid', 'config');
+  await rejectsWithCode(assert, first.setMetadata('m-1', 'userId', 'u-42'), 'json_invalid', 'decode');
+  // A new Agent over the same directory (the app restarted) runs the session.
+  const agent = new B.Agent(config);
+  const seen = [];
+  class WhoAmI {
+    async execute(_args, ctx) {
+      seen.push([ctx.state.metadata.getString('userId'), ctx.state.metadata.toJsonString()]);
+      return B.ToolResult.text('ok');
+    }
+  }
+  agent.registerTool(new B.ToolDefinition('whoami', 'The user', '{"type":"object"}'), new WhoAmI());
+  const outcome = await agent.run('m-1', 'who am I?');
+  assert.equal(outcome.status, 'completed');
+  assert.deepEqual(seen, [['u-42', '{"profile":{"tier":"gold"},"userId":"u-42"}']]);
+  const state = await agent.state('m-1');
+  assert.equal(state.getObject('metadata').toJsonString(), '{"profile":{"tier":"gold"},"userId":"u-42"}');
+});
+
+test('through the real ArkTS Agent: AgentConfig.loopDiagnosis reaches the native diagnosis (scripted verdicts)', async () => {
+  // With 'scripted', a diagnosis takes the next scripted answer: two rounds of calls, then the verdict.
+  const verdict = (confidence) => ({ content: JSON.stringify({ is_loop: true, confidence, reason: 'same lookups' }) });
+  const calls = [{ tool_calls: [{ id: 'c1', name: 'whoami', arguments: '{"n":1}' }] },
+    { tool_calls: [{ id: 'c2', name: 'whoami', arguments: '{"n":2}' }] }];
+  const outcomes = [];
+  for (const confidence of [0.9, 0.5]) {
+    const config = B.AgentConfig.scripted(JSON.stringify([...calls, verdict(confidence), { content: 'done' }]));
+    config.loopDiagnosis = new B.LoopDiagnosis(2, 1, 0.8);
+    const agent = new B.Agent(config);
+    class Echo { async execute() { return B.ToolResult.text('ok'); } }
+    agent.registerTool(new B.ToolDefinition('whoami', 'The user', '{"type":"object"}'), new Echo());
+    const outcome = await agent.run(`diag-${confidence}`, 'go');
+    outcomes.push([outcome.status, outcome.error?.code, outcome.finalText]);
+  }
+  assert.deepEqual(outcomes, [['loop_detected', 'loop_detected', undefined], ['completed', undefined, 'done']]);
+  const bad = B.AgentConfig.scripted('[]');
+  bad.loopDiagnosis = new B.LoopDiagnosis(0);
+  assert.throws(() => new B.Agent(bad), (e) => e.code === 'config_invalid' && /loopDiagnosis\.firstRound/.test(e.message));
+});
+
 test('a native cancellation handle reaches the ArkTS executor signal; the runtime answers tool_cancelled', async () => {
   const registry = new native.ToolRegistry();
   let release;

@@ -1,7 +1,8 @@
 //! Sub-agents: the `delegate_task` tool runs a worker agent with its own history on a copy of the
 //! parent's tools without `delegate_task` (no recursive delegation), up to a depth limit. The
-//! worker's answer is the tool's result. The worker uses the parent's model, store, approval policy,
-//! hooks and services, so its dangerous calls still go through approval:
+//! worker's answer is the tool's result. The worker's new session starts with a copy of the parent
+//! session's app metadata (its tools see the same `userId`). The worker uses the parent's model,
+//! store, approval policy, hooks and services, so its dangerous calls still go through approval:
 //!
 //! 1. The worker's batch freezes in the worker's session, and `execute` fails with
 //!    `worker_awaiting_approval`.
@@ -246,7 +247,10 @@ impl ToolExecutor for DelegateTask {
         // Running this call again (after the parent's approval of the worker's batch, or after a
         // crash) continues the worker where it stands: the call is idempotent.
         let outcome = match worker.state(&session).await? {
-            None => worker.run(&session, &task, sink, &context.signal).await?,
+            None => {
+                worker.inherit_metadata(&session, &context.state.metadata).await?;
+                worker.run(&session, &task, sink, &context.signal).await?
+            }
             Some(state) => match (state.status, state.pending_approval) {
                 (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
                     RunOutcome::Suspended { batch }

@@ -284,7 +284,7 @@ impl Agent {
         }
     }
 
-    fn session_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    pub(super) fn session_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
         Arc::clone(locks.entry(session_id.to_string()).or_default())
     }

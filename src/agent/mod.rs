@@ -1,12 +1,13 @@
 //! The agent runtime: the run as a serializable state machine ([`machine`]) and the tokio driver
 //! ([`Agent`]) that performs its I/O: model rounds, tool batches (hooks, approval freeze, registry
-//! gates, execution), state commits and events.
+//! gates, execution), state commits and events, and the app's session metadata (`metadata`).
 
 mod config;
 mod delegate;
 mod driver;
 mod events;
 pub mod machine;
+mod metadata;
 
 pub use config::{AgentConfig, MAX_ROUNDS_FALLBACK};
 pub use delegate::{delegate_task_definition, WorkerFactory, DELEGATE_TASK};

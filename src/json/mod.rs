@@ -15,7 +15,7 @@ mod parse;
 
 pub(crate) use jcs::shortest_decimal;
 pub use jcs::{canonicalize, canonicalize_str, format_number};
-pub(crate) use parse::{check_size, kind_name};
+pub(crate) use parse::{check_size, compact_len, depth_exceeds, kind_name};
 pub use parse::{parse_object, parse_value};
 
 use serde::{Deserialize, Serialize};

@@ -191,6 +191,48 @@ impl<'de> Visitor<'de> for PlainSeed<'_> {
     }
 }
 
+/// True when a value nests deeper than `limit` containers (counted as the parser counts: the root
+/// container is depth 1). Walks without recursion, so any depth is safe to check.
+pub(crate) fn depth_exceeds(value: &Value, limit: usize) -> bool {
+    let mut stack = vec![(value, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(m) => Box::new(m.values()),
+            _ => continue,
+        };
+        if d > limit {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, d + 1)));
+    }
+    false
+}
+
+/// The length in bytes of a value's compact JSON text, or `None` once it passes `cap` (the
+/// writing stops there: nothing is allocated). Check [`depth_exceeds`] first: serde_json writes
+/// nested values recursively.
+pub(crate) fn compact_len(value: &Value, cap: usize) -> Option<usize> {
+    struct Counter {
+        len: usize,
+        cap: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.len += buf.len();
+            if self.len > self.cap {
+                return Err(std::io::Error::other("over the cap"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { len: 0, cap };
+    serde_json::to_writer(&mut counter, value).ok().map(|()| counter.len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,5 +277,17 @@ mod tests {
         assert_eq!(parse_object("{} x", &l).unwrap_err().code, codes::JSON_INVALID);
         assert_eq!(parse_object("", &l).unwrap_err().code, codes::JSON_INVALID);
         assert_eq!(parse_object("{\"a\":1,\"a\":2}", &l).unwrap()["a"], 2);
+    }
+
+    #[test]
+    fn compact_len_and_depth_of_values() {
+        let v: Value = serde_json::from_str(r#"{"a": [1, "é", null], "b": {"c": true}}"#).unwrap();
+        let text = v.to_string();
+        assert_eq!(compact_len(&v, usize::MAX), Some(text.len()));
+        assert_eq!(compact_len(&v, text.len()), Some(text.len()));
+        assert_eq!(compact_len(&v, text.len() - 1), None);
+        assert!(!depth_exceeds(&v, 2));
+        assert!(depth_exceeds(&v, 1));
+        assert!(!depth_exceeds(&Value::from(3), 0));
     }
 }

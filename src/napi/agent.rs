@@ -7,6 +7,8 @@
 //!   [`ScriptedModel`]. The API key goes straight into the client's [`ApiKey`] and is registered
 //!   with the process logger as a secret (redacted from every log line).
 //! - Store: `stateDir` -> [`FileStore`] (a directory per session), else [`MemoryStore`].
+//! - `loopDiagnosis` -> a [`ModelLoopDiagnoser`] on the agent's own model (same provider, endpoint
+//!   and key), on the schedule the object gives (core defaults for what it leaves out).
 //! - Hooks and tools may be added at any time; a run uses those present when it starts.
 //! - Timeouts: `toolTimeoutMs` is the timeout of executors whose definition has none, and of each
 //!   hook call (and of each approval policy call, unless `setApprovalPolicy` is given its own).
@@ -15,7 +17,7 @@
 //! - The `CancellationHandle` given to `run`/`resume` is the run's signal: cancelling it stops the
 //!   model request (the HTTP stream is dropped) and reaches executors through `context.signal`.
 
-use super::dto::{to_json, AgentConfigObject, RunOutcomeObject, ToolDefinitionObject};
+use super::dto::{to_json, AgentConfigObject, LoopDiagnosisObject, RunOutcomeObject, ToolDefinitionObject};
 use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::events::{EventListener, RunEvents};
 use super::hook::JsHook;
@@ -23,6 +25,7 @@ use super::policy::{JsApprovalPolicy, PolicySlot};
 use super::signal::CancellationHandle;
 use crate::agent::{Agent, AgentBuilder, RunOutcome};
 use crate::error::{codes, AgentError};
+use crate::loop_detect::ModelLoopDiagnoser;
 use crate::provider::{
     ApiKey, ChatModel, ClientConfig, ModelResponse, OpenAiCompatibleClient, ProviderPreset, ScriptedModel,
 };
@@ -81,6 +84,7 @@ fn core_agent(
     policy: Arc<PolicySlot>,
 ) -> Result<(Arc<Agent>, Duration), AgentError> {
     let agent_config = config.agent_config()?;
+    let diagnosis = config.loop_diagnosis.as_ref().map(LoopDiagnosisObject::schedule).transpose()?;
     let model = model(&mut config)?;
     let store: Arc<dyn StateStore> = match config.state_dir.as_deref() {
         Some(dir) if dir.trim().is_empty() => return Err(config_invalid("stateDir: empty".into())),
@@ -88,7 +92,12 @@ fn core_agent(
         None => Arc::new(MemoryStore::new()),
     };
     let timeout = agent_config.tool_timeout;
-    let agent = Arc::new(AgentBuilder::new(model, store).config(agent_config).policy(policy).build());
+    let mut builder = AgentBuilder::new(Arc::clone(&model), store).config(agent_config).policy(policy);
+    if let Some(schedule) = diagnosis {
+        // The agent's own model and provider (same endpoint and key) reads the history.
+        builder = builder.loop_diagnoser(Arc::new(ModelLoopDiagnoser::new(model)), schedule);
+    }
+    let agent = Arc::new(builder.build());
     if config.enable_delegation.unwrap_or(false) {
         agent.enable_delegation(None)?;
     }
@@ -367,6 +376,39 @@ impl JsAgent {
             spawn_guarded(
                 env,
                 async move { core.state(&session_id).await.map(|s| s.map(|s| to_json(&s))) },
+                same,
+            )
+        })
+    }
+
+    /// Sets one key of a session's app metadata to the JSON value `valueJson`, or removes the key
+    /// when it is `null` (see `Agent::set_metadata`); resolves once durable. Executors of the
+    /// next run read it in `context.metadataJson`. A missing session is created (not for a
+    /// removal).
+    ///
+    /// # Errors
+    /// Rejects with `json_invalid`, `json_too_deep`, `json_too_large` (the value),
+    /// `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run holds the session),
+    /// `session_id_invalid` or a persistence error.
+    #[napi]
+    pub fn set_metadata<'env>(
+        &self,
+        env: &'env Env,
+        session_id: Arg<String>,
+        key: Arg<String>,
+        value_json: Arg<String>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, ()>> {
+        let (Arg(session_id), Arg(key), Arg(value_json)) = (session_id, key, value_json);
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    // Text up to the general limit parses; the value's own (smaller) limits are
+                    // the core's, on its compact form.
+                    let value = crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
+                    core.set_metadata(&session_id, &key, value).await
+                },
                 same,
             )
         })

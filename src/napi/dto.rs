@@ -5,12 +5,15 @@
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
+use crate::loop_detect::DiagnosisSchedule;
 use crate::loop_detect::{DEFAULT_MAX_CYCLE_PERIOD, MAX_WINDOW, MIN_WINDOW};
 use crate::message::{ToolCall, Usage};
 use crate::provider::{ClientConfig, ToolChoice};
 use crate::tool::{ContentPart, RiskLevel, ToolDefinition, ToolResult};
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Either, Null};
+use napi_ohos::bindgen_prelude::{FromNapiValue, Object, ValidateNapiValue};
+use napi_ohos::sys;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -344,6 +347,76 @@ pub struct AgentConfigObject {
     pub send_reasoning_content: Option<bool>,
     /// `auto`, `none`, `required`, or the name of a tool the model must call.
     pub tool_choice: Option<String>,
+    /// Ask the agent's own model whether the session is looping, on a schedule.
+    pub loop_diagnosis: Option<LoopDiagnosisObject>,
+}
+
+/// `loopDiagnosis` of the config: when the LLM loop diagnosis is asked and when it counts
+/// ([`DiagnosisSchedule`]); every field has the core default. Read by hand (below), as napi reads
+/// a nested object without checking that it is one.
+#[napi(object, object_from_js = false)]
+pub struct LoopDiagnosisObject {
+    /// The first model round (counted over the session) asked about (default 30).
+    pub first_round: Option<f64>,
+    /// Then every this many rounds; 0: only `firstRound` (default 10).
+    pub every: Option<f64>,
+    /// A loop counts only with a confidence strictly above this, from 0 to below 1 (default 0.8).
+    pub min_confidence: Option<f64>,
+}
+
+impl FromNapiValue for LoopDiagnosisObject {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        // napi reads a string or a number given here as an object without the fields (all the
+        // defaults): refuse anything but a plain object (the caller names the field).
+        // SAFETY: called by the config's glue on the JS thread with this call's env and value.
+        unsafe { <Object<'_> as ValidateNapiValue>::validate(env, value)? };
+        let mut is_array = false;
+        // SAFETY: as above.
+        napi_ohos::check_status!(unsafe { sys::napi_is_array(env, value, &mut is_array) })?;
+        if is_array {
+            return Err(napi_ohos::Error::new(
+                napi_ohos::Status::InvalidArg,
+                "Expect an object, but received an array",
+            ));
+        }
+        // SAFETY: as above; the value is an object.
+        let object = unsafe { Object::from_napi_value(env, value)? };
+        Ok(LoopDiagnosisObject {
+            first_round: object.get("firstRound")?,
+            every: object.get("every")?,
+            min_confidence: object.get("minConfidence")?,
+        })
+    }
+}
+
+impl ValidateNapiValue for LoopDiagnosisObject {}
+
+impl LoopDiagnosisObject {
+    /// The core schedule.
+    ///
+    /// # Errors
+    /// `config_invalid` naming the field (`loopDiagnosis.firstRound`...).
+    pub fn schedule(&self) -> Result<DiagnosisSchedule, AgentError> {
+        let mut schedule = DiagnosisSchedule::default();
+        if let Some(v) = self.first_round {
+            schedule.first_round = whole_u32("loopDiagnosis.firstRound", v)?;
+        }
+        if let Some(v) = self.every {
+            // 0 is allowed here (only firstRound), unlike the other counts.
+            schedule.every = if v == 0.0 { 0 } else { whole_u32("loopDiagnosis.every", v)? };
+        }
+        if let Some(c) = self.min_confidence {
+            // Strictly below 1: a confidence is at most 1, so 1 would never count.
+            if !(0.0..1.0).contains(&c) {
+                return Err(AgentError::of(
+                    codes::CONFIG_INVALID,
+                    format!("loopDiagnosis.minConfidence must be a number from 0 to below 1, not {c}"),
+                ));
+            }
+            schedule.min_confidence = c;
+        }
+        Ok(schedule)
+    }
 }
 
 // By hand: the API key must never be printed.

@@ -8,6 +8,7 @@
 //! - [`codec`][]: the byte formats of snapshots and journals (checksummed records), as pure functions.
 //! - [`file_store`][]: [`FileStore`], the crash-safe default (snapshot + journal per session).
 //! - [`memory_store`][]: [`MemoryStore`].
+//! - [`metadata`][]: the limits of a session's app metadata ([`check_metadata_entry`]).
 //! - [`repair`][]: the pairing invariant and "no tool run twice" on load ([`repair_pairing`]).
 //! - [`trim`][]: history trimming for the context window ([`trim_history`]).
 //! - [`session_id`][]: session id checks.
@@ -21,6 +22,7 @@
 pub mod codec;
 pub mod file_store;
 pub mod memory_store;
+pub mod metadata;
 pub mod migrate;
 pub mod repair;
 pub mod session_id;
@@ -28,6 +30,7 @@ pub mod trim;
 
 pub use file_store::{FileStore, FileStoreOptions, LOCK_DIR};
 pub use memory_store::MemoryStore;
+pub use metadata::{check_metadata_entry, MAX_METADATA_BYTES, MAX_METADATA_KEY_LEN, METADATA_VALUE_LIMITS};
 pub use repair::{check_pairing, repair_pairing, tool_result_message, RepairPolicy, RepairReport};
 pub use session_id::{validate_session_id, MAX_SESSION_ID_LEN};
 pub use trim::{approx_tokens, trim_history, TrimmedHistory};
@@ -249,11 +252,13 @@ pub enum StateEvent {
         /// The new status.
         status: RunStatus,
     },
-    /// App metadata set.
+    /// App metadata set (`Agent::set_metadata`): the key now has this value; `null` removes the
+    /// key (a reader that predates removals keeps it with a null value, which a tool reads the
+    /// same way as a missing key).
     MetadataSet {
         /// Key.
         key: String,
-        /// Value.
+        /// Value (`null`: the key is removed).
         value: Value,
     },
 }
@@ -395,7 +400,11 @@ impl AgentState {
                 self.stop_requested = false;
             }
             StateEvent::MetadataSet { key, value } => {
-                self.metadata.insert(key.clone(), value.clone());
+                if value.is_null() {
+                    self.metadata.remove(key);
+                } else {
+                    self.metadata.insert(key.clone(), value.clone());
+                }
             }
         }
     }

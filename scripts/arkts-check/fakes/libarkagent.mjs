@@ -90,6 +90,8 @@ export class Agent {
 
   stateJson(sessionId) { return this.#answer('stateJson', sessionId); }
 
+  setMetadata(sessionId, key, valueJson) { return this.#answer('setMetadata', sessionId, key, valueJson); }
+
   pendingApprovalJson(sessionId) { return this.#answer('pendingApprovalJson', sessionId); }
 
   deleteSession(sessionId) { return this.#answer('deleteSession', sessionId); }

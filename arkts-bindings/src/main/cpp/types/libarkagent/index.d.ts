@@ -213,6 +213,25 @@ export interface AgentConfigObject {
    * 'zhipu' only accepts 'auto' (other choices are left out).
    */
   toolChoice?: string;
+  /**
+   * Also ask the agent's own model (same provider, endpoint, key and model name; no tools, not
+   * streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
+   * A verdict {"is_loop": true, "confidence" > minConfidence} ends the run 'loop_detected' (errorCode
+   * loop_detected, the confidence and reason in errorMessage); a failed or unreadable diagnosis counts
+   * as no loop. With 'scripted', a diagnosis takes the next scripted answer. Omitted: never asked.
+   * Not an object: argument_invalid; a bad value: config_invalid naming the field.
+   */
+  loopDiagnosis?: LoopDiagnosisObject;
+}
+
+/** When the LLM loop diagnosis is asked and when it counts; each field has its default. */
+export interface LoopDiagnosisObject {
+  /** The first model round asked about, counted over the session's model answers (whole, >= 1; default 30). */
+  firstRound?: number;
+  /** Then every this many rounds; 0 asks at firstRound only (whole, >= 0; default 10). */
+  every?: number;
+  /** A loop counts only with a confidence strictly above this (0 <= minConfidence < 1; default 0.8). */
+  minConfidence?: number;
 }
 
 /** How run() or resume() ended. */
@@ -340,6 +359,18 @@ export declare class Agent {
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /** The persisted state of a session as JSON (AgentState, snake_case), or null. */
   stateJson(sessionId: string): Promise<string | null>;
+  /**
+   * Sets one key of a session's app metadata (e.g. userId) to a JSON value given as text, or removes
+   * the key when valueJson is 'null'; resolves once durable. Executors read it from the next run on in
+   * context.metadataJson (ReadonlyAgentState.metadata); stateJson shows it. A missing session is
+   * created (idle, no messages); removing a key that is not there writes and creates nothing. Limits: a key of 1 to 128 bytes without control characters; a value
+   * of at most 65536 bytes of compact JSON and 64 levels; 262144 bytes for the whole metadata.
+   * Rejects with metadata_key_invalid, json_invalid / json_too_deep / json_too_large (the value),
+   * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
+   * session (this Agent or another process; nothing is written: set it again once the run is over).
+   * A session suspended for approval is not held.
+   */
+  setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */
   pendingApprovalJson(sessionId: string): Promise<string | null>;
   /** Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it existed. Rejects with session_busy while it is being run (cancel first). */

@@ -1,0 +1,102 @@
+//! The app's session metadata ([`Agent::set_metadata`]): one durable writer of
+//! [`AgentState::metadata`], which tools read as `ToolContext.state.metadata` (e.g. a `userId`).
+//!
+//! Decisions:
+//! - A key is set, or removed with `null`, one at a time; each change is one journal event
+//!   (`MetadataSet`), durable when the call returns.
+//! - A run owns its session's state in memory and writes it as it goes, so a change in the middle
+//!   of a run could be overwritten by the run's next snapshot, or appear halfway through a batch.
+//!   Instead the change is refused at once with `session_busy` while this agent runs, resumes,
+//!   decides or deletes the session, and while another agent or process holds its lease. Nothing
+//!   is written then; the app sets it again once the run is over. A session suspended for
+//!   approval is not held: the change applies and the resumed run sees it.
+//! - Setting metadata on a session that does not exist creates it (idle, no messages), as `run`
+//!   does: an app sets the user's id before the session's first run.
+//! - A worker of `delegate_task` acts for the same user: its new session starts with a copy of
+//!   the parent's metadata ([`Agent::inherit_metadata`]); later changes to either are their own.
+
+use super::driver::Agent;
+use crate::error::{codes, AgentError};
+use crate::state::{check_metadata_entry, validate_session_id, AgentState, StateEvent};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+impl Agent {
+    /// Sets one key of a session's app metadata to `value`, or removes the key when `value` is
+    /// `null`; durable when this returns. Tools see the metadata in `ToolContext.state.metadata`
+    /// from the next run (or resume) on, and [`Agent::state`] shows it. A session that does not
+    /// exist is created (idle, without messages); removing a key that is not there writes
+    /// nothing and creates nothing.
+    ///
+    /// Refused while the session is held: a run, resume, decision or deletion of this agent on
+    /// it, or another agent or process writing it (its lease). Nothing is written then; set it
+    /// again once the run is over. A session suspended for approval is not held.
+    ///
+    /// Limits (see [`crate::state::metadata`]): a key of 1 to 128 bytes without control
+    /// characters; a value of at most 64 KiB of compact JSON and 64 levels; at most 256 KiB for
+    /// the session's whole metadata.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `metadata_key_invalid`, `json_too_deep` and `json_too_large` (the
+    /// value), `metadata_too_large` (the whole metadata), `session_busy`, the store's errors
+    /// (`state_io`, `state_corrupt`, `state_version_unsupported`).
+    pub async fn set_metadata(&self, session_id: &str, key: &str, value: Value) -> Result<(), AgentError> {
+        validate_session_id(session_id)?;
+        // The cheap checks first, so a bad key costs no I/O and takes no lock.
+        check_metadata_entry(&Default::default(), key, &value)?;
+        let lock = self.session_lock(session_id);
+        let Ok(_guard) = lock.try_lock() else {
+            return Err(AgentError::of(
+                codes::SESSION_BUSY,
+                format!(
+                    "session {session_id} is in use by this agent (a run, resume, decision or deletion); \
+                     set its metadata once that is over"
+                ),
+            ));
+        };
+        let _lease = self.store().lease(session_id).await?;
+        // As stored, without the in-memory pairing repair: this commit adds one event to what is
+        // on disk and must not make a repair durable that a later `resume` would do differently.
+        let mut state =
+            self.store().load_unrepaired(session_id).await?.unwrap_or_else(|| AgentState::new(session_id));
+        if value.is_null() && !state.metadata.contains_key(key) {
+            // Nothing to remove: nothing is written (and no session is created for it).
+            return Ok(());
+        }
+        check_metadata_entry(&state.metadata, key, &value)?;
+        let event = StateEvent::MetadataSet { key: key.to_string(), value };
+        state.apply(&event);
+        self.store().commit(&state, std::slice::from_ref(&event)).await
+    }
+
+    /// Gives a new worker session the metadata of the session that delegated to it, in one
+    /// commit, before the worker's first run (the values passed the limits when they were set).
+    /// A session that already exists is left as it is.
+    ///
+    /// # Errors
+    /// `session_busy`, the store's errors.
+    pub(crate) async fn inherit_metadata(
+        &self,
+        session_id: &str,
+        metadata: &BTreeMap<String, Value>,
+    ) -> Result<(), AgentError> {
+        if metadata.is_empty() {
+            return Ok(());
+        }
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        let _lease = self.store().lease(session_id).await?;
+        if self.store().load_unrepaired(session_id).await?.is_some() {
+            return Ok(());
+        }
+        let mut state = AgentState::new(session_id);
+        let events: Vec<StateEvent> = metadata
+            .iter()
+            .map(|(key, value)| StateEvent::MetadataSet { key: key.clone(), value: value.clone() })
+            .collect();
+        for event in &events {
+            state.apply(event);
+        }
+        self.store().commit(&state, &events).await
+    }
+}

@@ -1,0 +1,128 @@
+// Agent.setMetadata(sessionId, key, valueJson) through the real .so: an executor of the next run
+// reads the metadata in context.metadataJson, stateJson shows it, 'null' removes a key, it is
+// durable in a stateDir (a new Agent, as after an app restart, sees it), bad keys, values and
+// arguments are coded errors, and a run holding the session makes it reject with session_busy.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
+
+const { Agent } = loadModule();
+
+/** A scripted agent whose `whoami` tool records the metadata it sees; one call, then an answer. */
+function whoamiAgent(extra = {}) {
+  const agent = new Agent({
+    provider: 'scripted',
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'whoami', arguments: '{}' }] }, { content: 'done' }]),
+    ...extra,
+  });
+  const seen = [];
+  agent.registerTool({ name: 'whoami', description: 'the user', parametersJson: objectSchema }, (_args, ctx) => {
+    seen.push(JSON.parse(ctx.metadataJson));
+    return text('ok');
+  });
+  return { agent, seen };
+}
+
+function tempStateDir(t) {
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-meta-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('an executor of the next run reads what setMetadata set; stateJson shows it', async () => {
+  const { agent, seen } = whoamiAgent();
+  assert.equal(await agent.setMetadata('s1', 'userId', '"u-42"'), undefined);
+  await agent.setMetadata('s1', 'profile', '{"tier":"gold","tags":["a",1,null]}');
+  const created = JSON.parse(await agent.stateJson('s1'));
+  assert.equal(created.status, 'idle');
+  assert.deepEqual(created.messages, []);
+
+  const out = await agent.run('s1', 'who am I?');
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+  assert.deepEqual(seen, [{ profile: { tier: 'gold', tags: ['a', 1, null] }, userId: 'u-42' }]);
+  assert.deepEqual(JSON.parse(await agent.stateJson('s1')).metadata, seen[0]);
+});
+
+test("'null' removes a key; the metadata is durable in stateDir across a new Agent", async (t) => {
+  const dir = tempStateDir(t);
+  const first = whoamiAgent({ stateDir: dir }).agent;
+  await first.setMetadata('s', 'userId', '"u-7"');
+  await first.setMetadata('s', 'locale', '"zh-CN"');
+  await first.setMetadata('s', 'locale', 'null');
+  // Removing from a session that does not exist creates nothing.
+  await first.setMetadata('ghost', 'userId', 'null');
+  assert.equal(await first.stateJson('ghost'), null);
+
+  const { agent, seen } = whoamiAgent({ stateDir: dir });
+  assert.deepEqual(JSON.parse(await agent.stateJson('s')).metadata, { userId: 'u-7' });
+  await agent.run('s', 'who am I?');
+  assert.deepEqual(seen, [{ userId: 'u-7' }]);
+});
+
+test('bad keys, values and arguments are coded errors, and nothing is written', async () => {
+  const { agent } = whoamiAgent();
+  const cases = [
+    ['s', '', '1', 'metadata_key_invalid', 'config'],
+    ['s', 'k'.repeat(129), '1', 'metadata_key_invalid', 'config'],
+    ['s', 'a\u0000b', '1', 'metadata_key_invalid', 'config'],
+    ['s', 'userId', 'not json', 'json_invalid', 'decode'],
+    ['s', 'userId', '{"a":1} trailing', 'json_invalid', 'decode'],
+    ['s', 'userId', '['.repeat(70) + ']'.repeat(70), 'json_too_deep', 'decode'],
+    ['s', 'userId', JSON.stringify('x'.repeat(70 * 1024)), 'json_too_large', 'decode'],
+    ['../up', 'userId', '1', 'session_id_invalid', 'config'],
+  ];
+  for (const [session, key, value, code, layer] of cases) {
+    await rejectsWithCode(assert, agent.setMetadata(session, key, value), code, layer);
+  }
+  assert.equal(await agent.stateJson('s'), null);
+  // Arguments of the wrong type (an untyped caller): argument_invalid, thrown at once.
+  throwsWithCode(assert, () => agent.setMetadata('s', 'userId'), 'argument_invalid', 'config');
+  throwsWithCode(assert, () => agent.setMetadata('s', 5, '1'), 'argument_invalid', 'config');
+  throwsWithCode(assert, () => agent.setMetadata('s', 'userId', { a: 1 }), 'argument_invalid', 'config');
+  // The whole metadata is bounded too.
+  const chunk = JSON.stringify('y'.repeat(60 * 1024));
+  let accepted = 0;
+  for (;;) {
+    try {
+      await agent.setMetadata('big', `k${accepted}`, chunk);
+      accepted++;
+    } catch (e) {
+      assert.equal(e.code, 'metadata_too_large', e.message);
+      break;
+    }
+    assert.ok(accepted < 100, 'the total is never bounded');
+  }
+  assert.equal(accepted, 4);
+});
+
+test('while a run holds the session setMetadata rejects with session_busy; afterwards it applies', async () => {
+  const agent = new Agent({
+    provider: 'scripted',
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'slow', arguments: '{}' }] }, { content: 'done' }]),
+  });
+  let release;
+  const gate = new Promise((r) => (release = r));
+  let started;
+  const running = new Promise((r) => (started = r));
+  const seen = [];
+  agent.registerTool({ name: 'slow', description: 'waits', parametersJson: objectSchema }, async (_a, ctx) => {
+    seen.push(JSON.parse(ctx.metadataJson));
+    started();
+    await gate;
+    return text('ok');
+  });
+  await agent.setMetadata('s', 'userId', '"before"');
+  const run = agent.run('s', 'go');
+  await running;
+  await rejectsWithCode(assert, agent.setMetadata('s', 'userId', '"during"'), 'session_busy', 'persistence');
+  await agent.setMetadata('other', 'userId', '"free"');
+  release();
+  assert.equal((await run).status, 'completed');
+  assert.deepEqual(seen, [{ userId: 'before' }]);
+  assert.deepEqual(JSON.parse(await agent.stateJson('s')).metadata, { userId: 'before' });
+  await agent.setMetadata('s', 'userId', '"after"');
+  assert.deepEqual(JSON.parse(await agent.stateJson('s')).metadata, { userId: 'after' });
+});
