@@ -349,6 +349,10 @@ async fn diagnosis_is_asked_from_round_30_then_every_10() {
     let ChatMessage::User { content } = &request.messages[1] else { panic!() };
     assert!(content.contains(r#"[call get_weather({"city":"北京"})]"#), "{content}");
     assert!(content.contains("tool get_weather result: sunny"), "{content}");
+    // No temperature unless asked for: some models refuse any but their default.
+    assert_eq!(request.temperature, None);
+    let steady = ModelLoopDiagnoser::new(model.clone()).with_temperature(Some(0.0));
+    assert_eq!(steady.request(&h).temperature, Some(0.0));
 }
 
 #[tokio::test]

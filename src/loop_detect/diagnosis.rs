@@ -117,12 +117,22 @@ pub struct ModelLoopDiagnoser {
     model: Arc<dyn ChatModel>,
     max_messages: usize,
     max_chars_per_message: usize,
+    temperature: Option<f32>,
 }
 
 impl ModelLoopDiagnoser {
-    /// Shows the model the last 40 messages, each cut to 600 characters.
+    /// Shows the model the last 40 messages, each cut to 600 characters, and sends no
+    /// temperature (the provider's default: some models refuse any other, e.g. Kimi K2.5 and
+    /// OpenAI's reasoning models).
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        ModelLoopDiagnoser { model, max_messages: 40, max_chars_per_message: 600 }
+        ModelLoopDiagnoser { model, max_messages: 40, max_chars_per_message: 600, temperature: None }
+    }
+
+    /// The same diagnoser asking with this temperature (e.g. `Some(0.0)` for a steadier verdict
+    /// from a model that accepts it).
+    pub fn with_temperature(mut self, temperature: Option<f32>) -> Self {
+        self.temperature = temperature;
+        self
     }
 
     /// The same diagnoser showing the last `max_messages` messages, each cut to
@@ -161,7 +171,7 @@ impl ModelLoopDiagnoser {
             vec![ChatMessage::system(DIAGNOSIS_PROMPT), ChatMessage::user(transcript)].into(),
             Vec::new().into(),
         );
-        request.temperature = Some(0.0);
+        request.temperature = self.temperature;
         request
     }
 }
