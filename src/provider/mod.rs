@@ -156,6 +156,34 @@ pub enum ModelEvent {
     Finished(ModelResponse),
 }
 
+impl ModelEvent {
+    /// The events of a streamed answer for an answer that came whole (a provider that answered a
+    /// streamed request with a JSON body): reasoning, text, then per call `ToolCallStarted`, its
+    /// arguments in one piece and `ToolCallFinished`, then `Usage` (when reported) and `Finished`,
+    /// the order the stream assembly gives them in.
+    pub fn for_whole_answer(response: ModelResponse) -> Vec<ModelEvent> {
+        let mut out = Vec::with_capacity(3 + 3 * response.tool_calls.len());
+        if let Some(r) = &response.reasoning_content {
+            out.push(ModelEvent::ReasoningDelta(r.clone()));
+        }
+        if let Some(c) = &response.content {
+            out.push(ModelEvent::TextDelta(c.clone()));
+        }
+        for (index, call) in response.tool_calls.iter().enumerate() {
+            out.push(ModelEvent::ToolCallStarted { index, id: call.id.clone(), name: call.name.clone() });
+            if !call.arguments.is_empty() {
+                out.push(ModelEvent::ToolCallArgumentsDelta { index, delta: call.arguments.clone() });
+            }
+            out.push(ModelEvent::ToolCallFinished { index, call: call.clone() });
+        }
+        if let Some(u) = response.usage {
+            out.push(ModelEvent::Usage(u));
+        }
+        out.push(ModelEvent::Finished(response));
+        out
+    }
+}
+
 /// A stream of model events.
 pub type ModelEventStream = BoxStream<'static, Result<ModelEvent, AgentError>>;
 
