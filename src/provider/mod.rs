@@ -110,6 +110,13 @@ impl ModelResponse {
         ModelResponse { tool_calls, finish_reason: Some("tool_calls".into()), ..Default::default() }
     }
 
+    /// True when the answer has neither text (none, or `""`) nor tool calls: a reasoning-only
+    /// answer cut off at the token limit, a `content_filter` stop, an empty `stop`. The runtime
+    /// does not record such an answer, and the request builder never sends one back.
+    pub fn is_empty(&self) -> bool {
+        self.tool_calls.is_empty() && self.content.as_deref().is_none_or(str::is_empty)
+    }
+
     /// The assistant message for the history.
     pub fn to_message(&self) -> ChatMessage {
         ChatMessage::Assistant {
