@@ -166,8 +166,8 @@ pub enum ModelEvent {
 impl ModelEvent {
     /// The events of a streamed answer for an answer that came whole (a provider that answered a
     /// streamed request with a JSON body): reasoning, text, then per call `ToolCallStarted`, its
-    /// arguments in one piece and `ToolCallFinished`, then `Usage` (when reported) and `Finished`,
-    /// the order the stream assembly gives them in.
+    /// arguments in one piece and `ToolCallFinished`, then `Usage` (when reported) and `Finished`:
+    /// the kinds of events a stream gives, each piece whole.
     pub fn for_whole_answer(response: ModelResponse) -> Vec<ModelEvent> {
         let mut out = Vec::with_capacity(3 + 3 * response.tool_calls.len());
         if let Some(r) = &response.reasoning_content {
@@ -208,4 +208,22 @@ pub trait ChatModel: Send + Sync {
     /// # Errors
     /// A provider-layer error before the stream starts; errors after that come as stream items.
     async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_empty_without_text_and_calls() {
+        let reasoning_only = ModelResponse {
+            reasoning_content: Some("thinking".into()),
+            finish_reason: Some("length".into()),
+            ..ModelResponse::default()
+        };
+        assert!(reasoning_only.is_empty());
+        assert!(ModelResponse { content: Some(String::new()), ..ModelResponse::default() }.is_empty());
+        assert!(!ModelResponse::text(" ").is_empty());
+        assert!(!ModelResponse::with_tool_calls(vec![ToolCall::new("c", "t", "{}")]).is_empty());
+    }
 }
