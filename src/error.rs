@@ -123,6 +123,9 @@ error_codes! {
     // --- decoding untrusted JSON
     /// The text is not valid JSON.
     JSON_INVALID = "json_invalid" => Decode;
+    /// A tool call's arguments are not valid JSON because the model's output was cut off at its
+    /// token limit (the answer's finish reason is `length`): the call did not run.
+    TOOL_ARGUMENTS_TRUNCATED = "tool_arguments_truncated" => Decode;
     /// Valid JSON, but not an object where an object is required.
     JSON_NOT_OBJECT = "json_not_object" => Decode;
     /// Nested deeper than the limit.

@@ -122,6 +122,7 @@ async fn tool_loop_feeds_results_back_and_ends_with_the_answer() {
             final_text: Some("您的订单已发货".into()),
             error: None,
             usage: arkagent::Usage { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+            finish_reason: Some("stop".into()),
         }
     );
     let requests = f.model.requests();

@@ -57,6 +57,7 @@ fn every_kind() -> Vec<AgentEvent> {
             status: RunStatus::Completed,
             final_text: Some("Done.".into()),
             usage: Usage { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+            finish_reason: Some("stop".into()),
         },
         // A worker's worker's event: a worker event nests.
         AgentEvent::WorkerEvent {

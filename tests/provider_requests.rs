@@ -1,6 +1,7 @@
 //! What the client sends: the endpoint, headers and the JSON body (messages with tool calls and
 //! tool results, tools from the request, tool_choice, temperature, token limit, stream options),
-//! preset quirks (DeepSeek reasoning_content), and never a `null`. Also the URL policy.
+//! preset quirks (DeepSeek reasoning_content), and never a `null` (but for a tool-call message
+//! without text: `"content": null`, see `tests/answer_replay.rs`). Also the URL policy.
 
 #[path = "support/mock_server.rs"]
 mod mock_server;

@@ -514,7 +514,8 @@ test('every event kind the Rust core writes decodes to its class, in order, for 
   assert.equal(result.result.toModelText(), '{"status":"shipped"}');
   assert.equal(persisted.events, 3);
   assert.ok(finished instanceof M.RunFinishedEvent);
-  assert.deepEqual([finished.status, finished.finalText, finished.usage.totalTokens], ['completed', 'Done.', 15]);
+  assert.deepEqual([finished.status, finished.finalText, finished.usage.totalTokens, finished.finishReason],
+    ['completed', 'Done.', 15, 'stop']);
   // A worker's worker's tool result, wrapped twice.
   assert.ok(worker instanceof M.WorkerEvent);
   assert.deepEqual([worker.callId, worker.sessionId, worker.depth()], ['call-3', 'w-1', 2]);

@@ -264,6 +264,7 @@ impl ToolExecutor for DelegateTask {
                     final_text: last_assistant_text(&state.messages),
                     error: None,
                     usage: state.usage,
+                    finish_reason: None,
                 },
             },
         };

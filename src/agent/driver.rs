@@ -42,6 +42,11 @@ pub enum RunOutcome {
         error: Option<AgentError>,
         /// Usage of the session so far.
         usage: Usage,
+        /// The finish reason of the model's last answer in this run, as the provider sent it
+        /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
+        /// `None` when no answer came in this run or the provider sent none. A run that
+        /// completed without `final_text` tells here why the answer was empty.
+        finish_reason: Option<String>,
     },
     /// A batch is frozen until the user decides; the state is persisted. Decide with
     /// [`Agent::approve`] / [`Agent::deny`], then [`Agent::resume`] (in this process or another).
@@ -574,6 +579,8 @@ struct Run<'a> {
     hooks: HookPipeline,
     turn_tools: Option<ToolSnapshot>,
     stop_requested: bool,
+    // The finish reason of the model's last answer in this run.
+    finish_reason: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -588,6 +595,7 @@ impl<'a> Run<'a> {
             hooks,
             turn_tools: None,
             stop_requested: false,
+            finish_reason: None,
         }
     }
 
@@ -653,6 +661,7 @@ impl<'a> Run<'a> {
                         final_text: None,
                         error: None,
                         usage: self.state.usage,
+                        finish_reason: None,
                     })
                 }
                 Phase::Answered { text } => return self.finish(RunStatus::Completed, text, None).await,
@@ -724,14 +733,60 @@ impl<'a> Run<'a> {
             log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or repeated; made unique");
         }
         Self::note_hook_failure(self.hooks.after_model_response(&ctx, &response).await);
+        self.finish_reason = response.finish_reason.clone();
+        if response.is_empty() {
+            // Neither text nor calls (reasoning cut off at the token limit, a `content_filter`
+            // stop, an empty `stop`): not recorded, since an empty assistant message in the history
+            // makes strict providers refuse every later request. Its usage counts; the run
+            // completes without a final text and the finish reason tells why.
+            log::warn!(
+                "arkagent: the model's answer has neither text nor tool calls (finish reason {:?}); not recorded",
+                response.finish_reason
+            );
+            if let Some(usage) = response.usage {
+                self.record(StateEvent::UsageAdded { usage });
+            }
+            return self.finish(RunStatus::Completed, None, None).await.map(Flow::Done);
+        }
         self.record(StateEvent::MessageAppended { message: response.to_message() });
         if let Some(usage) = response.usage {
             self.record(StateEvent::UsageAdded { usage });
+        }
+        if response.finish_reason.as_deref() == Some("length") {
+            self.answer_truncated_calls(&response.tool_calls);
         }
         // No sync here: the answer becomes durable with the next commit of this turn (its batch's
         // first commit, before any tool runs, or the terminal state): one sync less per round.
         self.turn_tools = Some(tools);
         Ok(Flow::Continue)
+    }
+
+    /// The calls of an answer cut off at the token limit whose arguments are not valid JSON (cut
+    /// in the middle) are answered at once with `tool_arguments_truncated`: recorded as finished,
+    /// so the batch answers them from their record in call order (durably, like any finished call)
+    /// without hooks, approval or a run: there is nothing to run. The other calls run as usual.
+    fn answer_truncated_calls(&mut self, calls: &[ToolCall]) {
+        let limits = self.agent.tool_limits();
+        for call in calls {
+            let Err(e) = crate::json::parse_object(&call.arguments, &limits) else { continue };
+            if e.code != codes::JSON_INVALID {
+                continue;
+            }
+            let error = AgentError::of(
+                codes::TOOL_ARGUMENTS_TRUNCATED,
+                format!(
+                    "the arguments of {} were cut off: the model's output reached its token limit \
+                     (finish reason \"length\") in the middle of them, so the call did not run. \
+                     Raise max_tokens, or make the call with shorter arguments ({})",
+                    call.name, e.message
+                ),
+            );
+            self.record(StateEvent::ToolFinished {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                result: ToolResult::from_error(&error),
+            });
+        }
     }
 
     async fn call_model(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
@@ -1188,12 +1243,14 @@ impl<'a> Run<'a> {
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
         Self::note_hook_failure(self.hooks.on_run_end(&ctx, status, final_text.as_deref()).await);
+        let finish_reason = self.finish_reason.clone();
         self.sink.emit(AgentEvent::RunFinished {
             status,
             final_text: final_text.clone(),
             usage: self.state.usage,
+            finish_reason: finish_reason.clone(),
         });
-        Ok(RunOutcome::Finished { status, final_text, error, usage: self.state.usage })
+        Ok(RunOutcome::Finished { status, final_text, error, usage: self.state.usage, finish_reason })
     }
 }
 

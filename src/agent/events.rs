@@ -99,6 +99,11 @@ pub enum AgentEvent {
         final_text: Option<String>,
         /// Usage of the session so far.
         usage: Usage,
+        /// The finish reason of the model's last answer in this run (see
+        /// [`RunOutcome::Finished`](super::RunOutcome::Finished)); left out of the JSON when there
+        /// is none.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
     },
     /// An event of the worker a `delegate_task` call of this run is running (see the order above).
     WorkerEvent {

@@ -1,8 +1,9 @@
 //! The request body of each round, without re-serialising or copying the whole history.
 //!
 //! The last body is kept in one buffer: the part before the first message
-//! (`{"model":…,"messages":[`), every message's wire JSON joined by commas, then the rest of the
-//! request. Each message's JSON is kept with a key of the message it was serialised from (its
+//! (`{"model":…,"messages":[`), every message's wire JSON joined by commas (a message that is not
+//! sent, an answer with neither text nor calls, has an empty entry and no comma), then the rest of
+//! the request. Each message's JSON is kept with a key of the message it was serialised from (its
 //! fields' bytes, one after the other in one arena), so a round checks the history by comparing
 //! bytes (exact: no hash, no collisions) and serialises only the messages that are new or changed.
 //! When the history only grew, the buffer is cut after the last message and the new messages and
@@ -267,10 +268,9 @@ fn fill(
     let mut stale = stale.into_iter();
     for (i, m) in messages.iter().enumerate().skip(first_stale) {
         let with_reasoning = sends_reasoning(quirks, m, i, turn);
-        if i > 0 {
-            buf.push(b',');
-        }
-        let start = buf.len();
+        // A message that is not sent (an empty answer) has an empty entry: a comma goes before a
+        // message only when one was written before it.
+        let comma = buf.len() > c.head;
         let key_start = c.keys.len();
         match stale.next() {
             Some(e)
@@ -280,15 +280,27 @@ fn fill(
                     with_reasoning,
                 ) =>
             {
+                if comma && e.end > e.start {
+                    buf.push(b',');
+                }
+                let start = buf.len();
                 buf.extend_from_slice(&kept[e.start - base..e.end - base]);
                 c.keys.extend_from_slice(&kept_keys[e.key_start - key_base..e.key_end - key_base]);
+                c.entries.push(Entry { start, end: buf.len(), key_start, key_end: c.keys.len() });
             }
             _ => {
-                serde_json::to_writer(&mut *buf, &wire_message(m, with_reasoning, quirks))?;
+                let wire = wire_message(m, with_reasoning, quirks);
+                if comma && wire.is_some() {
+                    buf.push(b',');
+                }
+                let start = buf.len();
+                if let Some(wire) = wire {
+                    serde_json::to_writer(&mut *buf, &wire)?;
+                }
                 write_key(&mut c.keys, m, with_reasoning);
+                c.entries.push(Entry { start, end: buf.len(), key_start, key_end: c.keys.len() });
             }
         }
-        c.entries.push(Entry { start, end: buf.len(), key_start, key_end: c.keys.len() });
     }
     c.messages_end = buf.len();
     buf.extend_from_slice(tail);
@@ -519,6 +531,37 @@ mod tests {
         let held = check(&cache, &history, &quirks);
         history.push(tool(99, "x"));
         assert_ne!(check(&cache, &history, &quirks).as_ptr(), held.as_ptr());
+    }
+
+    #[test]
+    fn messages_left_out_of_the_body_anywhere_in_the_history() {
+        let empty = || ChatMessage::Assistant {
+            content: None,
+            reasoning_content: Some("r".into()),
+            tool_calls: vec![],
+        };
+        for preset in [ProviderPreset::OpenAi, ProviderPreset::DeepSeek, ProviderPreset::Moonshot] {
+            let quirks = preset.quirks();
+            let cache = BodyCache::default();
+            // First, in the middle, last; then only empty ones; then rewritten to be sent.
+            let mut history = vec![empty(), ChatMessage::user("go"), empty(), empty()];
+            check(&cache, &history, &quirks);
+            history.push(assistant(1, "r"));
+            history.push(tool(1, "ok"));
+            history.push(empty());
+            check(&cache, &history, &quirks);
+            history.remove(1);
+            check(&cache, &history, &quirks);
+            history[0] = ChatMessage::assistant_text("now sent");
+            check(&cache, &history, &quirks);
+            history[0] = empty();
+            let body = check(&cache, &history, &quirks);
+            assert!(!String::from_utf8_lossy(&body).contains("[,"), "{body:?}");
+            history.truncate(3);
+            check(&cache, &history, &quirks);
+            history.insert(0, ChatMessage::system("s"));
+            check(&cache, &history, &quirks);
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! `Retry-After`, but never once a response was accepted (a stream that started is never
 //! replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
 //! chunks) and total (the whole call, retries included). Bodies and streams are capped at
-//! `max_response_bytes`. Dropping the returned future or stream closes the connection at once.
+//! `max_response_bytes`. A streamed request answered with a JSON body (a gateway that ignores
+//! `stream: true`, an error body sent with a 200) is read as a non-streamed answer and handed out
+//! as the events of one. Dropping the returned future or stream closes the connection at once.
 //! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
 //! from every error message as a last guard.
 
@@ -304,6 +306,16 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
     false
 }
 
+/// Whether a response's `Content-Type` is JSON (`application/json` or a `+json` type, any
+/// parameters, any case) rather than an event stream.
+fn is_json(headers: &reqwest::header::HeaderMap) -> bool {
+    let Some(value) = headers.get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let media = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
+}
+
 /// Parses `Retry-After`: delay seconds or an HTTP date (IMF-fixdate).
 pub fn parse_retry_after(value: &reqwest::header::HeaderValue) -> Option<Duration> {
     let text = value.to_str().ok()?.trim();
@@ -414,6 +426,18 @@ impl ChatModel for OpenAiCompatibleClient {
         let deadline = Instant::now() + self.config.timeouts.total;
         let body = self.body(request, true)?;
         let resp = self.send(body, true, deadline).await?;
+        if is_json(resp.headers()) {
+            // A gateway that ignores `stream: true` (a whole `chat.completion`), or an error body
+            // sent with a 200: read as a non-streamed answer, under the same limits.
+            log::debug!("provider: a streamed request was answered with a JSON body");
+            let key = self.config.api_key.expose();
+            let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
+                .await
+                .map_err(|e| redact_error(e.error, key))?;
+            let response = parse_response(&bytes).map_err(|e| redact_error(e, key))?;
+            let events = ModelEvent::for_whole_answer(response).into_iter().map(Ok);
+            return Ok(Box::pin(futures_util::stream::iter(events)));
+        }
         let state = StreamState {
             resp: Some(resp),
             decoder: StreamDecoder::new(),
@@ -515,6 +539,23 @@ mod tests {
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
         assert_eq!(parse_retry_after(&h("soon")), None);
         assert_eq!(parse_retry_after(&h("-1")), None);
+    }
+
+    #[test]
+    fn json_content_types() {
+        let h = |v: &str| {
+            let mut m = reqwest::header::HeaderMap::new();
+            m.insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_str(v).unwrap());
+            is_json(&m)
+        };
+        assert!(h("application/json"));
+        assert!(h("Application/JSON; charset=utf-8"));
+        assert!(h("application/problem+json"));
+        assert!(!h("text/event-stream"));
+        assert!(!h("text/event-stream; charset=utf-8"));
+        assert!(!h("text/plain"));
+        assert!(!h("application/jsonl"));
+        assert!(!is_json(&reqwest::header::HeaderMap::new()));
     }
 
     #[test]

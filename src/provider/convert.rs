@@ -20,6 +20,14 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 /// none. `tool_choice` is only sent with tools. Assistant `reasoning_content` is only sent when the
 /// quirks require it, for tool-call messages and the current turn (see
 /// [`ProviderQuirks::send_reasoning_content`]).
+///
+/// What strict providers refuse is never sent, whatever the history holds: an assistant message
+/// with neither text nor tool calls (Moonshot and Mistral answer 400; the runtime no longer records
+/// one, but sessions saved by earlier versions may hold one) is left out, which keeps the pairing
+/// intact since it has no calls; a tool call's arguments that are not a JSON object text (cut off
+/// at the token limit, malformed) are sent as `"{}"` (vLLM and strict gateways reject them; the
+/// state keeps the raw text and the call's error result tells the model what was wrong); a
+/// tool-call message's missing text is sent as `"content": null`.
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
     model: &'a str,
@@ -32,7 +40,7 @@ pub fn to_wire_request<'a>(
         .messages
         .iter()
         .enumerate()
-        .map(|(i, m)| wire_message(m, sends_reasoning(quirks, m, i, turn_start), quirks))
+        .filter_map(|(i, m)| wire_message(m, sends_reasoning(quirks, m, i, turn_start), quirks))
         .collect();
     wire
 }
@@ -92,32 +100,54 @@ pub(crate) fn sends_reasoning(
             || matches!(message, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
 }
 
-/// The wire form of one message (`send_reasoning`: see [`sends_reasoning`]).
+/// The wire form of one message (`send_reasoning`: see [`sends_reasoning`]); `None` for an
+/// assistant message that is not sent (neither text nor calls: see [`to_wire_request`]).
 pub(crate) fn wire_message<'a>(
     m: &'a ChatMessage,
     send_reasoning: bool,
     quirks: &ProviderQuirks,
-) -> WireMessage<'a> {
-    match m {
+) -> Option<WireMessage<'a>> {
+    Some(match m {
         ChatMessage::System { content } => WireMessage::System { content },
         ChatMessage::User { content } => WireMessage::User { content },
-        ChatMessage::Assistant { content, reasoning_content, tool_calls } => WireMessage::Assistant {
-            content: content.as_deref(),
-            reasoning_content: if send_reasoning { reasoning_content.as_deref() } else { None },
-            tool_calls: tool_calls
-                .iter()
-                .map(|c| WireToolCall {
-                    id: &c.id,
-                    kind: "function",
-                    function: WireFunctionCall { name: &c.name, arguments: &c.arguments },
-                })
-                .collect(),
-        },
+        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
+            if tool_calls.is_empty() && content.as_deref().is_none_or(str::is_empty) {
+                return None;
+            }
+            WireMessage::Assistant {
+                content: content.as_deref(),
+                reasoning_content: if send_reasoning { reasoning_content.as_deref() } else { None },
+                tool_calls: tool_calls
+                    .iter()
+                    .map(|c| WireToolCall {
+                        id: &c.id,
+                        kind: "function",
+                        function: WireFunctionCall { name: &c.name, arguments: wire_arguments(&c.arguments) },
+                    })
+                    .collect(),
+            }
+        }
         ChatMessage::Tool { tool_call_id, name, content, .. } => WireMessage::Tool {
             tool_call_id,
             content,
             name: quirks.tool_message_name.then_some(name.as_str()),
         },
+    })
+}
+
+/// A call's arguments as sent back: the text itself when it is a JSON object, else `"{}"`.
+/// Arguments cut off at the token limit or malformed are kept raw in the state (the model is told
+/// what was wrong by the call's error result), but vLLM and strict gateways refuse every later
+/// request that carries them ("arguments must be a valid JSON object string").
+pub fn wire_arguments(arguments: &str) -> &str {
+    // Valid JSON text whose first character (after whitespace) is `{` is an object. The check
+    // builds nothing (`IgnoredAny`); a body serialises each message once (the body cache).
+    let is_object = arguments.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
+    if is_object {
+        arguments
+    } else {
+        "{}"
     }
 }
 
@@ -266,10 +296,58 @@ mod tests {
         let msgs = v["messages"].as_array().unwrap();
         assert_eq!(
             msgs[2],
-            json!({"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"query_order","arguments":"{\"id\":\"1\"}"}}]})
+            json!({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"query_order","arguments":"{\"id\":\"1\"}"}}]})
         );
         assert_eq!(msgs[3], json!({"role":"tool","tool_call_id":"c1","content":"shipped"}));
-        assert!(!v.to_string().contains("null"), "{v}");
+        // The tool-call message's `content` is the one `null` sent.
+        assert_eq!(v.to_string().matches("null").count(), 1, "{v}");
+    }
+
+    #[test]
+    fn empty_answers_are_left_out_and_bad_arguments_go_as_an_empty_object() {
+        let empty = |content: Option<&str>| ChatMessage::Assistant {
+            content: content.map(str::to_string),
+            reasoning_content: Some("cut off".into()),
+            tool_calls: vec![],
+        };
+        let call = |args: &str| ToolCall::new("c", "t", args);
+        let messages = vec![
+            ChatMessage::user("q1"),
+            empty(None),
+            ChatMessage::user("q2"),
+            empty(Some("")),
+            ChatMessage::Assistant {
+                content: Some("text and calls".into()),
+                reasoning_content: None,
+                tool_calls: vec![
+                    call(r#"{"x": "hel"#),
+                    call(" {\"a\":[1,2]} "),
+                    call("[1]"),
+                    call("\"s\""),
+                    call("{} x"),
+                    call(""),
+                ],
+            },
+            empty(Some(" ")),
+        ];
+        let req = ChatRequest::new(Arc::from(messages), Arc::from(Vec::new()));
+        for preset in ProviderPreset::ALL {
+            let v = serde_json::to_value(to_wire_request(&req, "m", &preset.quirks(), false)).unwrap();
+            let msgs = v["messages"].as_array().unwrap();
+            assert_eq!(msgs.len(), 4, "{v}");
+            assert_eq!(msgs[0], json!({"role":"user","content":"q1"}));
+            assert_eq!(msgs[1], json!({"role":"user","content":"q2"}));
+            assert_eq!(msgs[2]["content"], "text and calls");
+            let args: Vec<&str> = msgs[2]["tool_calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["function"]["arguments"].as_str().unwrap())
+                .collect();
+            assert_eq!(args, ["{}", " {\"a\":[1,2]} ", "{}", "{}", "{}", "{}"]);
+            // Whitespace is text: sent as it is.
+            assert_eq!((&msgs[3]["role"], &msgs[3]["content"]), (&json!("assistant"), &json!(" ")));
+        }
     }
 
     #[test]

@@ -110,6 +110,13 @@ impl ModelResponse {
         ModelResponse { tool_calls, finish_reason: Some("tool_calls".into()), ..Default::default() }
     }
 
+    /// True when the answer has neither text (none, or `""`) nor tool calls: a reasoning-only
+    /// answer cut off at the token limit, a `content_filter` stop, an empty `stop`. The runtime
+    /// does not record such an answer, and the request builder never sends one back.
+    pub fn is_empty(&self) -> bool {
+        self.tool_calls.is_empty() && self.content.as_deref().is_none_or(str::is_empty)
+    }
+
     /// The assistant message for the history.
     pub fn to_message(&self) -> ChatMessage {
         ChatMessage::Assistant {
@@ -156,6 +163,34 @@ pub enum ModelEvent {
     Finished(ModelResponse),
 }
 
+impl ModelEvent {
+    /// The events of a streamed answer for an answer that came whole (a provider that answered a
+    /// streamed request with a JSON body): reasoning, text, then per call `ToolCallStarted`, its
+    /// arguments in one piece and `ToolCallFinished`, then `Usage` (when reported) and `Finished`:
+    /// the kinds of events a stream gives, each piece whole.
+    pub fn for_whole_answer(response: ModelResponse) -> Vec<ModelEvent> {
+        let mut out = Vec::with_capacity(3 + 3 * response.tool_calls.len());
+        if let Some(r) = &response.reasoning_content {
+            out.push(ModelEvent::ReasoningDelta(r.clone()));
+        }
+        if let Some(c) = &response.content {
+            out.push(ModelEvent::TextDelta(c.clone()));
+        }
+        for (index, call) in response.tool_calls.iter().enumerate() {
+            out.push(ModelEvent::ToolCallStarted { index, id: call.id.clone(), name: call.name.clone() });
+            if !call.arguments.is_empty() {
+                out.push(ModelEvent::ToolCallArgumentsDelta { index, delta: call.arguments.clone() });
+            }
+            out.push(ModelEvent::ToolCallFinished { index, call: call.clone() });
+        }
+        if let Some(u) = response.usage {
+            out.push(ModelEvent::Usage(u));
+        }
+        out.push(ModelEvent::Finished(response));
+        out
+    }
+}
+
 /// A stream of model events.
 pub type ModelEventStream = BoxStream<'static, Result<ModelEvent, AgentError>>;
 
@@ -173,4 +208,22 @@ pub trait ChatModel: Send + Sync {
     /// # Errors
     /// A provider-layer error before the stream starts; errors after that come as stream items.
     async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_empty_without_text_and_calls() {
+        let reasoning_only = ModelResponse {
+            reasoning_content: Some("thinking".into()),
+            finish_reason: Some("length".into()),
+            ..ModelResponse::default()
+        };
+        assert!(reasoning_only.is_empty());
+        assert!(ModelResponse { content: Some(String::new()), ..ModelResponse::default() }.is_empty());
+        assert!(!ModelResponse::text(" ").is_empty());
+        assert!(!ModelResponse::with_tool_calls(vec![ToolCall::new("c", "t", "{}")]).is_empty());
+    }
 }

@@ -1,7 +1,8 @@
 //! OpenAI chat-completions wire types, one file per API group, kept apart from the domain types
 //! (`ChatRequest`, `ModelResponse`, `ChatMessage`) and from the transport: nothing here needs
 //! reqwest. Every optional field of a request is `skip_serializing_if`, so `null` or an unknown
-//! field is never sent (compatible gateways reject them). Response types are lenient: unknown
+//! field is never sent (compatible gateways reject them), but for an assistant message's
+//! `content`, which is `null` beside tool calls (gateways reject a tool-call message without it). Response types are lenient: unknown
 //! fields are ignored and every field a provider may omit is optional.
 
 pub mod chunk;

@@ -1,5 +1,6 @@
 //! The request body of `POST /chat/completions`. Borrowed from the domain request, so building it
-//! copies nothing large; `None` and empty fields are never serialised.
+//! copies nothing large; `None` and empty fields are never serialised, but for one: an assistant
+//! message's `content`, written as `null` beside tool calls (see [`WireMessage::Assistant`]).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -55,10 +56,12 @@ pub enum WireMessage<'a> {
         /// The text.
         content: &'a str,
     },
-    /// `role=assistant`, with text, tool calls or both.
+    /// `role=assistant`, with text, tool calls or both (an answer with neither is never sent: see
+    /// [`crate::provider::convert::to_wire_request`]).
     Assistant {
-        /// The text, if any.
-        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The text; always written, as `null` when there is none (a message with only tool calls):
+        /// OpenAI's own SDKs send it so, and gateways (one-api, langchain4j) reject a tool-call
+        /// message without a `content` key.
         content: Option<&'a str>,
         /// Reasoning text: only sent where the provider requires it (DeepSeek thinking mode).
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,7 +99,8 @@ pub struct WireToolCall<'a> {
 pub struct WireFunctionCall<'a> {
     /// Tool name.
     pub name: &'a str,
-    /// Raw arguments text, exactly as the model produced it.
+    /// The arguments text as the model produced it when it is a JSON object, else `"{}"` (see
+    /// [`crate::provider::convert::wire_arguments`]).
     pub arguments: &'a str,
 }
 

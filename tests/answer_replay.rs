@@ -1,0 +1,360 @@
+//! What the runtime records of a model's answer, and how the history is sent back: an answer with
+//! neither text nor calls (reasoning cut at the token limit, a `content_filter` stop, an empty
+//! `stop`) is not recorded and never sent back as an empty assistant message (Moonshot and Mistral
+//! answer 400 to one); a tool call's arguments cut off at the token limit get the result code
+//! `tool_arguments_truncated` and go back on the wire as `"{}"` (vLLM and strict gateways reject
+//! arguments that are not a JSON object); a tool-call message carries `"content": null`; the last
+//! answer's finish reason is on the outcome and on the `run_finished` event.
+//!
+//! Each request the agent sends is checked the way strict providers check it ([`strict_check`]).
+
+#[path = "support/mock_server.rs"]
+mod mock_server;
+
+use arkagent::agent::{AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome};
+use arkagent::message::ChatMessage;
+use arkagent::provider::{ClientConfig, OpenAiCompatibleClient, RetryPolicy};
+use arkagent::state::{AgentState, FileStore, RunStatus, StateStore};
+use arkagent::tool::FnExecutor;
+use arkagent::{codes, CancellationSignal, ToolDefinition, ToolResult};
+use mock_server::{MockServer, Reply};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+fn sse(chunks: &[Value]) -> Reply {
+    let mut out = String::new();
+    for c in chunks {
+        out.push_str(&format!("data: {c}\n\n"));
+    }
+    out.push_str("data: [DONE]\n\n");
+    Reply::sse(out.as_bytes())
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> Value {
+    json!({"id":"c","object":"chat.completion.chunk","created":1,"model":"m",
+           "choices":[{"index":0,"delta":delta,"finish_reason":finish}]})
+}
+
+fn text_reply(t: &str) -> Reply {
+    sse(&[chunk(json!({"role":"assistant","content":t}), None), chunk(json!({}), Some("stop"))])
+}
+
+type Ran = Arc<Mutex<Vec<String>>>;
+
+fn agent(server: &MockServer, dir: &std::path::Path, ran: &Ran, streaming: bool) -> arkagent::agent::Agent {
+    let config = ClientConfig::custom(server.base_url(), "m", "sk-answers")
+        .with_retry(RetryPolicy { max_retries: 0, ..RetryPolicy::default() });
+    let client = Arc::new(OpenAiCompatibleClient::new(config).unwrap());
+    let agent = AgentBuilder::new(client, Arc::new(FileStore::new(dir)))
+        .config(AgentConfig { streaming, ..AgentConfig::default() })
+        .build();
+    let log = ran.clone();
+    agent
+        .register_tool(
+            ToolDefinition::new(
+                "echo",
+                "echo",
+                json!({"type":"object","properties":{"x":{"type":"string"}}}),
+            ),
+            Arc::new(FnExecutor(move |args: serde_json::Map<String, Value>, _c| {
+                let log = log.clone();
+                async move {
+                    log.lock().unwrap().push(Value::Object(args).to_string());
+                    Ok(ToolResult::text("ok"))
+                }
+            })),
+        )
+        .unwrap();
+    agent
+}
+
+/// What Moonshot, Mistral and vLLM refuse in a request's messages: an assistant message with
+/// neither non-empty `content` nor `tool_calls`, a tool-call message without a `content` key
+/// (one-api, langchain4j), arguments that are not a JSON object text.
+fn strict_check(request: &Value) -> Result<(), String> {
+    for m in request["messages"].as_array().unwrap() {
+        if m["role"] != "assistant" {
+            continue;
+        }
+        let text = m.get("content").and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+        let calls = m.get("tool_calls").and_then(Value::as_array);
+        match calls {
+            None if !text => return Err(format!("empty assistant message: {m}")),
+            None => {}
+            Some(calls) => {
+                if calls.is_empty() {
+                    return Err(format!("empty tool_calls: {m}"));
+                }
+                if m.get("content").is_none() {
+                    return Err(format!("tool-call message without a content key: {m}"));
+                }
+                for c in calls {
+                    let args = c["function"]["arguments"].as_str().unwrap();
+                    if !serde_json::from_str::<Value>(args).is_ok_and(|v| v.is_object()) {
+                        return Err(format!("arguments are not a JSON object: {args}"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn finished(out: &RunOutcome) -> (RunStatus, Option<String>, Option<String>) {
+    match out {
+        RunOutcome::Finished { status, final_text, finish_reason, .. } => {
+            (*status, final_text.clone(), finish_reason.clone())
+        }
+        RunOutcome::Suspended { .. } => panic!("suspended"),
+    }
+}
+
+fn run_finished_reason(log: &EventLog) -> Option<String> {
+    match log.events().last() {
+        Some(AgentEvent::RunFinished { finish_reason, .. }) => finish_reason.clone(),
+        other => panic!("last event: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_reasoning_only_answer_cut_at_the_limit_is_not_recorded_and_the_next_turn_works() {
+    let server = MockServer::start([
+        sse(&[
+            chunk(json!({"role":"assistant","reasoning_content":"thinking..."}), None),
+            json!({"choices":[{"index":0,"delta":{},"finish_reason":"length"}],
+                   "usage":{"prompt_tokens":7,"completion_tokens":100,"total_tokens":107}}),
+        ]),
+        text_reply("hello"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, true);
+    let log = EventLog::new();
+    let out = a.run("s", "q1", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out), (RunStatus::Completed, None, Some("length".into())));
+    assert_eq!(run_finished_reason(&log), Some("length".into()));
+    let state = a.state("s").await.unwrap().unwrap();
+    assert!(
+        state.messages.iter().all(|m| !matches!(m, ChatMessage::Assistant { .. })),
+        "{:?}",
+        state.messages
+    );
+    // Its usage still counts.
+    assert_eq!(state.usage.completion_tokens, 100);
+
+    let log = EventLog::new();
+    let out = a.run("s", "q2", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out), (RunStatus::Completed, Some("hello".into()), Some("stop".into())));
+    assert_eq!(run_finished_reason(&log), Some("stop".into()));
+    let second = server.requests()[1].json();
+    strict_check(&second).unwrap();
+    let roles: Vec<&str> =
+        second["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "user"]);
+}
+
+#[tokio::test]
+async fn an_empty_content_filter_answer_is_not_recorded_without_streaming() {
+    let server = MockServer::start([
+        Reply::json(
+            200,
+            &json!({"id":"x","object":"chat.completion","choices":[{"index":0,
+            "message":{"role":"assistant","content":""},"finish_reason":"content_filter"}]}),
+        ),
+        Reply::json(
+            200,
+            &json!({"id":"x","object":"chat.completion","choices":[{"index":0,
+            "message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}),
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, false);
+    let out = a.run("s", "q1", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out), (RunStatus::Completed, None, Some("content_filter".into())));
+    let out = a.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("hi"));
+    strict_check(&server.requests()[1].json()).unwrap();
+}
+
+#[tokio::test]
+async fn a_session_saved_with_an_empty_assistant_message_keeps_working() {
+    // A session an earlier version saved: its empty answer was recorded.
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let mut state = AgentState::new("s");
+    state.messages = vec![
+        ChatMessage::user("q1"),
+        ChatMessage::Assistant { content: None, reasoning_content: Some("r".into()), tool_calls: vec![] },
+    ];
+    state.status = RunStatus::Completed;
+    store.commit(&state, &[]).await.unwrap();
+
+    let server = MockServer::start([text_reply("fine")]).await;
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, true);
+    let out = a.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("fine"));
+    let request = server.requests()[0].json();
+    strict_check(&request).unwrap();
+    assert_eq!(request["messages"], json!([{"role":"user","content":"q1"},{"role":"user","content":"q2"}]));
+}
+
+#[tokio::test]
+async fn arguments_cut_at_the_token_limit_are_a_truncated_result_and_go_back_as_an_empty_object() {
+    let server = MockServer::start([
+        sse(&[
+            chunk(json!({"role":"assistant","tool_calls":[
+                {"index":0,"id":"c0","type":"function","function":{"name":"echo","arguments":"{\"x\":\"ok\"}"}},
+                {"index":1,"id":"c1","type":"function","function":{"name":"echo","arguments":"{\"x\": \"hel"}}]}), None),
+            chunk(json!({}), Some("length")),
+        ]),
+        text_reply("done"),
+        text_reply("again"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, true);
+    let log = EventLog::new();
+    let out = a.run("s", "q1", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out), (RunStatus::Completed, Some("done".into()), Some("stop".into())));
+    // The complete call ran, the cut one did not.
+    assert_eq!(*ran.lock().unwrap(), [r#"{"x":"ok"}"#]);
+    let results: Vec<(String, Option<String>, bool)> = log
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult { call_id, result, .. } => Some((
+                call_id,
+                result
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.get("code"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                result.is_error,
+            )),
+            _ => None,
+        })
+        .collect();
+    assert!(results.contains(&("c0".into(), None, false)), "{results:?}");
+    assert!(
+        results.contains(&("c1".into(), Some(codes::TOOL_ARGUMENTS_TRUNCATED.into()), true)),
+        "{results:?}"
+    );
+    let second = server.requests()[1].json();
+    strict_check(&second).unwrap();
+    let msgs = second["messages"].as_array().unwrap();
+    assert_eq!(msgs[1]["content"], Value::Null);
+    assert_eq!(msgs[1]["tool_calls"][0]["function"]["arguments"], r#"{"x":"ok"}"#);
+    assert_eq!(msgs[1]["tool_calls"][1]["function"]["arguments"], "{}");
+    // Results in call order; the model is told its output was cut off.
+    assert_eq!(
+        (msgs[2]["tool_call_id"].as_str(), msgs[3]["tool_call_id"].as_str()),
+        (Some("c0"), Some("c1"))
+    );
+    let told = msgs[3]["content"].as_str().unwrap();
+    assert!(told.contains("token limit") && told.contains("max"), "{told}");
+    // The state keeps the raw text the model produced.
+    let state = a.state("s").await.unwrap().unwrap();
+    assert_eq!(state.messages[1].tool_calls()[1].arguments, "{\"x\": \"hel");
+    // And the next turn still sends an acceptable history.
+    a.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    strict_check(&server.requests()[2].json()).unwrap();
+}
+
+#[tokio::test]
+async fn malformed_arguments_of_a_finished_answer_stay_json_invalid_and_go_back_as_an_empty_object() {
+    let server = MockServer::start([
+        Reply::json(
+            200,
+            &json!({"choices":[{"index":0,"message":{"role":"assistant","content":null,
+            "tool_calls":[{"id":"c1","type":"function","function":{"name":"echo","arguments":"{bad"}}]},
+            "finish_reason":"tool_calls"}]}),
+        ),
+        Reply::json(
+            200,
+            &json!({"choices":[{"index":0,"message":{"content":"sorry"},"finish_reason":"stop"}]}),
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, false);
+    let log = EventLog::new();
+    a.run("s", "q1", &log, &CancellationSignal::new()).await.unwrap();
+    assert!(ran.lock().unwrap().is_empty());
+    let code = log.events().into_iter().find_map(|e| match e {
+        AgentEvent::ToolResult { result, .. } => {
+            result.metadata.as_ref().and_then(|m| m.get("code")).and_then(Value::as_str).map(str::to_string)
+        }
+        _ => None,
+    });
+    assert_eq!(code.as_deref(), Some(codes::JSON_INVALID));
+    let second = server.requests()[1].json();
+    strict_check(&second).unwrap();
+    assert_eq!(second["messages"][1]["tool_calls"][0]["function"]["arguments"], "{}");
+}
+
+#[tokio::test]
+async fn a_truncated_call_beside_one_awaiting_approval_is_answered_once_after_a_restart() {
+    let server = MockServer::start([
+        sse(&[
+            chunk(json!({"role":"assistant","tool_calls":[
+                {"index":0,"id":"c0","type":"function","function":{"name":"pay","arguments":"{\"x\":\"1\"}"}},
+                {"index":1,"id":"c1","type":"function","function":{"name":"echo","arguments":"{\"x\": \"hel"}}]}), None),
+            chunk(json!({}), Some("length")),
+        ]),
+        text_reply("paid"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let build = || {
+        let a = agent(&server, dir.path(), &ran, true);
+        let log = ran.clone();
+        a.register_tool(
+            ToolDefinition::new("pay", "pay", json!({"type":"object"}))
+                .with_risk(arkagent::RiskLevel::Sensitive),
+            Arc::new(FnExecutor(move |_args: serde_json::Map<String, Value>, _c| {
+                let log = log.clone();
+                async move {
+                    log.lock().unwrap().push("pay".into());
+                    Ok(ToolResult::text("paid"))
+                }
+            })),
+        )
+        .unwrap();
+        a
+    };
+    let a = build();
+    let out = a.run("s", "pay", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    // Only the call that can run asks for approval.
+    assert_eq!(batch.items.len(), 1);
+    assert_eq!(batch.items[0].tool_call.id, "c0");
+    drop(a);
+    // Another process decides and resumes.
+    let a = build();
+    a.approve("s", &batch.items[0].approval_id).await.unwrap();
+    let log = EventLog::new();
+    let out = a.resume("s", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("paid"));
+    assert_eq!(*ran.lock().unwrap(), ["pay"]);
+    let second = server.requests()[1].json();
+    strict_check(&second).unwrap();
+    let results: Vec<(&str, &str)> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (m["tool_call_id"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    // Both answered once, in call order.
+    assert_eq!(results.iter().map(|r| r.0).collect::<Vec<_>>(), ["c0", "c1"], "{results:?}");
+    assert_eq!(results[0].1, "paid");
+    assert!(results[1].1.contains(codes::TOOL_ARGUMENTS_TRUNCATED), "{results:?}");
+}
