@@ -552,6 +552,8 @@ pub struct RunOutcomeObject {
     pub batch_json: Option<String>,
     /// The session's token usage so far (JSON).
     pub usage_json: String,
+    /// Why the model's last answer ended (`stop`, `length`, `content_filter`...), when it said.
+    pub finish_reason: Option<String>,
 }
 
 impl RunOutcomeObject {
@@ -559,9 +561,11 @@ impl RunOutcomeObject {
     /// not carry it).
     pub fn new(outcome: RunOutcome, usage: Usage) -> Self {
         let status = outcome.status();
-        let (final_text, error, batch) = match outcome {
-            RunOutcome::Finished { final_text, error, .. } => (final_text, error, None),
-            RunOutcome::Suspended { batch } => (None, None, Some(batch)),
+        let (final_text, error, batch, finish_reason) = match outcome {
+            RunOutcome::Finished { final_text, error, finish_reason, .. } => {
+                (final_text, error, None, finish_reason)
+            }
+            RunOutcome::Suspended { batch } => (None, None, Some(batch), None),
         };
         RunOutcomeObject {
             status: status_name(status),
@@ -571,6 +575,7 @@ impl RunOutcomeObject {
             error_message: error.map(|e| e.message),
             batch_json: batch.map(|b| to_json(&b)),
             usage_json: to_json(&usage),
+            finish_reason,
         }
     }
 }

@@ -251,6 +251,12 @@ export interface RunOutcomeObject {
   batchJson?: string;
   /** Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}. */
   usageJson: string;
+  /**
+   * Why the model's last answer ended, when the provider said: 'stop', 'length' (cut off at the
+   * token limit), 'content_filter', 'tool_calls'... A 'completed' run without finalText and with
+   * 'length' or 'content_filter' was cut off or filtered.
+   */
+  finishReason?: string;
 }
 
 /**
