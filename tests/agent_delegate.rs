@@ -80,6 +80,30 @@ async fn a_worker_answers_with_its_own_history_and_cannot_delegate() {
 }
 
 #[tokio::test]
+async fn a_worker_that_ends_without_an_answer_is_an_error_result_naming_why() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let mut cut = answer("");
+    cut.content = None;
+    cut.reasoning_content = Some("thinking until the token limit".into());
+    cut.finish_reason = Some("length".into());
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"查 SKU001 库存"}"#)]), // parent round 1
+        cut,                                                             // worker: cut off
+        answer("没查到"),                                                // parent round 2
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model.clone(), store.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    let out =
+        agent.run("parent", "SKU001 还有货吗", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let (content, is_error) = last_tool_result(&parent.messages);
+    assert!(is_error, "{content}");
+    assert!(content.contains("tool_execution_failed") && content.contains("length"), "{content}");
+}
+
+#[tokio::test]
 async fn the_depth_limit_refuses_delegation_beyond_it() {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![]));

@@ -269,8 +269,17 @@ impl ToolExecutor for DelegateTask {
             },
         };
         match outcome {
-            RunOutcome::Finished { status: RunStatus::Completed, final_text, .. } => {
-                Ok(ToolResult::text(final_text.unwrap_or_default()))
+            RunOutcome::Finished { status: RunStatus::Completed, final_text: Some(text), .. }
+                if !text.trim().is_empty() =>
+            {
+                Ok(ToolResult::text(text))
+            }
+            // An empty answer is no answer: the parent's model must not take it for a result.
+            RunOutcome::Finished { status: RunStatus::Completed, finish_reason, .. } => {
+                Ok(ToolResult::from_error(&AgentError::execution_failed(format!(
+                    "the worker finished without an answer (finish reason: {})",
+                    finish_reason.as_deref().unwrap_or("none given")
+                ))))
             }
             RunOutcome::Finished { status, error, .. } => {
                 Ok(ToolResult::from_error(&error.unwrap_or_else(|| {
