@@ -221,7 +221,8 @@ pub enum StateEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worker_session: Option<String>,
     },
-    /// A call finished.
+    /// A call finished, or was answered without running (its arguments were cut off at the
+    /// model's token limit: `tool_arguments_truncated`).
     ToolFinished {
         /// Call id.
         call_id: String,
