@@ -284,6 +284,10 @@ async fn dangerous_call_freezes_the_whole_batch_until_approved() {
     agent2.approve("s", &batch.items[0].approval_id).await.unwrap();
     let err = agent2.approve("s", &batch.items[0].approval_id).await.unwrap_err();
     assert_eq!(err.code, "approval_already_decided");
+    // Decided but not settled: a new message is still refused, and the message says to resume.
+    let err = agent2.run("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(err.code, "approval_pending");
+    assert!(err.message.contains("resume it"), "{}", err.message);
     let out = agent2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
     assert_eq!(f.counters.query.load(Ordering::SeqCst), 1);

@@ -367,9 +367,14 @@ impl Agent {
         let state =
             self.load_repaired(session_id, false).await?.unwrap_or_else(|| AgentState::new(session_id));
         if state.status == RunStatus::AwaitingApproval {
+            let decided = state.pending_approval.as_ref().is_some_and(|b| b.is_fully_decided());
             return Err(AgentError::of(
                 codes::APPROVAL_PENDING,
-                "the session awaits approval decisions: approve or deny them, then resume",
+                if decided {
+                    "the session's frozen batch is decided but not settled: resume it before a new message"
+                } else {
+                    "the session awaits approval decisions: approve or deny them, then resume"
+                },
             ));
         }
         let mut run = Run::new(self, state, sink, cancel.clone());
