@@ -301,6 +301,48 @@ async fn dangerous_call_freezes_the_whole_batch_until_approved() {
 }
 
 #[tokio::test]
+async fn a_dismissed_batch_is_answered_with_the_denial_and_the_model_is_not_asked_again() {
+    let f = fixture(
+        vec![
+            calls(&[
+                ("a", "query_order", r#"{"order_id":"20261010"}"#),
+                ("b", "clear_baking_cache", r#"{"confirm":"yes"}"#),
+            ]),
+            answer("好的，换个问题"),
+        ],
+        AgentConfig::default(),
+    );
+    let out = f.agent.run("s", "清空烘焙缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }));
+    let err = f.agent.run("s", "算了", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(err.code, "approval_pending");
+
+    // In another process, the user moved on: the batch is dismissed.
+    let (agent2, model2) = reopen(&f, vec![]);
+    let out =
+        agent2.dismiss("s", "用户换了话题", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(model2.requests().len(), 0, "the model is not asked after a dismissal");
+    assert_eq!(f.counters.query.load(Ordering::SeqCst) + f.counters.clear.load(Ordering::SeqCst), 0);
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert_eq!(state.status, RunStatus::Completed);
+    assert!(state.pending_approval.is_none());
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert!(results.iter().all(|r| r.2), "{results:?}");
+    assert_eq!(results[1].1, "denied by user: 用户换了话题");
+    let err = agent2.dismiss("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(err.code, "no_pending_approval");
+
+    // The next message runs on a valid history: the model reads the denial first.
+    let out = f.agent.run("s", "算了，查订单", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let sent = &f.model.requests()[1].messages;
+    assert_eq!(tool_messages(sent).len(), 2);
+    assert_eq!(sent.last(), Some(&ChatMessage::user("算了，查订单")));
+}
+
+#[tokio::test]
 async fn repeated_or_missing_call_ids_in_one_answer_get_one_result_each() {
     let f = fixture(
         vec![

@@ -408,6 +408,53 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
+        self.resume_with(session_id, sink, cancel, false).await
+    }
+
+    /// Ends a suspended run without asking the model again, for a user who moved on instead of
+    /// deciding: every item still pending is denied with `reason` (durably, as [`deny`](Self::deny)
+    /// does), the batch is settled (with a denied item none of its calls runs; each call gets its
+    /// result, the denials with `reason`) and the run completes. The next [`run`](Self::run)
+    /// starts from a valid history in which the model reads the denials before the new message.
+    /// A batch whose items were all approved already runs them first. For a batch that mirrors a
+    /// worker's, the denial reaches the worker, whose own run continues as after any denial.
+    ///
+    /// # Errors
+    /// `no_pending_approval` when the session is not suspended, otherwise as
+    /// [`deny`](Self::deny) and [`resume`](Self::resume).
+    pub async fn dismiss(
+        &self,
+        session_id: &str,
+        reason: &str,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+    ) -> Result<RunOutcome, AgentError> {
+        self.check_config()?;
+        let state = self.load_existing(session_id).await?;
+        let batch = match (state.status, state.pending_approval) {
+            (RunStatus::AwaitingApproval, Some(batch)) => batch,
+            _ => return Err(AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending")),
+        };
+        for item in batch.items.iter().filter(|i| i.decision == ApprovalDecision::Pending) {
+            match self.deny(session_id, &item.approval_id, reason).await {
+                // Decided meanwhile (another call of the app): that decision stands.
+                Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        self.resume_with(session_id, sink, cancel, true).await
+    }
+
+    /// [`resume`](Self::resume); with `stop`, the run completes once the batch is settled.
+    async fn resume_with(
+        &self,
+        session_id: &str,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+        stop: bool,
+    ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
@@ -437,6 +484,7 @@ impl Agent {
         }
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
+        run.stop_requested = stop;
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).

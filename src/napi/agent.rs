@@ -314,6 +314,37 @@ impl JsAgent {
         })
     }
 
+    /// Ends a suspended run without asking the model again: every pending item is denied with
+    /// `reason`, the batch is answered and the run completes (see `Agent::dismiss`).
+    ///
+    /// # Errors
+    /// Rejects with `no_pending_approval`, `session_not_found`, `session_id_invalid`,
+    /// `session_busy` or a persistence error.
+    #[napi]
+    pub fn dismiss<'env>(
+        &self,
+        env: &'env Env,
+        session_id: Arg<String>,
+        reason: Arg<String>,
+        signal: Option<ArgRef<CancellationHandle>>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        let (Arg(session_id), Arg(reason), signal) = (session_id, reason, signal.map(|s| s.0));
+        let core = Arc::clone(&self.core);
+        let events = RunEvents::new(Arc::clone(&self.listener));
+        let signal = run_signal(signal);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    let outcome = core.dismiss(&session_id, &reason, &events, &signal).await;
+                    events.delivered().await;
+                    outcome_object(&core, &session_id, outcome?).await
+                },
+                same,
+            )
+        })
+    }
+
     /// Approves one pending item (durable when this resolves); resolves to the batch JSON.
     ///
     /// # Errors

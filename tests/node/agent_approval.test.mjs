@@ -110,6 +110,29 @@ test('deny in a new Agent over the same stateDir, then resume: the executor neve
   assert.match(tool.content, /not now/);
 });
 
+test('dismiss in a new Agent: pending items denied with the reason, no model round, then a new message runs', async (t) => {
+  const dir = tempDir(t);
+  const runs = [];
+  await suspend(dir, runs);
+
+  // The script has one answer: the one for the new message after the dismissal.
+  const restarted = open(dir, [{ content: 'Sure, what next?' }], runs);
+  const out = await restarted.dismiss('s', 'the user moved on');
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, undefined);
+  assert.deepEqual(runs, []);
+  assert.equal(await restarted.pendingApprovalJson('s'), null);
+  let state = JSON.parse(await restarted.stateJson('s'));
+  const tool = state.messages.find((m) => m.role === 'tool');
+  assert.deepEqual([tool.tool_call_id, tool.is_error, tool.content], ['w1', true, 'denied by user: the user moved on']);
+  await rejectsWithCode(assert, restarted.dismiss('s', 'again'), 'no_pending_approval', 'runtime');
+
+  const next = await restarted.run('s', 'never mind');
+  assert.equal(next.finalText, 'Sure, what next?');
+  state = JSON.parse(await restarted.stateJson('s'));
+  assert.deepEqual(state.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'user', 'assistant']);
+});
+
 // The child process: `suspend` runs into the freeze, prints the approval id and waits to be
 // killed; `finish` approves, resumes, prints the outcome and returns (Node must then exit).
 const child = String.raw`

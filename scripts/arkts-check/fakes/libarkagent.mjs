@@ -84,6 +84,8 @@ export class Agent {
 
   resume(sessionId, signal) { return this.#answer('resume', sessionId, signal); }
 
+  dismiss(sessionId, reason, signal) { return this.#answer('dismiss', sessionId, reason, signal); }
+
   approve(sessionId, approvalId) { return this.#answer('approve', sessionId, approvalId); }
 
   deny(sessionId, approvalId, reason) { return this.#answer('deny', sessionId, approvalId, reason); }

@@ -359,6 +359,13 @@ export declare class Agent {
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /** Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run. */
   resume(sessionId: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
+  /**
+   * Ends a suspended run without asking the model again, for a user who moved on instead of
+   * deciding: every pending item is denied with reason, the batch's calls are answered (none of
+   * them runs) and the run completes, so the next run() starts from a valid history in which the
+   * model reads the denials. Rejects with no_pending_approval when nothing awaits approval.
+   */
+  dismiss(sessionId: string, reason: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /** Approves one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */
   approve(sessionId: string, approvalId: string): Promise<string>;
   /** Denies one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */
