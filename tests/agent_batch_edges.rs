@@ -199,3 +199,32 @@ async fn an_after_hook_may_inject_only_user_or_system_messages() {
         assert!(model.requests()[1].messages.contains(&message), "{message:?} reaches the model");
     }
 }
+
+#[tokio::test]
+async fn trimming_keeps_the_question_when_after_hooks_inject_reminders() {
+    let model = Arc::new(Script::new(vec![
+        calls(&[("c1", "lookup", "{}")]),
+        calls(&[("c2", "lookup", "{}")]),
+        calls(&[("c3", "lookup", "{}")]),
+        answer("done"),
+    ]));
+    let config = arkagent::agent::AgentConfig { context_budget_tokens: Some(300), ..Default::default() };
+    let agent = AgentBuilder::new(model.clone(), Arc::new(MemStore::new()))
+        .config(config)
+        .hook(Arc::new(Inject(ChatMessage::user("reminder: be brief"))))
+        .build();
+    agent
+        .register_tool(
+            ToolDefinition::new("lookup", "test tool", json!({"type":"object"})),
+            Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("x".repeat(400))) })),
+        )
+        .unwrap();
+    let question = "THE QUESTION ".repeat(20);
+    let out = agent.run("s", &question, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let requests = model.requests();
+    let last = &requests.last().unwrap().messages;
+    assert!(last.len() < 10, "the history was trimmed: {} messages", last.len());
+    assert!(last.contains(&ChatMessage::user(question.clone())), "the question was dropped: {last:?}");
+    assert_eq!(last.last(), Some(&ChatMessage::user("reminder: be brief")));
+}

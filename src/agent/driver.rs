@@ -17,8 +17,8 @@ use crate::loop_detect::{
 use crate::message::{make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
-    approx_tokens, repair_pairing, tool_result_message, trim_history, AgentState, RepairPolicy, RunStatus,
-    StateEvent, StateStore, ToolRunRecord,
+    approx_tokens, repair_pairing, tool_result_message, trim_history_keeping, AgentState, RepairPolicy,
+    RunStatus, StateEvent, StateStore, ToolRunRecord,
 };
 use crate::tool::{
     CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult,
@@ -45,7 +45,8 @@ pub enum RunOutcome {
         /// The finish reason of the model's last answer in this run, as the provider sent it
         /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
         /// `None` when no answer came in this run or the provider sent none. A run that
-        /// completed without `final_text` tells here why the answer was empty.
+        /// completed without `final_text` tells here why: `length` or `content_filter` (the answer was
+        /// cut off or filtered), or `tool_calls` (a tool's or hook's stop ended it after a batch).
         finish_reason: Option<String>,
     },
     /// A batch is frozen until the user decides; the state is persisted. Decide with
@@ -750,7 +751,9 @@ impl<'a> Run<'a> {
         // keeps the request makes the move back a copy instead).
         let messages = Arc::new(std::mem::take(&mut self.state.messages));
         let sent = match config.context_budget_tokens {
-            Some(budget) => Arc::new(trim_history(&messages, budget, approx_tokens).messages),
+            Some(budget) => Arc::new(
+                trim_history_keeping(&messages, budget, approx_tokens, self.state.turn_question).messages,
+            ),
             None => Arc::clone(&messages),
         };
         let request = ChatRequest {

@@ -33,7 +33,7 @@ pub use memory_store::MemoryStore;
 pub use metadata::{check_metadata_entry, MAX_METADATA_BYTES, MAX_METADATA_KEY_LEN, METADATA_VALUE_LIMITS};
 pub use repair::{check_pairing, repair_pairing, tool_result_message, RepairPolicy, RepairReport};
 pub use session_id::{validate_session_id, MAX_SESSION_ID_LEN};
-pub use trim::{approx_tokens, trim_history, TrimmedHistory};
+pub use trim::{approx_tokens, trim_history, trim_history_keeping, TrimmedHistory};
 
 use crate::approval::{ApprovalDecision, PendingApprovalBatch};
 use crate::error::AgentError;
@@ -140,6 +140,12 @@ pub struct AgentState {
     /// process died before the run's end was saved. Cleared by the next run or status change.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop_requested: bool,
+    /// The current run's input, as its ordinal among the history's user messages (set when a run
+    /// starts; `None` in states saved before it existed). History trimming keeps it: after-hooks
+    /// may inject reminders, user messages too, after it. An ordinal, not an index: repair may
+    /// remove stray tool messages, never a user message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_question: Option<usize>,
 }
 
 impl AgentState {
@@ -159,6 +165,7 @@ impl AgentState {
             usage: Usage::default(),
             workers: Vec::new(),
             stop_requested: false,
+            turn_question: None,
         }
     }
 
@@ -353,6 +360,9 @@ impl AgentState {
             StateEvent::RunStarted { run_id } => {
                 self.run_id = Some(run_id.clone());
                 self.stop_requested = false;
+                // The run's input is the next user message.
+                self.turn_question =
+                    Some(self.messages.iter().filter(|m| matches!(m, ChatMessage::User { .. })).count());
                 self.status = RunStatus::Running;
                 self.round = 0;
                 self.tool_runs.clear();

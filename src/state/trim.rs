@@ -40,22 +40,39 @@ pub fn approx_tokens(message: &ChatMessage) -> usize {
 /// Messages are dropped oldest first, by groups: an assistant message together with the tool
 /// messages right after it, or one other message. System messages and the last user message are
 /// never dropped, and the newest group is always kept (see [`TrimmedHistory::over_budget`]). Pure;
-/// pass [`approx_tokens`] as `cost` when no tokenizer is at hand.
+/// pass [`approx_tokens`] as `cost` when no tokenizer is at hand. [`trim_history_keeping`] keeps
+/// the current run's question as well.
 pub fn trim_history<F: Fn(&ChatMessage) -> usize>(
     messages: &[ChatMessage],
     budget: usize,
     cost: F,
 ) -> TrimmedHistory {
-    // Group boundaries: [start, end) of each droppable group; system messages and the last user
-    // message are no group.
+    trim_history_keeping(messages, budget, cost, None)
+}
+
+/// [`trim_history`], also keeping the user message whose ordinal among the history's user
+/// messages is `question` (the runtime passes [`AgentState::turn_question`]: the input of the
+/// current run, which after-hooks' injected reminders, user messages too, follow).
+///
+/// [`AgentState::turn_question`]: crate::state::AgentState::turn_question
+pub fn trim_history_keeping<F: Fn(&ChatMessage) -> usize>(
+    messages: &[ChatMessage],
+    budget: usize,
+    cost: F,
+    question: Option<usize>,
+) -> TrimmedHistory {
     let costs: Vec<usize> = messages.iter().map(&cost).collect();
-    let question = messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. }));
+    let is_user = |m: &ChatMessage| matches!(m, ChatMessage::User { .. });
+    let last_user = messages.iter().rposition(is_user);
+    let turn_question =
+        question.and_then(|n| messages.iter().enumerate().filter(|(_, m)| is_user(m)).nth(n).map(|(i, _)| i));
+    let pinned = |i: usize| Some(i) == last_user || Some(i) == turn_question;
+    // Group boundaries: [start, end) of each group, oldest first; system messages are no group.
     let mut groups: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < messages.len() {
         match &messages[i] {
             ChatMessage::System { .. } => i += 1,
-            ChatMessage::User { .. } if Some(i) == question => i += 1,
             ChatMessage::Assistant { .. } => {
                 let mut j = i + 1;
                 while matches!(messages.get(j), Some(ChatMessage::Tool { .. })) {
@@ -77,6 +94,9 @@ pub fn trim_history<F: Fn(&ChatMessage) -> usize>(
     for &(start, end) in &groups[..droppable] {
         if total <= budget {
             break;
+        }
+        if pinned(start) {
+            continue;
         }
         for k in start..end {
             keep[k] = false;
@@ -164,6 +184,45 @@ mod tests {
         assert_eq!(t.messages[1], ChatMessage::user("question"));
         assert_eq!(&t.messages[2..], &call_group("c4")[..]);
         assert!(t.over_budget);
+    }
+
+    #[test]
+    fn a_new_turn_can_drop_a_huge_previous_answer() {
+        // The question of the new turn is the newest group: the answer before it is droppable.
+        let h = vec![
+            ChatMessage::system("sys"),
+            ChatMessage::user("u1"),
+            ChatMessage::assistant_text("a".repeat(4000)),
+            ChatMessage::user("u2"),
+        ];
+        let t = trim_history(&h, 100, approx_tokens);
+        assert_eq!(t.messages, [ChatMessage::system("sys"), ChatMessage::user("u2")]);
+        assert!(!t.over_budget);
+    }
+
+    #[test]
+    fn the_turn_question_stays_when_reminders_follow_it() {
+        // After-hooks inject reminders (user messages) after batches: the last user message is a
+        // reminder, and the run's question (the second user message: ordinal 1) stays too.
+        let mut h =
+            vec![ChatMessage::system("sys"), ChatMessage::user("old"), ChatMessage::assistant_text("a")];
+        h.push(ChatMessage::user("THE QUESTION"));
+        h.extend(call_group("c1"));
+        h.push(ChatMessage::user("reminder"));
+        h.extend(call_group("c2"));
+        h.extend(call_group("c3"));
+        let t = trim_history_keeping(&h, 6, |_| 1, Some(1));
+        assert_eq!(
+            t.messages[..3],
+            [ChatMessage::system("sys"), ChatMessage::user("THE QUESTION"), ChatMessage::user("reminder")]
+        );
+        assert_eq!(&t.messages[3..], &call_group("c3")[..]);
+        assert!(!t.over_budget);
+        // Without the ordinal only the last user message is known: the question goes first.
+        let t = trim_history(&h, 6, |_| 1);
+        assert!(!t.messages.contains(&ChatMessage::user("THE QUESTION")));
+        // An ordinal past the history's user messages keeps nothing more.
+        assert_eq!(trim_history_keeping(&h, 6, |_| 1, Some(9)), t);
     }
 
     #[test]

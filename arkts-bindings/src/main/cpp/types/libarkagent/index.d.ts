@@ -192,8 +192,8 @@ export interface AgentConfigObject {
   // Provider options and history trimming.
   /**
    * Approximate token budget of the history sent with each request: the oldest messages are left
-   * out of the request (the state keeps them) until it fits; system messages and the last user
-   * message always stay, a tool call never loses its result. Omitted: the whole history is sent.
+   * out of the request (the state keeps them) until it fits; system messages, the run's question
+   * and the last user message always stay, a tool call never loses its result. Omitted: the whole history is sent.
    */
   contextBudgetTokens?: number;
   /**
