@@ -104,6 +104,102 @@ async fn a_worker_that_ends_without_an_answer_is_an_error_result_naming_why() {
 }
 
 #[tokio::test]
+async fn a_worker_its_tool_stopped_answers_with_the_results_it_ended_on() {
+    let mut r = ToolRegistry::new();
+    r.register(
+        ToolDefinition::new("submit", "submit the result", serde_json::json!({"type":"object"})),
+        Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("submitted: 12").with_stop(true)) })),
+    )
+    .unwrap();
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"count"}"#)]), // parent round 1
+        calls(&[("w1", "submit", "{}")]),                       // worker: stops on its result
+        answer("parent done"),                                  // parent round 2
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(r).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(last_tool_result(&parent.messages), ("submitted: 12".to_string(), false));
+}
+
+/// A memory store that refuses every commit of `session` from its first batch completion on.
+struct DiesAtBatchEnd {
+    inner: Arc<MemStore>,
+    session: &'static str,
+    dead: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl StateStore for DiesAtBatchEnd {
+    async fn load(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
+        self.inner.load(session_id).await
+    }
+
+    async fn commit(
+        &self,
+        state: &arkagent::state::AgentState,
+        events: &[arkagent::state::StateEvent],
+    ) -> Result<(), arkagent::AgentError> {
+        let completes =
+            events.iter().any(|e| matches!(e, arkagent::state::StateEvent::BatchCompleted { .. }));
+        if self.dead.load(Ordering::SeqCst) || (state.session_id == self.session && completes) {
+            self.dead.store(true, Ordering::SeqCst);
+            return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
+        }
+        self.inner.commit(state, events).await
+    }
+
+    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
+        self.inner.save_snapshot(state).await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, arkagent::AgentError> {
+        self.inner.delete(session_id).await
+    }
+}
+
+#[tokio::test]
+async fn a_completed_worker_found_again_after_a_crash_never_answers_with_its_preamble() {
+    // The worker's last answer was empty (not recorded): its last assistant message is the
+    // preamble of a tool call, which is no answer.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let mut preamble = calls(&[("w1", "query_stock", r#"{"sku":"SKU001"}"#)]);
+    preamble.content = Some("Let me look that up.".into());
+    let mut cut = answer("");
+    cut.content = None;
+    cut.finish_reason = Some("length".into());
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"查 SKU001 库存"}"#)]),
+        preamble,
+        cut,
+    ]));
+    let mem = Arc::new(MemStore::new());
+    let dying = Arc::new(DiesAtBatchEnd { inner: mem.clone(), session: "parent", dead: Default::default() });
+    let agent = Arc::new(AgentBuilder::new(model, dying).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    let died = agent.run("parent", "SKU001 还有货吗", &EventLog::new(), &CancellationSignal::new()).await;
+    assert_eq!(died.unwrap_err().code, "state_io");
+
+    // A new process resumes the parent: the delegating call runs again and finds the worker done.
+    let model = Arc::new(Script::new(vec![answer("parent answer")]));
+    let agent = Arc::new(AgentBuilder::new(model, mem.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let parent = mem.load("parent").await.unwrap().unwrap();
+    let (content, is_error) = last_tool_result(&parent.messages);
+    assert_ne!(content, "Let me look that up.");
+    // What the worker ended on is its tool's result: that is what the parent gets.
+    assert_eq!((content.as_str(), is_error), ("SKU001: 12 件", false));
+}
+
+#[tokio::test]
 async fn the_depth_limit_refuses_delegation_beyond_it() {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![]));

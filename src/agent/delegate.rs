@@ -1,6 +1,8 @@
 //! Sub-agents: the `delegate_task` tool runs a worker agent with its own history on a copy of the
 //! parent's tools without `delegate_task` (no recursive delegation), up to a depth limit. The
-//! worker's answer is the tool's result. The worker's new session starts with a copy of the parent
+//! worker's answer is the tool's result (a worker its tool's or hook's stop ended answers with the
+//! successful results it ended on; one whose answer was cut off or filtered gives an error result
+//! naming the finish reason). The worker's new session starts with a copy of the parent
 //! session's app metadata (its tools see the same `userId`). The worker uses the parent's model,
 //! store, approval policy, hooks and services, so its dangerous calls still go through approval:
 //!
@@ -22,9 +24,10 @@
 //! session on the parent agent ([`WorkerEvents::forward`]); the call's `execute` runs the worker
 //! with it, and the driver emits what arrives from its own task, in order, before the call's
 //! `ToolResult`.
-use super::driver::{last_assistant_text, Agent, RunOutcome};
+use super::driver::{Agent, RunOutcome};
 use super::events::{AgentEvent, EventSink, NoEvents};
 use crate::error::{codes, AgentError};
+use crate::message::ChatMessage;
 use crate::state::RunStatus;
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
@@ -261,7 +264,14 @@ impl ToolExecutor for DelegateTask {
                 (RunStatus::Idle, _) => worker.run(&session, &task, sink, &context.signal).await?,
                 (status, _) => RunOutcome::Finished {
                     status,
-                    final_text: last_assistant_text(&state.messages),
+                    // The answer only if the history ends with one (an empty answer is not
+                    // recorded: the last assistant message may be a tool call's preamble).
+                    final_text: match state.messages.last() {
+                        Some(ChatMessage::Assistant { content, tool_calls, .. }) if tool_calls.is_empty() => {
+                            content.clone()
+                        }
+                        _ => None,
+                    },
                     error: None,
                     usage: state.usage,
                     finish_reason: None,
@@ -274,12 +284,25 @@ impl ToolExecutor for DelegateTask {
             {
                 Ok(ToolResult::text(text))
             }
-            // An empty answer is no answer: the parent's model must not take it for a result.
+            // No text answer. A worker its own tool's (or hook's) stop ended answers with the
+            // results it ended on; one whose answer was cut off or filtered (a finish reason other
+            // than `tool_calls`) has no answer: the parent's model must not take "" for one. (A
+            // worker found completed when this call runs again, after a crash, has no finish
+            // reason: its trailing results stand.)
             RunOutcome::Finished { status: RunStatus::Completed, finish_reason, .. } => {
-                Ok(ToolResult::from_error(&AgentError::execution_failed(format!(
-                    "the worker finished without an answer (finish reason: {})",
-                    finish_reason.as_deref().unwrap_or("none given")
-                ))))
+                let results = match finish_reason.as_deref() {
+                    None | Some("tool_calls") => {
+                        worker.state(&session).await?.map(|s| trailing_results(&s.messages))
+                    }
+                    Some(_) => None,
+                };
+                match results {
+                    Some(results) if !results.is_empty() => Ok(ToolResult::text(results)),
+                    _ => Ok(ToolResult::from_error(&AgentError::execution_failed(format!(
+                        "the worker finished without an answer (finish reason: {})",
+                        finish_reason.as_deref().unwrap_or("none given")
+                    )))),
+                }
             }
             RunOutcome::Finished { status, error, .. } => {
                 Ok(ToolResult::from_error(&error.unwrap_or_else(|| {
@@ -300,6 +323,20 @@ impl ToolExecutor for DelegateTask {
             }
         }
     }
+}
+
+/// The successful tool results a history ends with, oldest first, one per line ("" when it ends
+/// with anything else).
+fn trailing_results(messages: &[ChatMessage]) -> String {
+    let start = messages.iter().rposition(|m| !matches!(m, ChatMessage::Tool { .. })).map_or(0, |i| i + 1);
+    let results: Vec<&str> = messages[start..]
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, is_error: false, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    results.join("\n")
 }
 
 #[cfg(test)]
