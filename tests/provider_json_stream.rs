@@ -148,3 +148,20 @@ async fn an_event_stream_is_still_read_as_one() {
     assert_eq!(got.first(), Some(&ModelEvent::TextDelta("s".into())));
     assert!(matches!(got.last(), Some(ModelEvent::Finished(r)) if r.content.as_deref() == Some("s")));
 }
+
+#[tokio::test]
+async fn an_event_stream_labelled_as_json_is_still_read_as_one() {
+    // Some proxies label an event stream `application/json`: its `data:` lines decide.
+    let sse = concat!(
+        "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"hello\"}}]}\n\n",
+        "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    let server =
+        MockServer::start([Reply::raw(200, sse).with_header("Content-Type", "application/json")]).await;
+    let events = events(&client(&server, 1 << 20)).await.unwrap();
+    assert!(events.iter().any(|e| matches!(e, ModelEvent::TextDelta(t) if t == "hello")), "{events:?}");
+    let Some(ModelEvent::Finished(response)) = events.last() else { panic!("{events:?}") };
+    assert_eq!(response.content.as_deref(), Some("hello"));
+    assert_eq!(response.finish_reason.as_deref(), Some("stop"));
+}

@@ -434,6 +434,14 @@ impl ChatModel for OpenAiCompatibleClient {
             let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
                 .await
                 .map_err(|e| redact_error(e.error, key))?;
+            if bytes.trim_ascii_start().starts_with(b"data:") {
+                // An event stream mislabelled as JSON (some proxies): decoded as one.
+                let mut decoder = StreamDecoder::new();
+                let mut events = Vec::new();
+                decoder.feed(&bytes, &mut events).map_err(|e| redact_error(e, key))?;
+                decoder.finish(&mut events).map_err(|e| redact_error(e, key))?;
+                return Ok(Box::pin(futures_util::stream::iter(events.into_iter().map(Ok))));
+            }
             let response = parse_response(&bytes).map_err(|e| redact_error(e, key))?;
             let events = ModelEvent::for_whole_answer(response).into_iter().map(Ok);
             return Ok(Box::pin(futures_util::stream::iter(events)));
