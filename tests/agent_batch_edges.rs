@@ -228,3 +228,33 @@ async fn trimming_keeps_the_question_when_after_hooks_inject_reminders() {
     assert!(last.contains(&ChatMessage::user(question.clone())), "the question was dropped: {last:?}");
     assert_eq!(last.last(), Some(&ChatMessage::user("reminder: be brief")));
 }
+
+#[tokio::test]
+async fn trimming_keeps_the_newest_results_when_a_reminder_follows_them() {
+    let model = Arc::new(Script::new(vec![
+        calls(&[("c1", "lookup", "{}")]),
+        calls(&[("c2", "lookup", "{}")]),
+        answer("done"),
+    ]));
+    let config = arkagent::agent::AgentConfig { context_budget_tokens: Some(300), ..Default::default() };
+    let agent = AgentBuilder::new(model.clone(), Arc::new(MemStore::new()))
+        .config(config)
+        .hook(Arc::new(Inject(ChatMessage::user("reminder: be brief"))))
+        .build();
+    agent
+        .register_tool(
+            ToolDefinition::new("lookup", "test tool", json!({"type":"object"})),
+            Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("x".repeat(1200))) })),
+        )
+        .unwrap();
+    let out = agent.run("s", "question", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let requests = model.requests();
+    let last = &requests.last().unwrap().messages;
+    assert!(
+        last.iter().any(|m| matches!(m, ChatMessage::Tool { tool_call_id, .. } if tool_call_id == "c2")),
+        "the results the model just asked for were trimmed away: {:?}",
+        last.iter().map(|m| m.role()).collect::<Vec<_>>()
+    );
+    assert!(last.contains(&ChatMessage::user("question")));
+}

@@ -91,11 +91,16 @@ pub fn trim_history_keeping<F: Fn(&ChatMessage) -> usize>(
     let mut keep = vec![true; messages.len()];
     let mut dropped = 0;
     let droppable = groups.len().saturating_sub(1);
+    // The run's newest round (the newest group after its question that is no pinned message) stays
+    // too: reminders injected after a batch must not push the batch's results out.
+    let newest_round = turn_question
+        .and_then(|q| groups.iter().rposition(|&(s, _)| s > q && !pinned(s)))
+        .map(|g| groups[g].0);
     for &(start, end) in &groups[..droppable] {
         if total <= budget {
             break;
         }
-        if pinned(start) {
+        if pinned(start) || Some(start) == newest_round {
             continue;
         }
         for k in start..end {
@@ -223,6 +228,23 @@ mod tests {
         assert!(!t.messages.contains(&ChatMessage::user("THE QUESTION")));
         // An ordinal past the history's user messages keeps nothing more.
         assert_eq!(trim_history_keeping(&h, 6, |_| 1, Some(9)), t);
+    }
+
+    #[test]
+    fn the_newest_round_stays_when_a_reminder_follows_it() {
+        let mut h = vec![ChatMessage::system("sys"), ChatMessage::user("Q")];
+        h.extend(call_group("c1"));
+        h.push(ChatMessage::user("reminder"));
+        h.extend(call_group("c2"));
+        h.push(ChatMessage::user("reminder"));
+        // Budget 4 cannot hold sys, Q, c2 (2) and the last reminder: over budget, but the round
+        // the model just asked for is never the one dropped.
+        let t = trim_history_keeping(&h, 4, |_| 1, Some(0));
+        let mut expected = vec![ChatMessage::system("sys"), ChatMessage::user("Q")];
+        expected.extend(call_group("c2"));
+        expected.push(ChatMessage::user("reminder"));
+        assert_eq!(t.messages, expected);
+        assert!(t.over_budget);
     }
 
     #[test]
