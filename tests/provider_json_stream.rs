@@ -165,3 +165,17 @@ async fn an_event_stream_labelled_as_json_is_still_read_as_one() {
     assert_eq!(response.content.as_deref(), Some("hello"));
     assert_eq!(response.finish_reason.as_deref(), Some("stop"));
 }
+
+#[tokio::test]
+async fn a_labelled_event_stream_starting_with_a_bom_or_a_comment_is_read_as_one() {
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    for prefix in ["\u{feff}", ": keep-alive\n\n", "event: message\n", "id: 1\n"] {
+        let server = MockServer::start([
+            Reply::raw(200, format!("{prefix}{body}")).with_header("Content-Type", "application/json")
+        ])
+        .await;
+        let events = events(&client(&server, 1 << 20)).await.unwrap_or_else(|e| panic!("{prefix:?}: {e}"));
+        let Some(ModelEvent::Finished(response)) = events.last() else { panic!("{prefix:?}: {events:?}") };
+        assert_eq!(response.content.as_deref(), Some("hi"), "{prefix:?}");
+    }
+}

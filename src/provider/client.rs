@@ -434,7 +434,8 @@ impl ChatModel for OpenAiCompatibleClient {
             let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
                 .await
                 .map_err(|e| redact_error(e.error, key))?;
-            if bytes.trim_ascii_start().starts_with(b"data:") {
+            let head = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes).trim_ascii_start();
+            if [&b"data:"[..], b":", b"event:", b"id:", b"retry:"].iter().any(|p| head.starts_with(p)) {
                 // An event stream mislabelled as JSON (some proxies): decoded as one.
                 let mut decoder = StreamDecoder::new();
                 let mut events = Vec::new();
