@@ -125,6 +125,132 @@ async fn a_worker_its_tool_stopped_answers_with_the_results_it_ended_on() {
     assert_eq!(last_tool_result(&parent.messages), ("submitted: 12".to_string(), false));
 }
 
+/// A worker tool that submits and stops its run, with the given result.
+fn submit_tools(result: ToolResult) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    r.register(
+        ToolDefinition::new("submit", "submit the result", serde_json::json!({"type":"object"})),
+        Arc::new(FnExecutor(move |_a, _c| {
+            let result = result.clone();
+            async move { Ok(result.with_stop(true)) }
+        })),
+    )
+    .unwrap();
+    r
+}
+
+/// An after-hook injecting a reminder after every call (hooks are shared with workers).
+struct Remind;
+
+#[async_trait::async_trait]
+impl AgentHook for Remind {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        _r: &ToolResult,
+    ) -> arkagent::hook::AfterToolCall {
+        arkagent::hook::AfterToolCall {
+            action: arkagent::hook::AfterToolCallAction::Proceed(None),
+            inject: vec![ChatMessage::user("reminder: be brief")],
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stopped_worker_answers_with_its_results_not_its_preamble_nor_a_reminder() {
+    for (preamble, remind) in [(true, false), (false, true)] {
+        let mut worker = calls(&[("w1", "submit", "{}")]);
+        if preamble {
+            worker.content = Some("Let me submit that.".into());
+        }
+        let model = Arc::new(Script::new(vec![
+            calls(&[("p1", DELEGATE_TASK, r#"{"task":"count"}"#)]),
+            worker,
+            answer("parent done"),
+        ]));
+        let store = Arc::new(MemStore::new());
+        let mut builder =
+            AgentBuilder::new(model, store.clone()).tools(submit_tools(ToolResult::text("submitted: 12")));
+        if remind {
+            builder = builder.hook(Arc::new(Remind));
+        }
+        let agent = Arc::new(builder.build());
+        agent.enable_delegation(None).unwrap();
+        let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed);
+        let parent = store.load("parent").await.unwrap().unwrap();
+        assert_eq!(
+            last_tool_result(&parent.messages),
+            ("submitted: 12".to_string(), false),
+            "{preamble} {remind}"
+        );
+        // The worker's own outcome has no answer text: its last assistant message is a preamble.
+        let worker = store.load(&parent.workers[0]).await.unwrap().unwrap();
+        assert_eq!(worker.status, RunStatus::Completed);
+    }
+}
+
+#[tokio::test]
+async fn a_worker_stopped_on_an_error_result_passes_the_error_on() {
+    let failed = ToolResult::from_error(&arkagent::AgentError::execution_failed("quota exceeded for SKU001"));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"count"}"#)]),
+        calls(&[("w1", "submit", "{}")]),
+        answer("parent done"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(submit_tools(failed)).build());
+    agent.enable_delegation(None).unwrap();
+    agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let (content, is_error) = last_tool_result(&parent.messages);
+    assert!(is_error && content.contains("quota exceeded for SKU001"), "{content}");
+}
+
+#[tokio::test]
+async fn dismissing_a_parent_frozen_on_its_worker_ends_both_without_a_model_round() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"clear"}"#), ("p2", "query_stock", r#"{"sku":"A"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        // For the next message (a worker asked after the denial would take it instead).
+        answer("parent answer"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model.clone(), store.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }));
+    let asked = model.requests().len();
+    let out =
+        agent.dismiss("parent", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
+    assert_eq!(model.requests().len(), asked, "no model was asked, the worker's neither");
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert!(parent.pending_approval.is_none());
+    let results: Vec<(String, String, bool)> = support::tool_messages(&parent.messages);
+    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["p1", "p2"]);
+    // The delegating call is answered with the dismissal; the call that ran before the worker
+    // froze keeps its result.
+    assert!(
+        results[0].2 && results[0].1.contains("tool_not_run") && results[0].1.contains("moved on"),
+        "{results:?}"
+    );
+    assert_eq!((results[1].1.as_str(), results[1].2), ("A: 12 件", false));
+    // The worker's batch holds the denial; nothing of it ran.
+    let worker = store.load(&parent.workers[0]).await.unwrap().unwrap();
+    assert_eq!(
+        worker.pending_approval.unwrap().items[0].decision,
+        arkagent::approval::ApprovalDecision::Denied
+    );
+    // The next message runs on a valid history.
+    let out = agent.run("parent", "never mind", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+}
+
 /// A memory store that refuses every commit of `session` from its first batch completion on.
 struct DiesAtBatchEnd {
     inner: Arc<MemStore>,

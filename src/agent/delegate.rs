@@ -24,7 +24,7 @@
 //! session on the parent agent ([`WorkerEvents::forward`]); the call's `execute` runs the worker
 //! with it, and the driver emits what arrives from its own task, in order, before the call's
 //! `ToolResult`.
-use super::driver::{Agent, RunOutcome};
+use super::driver::{final_answer_text, Agent, RunOutcome};
 use super::events::{AgentEvent, EventSink, NoEvents};
 use crate::error::{codes, AgentError};
 use crate::message::ChatMessage;
@@ -266,12 +266,7 @@ impl ToolExecutor for DelegateTask {
                     status,
                     // The answer only if the history ends with one (an empty answer is not
                     // recorded: the last assistant message may be a tool call's preamble).
-                    final_text: match state.messages.last() {
-                        Some(ChatMessage::Assistant { content, tool_calls, .. }) if tool_calls.is_empty() => {
-                            content.clone()
-                        }
-                        _ => None,
-                    },
+                    final_text: final_answer_text(&state.messages),
                     error: None,
                     usage: state.usage,
                     finish_reason: None,
@@ -292,17 +287,16 @@ impl ToolExecutor for DelegateTask {
             RunOutcome::Finished { status: RunStatus::Completed, finish_reason, .. } => {
                 let results = match finish_reason.as_deref() {
                     None | Some("tool_calls") => {
-                        worker.state(&session).await?.map(|s| trailing_results(&s.messages))
+                        worker.state(&session).await?.and_then(|s| trailing_results(&s.messages))
                     }
                     Some(_) => None,
                 };
-                match results {
-                    Some(results) if !results.is_empty() => Ok(ToolResult::text(results)),
-                    _ => Ok(ToolResult::from_error(&AgentError::execution_failed(format!(
+                Ok(results.unwrap_or_else(|| {
+                    ToolResult::from_error(&AgentError::execution_failed(format!(
                         "the worker finished without an answer (finish reason: {})",
                         finish_reason.as_deref().unwrap_or("none given")
-                    )))),
-                }
+                    )))
+                }))
             }
             RunOutcome::Finished { status, error, .. } => {
                 Ok(ToolResult::from_error(&error.unwrap_or_else(|| {
@@ -325,18 +319,34 @@ impl ToolExecutor for DelegateTask {
     }
 }
 
-/// The successful tool results a history ends with, oldest first, one per line ("" when it ends
-/// with anything else).
-fn trailing_results(messages: &[ChatMessage]) -> String {
-    let start = messages.iter().rposition(|m| !matches!(m, ChatMessage::Tool { .. })).map_or(0, |i| i + 1);
-    let results: Vec<&str> = messages[start..]
+/// The result of a worker a stop ended: the tool results its history ends with (before any
+/// reminders after-hooks injected after them), oldest first, one per line: the successful ones,
+/// or, when every one failed, their errors as an error result. `None` when the history does not
+/// end with results.
+fn trailing_results(messages: &[ChatMessage]) -> Option<ToolResult> {
+    let end = messages
         .iter()
-        .filter_map(|m| match m {
-            ChatMessage::Tool { content, is_error: false, .. } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    results.join("\n")
+        .rposition(|m| !matches!(m, ChatMessage::User { .. } | ChatMessage::System { .. }))
+        .map_or(0, |i| i + 1);
+    let messages = &messages[..end];
+    let start = messages.iter().rposition(|m| !matches!(m, ChatMessage::Tool { .. })).map_or(0, |i| i + 1);
+    let (mut ok, mut failed) = (Vec::new(), Vec::new());
+    for m in &messages[start..] {
+        if let ChatMessage::Tool { content, is_error, .. } = m {
+            if *is_error {
+                failed.push(content.as_str())
+            } else {
+                ok.push(content.as_str())
+            }
+        }
+    }
+    if !ok.is_empty() {
+        Some(ToolResult::text(ok.join("\n")))
+    } else if !failed.is_empty() {
+        Some(ToolResult::error_text(failed.join("\n")))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -418,7 +418,9 @@ impl Agent {
     /// result, the denials with `reason`) and the run completes. The next [`run`](Self::run)
     /// starts from a valid history in which the model reads the denials before the new message.
     /// A batch whose items were all approved already runs them first. For a batch that mirrors a
-    /// worker's, the denial reaches the worker, whose own run continues as after any denial.
+    /// worker's, the denial reaches the worker's batch, the worker is not continued (its model
+    /// is not asked either; its session stays as decided and is deleted with this one), and the
+    /// delegating call and the calls not run yet are answered `tool_not_run` with `reason`.
     ///
     /// # Errors
     /// `no_pending_approval` when the session is not suspended, otherwise as
@@ -486,6 +488,7 @@ impl Agent {
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
         run.stop_requested = stop;
+        run.dismissing = stop;
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
@@ -635,6 +638,8 @@ struct Run<'a> {
     stop_requested: bool,
     // The finish reason of the model's last answer in this run.
     finish_reason: Option<String>,
+    // Set by `Agent::dismiss`: a mirrored batch is answered instead of continuing its worker.
+    dismissing: bool,
 }
 
 impl<'a> Run<'a> {
@@ -650,6 +655,7 @@ impl<'a> Run<'a> {
             turn_tools: None,
             stop_requested: false,
             finish_reason: None,
+            dismissing: false,
         }
     }
 
@@ -725,7 +731,7 @@ impl<'a> Run<'a> {
                 }
                 Phase::NeedsModel => {
                     if self.stop_requested || self.state.stop_requested {
-                        let text = last_assistant_text(&self.state.messages);
+                        let text = final_answer_text(&self.state.messages);
                         return self.finish(RunStatus::Completed, text, None).await;
                     }
                     if self.state.round >= self.agent.config.max_rounds {
@@ -962,7 +968,29 @@ impl<'a> Run<'a> {
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
-        let steps = if batch.worker_session.is_some() {
+        let steps = if batch.worker_session.is_some() && self.dismissing {
+            // Dismissed: the worker is not continued (its model would be asked), and nothing of
+            // the parent's batch runs: what was answered keeps its answer, the rest is not run.
+            let reason = batch.items.iter().find_map(|i| i.deny_reason.clone()).unwrap_or_default();
+            let dismissed = |call: &ToolCall| {
+                BatchStep::Answer(AnsweredCall {
+                    call: call.clone(),
+                    result: ToolResult::from_error(&AgentError::of(
+                        codes::TOOL_NOT_RUN,
+                        format!("not run: the user dismissed the batch ({reason})"),
+                    )),
+                })
+            };
+            unanswered
+                .iter()
+                .map(|call| match batch.calls.iter().find(|c| c.call.id == call.id).map(|c| &c.plan) {
+                    Some(BatchCallPlan::Answer { result }) => {
+                        BatchStep::Answer(AnsweredCall { call: call.clone(), result: result.clone() })
+                    }
+                    _ => dismissed(call),
+                })
+                .collect()
+        } else if batch.worker_session.is_some() {
             // The items were a worker's, decided in its session too: the parent's batch continues
             // as it was running (finished calls answered from their records, the delegating call
             // run again, which continues the worker, the calls not reached yet run as planned).
@@ -1349,10 +1377,12 @@ async fn run_one(
     (call, outcome)
 }
 
-/// The text of the model's last answer.
-pub(super) fn last_assistant_text(messages: &[ChatMessage]) -> Option<String> {
-    messages.iter().rev().find_map(|m| match m {
-        ChatMessage::Assistant { content, .. } => Some(content.clone()),
+/// The text of the answer a history ends with: its last message when that is an assistant
+/// message without calls (a run a stop ended after a batch ends with results, and the assistant
+/// message before them is the calls' preamble, no answer).
+pub(super) fn final_answer_text(messages: &[ChatMessage]) -> Option<String> {
+    match messages.last() {
+        Some(ChatMessage::Assistant { content, tool_calls, .. }) if tool_calls.is_empty() => content.clone(),
         _ => None,
-    })?
+    }
 }

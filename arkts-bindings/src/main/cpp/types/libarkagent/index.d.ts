@@ -361,9 +361,12 @@ export declare class Agent {
   resume(sessionId: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
    * Ends a suspended run without asking the model again, for a user who moved on instead of
-   * deciding: every pending item is denied with reason, the batch's calls are answered (none of
-   * them runs) and the run completes, so the next run() starts from a valid history in which the
-   * model reads the denials. Rejects with no_pending_approval when nothing awaits approval.
+   * deciding: every pending item is denied with reason, the batch's calls are answered (with a
+   * denial none of them runs; only a batch the user had approved entirely runs) and the run
+   * completes without asking the model, so the next run() starts from a valid history in which
+   * the model reads the denials. A batch frozen on a sub-agent's call does not continue the
+   * sub-agent: its calls are answered tool_not_run. Rejects with no_pending_approval when nothing
+   * awaits approval.
    */
   dismiss(sessionId: string, reason: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /** Approves one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */
