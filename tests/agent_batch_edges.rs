@@ -200,14 +200,14 @@ async fn an_after_hook_may_inject_only_user_or_system_messages() {
     }
 }
 
-#[tokio::test]
-async fn trimming_keeps_the_question_when_after_hooks_inject_reminders() {
-    let model = Arc::new(Script::new(vec![
-        calls(&[("c1", "lookup", "{}")]),
-        calls(&[("c2", "lookup", "{}")]),
-        calls(&[("c3", "lookup", "{}")]),
-        answer("done"),
-    ]));
+/// Runs `question` with a 300-token history budget, a reminder injected after every call, and
+/// `rounds` rounds of one `lookup` call answering `result_len` bytes; returns the last request's
+/// messages.
+async fn last_request_with_reminders(question: &str, rounds: usize, result_len: usize) -> Vec<ChatMessage> {
+    let mut script: Vec<_> =
+        (0..rounds).map(|i| calls(&[(&format!("c{}", i + 1), "lookup", "{}")])).collect();
+    script.push(answer("done"));
+    let model = Arc::new(Script::new(script));
     let config = arkagent::agent::AgentConfig { context_budget_tokens: Some(300), ..Default::default() };
     let agent = AgentBuilder::new(model.clone(), Arc::new(MemStore::new()))
         .config(config)
@@ -216,14 +216,18 @@ async fn trimming_keeps_the_question_when_after_hooks_inject_reminders() {
     agent
         .register_tool(
             ToolDefinition::new("lookup", "test tool", json!({"type":"object"})),
-            Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("x".repeat(400))) })),
+            Arc::new(FnExecutor(move |_a, _c| async move { Ok(ToolResult::text("x".repeat(result_len))) })),
         )
         .unwrap();
-    let question = "THE QUESTION ".repeat(20);
-    let out = agent.run("s", &question, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let out = agent.run("s", question, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
-    let requests = model.requests();
-    let last = &requests.last().unwrap().messages;
+    model.requests().last().unwrap().messages.to_vec()
+}
+
+#[tokio::test]
+async fn trimming_keeps_the_question_when_after_hooks_inject_reminders() {
+    let question = "THE QUESTION ".repeat(20);
+    let last = last_request_with_reminders(&question, 3, 400).await;
     assert!(last.len() < 10, "the history was trimmed: {} messages", last.len());
     assert!(last.contains(&ChatMessage::user(question.clone())), "the question was dropped: {last:?}");
     assert_eq!(last.last(), Some(&ChatMessage::user("reminder: be brief")));
@@ -231,26 +235,7 @@ async fn trimming_keeps_the_question_when_after_hooks_inject_reminders() {
 
 #[tokio::test]
 async fn trimming_keeps_the_newest_results_when_a_reminder_follows_them() {
-    let model = Arc::new(Script::new(vec![
-        calls(&[("c1", "lookup", "{}")]),
-        calls(&[("c2", "lookup", "{}")]),
-        answer("done"),
-    ]));
-    let config = arkagent::agent::AgentConfig { context_budget_tokens: Some(300), ..Default::default() };
-    let agent = AgentBuilder::new(model.clone(), Arc::new(MemStore::new()))
-        .config(config)
-        .hook(Arc::new(Inject(ChatMessage::user("reminder: be brief"))))
-        .build();
-    agent
-        .register_tool(
-            ToolDefinition::new("lookup", "test tool", json!({"type":"object"})),
-            Arc::new(FnExecutor(|_a, _c| async move { Ok(ToolResult::text("x".repeat(1200))) })),
-        )
-        .unwrap();
-    let out = agent.run("s", "question", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
-    assert_eq!(out.status(), RunStatus::Completed);
-    let requests = model.requests();
-    let last = &requests.last().unwrap().messages;
+    let last = last_request_with_reminders("question", 2, 1200).await;
     assert!(
         last.iter().any(|m| matches!(m, ChatMessage::Tool { tool_call_id, .. } if tool_call_id == "c2")),
         "the results the model just asked for were trimmed away: {:?}",

@@ -129,6 +129,49 @@ fn same<T>(value: T) -> T {
     value
 }
 
+/// What a run promise does ([`JsAgent::run_promise`]).
+enum RunCall {
+    /// `run` on this user message.
+    Run(String),
+    /// `resume`.
+    Resume,
+    /// `dismiss` with this reason.
+    Dismiss(String),
+}
+
+impl JsAgent {
+    /// The promise of a run, resume or dismissal: resolves to the outcome once the listener saw
+    /// every event of the run (one glue for the three exports).
+    fn run_promise<'env>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+        call: RunCall,
+        signal: Option<&CancellationHandle>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        let core = Arc::clone(&self.core);
+        let events = RunEvents::new(Arc::clone(&self.listener));
+        let signal = run_signal(signal);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    let outcome = match call {
+                        RunCall::Run(input) => core.run(&session_id, &input, &events, &signal).await,
+                        RunCall::Resume => core.resume(&session_id, &events, &signal).await,
+                        RunCall::Dismiss(reason) => {
+                            core.dismiss(&session_id, &reason, &events, &signal).await
+                        }
+                    };
+                    events.delivered().await;
+                    outcome_object(&core, &session_id, outcome?).await
+                },
+                same,
+            )
+        })
+    }
+}
+
 /// The agent: a model, tools, hooks, the approval policy and a state store.
 #[napi(js_name = "Agent")]
 pub struct JsAgent {
@@ -269,20 +312,7 @@ impl JsAgent {
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
         let (Arg(session_id), Arg(input), signal) = (session_id, input, signal.map(|s| s.0));
-        let core = Arc::clone(&self.core);
-        let events = RunEvents::new(Arc::clone(&self.listener));
-        let signal = run_signal(signal);
-        guard_napi(env, || {
-            spawn_guarded(
-                env,
-                async move {
-                    let outcome = core.run(&session_id, &input, &events, &signal).await;
-                    events.delivered().await;
-                    outcome_object(&core, &session_id, outcome?).await
-                },
-                same,
-            )
-        })
+        self.run_promise(env, session_id, RunCall::Run(input), signal)
     }
 
     /// Continues a suspended run once every item is decided (or a run interrupted by a crash).
@@ -298,20 +328,7 @@ impl JsAgent {
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
         let (Arg(session_id), signal) = (session_id, signal.map(|s| s.0));
-        let core = Arc::clone(&self.core);
-        let events = RunEvents::new(Arc::clone(&self.listener));
-        let signal = run_signal(signal);
-        guard_napi(env, || {
-            spawn_guarded(
-                env,
-                async move {
-                    let outcome = core.resume(&session_id, &events, &signal).await;
-                    events.delivered().await;
-                    outcome_object(&core, &session_id, outcome?).await
-                },
-                same,
-            )
-        })
+        self.run_promise(env, session_id, RunCall::Resume, signal)
     }
 
     /// Ends a suspended run without asking the model again: every pending item is denied with
@@ -329,20 +346,7 @@ impl JsAgent {
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
         let (Arg(session_id), Arg(reason), signal) = (session_id, reason, signal.map(|s| s.0));
-        let core = Arc::clone(&self.core);
-        let events = RunEvents::new(Arc::clone(&self.listener));
-        let signal = run_signal(signal);
-        guard_napi(env, || {
-            spawn_guarded(
-                env,
-                async move {
-                    let outcome = core.dismiss(&session_id, &reason, &events, &signal).await;
-                    events.delivered().await;
-                    outcome_object(&core, &session_id, outcome?).await
-                },
-                same,
-            )
-        })
+        self.run_promise(env, session_id, RunCall::Dismiss(reason), signal)
     }
 
     /// Approves one pending item (durable when this resolves); resolves to the batch JSON.

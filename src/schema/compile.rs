@@ -294,23 +294,6 @@ fn err(code: &'static str, path: &str, what: impl std::fmt::Display) -> AgentErr
     AgentError::of(code, format!("{what} (at {path})"))
 }
 
-/// Depth of a JSON value in containers, without recursion; stops counting past `limit`.
-fn value_depth_exceeds(value: &Value, limit: usize) -> bool {
-    let mut stack = vec![(value, 1usize)];
-    while let Some((v, d)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(a) => Box::new(a.iter()),
-            Value::Object(m) => Box::new(m.values()),
-            _ => continue,
-        };
-        if d > limit {
-            return true;
-        }
-        stack.extend(children.map(|c| (c, d + 1)));
-    }
-    false
-}
-
 impl Compiler {
     /// Compiles the schema at `path` (a JSONPath-like location in the schema document).
     pub(crate) fn compile(
@@ -478,7 +461,7 @@ impl Compiler {
         let enumeration = match map.get("enum") {
             None => None,
             Some(Value::Array(values)) => {
-                if values.iter().any(|v| value_depth_exceeds(v, self.max_depth)) {
+                if values.iter().any(|v| crate::json::depth_exceeds(v, self.max_depth)) {
                     return Err(err(codes::SCHEMA_TOO_DEEP, path, "an \"enum\" value nests too deep"));
                 }
                 Some(values.clone().into_boxed_slice())
@@ -488,7 +471,7 @@ impl Compiler {
         let constant = match map.get("const") {
             None => None,
             Some(v) => {
-                if value_depth_exceeds(v, self.max_depth) {
+                if crate::json::depth_exceeds(v, self.max_depth) {
                     return Err(err(codes::SCHEMA_TOO_DEEP, path, "the \"const\" value nests too deep"));
                 }
                 Some(v.clone())
