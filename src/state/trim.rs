@@ -94,7 +94,9 @@ pub fn trim_history_keeping<F: Fn(&ChatMessage) -> usize>(
     // The run's newest round (the newest group after its question that is no pinned message) stays
     // too: reminders injected after a batch must not push the batch's results out.
     let newest_round = turn_question
-        .and_then(|q| groups.iter().rposition(|&(s, _)| s > q && !pinned(s)))
+        .and_then(|q| {
+            groups.iter().rposition(|&(s, _)| s > q && matches!(messages[s], ChatMessage::Assistant { .. }))
+        })
         .map(|g| groups[g].0);
     for &(start, end) in &groups[..droppable] {
         if total <= budget {
@@ -245,6 +247,16 @@ mod tests {
         expected.push(ChatMessage::user("reminder"));
         assert_eq!(t.messages, expected);
         assert!(t.over_budget);
+    }
+
+    #[test]
+    fn the_newest_round_stays_when_several_reminders_follow_it() {
+        let mut h = vec![ChatMessage::system("sys"), ChatMessage::user("Q")];
+        h.extend(call_group("c1"));
+        h.push(ChatMessage::user("r1"));
+        h.push(ChatMessage::user("r2"));
+        let t = trim_history_keeping(&h, 3, |_| 1, Some(0));
+        assert!(t.messages.contains(&call_group("c1")[1]), "{:?}", t.messages);
     }
 
     #[test]
