@@ -179,3 +179,15 @@ async fn a_labelled_event_stream_starting_with_a_bom_or_a_comment_is_read_as_one
         assert_eq!(response.content.as_deref(), Some("hi"), "{prefix:?}");
     }
 }
+
+#[tokio::test]
+async fn a_json_body_starting_with_a_bom_is_read_streamed_or_not() {
+    let body = "\u{feff}{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}";
+    let reply = || Reply::raw(200, body.to_string()).with_header("Content-Type", "application/json");
+    let server = MockServer::start([reply(), reply()]).await;
+    let c = client(&server, 1 << 20);
+    let events = events(&c).await.unwrap();
+    let Some(ModelEvent::Finished(response)) = events.last() else { panic!("{events:?}") };
+    assert_eq!(response.content.as_deref(), Some("hi"));
+    assert_eq!(c.complete(&request()).await.unwrap().content.as_deref(), Some("hi"));
+}

@@ -197,6 +197,8 @@ pub fn normalise_arguments(raw: String) -> String {
 /// `provider_decode` (with an excerpt of the raw body) when the body is not a chat completion;
 /// `provider_http_status` when it is an `{"error": ...}` body.
 pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
+    // A UTF-8 byte order mark some gateways put first is no JSON.
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let text = std::str::from_utf8(body).map_err(|e| {
         AgentError::of(
             codes::PROVIDER_DECODE,
