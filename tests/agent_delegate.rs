@@ -251,6 +251,64 @@ async fn dismissing_a_parent_frozen_on_its_worker_ends_both_without_a_model_roun
     assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
 }
 
+#[tokio::test]
+async fn dismissing_after_the_user_approved_everything_runs_what_was_approved() {
+    // Approved on the parent, or on the worker session directly: the approved call runs (the
+    // worker continues), and a dismissal's stop is never carried into a batch frozen on the way.
+    for on_worker in [false, true] {
+        let cleared = Arc::new(AtomicUsize::new(0));
+        let model = Arc::new(Script::new(vec![
+            calls(&[("p1", DELEGATE_TASK, r#"{"task":"clear"}"#)]),
+            calls(&[("w1", "clear_baking_cache", "{}")]),
+            answer("worker done"),
+            answer("parent answer"),
+        ]));
+        let store = Arc::new(MemStore::new());
+        let agent = Arc::new(AgentBuilder::new(model.clone(), store.clone()).tools(tools(&cleared)).build());
+        agent.enable_delegation(None).unwrap();
+        let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+        let session = if on_worker { batch.worker_session.clone().unwrap() } else { "parent".to_string() };
+        agent.approve(&session, &batch.items[0].approval_id).await.unwrap();
+        let out =
+            agent.dismiss("parent", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed, "{on_worker}");
+        assert_eq!(cleared.load(Ordering::SeqCst), 1, "{on_worker}: the approved call ran");
+        let parent = store.load("parent").await.unwrap().unwrap();
+        assert_eq!(last_tool_result(&parent.messages), ("worker done".to_string(), false));
+        assert_eq!(model.requests().len(), 3, "{on_worker}: the parent's model is not asked");
+    }
+}
+
+#[tokio::test]
+async fn a_dismissal_that_meets_a_new_freeze_leaves_no_stop_behind() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("x1", "clear_baking_cache", "{}"), ("d1", DELEGATE_TASK, r#"{"task":"clear"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("worker done"),
+        answer("parent answer"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model.clone(), store.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    for item in &batch.items {
+        agent.approve("parent", &item.approval_id).await.unwrap();
+    }
+    // Everything was approved: the batch runs, and the delegation's worker freezes on its call.
+    let out =
+        agent.dismiss("parent", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert!(!batch.stop_requested, "the dismissal's stop is not carried into the new batch");
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+    assert_eq!(cleared.load(Ordering::SeqCst), 2);
+}
+
 /// A memory store that refuses every commit of `session` from its first batch completion on.
 struct DiesAtBatchEnd {
     inner: Arc<MemStore>,

@@ -46,7 +46,8 @@ pub enum RunOutcome {
         /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
         /// `None` when no answer came in this run or the provider sent none. A run that
         /// completed without `final_text` tells here why: `length` or `content_filter` (the answer was
-        /// cut off or filtered), or `tool_calls` (a tool's or hook's stop ended it after a batch).
+        /// cut off or filtered), or `tool_calls` (a tool's or hook's stop ended it after a batch;
+        /// `None` when that stop came in a resumed run that asked no model).
         finish_reason: Option<String>,
     },
     /// A batch is frozen until the user decides; the state is persisted. Decide with
@@ -409,7 +410,7 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
-        self.resume_with(session_id, sink, cancel, false).await
+        self.resume_with(session_id, sink, cancel, None).await
     }
 
     /// Ends a suspended run without asking the model again, for a user who moved on instead of
@@ -417,10 +418,12 @@ impl Agent {
     /// does), the batch is settled (with a denied item none of its calls runs; each call gets its
     /// result, the denials with `reason`) and the run completes. The next [`run`](Self::run)
     /// starts from a valid history in which the model reads the denials before the new message.
-    /// A batch whose items were all approved already runs them first. For a batch that mirrors a
-    /// worker's, the denial reaches the worker's batch, the worker is not continued (its model
-    /// is not asked either; its session stays as decided and is deleted with this one), and the
-    /// delegating call and the calls not run yet are answered `tool_not_run` with `reason`.
+    /// A batch whose items were all approved already runs them first (and when one of its
+    /// delegations meets a new freeze, that batch is returned suspended, without this stop). For
+    /// a batch that mirrors a worker's, the denial reaches the worker's batch, the worker is not
+    /// continued (its model is not asked either; its session stays as decided and is deleted with
+    /// this one), and the delegating call and the calls not run yet are answered `tool_not_run`
+    /// with `reason` (calls that finished keep their results).
     ///
     /// # Errors
     /// `no_pending_approval` when the session is not suspended, otherwise as
@@ -440,23 +443,38 @@ impl Agent {
         };
         for item in batch.items.iter().filter(|i| i.decision == ApprovalDecision::Pending) {
             match self.deny(session_id, &item.approval_id, reason).await {
-                // Decided meanwhile (another call of the app): that decision stands.
-                Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => {}
+                // Decided meanwhile (another call of the app): that decision stands. A worker's
+                // batch decided on the worker session directly: the mirror takes its decision.
+                Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => {
+                    let Some(worker) = &batch.worker_session else { continue };
+                    let decided = self.store.load(worker).await?.and_then(|s| s.pending_approval);
+                    match decided.as_ref().and_then(|b| b.item(&item.approval_id)) {
+                        Some(i) if i.decision == ApprovalDecision::Approved => {
+                            self.approve(session_id, &item.approval_id).await?;
+                        }
+                        Some(i) if i.decision == ApprovalDecision::Denied => {
+                            let why = i.deny_reason.clone().unwrap_or_default();
+                            self.deny(session_id, &item.approval_id, &why).await?;
+                        }
+                        _ => {}
+                    }
+                }
                 other => {
                     other?;
                 }
             }
         }
-        self.resume_with(session_id, sink, cancel, true).await
+        self.resume_with(session_id, sink, cancel, Some(reason)).await
     }
 
-    /// [`resume`](Self::resume); with `stop`, the run completes once the batch is settled.
+    /// [`resume`](Self::resume); with a dismissal's reason, the run completes once the batch is
+    /// settled.
     async fn resume_with(
         &self,
         session_id: &str,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
-        stop: bool,
+        dismissal: Option<&str>,
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
         let lock = self.session_lock(session_id);
@@ -487,8 +505,7 @@ impl Agent {
         }
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
-        run.stop_requested = stop;
-        run.dismissing = stop;
+        run.dismissing = dismissal.map(str::to_string);
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
@@ -638,8 +655,9 @@ struct Run<'a> {
     stop_requested: bool,
     // The finish reason of the model's last answer in this run.
     finish_reason: Option<String>,
-    // Set by `Agent::dismiss`: a mirrored batch is answered instead of continuing its worker.
-    dismissing: bool,
+    // `Agent::dismiss`'s reason: the run completes once its batch is settled, and a mirrored
+    // batch with a denial is answered instead of continuing its worker.
+    dismissing: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -655,7 +673,7 @@ impl<'a> Run<'a> {
             turn_tools: None,
             stop_requested: false,
             finish_reason: None,
-            dismissing: false,
+            dismissing: None,
         }
     }
 
@@ -730,7 +748,7 @@ impl<'a> Run<'a> {
                     return Ok(RunOutcome::Suspended { batch });
                 }
                 Phase::NeedsModel => {
-                    if self.stop_requested || self.state.stop_requested {
+                    if self.stop_requested || self.dismissing.is_some() || self.state.stop_requested {
                         let text = final_answer_text(&self.state.messages);
                         return self.finish(RunStatus::Completed, text, None).await;
                     }
@@ -968,10 +986,11 @@ impl<'a> Run<'a> {
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
-        let steps = if batch.worker_session.is_some() && self.dismissing {
+        let denied = batch.items.iter().any(|i| i.decision == ApprovalDecision::Denied);
+        let dismissal = self.dismissing.clone().filter(|_| batch.worker_session.is_some() && denied);
+        let steps = if let Some(reason) = dismissal {
             // Dismissed: the worker is not continued (its model would be asked), and nothing of
             // the parent's batch runs: what was answered keeps its answer, the rest is not run.
-            let reason = batch.items.iter().find_map(|i| i.deny_reason.clone()).unwrap_or_default();
             let dismissed = |call: &ToolCall| {
                 BatchStep::Answer(AnsweredCall {
                     call: call.clone(),
@@ -1204,7 +1223,11 @@ impl<'a> Run<'a> {
             }
             self.record(StateEvent::MessageAppended { message: tool_result_message(call, &result) });
         }
-        self.record(StateEvent::BatchCompleted { stop_requested: self.stop_requested });
+        // A dismissal's stop is saved with the batch like any other (a kill before the run's end
+        // must not lead to a model round), but never carried into a mirror frozen on the way.
+        self.record(StateEvent::BatchCompleted {
+            stop_requested: self.stop_requested || self.dismissing.is_some(),
+        });
         if self.state.pending_approval.is_some() {
             self.record(StateEvent::ApprovalCleared);
         }

@@ -365,7 +365,8 @@ export declare class Agent {
    * denial none of them runs; only a batch the user had approved entirely runs) and the run
    * completes without asking the model, so the next run() starts from a valid history in which
    * the model reads the denials. A batch frozen on a sub-agent's call does not continue the
-   * sub-agent: its calls are answered tool_not_run. Rejects with no_pending_approval when nothing
+   * sub-agent: its calls not run yet are answered tool_not_run (finished ones keep their results).
+   * A batch approved entirely runs and may meet a new freeze: the outcome is then suspended. Rejects with no_pending_approval when nothing
    * awaits approval.
    */
   dismiss(sessionId: string, reason: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
