@@ -309,6 +309,27 @@ async fn a_dismissal_that_meets_a_new_freeze_leaves_no_stop_behind() {
     assert_eq!(cleared.load(Ordering::SeqCst), 2);
 }
 
+#[tokio::test]
+async fn a_worker_empty_answer_without_a_finish_reason_is_no_answer() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let mut empty = answer("");
+    empty.content = None;
+    empty.finish_reason = None;
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("w1", "query_stock", r#"{"sku":"A"}"#)]),
+        empty,
+        answer("parent done"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(tools(&cleared)).build());
+    agent.enable_delegation(None).unwrap();
+    agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let (content, is_error) = last_tool_result(&parent.messages);
+    assert!(is_error && content.contains("without an answer"), "{content}");
+}
+
 /// A memory store that refuses every commit of `session` from its first batch completion on.
 struct DiesAtBatchEnd {
     inner: Arc<MemStore>,

@@ -587,9 +587,9 @@ test('run and resume return typed outcomes (completed, suspended with its batch,
   const failed = await agent.resume('s1', handle);
   assert.deepEqual([failed.error.code, failed.error.layer, failed.error.message], ['provider_http', 'provider', 'HTTP 500']);
   assert.deepEqual(native.calls.at(-1), ['resume', 's1', handle]);
-  native.answers.dismiss = { status: 'completed', usageJson, finishReason: 'tool_calls' };
+  native.answers.dismiss = { status: 'completed', usageJson };
   const dismissed = await agent.dismiss('s1', 'the user moved on', handle);
-  assert.deepEqual([dismissed.status, dismissed.finalText, dismissed.finishReason], ['completed', undefined, 'tool_calls']);
+  assert.deepEqual([dismissed.status, dismissed.finalText, dismissed.finishReason], ['completed', undefined, undefined]);
   assert.deepEqual(native.calls.at(-1), ['dismiss', 's1', 'the user moved on', handle]);
   native.answers.run = { status: 'awaiting_approval', usageJson };
   await assert.rejects(agent.run('s1', 'x'), (e) => e.code === 'run_outcome_invalid');

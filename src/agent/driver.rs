@@ -446,9 +446,22 @@ impl Agent {
                 // Decided meanwhile (another call of the app): that decision stands. A worker's
                 // batch decided on the worker session directly: the mirror takes its decision.
                 Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => {
-                    let Some(worker) = &batch.worker_session else { continue };
-                    let decided = self.store.load(worker).await?.and_then(|s| s.pending_approval);
-                    match decided.as_ref().and_then(|b| b.item(&item.approval_id)) {
+                    // The decision may sit at any depth below (a worker's worker).
+                    let mut next = batch.worker_session.clone();
+                    let mut decided = None;
+                    while let Some(worker) = next.take() {
+                        let Some(b) = self.store.load(&worker).await?.and_then(|s| s.pending_approval) else {
+                            break;
+                        };
+                        match b.item(&item.approval_id) {
+                            Some(i) if i.decision != ApprovalDecision::Pending => {
+                                decided = Some(i.clone());
+                                break;
+                            }
+                            _ => next = b.worker_session.clone(),
+                        }
+                    }
+                    match decided.as_ref() {
                         Some(i) if i.decision == ApprovalDecision::Approved => {
                             self.approve(session_id, &item.approval_id).await?;
                         }
@@ -506,6 +519,16 @@ impl Agent {
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
         run.dismissing = dismissal.map(str::to_string);
+        if run.dismissing.is_some() && run.state.status == RunStatus::AwaitingApproval {
+            // The dismissal is saved with the batch (a plain batch's stop), so a kill mid-batch does
+            // not lose it: the resumed run settles it as a dismissal.
+            if let Some(mut batch) = run.state.pending_approval.clone() {
+                if batch.worker_session.is_none() && !batch.stop_requested {
+                    batch.stop_requested = true;
+                    run.record(StateEvent::ApprovalRequested { batch });
+                }
+            }
+        }
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
@@ -729,7 +752,15 @@ impl<'a> Run<'a> {
 
     async fn drive(&mut self) -> Result<RunOutcome, AgentError> {
         loop {
-            if self.cancel.is_cancelled() {
+            // A dismissed batch with a denial runs nothing: it is answered even when cancelled, so
+            // the denials reach the history.
+            let answers_only = self.dismissing.is_some()
+                && self
+                    .state
+                    .pending_approval
+                    .as_ref()
+                    .is_some_and(|b| b.items.iter().any(|i| i.decision == ApprovalDecision::Denied));
+            if self.cancel.is_cancelled() && !answers_only {
                 return self.finish(RunStatus::Cancelled, None, None).await;
             }
             let flow = match phase(&self.state) {
@@ -826,6 +857,9 @@ impl<'a> Run<'a> {
             if let Some(usage) = response.usage {
                 self.record(StateEvent::UsageAdded { usage });
             }
+            // An empty answer always says why it ended: without a reason of the provider's it is
+            // `stop`, never taken for a run a tool's stop ended (which has none, or `tool_calls`).
+            self.finish_reason.get_or_insert_with(|| "stop".to_string());
             return self.finish(RunStatus::Completed, None, None).await.map(Flow::Done);
         }
         self.record(StateEvent::MessageAppended { message: response.to_message() });
@@ -1021,6 +1055,10 @@ impl<'a> Run<'a> {
             self.stop_requested |= batch.stop_requested;
             batch.mirrored_steps()
         } else {
+            if batch.stop_requested && self.dismissing.is_none() {
+                // A dismissal an earlier process began (see `dismiss`).
+                self.dismissing = Some(String::new());
+            }
             match batch.settle()? {
                 BatchSettlement::Run(steps) => steps,
                 BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
@@ -1235,7 +1273,10 @@ impl<'a> Run<'a> {
             self.record(StateEvent::MessageAppended { message });
         }
         let mut looped = self.observe_loop(&calls);
-        if looped.is_none() {
+        if self.dismissing.is_some() {
+            // A dismissal asks no model (no diagnosis) and ends completed (the window is kept).
+            looped = None;
+        } else if looped.is_none() {
             // A diagnosis asks a model: cancelling the run does not wait for it.
             let cancel = self.cancel.clone();
             let diagnosed = tokio::select! {

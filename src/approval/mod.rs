@@ -113,8 +113,9 @@ pub struct PendingApprovalBatch {
     /// completes, as they would have been without the freeze.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injected: Vec<ChatMessage>,
-    /// A mirror's: an after-hook of a call that finished before the worker froze asked to stop
-    /// after this batch.
+    /// The run ends after this batch. A mirror's: an after-hook of a call that finished before
+    /// the worker froze asked to stop. Another batch's: it is being dismissed
+    /// (`Agent::dismiss`), saved before any of it runs so that a kill does not lose that.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop_requested: bool,
 }

@@ -1,0 +1,140 @@
+//! `Agent::dismiss` at its edges: it asks no model (no loop diagnosis either), survives a kill in
+//! the middle of the batch it settles, keeps the denials in the history when the run is
+//! cancelled, and takes over a decision made on a worker's worker directly.
+
+#[path = "support/delegation.rs"]
+mod delegation;
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::loop_detect::{DiagnosisSchedule, LoopDiagnoser, LoopDiagnosis};
+use arkagent::message::ChatMessage;
+use arkagent::state::{RunStatus, StateStore};
+use arkagent::tool::FnExecutor;
+use arkagent::{AgentError, CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{answer, calls, tool_messages, MemStore, Script};
+
+/// `wipe` (dangerous; each run counted; `slow`: it then takes 30 s).
+fn registry(ran: &Arc<AtomicUsize>, slow: bool) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    let ran = Arc::clone(ran);
+    r.register(
+        ToolDefinition::new("wipe", "dangerous", json!({"type":"object"})).with_risk(RiskLevel::Dangerous),
+        Arc::new(FnExecutor(move |_a, _ctx| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if slow {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                Ok(ToolResult::text("wiped"))
+            }
+        })),
+    )
+    .unwrap();
+    r
+}
+
+/// A diagnoser that counts its calls and always sees a loop.
+struct AlwaysLoop(AtomicUsize);
+
+#[async_trait::async_trait]
+impl LoopDiagnoser for AlwaysLoop {
+    async fn diagnose(&self, _history: &[ChatMessage]) -> Result<LoopDiagnosis, AgentError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(LoopDiagnosis { is_loop: true, confidence: 0.95, reason: "loop".into() })
+    }
+}
+
+#[tokio::test]
+async fn a_dismissal_asks_no_diagnosis_and_completes() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![calls(&[("a", "wipe", "{}")])]));
+    let diagnoser = Arc::new(AlwaysLoop(AtomicUsize::new(0)));
+    let schedule = DiagnosisSchedule { first_round: 1, every: 1, min_confidence: 0.5 };
+    let agent = AgentBuilder::new(model, Arc::new(MemStore::new()))
+        .tools(registry(&ran, false))
+        .loop_diagnoser(diagnoser.clone(), schedule)
+        .build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }));
+    let out = agent.dismiss("s", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(diagnoser.0.load(Ordering::SeqCst), 0, "a dismissal asks no model");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_dismissal_killed_while_its_approved_batch_runs_is_not_lost() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let store = Arc::new(MemStore::new());
+    let model = Arc::new(Script::new(vec![calls(&[("a", "wipe", "{}")])]));
+    let agent = AgentBuilder::new(model, store.clone()).tools(registry(&ran, true)).build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    // The process dies while the approved call runs: the dismissal's future is dropped.
+    let (events, signal) = (EventLog::new(), CancellationSignal::new());
+    let dismissal = agent.dismiss("s", "moved on", &events, &signal);
+    assert!(tokio::time::timeout(Duration::from_millis(300), dismissal).await.is_err());
+    drop(agent);
+
+    let model = Arc::new(Script::new(vec![answer("asked after the dismissal")]));
+    let agent = AgentBuilder::new(model.clone(), store.clone()).tools(registry(&ran, false)).build();
+    let out = agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(model.requests().len(), 0, "the dismissal still holds: no model round");
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the interrupted call is not run again");
+}
+
+#[tokio::test]
+async fn a_cancelled_dismissal_still_answers_the_batch_with_the_denials() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![calls(&[("a", "wipe", "{}")]), answer("ok")]));
+    let agent =
+        AgentBuilder::new(model.clone(), Arc::new(MemStore::new())).tools(registry(&ran, false)).build();
+    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let cancelled = CancellationSignal::new();
+    cancelled.cancel("the user left");
+    agent.dismiss("s", "moved on", &EventLog::new(), &cancelled).await.unwrap();
+    let out = agent.run("s", "next", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let results = tool_messages(&model.requests()[1].messages);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.contains("moved on"), "the model reads the denial: {results:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_decision_made_on_a_workers_worker_is_taken_over() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("inner done"),
+        answer("middle done"),
+        answer("parent done"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(
+        AgentBuilder::new(model, store.clone())
+            .tools(delegation::tools(&cleared))
+            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let middle = batch.worker_session.clone().unwrap();
+    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
+    agent.approve(&inner, &batch.items[0].approval_id).await.unwrap();
+    let out =
+        agent.dismiss("parent", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 1, "the approved call ran once");
+}
