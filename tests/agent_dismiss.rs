@@ -138,3 +138,36 @@ async fn a_decision_made_on_a_workers_worker_is_taken_over() {
     assert_eq!(out.status(), RunStatus::Completed);
     assert_eq!(cleared.load(Ordering::SeqCst), 1, "the approved call ran once");
 }
+
+#[tokio::test]
+async fn a_dismissal_of_a_batch_frozen_on_a_worker_killed_midway_is_not_lost() {
+    // Approved entirely, so the worker continues; the process dies while its call runs.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let store = Arc::new(MemStore::new());
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("w1", "wipe", "{}")]),
+    ]));
+    let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(registry(&ran, true)).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("p", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    agent.approve("p", &batch.items[0].approval_id).await.unwrap();
+    let (events, signal) = (EventLog::new(), CancellationSignal::new());
+    let dismissal = agent.dismiss("p", "moved on", &events, &signal);
+    assert!(tokio::time::timeout(Duration::from_millis(300), dismissal).await.is_err());
+    drop(agent);
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+
+    let model =
+        Arc::new(Script::new(vec![answer("worker done"), answer("parent asked after the dismissal")]));
+    let agent =
+        Arc::new(AgentBuilder::new(model.clone(), store.clone()).tools(registry(&ran, false)).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.resume("p", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(final_text, None, "the parent's model is not asked after its dismissal");
+    assert_eq!(model.requests().len(), 1, "only the worker's model was asked");
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the interrupted call is not run again");
+}

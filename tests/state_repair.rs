@@ -142,6 +142,7 @@ fn awaiting() -> AgentState {
         worker_session: None,
         injected: Vec::new(),
         stop_requested: false,
+        dismissed: None,
     });
     s
 }
@@ -259,6 +260,7 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
             worker_session: None,
             injected: Vec::new(),
             stop_requested: false,
+            dismissed: None,
         });
     }
     s

@@ -44,7 +44,8 @@ pub enum RunOutcome {
         usage: Usage,
         /// The finish reason of the model's last answer in this run, as the provider sent it
         /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
-        /// `None` when no answer came in this run or the provider sent none. A run that
+        /// `None` when no answer came in this run or the provider sent none (an empty answer
+        /// without one has `stop`). A run that
         /// completed without `final_text` tells here why: `length` or `content_filter` (the answer was
         /// cut off or filtered), or `tool_calls` (a tool's or hook's stop ended it after a batch;
         /// `None` when that stop came in a resumed run that asked no model).
@@ -520,11 +521,11 @@ impl Agent {
         let mut run = Run::new(self, state, sink, cancel.clone());
         run.dismissing = dismissal.map(str::to_string);
         if run.dismissing.is_some() && run.state.status == RunStatus::AwaitingApproval {
-            // The dismissal is saved with the batch (a plain batch's stop), so a kill mid-batch does
-            // not lose it: the resumed run settles it as a dismissal.
+            // The dismissal is saved with the batch, so a kill mid-batch does not lose it: the
+            // resumed run settles it as this dismissal.
             if let Some(mut batch) = run.state.pending_approval.clone() {
-                if batch.worker_session.is_none() && !batch.stop_requested {
-                    batch.stop_requested = true;
+                if batch.dismissed.is_none() {
+                    batch.dismissed = dismissal.map(str::to_string);
                     run.record(StateEvent::ApprovalRequested { batch });
                 }
             }
@@ -538,7 +539,11 @@ impl Agent {
         {
             // A batch whose last results repair supplied (the process died before the batch
             // completed): it completes now, with the stop its results or its hooks asked for.
-            let stop_requested = run.state.pending_approval.as_ref().is_some_and(|b| b.stop_requested)
+            let stop_requested = run
+                .state
+                .pending_approval
+                .as_ref()
+                .is_some_and(|b| b.stop_requested || b.dismissed.is_some())
                 || run
                     .state
                     .tool_runs
@@ -1019,6 +1024,10 @@ impl<'a> Run<'a> {
     /// already answered the calls that started (and the finished ones).
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
+        if self.dismissing.is_none() {
+            // A dismissal an earlier process began (see `dismiss`).
+            self.dismissing = batch.dismissed.clone();
+        }
         let tools = self.agent.tools();
         let denied = batch.items.iter().any(|i| i.decision == ApprovalDecision::Denied);
         let dismissal = self.dismissing.clone().filter(|_| batch.worker_session.is_some() && denied);
@@ -1055,10 +1064,6 @@ impl<'a> Run<'a> {
             self.stop_requested |= batch.stop_requested;
             batch.mirrored_steps()
         } else {
-            if batch.stop_requested && self.dismissing.is_none() {
-                // A dismissal an earlier process began (see `dismiss`).
-                self.dismissing = Some(String::new());
-            }
             match batch.settle()? {
                 BatchSettlement::Run(steps) => steps,
                 BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
@@ -1329,6 +1334,7 @@ impl<'a> Run<'a> {
             worker_session: Some(worker),
             injected: Vec::new(),
             stop_requested: false,
+            dismissed: None,
         })
     }
 

@@ -225,6 +225,7 @@ pub fn plan_batch(
         worker_session: None,
         injected: Vec::new(),
         stop_requested: false,
+        dismissed: None,
     })
 }
 

@@ -113,9 +113,12 @@ pub struct PendingApprovalBatch {
     /// completes, as they would have been without the freeze.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injected: Vec<ChatMessage>,
-    /// The run ends after this batch. A mirror's: an after-hook of a call that finished before
-    /// the worker froze asked to stop. Another batch's: it is being dismissed
-    /// (`Agent::dismiss`), saved before any of it runs so that a kill does not lose that.
+    /// A mirror's: an after-hook of a call that finished before the worker froze asked to stop
+    /// after this batch.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop_requested: bool,
+    /// The reason of a dismissal (`Agent::dismiss`) begun on this batch, saved before any
+    /// of it runs, so a run resumed after a kill settles it as that dismissal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dismissed: Option<String>,
 }

@@ -44,6 +44,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         worker_session: None,
                         injected: Vec::new(),
                         stop_requested: false,
+                        dismissed: None,
                     },
                 },
             ]

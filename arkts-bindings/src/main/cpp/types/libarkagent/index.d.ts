@@ -252,7 +252,7 @@ export interface RunOutcomeObject {
   /** Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}. */
   usageJson: string;
   /**
-   * Why the model's last answer ended, when the provider said: 'stop', 'length' (cut off at the
+   * Why the model's last answer ended, when the provider said (an empty answer without a reason: 'stop'): 'stop', 'length' (cut off at the
    * token limit), 'content_filter', 'tool_calls'... A 'completed' run without finalText and with
    * 'length' or 'content_filter' was cut off or filtered.
    */
