@@ -442,7 +442,7 @@ impl Agent {
             (RunStatus::AwaitingApproval, Some(batch)) => batch,
             _ => return Err(AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending")),
         };
-        for item in batch.items.iter().filter(|i| i.decision == ApprovalDecision::Pending) {
+        for item in batch.pending_items() {
             match self.deny(session_id, &item.approval_id, reason).await {
                 // Decided meanwhile (another call of the app): that decision stands. A worker's
                 // batch decided on the worker session directly: the mirror takes its decision.
@@ -519,15 +519,12 @@ impl Agent {
         }
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
-        run.dismissing = dismissal.map(str::to_string);
-        if run.dismissing.is_some() && run.state.status == RunStatus::AwaitingApproval {
-            // The dismissal is saved with the batch, so a kill mid-batch does not lose it: the
-            // resumed run settles it as this dismissal.
-            if let Some(mut batch) = run.state.pending_approval.clone() {
-                if batch.dismissed.is_none() {
-                    batch.dismissed = dismissal.map(str::to_string);
-                    run.record(StateEvent::ApprovalRequested { batch });
-                }
+        if let (Some(reason), RunStatus::AwaitingApproval) = (dismissal, run.state.status) {
+            // The dismissal is saved with the batch (the one place the run reads it from), so a
+            // kill mid-batch does not lose it: the resumed run settles it as this dismissal.
+            if let Some(mut batch) = run.state.pending_approval.clone().filter(|b| b.dismissed.is_none()) {
+                batch.dismissed = Some(reason.to_string());
+                run.record(StateEvent::ApprovalRequested { batch });
             }
         }
         if run.state.status == RunStatus::AwaitingApproval {
@@ -683,9 +680,6 @@ struct Run<'a> {
     stop_requested: bool,
     // The finish reason of the model's last answer in this run.
     finish_reason: Option<String>,
-    // `Agent::dismiss`'s reason: the run completes once its batch is settled, and a mirrored
-    // batch with a denial is answered instead of continuing its worker.
-    dismissing: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -701,7 +695,6 @@ impl<'a> Run<'a> {
             turn_tools: None,
             stop_requested: false,
             finish_reason: None,
-            dismissing: None,
         }
     }
 
@@ -759,12 +752,8 @@ impl<'a> Run<'a> {
         loop {
             // A dismissed batch with a denial runs nothing: it is answered even when cancelled, so
             // the denials reach the history.
-            let answers_only = self.dismissing.is_some()
-                && self
-                    .state
-                    .pending_approval
-                    .as_ref()
-                    .is_some_and(|b| b.items.iter().any(|i| i.decision == ApprovalDecision::Denied));
+            let answers_only =
+                self.state.pending_approval.as_ref().is_some_and(|b| b.dismissed.is_some() && b.has_denial());
             if self.cancel.is_cancelled() && !answers_only {
                 return self.finish(RunStatus::Cancelled, None, None).await;
             }
@@ -784,7 +773,7 @@ impl<'a> Run<'a> {
                     return Ok(RunOutcome::Suspended { batch });
                 }
                 Phase::NeedsModel => {
-                    if self.stop_requested || self.dismissing.is_some() || self.state.stop_requested {
+                    if self.stop_requested || self.state.stop_requested {
                         let text = final_answer_text(&self.state.messages);
                         return self.finish(RunStatus::Completed, text, None).await;
                     }
@@ -977,11 +966,6 @@ impl<'a> Run<'a> {
                 // fresh one: its before-hooks' rewrite was not saved, so they run again.
                 Some(ToolRunRecord::Started { .. }) | None => {}
             }
-            // A cancel while hooks or the policy ran (ArkTS ones wait for the JS thread) ends the
-            // run before anything more is asked, frozen or run.
-            if self.cancel.is_cancelled() {
-                return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
-            }
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             let definition = tools.definition(&call.name);
             let outcome = self.hooks.before_tool_call(&ctx, call, definition).await;
@@ -994,9 +978,11 @@ impl<'a> Run<'a> {
                     return self.finish(RunStatus::Aborted, None, Some(abort)).await.map(Flow::Done)
                 }
             }
-        }
-        if self.cancel.is_cancelled() {
-            return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+            // A cancel while the hooks or the policy ran (ArkTS ones wait for the JS thread) ends
+            // the run before anything more is asked, frozen or run.
+            if self.cancel.is_cancelled() {
+                return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+            }
         }
         match plan_batch(&self.run_id(), self.last_answer(), inputs, now_ms()) {
             BatchPlan::Run(steps) => self.execute(steps, &tools, Vec::new()).await,
@@ -1024,13 +1010,9 @@ impl<'a> Run<'a> {
     /// already answered the calls that started (and the finished ones).
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
-        if self.dismissing.is_none() {
-            // A dismissal an earlier process began (see `dismiss`).
-            self.dismissing = batch.dismissed.clone();
-        }
         let tools = self.agent.tools();
-        let denied = batch.items.iter().any(|i| i.decision == ApprovalDecision::Denied);
-        let dismissal = self.dismissing.clone().filter(|_| batch.worker_session.is_some() && denied);
+        let dismissal =
+            batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.has_denial());
         let steps = if let Some(reason) = dismissal {
             // Dismissed: the worker is not continued (its model would be asked), and nothing of
             // the parent's batch runs: what was answered keeps its answer, the rest is not run.
@@ -1266,11 +1248,11 @@ impl<'a> Run<'a> {
             }
             self.record(StateEvent::MessageAppended { message: tool_result_message(call, &result) });
         }
-        // A dismissal's stop is saved with the batch like any other (a kill before the run's end
-        // must not lead to a model round), but never carried into a mirror frozen on the way.
-        self.record(StateEvent::BatchCompleted {
-            stop_requested: self.stop_requested || self.dismissing.is_some(),
-        });
+        // A dismissal (`Agent::dismiss`, saved on the batch being settled) asks no model: its
+        // stop is saved with the batch like any other (a kill before the run's end must not lead
+        // to a model round), but never carried into a mirror frozen on the way.
+        let dismissed = self.state.pending_approval.as_ref().is_some_and(|b| b.dismissed.is_some());
+        self.record(StateEvent::BatchCompleted { stop_requested: self.stop_requested || dismissed });
         if self.state.pending_approval.is_some() {
             self.record(StateEvent::ApprovalCleared);
         }
@@ -1278,8 +1260,8 @@ impl<'a> Run<'a> {
             self.record(StateEvent::MessageAppended { message });
         }
         let mut looped = self.observe_loop(&calls);
-        if self.dismissing.is_some() {
-            // A dismissal asks no model (no diagnosis) and ends completed (the window is kept).
+        if dismissed {
+            // No diagnosis either, and no loop verdict: it ends completed (the window is kept).
             looped = None;
         } else if looped.is_none() {
             // A diagnosis asks a model: cancelling the run does not wait for it.

@@ -260,6 +260,11 @@ impl PendingApprovalBatch {
         self.items.iter().filter(|i| !i.is_decided())
     }
 
+    /// True when the user denied an item (then none of the batch runs).
+    pub fn has_denial(&self) -> bool {
+        self.items.iter().any(|i| i.decision == ApprovalDecision::Denied)
+    }
+
     /// True when no item is pending (a batch without items is fully decided).
     pub fn is_fully_decided(&self) -> bool {
         self.items.iter().all(PendingApprovalItem::is_decided)
@@ -353,8 +358,7 @@ impl PendingApprovalBatch {
             }
         }
         let calls = self.effective_calls()?;
-        let denied = self.items.iter().any(|i| i.decision == ApprovalDecision::Denied);
-        if !denied {
+        if !self.has_denial() {
             let steps = calls
                 .into_iter()
                 .map(|c| match c.plan {
