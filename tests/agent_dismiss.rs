@@ -10,9 +10,9 @@ mod support;
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::loop_detect::{DiagnosisSchedule, LoopDiagnoser, LoopDiagnosis};
 use arkagent::message::ChatMessage;
-use arkagent::state::{RunStatus, StateStore};
+use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
 use arkagent::tool::FnExecutor;
-use arkagent::{AgentError, CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use arkagent::{codes, AgentError, CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -170,4 +170,63 @@ async fn a_dismissal_of_a_batch_frozen_on_a_worker_killed_midway_is_not_lost() {
     assert_eq!(final_text, None, "the parent's model is not asked after its dismissal");
     assert_eq!(model.requests().len(), 1, "only the worker's model was asked");
     assert_eq!(ran.load(Ordering::SeqCst), 1, "the interrupted call is not run again");
+}
+
+/// A memory store that, when a denial is committed, lets the app's other task run before the
+/// commit returns (the session's lock is still held then).
+struct YieldsAtDenial {
+    inner: MemStore,
+    denied: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl StateStore for YieldsAtDenial {
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        self.inner.load(session_id).await
+    }
+
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+        self.inner.commit(state, events).await?;
+        let denial =
+            events.iter().any(|e| matches!(e, StateEvent::ApprovalDecided { deny_reason: Some(_), .. }));
+        if denial {
+            self.denied.notify_one();
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+        self.inner.save_snapshot(state).await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+        self.inner.delete(session_id).await
+    }
+}
+
+#[tokio::test]
+async fn a_resume_from_the_app_during_a_dismissal_waits_for_it() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let store = Arc::new(YieldsAtDenial { inner: MemStore::new(), denied: tokio::sync::Notify::new() });
+    let model = Arc::new(Script::new(vec![calls(&[("a", "wipe", "{}")]), answer("asked again")]));
+    let agent = AgentBuilder::new(model.clone(), store.clone()).tools(registry(&ran, false)).build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }));
+    let (events, signal) = (EventLog::new(), CancellationSignal::new());
+    let app = async {
+        // The dismissal has just denied the item; the app resumes the session meanwhile.
+        store.denied.notified().await;
+        agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await
+    };
+    let (dismissed, resumed) = tokio::join!(agent.dismiss("s", "moved on", &events, &signal), app);
+    let out = dismissed.expect("the dismissal settles the batch itself");
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(final_text, None);
+    assert_eq!(resumed.unwrap_err().code, codes::INVALID_STATE, "nothing is left to resume");
+    assert_eq!(model.requests().len(), 1, "the model is not asked after the dismissal");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
 }

@@ -411,7 +411,11 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
-        self.resume_with(session_id, sink, cancel, None).await
+        self.check_config()?;
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        let _lease = self.store.lease(session_id).await?;
+        self.resume_held(session_id, sink, cancel, None).await
     }
 
     /// Ends a suspended run without asking the model again, for a user who moved on instead of
@@ -424,7 +428,8 @@ impl Agent {
     /// a batch that mirrors a worker's, the denial reaches the worker's batch, the worker is not
     /// continued (its model is not asked either; its session stays as decided and is deleted with
     /// this one), and the delegating call and the calls not run yet are answered `tool_not_run`
-    /// with `reason` (calls that finished keep their results).
+    /// with `reason` (calls that finished keep their results). The session is held from the
+    /// first denial to the end: a `resume`, decision or run of the app meanwhile waits for it.
     ///
     /// # Errors
     /// `no_pending_approval` when the session is not suspended, otherwise as
@@ -437,13 +442,19 @@ impl Agent {
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
+        // One hold of the session from the first denial to the settled batch: a resume from the
+        // app in between would settle the denials without this dismissal and ask the model.
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        let _lease = self.store.lease(session_id).await?;
         let state = self.load_existing(session_id).await?;
         let batch = match (state.status, state.pending_approval) {
             (RunStatus::AwaitingApproval, Some(batch)) => batch,
             _ => return Err(AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending")),
         };
         for item in batch.pending_items() {
-            match self.deny(session_id, &item.approval_id, reason).await {
+            let deny = UserDecision::Deny(reason.to_string());
+            match self.decide_held(session_id, &item.approval_id, &deny, false).await {
                 // Decided meanwhile (another call of the app): that decision stands. A worker's
                 // batch decided on the worker session directly: the mirror takes its decision.
                 Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => {
@@ -464,11 +475,12 @@ impl Agent {
                     }
                     match decided.as_ref() {
                         Some(i) if i.decision == ApprovalDecision::Approved => {
-                            self.approve(session_id, &item.approval_id).await?;
+                            self.decide_held(session_id, &item.approval_id, &UserDecision::Approve, false)
+                                .await?;
                         }
                         Some(i) if i.decision == ApprovalDecision::Denied => {
-                            let why = i.deny_reason.clone().unwrap_or_default();
-                            self.deny(session_id, &item.approval_id, &why).await?;
+                            let why = UserDecision::Deny(i.deny_reason.clone().unwrap_or_default());
+                            self.decide_held(session_id, &item.approval_id, &why, false).await?;
                         }
                         _ => {}
                     }
@@ -478,22 +490,18 @@ impl Agent {
                 }
             }
         }
-        self.resume_with(session_id, sink, cancel, Some(reason)).await
+        self.resume_held(session_id, sink, cancel, Some(reason)).await
     }
 
     /// [`resume`](Self::resume); with a dismissal's reason, the run completes once the batch is
-    /// settled.
-    async fn resume_with(
+    /// settled. The caller holds the session's lock and lease.
+    async fn resume_held(
         &self,
         session_id: &str,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
         dismissal: Option<&str>,
     ) -> Result<RunOutcome, AgentError> {
-        self.check_config()?;
-        let lock = self.session_lock(session_id);
-        let _guard = lock.lock().await;
-        let _lease = self.store.lease(session_id).await?;
         let state = self
             .load_repaired(session_id, true)
             .await?
@@ -632,6 +640,17 @@ impl Agent {
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
         let _lease = self.store.lease(session_id).await?;
+        self.decide_held(session_id, approval_id, decision, mirrored).await
+    }
+
+    /// [`decide`](Self::decide) by a caller that holds the session's lock and lease.
+    async fn decide_held(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+        decision: &UserDecision,
+        mirrored: bool,
+    ) -> Result<PendingApprovalBatch, AgentError> {
         let mut state = self.load_existing(session_id).await?;
         let batch = state.pending_approval.as_mut().ok_or_else(|| {
             let message = if mirrored {
