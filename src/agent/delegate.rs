@@ -18,6 +18,13 @@
 //!    after a crash during a delegation. The rest of the parent's batch continues as it stood when
 //!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
 //!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
+//! 5. The app may also decide on the worker's session and resume the worker directly. The
+//!    worker then moves on (completes, or freezes on a later batch) while the parent still
+//!    awaits its mirror. The parent stays settleable: a decision on it finds the worker's batch
+//!    gone and is recorded on the mirror alone (the worker's own decision stood), and the
+//!    parent's resume runs the delegating call again, which reads the worker's answer as the
+//!    call's result (or mirrors the worker's new batch). A dismissal of such a parent does the
+//!    same, without the parent's model. This holds at any depth.
 //!
 //! The worker's events reach the parent's sink wrapped in [`AgentEvent::WorkerEvent`]: before a
 //! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker

@@ -400,7 +400,10 @@ impl Agent {
 
     /// Continues a suspended run once every pending item is decided, or a run that was interrupted
     /// by a crash (finished calls are not run again; started but unfinished calls are answered as
-    /// interrupted unless their tool is idempotent).
+    /// interrupted unless their tool is idempotent). A batch that mirrors a worker's runs the
+    /// delegating call again, which continues the worker where it stands, or reads its answer
+    /// when the worker's run is over (also when the app resumed the worker directly; see
+    /// [`approve`](Self::approve)).
     ///
     /// # Errors
     /// `config_invalid` (as [`run`](Self::run)), `session_not_found`, `approval_pending`
@@ -424,7 +427,11 @@ impl Agent {
     /// a batch that mirrors a worker's, the denial reaches the worker's batch, the worker is not
     /// continued (its model is not asked either; its session stays as decided and is deleted with
     /// this one), and the delegating call and the calls not run yet are answered `tool_not_run`
-    /// with `reason` (calls that finished keep their results).
+    /// with `reason` (calls that finished keep their results). When that worker has moved on
+    /// instead (the app decided its batch on the worker session and resumed it directly), the
+    /// denial does not reach it: the delegating call runs again and is answered with what the
+    /// worker answered (a worker still frozen on a later batch freezes this session on it), and
+    /// the run still completes without this session's model.
     ///
     /// # Errors
     /// `no_pending_approval` when the session is not suspended, otherwise as
@@ -502,10 +509,14 @@ impl Agent {
             RunStatus::AwaitingApproval => {
                 if let Some(batch) = &state.pending_approval {
                     if !batch.is_fully_decided() {
-                        return Err(AgentError::of(
-                            codes::APPROVAL_PENDING,
-                            "some approval items are still pending",
-                        ));
+                        let message = if batch.worker_session.is_some() && self.worker_moved_on(batch).await?
+                        {
+                            "some approval items are still pending here, though the worker they come from \
+                             has moved on: approve, deny or dismiss them on this session to settle it"
+                        } else {
+                            "some approval items are still pending"
+                        };
+                        return Err(AgentError::of(codes::APPROVAL_PENDING, message));
                     }
                 }
             }
@@ -594,6 +605,12 @@ impl Agent {
 
     /// Approves one pending item; the decision is durable when this returns.
     ///
+    /// On a batch that mirrors a worker's (`worker_session`), the worker's batch is decided
+    /// first. When the worker has moved on (the app decided its batch on the worker session and
+    /// resumed the worker directly), the decision is recorded on the mirror alone: the worker's
+    /// own decision stood, and [`resume`](Self::resume) runs the delegating call again, which
+    /// reads the worker's answer, or freezes this session on the worker's new batch.
+    ///
     /// # Errors
     /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
     pub async fn approve(
@@ -601,10 +618,11 @@ impl Agent {
         session_id: &str,
         approval_id: &str,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.decide(session_id, approval_id, &UserDecision::Approve, false).await
+        self.decide_here(session_id, approval_id, &UserDecision::Approve).await
     }
 
-    /// Denies one pending item; the decision is durable when this returns.
+    /// Denies one pending item; the decision is durable when this returns. A mirror whose worker
+    /// has moved on records it alone, as [`approve`](Self::approve) does.
     ///
     /// # Errors
     /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
@@ -614,7 +632,18 @@ impl Agent {
         approval_id: &str,
         reason: &str,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.decide(session_id, approval_id, &UserDecision::Deny(reason.to_string()), false).await
+        self.decide_here(session_id, approval_id, &UserDecision::Deny(reason.to_string())).await
+    }
+
+    /// [`decide`](Self::decide) on the session the app named (never `None` there).
+    async fn decide_here(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+        decision: &UserDecision,
+    ) -> Result<PendingApprovalBatch, AgentError> {
+        let decided = self.decide(session_id, approval_id, decision, false).await?;
+        decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))
     }
 
     /// Applies one decision, durably. A batch that mirrors a worker's (`worker_session`) has the
@@ -622,31 +651,45 @@ impl Agent {
     /// down a nested delegation. `mirrored` marks such an inner call: there the same decision
     /// already made is fine (a crash between the two commits, or the app decided the worker
     /// session itself).
+    ///
+    /// `None` (only with `mirrored`): the worker session has moved on, it no longer holds the
+    /// item (the app decided its batch on the worker session and resumed the worker directly,
+    /// which then completed or froze on a later batch; or the session is gone). Nothing is
+    /// written there: the worker's own decision stood and was acted on. The mirror above then
+    /// records the decision alone, which settles it: its resume runs the delegating call again,
+    /// which reads the worker's answer (or mirrors its new batch).
     async fn decide(
         &self,
         session_id: &str,
         approval_id: &str,
         decision: &UserDecision,
         mirrored: bool,
-    ) -> Result<PendingApprovalBatch, AgentError> {
+    ) -> Result<Option<PendingApprovalBatch>, AgentError> {
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
         let _lease = self.store.lease(session_id).await?;
-        let mut state = self.load_existing(session_id).await?;
-        let batch = state.pending_approval.as_mut().ok_or_else(|| {
-            let message = if mirrored {
-                format!("the worker session {session_id} awaits no approval")
-            } else {
-                "no approval is pending".to_string()
-            };
-            AgentError::of(codes::NO_PENDING_APPROVAL, message)
-        })?;
+        let mut state = if mirrored {
+            match self.store.load(session_id).await? {
+                Some(state) => state,
+                None => return Ok(None),
+            }
+        } else {
+            self.load_existing(session_id).await?
+        };
+        if mirrored && state.pending_approval.as_ref().is_none_or(|b| b.item(approval_id).is_none()) {
+            return Ok(None);
+        }
+        let batch = state
+            .pending_approval
+            .as_mut()
+            .ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
         let decided = batch.item(approval_id).map(|i| i.decision);
         if mirrored && decided == Some(decision.outcome()) {
-            return Ok(batch.clone());
+            return Ok(Some(batch.clone()));
         }
         if let Some(worker) = batch.worker_session.clone() {
             if mirrored || decided == Some(ApprovalDecision::Pending) {
+                // `None`: the worker moved on; this mirror records the decision alone.
                 Box::pin(self.decide(&worker, approval_id, decision, true)).await?;
             }
         }
@@ -655,7 +698,23 @@ impl Agent {
             .decided_event()
             .expect("a decided item has a decision event");
         self.store.commit(&state, std::slice::from_ref(&event)).await?;
-        Ok(state.pending_approval.clone().expect("batch present"))
+        Ok(state.pending_approval.clone())
+    }
+
+    /// Whether the worker a mirror (a batch with a `worker_session`) was frozen on has moved on:
+    /// some session down its chain of workers exists but no longer holds the mirror's items (see
+    /// [`decide`](Self::decide)). A session that is gone continues nothing: not moved on.
+    async fn worker_moved_on(&self, batch: &PendingApprovalBatch) -> Result<bool, AgentError> {
+        let Some(first) = batch.items.first() else { return Ok(false) };
+        let mut next = batch.worker_session.clone();
+        while let Some(worker) = next.take() {
+            let Some(state) = self.store.load(&worker).await? else { return Ok(false) };
+            match state.pending_approval {
+                Some(b) if b.item(&first.approval_id).is_some() => next = b.worker_session,
+                _ => return Ok(true),
+            }
+        }
+        Ok(false)
     }
 }
 
@@ -1011,8 +1070,14 @@ impl<'a> Run<'a> {
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
-        let dismissal =
+        let mut dismissal =
             batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.has_denial());
+        if dismissal.is_some() && self.agent.worker_moved_on(&batch).await? {
+            // The denial never reached the worker: the app settled the worker's batch on its
+            // session and resumed it directly. The delegating call runs again and reads what the
+            // worker answered (the dismissal still ends the run without this session's model).
+            dismissal = None;
+        }
         let steps = if let Some(reason) = dismissal {
             // Dismissed: the worker is not continued (its model would be asked), and nothing of
             // the parent's batch runs: what was answered keeps its answer, the rest is not run.
