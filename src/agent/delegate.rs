@@ -26,6 +26,12 @@
 //!    call's result (or mirrors the worker's new batch). A dismissal of such a parent does the
 //!    same, without the parent's model. This holds at any depth.
 //!
+//! The worker's token usage counts in the parent's ([`AgentState::usage`](crate::state::AgentState),
+//! so in its outcomes and `RunFinished`): when the delegating call finishes, the usage of its
+//! worker session (the worker's own rounds over all its runs, its workers' included) is added to
+//! the parent's, once, journaled right after the call's `finished` record. A dismissal that
+//! leaves the worker where it froze adds what it used until then with the batch's end.
+//!
 //! The worker's events reach the parent's sink wrapped in [`AgentEvent::WorkerEvent`]: before a
 //! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker
 //! session on the parent agent ([`WorkerEvents::forward`]); the call's `execute` runs the worker
@@ -34,7 +40,7 @@
 use super::driver::{final_answer_text, Agent, RunOutcome};
 use super::events::{AgentEvent, EventSink, NoEvents};
 use crate::error::{codes, AgentError};
-use crate::message::ChatMessage;
+use crate::message::{ChatMessage, Usage};
 use crate::state::RunStatus;
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
@@ -118,17 +124,39 @@ pub(crate) fn worker_session_id(parent: &str, batch_call_id: &str, call_id: &str
     id
 }
 
-/// The sinks of an agent's running delegations, by worker session (see [`WorkerEvents`]).
+/// The links of an agent's running delegations, by worker session (see [`WorkerEvents`]).
 #[derive(Default)]
 pub(crate) struct WorkerSinks {
     // A std Mutex: held only to insert, look up or remove, never across an await.
-    sinks: Mutex<HashMap<String, Arc<dyn EventSink>>>,
+    sinks: Mutex<HashMap<String, Arc<WorkerLink>>>,
 }
 
 impl WorkerSinks {
-    /// The sink the worker of this session emits to (none: the call runs outside a driver).
-    fn get(&self, worker_session: &str) -> Option<Arc<dyn EventSink>> {
+    /// The link of the worker of this session (none: the call runs outside a driver).
+    fn get(&self, worker_session: &str) -> Option<Arc<WorkerLink>> {
         self.sinks.lock().unwrap_or_else(|p| p.into_inner()).get(worker_session).cloned()
+    }
+}
+
+/// What a running `delegate_task` call and its parent's driver share: the sink the worker emits
+/// to, and what the call reports back besides its result.
+pub(crate) struct WorkerLink {
+    sink: ForwardSink,
+    // A std Mutex: set once by the call, taken once by the driver; never held across an await.
+    report: Mutex<WorkerReport>,
+}
+
+/// What a delegating call reports to its parent's driver.
+#[derive(Default)]
+pub(crate) struct WorkerReport {
+    /// The worker session's usage when the call finished with a result (the whole delegation's:
+    /// one worker session per delegating call).
+    pub(crate) usage: Option<Usage>,
+}
+
+impl WorkerLink {
+    fn report_usage(&self, usage: Usage) {
+        self.report.lock().unwrap_or_else(|p| p.into_inner()).usage = Some(usage);
     }
 }
 
@@ -178,13 +206,14 @@ impl WorkerEvents {
             session_id: worker_session.clone(),
             tx: self.tx.clone(),
         };
+        let link = Arc::new(WorkerLink { sink, report: Mutex::default() });
         agent
             .worker_sinks
             .sinks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(worker_session.clone(), Arc::new(sink));
-        WorkerSinkGuard { agent, worker_session }
+            .insert(worker_session.clone(), Arc::clone(&link));
+        WorkerSinkGuard { agent, worker_session, link }
     }
 
     /// The next worker event, for the driver's select loop (which polls it only with a channel;
@@ -212,6 +241,14 @@ impl WorkerEvents {
 pub(crate) struct WorkerSinkGuard<'a> {
     agent: &'a Agent,
     worker_session: String,
+    link: Arc<WorkerLink>,
+}
+
+impl WorkerSinkGuard<'_> {
+    /// What the call reported (once it ended).
+    pub(crate) fn take_report(&self) -> WorkerReport {
+        std::mem::take(&mut *self.link.report.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 impl Drop for WorkerSinkGuard<'_> {
@@ -249,9 +286,9 @@ impl ToolExecutor for DelegateTask {
             worker.enable_delegation(self.factory.clone())?;
         }
         let session = worker_session_id(&context.session_id, &context.batch_call_id, &context.call_id);
-        let forward = parent.worker_sinks.get(&session);
-        let sink: &dyn EventSink = match &forward {
-            Some(sink) => sink.as_ref(),
+        let link = parent.worker_sinks.get(&session);
+        let sink: &dyn EventSink = match &link {
+            Some(link) => &link.sink,
             None => &NoEvents,
         };
         // Running this call again (after the parent's approval of the worker's batch, or after a
@@ -280,6 +317,10 @@ impl ToolExecutor for DelegateTask {
                 },
             },
         };
+        if let (Some(link), RunOutcome::Finished { usage, .. }) = (&link, &outcome) {
+            // The parent adds it to its own with the call's result.
+            link.report_usage(*usage);
+        }
         match outcome {
             RunOutcome::Finished { status: RunStatus::Completed, final_text: Some(text), .. }
                 if !text.trim().is_empty() =>
@@ -369,9 +410,9 @@ mod tests {
             AgentBuilder::new(Arc::new(ScriptedModel::new(vec![])), Arc::new(MemoryStore::new())).build();
         let mut events = Some(WorkerEvents::new());
         let guard = events.as_ref().unwrap().forward(&agent, "w-1".into(), "call-1");
-        let sink = agent.worker_sinks.get("w-1").expect("registered");
+        let link = agent.worker_sinks.get("w-1").expect("registered");
         assert!(agent.worker_sinks.get("w-2").is_none());
-        sink.emit(AgentEvent::TextDelta { delta: "hi".into() });
+        link.sink.emit(AgentEvent::TextDelta { delta: "hi".into() });
         drop(guard);
         assert!(agent.worker_sinks.get("w-1").is_none(), "unregistered");
         let log = EventLog::new();

@@ -40,7 +40,7 @@ pub enum RunOutcome {
         final_text: Option<String>,
         /// The error that ended a failed or aborted run.
         error: Option<AgentError>,
-        /// Usage of the session so far.
+        /// Usage of the session so far ([`AgentState::usage`]: its workers' included).
         usage: Usage,
         /// The finish reason of the model's last answer in this run, as the provider sent it
         /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
@@ -509,7 +509,7 @@ impl Agent {
             RunStatus::AwaitingApproval => {
                 if let Some(batch) = &state.pending_approval {
                     if !batch.is_fully_decided() {
-                        let message = if batch.worker_session.is_some() && self.worker_moved_on(batch).await?
+                        let message = if batch.worker_session.is_some() && self.mirror_worker(batch).await?.0
                         {
                             "some approval items are still pending here, though the worker they come from \
                              has moved on: approve, deny or dismiss them on this session to settle it"
@@ -701,20 +701,38 @@ impl Agent {
         Ok(state.pending_approval.clone())
     }
 
-    /// Whether the worker a mirror (a batch with a `worker_session`) was frozen on has moved on:
-    /// some session down its chain of workers exists but no longer holds the mirror's items (see
-    /// [`decide`](Self::decide)). A session that is gone continues nothing: not moved on.
-    async fn worker_moved_on(&self, batch: &PendingApprovalBatch) -> Result<bool, AgentError> {
-        let Some(first) = batch.items.first() else { return Ok(false) };
-        let mut next = batch.worker_session.clone();
-        while let Some(worker) = next.take() {
-            let Some(state) = self.store.load(&worker).await? else { return Ok(false) };
-            match state.pending_approval {
-                Some(b) if b.item(&first.approval_id).is_some() => next = b.worker_session,
-                _ => return Ok(true),
+    /// The usage a worker session saved (`None` when it is gone or unreadable: usage is an
+    /// account, never a reason to fail the parent's run).
+    async fn worker_usage(&self, worker: &str) -> Option<Usage> {
+        match self.store.load(worker).await {
+            Ok(state) => state.map(|s| s.usage),
+            Err(e) => {
+                log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
+                None
             }
         }
-        Ok(false)
+    }
+
+    /// Where the worker a mirror (a batch with a `worker_session`) was frozen on stands: whether
+    /// it has moved on (some session down its chain of workers exists but no longer holds the
+    /// mirror's items; see [`decide`](Self::decide); a session that is gone continues nothing),
+    /// and the usage of the sessions down the chain that still hold them (none of their
+    /// delegating calls finished, so none of it is counted above them yet).
+    async fn mirror_worker(&self, batch: &PendingApprovalBatch) -> Result<(bool, Usage), AgentError> {
+        let mut usage = Usage::default();
+        let Some(first) = batch.items.first() else { return Ok((false, usage)) };
+        let mut next = batch.worker_session.clone();
+        while let Some(worker) = next.take() {
+            let Some(state) = self.store.load(&worker).await? else { return Ok((false, usage)) };
+            match state.pending_approval {
+                Some(b) if b.item(&first.approval_id).is_some() => {
+                    usage.add(&state.usage);
+                    next = b.worker_session;
+                }
+                _ => return Ok((true, usage)),
+            }
+        }
+        Ok((false, usage))
     }
 }
 
@@ -739,6 +757,8 @@ struct Run<'a> {
     stop_requested: bool,
     // The finish reason of the model's last answer in this run.
     finish_reason: Option<String>,
+    // Usage to add with the end of the batch being settled (a dismissed worker's).
+    batch_usage: Option<Usage>,
 }
 
 impl<'a> Run<'a> {
@@ -754,6 +774,7 @@ impl<'a> Run<'a> {
             turn_tools: None,
             stop_requested: false,
             finish_reason: None,
+            batch_usage: None,
         }
     }
 
@@ -1072,11 +1093,19 @@ impl<'a> Run<'a> {
         let tools = self.agent.tools();
         let mut dismissal =
             batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.has_denial());
-        if dismissal.is_some() && self.agent.worker_moved_on(&batch).await? {
-            // The denial never reached the worker: the app settled the worker's batch on its
-            // session and resumed it directly. The delegating call runs again and reads what the
-            // worker answered (the dismissal still ends the run without this session's model).
-            dismissal = None;
+        if dismissal.is_some() {
+            let (moved_on, usage) = self.agent.mirror_worker(&batch).await?;
+            if moved_on {
+                // The denial never reached the worker: the app settled the worker's batch on its
+                // session and resumed it directly. The delegating call runs again and reads what
+                // the worker answered (the dismissal still ends the run without this session's
+                // model).
+                dismissal = None;
+            } else {
+                // The worker stays as it stands: what it used until it froze counts here, with
+                // the batch's end.
+                self.batch_usage = Some(usage);
+            }
         }
         let steps = if let Some(reason) = dismissal {
             // Dismissed: the worker is not continued (its model would be asked), and nothing of
@@ -1206,8 +1235,9 @@ impl<'a> Run<'a> {
                     });
                     let run = run_one(tools.clone(), call.clone(), ctx, timeout);
                     async move {
-                        let _forward = forward;
-                        run.await
+                        let (call, outcome) = run.await;
+                        let report = forward.as_ref().map(|f| f.take_report());
+                        (call, outcome, report)
                     }
                 })
                 .collect();
@@ -1225,7 +1255,7 @@ impl<'a> Run<'a> {
                 };
                 // A worker's events come before its delegating call's result (or the cancel).
                 WorkerEvents::drain(&mut workers, self.sink);
-                let Some((call, outcome)) = next else {
+                let Some((call, outcome, report)) = next else {
                     if self.cancel.is_cancelled() {
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
@@ -1266,6 +1296,16 @@ impl<'a> Run<'a> {
                     name: call.name.clone(),
                     result: result.clone(),
                 });
+                if let Some(worker) = self.worker_of(&batch_call_id, &call) {
+                    // The worker's usage counts in this session's, added once, with the call's
+                    // result (after it: a commit cut short never counts it twice).
+                    let usage = match report.and_then(|r| r.usage) {
+                        Some(usage) => Some(usage),
+                        // Timed out, or failed before its outcome: what its session saved.
+                        None => self.agent.worker_usage(&worker).await,
+                    };
+                    self.add_usage(usage);
+                }
                 // Group commit: finished records become durable with the next chunk's `started`
                 // commit or the batch's last commit. A crash before that reports the call as
                 // interrupted ("may or may not have taken effect"): never run twice.
@@ -1318,6 +1358,8 @@ impl<'a> Run<'a> {
         // to a model round), but never carried into a mirror frozen on the way.
         let dismissed = self.state.pending_approval.as_ref().is_some_and(|b| b.dismissed.is_some());
         self.record(StateEvent::BatchCompleted { stop_requested: self.stop_requested || dismissed });
+        let usage = self.batch_usage.take();
+        self.add_usage(usage);
         if self.state.pending_approval.is_some() {
             self.record(StateEvent::ApprovalCleared);
         }
@@ -1383,6 +1425,13 @@ impl<'a> Run<'a> {
             stop_requested: false,
             dismissed: None,
         })
+    }
+
+    /// Adds a worker's usage to this session's (nothing when it used none).
+    fn add_usage(&mut self, usage: Option<Usage>) {
+        if let Some(usage) = usage.filter(|u| *u != Usage::default()) {
+            self.record(StateEvent::UsageAdded { usage });
+        }
     }
 
     /// The optional LLM diagnosis, on its schedule (rounds counted over the session).

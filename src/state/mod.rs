@@ -128,7 +128,8 @@ pub struct AgentState {
     /// The loop detector's window of signatures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loop_window: Vec<String>,
-    /// Token usage summed over the session.
+    /// Token usage summed over the session, the usage of the workers its delegations ran
+    /// included (each worker's added once, when its delegating call finishes).
     #[serde(default)]
     pub usage: Usage,
     /// The sessions of the workers this session's delegations (`delegate_task`) ran, in the order
