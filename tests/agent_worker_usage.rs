@@ -5,15 +5,18 @@
 
 #[path = "support/delegation.rs"]
 mod delegation;
+#[path = "support/dying_store.rs"]
+mod dying_store;
 #[path = "support/runtime.rs"]
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::message::Usage;
 use arkagent::provider::ModelResponse;
-use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
-use arkagent::{AgentError, CancellationSignal};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use arkagent::state::{RunStatus, StateStore};
+use arkagent::CancellationSignal;
+use dying_store::DiesAtBatchEnd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, MemStore, Script};
 
@@ -119,37 +122,6 @@ async fn a_worker_frozen_and_continued_is_counted_once() {
     assert_eq!(cleared.load(Ordering::SeqCst), 1);
 }
 
-/// A memory store that refuses every commit of `session` from its first batch completion on.
-struct DiesAtBatchEnd {
-    inner: Arc<MemStore>,
-    session: &'static str,
-    dead: AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl StateStore for DiesAtBatchEnd {
-    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
-        self.inner.load(session_id).await
-    }
-
-    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        let completes = events.iter().any(|e| matches!(e, StateEvent::BatchCompleted { .. }));
-        if self.dead.load(Ordering::SeqCst) || (state.session_id == self.session && completes) {
-            self.dead.store(true, Ordering::SeqCst);
-            return Err(AgentError::of(arkagent::codes::STATE_IO, "the process died"));
-        }
-        self.inner.commit(state, events).await
-    }
-
-    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.inner.delete(session_id).await
-    }
-}
-
 #[tokio::test]
 async fn a_worker_found_completed_after_a_crash_is_counted_once() {
     let cleared = Arc::new(AtomicUsize::new(0));
@@ -158,7 +130,7 @@ async fn a_worker_found_completed_after_a_crash_is_counted_once() {
         costing(answer("worker answer"), 200, 20),                            // worker
     ]));
     let mem = Arc::new(MemStore::new());
-    let dying = Arc::new(DiesAtBatchEnd { inner: mem.clone(), session: "parent", dead: Default::default() });
+    let dying = Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent"));
     let agent1 = agent(model, dying, &cleared, 1);
     let died = agent1.run("parent", "q", &EventLog::new(), &none()).await;
     assert_eq!(died.unwrap_err().code, "state_io");

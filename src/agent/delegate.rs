@@ -313,7 +313,9 @@ impl ToolExecutor for DelegateTask {
                     final_text: final_answer_text(&state.messages),
                     error: None,
                     usage: state.usage,
-                    finish_reason: None,
+                    // As the run reported it (`None` in states saved before it was kept: the
+                    // results it ended on then stand).
+                    finish_reason: state.finish_reason,
                 },
             },
         };
@@ -329,9 +331,9 @@ impl ToolExecutor for DelegateTask {
             }
             // No text answer. A worker its own tool's (or hook's) stop ended answers with the
             // results it ended on; one whose answer was cut off or filtered (a finish reason other
-            // than `tool_calls`) has no answer: the parent's model must not take "" for one. (A
-            // worker found completed when this call runs again, after a crash, has no finish
-            // reason: its trailing results stand.)
+            // than `tool_calls`) has no answer: the parent's model must not take "" for one. A
+            // worker found completed when this call runs again (after a crash) answers the same,
+            // from the finish reason its state saved.
             RunOutcome::Finished { status: RunStatus::Completed, finish_reason, .. } => {
                 let results = match finish_reason.as_deref() {
                     None | Some("tool_calls") => {

@@ -541,7 +541,7 @@ impl Agent {
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
-            run.record(StateEvent::StatusChanged { status: RunStatus::Running });
+            run.record(StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None });
         } else if phase(&run.state) == Phase::NeedsModel
             && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
         {
@@ -1488,12 +1488,14 @@ impl<'a> Run<'a> {
             });
             final_text = Some(fallback);
         }
-        self.record(StateEvent::StatusChanged { status });
+        // The finish reason is saved with the status, so the session tells it after the run (a
+        // worker found completed when its delegating call runs again answers as it did live).
+        let finish_reason = self.finish_reason.clone();
+        self.record(StateEvent::StatusChanged { status, finish_reason: finish_reason.clone() });
         self.persist(true).await?;
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
         Self::note_hook_failure(self.hooks.on_run_end(&ctx, status, final_text.as_deref()).await);
-        let finish_reason = self.finish_reason.clone();
         self.sink.emit(AgentEvent::RunFinished {
             status,
             final_text: final_text.clone(),
