@@ -15,7 +15,9 @@
 //! 4. On the parent's resume the delegating call runs again. The call is idempotent: it continues
 //!    the worker session (one per delegating call and batch) where it stands, so the approved call
 //!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
-//!    after a crash during a delegation. The rest of the parent's batch continues as it stood when
+//!    after a crash during a delegation: a worker found completed then answers as its live run
+//!    did (its state saves the finish reason of its last answer, so a cut-off answer is still an
+//!    error, not the results it ended on). The rest of the parent's batch continues as it stood when
 //!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
 //!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
 //! 5. The app may also decide on the worker's session and resume the worker directly. The
@@ -36,9 +38,13 @@
 //! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker
 //! session on the parent agent ([`WorkerEvents::forward`]); the call's `execute` runs the worker
 //! with it, and the driver emits what arrives from its own task, in order, before the call's
-//! `ToolResult`.
-use super::driver::{final_answer_text, Agent, RunOutcome};
+//! `ToolResult`. Through the same registration the call reports back what the driver needs of
+//! the worker (its usage, or its frozen batch; [`WorkerReport`]): each time the delegating call
+//! runs, the worker's session is loaded once, by the run or resume that continues it
+//! (`Agent::run_worker`), and by nothing else of the delegation.
+use super::driver::{Agent, RunOutcome};
 use super::events::{AgentEvent, EventSink, NoEvents};
+use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
 use crate::message::{ChatMessage, Usage};
 use crate::state::RunStatus;
@@ -146,17 +152,24 @@ pub(crate) struct WorkerLink {
     report: Mutex<WorkerReport>,
 }
 
-/// What a delegating call reports to its parent's driver.
+/// What a delegating call reports to its parent's driver, so the driver reads nothing of the
+/// worker's session itself.
 #[derive(Default)]
 pub(crate) struct WorkerReport {
     /// The worker session's usage when the call finished with a result (the whole delegation's:
     /// one worker session per delegating call).
     pub(crate) usage: Option<Usage>,
+    /// The worker's frozen batch when the call failed with `worker_awaiting_approval`.
+    pub(crate) frozen: Option<PendingApprovalBatch>,
 }
 
 impl WorkerLink {
-    fn report_usage(&self, usage: Usage) {
-        self.report.lock().unwrap_or_else(|p| p.into_inner()).usage = Some(usage);
+    fn report(&self, outcome: &RunOutcome) {
+        let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            RunOutcome::Finished { usage, .. } => report.usage = Some(*usage),
+            RunOutcome::Suspended { batch } => report.frozen = Some(batch.clone()),
+        }
     }
 }
 
@@ -292,36 +305,12 @@ impl ToolExecutor for DelegateTask {
             None => &NoEvents,
         };
         // Running this call again (after the parent's approval of the worker's batch, or after a
-        // crash) continues the worker where it stands: the call is idempotent.
-        let outcome = match worker.state(&session).await? {
-            None => {
-                worker.inherit_metadata(&session, &context.state.metadata).await?;
-                worker.run(&session, &task, sink, &context.signal).await?
-            }
-            Some(state) => match (state.status, state.pending_approval) {
-                (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
-                    RunOutcome::Suspended { batch }
-                }
-                (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
-                    worker.resume(&session, sink, &context.signal).await?
-                }
-                (RunStatus::Idle, _) => worker.run(&session, &task, sink, &context.signal).await?,
-                (status, _) => RunOutcome::Finished {
-                    status,
-                    // The answer only if the history ends with one (an empty answer is not
-                    // recorded: the last assistant message may be a tool call's preamble).
-                    final_text: final_answer_text(&state.messages),
-                    error: None,
-                    usage: state.usage,
-                    // As the run reported it (`None` in states saved before it was kept: the
-                    // results it ended on then stand).
-                    finish_reason: state.finish_reason,
-                },
-            },
-        };
-        if let (Some(link), RunOutcome::Finished { usage, .. }) = (&link, &outcome) {
-            // The parent adds it to its own with the call's result.
-            link.report_usage(*usage);
+        // crash) continues the worker where it stands: the call is idempotent. The worker's
+        // session is loaded once, by this.
+        let (outcome, state) =
+            worker.run_worker(&session, &task, &context.state.metadata, sink, &context.signal).await?;
+        if let Some(link) = &link {
+            link.report(&outcome);
         }
         match outcome {
             RunOutcome::Finished { status: RunStatus::Completed, final_text: Some(text), .. }
@@ -336,9 +325,7 @@ impl ToolExecutor for DelegateTask {
             // from the finish reason its state saved.
             RunOutcome::Finished { status: RunStatus::Completed, finish_reason, .. } => {
                 let results = match finish_reason.as_deref() {
-                    None | Some("tool_calls") => {
-                        worker.state(&session).await?.and_then(|s| trailing_results(&s.messages))
-                    }
+                    None | Some("tool_calls") => trailing_results(&state.messages),
                     Some(_) => None,
                 };
                 Ok(results.unwrap_or_else(|| {

@@ -369,6 +369,21 @@ impl Agent {
         let _lease = self.store.lease(session_id).await?;
         let state =
             self.load_repaired(session_id, false).await?.unwrap_or_else(|| AgentState::new(session_id));
+        Ok(self.start_run(state, Vec::new(), input, sink, cancel).await?.0)
+    }
+
+    /// [`run`](Self::run) on the session's state as loaded (and repaired), under its lock and
+    /// lease; `prelude` is recorded first (a new worker's inherited metadata). Returns the state
+    /// the run left too.
+    async fn start_run(
+        &self,
+        state: AgentState,
+        prelude: Vec<StateEvent>,
+        input: &str,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+    ) -> Result<(RunOutcome, AgentState), AgentError> {
+        let session_id = state.session_id.clone();
         if state.status == RunStatus::AwaitingApproval {
             let decided = state.pending_approval.as_ref().is_some_and(|b| b.is_fully_decided());
             return Err(AgentError::of(
@@ -381,6 +396,9 @@ impl Agent {
             ));
         }
         let mut run = Run::new(self, state, sink, cancel.clone());
+        for event in prelude {
+            run.record(event);
+        }
         if run.state.pending_approval.is_some() {
             run.record(StateEvent::ApprovalCleared);
         }
@@ -392,10 +410,11 @@ impl Agent {
             }
         }
         run.record(StateEvent::MessageAppended { message: ChatMessage::user(input) });
-        sink.emit(AgentEvent::RunStarted { session_id: session_id.to_string(), run_id, resumed: false });
+        sink.emit(AgentEvent::RunStarted { session_id, run_id, resumed: false });
         run.hooks_run_start().await;
         run.persist(true).await?;
-        run.drive().await
+        let outcome = run.drive().await?;
+        Ok((outcome, run.state))
     }
 
     /// Continues a suspended run once every pending item is decided, or a run that was interrupted
@@ -505,6 +524,19 @@ impl Agent {
             .load_repaired(session_id, true)
             .await?
             .ok_or_else(|| AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}")))?;
+        Ok(self.resume_loaded(state, sink, cancel, dismissal).await?.0)
+    }
+
+    /// [`resume_with`](Self::resume_with) on the session's state as loaded (and repaired for a
+    /// resume), under its lock and lease. Returns the state the run left too.
+    async fn resume_loaded(
+        &self,
+        state: AgentState,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+        dismissal: Option<&str>,
+    ) -> Result<(RunOutcome, AgentState), AgentError> {
+        let session_id = state.session_id.clone();
         match state.status {
             RunStatus::AwaitingApproval => {
                 if let Some(batch) = &state.pending_approval {
@@ -562,9 +594,10 @@ impl Agent {
                 run.record(StateEvent::ApprovalCleared);
             }
         }
-        sink.emit(AgentEvent::RunStarted { session_id: session_id.to_string(), run_id, resumed: true });
+        sink.emit(AgentEvent::RunStarted { session_id, run_id, resumed: true });
         run.hooks_run_start().await;
-        run.drive().await
+        let outcome = run.drive().await?;
+        Ok((outcome, run.state))
     }
 
     /// Loads a session and makes the pairing invariant hold (durably): finished calls get their
@@ -575,9 +608,18 @@ impl Agent {
         session_id: &str,
         rerun_idempotent: bool,
     ) -> Result<Option<AgentState>, AgentError> {
-        let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
+        let Some(state) = self.store.load_unrepaired(session_id).await? else {
             return Ok(None);
         };
+        self.repair_loaded(state, rerun_idempotent).await.map(Some)
+    }
+
+    /// The repair of [`load_repaired`](Self::load_repaired), on a state already loaded unrepaired.
+    async fn repair_loaded(
+        &self,
+        mut state: AgentState,
+        rerun_idempotent: bool,
+    ) -> Result<AgentState, AgentError> {
         let policy = if rerun_idempotent {
             let tools = self.tools();
             // An approved batch (or a batch never planned) continues after a crash: its calls that
@@ -593,7 +635,69 @@ impl Agent {
         } else if !report.events.is_empty() {
             self.store.commit(&state, &report.events).await?;
         }
-        Ok(Some(state))
+        Ok(state)
+    }
+
+    /// Runs or continues the worker session of a `delegate_task` call where it stands (see
+    /// [`super::delegate`]), loading it once: a new session starts its run on `task` with the
+    /// parent's `metadata` (saved with the run's first commit); an idle one starts its run; one
+    /// awaiting undecided items is returned suspended as it is; a decided or interrupted one is
+    /// resumed; one whose run ended is returned finished, as its state tells (the answer only if
+    /// the history ends with one, and the finish reason it saved). Returns the state the worker
+    /// was left in too.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run) and [`resume`](Self::resume).
+    pub(crate) async fn run_worker(
+        &self,
+        session_id: &str,
+        task: &str,
+        metadata: &std::collections::BTreeMap<String, serde_json::Value>,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+    ) -> Result<(RunOutcome, AgentState), AgentError> {
+        self.check_config()?;
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        crate::state::validate_session_id(session_id)?;
+        let _lease = self.store.lease(session_id).await?;
+        let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
+            let inherited = metadata
+                .iter()
+                .map(|(key, value)| StateEvent::MetadataSet { key: key.clone(), value: value.clone() })
+                .collect();
+            return self.start_run(AgentState::new(session_id), inherited, task, sink, cancel).await;
+        };
+        match (state.status, &state.pending_approval) {
+            (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
+                let batch = batch.clone();
+                Ok((RunOutcome::Suspended { batch }, state))
+            }
+            (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
+                let state = self.repair_loaded(state, true).await?;
+                self.resume_loaded(state, sink, cancel, None).await
+            }
+            (RunStatus::Idle, _) => {
+                let state = self.repair_loaded(state, false).await?;
+                self.start_run(state, Vec::new(), task, sink, cancel).await
+            }
+            (status, _) => {
+                // Read as `load` gives it: repaired in memory, nothing written.
+                repair_pairing(&mut state, &RepairPolicy::conservative());
+                let outcome = RunOutcome::Finished {
+                    status,
+                    // The answer only if the history ends with one (an empty answer is not
+                    // recorded: the last assistant message may be a tool call's preamble).
+                    final_text: final_answer_text(&state.messages),
+                    error: None,
+                    usage: state.usage,
+                    // As the run reported it (`None` in states saved before it was kept: the
+                    // results it ended on then stand).
+                    finish_reason: state.finish_reason.clone(),
+                };
+                Ok((outcome, state))
+            }
+        }
     }
 
     async fn load_existing(&self, session_id: &str) -> Result<AgentState, AgentError> {
@@ -1255,7 +1359,7 @@ impl<'a> Run<'a> {
                 };
                 // A worker's events come before its delegating call's result (or the cancel).
                 WorkerEvents::drain(&mut workers, self.sink);
-                let Some((call, outcome, report)) = next else {
+                let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
@@ -1270,7 +1374,8 @@ impl<'a> Run<'a> {
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
-                        match self.worker_awaiting(&batch_call_id, &call).await {
+                        let frozen = report.as_mut().and_then(|r| r.frozen.take());
+                        match self.worker_awaiting(&batch_call_id, &call, frozen).await {
                             // The call stays `started`: it runs again once the user decided.
                             Some(mirror) => {
                                 waiting.get_or_insert(mirror);
@@ -1299,7 +1404,7 @@ impl<'a> Run<'a> {
                 if let Some(worker) = self.worker_of(&batch_call_id, &call) {
                     // The worker's usage counts in this session's, added once, with the call's
                     // result (after it: a commit cut short never counts it twice).
-                    let usage = match report.and_then(|r| r.usage) {
+                    let usage = match report.take().and_then(|r| r.usage) {
                         Some(usage) => Some(usage),
                         // Timed out, or failed before its outcome: what its session saved.
                         None => self.agent.worker_usage(&worker).await,
@@ -1399,19 +1504,27 @@ impl<'a> Run<'a> {
     }
 
     /// The frozen batch of the worker a `delegate_task` call suspended, as this session's batch
-    /// (see [`PendingApprovalBatch::worker_session`]). `None` when the worker's session holds no
-    /// undecided batch (the error then becomes the call's result, as any tool error does).
-    async fn worker_awaiting(&self, batch_call_id: &str, call: &ToolCall) -> Option<PendingApprovalBatch> {
+    /// (see [`PendingApprovalBatch::worker_session`]): the one the call reported (`frozen`), else
+    /// the one its session holds. `None` when there is no undecided batch (the error then becomes
+    /// the call's result, as any tool error does).
+    async fn worker_awaiting(
+        &self,
+        batch_call_id: &str,
+        call: &ToolCall,
+        frozen: Option<PendingApprovalBatch>,
+    ) -> Option<PendingApprovalBatch> {
         let worker = self.worker_of(batch_call_id, call)?;
-        let state = match self.agent.store.load(&worker).await {
-            Ok(Some(state)) => state,
-            Ok(None) => return None,
-            Err(e) => {
-                log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
-                return None;
-            }
+        let frozen = match frozen {
+            Some(batch) => Some(batch),
+            None => match self.agent.store.load(&worker).await {
+                Ok(state) => state.and_then(|s| s.pending_approval),
+                Err(e) => {
+                    log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
+                    return None;
+                }
+            },
         };
-        let batch = state.pending_approval.filter(|b| !b.is_fully_decided())?;
+        let batch = frozen.filter(|b| !b.is_fully_decided())?;
         Some(PendingApprovalBatch {
             batch_id: uuid::Uuid::new_v4().to_string(),
             run_id: self.run_id(),
