@@ -182,3 +182,37 @@ async fn a_workers_worker_resumed_directly_leaves_every_level_settleable() {
     assert_eq!(cleared.load(Ordering::SeqCst), 1);
     assert_eq!(model.remaining(), 0);
 }
+
+#[tokio::test]
+async fn dismissing_a_parent_whose_worker_froze_again_returns_the_new_batch() {
+    // As for any dismissal that meets a new freeze on its way: that batch is returned suspended.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清两次"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w2", "clear_baking_cache", "{}")]),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
+    let RunOutcome::Suspended { batch: second } =
+        agent.resume(&worker, &EventLog::new(), &none()).await.unwrap()
+    else {
+        panic!("the worker freezes again")
+    };
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items[0].approval_id, second.items[0].approval_id);
+    assert_eq!(batch.dismissed, None, "the dismissal is not carried into the new batch");
+    // Dismissing that one ends both without a model: the worker's denial is its own now.
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let results = tool_messages(&parent.messages);
+    assert!(results[0].2 && results[0].1.contains("moved on"), "{results:?}");
+    assert_eq!(cleared.load(Ordering::SeqCst), 1, "the first call, approved on the worker");
+    assert_eq!(model.remaining(), 0);
+}
