@@ -52,7 +52,7 @@ impl StateStore for DiesAt {
 }
 
 fn finished(event: &StateEvent) -> bool {
-    matches!(event, StateEvent::StatusChanged { status: RunStatus::Completed })
+    matches!(event, StateEvent::StatusChanged { status: RunStatus::Completed, .. })
 }
 
 fn batch_completed(event: &StateEvent) -> bool {

@@ -15,19 +15,38 @@
 //! 4. On the parent's resume the delegating call runs again. The call is idempotent: it continues
 //!    the worker session (one per delegating call and batch) where it stands, so the approved call
 //!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
-//!    after a crash during a delegation. The rest of the parent's batch continues as it stood when
+//!    after a crash during a delegation: a worker found completed then answers as its live run
+//!    did (its state saves the finish reason of its last answer, so a cut-off answer is still an
+//!    error, not the results it ended on). The rest of the parent's batch continues as it stood when
 //!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
 //!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
+//! 5. The app may also decide on the worker's session and resume the worker directly. The
+//!    worker then moves on (completes, or freezes on a later batch) while the parent still
+//!    awaits its mirror. The parent stays settleable: a decision on it finds the worker's batch
+//!    gone and is recorded on the mirror alone (the worker's own decision stood), and the
+//!    parent's resume runs the delegating call again, which reads the worker's answer as the
+//!    call's result (or mirrors the worker's new batch). A dismissal of such a parent does the
+//!    same, without the parent's model. This holds at any depth.
+//!
+//! The worker's token usage counts in the parent's ([`AgentState::usage`](crate::state::AgentState),
+//! so in its outcomes and `RunFinished`): when the delegating call finishes, the usage of its
+//! worker session (the worker's own rounds over all its runs, its workers' included) is added to
+//! the parent's, once, journaled right after the call's `finished` record. A dismissal that
+//! leaves the worker where it froze adds what it used until then with the batch's end.
 //!
 //! The worker's events reach the parent's sink wrapped in [`AgentEvent::WorkerEvent`]: before a
 //! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker
 //! session on the parent agent ([`WorkerEvents::forward`]); the call's `execute` runs the worker
 //! with it, and the driver emits what arrives from its own task, in order, before the call's
-//! `ToolResult`.
-use super::driver::{final_answer_text, Agent, RunOutcome};
+//! `ToolResult`. Through the same registration the call reports back what the driver needs of
+//! the worker (its usage, or its frozen batch; [`WorkerReport`]): each time the delegating call
+//! runs, the worker's session is loaded once, by the run or resume that continues it
+//! (`Agent::run_worker`), and by nothing else of the delegation.
+use super::driver::{Agent, RunOutcome};
 use super::events::{AgentEvent, EventSink, NoEvents};
+use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
-use crate::message::ChatMessage;
+use crate::message::{ChatMessage, Usage};
 use crate::state::RunStatus;
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
@@ -111,17 +130,46 @@ pub(crate) fn worker_session_id(parent: &str, batch_call_id: &str, call_id: &str
     id
 }
 
-/// The sinks of an agent's running delegations, by worker session (see [`WorkerEvents`]).
+/// The links of an agent's running delegations, by worker session (see [`WorkerEvents`]).
 #[derive(Default)]
 pub(crate) struct WorkerSinks {
     // A std Mutex: held only to insert, look up or remove, never across an await.
-    sinks: Mutex<HashMap<String, Arc<dyn EventSink>>>,
+    sinks: Mutex<HashMap<String, Arc<WorkerLink>>>,
 }
 
 impl WorkerSinks {
-    /// The sink the worker of this session emits to (none: the call runs outside a driver).
-    fn get(&self, worker_session: &str) -> Option<Arc<dyn EventSink>> {
+    /// The link of the worker of this session (none: the call runs outside a driver).
+    fn get(&self, worker_session: &str) -> Option<Arc<WorkerLink>> {
         self.sinks.lock().unwrap_or_else(|p| p.into_inner()).get(worker_session).cloned()
+    }
+}
+
+/// What a running `delegate_task` call and its parent's driver share: the sink the worker emits
+/// to, and what the call reports back besides its result.
+pub(crate) struct WorkerLink {
+    sink: ForwardSink,
+    // A std Mutex: set once by the call, taken once by the driver; never held across an await.
+    report: Mutex<WorkerReport>,
+}
+
+/// What a delegating call reports to its parent's driver, so the driver reads nothing of the
+/// worker's session itself.
+#[derive(Default)]
+pub(crate) struct WorkerReport {
+    /// The worker session's usage when the call finished with a result (the whole delegation's:
+    /// one worker session per delegating call).
+    pub(crate) usage: Option<Usage>,
+    /// The worker's frozen batch when the call failed with `worker_awaiting_approval`.
+    pub(crate) frozen: Option<PendingApprovalBatch>,
+}
+
+impl WorkerLink {
+    fn report(&self, outcome: &RunOutcome) {
+        let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            RunOutcome::Finished { usage, .. } => report.usage = Some(*usage),
+            RunOutcome::Suspended { batch } => report.frozen = Some(batch.clone()),
+        }
     }
 }
 
@@ -171,13 +219,14 @@ impl WorkerEvents {
             session_id: worker_session.clone(),
             tx: self.tx.clone(),
         };
+        let link = Arc::new(WorkerLink { sink, report: Mutex::default() });
         agent
             .worker_sinks
             .sinks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(worker_session.clone(), Arc::new(sink));
-        WorkerSinkGuard { agent, worker_session }
+            .insert(worker_session.clone(), Arc::clone(&link));
+        WorkerSinkGuard { agent, worker_session, link }
     }
 
     /// The next worker event, for the driver's select loop (which polls it only with a channel;
@@ -205,6 +254,14 @@ impl WorkerEvents {
 pub(crate) struct WorkerSinkGuard<'a> {
     agent: &'a Agent,
     worker_session: String,
+    link: Arc<WorkerLink>,
+}
+
+impl WorkerSinkGuard<'_> {
+    /// What the call reported (once it ended).
+    pub(crate) fn take_report(&self) -> WorkerReport {
+        std::mem::take(&mut *self.link.report.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 impl Drop for WorkerSinkGuard<'_> {
@@ -242,37 +299,19 @@ impl ToolExecutor for DelegateTask {
             worker.enable_delegation(self.factory.clone())?;
         }
         let session = worker_session_id(&context.session_id, &context.batch_call_id, &context.call_id);
-        let forward = parent.worker_sinks.get(&session);
-        let sink: &dyn EventSink = match &forward {
-            Some(sink) => sink.as_ref(),
+        let link = parent.worker_sinks.get(&session);
+        let sink: &dyn EventSink = match &link {
+            Some(link) => &link.sink,
             None => &NoEvents,
         };
         // Running this call again (after the parent's approval of the worker's batch, or after a
-        // crash) continues the worker where it stands: the call is idempotent.
-        let outcome = match worker.state(&session).await? {
-            None => {
-                worker.inherit_metadata(&session, &context.state.metadata).await?;
-                worker.run(&session, &task, sink, &context.signal).await?
-            }
-            Some(state) => match (state.status, state.pending_approval) {
-                (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
-                    RunOutcome::Suspended { batch }
-                }
-                (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
-                    worker.resume(&session, sink, &context.signal).await?
-                }
-                (RunStatus::Idle, _) => worker.run(&session, &task, sink, &context.signal).await?,
-                (status, _) => RunOutcome::Finished {
-                    status,
-                    // The answer only if the history ends with one (an empty answer is not
-                    // recorded: the last assistant message may be a tool call's preamble).
-                    final_text: final_answer_text(&state.messages),
-                    error: None,
-                    usage: state.usage,
-                    finish_reason: None,
-                },
-            },
-        };
+        // crash) continues the worker where it stands: the call is idempotent. The worker's
+        // session is loaded once, by this.
+        let (outcome, state) =
+            worker.run_worker(&session, &task, &context.state.metadata, sink, &context.signal).await?;
+        if let Some(link) = &link {
+            link.report(&outcome);
+        }
         match outcome {
             RunOutcome::Finished { status: RunStatus::Completed, final_text: Some(text), .. }
                 if !text.trim().is_empty() =>
@@ -281,14 +320,12 @@ impl ToolExecutor for DelegateTask {
             }
             // No text answer. A worker its own tool's (or hook's) stop ended answers with the
             // results it ended on; one whose answer was cut off or filtered (a finish reason other
-            // than `tool_calls`) has no answer: the parent's model must not take "" for one. (A
-            // worker found completed when this call runs again, after a crash, has no finish
-            // reason: its trailing results stand.)
+            // than `tool_calls`) has no answer: the parent's model must not take "" for one. A
+            // worker found completed when this call runs again (after a crash) answers the same,
+            // from the finish reason its state saved.
             RunOutcome::Finished { status: RunStatus::Completed, finish_reason, .. } => {
                 let results = match finish_reason.as_deref() {
-                    None | Some("tool_calls") => {
-                        worker.state(&session).await?.and_then(|s| trailing_results(&s.messages))
-                    }
+                    None | Some("tool_calls") => trailing_results(&state.messages),
                     Some(_) => None,
                 };
                 Ok(results.unwrap_or_else(|| {
@@ -362,9 +399,9 @@ mod tests {
             AgentBuilder::new(Arc::new(ScriptedModel::new(vec![])), Arc::new(MemoryStore::new())).build();
         let mut events = Some(WorkerEvents::new());
         let guard = events.as_ref().unwrap().forward(&agent, "w-1".into(), "call-1");
-        let sink = agent.worker_sinks.get("w-1").expect("registered");
+        let link = agent.worker_sinks.get("w-1").expect("registered");
         assert!(agent.worker_sinks.get("w-2").is_none());
-        sink.emit(AgentEvent::TextDelta { delta: "hi".into() });
+        link.sink.emit(AgentEvent::TextDelta { delta: "hi".into() });
         drop(guard);
         assert!(agent.worker_sinks.get("w-1").is_none(), "unregistered");
         let log = EventLog::new();

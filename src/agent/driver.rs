@@ -40,7 +40,7 @@ pub enum RunOutcome {
         final_text: Option<String>,
         /// The error that ended a failed or aborted run.
         error: Option<AgentError>,
-        /// Usage of the session so far.
+        /// Usage of the session so far ([`AgentState::usage`]: its workers' included).
         usage: Usage,
         /// The finish reason of the model's last answer in this run, as the provider sent it
         /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
@@ -369,6 +369,21 @@ impl Agent {
         let _lease = self.store.lease(session_id).await?;
         let state =
             self.load_repaired(session_id, false).await?.unwrap_or_else(|| AgentState::new(session_id));
+        Ok(self.start_run(state, Vec::new(), input, sink, cancel).await?.0)
+    }
+
+    /// [`run`](Self::run) on the session's state as loaded (and repaired), under its lock and
+    /// lease; `prelude` is recorded first (a new worker's inherited metadata). Returns the state
+    /// the run left too.
+    async fn start_run(
+        &self,
+        state: AgentState,
+        prelude: Vec<StateEvent>,
+        input: &str,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+    ) -> Result<(RunOutcome, AgentState), AgentError> {
+        let session_id = state.session_id.clone();
         if state.status == RunStatus::AwaitingApproval {
             let decided = state.pending_approval.as_ref().is_some_and(|b| b.is_fully_decided());
             return Err(AgentError::of(
@@ -381,6 +396,9 @@ impl Agent {
             ));
         }
         let mut run = Run::new(self, state, sink, cancel.clone());
+        for event in prelude {
+            run.record(event);
+        }
         if run.state.pending_approval.is_some() {
             run.record(StateEvent::ApprovalCleared);
         }
@@ -392,15 +410,19 @@ impl Agent {
             }
         }
         run.record(StateEvent::MessageAppended { message: ChatMessage::user(input) });
-        sink.emit(AgentEvent::RunStarted { session_id: session_id.to_string(), run_id, resumed: false });
+        sink.emit(AgentEvent::RunStarted { session_id, run_id, resumed: false });
         run.hooks_run_start().await;
         run.persist(true).await?;
-        run.drive().await
+        let outcome = run.drive().await?;
+        Ok((outcome, run.state))
     }
 
     /// Continues a suspended run once every pending item is decided, or a run that was interrupted
     /// by a crash (finished calls are not run again; started but unfinished calls are answered as
-    /// interrupted unless their tool is idempotent).
+    /// interrupted unless their tool is idempotent). A batch that mirrors a worker's runs the
+    /// delegating call again, which continues the worker where it stands, or reads its answer
+    /// when the worker's run is over (also when the app resumed the worker directly; see
+    /// [`approve`](Self::approve)).
     ///
     /// # Errors
     /// `config_invalid` (as [`run`](Self::run)), `session_not_found`, `approval_pending`
@@ -428,7 +450,11 @@ impl Agent {
     /// a batch that mirrors a worker's, the denial reaches the worker's batch, the worker is not
     /// continued (its model is not asked either; its session stays as decided and is deleted with
     /// this one), and the delegating call and the calls not run yet are answered `tool_not_run`
-    /// with `reason` (calls that finished keep their results). The session is held from the
+    /// with `reason` (calls that finished keep their results). When that worker has moved on
+    /// instead (the app decided its batch on the worker session and resumed it directly), the
+    /// denial does not reach it: the delegating call runs again and is answered with what the
+    /// worker answered (a worker still frozen on a later batch freezes this session on it), and
+    /// the run still completes without this session's model. The session is held from the
     /// first denial to the end: a `resume`, decision or run of the app meanwhile waits for it.
     ///
     /// # Errors
@@ -506,14 +532,31 @@ impl Agent {
             .load_repaired(session_id, true)
             .await?
             .ok_or_else(|| AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}")))?;
+        Ok(self.resume_loaded(state, sink, cancel, dismissal).await?.0)
+    }
+
+    /// [`resume_held`](Self::resume_held) on the session's state as loaded (and repaired for a
+    /// resume), under its lock and lease. Returns the state the run left too.
+    async fn resume_loaded(
+        &self,
+        state: AgentState,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+        dismissal: Option<&str>,
+    ) -> Result<(RunOutcome, AgentState), AgentError> {
+        let session_id = state.session_id.clone();
         match state.status {
             RunStatus::AwaitingApproval => {
                 if let Some(batch) = &state.pending_approval {
                     if !batch.is_fully_decided() {
-                        return Err(AgentError::of(
-                            codes::APPROVAL_PENDING,
-                            "some approval items are still pending",
-                        ));
+                        let message = if batch.worker_session.is_some() && self.mirror_worker(batch).await?.0
+                        {
+                            "some approval items are still pending here, though the worker they come from \
+                             has moved on: approve, deny or dismiss them on this session to settle it"
+                        } else {
+                            "some approval items are still pending"
+                        };
+                        return Err(AgentError::of(codes::APPROVAL_PENDING, message));
                     }
                 }
             }
@@ -538,7 +581,7 @@ impl Agent {
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
-            run.record(StateEvent::StatusChanged { status: RunStatus::Running });
+            run.record(StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None });
         } else if phase(&run.state) == Phase::NeedsModel
             && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
         {
@@ -559,9 +602,10 @@ impl Agent {
                 run.record(StateEvent::ApprovalCleared);
             }
         }
-        sink.emit(AgentEvent::RunStarted { session_id: session_id.to_string(), run_id, resumed: true });
+        sink.emit(AgentEvent::RunStarted { session_id, run_id, resumed: true });
         run.hooks_run_start().await;
-        run.drive().await
+        let outcome = run.drive().await?;
+        Ok((outcome, run.state))
     }
 
     /// Loads a session and makes the pairing invariant hold (durably): finished calls get their
@@ -572,9 +616,18 @@ impl Agent {
         session_id: &str,
         rerun_idempotent: bool,
     ) -> Result<Option<AgentState>, AgentError> {
-        let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
+        let Some(state) = self.store.load_unrepaired(session_id).await? else {
             return Ok(None);
         };
+        self.repair_loaded(state, rerun_idempotent).await.map(Some)
+    }
+
+    /// The repair of [`load_repaired`](Self::load_repaired), on a state already loaded unrepaired.
+    async fn repair_loaded(
+        &self,
+        mut state: AgentState,
+        rerun_idempotent: bool,
+    ) -> Result<AgentState, AgentError> {
         let policy = if rerun_idempotent {
             let tools = self.tools();
             // An approved batch (or a batch never planned) continues after a crash: its calls that
@@ -590,7 +643,69 @@ impl Agent {
         } else if !report.events.is_empty() {
             self.store.commit(&state, &report.events).await?;
         }
-        Ok(Some(state))
+        Ok(state)
+    }
+
+    /// Runs or continues the worker session of a `delegate_task` call where it stands (see
+    /// [`super::delegate`]), loading it once: a new session starts its run on `task` with the
+    /// parent's `metadata` (saved with the run's first commit); an idle one starts its run; one
+    /// awaiting undecided items is returned suspended as it is; a decided or interrupted one is
+    /// resumed; one whose run ended is returned finished, as its state tells (the answer only if
+    /// the history ends with one, and the finish reason it saved). Returns the state the worker
+    /// was left in too.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run) and [`resume`](Self::resume).
+    pub(crate) async fn run_worker(
+        &self,
+        session_id: &str,
+        task: &str,
+        metadata: &std::collections::BTreeMap<String, serde_json::Value>,
+        sink: &dyn EventSink,
+        cancel: &CancellationSignal,
+    ) -> Result<(RunOutcome, AgentState), AgentError> {
+        self.check_config()?;
+        let lock = self.session_lock(session_id);
+        let _guard = lock.lock().await;
+        crate::state::validate_session_id(session_id)?;
+        let _lease = self.store.lease(session_id).await?;
+        let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
+            let inherited = metadata
+                .iter()
+                .map(|(key, value)| StateEvent::MetadataSet { key: key.clone(), value: value.clone() })
+                .collect();
+            return self.start_run(AgentState::new(session_id), inherited, task, sink, cancel).await;
+        };
+        match (state.status, &state.pending_approval) {
+            (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
+                let batch = batch.clone();
+                Ok((RunOutcome::Suspended { batch }, state))
+            }
+            (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
+                let state = self.repair_loaded(state, true).await?;
+                self.resume_loaded(state, sink, cancel, None).await
+            }
+            (RunStatus::Idle, _) => {
+                let state = self.repair_loaded(state, false).await?;
+                self.start_run(state, Vec::new(), task, sink, cancel).await
+            }
+            (status, _) => {
+                // Read as `load` gives it: repaired in memory, nothing written.
+                repair_pairing(&mut state, &RepairPolicy::conservative());
+                let outcome = RunOutcome::Finished {
+                    status,
+                    // The answer only if the history ends with one (an empty answer is not
+                    // recorded: the last assistant message may be a tool call's preamble).
+                    final_text: final_answer_text(&state.messages),
+                    error: None,
+                    usage: state.usage,
+                    // As the run reported it (`None` in states saved before it was kept: the
+                    // results it ended on then stand).
+                    finish_reason: state.finish_reason.clone(),
+                };
+                Ok((outcome, state))
+            }
+        }
     }
 
     async fn load_existing(&self, session_id: &str) -> Result<AgentState, AgentError> {
@@ -602,6 +717,12 @@ impl Agent {
 
     /// Approves one pending item; the decision is durable when this returns.
     ///
+    /// On a batch that mirrors a worker's (`worker_session`), the worker's batch is decided
+    /// first. When the worker has moved on (the app decided its batch on the worker session and
+    /// resumed the worker directly), the decision is recorded on the mirror alone: the worker's
+    /// own decision stood, and [`resume`](Self::resume) runs the delegating call again, which
+    /// reads the worker's answer, or freezes this session on the worker's new batch.
+    ///
     /// # Errors
     /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
     pub async fn approve(
@@ -609,10 +730,11 @@ impl Agent {
         session_id: &str,
         approval_id: &str,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.decide(session_id, approval_id, &UserDecision::Approve, false).await
+        self.decide_here(session_id, approval_id, &UserDecision::Approve).await
     }
 
-    /// Denies one pending item; the decision is durable when this returns.
+    /// Denies one pending item; the decision is durable when this returns. A mirror whose worker
+    /// has moved on records it alone, as [`approve`](Self::approve) does.
     ///
     /// # Errors
     /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
@@ -622,7 +744,18 @@ impl Agent {
         approval_id: &str,
         reason: &str,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.decide(session_id, approval_id, &UserDecision::Deny(reason.to_string()), false).await
+        self.decide_here(session_id, approval_id, &UserDecision::Deny(reason.to_string())).await
+    }
+
+    /// [`decide`](Self::decide) on the session the app named (never `None` there).
+    async fn decide_here(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+        decision: &UserDecision,
+    ) -> Result<PendingApprovalBatch, AgentError> {
+        let decided = self.decide(session_id, approval_id, decision, false).await?;
+        decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))
     }
 
     /// Applies one decision, durably. A batch that mirrors a worker's (`worker_session`) has the
@@ -630,13 +763,20 @@ impl Agent {
     /// down a nested delegation. `mirrored` marks such an inner call: there the same decision
     /// already made is fine (a crash between the two commits, or the app decided the worker
     /// session itself).
+    ///
+    /// `None` (only with `mirrored`): the worker session has moved on, it no longer holds the
+    /// item (the app decided its batch on the worker session and resumed the worker directly,
+    /// which then completed or froze on a later batch; or the session is gone). Nothing is
+    /// written there: the worker's own decision stood and was acted on. The mirror above then
+    /// records the decision alone, which settles it: its resume runs the delegating call again,
+    /// which reads the worker's answer (or mirrors its new batch).
     async fn decide(
         &self,
         session_id: &str,
         approval_id: &str,
         decision: &UserDecision,
         mirrored: bool,
-    ) -> Result<PendingApprovalBatch, AgentError> {
+    ) -> Result<Option<PendingApprovalBatch>, AgentError> {
         let lock = self.session_lock(session_id);
         let _guard = lock.lock().await;
         let _lease = self.store.lease(session_id).await?;
@@ -650,22 +790,29 @@ impl Agent {
         approval_id: &str,
         decision: &UserDecision,
         mirrored: bool,
-    ) -> Result<PendingApprovalBatch, AgentError> {
-        let mut state = self.load_existing(session_id).await?;
-        let batch = state.pending_approval.as_mut().ok_or_else(|| {
-            let message = if mirrored {
-                format!("the worker session {session_id} awaits no approval")
-            } else {
-                "no approval is pending".to_string()
-            };
-            AgentError::of(codes::NO_PENDING_APPROVAL, message)
-        })?;
+    ) -> Result<Option<PendingApprovalBatch>, AgentError> {
+        let mut state = if mirrored {
+            match self.store.load(session_id).await? {
+                Some(state) => state,
+                None => return Ok(None),
+            }
+        } else {
+            self.load_existing(session_id).await?
+        };
+        if mirrored && state.pending_approval.as_ref().is_none_or(|b| b.item(approval_id).is_none()) {
+            return Ok(None);
+        }
+        let batch = state
+            .pending_approval
+            .as_mut()
+            .ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
         let decided = batch.item(approval_id).map(|i| i.decision);
         if mirrored && decided == Some(decision.outcome()) {
-            return Ok(batch.clone());
+            return Ok(Some(batch.clone()));
         }
         if let Some(worker) = batch.worker_session.clone() {
             if mirrored || decided == Some(ApprovalDecision::Pending) {
+                // `None`: the worker moved on; this mirror records the decision alone.
                 Box::pin(self.decide(&worker, approval_id, decision, true)).await?;
             }
         }
@@ -674,7 +821,41 @@ impl Agent {
             .decided_event()
             .expect("a decided item has a decision event");
         self.store.commit(&state, std::slice::from_ref(&event)).await?;
-        Ok(state.pending_approval.clone().expect("batch present"))
+        Ok(state.pending_approval.clone())
+    }
+
+    /// The usage a worker session saved (`None` when it is gone or unreadable: usage is an
+    /// account, never a reason to fail the parent's run).
+    async fn worker_usage(&self, worker: &str) -> Option<Usage> {
+        match self.store.load(worker).await {
+            Ok(state) => state.map(|s| s.usage),
+            Err(e) => {
+                log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
+                None
+            }
+        }
+    }
+
+    /// Where the worker a mirror (a batch with a `worker_session`) was frozen on stands: whether
+    /// it has moved on (some session down its chain of workers exists but no longer holds the
+    /// mirror's items; see [`decide`](Self::decide); a session that is gone continues nothing),
+    /// and the usage of the sessions down the chain that still hold them (none of their
+    /// delegating calls finished, so none of it is counted above them yet).
+    async fn mirror_worker(&self, batch: &PendingApprovalBatch) -> Result<(bool, Usage), AgentError> {
+        let mut usage = Usage::default();
+        let Some(first) = batch.items.first() else { return Ok((false, usage)) };
+        let mut next = batch.worker_session.clone();
+        while let Some(worker) = next.take() {
+            let Some(state) = self.store.load(&worker).await? else { return Ok((false, usage)) };
+            match state.pending_approval {
+                Some(b) if b.item(&first.approval_id).is_some() => {
+                    usage.add(&state.usage);
+                    next = b.worker_session;
+                }
+                _ => return Ok((true, usage)),
+            }
+        }
+        Ok((false, usage))
     }
 }
 
@@ -699,6 +880,8 @@ struct Run<'a> {
     stop_requested: bool,
     // The finish reason of the model's last answer in this run.
     finish_reason: Option<String>,
+    // Usage to add with the end of the batch being settled (a dismissed worker's).
+    batch_usage: Option<Usage>,
 }
 
 impl<'a> Run<'a> {
@@ -714,6 +897,7 @@ impl<'a> Run<'a> {
             turn_tools: None,
             stop_requested: false,
             finish_reason: None,
+            batch_usage: None,
         }
     }
 
@@ -1030,8 +1214,22 @@ impl<'a> Run<'a> {
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
         let batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
-        let dismissal =
+        let mut dismissal =
             batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.has_denial());
+        if dismissal.is_some() {
+            let (moved_on, usage) = self.agent.mirror_worker(&batch).await?;
+            if moved_on {
+                // The denial never reached the worker: the app settled the worker's batch on its
+                // session and resumed it directly. The delegating call runs again and reads what
+                // the worker answered (the dismissal still ends the run without this session's
+                // model).
+                dismissal = None;
+            } else {
+                // The worker stays as it stands: what it used until it froze counts here, with
+                // the batch's end.
+                self.batch_usage = Some(usage);
+            }
+        }
         let steps = if let Some(reason) = dismissal {
             // Dismissed: the worker is not continued (its model would be asked), and nothing of
             // the parent's batch runs: what was answered keeps its answer, the rest is not run.
@@ -1160,8 +1358,9 @@ impl<'a> Run<'a> {
                     });
                     let run = run_one(tools.clone(), call.clone(), ctx, timeout);
                     async move {
-                        let _forward = forward;
-                        run.await
+                        let (call, outcome) = run.await;
+                        let report = forward.as_ref().map(|f| f.take_report());
+                        (call, outcome, report)
                     }
                 })
                 .collect();
@@ -1179,7 +1378,7 @@ impl<'a> Run<'a> {
                 };
                 // A worker's events come before its delegating call's result (or the cancel).
                 WorkerEvents::drain(&mut workers, self.sink);
-                let Some((call, outcome)) = next else {
+                let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
@@ -1194,7 +1393,8 @@ impl<'a> Run<'a> {
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
-                        match self.worker_awaiting(&batch_call_id, &call).await {
+                        let frozen = report.as_mut().and_then(|r| r.frozen.take());
+                        match self.worker_awaiting(&batch_call_id, &call, frozen).await {
                             // The call stays `started`: it runs again once the user decided.
                             Some(mirror) => {
                                 waiting.get_or_insert(mirror);
@@ -1220,6 +1420,16 @@ impl<'a> Run<'a> {
                     name: call.name.clone(),
                     result: result.clone(),
                 });
+                if let Some(worker) = self.worker_of(&batch_call_id, &call) {
+                    // The worker's usage counts in this session's, added once, with the call's
+                    // result (after it: a commit cut short never counts it twice).
+                    let usage = match report.take().and_then(|r| r.usage) {
+                        Some(usage) => Some(usage),
+                        // Timed out, or failed before its outcome: what its session saved.
+                        None => self.agent.worker_usage(&worker).await,
+                    };
+                    self.add_usage(usage);
+                }
                 // Group commit: finished records become durable with the next chunk's `started`
                 // commit or the batch's last commit. A crash before that reports the call as
                 // interrupted ("may or may not have taken effect"): never run twice.
@@ -1272,6 +1482,8 @@ impl<'a> Run<'a> {
         // to a model round), but never carried into a mirror frozen on the way.
         let dismissed = self.state.pending_approval.as_ref().is_some_and(|b| b.dismissed.is_some());
         self.record(StateEvent::BatchCompleted { stop_requested: self.stop_requested || dismissed });
+        let usage = self.batch_usage.take();
+        self.add_usage(usage);
         if self.state.pending_approval.is_some() {
             self.record(StateEvent::ApprovalCleared);
         }
@@ -1311,19 +1523,27 @@ impl<'a> Run<'a> {
     }
 
     /// The frozen batch of the worker a `delegate_task` call suspended, as this session's batch
-    /// (see [`PendingApprovalBatch::worker_session`]). `None` when the worker's session holds no
-    /// undecided batch (the error then becomes the call's result, as any tool error does).
-    async fn worker_awaiting(&self, batch_call_id: &str, call: &ToolCall) -> Option<PendingApprovalBatch> {
+    /// (see [`PendingApprovalBatch::worker_session`]): the one the call reported (`frozen`), else
+    /// the one its session holds. `None` when there is no undecided batch (the error then becomes
+    /// the call's result, as any tool error does).
+    async fn worker_awaiting(
+        &self,
+        batch_call_id: &str,
+        call: &ToolCall,
+        frozen: Option<PendingApprovalBatch>,
+    ) -> Option<PendingApprovalBatch> {
         let worker = self.worker_of(batch_call_id, call)?;
-        let state = match self.agent.store.load(&worker).await {
-            Ok(Some(state)) => state,
-            Ok(None) => return None,
-            Err(e) => {
-                log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
-                return None;
-            }
+        let frozen = match frozen {
+            Some(batch) => Some(batch),
+            None => match self.agent.store.load(&worker).await {
+                Ok(state) => state.and_then(|s| s.pending_approval),
+                Err(e) => {
+                    log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
+                    return None;
+                }
+            },
         };
-        let batch = state.pending_approval.filter(|b| !b.is_fully_decided())?;
+        let batch = frozen.filter(|b| !b.is_fully_decided())?;
         Some(PendingApprovalBatch {
             batch_id: uuid::Uuid::new_v4().to_string(),
             run_id: self.run_id(),
@@ -1337,6 +1557,13 @@ impl<'a> Run<'a> {
             stop_requested: false,
             dismissed: None,
         })
+    }
+
+    /// Adds a worker's usage to this session's (nothing when it used none).
+    fn add_usage(&mut self, usage: Option<Usage>) {
+        if let Some(usage) = usage.filter(|u| *u != Usage::default()) {
+            self.record(StateEvent::UsageAdded { usage });
+        }
     }
 
     /// The optional LLM diagnosis, on its schedule (rounds counted over the session).
@@ -1393,12 +1620,14 @@ impl<'a> Run<'a> {
             });
             final_text = Some(fallback);
         }
-        self.record(StateEvent::StatusChanged { status });
+        // The finish reason is saved with the status, so the session tells it after the run (a
+        // worker found completed when its delegating call runs again answers as it did live).
+        let finish_reason = self.finish_reason.clone();
+        self.record(StateEvent::StatusChanged { status, finish_reason: finish_reason.clone() });
         self.persist(true).await?;
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
         Self::note_hook_failure(self.hooks.on_run_end(&ctx, status, final_text.as_deref()).await);
-        let finish_reason = self.finish_reason.clone();
         self.sink.emit(AgentEvent::RunFinished {
             status,
             final_text: final_text.clone(),

@@ -97,7 +97,7 @@ pub enum AgentEvent {
         status: RunStatus,
         /// The final answer, if any.
         final_text: Option<String>,
-        /// Usage of the session so far.
+        /// Usage of the session so far (the usage of the workers its delegations ran included).
         usage: Usage,
         /// The finish reason of the model's last answer in this run (see
         /// [`RunOutcome::Finished`](super::RunOutcome::Finished)); left out of the JSON when there

@@ -13,13 +13,13 @@
 //! - Setting metadata on a session that does not exist creates it (idle, no messages), as `run`
 //!   does: an app sets the user's id before the session's first run.
 //! - A worker of `delegate_task` acts for the same user: its new session starts with a copy of
-//!   the parent's metadata ([`Agent::inherit_metadata`]); later changes to either are their own.
+//!   the parent's metadata, saved with the worker's first commit (`MetadataSet` events recorded
+//!   before its run starts, see `Agent::run_worker`); later changes to either are their own.
 
 use super::driver::Agent;
 use crate::error::{codes, AgentError};
 use crate::state::{check_metadata_entry, validate_session_id, AgentState, StateEvent};
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 impl Agent {
     /// Sets one key of a session's app metadata to `value`, or removes the key when `value` is
@@ -67,36 +67,5 @@ impl Agent {
         let event = StateEvent::MetadataSet { key: key.to_string(), value };
         state.apply(&event);
         self.store().commit(&state, std::slice::from_ref(&event)).await
-    }
-
-    /// Gives a new worker session the metadata of the session that delegated to it, in one
-    /// commit, before the worker's first run (the values passed the limits when they were set).
-    /// A session that already exists is left as it is.
-    ///
-    /// # Errors
-    /// `session_busy`, the store's errors.
-    pub(crate) async fn inherit_metadata(
-        &self,
-        session_id: &str,
-        metadata: &BTreeMap<String, Value>,
-    ) -> Result<(), AgentError> {
-        if metadata.is_empty() {
-            return Ok(());
-        }
-        let lock = self.session_lock(session_id);
-        let _guard = lock.lock().await;
-        let _lease = self.store().lease(session_id).await?;
-        if self.store().load_unrepaired(session_id).await?.is_some() {
-            return Ok(());
-        }
-        let mut state = AgentState::new(session_id);
-        let events: Vec<StateEvent> = metadata
-            .iter()
-            .map(|(key, value)| StateEvent::MetadataSet { key: key.clone(), value: value.clone() })
-            .collect();
-        for event in &events {
-            state.apply(event);
-        }
-        self.store().commit(&state, &events).await
     }
 }

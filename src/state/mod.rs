@@ -128,7 +128,8 @@ pub struct AgentState {
     /// The loop detector's window of signatures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loop_window: Vec<String>,
-    /// Token usage summed over the session.
+    /// Token usage summed over the session, the usage of the workers its delegations ran
+    /// included (each worker's added once, when its delegating call finishes).
     #[serde(default)]
     pub usage: Usage,
     /// The sessions of the workers this session's delegations (`delegate_task`) ran, in the order
@@ -146,6 +147,15 @@ pub struct AgentState {
     /// remove stray tool messages, never a user message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_question: Option<usize>,
+    /// The finish reason of the model's last answer in the run that ended, as the run's outcome
+    /// reported it ([`RunOutcome::Finished`](crate::agent::RunOutcome::Finished)'s
+    /// `finish_reason`), so a session read after its run tells what the live run told: a run that
+    /// completed without an answer because it was cut off (`length`) or filtered
+    /// (`content_filter`), not because a tool's stop ended it (`tool_calls` or none). `None`
+    /// while a run goes on, when no answer came in the run, and in states saved before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 impl AgentState {
@@ -166,6 +176,7 @@ impl AgentState {
             workers: Vec::new(),
             stop_requested: false,
             turn_question: None,
+            finish_reason: None,
         }
     }
 
@@ -259,6 +270,11 @@ pub enum StateEvent {
     StatusChanged {
         /// The new status.
         status: RunStatus,
+        /// For the status a run ends in: the finish reason of the model's last answer in the run
+        /// ([`AgentState::finish_reason`]). Absent when there is none, so the record reads as it
+        /// did before the field existed (and readers that predate it ignore it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
     },
     /// App metadata set (`Agent::set_metadata`): the key now has this value; `null` removes the
     /// key (a reader that predates removals keeps it with a null value, which a tool reads the
@@ -360,6 +376,7 @@ impl AgentState {
             StateEvent::RunStarted { run_id } => {
                 self.run_id = Some(run_id.clone());
                 self.stop_requested = false;
+                self.finish_reason = None;
                 // The run's input is the next user message.
                 self.turn_question =
                     Some(self.messages.iter().filter(|m| matches!(m, ChatMessage::User { .. })).count());
@@ -406,9 +423,10 @@ impl AgentState {
             }
             StateEvent::LoopWindow { window } => self.loop_window = window.clone(),
             StateEvent::UsageAdded { usage } => self.usage.add(usage),
-            StateEvent::StatusChanged { status } => {
+            StateEvent::StatusChanged { status, finish_reason } => {
                 self.status = *status;
                 self.stop_requested = false;
+                self.finish_reason = finish_reason.clone();
             }
             StateEvent::MetadataSet { key, value } => {
                 if value.is_null() {

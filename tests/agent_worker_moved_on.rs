@@ -1,0 +1,218 @@
+//! A parent frozen on its worker's batch when the app settled that batch on the worker session
+//! itself (decided it there and resumed the worker directly): the worker has moved on (completed,
+//! or frozen on a later batch), and the parent can still be settled. A decision on the parent is
+//! then recorded on its mirror alone, and its resume runs the delegating call again, which reads
+//! the worker's answer (or freezes on the worker's new batch); a dismissal does the same without
+//! the parent's model.
+
+#[path = "support/delegation.rs"]
+mod delegation;
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::state::{RunStatus, StateStore};
+use arkagent::CancellationSignal;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use support::{answer, calls, tool_messages, MemStore, Script};
+
+fn agent(model: Arc<Script>, store: Arc<MemStore>, cleared: &Arc<AtomicUsize>, depth: u32) -> Arc<Agent> {
+    let agent = Arc::new(
+        AgentBuilder::new(model, store)
+            .tools(delegation::tools(cleared))
+            .config(AgentConfig { max_delegation_depth: depth, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    agent
+}
+
+fn none() -> CancellationSignal {
+    CancellationSignal::new()
+}
+
+#[tokio::test]
+async fn a_parent_whose_worker_was_decided_and_resumed_directly_can_still_be_settled() {
+    for approve in [true, false] {
+        let cleared = Arc::new(AtomicUsize::new(0));
+        let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
+        let model = Arc::new(Script::new(vec![
+            calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+            calls(&[("w1", "clear_baking_cache", "{}")]),
+            answer(worker_answer),
+            answer("parent answer"),
+        ]));
+        let store = Arc::new(MemStore::new());
+        let agent = agent(model.clone(), store.clone(), &cleared, 1);
+        let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+        let worker = batch.worker_session.clone().unwrap();
+        let id = batch.items[0].approval_id.clone();
+        // The app decides on the worker session and resumes it itself.
+        if approve {
+            agent.approve(&worker, &id).await.unwrap();
+        } else {
+            agent.deny(&worker, &id, "不要清").await.unwrap();
+        }
+        let out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+        assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some(worker_answer)));
+
+        // The parent still awaits: resuming it asks for a decision, and says why.
+        let early = agent.resume("parent", &EventLog::new(), &none()).await.unwrap_err();
+        assert_eq!(early.code, "approval_pending");
+        assert!(early.message.contains("moved on"), "{}", early.message);
+        // A decision on it settles it.
+        let decided = if approve {
+            agent.approve("parent", &id).await
+        } else {
+            agent.deny("parent", &id, "不要清").await
+        };
+        let decided = decided.unwrap_or_else(|e| panic!("approve={approve}: {e}"));
+        assert!(decided.is_fully_decided());
+        let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+        assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+        let parent = store.load("parent").await.unwrap().unwrap();
+        assert_eq!(tool_messages(&parent.messages), [("p1".to_string(), worker_answer.to_string(), false)]);
+        assert!(parent.pending_approval.is_none());
+        assert_eq!(cleared.load(Ordering::SeqCst), usize::from(approve), "the worker's decision stood");
+        assert_eq!(model.remaining(), 0, "the worker's model was not asked again");
+    }
+}
+
+#[tokio::test]
+async fn dismissing_such_a_parent_gives_it_the_worker_answer_without_its_model() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#), ("p2", "query_stock", r#"{"sku":"A"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("worker: 已清空"),
+        answer("for the next message"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
+    agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
+    let asked = model.requests().len();
+
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text), (RunStatus::Completed, None));
+    assert_eq!(model.requests().len(), asked, "no model was asked");
+    let parent = store.load("parent").await.unwrap().unwrap();
+    // The worker ran its approved call: the delegation is answered with what it said, not as
+    // "not run".
+    assert_eq!(
+        tool_messages(&parent.messages),
+        [
+            ("p1".to_string(), "worker: 已清空".to_string(), false),
+            ("p2".to_string(), "A: 12 件".to_string(), false)
+        ]
+    );
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_worker_that_moved_on_to_a_new_batch_freezes_the_parent_on_it() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清两次"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w2", "clear_baking_cache", "{}")]),
+        answer("worker: 清了两次"),
+        answer("parent answer"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    let first = batch.items[0].approval_id.clone();
+    agent.approve(&worker, &first).await.unwrap();
+    let out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch: second } = out else { panic!("{out:?}") };
+    assert_eq!(second.items[0].tool_call.id, "w2");
+
+    agent.approve("parent", &first).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("the parent mirrors the new batch: {out:?}") };
+    assert_eq!(batch.worker_session.as_deref(), Some(worker.as_str()));
+    assert_eq!(batch.items[0].approval_id, second.items[0].approval_id);
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+    assert_eq!(cleared.load(Ordering::SeqCst), 2);
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_workers_worker_resumed_directly_leaves_every_level_settleable() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("inner done"),
+        answer("middle done"),
+        answer("parent done"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model.clone(), store.clone(), &cleared, 2);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let middle = batch.worker_session.clone().unwrap();
+    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
+    let id = batch.items[0].approval_id.clone();
+    agent.approve(&inner, &id).await.unwrap();
+    let out = agent.resume(&inner, &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+
+    agent.approve("parent", &id).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent done")));
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(tool_messages(&parent.messages), [("d1".to_string(), "middle done".to_string(), false)]);
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn dismissing_a_parent_whose_worker_froze_again_returns_the_new_batch() {
+    // As for any dismissal that meets a new freeze on its way: that batch is returned suspended.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清两次"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w2", "clear_baking_cache", "{}")]),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
+    let RunOutcome::Suspended { batch: second } =
+        agent.resume(&worker, &EventLog::new(), &none()).await.unwrap()
+    else {
+        panic!("the worker freezes again")
+    };
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items[0].approval_id, second.items[0].approval_id);
+    assert_eq!(batch.dismissed, None, "the dismissal is not carried into the new batch");
+    // Dismissing that one ends both without a model: the worker's denial is its own now.
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let results = tool_messages(&parent.messages);
+    assert!(results[0].2 && results[0].1.contains("moved on"), "{results:?}");
+    assert_eq!(cleared.load(Ordering::SeqCst), 1, "the first call, approved on the worker");
+    assert_eq!(model.remaining(), 0);
+}

@@ -1,0 +1,165 @@
+//! A worker's token usage counts in its parent's: the usage of the worker a delegation ran is
+//! added to the parent session's once, when the delegating call finishes (in the outcome, the
+//! `RunFinished` event and the saved state), through a freeze and a crash, at every depth; a
+//! dismissal that leaves the worker as it stands adds what the worker used until then.
+
+#[path = "support/delegation.rs"]
+mod delegation;
+#[path = "support/dying_store.rs"]
+mod dying_store;
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::message::Usage;
+use arkagent::provider::ModelResponse;
+use arkagent::state::{RunStatus, StateStore};
+use arkagent::CancellationSignal;
+use dying_store::DiesAtBatchEnd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use support::{answer, calls, MemStore, Script};
+
+/// `response` reporting `prompt` + `completion` tokens.
+fn costing(mut response: ModelResponse, prompt: u64, completion: u64) -> ModelResponse {
+    response.usage = Some(Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt + completion,
+    });
+    response
+}
+
+fn usage(prompt: u64, completion: u64) -> Usage {
+    Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+}
+
+fn agent(
+    model: Arc<Script>,
+    store: Arc<dyn StateStore>,
+    cleared: &Arc<AtomicUsize>,
+    depth: u32,
+) -> Arc<Agent> {
+    let agent = Arc::new(
+        AgentBuilder::new(model, store)
+            .tools(delegation::tools(cleared))
+            .config(AgentConfig { max_delegation_depth: depth, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    agent
+}
+
+fn none() -> CancellationSignal {
+    CancellationSignal::new()
+}
+
+fn finished_usage(out: &RunOutcome) -> Usage {
+    match out {
+        RunOutcome::Finished { usage, .. } => *usage,
+        RunOutcome::Suspended { .. } => panic!("{out:?}"),
+    }
+}
+
+fn run_finished_usage(events: &EventLog) -> Usage {
+    events
+        .events()
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            AgentEvent::RunFinished { usage, .. } => Some(*usage),
+            _ => None,
+        })
+        .expect("a RunFinished event")
+}
+
+#[tokio::test]
+async fn a_workers_usage_is_added_to_its_parents_at_every_depth() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
+        costing(calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]), 200, 20), // worker
+        costing(calls(&[("q1", "query_stock", r#"{"sku":"A"}"#)]), 300, 30),  // worker's worker
+        costing(answer("A: 12 件"), 400, 40),                                 // worker's worker
+        costing(answer("下级说 12 件"), 500, 50),                             // worker
+        costing(answer("12 件"), 600, 60),                                    // parent
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model, store.clone(), &cleared, 2);
+    let events = EventLog::new();
+    let out = agent.run("parent", "q", &events, &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let total = usage(2100, 210);
+    assert_eq!(finished_usage(&out), total, "the parent's own rounds and both workers'");
+    assert_eq!(run_finished_usage(&events), total);
+    let parent = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(parent.usage, total, "saved");
+    let middle = store.load(&parent.workers[0]).await.unwrap().unwrap();
+    assert_eq!(middle.usage, usage(1400, 140), "the worker's own and its worker's");
+    let inner = store.load(&middle.workers[0]).await.unwrap().unwrap();
+    assert_eq!(inner.usage, usage(700, 70), "the worker's worker's own");
+}
+
+#[tokio::test]
+async fn a_worker_frozen_and_continued_is_counted_once() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]), 100, 10), // parent
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20),            // worker: frozen
+        costing(answer("worker: 已清空"), 300, 30),                                // worker, resumed
+        costing(answer("都清好了"), 400, 40),                                      // parent
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model, store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    // While the delegating call has not finished, the parent holds its own usage only.
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(100, 10));
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(finished_usage(&out), usage(1000, 100));
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(1000, 100));
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_worker_found_completed_after_a_crash_is_counted_once() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
+        costing(answer("worker answer"), 200, 20),                            // worker
+    ]));
+    let mem = Arc::new(MemStore::new());
+    let dying = Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent"));
+    let agent1 = agent(model, dying, &cleared, 1);
+    let died = agent1.run("parent", "q", &EventLog::new(), &none()).await;
+    assert_eq!(died.unwrap_err().code, "state_io");
+    drop(agent1);
+
+    // A new process: the delegating call runs again and finds the worker completed.
+    let model = Arc::new(Script::new(vec![costing(answer("parent answer"), 400, 40)]));
+    let agent2 = agent(model, mem.clone(), &cleared, 1);
+    let out = agent2.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(finished_usage(&out), usage(700, 70));
+    assert_eq!(mem.load("parent").await.unwrap().unwrap().usage, usage(700, 70));
+}
+
+#[tokio::test]
+async fn a_dismissal_adds_what_the_worker_used_until_it_froze() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
+        costing(calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]), 200, 20), // worker
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30),       // worker's worker: frozen
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model, store.clone(), &cleared, 2);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(finished_usage(&out), usage(600, 60), "the parent's round and both workers'");
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(600, 60));
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+}
