@@ -116,8 +116,17 @@ fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_val
 
 /// napi's refusal of an argument as the binding's coded error (one instance for every `Arg`).
 fn refused(env: sys::napi_env, e: napi_ohos::Error) -> napi_ohos::Error {
-    let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", js_terms(&e.reason)));
-    js_error(&Env::from_raw(env), &error)
+    let env = Env::from_raw(env);
+    let mut reason = js_terms(&e.reason);
+    // A getter or a Proxy trap of the argument threw while napi read it.
+    if let Some(thrown) = super::callback::take_pending_exception(&env) {
+        reason = match reason.strip_suffix("could not be read") {
+            Some(head) => format!("{head}reading it threw {thrown}"),
+            None => format!("{reason}: reading it threw {thrown}"),
+        };
+    }
+    let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {reason}"));
+    js_error(&env, &error)
 }
 
 /// napi's refusal in the caller's terms: JavaScript types and the field's name instead of Rust
@@ -164,6 +173,10 @@ fn js_terms(reason: &str) -> String {
             }
             None => body.to_string(),
         }
+    } else if body.starts_with("Failed to get property") || body.starts_with("Failed to get element") {
+        "could not be read".to_string()
+    } else if body == "Failed to get Array length" {
+        "its length could not be read".to_string()
     } else if let Some(rest) = body.strip_prefix("Failed to convert napi value ") {
         match rest.strip_prefix("into rust type `") {
             Some(want) => format!("expected {}", article(want.trim_end_matches('`'))),
