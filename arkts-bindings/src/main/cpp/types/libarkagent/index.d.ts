@@ -10,6 +10,11 @@
  * another class) is refused before the call does anything, with code `argument_invalid` (layer
  * config); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
  * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text.
+ *
+ * Memory: an Agent or a ToolRegistry keeps the functions given to it (executors, hooks, the policy,
+ * the listener) for as long as it lives, through native references the GC does not trace. A function
+ * that references its own Agent or ToolRegistry (directly or through what it captures) therefore
+ * keeps it, with its sessions, in memory for good; dropped otherwise, it is collected.
  */
 
 /** A tool definition. */
