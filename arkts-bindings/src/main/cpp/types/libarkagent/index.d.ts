@@ -215,7 +215,8 @@ export interface AgentConfigObject {
   /**
    * tool_choice of every request with tools: 'auto', 'none', 'required', or any other text as the
    * name of the tool the model must call. Omitted: not sent (the provider's default, auto).
-   * 'zhipu' only accepts 'auto' (other choices are left out).
+   * 'zhipu' only accepts 'auto' (other choices are left out). A tool name must be registered when
+   * the agent has tools: run(), resume() and dismiss() reject with config_invalid otherwise.
    */
   toolChoice?: string;
   /**
@@ -357,9 +358,10 @@ export declare class Agent {
    */
   setApprovalPolicy(policy: ApprovalPolicyFunction | null, timeoutMs?: number): void;
   /**
-   * Runs on a new user message. Rejects only for approval_pending, session_id_invalid and persistence
-   * errors, among them session_busy: another Agent object or process is writing this session (run,
-   * resume, decision); nothing was done. Calls on one session through one Agent wait for each other.
+   * Runs on a new user message. Rejects only for approval_pending, session_id_invalid, config_invalid
+   * (toolChoice names a tool the agent does not have, while it has others) and persistence errors,
+   * among them session_busy: another Agent object or process is writing this session (run, resume,
+   * decision); nothing was done. Calls on one session through one Agent wait for each other.
    */
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /** Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run. */
