@@ -140,7 +140,8 @@ export declare class ToolRegistry {
   definitionsJson(): string;
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
-   * cancelled) and the executor. Rejects with the coded error of the gate or the executor.
+   * cancelled) and the executor. Rejects with the coded error of the gate or the executor, or
+   * config_invalid for an options.metadataJson that is not a JSON object.
    */
   execute(call: ToolCallObject, signal?: CancellationHandle, options?: ExecuteOptions): Promise<ToolResultObject>;
 }
