@@ -4,7 +4,7 @@
 //! registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
 
 use super::dto::{
-    ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
+    ExecuteOptions, JsArray, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
 };
 use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::signal::CancellationHandle;
@@ -152,9 +152,9 @@ impl JsToolRegistry {
         &self,
         env: Env,
         target: ArgRef<JsToolRegistry>,
-        excluded_names: Arg<Vec<String>>,
+        excluded_names: Arg<JsArray<String>>,
     ) -> napi_ohos::Result<()> {
-        let (ArgRef(target), Arg(excluded_names)) = (target, excluded_names);
+        let (ArgRef(target), Arg(JsArray(excluded_names))) = (target, excluded_names);
         guard(&env, || {
             let excluded: Vec<&str> = excluded_names.iter().map(String::as_str).collect();
             self.copy_to(target, &excluded)
