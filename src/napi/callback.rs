@@ -388,7 +388,10 @@ pub(crate) fn take_pending_exception(env: &Env) -> Option<String> {
 }
 
 /// Clears an exception a failed conversion may have left pending, so the next call starts clean.
-fn clear_pending_exception(env: &Env) {
+/// (Also what a fire-and-forget call does with a throw: napi-ohos reads the thrown value's message
+/// to build its error, and a value whose reads throw, such as a Proxy, leaves that second exception
+/// pending; left there, Node reports it as an uncaught exception.)
+pub(crate) fn clear_pending_exception(env: &Env) {
     let mut pending = false;
     // SAFETY: a valid env on the JS thread; both calls only inspect and clear its exception slot.
     unsafe {

@@ -157,7 +157,12 @@ impl CancellationHandle {
                         let reason = Self::current_reason(&signal, parent.as_ref())
                             .unwrap_or_else(|| DEFAULT_REASON.to_string());
                         // The return value (or a throw) is dropped on the JS thread.
-                        callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |_ret, _env| Ok(()));
+                        callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
+                            if ret.is_err() {
+                                super::callback::clear_pending_exception(&env);
+                            }
+                            Ok(())
+                        });
                     }
                     _ = listeners.cancelled() => {}
                 }
