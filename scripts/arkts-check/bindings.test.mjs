@@ -157,6 +157,7 @@ test('invalid JSON is refused with json_invalid and the offset of the problem', 
     assert.throws(() => M.JsonValue.fromJsonString(text), (e) => {
       assert.ok(e instanceof M.JsonError, `${JSON.stringify(text)}: ${e}`);
       assert.equal(e.code, 'json_invalid', JSON.stringify(text));
+      assert.equal(e.layer, 'decode', 'a layer, as the native errors have');
       assert.equal(e.offset, offset, `offset for ${JSON.stringify(text)}: ${e.message}`);
       return true;
     });

@@ -16,6 +16,8 @@ import { transpileFile } from './transpile.mjs';
 import { realBindings } from './real_bindings.mjs';
 import { rejectsWithCode } from '../../tests/node/helper.mjs';
 import { tempDir } from './tmp.mjs';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -262,6 +264,36 @@ test('a native cancellation handle reaches the ArkTS executor signal; the runtim
   assert.match(e.message, /user tapped cancel/);
   for (let i = 0; i < 100 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
   assert.deepEqual(seen, ['true:user tapped cancel'], 'the executor saw the cancellation through ToolContext.signal');
+});
+
+test('an ArkTS Agent the app dropped is collected: what it gave the native module does not hold it', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc');
+  let collected = 0;
+  const registry = new FinalizationRegistry(() => collected++);
+  class Notes extends B.AgentHook {
+    onRunStart() {}
+  }
+  // An agent with a listener, an error handler, a hook and a policy, run once and dropped.
+  async function useOnce(i) {
+    const agent = new B.Agent(B.AgentConfig.scripted(JSON.stringify([{ content: `answer ${i}` }])));
+    registry.register(agent, null);
+    const events = [];
+    agent.addEventListener((e) => events.push(e));
+    agent.setErrorHandler(() => {});
+    agent.addHook(new Notes());
+    agent.setApprovalPolicy({ decide() { return B.ApprovalPolicyResult.allow(); } });
+    const outcome = await agent.run('s', 'hi');
+    assert.equal(outcome.finalText, `answer ${i}`);
+    assert.ok(events.length > 0);
+  }
+  const agents = 10;
+  for (let i = 0; i < agents; i++) await useOnce(i);
+  for (let i = 0; i < 100 && collected < agents; i++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.equal(collected, agents, 'every dropped agent was collected');
 });
 
 test('the offline scenario through the ArkTS Agent: suspend, kill, reload, approve, resume',

@@ -368,8 +368,30 @@ fn thrown_text(reason: &str) -> String {
     head.to_string()
 }
 
+/// Takes the pending exception, if any, and returns `String(value)` of it: what a getter or a
+/// Proxy trap threw while napi read an argument. Left pending, it would be thrown to the caller as
+/// it is (no `code`, not even an `Error` for `throw "x"`) instead of the binding's coded error.
+/// Call on the JS thread.
+pub(crate) fn take_pending_exception(env: &Env) -> Option<String> {
+    let mut pending = false;
+    let mut exception = std::ptr::null_mut();
+    // SAFETY: a valid env on the JS thread; only its exception slot is inspected and cleared.
+    unsafe {
+        if sys::napi_is_exception_pending(env.raw(), &mut pending) != sys::Status::napi_ok
+            || !pending
+            || sys::napi_get_and_clear_last_exception(env.raw(), &mut exception) != sys::Status::napi_ok
+        {
+            return None;
+        }
+        Some(value_text(&Unknown::from_raw_unchecked(env.raw(), exception)))
+    }
+}
+
 /// Clears an exception a failed conversion may have left pending, so the next call starts clean.
-fn clear_pending_exception(env: &Env) {
+/// (Also what a fire-and-forget call does with a throw: napi-ohos reads the thrown value's message
+/// to build its error, and a value whose reads throw, such as a Proxy, leaves that second exception
+/// pending; left there, Node reports it as an uncaught exception.)
+pub(crate) fn clear_pending_exception(env: &Env) {
     let mut pending = false;
     // SAFETY: a valid env on the JS thread; both calls only inspect and clear its exception slot.
     unsafe {

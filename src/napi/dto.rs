@@ -11,8 +11,8 @@ use crate::message::{ToolCall, Usage};
 use crate::provider::{ClientConfig, ToolChoice};
 use crate::tool::{ContentPart, RiskLevel, ToolDefinition, ToolResult};
 use napi_derive_ohos::napi;
+use napi_ohos::bindgen_prelude::{Array, FromNapiValue, Object, ToNapiValue, TypeName, ValidateNapiValue};
 use napi_ohos::bindgen_prelude::{Either, Null};
-use napi_ohos::bindgen_prelude::{FromNapiValue, Object, ValidateNapiValue};
 use napi_ohos::sys;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -113,11 +113,69 @@ pub struct ContentPartObject {
     pub json: Option<String>,
 }
 
+/// A JS array as a `Vec`, read one element at a time.
+///
+/// napi-ohos' `Vec<T>` reserves the array's `length` before it reads an element: a sparse array
+/// (`a.length = 2 ** 32 - 1`, one line of JS) asked for hundreds of GB, and the failed allocation
+/// aborted the process (an allocation failure is no panic: nothing catches it). Read one by one, a
+/// hole is refused at once (it is `undefined`), and a dense array costs what the app allocated.
+pub struct JsArray<T>(pub Vec<T>);
+
+impl<T: FromNapiValue> FromNapiValue for JsArray<T> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        // SAFETY: called by napi's glue on the JS thread with this call's env and value.
+        let array = unsafe { Array::from_napi_value(env, value)? };
+        let mut items = Vec::new();
+        for index in 0..array.len() {
+            let mut element = std::ptr::null_mut();
+            let mut kind = 0;
+            // SAFETY: on the JS thread, with this env and an array of it.
+            unsafe {
+                napi_ohos::check_status!(sys::napi_get_element(env, value, index, &mut element))?;
+                napi_ohos::check_status!(sys::napi_typeof(env, element, &mut kind))?;
+            }
+            if kind == sys::ValueType::napi_undefined {
+                return Err(napi_ohos::Error::new(
+                    napi_ohos::Status::InvalidArg,
+                    format!("element {index} of the array is undefined (a hole?)"),
+                ));
+            }
+            // SAFETY: as above.
+            items.push(unsafe { T::from_napi_value(env, element)? });
+        }
+        Ok(JsArray(items))
+    }
+}
+
+impl<T: FromNapiValue> ValidateNapiValue for JsArray<T> {
+    unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<sys::napi_value> {
+        // SAFETY: as `from_napi_value`.
+        unsafe { <Vec<T> as ValidateNapiValue>::validate(env, value) }
+    }
+}
+
+impl<T: ToNapiValue> ToNapiValue for JsArray<T> {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
+        // SAFETY: called by napi's glue on the JS thread with this env.
+        unsafe { Vec::to_napi_value(env, value.0) }
+    }
+}
+
+impl<T> TypeName for JsArray<T> {
+    fn type_name() -> &'static str {
+        <Vec<T> as TypeName>::type_name()
+    }
+
+    fn value_type() -> napi_ohos::ValueType {
+        <Vec<T> as TypeName>::value_type()
+    }
+}
+
 /// A tool result: content parts, and the error and stop flags.
 #[napi(object)]
 pub struct ToolResultObject {
     /// The output parts.
-    pub contents: Vec<ContentPartObject>,
+    pub contents: JsArray<ContentPartObject>,
     /// True when the call failed.
     pub is_error: Option<bool>,
     /// True when the run should end after this batch.
@@ -141,7 +199,7 @@ impl From<ToolResult> for ToolResultObject {
             })
             .collect();
         ToolResultObject {
-            contents,
+            contents: JsArray(contents),
             is_error: Some(result.is_error),
             stop: Some(result.stop),
             metadata_json: result.metadata.map(|m| Value::Object(m).to_string()),
@@ -155,8 +213,8 @@ impl ToolResultObject {
     /// # Errors
     /// A description of the first problem (an unknown part type, a missing field, bad JSON).
     pub fn into_core(self) -> Result<ToolResult, String> {
-        let mut contents = Vec::with_capacity(self.contents.len());
-        for (i, part) in self.contents.into_iter().enumerate() {
+        let mut contents = Vec::with_capacity(self.contents.0.len());
+        for (i, part) in self.contents.0.into_iter().enumerate() {
             contents.push(match (part.kind.as_str(), part.text, part.json) {
                 ("text", Some(text), _) => ContentPart::Text { text },
                 ("json", _, Some(json)) => ContentPart::Json {

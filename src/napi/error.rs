@@ -4,7 +4,6 @@
 //! extra string properties: `code` (the stable snake_case code) and `layer`. A Rust panic inside an
 //! export becomes the same kind of error with code `internal_panic`: never an abort.
 
-use super::callback::RawJsValue;
 use crate::error::{codes, AgentError};
 use futures_util::FutureExt;
 use napi_ohos::bindgen_prelude::{
@@ -14,6 +13,7 @@ use napi_ohos::{sys, Env, Status};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::{Arc, RwLock};
 
 /// Builds the JS `Error` for an [`AgentError`] (call on the JS thread).
 pub(crate) fn js_error(env: &Env, error: &AgentError) -> napi_ohos::Error {
@@ -67,10 +67,10 @@ type Pending = Pin<Box<dyn Future<Output = Result<ToJs, AgentError>> + Send>>;
 /// Runs an async export on the module's runtime and returns its Promise. The future's `Err` or a
 /// panic rejects the Promise with a coded JS error; `Ok` is converted by `to_js` on the JS thread.
 ///
-/// Only the boxing is generic: the promise glue under it (napi-ohos' `execute_tokio_future`, its
-/// two tokio tasks and the deferred's resolver, about 10 KB of code per instance) is instantiated
-/// once for every export in [`spawn_pending`] instead of once per export (BENCHMARKS.md, "Size of
-/// the stripped release `.so`"). It costs two small allocations per call.
+/// Only the boxing is generic: the promise glue under it (a thread-safe function, the task and
+/// the settlement, several KB of code per instance) is instantiated once for every export in
+/// [`spawn_pending`] instead of once per export (BENCHMARKS.md, "Size of the stripped release
+/// `.so`"). It costs two small allocations per call.
 ///
 /// # Errors
 /// Only when the Promise itself cannot be created.
@@ -94,30 +94,224 @@ where
     Ok(PromiseRaw::new(env.raw(), promise))
 }
 
+/// A Promise's deferred and how its future ended, on their way to the JS thread, with the
+/// function that carries them there (released once they arrived).
+struct Settlement {
+    deferred: sys::napi_deferred,
+    outcome: Result<ToJs, AgentError>,
+    tsfn: sys::napi_threadsafe_function,
+}
+
+/// The thread-safe function that settles one Promise on its JS thread, guarded against the
+/// teardown of its environment.
+///
+/// napi-ohos' `spawn_future_with_callback` is not used: its deferred calls a raw thread-safe
+/// function that nothing guards against that teardown. A Promise of an environment that went away
+/// before its future ended (an ArkTS or Node worker terminated while a run or a call was in
+/// flight) was then settled through a freed function, and the whole process aborted. Here the
+/// function's finalizer (run by the teardown) clears `alive` under a write lock, and a settlement
+/// is only queued under the read lock while `alive` holds: after the teardown it is dropped.
+/// Like napi-ohos' deferred, the function is referenced (a pending Promise keeps the event loop,
+/// and the process, alive) and released on the JS thread once the Promise is settled (or here,
+/// when the future is dropped unsettled or the settlement could not be queued).
+struct Settler {
+    tsfn: sys::napi_threadsafe_function,
+    alive: Arc<RwLock<bool>>,
+    deferred: sys::napi_deferred,
+}
+
+// SAFETY: the function is called and released from any thread (what napi allows), under the guard;
+// the deferred is only used on the JS thread (in `call_settle`), reached through the function.
+unsafe impl Send for Settler {}
+
+impl Settler {
+    /// The Promise and its settler (call on the JS thread).
+    fn new(env: &Env) -> napi_ohos::Result<(sys::napi_value, Settler)> {
+        let raw = env.raw();
+        let mut deferred = std::ptr::null_mut();
+        let mut promise = std::ptr::null_mut();
+        let mut name = std::ptr::null_mut();
+        let mut tsfn = std::ptr::null_mut();
+        let alive = Arc::new(RwLock::new(true));
+        let finalize_data = Arc::into_raw(Arc::clone(&alive));
+        // SAFETY: on the JS thread, with this env. The finalizer gets back the `Arc` given here.
+        unsafe {
+            napi_ohos::check_status!(sys::napi_create_promise(raw, &mut deferred, &mut promise))?;
+            napi_ohos::check_status!(sys::napi_create_string_utf8(
+                raw,
+                c"arkagentSettle".as_ptr(),
+                14,
+                &mut name
+            ))?;
+            let status = sys::napi_create_threadsafe_function(
+                raw,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                name,
+                0,
+                1,
+                finalize_data.cast_mut().cast(),
+                Some(settler_finalized),
+                std::ptr::null_mut(),
+                Some(call_settle),
+                &mut tsfn,
+            );
+            if status != sys::Status::napi_ok {
+                drop(Arc::from_raw(finalize_data));
+                napi_ohos::check_status!(status)?;
+            }
+        }
+        Ok((promise, Settler { tsfn, alive, deferred }))
+    }
+
+    /// Queues the settlement to the JS thread, which releases the function once it settled the
+    /// Promise; if the environment is gone, the settlement is dropped here.
+    fn settle(mut self, outcome: Result<ToJs, AgentError>) {
+        let settlement =
+            Box::into_raw(Box::new(Settlement { deferred: self.deferred, outcome, tsfn: self.tsfn }));
+        let alive = self.alive.read().unwrap_or_else(|p| p.into_inner());
+        let queued = *alive
+            // SAFETY: the function is alive (its finalizer has not run: it waits for this lock).
+            && unsafe {
+                sys::napi_call_threadsafe_function(
+                    self.tsfn,
+                    settlement.cast(),
+                    sys::ThreadsafeFunctionCallMode::nonblocking,
+                )
+            } == sys::Status::napi_ok;
+        drop(alive);
+        if queued {
+            // The JS thread releases it (`call_settle`).
+            self.tsfn = std::ptr::null_mut();
+        } else {
+            // SAFETY: not queued, so still ours; it holds no napi handle that needs the JS thread.
+            drop(unsafe { Box::from_raw(settlement) });
+        }
+    }
+
+    /// Releases the function (once), unless its environment already finalized it.
+    fn release(&mut self) {
+        let tsfn = std::mem::replace(&mut self.tsfn, std::ptr::null_mut());
+        let alive = self.alive.read().unwrap_or_else(|p| p.into_inner());
+        if *alive && !tsfn.is_null() {
+            // SAFETY: alive, and released once (the pointer was taken above).
+            unsafe {
+                sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::release)
+            };
+        }
+    }
+}
+
+impl Drop for Settler {
+    fn drop(&mut self) {
+        // A future dropped unsettled (the runtime shut down): the event loop must not wait for it.
+        self.release();
+    }
+}
+
+/// The function's finalizer (the last release, or the environment's teardown): nothing may call
+/// it any more.
+unsafe extern "C" fn settler_finalized(
+    _env: sys::napi_env,
+    data: *mut std::ffi::c_void,
+    _hint: *mut std::ffi::c_void,
+) {
+    // SAFETY: `data` is the `Arc` leaked in `Settler::new`, given back once.
+    let alive = unsafe { Arc::from_raw(data.cast_const().cast::<RwLock<bool>>()) };
+    *alive.write().unwrap_or_else(|p| p.into_inner()) = false;
+}
+
+/// The function's call on the JS thread: settles the Promise. A null env means the environment
+/// is being torn down: the settlement is only dropped.
+unsafe extern "C" fn call_settle(
+    env: sys::napi_env,
+    _js_callback: sys::napi_value,
+    _context: *mut std::ffi::c_void,
+    data: *mut std::ffi::c_void,
+) {
+    // SAFETY: `data` is the settlement queued by `Settler::settle`, handed over once.
+    let settlement = unsafe { Box::from_raw(data.cast::<Settlement>()) };
+    if env.is_null() {
+        // The teardown finalizes the function itself.
+        return;
+    }
+    let tsfn = settlement.tsfn;
+    settle(&Env::from_raw(env), *settlement);
+    // SAFETY: on the JS thread, before the finalizer can run; the one release of this function.
+    unsafe { sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::release) };
+}
+
 /// The non-generic part of [`spawn_guarded`]: spawns the future under `catch_unwind` and returns
-/// the raw Promise.
+/// the raw Promise, settled through a [`Settler`].
 ///
 /// # Errors
 /// Only when the Promise itself cannot be created.
 fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_value> {
-    let caught = async move {
+    let (promise, settler) = Settler::new(env)?;
+    napi_ohos::bindgen_prelude::spawn(async move {
         let outcome = match AssertUnwindSafe(pending).catch_unwind().await {
             Ok(outcome) => outcome,
             Err(payload) => Err(panic_error(payload.as_ref())),
         };
-        Ok::<_, napi_ohos::Error>(outcome)
-    };
-    let promise = env.spawn_future_with_callback(caught, move |env, outcome| match outcome {
-        Ok(convert) => convert(env.raw()).map(RawJsValue),
+        settler.settle(outcome);
+    });
+    Ok(promise)
+}
+
+/// On the JS thread: resolves the Promise with the converted value, or rejects it with the coded
+/// error (a value that cannot be converted rejects it with napi's error).
+fn settle(env: &Env, settlement: Settlement) {
+    let Settlement { deferred, outcome, .. } = settlement;
+    let raw = env.raw();
+    let value = match outcome {
+        Ok(convert) => convert(raw),
         Err(error) => Err(js_error(env, &error)),
-    })?;
-    Ok(promise.raw())
+    };
+    // SAFETY: on the JS thread of the deferred's env; each deferred is settled exactly once.
+    unsafe {
+        match value {
+            Ok(value) => {
+                sys::napi_resolve_deferred(raw, deferred, value);
+            }
+            Err(error) => {
+                let mut pending = false;
+                if sys::napi_is_exception_pending(raw, &mut pending) == sys::Status::napi_ok && pending {
+                    let mut exception = std::ptr::null_mut();
+                    sys::napi_get_and_clear_last_exception(raw, &mut exception);
+                }
+                let mut reason = std::ptr::null_mut();
+                if let Ok(value) = napi_ohos::Error::to_napi_value(raw, error) {
+                    reason = value;
+                } else {
+                    let text = "arkagent: the outcome could not be converted to a JS value";
+                    let mut message = std::ptr::null_mut();
+                    sys::napi_create_string_utf8(
+                        raw,
+                        text.as_ptr().cast(),
+                        text.len() as isize,
+                        &mut message,
+                    );
+                    sys::napi_create_error(raw, std::ptr::null_mut(), message, &mut reason);
+                }
+                sys::napi_reject_deferred(raw, deferred, reason);
+            }
+        }
+    }
 }
 
 /// napi's refusal of an argument as the binding's coded error (one instance for every `Arg`).
 fn refused(env: sys::napi_env, e: napi_ohos::Error) -> napi_ohos::Error {
-    let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {}", js_terms(&e.reason)));
-    js_error(&Env::from_raw(env), &error)
+    let env = Env::from_raw(env);
+    let mut reason = js_terms(&e.reason);
+    // A getter or a Proxy trap of the argument threw while napi read it.
+    if let Some(thrown) = super::callback::take_pending_exception(&env) {
+        reason = match reason.strip_suffix("could not be read") {
+            Some(head) => format!("{head}reading it threw {thrown}"),
+            None => format!("{reason}: reading it threw {thrown}"),
+        };
+    }
+    let error = AgentError::of(codes::ARGUMENT_INVALID, format!("wrong argument: {reason}"));
+    js_error(&env, &error)
 }
 
 /// napi's refusal in the caller's terms: JavaScript types and the field's name instead of Rust
@@ -164,6 +358,10 @@ fn js_terms(reason: &str) -> String {
             }
             None => body.to_string(),
         }
+    } else if body.starts_with("Failed to get property") || body.starts_with("Failed to get element") {
+        "could not be read".to_string()
+    } else if body == "Failed to get Array length" {
+        "its length could not be read".to_string()
     } else if let Some(rest) = body.strip_prefix("Failed to convert napi value ") {
         match rest.strip_prefix("into rust type `") {
             Some(want) => format!("expected {}", article(want.trim_end_matches('`'))),

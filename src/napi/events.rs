@@ -80,8 +80,11 @@ impl EventSink for RunEvents {
         let status = listener.call_with_return_value(
             to_json(&event),
             ThreadsafeFunctionCallMode::NonBlocking,
-            move |_ret, _env| {
-                // A throw in the listener arrives here as `_ret` and is dropped on the JS thread.
+            move |ret, env| {
+                // A throw in the listener arrives here as `ret` and is dropped on the JS thread.
+                if ret.is_err() {
+                    super::callback::clear_pending_exception(&env);
+                }
                 let _ = tx.send(());
                 Ok(())
             },

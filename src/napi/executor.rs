@@ -30,7 +30,7 @@ use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::tool::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use async_trait::async_trait;
-use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown};
+use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, Unknown};
 use napi_ohos::Env;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -106,9 +106,7 @@ impl JsToolExecutor {
                 context.set_named_property("batchCallId", call.batch_call_id)?;
                 context.set_named_property("schemaVersion", call.schema_version)?;
                 context.set_named_property("metadataJson", call.metadata_json)?;
-                // SAFETY: on the JS thread, with this env.
-                let handle = unsafe { CancellationHandle::to_napi_value(env.raw(), handle)? };
-                context.set_named_property("signal", RawJsValue(handle))?;
+                context.set_named_property("signal", RawJsValue(handle.into_js(&env)?))?;
                 Ok(FnArgs::from((call.arguments_json, RawJsValue(context.raw()))))
             })?;
         Ok(JsToolExecutor { tool_name, function, timeout })

@@ -116,7 +116,21 @@ impl JsHook {
 
 /// The bound method `name` of `object` as a weak thread-safe function, if present.
 fn method(env: &Env, object: &Object<'_>, name: &str) -> napi_ohos::Result<Method> {
-    let property: Unknown<'_> = object.get_named_property(name)?;
+    let property: Unknown<'_> = match object.get_named_property(name) {
+        Ok(property) => property,
+        // A getter or a Proxy trap threw: refused as a wrong argument, not thrown on as it is.
+        Err(e) => {
+            let why = match super::callback::take_pending_exception(env) {
+                Some(thrown) => format!("reading it threw {thrown}"),
+                None => e.reason.clone(),
+            };
+            let error = AgentError::of(
+                codes::ARGUMENT_INVALID,
+                format!("wrong argument: hook property {name} could not be read: {why}"),
+            );
+            return Err(super::error::js_error(env, &error));
+        }
+    };
     match property.get_type()? {
         ValueType::Undefined | ValueType::Null => return Ok(None),
         ValueType::Function => {}

@@ -4,7 +4,7 @@
 //! registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
 
 use super::dto::{
-    ExecuteOptions, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
+    ExecuteOptions, JsArray, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
 };
 use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::signal::CancellationHandle;
@@ -152,9 +152,9 @@ impl JsToolRegistry {
         &self,
         env: Env,
         target: ArgRef<JsToolRegistry>,
-        excluded_names: Arg<Vec<String>>,
+        excluded_names: Arg<JsArray<String>>,
     ) -> napi_ohos::Result<()> {
-        let (ArgRef(target), Arg(excluded_names)) = (target, excluded_names);
+        let (ArgRef(target), Arg(JsArray(excluded_names))) = (target, excluded_names);
         guard(&env, || {
             let excluded: Vec<&str> = excluded_names.iter().map(String::as_str).collect();
             self.copy_to(target, &excluded)
@@ -185,7 +185,8 @@ impl JsToolRegistry {
     /// # Errors
     /// Rejects with the gate's or the executor's coded error (`tool_not_found`, `json_*`,
     /// `tool_argument_*`, `tool_cancelled`, `tool_execution_failed`, `tool_result_invalid`,
-    /// `tool_timeout`, or the executor's own code).
+    /// `tool_timeout`, or the executor's own code), or `config_invalid` for a `metadataJson` that
+    /// is not a JSON object.
     #[napi(ts_return_type = "Promise<ToolResultObject>")]
     pub fn execute<'env>(
         &self,
@@ -195,32 +196,49 @@ impl JsToolRegistry {
         options: Arg<Option<ExecuteOptions>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ToolResultObject>> {
         let (Arg(call), signal, Arg(options)) = (call, signal.map(|s| s.0), options);
-        let prepared = guard(env, || {
-            let options = options.unwrap_or(ExecuteOptions {
-                session_id: None,
-                batch_call_id: None,
-                metadata_json: None,
-            });
-            let session_id = options.session_id.clone().unwrap_or_default();
-            // Inserted one by one: `collect` into a BTreeMap sorts first, with a sort instantiated
-            // for this one iterator (BENCHMARKS.md, "Size of the stripped release `.so`").
-            let mut metadata = BTreeMap::new();
-            for (key, value) in options.metadata()? {
-                metadata.insert(key, value);
-            }
-            let context = call_context(
-                &call.id,
-                session_id,
-                options.batch_call_id.unwrap_or_default(),
-                metadata,
-                signal.map_or_else(CancellationSignal::new, |h| h.signal().clone()),
-            );
-            Ok((self.lock().snapshot(), ToolCall::from(call), context))
-        })?;
-        let (snapshot, call, context) = prepared;
+        // A bad option rejects the Promise (as the gates do), rather than throwing.
+        let prepared = guard(env, || Ok(self.prepare(call, signal, options)))?;
         guard_napi(env, || {
-            spawn_guarded(env, async move { snapshot.execute(&call, context).await }, ToolResultObject::from)
+            spawn_guarded(
+                env,
+                async move {
+                    let (snapshot, call, context) = prepared?;
+                    snapshot.execute(&call, context).await
+                },
+                ToolResultObject::from,
+            )
         })
+    }
+}
+
+impl JsToolRegistry {
+    /// What `execute` runs: the registry's snapshot, the call and its context.
+    ///
+    /// # Errors
+    /// `config_invalid` when `metadataJson` is not a JSON object.
+    fn prepare(
+        &self,
+        call: ToolCallObject,
+        signal: Option<&CancellationHandle>,
+        options: Option<ExecuteOptions>,
+    ) -> Result<(crate::tool::ToolSnapshot, ToolCall, ToolContext), AgentError> {
+        let options =
+            options.unwrap_or(ExecuteOptions { session_id: None, batch_call_id: None, metadata_json: None });
+        let session_id = options.session_id.clone().unwrap_or_default();
+        // Inserted one by one: `collect` into a BTreeMap sorts first, with a sort instantiated
+        // for this one iterator (BENCHMARKS.md, "Size of the stripped release `.so`").
+        let mut metadata = BTreeMap::new();
+        for (key, value) in options.metadata()? {
+            metadata.insert(key, value);
+        }
+        let context = call_context(
+            &call.id,
+            session_id,
+            options.batch_call_id.unwrap_or_default(),
+            metadata,
+            signal.map_or_else(CancellationSignal::new, |h| h.signal().clone()),
+        );
+        Ok((self.lock().snapshot(), ToolCall::from(call), context))
     }
 }
 

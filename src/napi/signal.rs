@@ -8,7 +8,7 @@ use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, Unknown};
 use napi_ohos::threadsafe_function::ThreadsafeFunctionCallMode;
-use napi_ohos::Env;
+use napi_ohos::{sys, Env};
 use tokio_util::sync::CancellationToken;
 
 /// The reason when `cancel()` is called without one.
@@ -21,8 +21,8 @@ pub struct CancellationHandle {
     // The signal this one is a child of, when it is a call's: a child cancelled through its
     // parent has no reason of its own, so the parent's is reported.
     parent: Option<CancellationSignal>,
-    // Ends the `onCancel` listeners: when the handle is collected, or when the call whose context
-    // carries it finishes.
+    // Ends the `onCancel` listeners: when the app's handle is collected, or when the call whose
+    // context carries it finishes (not when that context's handle is collected: see `Drop`).
     listeners: CancellationToken,
 }
 
@@ -54,11 +54,53 @@ impl CancellationHandle {
     pub(crate) fn signal(&self) -> &CancellationSignal {
         &self.signal
     }
+
+    /// This handle as a JS object that the GC collects like one made with `new` (call on the JS
+    /// thread): a call's `context.signal`.
+    ///
+    /// napi-ohos' `ToNapiValue` of a class (`new_instance`) keeps the reference `napi_wrap` hands
+    /// back (a count of 1 on ArkUI, and on Node with the host shim) and never releases it: the
+    /// object, and the handle in it, would live as long as the process, one per executor call.
+    /// Its constructor path releases that reference, so the object is made with the class
+    /// constructor and its fresh handle replaced by this one.
+    ///
+    /// # Errors
+    /// When the class is not registered or the object cannot be made.
+    pub(crate) fn into_js(self, env: &Env) -> napi_ohos::Result<sys::napi_value> {
+        use napi_ohos::bindgen_prelude::FromNapiMutRef;
+        let name = <Self as super::error::JsClass>::JS_NAME;
+        let ctor_ref = napi_ohos::bindgen_prelude::get_class_constructor(name)
+            .ok_or_else(|| napi_ohos::Error::from_reason("class CancellationHandle is not registered"))?;
+        let mut ctor = std::ptr::null_mut();
+        let mut instance = std::ptr::null_mut();
+        // SAFETY: on the JS thread with this env; the constructor reference is held by napi-ohos
+        // for the module's lifetime, and the new instance wraps a `CancellationHandle`.
+        unsafe {
+            napi_ohos::check_status!(sys::napi_get_reference_value(env.raw(), ctor_ref, &mut ctor))?;
+            napi_ohos::check_status!(sys::napi_new_instance(
+                env.raw(),
+                ctor,
+                0,
+                std::ptr::null(),
+                &mut instance
+            ))?;
+            let slot = Self::from_napi_mut_ref(env.raw(), instance)?;
+            // The fresh handle is dropped here: that only ends its own (empty) listeners.
+            *slot = self;
+        }
+        Ok(instance)
+    }
 }
 
 impl Drop for CancellationHandle {
     fn drop(&mut self) {
-        self.listeners.cancel();
+        // A call's registrations end with the call (its drop guard), not with this object: the
+        // executor may keep only its callback, and the run still cancels the call's signal
+        // (a cancel, a timeout) after the context object was collected. The app's own handle
+        // can only be cancelled through this object: once it is collected, nothing can.
+        if self.parent.is_none() {
+            self.listeners.cancel();
+        }
     }
 }
 
@@ -115,7 +157,12 @@ impl CancellationHandle {
                         let reason = Self::current_reason(&signal, parent.as_ref())
                             .unwrap_or_else(|| DEFAULT_REASON.to_string());
                         // The return value (or a throw) is dropped on the JS thread.
-                        callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |_ret, _env| Ok(()));
+                        callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
+                            if ret.is_err() {
+                                super::callback::clear_pending_exception(&env);
+                            }
+                            Ok(())
+                        });
                     }
                     _ = listeners.cancelled() => {}
                 }

@@ -4,7 +4,7 @@
 // preset's defaults), and contextBudgetTokens (history trimmed in the request, the question kept).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadModule, objectSchema, text, throwsWithCode } from './helper.mjs';
+import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
 import { startMock, streamChunks, textChunks, toolCallChunks } from './mock_openai.mjs';
 
 const { Agent } = loadModule();
@@ -128,4 +128,16 @@ test('config: the new provider options are checked, the message names the field'
   assert.ok(new Agent({
     ...base, contextBudgetTokens: 4000, toolChoice: 'required', streamUsage: false, sendReasoningContent: true, temperature: null,
   }));
+});
+
+test('toolChoice naming a tool the agent does not have (while it has others): run, resume and dismiss reject with config_invalid', async () => {
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'x' }]), toolChoice: 'ghost' });
+  agent.registerTool({ name: 'real', description: 'd', parametersJson: objectSchema }, () => text('r'));
+  for (const call of [() => agent.run('s', 'hi'), () => agent.resume('s'), () => agent.dismiss('s', 'r')]) {
+    const e = await rejectsWithCode(assert, call(), 'config_invalid', 'config');
+    assert.match(e.message, /ghost/);
+  }
+  // Once registered, the choice is fine.
+  agent.registerTool({ name: 'ghost', description: 'd', parametersJson: objectSchema }, () => text('g'));
+  assert.equal((await agent.run('s', 'hi')).status, 'completed');
 });

@@ -4,9 +4,10 @@
 // napi's own error codes, never a crash.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadModule } from './helper.mjs';
+import { loadModule, throwsWithCode } from './helper.mjs';
 
 const native = loadModule();
+const { Agent, ToolRegistry } = native;
 const STABLE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
 
 // Argument lists that fit no member's parameters in at least one position.
@@ -138,4 +139,25 @@ test('a wrong argument is described in JavaScript terms, naming the field', asyn
     if (e === undefined) continue;
     assert.doesNotMatch(e.message, /rust type|Expect value|Object\.|AgentConfigObject|Option</, e.message);
   }
+});
+
+test('a getter or a Proxy trap that throws while an argument is read is refused with a coded error', () => {
+  const throwing = (what) => ({ get() { throw what; } });
+  const agent = () => new Agent({ provider: 'scripted', scriptJson: '[]' });
+  const cases = [
+    [() => new ToolRegistry().register({ get name() { throw new Error('boom'); }, description: 'd', parametersJson: '{}' }, () => undefined), /name: reading it threw Error: boom/],
+    [() => new ToolRegistry().register(new Proxy({}, throwing('a string')), () => undefined), /reading it threw a string/],
+    [() => new Agent({ provider: 'scripted', get stateDir() { throw new Error('sd'); } }), /stateDir: reading it threw Error: sd/],
+    [() => new ToolRegistry({ get defaultTimeoutMs() { throw new Error('t'); } }), /defaultTimeoutMs: reading it threw/],
+    [() => new ToolRegistry().execute({ id: 'c', name: 'x', get arguments() { throw new Error('a'); } }), /arguments: reading it threw/],
+    [() => new ToolRegistry().execute({ id: 'c', name: 'x', arguments: '{}' }, undefined, new Proxy({}, throwing(new Error('o')))), /reading it threw Error: o/],
+    [() => agent().addHook({ onRunStart() {}, get onRunEnd() { throw new Error('h'); } }), /hook property onRunEnd could not be read: reading it threw Error: h/],
+    [() => agent().addHook(new Proxy({}, throwing(7))), /hook property onRunStart could not be read: reading it threw 7/],
+  ];
+  for (const [call, message] of cases) {
+    const e = throwsWithCode(assert, call, 'argument_invalid', 'config');
+    assert.match(e.message, message);
+  }
+  // Nothing is left pending: the next call works.
+  assert.deepEqual(new ToolRegistry().names(), []);
 });

@@ -69,6 +69,22 @@ test('the context metadata reaches the executor as JSON text with its keys sorte
   assert.equal(seen, '{"alpha":null,"mid":1.5,"zeta":{"a":[1,"x"],"b":2}}');
 });
 
+test('a metadataJson that is not a JSON object rejects the Promise with config_invalid (no throw), and the executor never runs', async () => {
+  let ran = 0;
+  const run = oneTool(() => {
+    ran++;
+    return text('ok');
+  });
+  for (const metadataJson of ['[1]', '{', '"x"']) {
+    let pending;
+    assert.doesNotThrow(() => {
+      pending = run('{}', undefined, { metadataJson });
+    }, `execute with metadataJson ${metadataJson} threw instead of rejecting`);
+    await rejectsWithCode(assert, pending, 'config_invalid', 'config');
+  }
+  assert.equal(ran, 0);
+});
+
 test('a synchronous throw is tool_execution_failed with the message', async () => {
   const run = oneTool(() => {
     throw new Error('database offline');

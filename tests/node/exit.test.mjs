@@ -65,3 +65,34 @@ test('a process that used the module exits by itself', async () => {
   assert.equal(out.trim(), 'done tool_cancelled bye true');
   assert.ok(elapsed < 5000, `exited after ${elapsed} ms`);
 });
+
+// A listener or an onCancel callback that throws a value whose reads throw too (a Proxy): napi-ohos
+// reads the thrown value's message, and that second exception was left pending, which Node reports
+// as an uncaught exception (fatal under --force-node-api-uncaught-exceptions-policy=true; a
+// deprecation warning otherwise).
+const throwing = String.raw`
+const m = { exports: {} };
+process.dlopen(m, process.env.ARKAGENT_SO);
+const { Agent, CancellationHandle } = m.exports;
+const hostile = () => new Proxy({}, { get() { throw new Error('trap'); } });
+const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'done' }]) });
+agent.onEvent(() => { throw hostile(); });
+const handle = new CancellationHandle();
+handle.onCancel(() => { throw hostile(); });
+handle.cancel('now');
+agent.run('s', 'hi').then((out) => setTimeout(() => console.log(out.finalText), 50));
+`;
+
+test('a listener or an onCancel callback throwing a hostile value leaves no uncaught exception', async () => {
+  const proc = spawn(process.execPath, ['--force-node-api-uncaught-exceptions-policy=true', '-e', throwing], {
+    env: { ...process.env, ARKAGENT_SO: buildModule() },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d));
+  const code = await new Promise((resolve) => proc.on('exit', (c, signal) => resolve(signal ?? c)));
+  assert.equal(code, 0, `exit: ${code}; stderr: ${err}`);
+  assert.equal(out.trim(), 'done');
+});

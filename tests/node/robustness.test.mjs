@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadModule, objectSchema, rejectsWithCode, text } from './helper.mjs';
+import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
 
 const { ToolRegistry } = loadModule();
 
@@ -77,4 +77,21 @@ test('400 concurrent calls failing in every way each get their own code', async 
   }
   // And the registry still works normally afterwards.
   assert.equal((await r.execute({ id: 'z', name: 'ok_too', arguments: '{"i":7}' })).contents[0].text, 'ok 7');
+});
+
+test('a sparse array of length 2**32-1 is refused with a coded error, not reserved (the allocation aborted the process)', async () => {
+  const sparse = [];
+  sparse.length = 2 ** 32 - 1;
+  const r = new ToolRegistry();
+  const e = throwsWithCode(assert, () => r.copyIntoExcluding(new ToolRegistry(), sparse), 'argument_invalid', 'config');
+  assert.match(e.message, /element 0 of the array is undefined/);
+  r.register({ name: 'sparse', description: 'd', parametersJson: objectSchema }, () => ({ contents: sparse }));
+  const rejected = await rejectsWithCode(assert, r.execute({ id: 'c', name: 'sparse', arguments: '{}' }), 'tool_result_invalid', 'tool');
+  assert.match(rejected.message, /element 0 of the array is undefined/);
+  // A dense array still crosses whole, and a hole further on is refused.
+  r.register({ name: 'dense', description: 'd', parametersJson: objectSchema }, () => ({ contents: Array.from({ length: 3 }, (_, i) => ({ type: 'text', text: `p${i}` })) }));
+  assert.deepEqual((await r.execute({ id: 'd', name: 'dense', arguments: '{}' })).contents.map((p) => p.text), ['p0', 'p1', 'p2']);
+  const holey = ['a', 'b'];
+  holey[5] = 'c';
+  assert.match(throwsWithCode(assert, () => r.copyIntoExcluding(new ToolRegistry(), holey), 'argument_invalid').message, /element 2/);
 });

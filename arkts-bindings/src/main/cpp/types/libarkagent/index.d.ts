@@ -10,6 +10,11 @@
  * another class) is refused before the call does anything, with code `argument_invalid` (layer
  * config); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
  * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text.
+ *
+ * Memory: an Agent or a ToolRegistry keeps the functions given to it (executors, hooks, the policy,
+ * the listener) for as long as it lives, through native references the GC does not trace. A function
+ * that references its own Agent or ToolRegistry (directly or through what it captures) therefore
+ * keeps it, with its sessions, in memory for good; dropped otherwise, it is collected.
  */
 
 /** A tool definition. */
@@ -135,7 +140,8 @@ export declare class ToolRegistry {
   definitionsJson(): string;
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
-   * cancelled) and the executor. Rejects with the coded error of the gate or the executor.
+   * cancelled) and the executor. Rejects with the coded error of the gate or the executor, or
+   * config_invalid for an options.metadataJson that is not a JSON object.
    */
   execute(call: ToolCallObject, signal?: CancellationHandle, options?: ExecuteOptions): Promise<ToolResultObject>;
 }
@@ -210,7 +216,8 @@ export interface AgentConfigObject {
   /**
    * tool_choice of every request with tools: 'auto', 'none', 'required', or any other text as the
    * name of the tool the model must call. Omitted: not sent (the provider's default, auto).
-   * 'zhipu' only accepts 'auto' (other choices are left out).
+   * 'zhipu' only accepts 'auto' (other choices are left out). A tool name must be registered when
+   * the agent has tools: run(), resume() and dismiss() reject with config_invalid otherwise.
    */
   toolChoice?: string;
   /**
@@ -352,9 +359,10 @@ export declare class Agent {
    */
   setApprovalPolicy(policy: ApprovalPolicyFunction | null, timeoutMs?: number): void;
   /**
-   * Runs on a new user message. Rejects only for approval_pending, session_id_invalid and persistence
-   * errors, among them session_busy: another Agent object or process is writing this session (run,
-   * resume, decision); nothing was done. Calls on one session through one Agent wait for each other.
+   * Runs on a new user message. Rejects only for approval_pending, session_id_invalid, config_invalid
+   * (toolChoice names a tool the agent does not have, while it has others) and persistence errors,
+   * among them session_busy: another Agent object or process is writing this session (run, resume,
+   * decision); nothing was done. Calls on one session through one Agent wait for each other.
    */
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /** Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run. */
