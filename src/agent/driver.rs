@@ -26,6 +26,7 @@ use crate::tool::{
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -927,10 +928,17 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Hears a hook notification out, unless the run is cancelled first (see [`unless_cancelled`]).
+    async fn notify(&self, notification: impl Future<Output = Result<(), AgentError>>) {
+        if let Some(result) = unless_cancelled(&self.cancel, notification).await {
+            Self::note_hook_failure(result);
+        }
+    }
+
     async fn hooks_run_start(&self) {
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.hooks.on_run_start(&ctx).await);
+        self.notify(self.hooks.on_run_start(&ctx)).await;
     }
 
     /// Durably commits the recorded events. `force` ignores a hook's request to skip (terminal
@@ -942,7 +950,10 @@ impl<'a> Run<'a> {
         let forced = force || persist_is_forced(self.state.status);
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        if self.hooks.before_persist_state(&ctx, &self.state, forced).await == PersistDecision::Skip {
+        // A cancelled run saves: the hook's answer is not waited for.
+        let decision =
+            unless_cancelled(&self.cancel, self.hooks.before_persist_state(&ctx, &self.state, forced));
+        if decision.await == Some(PersistDecision::Skip) {
             return Ok(());
         }
         let events = std::mem::take(&mut self.unsaved);
@@ -1017,7 +1028,7 @@ impl<'a> Run<'a> {
         };
         let (s, r, _) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.hooks.before_model_call(&ctx, &request).await);
+        self.notify(self.hooks.before_model_call(&ctx, &request)).await;
         let cancel = self.cancel.clone();
         let answer = tokio::select! {
             biased;
@@ -1029,7 +1040,7 @@ impl<'a> Run<'a> {
         let mut response = match answer {
             None => return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done),
             Some(Err(e)) => {
-                Self::note_hook_failure(self.hooks.on_error(&ctx, &e).await);
+                self.notify(self.hooks.on_error(&ctx, &e)).await;
                 return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
             }
             Some(Ok(r)) => r,
@@ -1040,7 +1051,7 @@ impl<'a> Run<'a> {
         if renamed > 0 {
             log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or repeated; made unique");
         }
-        Self::note_hook_failure(self.hooks.after_model_response(&ctx, &response).await);
+        self.notify(self.hooks.after_model_response(&ctx, &response)).await;
         self.finish_reason = response.finish_reason.clone();
         if response.is_empty() {
             // Neither text nor calls (reasoning cut off at the token limit, a `content_filter`
@@ -1171,11 +1182,14 @@ impl<'a> Run<'a> {
             }
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             let definition = tools.definition(&call.name);
-            let outcome = self.hooks.before_tool_call(&ctx, call, definition).await;
+            let hooked = unless_cancelled(&self.cancel, self.hooks.before_tool_call(&ctx, call, definition));
+            let Some(outcome) = hooked.await else {
+                return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+            };
             if let crate::hook::BeforeToolCallOutcome::Refused { error, .. } = &outcome {
-                Self::note_hook_failure(self.hooks.on_error(&ctx, error).await);
+                self.notify(self.hooks.on_error(&ctx, error)).await;
             }
-            match outcome.into_batch_input(self.agent.policy.as_ref(), definition) {
+            match outcome.into_batch_input_cancellable(self.agent.policy.as_ref(), definition, &self.cancel) {
                 Ok(input) => inputs.push(input),
                 Err(abort) => {
                     return self.finish(RunStatus::Aborted, None, Some(abort)).await.map(Flow::Done)
@@ -1203,7 +1217,7 @@ impl<'a> Run<'a> {
         if self.agent.depth() == 0 {
             let (s, r, round) = self.ids();
             let ctx = HookContext { session_id: &s, run_id: &r, round };
-            Self::note_hook_failure(self.hooks.on_approval_required(&ctx, &batch).await);
+            self.notify(self.hooks.on_approval_required(&ctx, &batch)).await;
         }
         Ok(Flow::Done(RunOutcome::Suspended { batch }))
     }
@@ -1407,7 +1421,13 @@ impl<'a> Run<'a> {
                 };
                 let (s, r, round) = self.ids();
                 let ctx = HookContext { session_id: &s, run_id: &r, round };
-                let after = self.hooks.after_tool_call(&ctx, &call, result).await;
+                // Cancelled before the after-hooks answered: the result they never released is
+                // not recorded (the call stays `started`; the next run answers it interrupted).
+                let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
+                let Some(after) = hooked.await else {
+                    drop(running);
+                    return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+                };
                 injected.extend(after.inject);
                 match after.control {
                     AfterControl::Continue => {}
@@ -1684,5 +1704,16 @@ pub(super) fn final_answer_text(messages: &[ChatMessage]) -> Option<String> {
     match messages.last() {
         Some(ChatMessage::Assistant { content, tool_calls, .. }) if tool_calls.is_empty() => content.clone(),
         _ => None,
+    }
+}
+
+/// `future`'s output, or `None` when `cancel` fires first: an app's hook or notification waits for
+/// its thread (an ArkTS one at most its timeout) and must not hold a cancelled run that long. The
+/// future is polled first, so one that answers at once is always heard.
+async fn unless_cancelled<T>(cancel: &CancellationSignal, future: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        value = future => Some(value),
+        () = cancel.cancelled() => None,
     }
 }

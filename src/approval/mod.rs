@@ -21,7 +21,7 @@ pub use batch::{
 pub use policy::{arguments_hash, DefaultApprovalPolicy};
 
 use crate::message::{ChatMessage, ToolCall};
-use crate::tool::{RiskLevel, ToolDefinition};
+use crate::tool::{CancellationSignal, RiskLevel, ToolDefinition};
 use serde::{Deserialize, Serialize};
 
 /// What a policy says about one call.
@@ -40,6 +40,19 @@ pub enum PolicyDecision {
 pub trait ApprovalPolicy: Send + Sync {
     /// The decision for one call.
     fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision;
+
+    /// The decision for one call of a run that `cancel` may end meanwhile; the runtime asks this
+    /// one. A policy that waits for its answer (an app's, from its UI thread) should stop waiting
+    /// once `cancel` fires: whatever it answers then, the run ends `cancelled` and nothing of the
+    /// batch runs or freezes. By default [`decide`](Self::decide).
+    fn decide_cancellable(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+        _cancel: &CancellationSignal,
+    ) -> PolicyDecision {
+        self.decide(call, definition)
+    }
 }
 
 /// The user's decision on one pending item.

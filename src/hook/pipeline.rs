@@ -39,7 +39,7 @@ use crate::error::{codes, AgentError};
 use crate::message::{ChatMessage, ToolCall};
 use crate::provider::{ChatRequest, ModelResponse};
 use crate::state::{AgentState, RunStatus};
-use crate::tool::{ToolDefinition, ToolResult};
+use crate::tool::{CancellationSignal, ToolDefinition, ToolResult};
 use futures_util::FutureExt;
 use std::any::Any;
 use std::future::Future;
@@ -103,14 +103,31 @@ impl BeforeToolCallOutcome {
         policy: &dyn ApprovalPolicy,
         definition: Option<&ToolDefinition>,
     ) -> Result<BatchCallInput, AgentError> {
+        self.into_batch_input_cancellable(policy, definition, &CancellationSignal::new())
+    }
+
+    /// [`into_batch_input`](Self::into_batch_input) for a run that `cancel` may end while the
+    /// policy decides ([`ApprovalPolicy::decide_cancellable`]).
+    ///
+    /// # Errors
+    /// As [`into_batch_input`](Self::into_batch_input).
+    pub fn into_batch_input_cancellable(
+        self,
+        policy: &dyn ApprovalPolicy,
+        definition: Option<&ToolDefinition>,
+        cancel: &CancellationSignal,
+    ) -> Result<BatchCallInput, AgentError> {
         let risk_level = definition.map(|d| d.risk_level).unwrap_or_default();
+        let decide = |call: &ToolCall| {
+            CallDisposition::from_policy(policy.decide_cancellable(call, definition, cancel))
+        };
         let (call, disposition) = match self {
             BeforeToolCallOutcome::Proceed(call) => {
-                let d = CallDisposition::from_policy(policy.decide(&call, definition));
+                let d = decide(&call);
                 (call, d)
             }
             BeforeToolCallOutcome::Defer { call, reason } => {
-                let d = CallDisposition::from_policy(policy.decide(&call, definition)).deferred(reason);
+                let d = decide(&call).deferred(reason);
                 (call, d)
             }
             BeforeToolCallOutcome::Deny { call, result } => (call, CallDisposition::Answer(result)),

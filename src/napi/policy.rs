@@ -12,7 +12,8 @@
 //! # Blocking
 //! [`ApprovalPolicy::decide`] is synchronous and the runtime calls it on one of its worker threads
 //! (inside a run's task), never on the JS thread. The adapter queues the call to the JS thread and
-//! blocks that worker until the answer (or the Promise's settlement) arrives, at most the timeout.
+//! blocks that worker until the answer (or the Promise's settlement) arrives, at most the timeout,
+//! or until the run is cancelled ([`ApprovalPolicy::decide_cancellable`]).
 //! It blocks inside [`tokio::task::block_in_place`], so the worker's other tasks move to another
 //! thread meanwhile, and several runs may wait on their policies at once.
 //!
@@ -36,7 +37,7 @@ use crate::approval::{parse_policy_answer, ApprovalPolicy, DefaultApprovalPolicy
 use crate::error::{codes, AgentError};
 use crate::logging::redact_secrets;
 use crate::message::ToolCall;
-use crate::tool::ToolDefinition;
+use crate::tool::{CancellationSignal, ToolDefinition};
 use napi_ohos::bindgen_prelude::{Function, Unknown};
 use napi_ohos::Env;
 use std::panic::AssertUnwindSafe;
@@ -62,9 +63,18 @@ impl PolicySlot {
 
 impl ApprovalPolicy for PolicySlot {
     fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
+        self.decide_cancellable(call, definition, &CancellationSignal::new())
+    }
+
+    fn decide_cancellable(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+        cancel: &CancellationSignal,
+    ) -> PolicyDecision {
         let current = self.current.read().unwrap_or_else(|p| p.into_inner()).clone();
         match current {
-            Some(policy) => policy.decide(call, definition),
+            Some(policy) => policy.decide_cancellable(call, definition, cancel),
             None => DefaultApprovalPolicy.decide(call, definition),
         }
     }
@@ -93,7 +103,12 @@ impl JsApprovalPolicy {
     }
 
     /// The function's decision, or why there is none.
-    fn ask(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> Result<PolicyDecision, String> {
+    fn ask(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+        cancel: &CancellationSignal,
+    ) -> Result<PolicyDecision, String> {
         if std::thread::current().id() == self.js_thread {
             return Err(
                 "the policy was consulted on the JS thread, which cannot wait for its own answer".to_string()
@@ -107,9 +122,22 @@ impl JsApprovalPolicy {
             );
         }
         let args = HookArgs::from_texts(vec![Some(to_json(call)), definition.map(to_json)]);
+        // A cancelled run stops waiting: it ends without running or freezing anything, so the
+        // decision given here is never acted on (the late answer is dropped).
         let waited = tokio::task::block_in_place(|| {
-            handle.block_on(call_js::<_, _, String>(&self.function, args, self.timeout))
+            handle.block_on(async {
+                tokio::select! {
+                    biased;
+                    waited = call_js::<_, _, String>(&self.function, args, self.timeout) => Some(waited),
+                    () = cancel.cancelled() => None,
+                }
+            })
         });
+        let Some(waited) = waited else {
+            return Ok(PolicyDecision::RequireConfirmation(
+                "the run was cancelled before the policy answered".to_string(),
+            ));
+        };
         let answer = match waited {
             Ok(Settled::Value(answer)) => answer,
             Ok(Settled::Undefined) => return Err("the policy returned undefined".to_string()),
@@ -138,7 +166,16 @@ impl JsApprovalPolicy {
 
 impl ApprovalPolicy for JsApprovalPolicy {
     fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
-        let why = match std::panic::catch_unwind(AssertUnwindSafe(|| self.ask(call, definition))) {
+        self.decide_cancellable(call, definition, &CancellationSignal::new())
+    }
+
+    fn decide_cancellable(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+        cancel: &CancellationSignal,
+    ) -> PolicyDecision {
+        let why = match std::panic::catch_unwind(AssertUnwindSafe(|| self.ask(call, definition, cancel))) {
             Ok(Ok(decision)) => return decision,
             Ok(Err(why)) => why,
             Err(payload) => super::error::panic_error(payload.as_ref()).message,

@@ -77,3 +77,37 @@ test('the same handle also cancels a resumed run', async () => {
   await waitFor(() => heard.length === 1, 'the executor to hear the cancel');
   assert.deepEqual(heard, ['changed my mind']);
 });
+
+// A hook or policy of the app that never answers holds a run until its timeout (here 20 s); a
+// cancel ends the run at once instead, with nothing run or frozen.
+for (const where of ['policy', 'beforeToolCall', 'afterToolCall']) {
+  test(`a cancel while the ${where} has not answered ends the run without waiting for it`, async () => {
+    const agent = new Agent({
+      provider: 'scripted',
+      toolTimeoutMs: 20000,
+      scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'wipe', arguments: '{}' }] }, { content: 'never asked' }]),
+    });
+    let entered = 0;
+    let ran = 0;
+    const never = () => { entered++; return new Promise(() => {}); };
+    agent.registerTool({ name: 'wipe', description: 'd', parametersJson: objectSchema, riskLevel: 'dangerous' }, () => {
+      ran++;
+      return { contents: [{ type: 'text', text: 'wiped' }] };
+    });
+    if (where === 'policy') agent.setApprovalPolicy(never);
+    else agent.setApprovalPolicy(() => 'allow');
+    if (where !== 'policy') agent.addHook({ [where]: never });
+    const handle = new CancellationHandle();
+    const running = agent.run('s', 'go', handle);
+    await waitFor(() => entered === 1, `the ${where} to be asked`);
+    const cancelledAt = Date.now();
+    handle.cancel('user pressed stop');
+    const out = await running;
+    assert.ok(Date.now() - cancelledAt < 10000, `ended ${Date.now() - cancelledAt} ms after the cancel`);
+    assert.equal(out.status, 'cancelled');
+    assert.equal(ran, where === 'afterToolCall' ? 1 : 0);
+    const state = JSON.parse(await agent.stateJson('s'));
+    assert.equal(state.status, 'cancelled');
+    assert.equal(state.pending_approval ?? null, null, 'nothing frozen');
+  });
+}
