@@ -356,8 +356,8 @@ impl Agent {
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
     ///
     /// A worker session (a `delegate_task` call's, [`AgentState::delegation`]) takes no new
-    /// message: its parent reads only the answer to the task it delegated (see
-    /// [`super::delegate`]); send the message on the parent session.
+    /// message: its parent reads only the answer to the task it delegated; send the message on
+    /// the parent session.
     ///
     /// # Errors
     /// `config_invalid` for a bad configuration (before anything is asked, run or written),
@@ -453,8 +453,8 @@ impl Agent {
     ///
     /// A worker session below this agent (the app resumes a worker directly) runs as its
     /// delegation runs it: on the worker's tools (this agent's without `delegate_task`, the
-    /// factory applied) at the worker's depth, never with this agent's tools (see
-    /// [`super::delegate`]).
+    /// [`WorkerFactory`](super::WorkerFactory) applied) at the worker's depth, never with this
+    /// agent's tools.
     ///
     /// # Errors
     /// `config_invalid` (as [`run`](Self::run)), `session_not_found`, `approval_pending`
