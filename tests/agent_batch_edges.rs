@@ -57,7 +57,7 @@ async fn died_while_running() -> Arc<MemStore> {
     let store = Arc::new(MemStore::new());
     let mut state = AgentState::new("s");
     let events = vec![
-        StateEvent::RunStarted { run_id: "r1".into() },
+        StateEvent::RunStarted { run_id: "r1".into(), delegation: None },
         StateEvent::MessageAppended { message: ChatMessage::user("q") },
         StateEvent::RoundStarted { round: 1 },
         StateEvent::MessageAppended {

@@ -307,7 +307,7 @@ async fn a_batch_finished_after_a_restart_counts_the_whole_answer() {
     let mut state = AgentState::new("s");
     let answer_calls = vec![ToolCall::new("a3", "a", "{}"), ToolCall::new("b3", "b", "{}")];
     for event in [
-        StateEvent::RunStarted { run_id: "r".into() },
+        StateEvent::RunStarted { run_id: "r".into(), delegation: None },
         StateEvent::MessageAppended { message: ChatMessage::user("q") },
         StateEvent::LoopWindow { window: ["a:{}", "b:{}", "a:{}", "b:{}"].map(String::from).to_vec() },
         StateEvent::RoundStarted { round: 3 },

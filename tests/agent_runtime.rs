@@ -728,7 +728,7 @@ async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interru
     // one finished, one started, one not started.
     let mut state = arkagent::state::AgentState::new("s");
     let events = vec![
-        StateEvent::RunStarted { run_id: "r1".into() },
+        StateEvent::RunStarted { run_id: "r1".into(), delegation: None },
         StateEvent::MessageAppended { message: ChatMessage::user("q") },
         StateEvent::RoundStarted { round: 1 },
         StateEvent::MessageAppended {

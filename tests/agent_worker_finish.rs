@@ -147,6 +147,6 @@ fn a_status_change_without_a_finish_reason_is_written_as_before_the_field_existe
     state.apply(&cut);
     assert_eq!(state.finish_reason.as_deref(), Some("length"));
     // A new run starts without the last one's reason.
-    state.apply(&StateEvent::RunStarted { run_id: "r2".into() });
+    state.apply(&StateEvent::RunStarted { run_id: "r2".into(), delegation: None });
     assert_eq!(state.finish_reason, None);
 }

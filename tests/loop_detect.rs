@@ -250,7 +250,7 @@ async fn loop_detected_is_persisted_even_when_a_hook_asks_to_skip() {
     }
     let pipeline = HookPipeline::with_hooks(vec![Arc::new(SkipAll)]);
     let mut state = AgentState::new("s1");
-    state.apply(&StateEvent::RunStarted { run_id: "run-1".into() });
+    state.apply(&StateEvent::RunStarted { run_id: "run-1".into(), delegation: None });
     assert_eq!(
         pipeline.before_persist_state(&CTX, &state, persist_is_forced(state.status)).await,
         PersistDecision::Skip

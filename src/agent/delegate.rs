@@ -28,6 +28,27 @@
 //!    call's result (or mirrors the worker's new batch). A dismissal of such a parent does the
 //!    same, without the parent's model. This holds at any depth.
 //!
+//! A worker session stays a worker's when the app acts on it directly: its state records where it
+//! comes from ([`AgentState::delegation`](crate::state::AgentState): the delegating session and the
+//! worker's depth, saved with its first run), and
+//! - [`resume`](Agent::resume) and [`dismiss`](Agent::dismiss) through the app's (top-level)
+//!   agent run it on the agent its delegation runs it on, built the same way (`Agent::runner_for`,
+//!   level by level for a worker's worker): the parent's tools without `delegate_task`, the
+//!   factory applied, the worker's depth and so its depth limit. It never gets the app agent's
+//!   `delegate_task`, nor a tool the factory took away. An agent that does not delegate (no
+//!   `enable_delegation`: it does not know the factory) refuses with `invalid_state`, before
+//!   anything is written; a worker whose depth is now over the limit, with
+//!   `delegation_depth_exceeded`. The worker's events then go to the app's sink as they are (no
+//!   [`AgentEvent::WorkerEvent`] wrapping: no delegating call runs).
+//! - [`approve`](Agent::approve) and [`deny`](Agent::deny) only record a decision (no tool or
+//!   model runs), as on any session.
+//! - [`run`](Agent::run) with a new message is refused with `invalid_state` naming the parent
+//!   session, before anything is written: the parent reads only the answer to the task it
+//!   delegated, never the answer to a message the app adds, so that message would be lost to it.
+//!   The app talks to the parent session instead.
+//!
+//! Workers saved before the origin was recorded read as ordinary sessions.
+//!
 //! The worker's token usage counts in the parent's ([`AgentState::usage`](crate::state::AgentState),
 //! so in its outcomes and `RunFinished`): when the delegating call finishes, the usage of its
 //! worker session (the worker's own rounds over all its runs, its workers' included) is added to
@@ -47,7 +68,7 @@ use super::events::{AgentEvent, EventSink, NoEvents};
 use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
 use crate::message::{ChatMessage, Usage};
-use crate::state::RunStatus;
+use crate::state::{AgentState, RunStatus};
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
@@ -106,9 +127,81 @@ impl Agent {
                 ),
             ));
         }
-        let executor = DelegateTask { parent: Arc::downgrade(self), factory };
-        self.register_tool(delegate_task_definition(), Arc::new(executor))
+        let executor = DelegateTask { parent: Arc::downgrade(self), factory: factory.clone() };
+        self.register_tool(delegate_task_definition(), Arc::new(executor))?;
+        *self.delegation.write().unwrap_or_else(|p| p.into_inner()) = Some(DelegationSetup { factory });
+        Ok(())
     }
+
+    /// The agent a worker of this agent runs on, as a delegation builds it: this agent's tools
+    /// without `delegate_task`, the factory applied, one level deeper, and delegating in turn
+    /// (with the same factory) below the depth limit.
+    ///
+    /// # Errors
+    /// `delegation_depth_exceeded` when the worker's depth would be over the limit.
+    fn worker_agent(&self, factory: Option<Arc<dyn WorkerFactory>>) -> Result<Arc<Agent>, AgentError> {
+        let depth = self.depth() + 1;
+        if depth > self.config().max_delegation_depth {
+            return Err(AgentError::of(
+                codes::DELEGATION_DEPTH_EXCEEDED,
+                format!("depth {depth} is over the limit"),
+            ));
+        }
+        let mut tools = ToolRegistry::with_limits(self.tool_limits());
+        self.copy_tools_into(&mut tools, &[DELEGATE_TASK])?;
+        if let Some(factory) = &factory {
+            factory.prepare_tools(&mut tools);
+        }
+        // Whatever the factory added, the worker cannot delegate with the parent's tool.
+        tools.unregister(DELEGATE_TASK);
+        let worker = Arc::new(self.worker_builder().tools(tools).depth(depth).build());
+        if depth < self.config().max_delegation_depth {
+            worker.enable_delegation(factory)?;
+        }
+        Ok(worker)
+    }
+
+    /// The agent that runs `state`'s session when the app resumes or dismisses it through this
+    /// one: `None` (this agent) for a session that is no worker, or a worker at this agent's
+    /// depth or above; for a worker below it, the agent its delegation runs it on (built level by
+    /// level as [`DelegateTask`] does), so it gets the worker's tools and depth, never this
+    /// agent's.
+    ///
+    /// # Errors
+    /// `invalid_state` when this agent does not delegate (`delegate_task` was never enabled: it
+    /// does not know the worker's factory); `delegation_depth_exceeded` when the worker's depth is
+    /// over this agent's limit now.
+    pub(crate) fn runner_for(&self, state: &AgentState) -> Result<Option<Arc<Agent>>, AgentError> {
+        let Some(delegation) = state.delegation.as_ref().filter(|d| d.depth > self.depth()) else {
+            return Ok(None);
+        };
+        let Some(factory) = self.delegation_factory() else {
+            return Err(AgentError::of(
+                codes::INVALID_STATE,
+                format!(
+                    "session {} is the worker of a delegation by session {}, and this agent does not \
+                     delegate (delegate_task is not enabled): it cannot run the worker with the \
+                     worker's tools",
+                    state.session_id, delegation.parent_session
+                ),
+            ));
+        };
+        let mut agent = self.worker_agent(factory.clone())?;
+        while agent.depth() < delegation.depth {
+            agent = agent.worker_agent(factory.clone())?;
+        }
+        Ok(Some(agent))
+    }
+
+    /// The factory `enable_delegation` set (`None`: delegation was never enabled).
+    fn delegation_factory(&self) -> Option<Option<Arc<dyn WorkerFactory>>> {
+        self.delegation.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|d| d.factory.clone())
+    }
+}
+
+/// What `enable_delegation` set up on an agent: its workers' factory.
+pub(crate) struct DelegationSetup {
+    factory: Option<Arc<dyn WorkerFactory>>,
 }
 
 /// The worker's session: one per delegating call, the same when that call runs again in the same
@@ -280,24 +373,7 @@ impl ToolExecutor for DelegateTask {
         let parent =
             self.parent.upgrade().ok_or_else(|| AgentError::execution_failed("the parent agent is gone"))?;
         let task = arguments.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
-        let depth = parent.depth() + 1;
-        if depth > parent.config().max_delegation_depth {
-            return Err(AgentError::of(
-                codes::DELEGATION_DEPTH_EXCEEDED,
-                format!("depth {depth} is over the limit"),
-            ));
-        }
-        let mut tools = ToolRegistry::with_limits(parent.tool_limits());
-        parent.copy_tools_into(&mut tools, &[DELEGATE_TASK])?;
-        if let Some(factory) = &self.factory {
-            factory.prepare_tools(&mut tools);
-        }
-        // Whatever the factory added, the worker cannot delegate with the parent's tool.
-        tools.unregister(DELEGATE_TASK);
-        let worker = Arc::new(parent.worker_builder().tools(tools).depth(depth).build());
-        if depth < parent.config().max_delegation_depth {
-            worker.enable_delegation(self.factory.clone())?;
-        }
+        let worker = parent.worker_agent(self.factory.clone())?;
         let session = worker_session_id(&context.session_id, &context.batch_call_id, &context.call_id);
         let link = parent.worker_sinks.get(&session);
         let sink: &dyn EventSink = match &link {
@@ -307,8 +383,9 @@ impl ToolExecutor for DelegateTask {
         // Running this call again (after the parent's approval of the worker's batch, or after a
         // crash) continues the worker where it stands: the call is idempotent. The worker's
         // session is loaded once, by this.
-        let (outcome, state) =
-            worker.run_worker(&session, &task, &context.state.metadata, sink, &context.signal).await?;
+        let (outcome, state) = worker
+            .run_worker(&session, &context.session_id, &task, &context.state.metadata, sink, &context.signal)
+            .await?;
         if let Some(link) = &link {
             link.report(&outcome);
         }

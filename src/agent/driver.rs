@@ -2,7 +2,7 @@
 //! state commits, events) and records what happened as journal events.
 
 use super::config::AgentConfig;
-use super::delegate::{worker_session_id, WorkerEvents, WorkerSinks, DELEGATE_TASK};
+use super::delegate::{worker_session_id, DelegationSetup, WorkerEvents, WorkerSinks, DELEGATE_TASK};
 use super::events::{AgentEvent, EventSink};
 use super::machine::{phase, Phase};
 use crate::approval::{
@@ -17,8 +17,8 @@ use crate::loop_detect::{
 use crate::message::{make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
-    approx_tokens, repair_pairing, tool_result_message, trim_history_keeping, AgentState, RepairPolicy,
-    RunStatus, StateEvent, StateStore, ToolRunRecord,
+    approx_tokens, repair_pairing, tool_result_message, trim_history_keeping, AgentState, Delegation,
+    RepairPolicy, RunStatus, StateEvent, StateStore, ToolRunRecord,
 };
 use crate::tool::{
     CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult,
@@ -87,6 +87,9 @@ pub struct Agent {
     session_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     // Where the workers of running `delegate_task` calls send their events.
     pub(super) worker_sinks: WorkerSinks,
+    // Set by `enable_delegation`: the factory its workers are prepared with (see
+    // `Agent::runner_for`). A std RwLock, never held across an await.
+    pub(super) delegation: RwLock<Option<DelegationSetup>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -183,6 +186,7 @@ impl AgentBuilder {
             diagnoser: self.diagnoser,
             session_locks: Mutex::new(HashMap::new()),
             worker_sinks: WorkerSinks::default(),
+            delegation: RwLock::new(None),
         }
     }
 
@@ -352,9 +356,14 @@ impl Agent {
 
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
     ///
+    /// A worker session (a `delegate_task` call's, [`AgentState::delegation`]) takes no new
+    /// message: its parent reads only the answer to the task it delegated; send the message on
+    /// the parent session.
+    ///
     /// # Errors
     /// `config_invalid` for a bad configuration (before anything is asked, run or written),
-    /// `approval_pending` when the session awaits decisions, the store's errors. Model and tool
+    /// `invalid_state` for a worker session (nothing written), `approval_pending` when the session
+    /// awaits decisions, the store's errors. Model and tool
     /// failures do not come as errors: they end the run with a status (or go back to the model).
     pub async fn run(
         &self,
@@ -368,18 +377,36 @@ impl Agent {
         let _guard = lock.lock().await;
         crate::state::validate_session_id(session_id)?;
         let _lease = self.store.lease(session_id).await?;
-        let state =
-            self.load_repaired(session_id, false).await?.unwrap_or_else(|| AgentState::new(session_id));
-        Ok(self.start_run(state, Vec::new(), input, sink, cancel).await?.0)
+        let state = match self.store.load_unrepaired(session_id).await? {
+            Some(state) => {
+                if let Some(delegation) = &state.delegation {
+                    // Refused before anything is written (a repair too).
+                    return Err(AgentError::of(
+                        codes::INVALID_STATE,
+                        format!(
+                            "session {session_id} is the worker of a delegation by session {}: it takes \
+                             no new message (its parent reads only the answer to the task it delegated); \
+                             send the message on the parent session. Approve, deny, resume or dismiss \
+                             work on the worker session",
+                            delegation.parent_session
+                        ),
+                    ));
+                }
+                self.repair_loaded(state, false).await?
+            }
+            None => AgentState::new(session_id),
+        };
+        Ok(self.start_run(state, Vec::new(), None, input, sink, cancel).await?.0)
     }
 
     /// [`run`](Self::run) on the session's state as loaded (and repaired), under its lock and
-    /// lease; `prelude` is recorded first (a new worker's inherited metadata). Returns the state
-    /// the run left too.
+    /// lease; `prelude` is recorded first (a new worker's inherited metadata), `delegation` with
+    /// the run's start (a worker's). Returns the state the run left too.
     async fn start_run(
         &self,
         state: AgentState,
         prelude: Vec<StateEvent>,
+        delegation: Option<Delegation>,
         input: &str,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
@@ -404,7 +431,7 @@ impl Agent {
             run.record(StateEvent::ApprovalCleared);
         }
         let run_id = uuid::Uuid::new_v4().to_string();
-        run.record(StateEvent::RunStarted { run_id: run_id.clone() });
+        run.record(StateEvent::RunStarted { run_id: run_id.clone(), delegation });
         if run.state.messages.is_empty() {
             if let Some(system) = &self.config.system_prompt {
                 run.record(StateEvent::MessageAppended { message: ChatMessage::system(system.clone()) });
@@ -425,9 +452,17 @@ impl Agent {
     /// when the worker's run is over (also when the app resumed the worker directly; see
     /// [`approve`](Self::approve)).
     ///
+    /// A worker session below this agent (the app resumes a worker directly) runs as its
+    /// delegation runs it: on the worker's tools (this agent's without `delegate_task`, the
+    /// [`WorkerFactory`](super::WorkerFactory) applied) at the worker's depth, never with this
+    /// agent's tools.
+    ///
     /// # Errors
     /// `config_invalid` (as [`run`](Self::run)), `session_not_found`, `approval_pending`
-    /// (undecided items), `invalid_state` (nothing to resume), the store's errors.
+    /// (undecided items), `invalid_state` (nothing to resume; or a worker session while this
+    /// agent does not delegate, so it cannot run it with the worker's tools),
+    /// `delegation_depth_exceeded` (a worker session deeper than this agent's limit), the store's
+    /// errors.
     pub async fn resume(
         &self,
         session_id: &str,
@@ -458,9 +493,14 @@ impl Agent {
     /// the run still completes without this session's model. The session is held from the
     /// first denial to the end: a `resume`, decision or run of the app meanwhile waits for it.
     ///
+    /// A worker session may be dismissed directly: it settles as [`resume`](Self::resume) runs it
+    /// (the worker's tools and depth) and completes; its parent, still awaiting its mirror, then
+    /// settles as for a worker resumed directly (the delegating call reads the worker's answer).
+    ///
     /// # Errors
     /// `no_pending_approval` when the session is not suspended, otherwise as
-    /// [`deny`](Self::deny) and [`resume`](Self::resume).
+    /// [`deny`](Self::deny) and [`resume`](Self::resume) (a worker session this agent cannot run
+    /// is refused before any denial is written).
     pub async fn dismiss(
         &self,
         session_id: &str,
@@ -475,6 +515,9 @@ impl Agent {
         let _guard = lock.lock().await;
         let _lease = self.store.lease(session_id).await?;
         let state = self.load_existing(session_id).await?;
+        // A worker session this agent cannot run as its delegation does is refused before any
+        // denial is written.
+        self.runner_for(&state)?;
         let batch = match (state.status, state.pending_approval) {
             (RunStatus::AwaitingApproval, Some(batch)) => batch,
             _ => return Err(AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending")),
@@ -529,11 +572,22 @@ impl Agent {
         cancel: &CancellationSignal,
         dismissal: Option<&str>,
     ) -> Result<RunOutcome, AgentError> {
-        let state = self
-            .load_repaired(session_id, true)
-            .await?
-            .ok_or_else(|| AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}")))?;
-        Ok(self.resume_loaded(state, sink, cancel, dismissal).await?.0)
+        let state =
+            self.store.load_unrepaired(session_id).await?.ok_or_else(|| {
+                AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}"))
+            })?;
+        // A worker session runs as its delegation runs it, on the worker's agent (the lock and
+        // lease held here are the session's: that agent takes neither).
+        let runner = self.runner_for(&state)?;
+        let agent = match &runner {
+            Some(worker) => {
+                worker.check_config()?;
+                worker.as_ref()
+            }
+            None => self,
+        };
+        let state = agent.repair_loaded(state, true).await?;
+        Ok(agent.resume_loaded(state, sink, cancel, dismissal).await?.0)
     }
 
     /// [`resume_held`](Self::resume_held) on the session's state as loaded (and repaired for a
@@ -609,21 +663,11 @@ impl Agent {
         Ok((outcome, run.state))
     }
 
-    /// Loads a session and makes the pairing invariant hold (durably): finished calls get their
-    /// recorded results, anything else unanswered is `interrupted`, except a batch awaiting
-    /// approval and, with `rerun_idempotent`, the started calls of idempotent tools.
-    async fn load_repaired(
-        &self,
-        session_id: &str,
-        rerun_idempotent: bool,
-    ) -> Result<Option<AgentState>, AgentError> {
-        let Some(state) = self.store.load_unrepaired(session_id).await? else {
-            return Ok(None);
-        };
-        self.repair_loaded(state, rerun_idempotent).await.map(Some)
-    }
-
-    /// The repair of [`load_repaired`](Self::load_repaired), on a state already loaded unrepaired.
+    /// Makes the pairing invariant hold (durably) on a session's state loaded unrepaired:
+    /// finished calls get their recorded results, anything else unanswered is `interrupted`,
+    /// except a batch awaiting approval and, with `rerun_idempotent`, the started calls of
+    /// idempotent tools (of this agent's tools: a worker session is repaired by its worker's
+    /// agent).
     async fn repair_loaded(
         &self,
         mut state: AgentState,
@@ -660,6 +704,7 @@ impl Agent {
     pub(crate) async fn run_worker(
         &self,
         session_id: &str,
+        parent_session: &str,
         task: &str,
         metadata: &std::collections::BTreeMap<String, serde_json::Value>,
         sink: &dyn EventSink,
@@ -670,12 +715,15 @@ impl Agent {
         let _guard = lock.lock().await;
         crate::state::validate_session_id(session_id)?;
         let _lease = self.store.lease(session_id).await?;
+        let delegation = Some(Delegation { parent_session: parent_session.to_string(), depth: self.depth });
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
             let inherited = metadata
                 .iter()
                 .map(|(key, value)| StateEvent::MetadataSet { key: key.clone(), value: value.clone() })
                 .collect();
-            return self.start_run(AgentState::new(session_id), inherited, task, sink, cancel).await;
+            return self
+                .start_run(AgentState::new(session_id), inherited, delegation, task, sink, cancel)
+                .await;
         };
         match (state.status, &state.pending_approval) {
             (RunStatus::AwaitingApproval, Some(batch)) if !batch.is_fully_decided() => {
@@ -688,7 +736,7 @@ impl Agent {
             }
             (RunStatus::Idle, _) => {
                 let state = self.repair_loaded(state, false).await?;
-                self.start_run(state, Vec::new(), task, sink, cancel).await
+                self.start_run(state, Vec::new(), delegation, task, sink, cancel).await
             }
             (status, _) => {
                 // Read as `load` gives it: repaired in memory, nothing written.
@@ -723,6 +771,9 @@ impl Agent {
     /// resumed the worker directly), the decision is recorded on the mirror alone: the worker's
     /// own decision stood, and [`resume`](Self::resume) runs the delegating call again, which
     /// reads the worker's answer, or freezes this session on the worker's new batch.
+    ///
+    /// On a worker session itself the decision is recorded as on any session (nothing runs); its
+    /// [`resume`](Self::resume) runs it with the worker's tools.
     ///
     /// # Errors
     /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.

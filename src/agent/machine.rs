@@ -89,7 +89,7 @@ mod tests {
 
     fn running(messages: Vec<ChatMessage>) -> AgentState {
         let mut s = AgentState::new("s");
-        s.apply(&StateEvent::RunStarted { run_id: "r".into() });
+        s.apply(&StateEvent::RunStarted { run_id: "r".into(), delegation: None });
         s.messages = messages;
         s
     }

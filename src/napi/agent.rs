@@ -299,10 +299,11 @@ impl JsAgent {
     }
 
     /// Runs on a new user message; resolves when the run ends or suspends for approval, after the
-    /// listener saw every event of the run.
+    /// listener saw every event of the run. A sub-agent's (worker) session takes no new message.
     ///
     /// # Errors
-    /// Rejects with `approval_pending`, `session_id_invalid` or a persistence error.
+    /// Rejects with `approval_pending`, `invalid_state` (a worker session: its parent would never
+    /// read the answer; nothing was written), `session_id_invalid` or a persistence error.
     #[napi]
     pub fn run<'env>(
         &self,
@@ -315,10 +316,12 @@ impl JsAgent {
         self.run_promise(env, session_id, RunCall::Run(input), signal)
     }
 
-    /// Continues a suspended run once every item is decided (or a run interrupted by a crash).
+    /// Continues a suspended run once every item is decided (or a run interrupted by a crash). A
+    /// sub-agent's (worker) session runs with the worker's tools and depth (see `Agent::resume`).
     ///
     /// # Errors
-    /// Rejects with `session_not_found`, `approval_pending`, `invalid_state`,
+    /// Rejects with `session_not_found`, `approval_pending`, `invalid_state` (also: a worker
+    /// session while delegation is not enabled on this agent), `delegation_depth_exceeded`,
     /// `session_id_invalid` or a persistence error.
     #[napi]
     pub fn resume<'env>(
@@ -332,10 +335,12 @@ impl JsAgent {
     }
 
     /// Ends a suspended run without asking the model again: every pending item is denied with
-    /// `reason`, the batch is answered and the run completes (see `Agent::dismiss`).
+    /// `reason`, the batch is answered and the run completes (see `Agent::dismiss`). A worker
+    /// session runs as `resume` runs it.
     ///
     /// # Errors
-    /// Rejects with `no_pending_approval`, `session_not_found`, `session_id_invalid`,
+    /// Rejects with `no_pending_approval`, `session_not_found`, `invalid_state` and
+    /// `delegation_depth_exceeded` (a worker session, as `resume`), `session_id_invalid`,
     /// `session_busy` or a persistence error.
     #[napi]
     pub fn dismiss<'env>(

@@ -227,7 +227,7 @@ mod tests {
 
     fn events() -> Vec<StateEvent> {
         vec![
-            StateEvent::RunStarted { run_id: "r1".into() },
+            StateEvent::RunStarted { run_id: "r1".into(), delegation: None },
             StateEvent::MessageAppended { message: ChatMessage::user("hi") },
         ]
     }

@@ -156,6 +156,22 @@ pub struct AgentState {
     /// existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// For the session of a worker (a `delegate_task` call's): the session that delegated and the
+    /// worker's depth, recorded with its first run ([`StateEvent::RunStarted`]'s `delegation`).
+    /// The runtime runs such a session as its delegation does, also when the app resumes it
+    /// directly, and takes no new message on it (see [`crate::agent::Agent::run`]). `None` for
+    /// other sessions, and for workers saved before it existed (they read as other sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<Delegation>,
+}
+
+/// Where a worker session comes from ([`AgentState::delegation`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delegation {
+    /// The session whose `delegate_task` call runs this worker.
+    pub parent_session: String,
+    /// The worker agent's depth (1 for the worker of a top-level session, 2 for its worker, ...).
+    pub depth: u32,
 }
 
 impl AgentState {
@@ -177,6 +193,7 @@ impl AgentState {
             stop_requested: false,
             turn_question: None,
             finish_reason: None,
+            delegation: None,
         }
     }
 
@@ -198,6 +215,11 @@ pub enum StateEvent {
     RunStarted {
         /// The run id.
         run_id: String,
+        /// For a worker's first run: where the worker comes from ([`AgentState::delegation`],
+        /// kept by later runs). Absent otherwise, so the record reads as it did before the field
+        /// existed (and readers that predate it ignore it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delegation: Option<Delegation>,
     },
     /// A model round began.
     RoundStarted {
@@ -373,8 +395,11 @@ impl AgentState {
     /// the same events; loading folds the journal with this very function, so both agree.
     pub fn apply(&mut self, event: &StateEvent) {
         match event {
-            StateEvent::RunStarted { run_id } => {
+            StateEvent::RunStarted { run_id, delegation } => {
                 self.run_id = Some(run_id.clone());
+                if delegation.is_some() {
+                    self.delegation = delegation.clone();
+                }
                 self.stop_requested = false;
                 self.finish_reason = None;
                 // The run's input is the next user message.

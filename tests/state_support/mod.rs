@@ -20,7 +20,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                 tool_calls: vec![call.clone()],
             };
             vec![
-                StateEvent::RunStarted { run_id: format!("run-{k}") },
+                StateEvent::RunStarted { run_id: format!("run-{k}"), delegation: None },
                 StateEvent::MessageAppended { message: ChatMessage::user(format!("please clear {k}")) },
                 StateEvent::MessageAppended { message: assistant.clone() },
                 StateEvent::ApprovalRequested {

@@ -359,13 +359,20 @@ export declare class Agent {
    */
   setApprovalPolicy(policy: ApprovalPolicyFunction | null, timeoutMs?: number): void;
   /**
-   * Runs on a new user message. Rejects only for approval_pending, session_id_invalid, config_invalid
-   * (toolChoice names a tool the agent does not have, while it has others) and persistence errors,
-   * among them session_busy: another Agent object or process is writing this session (run, resume,
-   * decision); nothing was done. Calls on one session through one Agent wait for each other.
+   * Runs on a new user message. Rejects only for approval_pending, invalid_state (a sub-agent's
+   * worker session, listed in its parent's state workers: it takes no new message, its parent would
+   * never read the answer; nothing was written), session_id_invalid, config_invalid (toolChoice names
+   * a tool the agent does not have, while it has others) and persistence errors, among them
+   * session_busy: another Agent object or process is writing this session (run, resume, decision);
+   * nothing was done. Calls on one session through one Agent wait for each other.
    */
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
-  /** Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run. */
+  /**
+   * Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run.
+   * A sub-agent's worker session runs as its delegation runs it: the worker's tools (no delegate_task) and depth.
+   * Rejects with session_not_found, approval_pending, invalid_state (nothing to resume, or a worker session
+   * while enableDelegation is off), delegation_depth_exceeded.
+   */
   resume(sessionId: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
    * Ends a suspended run without asking the model again, for a user who moved on instead of
@@ -375,7 +382,8 @@ export declare class Agent {
    * the model reads the denials. A batch frozen on a sub-agent's call does not continue the
    * sub-agent: its calls not run yet are answered tool_not_run (finished ones keep their results).
    * A batch approved entirely runs and may meet a new freeze: the outcome is then suspended. Rejects with no_pending_approval when nothing
-   * awaits approval.
+   * awaits approval. A worker session may be dismissed itself: it runs as resume() runs it (invalid_state and
+   * delegation_depth_exceeded as there).
    */
   dismiss(sessionId: string, reason: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /** Approves one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */

@@ -1,0 +1,56 @@
+// A sub-agent's worker session acted on directly through the .so (the app sees it in the parent's
+// batch as worker_session): its state names its parent; a new message on it is refused with
+// invalid_state (its parent would never read the answer) and writes nothing; an Agent without
+// enableDelegation refuses to resume it (it does not know the worker's tools); a delegating Agent
+// resumes it, and the approved call runs once, in the worker.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadModule, objectSchema, rejectsWithCode } from './helper.mjs';
+
+const { Agent } = loadModule();
+
+function open(stateDir, answers, runs, extra = {}) {
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir, ...extra });
+  agent.registerTool(
+    { name: 'wipe_cache', description: 'wipes the local cache', parametersJson: objectSchema, riskLevel: 'dangerous' },
+    (args) => {
+      runs.push(JSON.parse(args));
+      return { contents: [{ type: 'text', text: 'wiped' }] };
+    },
+  );
+  return agent;
+}
+
+test('a worker session acted on directly stays a worker', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-worker-direct-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const runs = [];
+  const first = open(dir, [
+    { tool_calls: [{ id: 'call_0', name: 'delegate_task', arguments: '{"task":"wipe the cache"}' }] },
+    { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' }] },
+  ], runs, { enableDelegation: true });
+  const out = await first.run('p', 'have a worker wipe the cache');
+  assert.equal(out.status, 'awaiting_approval');
+  const batch = JSON.parse(out.batchJson);
+  const worker = batch.worker_session;
+  const saved = await first.stateJson(worker);
+  assert.deepEqual(JSON.parse(saved).delegation, { parent_session: 'p', depth: 1 });
+  assert.equal(JSON.parse(await first.stateJson('p')).delegation, undefined);
+
+  await rejectsWithCode(assert, first.run(worker, 'anything else?'), 'invalid_state', 'runtime');
+  assert.equal(await first.stateJson(worker), saved, 'nothing written');
+
+  await first.approve(worker, batch.items[0].approval_id);
+  const plain = open(dir, [{ content: 'never' }], runs);
+  await rejectsWithCode(assert, plain.resume(worker), 'invalid_state', 'runtime');
+  assert.deepEqual(runs, [], 'nothing ran');
+
+  const delegating = open(dir, [{ content: 'wiped it' }], runs, { enableDelegation: true });
+  const done = await delegating.resume(worker);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.finalText, 'wiped it');
+  assert.deepEqual(runs, [{ scope: 'all' }]);
+});
