@@ -28,11 +28,12 @@ use super::callback::{call_js, shield, CallFailure, JsFn, RawJsValue, Settled, T
 use super::dto::{ToolDefinitionObject, ToolResultObject};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
-use crate::tool::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
+use crate::tool::{CancellationSignal, ContentPart, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use async_trait::async_trait;
 use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, Unknown};
 use napi_ohos::Env;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,6 +140,38 @@ fn thrown_error(name: &str, how: &str, thrown: Thrown) -> AgentError {
     }
 }
 
+/// `result` without the API key (a secret registered with the process logger; see
+/// [`thrown_error`]), in its texts, the strings of its JSON parts and its metadata: what an
+/// executor or a hook of the app returned, on its way to the state, the events and the model.
+pub(crate) fn redact_result(mut result: ToolResult) -> ToolResult {
+    for part in &mut result.contents {
+        match part {
+            ContentPart::Text { text } => redact_text(text),
+            ContentPart::Json { value } => redact_value(value),
+        }
+    }
+    for value in result.metadata.iter_mut().flat_map(|m| m.values_mut()) {
+        redact_value(value);
+    }
+    result
+}
+
+/// `text` without the API key, in place (untouched, and not copied, when it has none).
+pub(crate) fn redact_text(text: &mut String) {
+    if let Cow::Owned(clean) = crate::logging::redact_secrets(text) {
+        *text = clean;
+    }
+}
+
+fn redact_value(value: &mut Value) {
+    match value {
+        Value::String(text) => redact_text(text),
+        Value::Array(items) => items.iter_mut().for_each(redact_value),
+        Value::Object(map) => map.values_mut().for_each(redact_value),
+        _ => {}
+    }
+}
+
 #[async_trait]
 impl ToolExecutor for JsToolExecutor {
     async fn execute(
@@ -171,7 +204,7 @@ impl ToolExecutor for JsToolExecutor {
             outcome = call_js::<_, _, ToolResultObject>(&self.function, call, self.timeout) => outcome,
         };
         match outcome {
-            Ok(Settled::Value(result)) => result.into_core().map_err(|why| {
+            Ok(Settled::Value(result)) => result.into_core().map(redact_result).map_err(|why| {
                 AgentError::of(
                     codes::TOOL_RESULT_INVALID,
                     format!("executor of {name} returned an invalid ToolResult: {why}"),

@@ -27,6 +27,7 @@
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
 use super::dto::{status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject};
+use super::executor::{redact_result, redact_text};
 use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
 use crate::hook::{
@@ -179,7 +180,8 @@ fn outcome<R>(
 
 /// A ToolResult from a hook's `resultJson`.
 fn parse_result(text: &str) -> Result<ToolResult, String> {
-    serde_json::from_str(text).map_err(|e| format!("resultJson is not a ToolResult: {e}"))
+    let result = serde_json::from_str(text).map_err(|e| format!("resultJson is not a ToolResult: {e}"))?;
+    Ok(redact_result(result))
 }
 
 /// The core decision of a `beforeToolCall` answer about `call`.
@@ -238,8 +240,18 @@ fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String>
     };
     let inject = match decision.inject_json {
         None => Vec::new(),
-        Some(text) => serde_json::from_str::<Vec<ChatMessage>>(&text)
-            .map_err(|e| format!("injectJson is not a JSON array of chat messages: {e}"))?,
+        Some(text) => {
+            let mut messages = serde_json::from_str::<Vec<ChatMessage>>(&text)
+                .map_err(|e| format!("injectJson is not a JSON array of chat messages: {e}"))?;
+            // App text on its way to the state and the model: without the API key. (Another role
+            // than user or system fails the hook in the core.)
+            for message in &mut messages {
+                if let ChatMessage::User { content } | ChatMessage::System { content } = message {
+                    redact_text(content);
+                }
+            }
+            messages
+        }
     };
     Ok(AfterToolCall { action, inject })
 }

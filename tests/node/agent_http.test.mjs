@@ -240,3 +240,46 @@ test('an API key in what a failing hook or policy threw is redacted from results
   assert.match(JSON.parse(out.batchJson).items[0].reason, /policy saw \[REDACTED\]/);
   assert.ok(!(await policed.agent.stateJson('s')).includes(key));
 });
+
+test('an API key in what an executor returned, or an after-hook rewrote or injected, is redacted', async (t) => {
+  const key = 'sk-RESULTLEAK-7a8b9c0d';
+  const mock = await startMock(async (_i, request, res) => {
+    if (request.body.messages.at(-1).role === 'tool' || request.body.messages.at(-1).role === 'user' &&
+      request.body.messages.some((m) => m.role === 'tool')) return streamChunks(res, textChunks('ok'));
+    return streamChunks(res, toolCallChunks('k1', 'lookup', '{"city":"Paris"}'));
+  });
+  t.after(() => mock.close());
+  const run = async (hook) => {
+    const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'm', apiKey: key });
+    agent.registerTool({ name: 'lookup', description: 'weather', parametersJson: lookupSchema }, () => ({
+      contents: [{ type: 'text', text: `config: ${key}` }, { type: 'json', json: JSON.stringify({ deep: [{ k: key }] }) }],
+      metadataJson: JSON.stringify({ token: key }),
+    }));
+    if (hook) agent.addHook(hook);
+    const events = [];
+    agent.onEvent((e) => events.push(e));
+    assert.equal((await agent.run('s', 'weather?')).status, 'completed');
+    const state = await agent.stateJson('s');
+    const sent = mock.requests.map((r) => r.raw).join('\n');
+    for (const [what, text] of [['state', state], ['events', events.join('\n')], ['requests', sent]]) {
+      assert.ok(!text.includes(key), `the key is in the ${what}`);
+    }
+    return { state, events };
+  };
+
+  const plain = await run(null);
+  assert.match(plain.state, /config: \[REDACTED\]/);
+  assert.match(plain.state, /\{\\"k\\":\\"\[REDACTED\]\\"\}|"k":"\[REDACTED\]"/);
+  const result = plain.events.map((e) => JSON.parse(e)).find((e) => e.type === 'tool_result').result;
+  assert.deepEqual(result.metadata, { token: '[REDACTED]' });
+
+  const hooked = await run({
+    afterToolCall: () => ({
+      action: 'proceed',
+      resultJson: JSON.stringify({ contents: [{ type: 'text', text: `rewritten ${key}` }] }),
+      injectJson: JSON.stringify([{ role: 'user', content: `remember ${key}` }]),
+    }),
+  });
+  assert.match(hooked.state, /rewritten \[REDACTED\]/);
+  assert.match(hooked.state, /remember \[REDACTED\]/);
+});
