@@ -188,7 +188,10 @@ fn parse_result(text: &str) -> Result<ToolResult, String> {
 ///
 /// # Errors
 /// A description of what is wrong with it.
-fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
+fn before_decision(call: &ToolCall, mut decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
+    // App text on its way to the state (a frozen batch keeps the rewritten call), the events and
+    // the model: without the API key.
+    decision.arguments_json.iter_mut().chain(decision.reason.iter_mut()).for_each(redact_text);
     match decision.action.as_str() {
         "proceed" => {
             let rewritten = match (decision.arguments_json, decision.name) {
@@ -227,7 +230,8 @@ fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<Befo
 ///
 /// # Errors
 /// A description of what is wrong with it.
-fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String> {
+fn after_decision(mut decision: HookDecisionObject) -> Result<AfterToolCall, String> {
+    decision.reason.iter_mut().for_each(redact_text);
     let action = match decision.action.as_str() {
         "proceed" => {
             AfterToolCallAction::Proceed(decision.result_json.as_deref().map(parse_result).transpose()?)

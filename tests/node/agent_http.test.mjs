@@ -283,3 +283,30 @@ test('an API key in what an executor returned, or an after-hook rewrote or injec
   assert.match(hooked.state, /rewritten \[REDACTED\]/);
   assert.match(hooked.state, /remember \[REDACTED\]/);
 });
+
+test('an API key a before-hook put into a call it rewrote, or a reason it gave, is redacted', async (t) => {
+  const key = 'sk-ARGSLEAK-1f2e3d4c';
+  const mock = await startMock(async (_i, request, res) => {
+    if (request.body.messages.at(-1).role === 'tool') return streamChunks(res, textChunks('ok'));
+    return streamChunks(res, toolCallChunks('k1', 'lookup', '{"city":"Paris"}'));
+  });
+  t.after(() => mock.close());
+  const open = (hook, riskLevel) => {
+    const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'm', apiKey: key });
+    agent.registerTool({ name: 'lookup', description: 'weather', parametersJson: lookupSchema, riskLevel },
+      () => ({ contents: [{ type: 'text', text: 'sunny' }] }));
+    agent.addHook(hook);
+    return agent;
+  };
+  const rewriting = open({ beforeToolCall: () => ({ action: 'proceed', argumentsJson: JSON.stringify({ city: key }) }) }, 'dangerous');
+  const out = await rewriting.run('s', 'weather?');
+  assert.equal(out.status, 'awaiting_approval');
+  assert.equal(JSON.parse(JSON.parse(out.batchJson).items[0].tool_call.arguments).city, '[REDACTED]');
+  assert.ok(!(await rewriting.stateJson('s')).includes(key));
+
+  const denying = open({ beforeToolCall: () => ({ action: 'deny', reason: `not with ${key}` }) }, 'safe');
+  assert.equal((await denying.run('s', 'weather?')).status, 'completed');
+  const state = await denying.stateJson('s');
+  assert.match(state, /not with \[REDACTED\]/);
+  assert.ok(!state.includes(key));
+});
