@@ -54,8 +54,9 @@
 //!    crashed;
 //! 2. a cancel while a worker runs leaves the worker's session `running`
 //!    (`bug_cancel_leaves_the_worker_running`): a worker may be `running` once a case cancelled;
-//! 3. a refused `resume` repairs and saves the session (`regression_a_refused_resume_writes_nothing`):
-//!    while [`BUG3_OPEN`], a refused resume's writes and the call order after it are not checked.
+//!
+//! Fixed: 3. a refused `resume` repaired and saved the session, which put the results out of call
+//!    order (`regression_a_refused_resume_writes_nothing`).
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, NoEvents, RunOutcome};
 use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
@@ -79,8 +80,6 @@ use tokio::sync::Notify;
 const CASES_ENV: &str = "ARKAGENT_INTERLEAVE_CASES";
 const DEFAULT_CASES: u32 = 256;
 const SESSIONS: [&str; 2] = ["s0", "s1"];
-/// Known bug 3 is not fixed yet: the property does not check what it breaks.
-const BUG3_OPEN: bool = true;
 
 /// The model's plans: per round, the tools of one batch (`delegate:N` delegates `plan N`,
 /// `FAIL` makes the model fail), then the answer `done`.
@@ -650,8 +649,6 @@ struct Harness {
     metadata: HashMap<&'static str, BTreeMap<String, Value>>,
     /// A run, resume or dismissal was cancelled in this case.
     cancelled_any: bool,
-    /// A resume was refused with `invalid_state` (known bug 3).
-    bug3_hit: bool,
     /// Sessions whose deletion a crash cut short: documented to keep the session (its workers may
     /// be gone) until it is deleted again, so a decision on it may fail with `session_not_found`.
     half_deleted: HashSet<&'static str>,
@@ -691,7 +688,6 @@ impl Harness {
             seen: HashMap::new(),
             metadata: HashMap::new(),
             cancelled_any: false,
-            bug3_hit: false,
             half_deleted: HashSet::new(),
         }
     }
@@ -834,12 +830,7 @@ impl Harness {
                 if !call.documented().contains(&e.code.as_ref()) {
                     return Err(format!("{call:?} failed with an undocumented code: {e:?}"));
                 }
-                // Known bug 3 (see `regression_a_refused_resume_writes_nothing`).
-                let bug3 = BUG3_OPEN && e.code == codes::INVALID_STATE;
-                if bug3 {
-                    self.bug3_hit = true;
-                }
-                if exact && !bug3 {
+                if exact {
                     let post = self.load(s).await;
                     if post.as_ref() != pre {
                         return Err(format!(
@@ -1091,8 +1082,7 @@ impl Harness {
             // Known bug 2 (see `bug_cancel_leaves_the_worker_running`): a cancel while a worker
             // runs leaves the worker's session `running`.
             let worker_cancelled = self.cancelled_any && !SESSIONS.contains(&id.as_str());
-            check_state(id, state, crashed || worker_cancelled, self.bug3_hit)
-                .map_err(|e| format!("session {id}: {e}"))?;
+            check_state(id, state, crashed || worker_cancelled).map_err(|e| format!("session {id}: {e}"))?;
             let repaired = self.inner.load(id).await.unwrap().unwrap();
             let pending: Vec<&str> = match (&repaired.status, &repaired.pending_approval) {
                 (RunStatus::AwaitingApproval, Some(_)) => unanswered(&repaired.messages),
@@ -1224,7 +1214,7 @@ fn unanswered(messages: &[ChatMessage]) -> Vec<&str> {
 }
 
 /// The invariants of one stored (unrepaired) state.
-fn check_state(id: &str, state: &AgentState, crashed: bool, bug3_hit: bool) -> Result<(), String> {
+fn check_state(id: &str, state: &AgentState, crashed: bool) -> Result<(), String> {
     if state.session_id != id {
         return Err(format!("holds the state of {}", state.session_id));
     }
@@ -1260,7 +1250,7 @@ fn check_state(id: &str, state: &AgentState, crashed: bool, bug3_hit: bool) -> R
         let results: Vec<&str> = state.messages[i + 1..].iter().map_while(|m| m.tool_call_id()).collect();
         let order: Vec<&str> =
             calls.iter().map(|c| c.id.as_str()).filter(|id| results.contains(id)).collect();
-        if order != results && !crashed && !bug3_hit {
+        if order != results && !crashed {
             return Err(format!("message {i}: results {results:?} are not in call order {order:?}"));
         }
     }
@@ -1363,7 +1353,6 @@ async fn bug_cancel_leaves_the_worker_running() {
 /// run: the idempotent `delegate_task` call was left unanswered, the `look` call answered, and the
 /// next `run` answered `delegate_task` after `look`, out of call order.
 #[tokio::test]
-#[ignore = "known bug 3: a refused resume repairs and saves the session"]
 async fn regression_a_refused_resume_writes_nothing() {
     let mut h = Harness::new(StoreKind::Memory);
     // Points: 1 the run's first commit, 2 the model, 3 the batch's `started` commit (cancelled).

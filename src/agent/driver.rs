@@ -567,6 +567,12 @@ impl Agent {
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
             return Ok(None);
         };
+        if rerun_idempotent && !matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval) {
+            // Nothing to resume: `resume` refuses it, and a refused call writes nothing. (The
+            // resume policy would also leave an idempotent call unanswered behind the others'
+            // answers, so the next run's repair answered it out of call order.)
+            return Ok(Some(state));
+        }
         let policy = if rerun_idempotent {
             let tools = self.tools();
             // An approved batch (or a batch never planned) continues after a crash: its calls that
