@@ -418,6 +418,13 @@ enum Op {
         key: u8,
         value: Option<u8>,
     },
+    /// Approves (or denies) every item of the session's batch, one call each, then resumes it
+    /// (`resume`).
+    DecideAll {
+        s: u8,
+        approve: bool,
+        resume: bool,
+    },
     Delete {
         s: u8,
     },
@@ -623,6 +630,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => (prop::option::of(basic.clone()), 1u8..16, any::<bool>())
             .prop_map(|(op, at, after_write)| Op::Crash { op: op.map(Box::new), at, after_write }),
         2 => (basic.clone(), basic).prop_map(|(a, b)| Op::Pair(Box::new(a), Box::new(b))),
+        3 => (s(), prop::bool::weighted(0.8), prop::bool::weighted(0.7))
+            .prop_map(|(s, approve, resume)| Op::DecideAll { s, approve, resume }),
     ]
 }
 
@@ -794,7 +803,9 @@ impl Harness {
                 value: value.map(|v| json!(v)).unwrap_or(Value::Null),
             },
             Op::Delete { s } => Call::Delete { s: session(*s) },
-            Op::Cancelled { .. } | Op::Crash { .. } | Op::Pair(..) => unreachable!("resolved by the step"),
+            Op::Cancelled { .. } | Op::Crash { .. } | Op::Pair(..) | Op::DecideAll { .. } => {
+                unreachable!("resolved by the step")
+            }
         }
     }
 
@@ -945,6 +956,18 @@ impl Harness {
     async fn step(&mut self, op: &Op) -> Result<HashSet<&'static str>, String> {
         let mut deleted = HashSet::new();
         match op {
+            Op::DecideAll { s, approve, resume } => {
+                let session = SESSIONS[usize::from(s % 2)];
+                let items =
+                    self.load(session).await.and_then(|st| st.pending_approval).map(|b| b.items.len());
+                for pick in 0..items.unwrap_or(0) as u8 {
+                    let one = if *approve { Op::Approve { s: *s, pick } } else { Op::Deny { s: *s, pick } };
+                    Box::pin(self.step(&one)).await?;
+                }
+                if *resume {
+                    Box::pin(self.step(&Op::Resume { s: *s })).await?;
+                }
+            }
             Op::Pair(a, b) => {
                 let (ca, cb) = (self.resolve(a).await, self.resolve(b).await);
                 let ((pa, wa), (pb, wb)) =
