@@ -53,13 +53,12 @@
 //!    (`bug_crash_then_resume_answers_out_of_call_order`): the order is not checked once a case
 //!    crashed;
 //! 2. a cancel while a worker runs leaves the worker's session `running`
-//!    (`bug_cancel_leaves_the_worker_running`): a worker may be `running` once a case cancelled;
+//!    (`bug_cancel_leaves_the_worker_running`): a worker may be `running` once a case cancelled.
 //!
-//! 4. a cancelled session keeps its frozen batch (`regression_a_cancelled_resume_keeps_no_batch`):
-//!    while [`BUG4_OPEN`], a `cancelled` session may keep a batch.
-//!
-//! Fixed: 3. a refused `resume` repaired and saved the session, which put the results out of call
-//!    order (`regression_a_refused_resume_writes_nothing`).
+//! Fixed on this branch: 3. a refused `resume` repaired and saved the session, which put the
+//! results out of call order (`regression_a_refused_resume_writes_nothing`); 4. a run that ended
+//! while it settled a decided batch (a cancelled resume) kept the batch
+//! (`regression_a_cancelled_resume_keeps_no_batch`).
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, NoEvents, RunOutcome};
 use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
@@ -83,8 +82,6 @@ use tokio::sync::Notify;
 const CASES_ENV: &str = "ARKAGENT_INTERLEAVE_CASES";
 const DEFAULT_CASES: u32 = 256;
 const SESSIONS: [&str; 2] = ["s0", "s1"];
-/// Known bug 4 is open: a cancelled session may keep its batch.
-const BUG4_OPEN: bool = true;
 
 /// The model's plans: per round, the tools of one batch (`delegate:N` delegates `plan N`,
 /// `FAIL` makes the model fail), then the answer `done`.
@@ -1261,8 +1258,7 @@ fn check_state(id: &str, state: &AgentState, crashed: bool) -> Result<(), String
         if !b.is_fully_decided() && state.status != RunStatus::AwaitingApproval && !crashed {
             return Err(format!("an undecided batch while {:?}", state.status));
         }
-        // Known bug 4 (`regression_a_cancelled_resume_keeps_no_batch`) while BUG4_OPEN.
-        if state.status.is_terminal() && !(BUG4_OPEN && state.status == RunStatus::Cancelled) {
+        if state.status.is_terminal() {
             return Err(format!("a batch is kept after the run ended {:?}", state.status));
         }
     }
@@ -1401,7 +1397,6 @@ async fn regression_a_refused_resume_writes_nothing() {
 /// `pendingApproval()`) still show a batch that can no longer be resumed (`invalid_state`),
 /// decided (`approval_already_decided`) or dismissed (`no_pending_approval`).
 #[tokio::test]
-#[ignore = "known bug 4: a cancelled session keeps its frozen batch"]
 async fn regression_a_cancelled_resume_keeps_no_batch() {
     let mut h = Harness::new(StoreKind::Memory);
     h.step(&Op::Run { s: 0, plan: 2 }).await.unwrap();

@@ -1380,6 +1380,13 @@ impl<'a> Run<'a> {
             });
             final_text = Some(fallback);
         }
+        if self.state.pending_approval.is_some() {
+            // A run that ends while it settles a decided batch (cancelled, aborted, failed) keeps
+            // no batch: it could no longer be resumed, decided or dismissed, yet `state` (and the
+            // app's `pendingApproval()`) would still show it. Calls it did not answer are answered
+            // by the next run's repair, as for any ended run.
+            self.record(StateEvent::ApprovalCleared);
+        }
         self.record(StateEvent::StatusChanged { status });
         self.persist(true).await?;
         let (s, r, round) = self.ids();
