@@ -52,13 +52,14 @@
 //! 1. results out of call order after a crash whose resume re-runs an idempotent call
 //!    (`bug_crash_then_resume_answers_out_of_call_order`): the order is not checked once a case
 //!    crashed;
-//! 2. a cancel while a worker runs leaves the worker's session `running`
-//!    (`bug_cancel_leaves_the_worker_running`): a worker may be `running` once a case cancelled.
 //!
-//! Fixed on this branch: 3. a refused `resume` repaired and saved the session, which put the
-//! results out of call order (`regression_a_refused_resume_writes_nothing`); 4. a run that ended
-//! while it settled a decided batch (a cancelled resume) kept the batch
-//! (`regression_a_cancelled_resume_keeps_no_batch`).
+//! Fixed on this branch, with their regression tests:
+//! 2. a cancel while a worker ran left the worker's session `running`
+//!    (`regression_a_cancel_ends_the_worker_too`);
+//! 3. a refused `resume` repaired and saved the session, which put the results out of call order
+//!    (`regression_a_refused_resume_writes_nothing`);
+//! 4. a run that ended while it settled a decided batch (a cancelled resume) kept the batch
+//!    (`regression_a_cancelled_resume_keeps_no_batch`).
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, NoEvents, RunOutcome};
 use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
@@ -658,8 +659,6 @@ struct Harness {
     seen: HashMap<String, AgentState>,
     /// The metadata the test set, per top-level session.
     metadata: HashMap<&'static str, BTreeMap<String, Value>>,
-    /// A run, resume or dismissal was cancelled in this case.
-    cancelled_any: bool,
     /// Sessions whose deletion a crash cut short: documented to keep the session (its workers may
     /// be gone) until it is deleted again, so a decision on it may fail with `session_not_found`.
     half_deleted: HashSet<&'static str>,
@@ -698,7 +697,6 @@ impl Harness {
             agent,
             seen: HashMap::new(),
             metadata: HashMap::new(),
-            cancelled_any: false,
             half_deleted: HashSet::new(),
         }
     }
@@ -996,7 +994,6 @@ impl Harness {
                 }
             }
             Op::Cancelled { op, at } => {
-                self.cancelled_any = true;
                 let call = self.resolve(op).await;
                 let (pre, worker) = self.load_pre(call.session()).await;
                 let cancel = CancellationSignal::new();
@@ -1104,10 +1101,7 @@ impl Harness {
             }
         }
         for (id, state) in &states {
-            // Known bug 2 (see `bug_cancel_leaves_the_worker_running`): a cancel while a worker
-            // runs leaves the worker's session `running`.
-            let worker_cancelled = self.cancelled_any && !SESSIONS.contains(&id.as_str());
-            check_state(id, state, crashed || worker_cancelled).map_err(|e| format!("session {id}: {e}"))?;
+            check_state(id, state, crashed).map_err(|e| format!("session {id}: {e}"))?;
             let repaired = self.inner.load(id).await.unwrap().unwrap();
             let pending: Vec<&str> = match (&repaired.status, &repaired.pending_approval) {
                 (RunStatus::AwaitingApproval, Some(_)) => unanswered(&repaired.messages),
@@ -1353,13 +1347,12 @@ async fn bug_crash_then_resume_answers_out_of_call_order() {
     assert_eq!(result_ids(&state, 1), ["c0", "c1"], "{:#?}", state.messages);
 }
 
-/// Bug 2 (not fixed; the property tolerates a `running` worker once a case cancelled): cancelling a
-/// run while its `delegate_task` call runs the worker drops the worker's future at once, so the
-/// worker never records its own cancelled end: its session stays `running` (with an unanswered
-/// call) for good, and the hooks it shares with the parent never hear its run end.
+/// Bug 2: cancelling a run while its `delegate_task` call runs the worker dropped the worker's
+/// future at once, so the worker never recorded its own cancelled end: its session stayed
+/// `running` (with an unanswered call) for good, and the hooks it shares with the parent never
+/// heard its run end.
 #[tokio::test]
-#[ignore = "known bug 2: a cancel leaves the worker session running"]
-async fn bug_cancel_leaves_the_worker_running() {
+async fn regression_a_cancel_ends_the_worker_too() {
     let mut h = Harness::new(StoreKind::Memory);
     h.step(&Op::Run { s: 1, plan: 6 }).await.unwrap();
     h.step(&Op::Approve { s: 1, pick: 0 }).await.unwrap();

@@ -1152,6 +1152,9 @@ impl<'a> Run<'a> {
                     }
                 })
                 .collect();
+            // The chunk's delegations still running: on a cancel they are let end (below).
+            let mut delegations: HashSet<String> =
+                chunk.iter().filter(|c| c.name == DELEGATE_TASK).map(|c| c.id.clone()).collect();
             loop {
                 let cancel = self.cancel.clone();
                 let next = tokio::select! {
@@ -1168,15 +1171,20 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome)) = next else {
                     if self.cancel.is_cancelled() {
+                        Self::let_workers_end(&mut running, &mut delegations).await;
+                        WorkerEvents::drain(&mut workers, self.sink);
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                     }
                     break;
                 };
+                delegations.remove(&call.id);
                 let result = match outcome {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
+                        Self::let_workers_end(&mut running, &mut delegations).await;
+                        WorkerEvents::drain(&mut workers, self.sink);
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                     }
@@ -1287,6 +1295,25 @@ impl<'a> Run<'a> {
             return self.finish(RunStatus::LoopDetected, None, Some(e)).await.map(Flow::Done);
         }
         Ok(Flow::Continue)
+    }
+
+    /// After a cancel: keeps polling the chunk until its delegations (`open`) have ended. Their
+    /// workers see the same cancel (a child signal) and end their own runs promptly, durably
+    /// `cancelled`; dropped mid-run instead, a worker's session stayed `running` for good and
+    /// its hooks never heard its run end. Other tools are not waited for: they are dropped with
+    /// the chunk and stay `started`, as before.
+    async fn let_workers_end<S>(running: &mut S, open: &mut HashSet<String>)
+    where
+        S: futures_util::Stream<Item = (ToolCall, Result<ToolResult, AgentError>)> + Unpin,
+    {
+        while !open.is_empty() {
+            match running.next().await {
+                Some((call, _)) => {
+                    open.remove(&call.id);
+                }
+                None => break,
+            }
+        }
     }
 
     /// The session of the worker a `delegate_task` call runs (`None` for other calls). Computed
