@@ -61,7 +61,7 @@
 //! 4. a run that ended while it settled a decided batch (a cancelled resume) kept the batch
 //!    (`regression_a_cancelled_resume_keeps_no_batch`).
 
-use arkagent::agent::{Agent, AgentBuilder, AgentConfig, NoEvents, RunOutcome};
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, NoEvents, RunOutcome};
 use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
 use arkagent::message::{ChatMessage, ToolCall, Usage};
 use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse, ScriptedModel};
@@ -570,7 +570,13 @@ async fn exec(
     call: &Call,
     cancel: &CancellationSignal,
 ) -> Result<Done, AgentError> {
-    let result = exec_inner(agent, world, call, cancel).await;
+    let events = EventLog::new();
+    let result = exec_inner(agent, world, call, cancel, &events).await;
+    if let Ok(Done::Outcome(outcome)) = &result {
+        if let Err(e) = check_events(call, outcome, &events.events()) {
+            world.violation(format!("{call:?}: events: {e}"));
+        }
+    }
     let what = format!("{call:?}");
     let what = what.split([' ', '{']).next().unwrap_or_default().to_string();
     stat(match &result {
@@ -589,11 +595,10 @@ async fn exec_inner(
     world: &World,
     call: &Call,
     cancel: &CancellationSignal,
+    sink: &EventLog,
 ) -> Result<Done, AgentError> {
     match call {
-        Call::Run { s, plan } => {
-            agent.run(s, &format!("plan {plan}"), &NoEvents, cancel).await.map(Done::Outcome)
-        }
+        Call::Run { s, plan } => agent.run(s, &format!("plan {plan}"), sink, cancel).await.map(Done::Outcome),
         Call::Approve { s, id } => {
             let batch = agent.approve(s, id).await?;
             world.record_decision(&batch, id, true);
@@ -604,8 +609,8 @@ async fn exec_inner(
             world.record_decision(&batch, id, false);
             Ok(Done::Decided(batch))
         }
-        Call::Resume { s } => agent.resume(s, &NoEvents, cancel).await.map(Done::Outcome),
-        Call::Dismiss { s } => agent.dismiss(s, "moved on", &NoEvents, cancel).await.map(Done::Outcome),
+        Call::Resume { s } => agent.resume(s, sink, cancel).await.map(Done::Outcome),
+        Call::Dismiss { s } => agent.dismiss(s, "moved on", sink, cancel).await.map(Done::Outcome),
         Call::Meta { s, key, value } => agent.set_metadata(s, key, value.clone()).await.map(|()| Done::Meta),
         Call::Delete { s } => agent.delete_session(s).await.map(Done::Deleted),
     }
@@ -1221,6 +1226,70 @@ impl Harness {
         }
         self.check_invariants(&deleted).await
     }
+}
+
+/// The events of a run, resume or dismissal that returned `outcome` (see the order in
+/// `arkagent::agent::events`): `RunStarted` first; `RunFinished` last with the outcome's status and
+/// text, or one `ApprovalRequired` with the outcome's batch when suspended; one `ToolResult` per
+/// call at most; every worker run that started ends (`RunFinished`) or suspends.
+fn check_events(call: &Call, outcome: &RunOutcome, events: &[AgentEvent]) -> Result<(), String> {
+    let resumed = !matches!(call, Call::Run { .. });
+    match events.first() {
+        Some(AgentEvent::RunStarted { session_id, resumed: r, .. })
+            if session_id == call.session() && *r == resumed => {}
+        other => return Err(format!("the first event is {other:?}")),
+    }
+    let finished: Vec<&AgentEvent> =
+        events.iter().filter(|e| matches!(e, AgentEvent::RunFinished { .. })).collect();
+    let required: Vec<&AgentEvent> =
+        events.iter().filter(|e| matches!(e, AgentEvent::ApprovalRequired { .. })).collect();
+    match outcome {
+        RunOutcome::Finished { status, final_text, .. } => {
+            match events.last() {
+                Some(AgentEvent::RunFinished { status: s, final_text: t, .. })
+                    if s == status && t == final_text => {}
+                other => return Err(format!("finished {status:?} but the last event is {other:?}")),
+            }
+            if finished.len() != 1 {
+                return Err(format!("{} run_finished events", finished.len()));
+            }
+        }
+        RunOutcome::Suspended { batch } => {
+            if !finished.is_empty() {
+                return Err("suspended but run_finished was sent".into());
+            }
+            match required.as_slice() {
+                [AgentEvent::ApprovalRequired { batch: b }] if b == batch => {}
+                other => return Err(format!("suspended, approval_required events: {}", other.len())),
+            }
+        }
+    }
+    let mut results = HashSet::new();
+    // Per worker session: is a run open (started, neither finished nor suspended)?
+    let mut open: HashMap<String, bool> = HashMap::new();
+    for event in events {
+        match event {
+            AgentEvent::ToolResult { call_id, .. } if !results.insert(call_id.clone()) => {
+                return Err(format!("two tool_result events for {call_id}"));
+            }
+            AgentEvent::WorkerEvent { session_id, event, .. } => match event.as_ref() {
+                AgentEvent::RunStarted { .. } => {
+                    if open.insert(session_id.clone(), true) == Some(true) {
+                        return Err(format!("worker {session_id} started twice"));
+                    }
+                }
+                AgentEvent::RunFinished { .. } | AgentEvent::ApprovalRequired { .. } => {
+                    open.insert(session_id.clone(), false);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    if let Some((worker, _)) = open.iter().find(|(_, o)| **o) {
+        return Err(format!("the run of worker {worker} started and never ended"));
+    }
+    Ok(())
 }
 
 /// The unanswered calls of the last assistant message.
