@@ -1273,10 +1273,9 @@ fn check_events(call: &Call, outcome: &RunOutcome, events: &[AgentEvent]) -> Res
                 return Err(format!("two tool_result events for {call_id}"));
             }
             AgentEvent::WorkerEvent { session_id, event, .. } => match event.as_ref() {
-                AgentEvent::RunStarted { .. } => {
-                    if open.insert(session_id.clone(), true) == Some(true) {
-                        return Err(format!("worker {session_id} started twice"));
-                    }
+                AgentEvent::RunStarted { .. } if open.insert(session_id.clone(), true) == Some(true) => {
+                    return Err(format!("worker {session_id} started twice"));
+                }
                 }
                 AgentEvent::RunFinished { .. } | AgentEvent::ApprovalRequired { .. } => {
                     open.insert(session_id.clone(), false);
