@@ -1272,16 +1272,17 @@ fn check_events(call: &Call, outcome: &RunOutcome, events: &[AgentEvent]) -> Res
             AgentEvent::ToolResult { call_id, .. } if !results.insert(call_id.clone()) => {
                 return Err(format!("two tool_result events for {call_id}"));
             }
-            AgentEvent::WorkerEvent { session_id, event, .. } => match event.as_ref() {
-                AgentEvent::RunStarted { .. } if open.insert(session_id.clone(), true) == Some(true) => {
+            AgentEvent::WorkerEvent { session_id, event, .. } => {
+                let now_open = match event.as_ref() {
+                    AgentEvent::RunStarted { .. } => true,
+                    AgentEvent::RunFinished { .. } | AgentEvent::ApprovalRequired { .. } => false,
+                    _ => continue,
+                };
+                if now_open && open.get(session_id) == Some(&true) {
                     return Err(format!("worker {session_id} started twice"));
                 }
-                }
-                AgentEvent::RunFinished { .. } | AgentEvent::ApprovalRequired { .. } => {
-                    open.insert(session_id.clone(), false);
-                }
-                _ => {}
-            },
+                open.insert(session_id.clone(), now_open);
+            }
             _ => {}
         }
     }
