@@ -38,22 +38,20 @@
 //!   test set stays) until the session is deleted; deleting a session deletes its workers, and no
 //!   worker session is left that no session names.
 //!
-//! Cases: 256 by default (about 4 s on 2 cores, debug build); set `ARKAGENT_INTERLEAVE_CASES` for more,
-//! e.g. `ARKAGENT_INTERLEAVE_CASES=2000 cargo test --release --test agent_interleave`.
+//! Cases: 256 by default (about 4 s on 2 cores, debug build); set `ARKAGENT_INTERLEAVE_CASES`
+//! for more, e.g. `ARKAGENT_INTERLEAVE_CASES=3000 cargo test --test agent_interleave` (about 40 s).
+//! `ARKAGENT_INTERLEAVE_STATS=1` (with `-- --nocapture`) prints how the operations ended.
 //!
 //! Documented behaviour the invariants follow: a decision that reached a worker's session before a
 //! crash stands (the parent's item still shows pending; the same decision succeeds, the other is
 //! `approval_already_decided`); a deletion a crash cut short keeps the session, whose workers may
 //! be gone (deciding on it may fail with `session_not_found`) until it is deleted again.
 //!
-//! Known bugs, each with a regression test at the end of the file (`#[ignore]`d while the bug is
-//! open: `cargo test --test agent_interleave -- --ignored` shows them failing), and the
-//! restriction the property keeps meanwhile:
-//! 1. results out of call order after a crash whose resume re-runs an idempotent call
-//!    (`bug_crash_then_resume_answers_out_of_call_order`): the order is not checked once a case
-//!    crashed;
-//!
-//! Fixed on this branch, with their regression tests:
+//! Bugs the property found, each fixed on the branch that added this file and kept as a plain
+//! regression test at the end of the file (the minimal sequence, its symptom asserted directly):
+//! 1. after a crash mid-batch, `resume` answered a non-idempotent call at once (repair) and the
+//!    idempotent call it re-ran only after it: results out of call order
+//!    (`regression_a_crash_then_resume_answers_in_call_order`);
 //! 2. a cancel while a worker ran left the worker's session `running`
 //!    (`regression_a_cancel_ends_the_worker_too`);
 //! 3. a refused `resume` repaired and saved the session, which put the results out of call order
@@ -1338,7 +1336,7 @@ fn check_state(id: &str, state: &AgentState, crashed: bool) -> Result<(), String
         let results: Vec<&str> = state.messages[i + 1..].iter().map_while(|m| m.tool_call_id()).collect();
         let order: Vec<&str> =
             calls.iter().map(|c| c.id.as_str()).filter(|id| results.contains(id)).collect();
-        if order != results && !crashed {
+        if order != results {
             return Err(format!("message {i}: results {results:?} are not in call order {order:?}"));
         }
     }
@@ -1398,13 +1396,11 @@ fn result_ids(state: &AgentState, index: usize) -> Vec<String> {
     state.messages[index + 1..].iter().map_while(|m| m.tool_call_id().map(str::to_string)).collect()
 }
 
-/// Bug 1 (not fixed; the property skips the order check once a case crashed): a crash while an
-/// idempotent call (`idem`) and a non-idempotent one (`look`) of one batch run; `resume` answers
-/// `look` as interrupted at once (repair) and `idem` only after it runs again, so the results are
-/// not in call order.
+/// Bug 1: a crash while an idempotent call (`idem`) and a non-idempotent one (`look`) of one batch
+/// run; `resume` answered `look` as interrupted at once (repair) and `idem` only after it ran
+/// again, so the results were not in call order.
 #[tokio::test]
-#[ignore = "known bug 1: results out of call order after a crash with an idempotent re-run"]
-async fn bug_crash_then_resume_answers_out_of_call_order() {
+async fn regression_a_crash_then_resume_answers_in_call_order() {
     let mut h = Harness::new(StoreKind::Memory);
     // Points: 1 the run's first commit, 2 the model, 3 the batch's `started` commit (written).
     h.step(&Op::Crash { op: Some(Box::new(Op::Run { s: 0, plan: 5 })), at: 3, after_write: true })

@@ -582,7 +582,10 @@ impl Agent {
         } else {
             RepairPolicy::conservative()
         };
-        let report = repair_pairing(&mut state, &policy);
+        let mut report = repair_pairing(&mut state, &policy);
+        if rerun_idempotent && (!report.rerun.is_empty() || !report.resume.is_empty()) {
+            hold_answers_for_the_batch(&mut state, &mut report);
+        }
         if report.needs_snapshot {
             self.store.save_snapshot(&state).await?;
         } else if !report.events.is_empty() {
@@ -964,6 +967,20 @@ impl<'a> Run<'a> {
                     inputs.push(crate::approval::BatchCallInput {
                         risk_level: RiskLevel::Safe,
                         disposition: crate::approval::CallDisposition::Answer(result.clone()),
+                        call,
+                    });
+                    continue;
+                }
+                // A started call of a tool that is not idempotent (its answer held back for
+                // the batch, see `hold_answers_for_the_batch`) is never run again.
+                Some(ToolRunRecord::Started { name })
+                    if !tools.definition(name).is_some_and(|d| d.idempotent) =>
+                {
+                    inputs.push(crate::approval::BatchCallInput {
+                        risk_level: RiskLevel::Safe,
+                        disposition: crate::approval::CallDisposition::Answer(
+                            crate::state::repair::interrupted_result(&call),
+                        ),
                         call,
                     });
                     continue;
@@ -1428,6 +1445,36 @@ impl<'a> Run<'a> {
         });
         Ok(RunOutcome::Finished { status, final_text, error, usage: self.state.usage, finish_reason })
     }
+}
+
+/// Some calls of the last answer run (again) now: the answers repair gave its other calls (a
+/// finished call's recorded result, a started one's `interrupted`) are taken back out, for the
+/// batch to give every call its result in call order, from the same records (see `tool_batch`
+/// and `settle_batch`). Appended at once, they put the re-run calls' results after them, out of
+/// call order. Not when repair answered a call of it as never started: that answer stays, and so
+/// do the others.
+fn hold_answers_for_the_batch(state: &mut AgentState, report: &mut crate::state::RepairReport) {
+    let Some(pos) = state.messages.iter().rposition(|m| matches!(m, ChatMessage::Assistant { .. })) else {
+        return;
+    };
+    let calls: HashSet<&str> = state.messages[pos].tool_calls().iter().map(|c| c.id.as_str()).collect();
+    if report.not_started.iter().any(|id| calls.contains(id.as_str())) {
+        return;
+    }
+    let held: HashSet<String> = report
+        .recorded
+        .iter()
+        .chain(&report.interrupted)
+        .filter(|id| calls.contains(id.as_str()))
+        .cloned()
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    let is_held = |m: &ChatMessage| m.tool_call_id().is_some_and(|id| held.contains(id));
+    let tail = state.messages.split_off(pos + 1);
+    state.messages.extend(tail.into_iter().filter(|m| !is_held(m)));
+    report.events.retain(|e| !matches!(e, StateEvent::MessageAppended { message } if is_held(message)));
 }
 
 /// A call's time limit: its definition's, else the config's `tool_timeout`; none for a
