@@ -442,6 +442,12 @@ enum Op {
         after_write: bool,
     },
     Pair(Box<Op>, Box<Op>),
+    /// The operation on a second agent over the same store (a second `FileStore` on the same
+    /// directory, or the same `MemoryStore`).
+    Other(Box<Op>),
+    /// The first on the agent, the second on the second agent, at the same time: either may be
+    /// refused with `session_busy` (the store's lease).
+    Pair2(Box<Op>, Box<Op>),
 }
 
 /// An operation resolved against the store.
@@ -635,7 +641,9 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => (runlike, 0u8..12).prop_map(|(op, at)| Op::Cancelled { op: Box::new(op), at }),
         2 => (prop::option::of(basic.clone()), 1u8..16, any::<bool>())
             .prop_map(|(op, at, after_write)| Op::Crash { op: op.map(Box::new), at, after_write }),
-        2 => (basic.clone(), basic).prop_map(|(a, b)| Op::Pair(Box::new(a), Box::new(b))),
+        2 => (basic.clone(), basic.clone()).prop_map(|(a, b)| Op::Pair(Box::new(a), Box::new(b))),
+        1 => basic.clone().prop_map(|a| Op::Other(Box::new(a))),
+        1 => (basic.clone(), basic).prop_map(|(a, b)| Op::Pair2(Box::new(a), Box::new(b))),
         3 => (s(), prop::bool::weighted(0.8), prop::bool::weighted(0.7))
             .prop_map(|(s, approve, resume)| Op::DecideAll { s, approve, resume }),
     ]
@@ -658,6 +666,10 @@ struct Harness {
     inner: Arc<dyn StateStore>,
     memory: Option<Arc<MemoryStore>>,
     agent: Arc<Agent>,
+    /// A second agent over its own store instance on the same data.
+    agent2: Arc<Agent>,
+    /// `session_busy` is a documented answer for any call (two agents at once).
+    allow_busy: bool,
     /// The last state seen per session (unrepaired), to check that nothing saved is lost.
     seen: HashMap<String, AgentState>,
     /// The metadata the test set, per top-level session.
@@ -690,6 +702,7 @@ impl Harness {
         };
         let inner = Self::open(&root, &memory);
         let agent = Self::build(&world, &inner);
+        let agent2 = Self::build(&world, &Self::open(&root, &memory));
         Harness {
             world,
             kind,
@@ -698,6 +711,8 @@ impl Harness {
             inner,
             memory,
             agent,
+            agent2,
+            allow_busy: false,
             seen: HashMap::new(),
             metadata: HashMap::new(),
             half_deleted: HashSet::new(),
@@ -735,6 +750,7 @@ impl Harness {
         *self.world.trigger.lock().unwrap() = Trigger::Off;
         self.inner = Self::open(&self.root, &self.memory);
         self.agent = Self::build(&self.world, &self.inner);
+        self.agent2 = Self::build(&self.world, &Self::open(&self.root, &self.memory));
         self.world.dead.store(false, Ordering::SeqCst);
         // What reached the store is what was decided or set (the dead call may not have returned).
         for id in self.list_sessions() {
@@ -806,7 +822,12 @@ impl Harness {
                 value: value.map(|v| json!(v)).unwrap_or(Value::Null),
             },
             Op::Delete { s } => Call::Delete { s: session(*s) },
-            Op::Cancelled { .. } | Op::Crash { .. } | Op::Pair(..) | Op::DecideAll { .. } => {
+            Op::Cancelled { .. }
+            | Op::Crash { .. }
+            | Op::Pair(..)
+            | Op::Pair2(..)
+            | Op::Other(..)
+            | Op::DecideAll { .. } => {
                 unreachable!("resolved by the step")
             }
         }
@@ -841,7 +862,8 @@ impl Harness {
         let exact = exact && !self.half_deleted.contains(s);
         match result {
             Err(e) => {
-                if !call.documented().contains(&e.code.as_ref()) {
+                let busy = self.allow_busy && e.code == codes::SESSION_BUSY;
+                if !busy && !call.documented().contains(&e.code.as_ref()) {
                     return Err(format!("{call:?} failed with an undocumented code: {e:?}"));
                 }
                 if exact {
@@ -970,6 +992,39 @@ impl Harness {
                 if *resume {
                     Box::pin(self.step(&Op::Resume { s: *s })).await?;
                 }
+            }
+            Op::Other(op) => {
+                let call = self.resolve(op).await;
+                if let Call::Delete { s } = &call {
+                    deleted.insert(*s);
+                }
+                let (pre, worker) = self.load_pre(call.session()).await;
+                let result = exec(&self.agent2, &self.world, &call, &CancellationSignal::new()).await;
+                self.check_result(&call, pre.as_ref(), worker.as_ref(), &result, true).await?;
+            }
+            Op::Pair2(a, b) => {
+                let (ca, cb) = (self.resolve(a).await, self.resolve(b).await);
+                let ((pa, wa), (pb, wb)) =
+                    (self.load_pre(ca.session()).await, self.load_pre(cb.session()).await);
+                let cancel = CancellationSignal::new();
+                let (one, two, world) =
+                    (Arc::clone(&self.agent), Arc::clone(&self.agent2), Arc::clone(&self.world));
+                let (ra, rb) =
+                    tokio::join!(exec(&one, &world, &ca, &cancel), exec(&two, &world, &cb, &cancel));
+                for c in [&ca, &cb] {
+                    if let Call::Delete { s } = c {
+                        deleted.insert(*s);
+                    }
+                }
+                self.allow_busy = true;
+                let checked = async {
+                    self.check_result(&ca, pa.as_ref(), wa.as_ref(), &ra, false).await?;
+                    self.check_result(&cb, pb.as_ref(), wb.as_ref(), &rb, false).await
+                }
+                .await;
+                self.allow_busy = false;
+                checked?;
+                self.resync_metadata().await;
             }
             Op::Pair(a, b) => {
                 let (ca, cb) = (self.resolve(a).await, self.resolve(b).await);
