@@ -3,9 +3,12 @@
 //! `approve`, `deny`, `dismiss`, `resume`, `set_metadata`, `delete_session`), some of them
 //! cancelled (before they start or at the k-th await point of the model, a tool or the store), some
 //! cut short by a crash (the agent is dropped at the k-th point, optionally right after a store
-//! write reached the store, and a new agent is built on the same store), and pairs of operations
-//! run concurrently with `tokio::join!`. After every step it checks the invariants listed below;
-//! at the end of a case, every session must still be usable (decide, resume, run to an answer).
+//! write reached the store, and a new agent is built on the same store), pairs of operations
+//! run concurrently with `tokio::join!` (also cut short by a crash), and operations on a second
+//! agent over its own store instance on the same data, alone or at the same time as the first
+//! (where the store's lease answers `session_busy`). After every step it checks the invariants
+//! listed below; at the end of a case, every session must still be usable (decide, resume, run to
+//! an answer).
 //!
 //! The world: tools of every risk level (`look` safe, `idem` safe and idempotent, `sens`
 //! sensitive, `danger` dangerous and idempotent, `halt` safe with a stop), `delegate_task`, and a
@@ -31,7 +34,10 @@
 //!   `running` only after a crash;
 //! - errors are structured `AgentError`s with the codes each method documents (predicted exactly
 //!   from the state before a single operation; within a concurrent pair, one of the documented
-//!   codes), never panics;
+//!   codes), never panics; a refused call changes nothing in the store;
+//! - events: `run_started` first; `run_finished` last with the outcome's status and text, or one
+//!   `approval_required` with the outcome's batch when suspended; at most one `tool_result` per
+//!   call; every worker run that started ends or suspends;
 //! - what an operation returned is what the store holds afterwards (status, frozen batch,
 //!   decisions, metadata, deletion); a new `FileStore` on the same directory loads the same state;
 //!   nothing saved is lost (each session's history only grows, usage never shrinks, metadata the
@@ -441,6 +447,13 @@ enum Op {
         at: u8,
         after_write: bool,
     },
+    /// A crash at the `at`-th point of two operations running at the same time.
+    CrashPair {
+        a: Box<Op>,
+        b: Box<Op>,
+        at: u8,
+        after_write: bool,
+    },
     Pair(Box<Op>, Box<Op>),
     /// The operation on a second agent over the same store (a second `FileStore` on the same
     /// directory, or the same `MemoryStore`).
@@ -643,6 +656,9 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(op, at, after_write)| Op::Crash { op: op.map(Box::new), at, after_write }),
         2 => (basic.clone(), basic.clone()).prop_map(|(a, b)| Op::Pair(Box::new(a), Box::new(b))),
         1 => basic.clone().prop_map(|a| Op::Other(Box::new(a))),
+        1 => (basic.clone(), basic.clone(), 1u8..20, any::<bool>()).prop_map(|(a, b, at, after_write)| {
+            Op::CrashPair { a: Box::new(a), b: Box::new(b), at, after_write }
+        }),
         1 => (basic.clone(), basic).prop_map(|(a, b)| Op::Pair2(Box::new(a), Box::new(b))),
         3 => (s(), prop::bool::weighted(0.8), prop::bool::weighted(0.7))
             .prop_map(|(s, approve, resume)| Op::DecideAll { s, approve, resume }),
@@ -826,6 +842,7 @@ impl Harness {
             | Op::Crash { .. }
             | Op::Pair(..)
             | Op::Pair2(..)
+            | Op::CrashPair { .. }
             | Op::Other(..)
             | Op::DecideAll { .. } => {
                 unreachable!("resolved by the step")
@@ -1098,6 +1115,45 @@ impl Harness {
                         if !self.world.dead.load(Ordering::SeqCst) {
                             self.check_result(&call, pre.as_ref(), worker.as_ref(), &result, true).await?;
                         }
+                    }
+                }
+                self.crash().await;
+            }
+            Op::CrashPair { a, b, at, after_write } => {
+                let (ca, cb) = (self.resolve(a).await, self.resolve(b).await);
+                let notify = Arc::new(Notify::new());
+                *self.world.trigger.lock().unwrap() = Trigger::Crash {
+                    left: u32::from(*at),
+                    after_write: *after_write,
+                    notify: Arc::clone(&notify),
+                };
+                let cancel = CancellationSignal::new();
+                let finished = {
+                    let both = async {
+                        tokio::join!(
+                            exec(&self.agent, &self.world, &ca, &cancel),
+                            exec(&self.agent, &self.world, &cb, &cancel)
+                        )
+                    };
+                    tokio::select! {
+                        biased;
+                        _ = notify.notified() => None,
+                        r = both => Some(r),
+                    }
+                };
+                for c in [&ca, &cb] {
+                    if let Call::Delete { s } = c {
+                        deleted.insert(*s);
+                        if finished.is_none() {
+                            self.half_deleted.insert(s);
+                        }
+                    }
+                }
+                if let Some((ra, rb)) = finished {
+                    *self.world.trigger.lock().unwrap() = Trigger::Off;
+                    if !self.world.dead.load(Ordering::SeqCst) {
+                        self.check_result(&ca, None, None, &ra, false).await?;
+                        self.check_result(&cb, None, None, &rb, false).await?;
                     }
                 }
                 self.crash().await;
