@@ -682,6 +682,7 @@ struct Harness {
     inner: Arc<dyn StateStore>,
     memory: Option<Arc<MemoryStore>>,
     agent: Arc<Agent>,
+    config: AgentConfig,
     /// A second agent over its own store instance on the same data.
     agent2: Arc<Agent>,
     /// `session_busy` is a documented answer for any call (two agents at once).
@@ -707,6 +708,10 @@ fn temp_root() -> tempfile::TempDir {
 
 impl Harness {
     fn new(kind: StoreKind) -> Self {
+        Self::with_config(kind, test_config())
+    }
+
+    fn with_config(kind: StoreKind, config: AgentConfig) -> Self {
         let world = Arc::new(World::default());
         let (dir, root, memory) = match kind {
             StoreKind::Memory => (None, None, Some(Arc::new(MemoryStore::new()))),
@@ -717,8 +722,8 @@ impl Harness {
             }
         };
         let inner = Self::open(&root, &memory);
-        let agent = Self::build(&world, &inner);
-        let agent2 = Self::build(&world, &Self::open(&root, &memory));
+        let agent = Self::build(&world, &inner, &config);
+        let agent2 = Self::build(&world, &Self::open(&root, &memory), &config);
         Harness {
             world,
             kind,
@@ -728,6 +733,7 @@ impl Harness {
             memory,
             agent,
             agent2,
+            config,
             allow_busy: false,
             seen: HashMap::new(),
             metadata: HashMap::new(),
@@ -743,9 +749,9 @@ impl Harness {
         }
     }
 
-    fn build(world: &Arc<World>, inner: &Arc<dyn StateStore>) -> Arc<Agent> {
+    fn build(world: &Arc<World>, inner: &Arc<dyn StateStore>, config: &AgentConfig) -> Arc<Agent> {
         let store = Arc::new(TestStore { inner: Arc::clone(inner), world: Arc::clone(world) });
-        let config = AgentConfig { max_parallel_tools: 2, ..AgentConfig::default() };
+        let config = config.clone();
         let agent = Arc::new(
             AgentBuilder::new(Arc::new(PlanModel { world: Arc::clone(world) }), store)
                 .tools(tools(world))
@@ -765,8 +771,8 @@ impl Harness {
         self.world.crashes.fetch_add(1, Ordering::SeqCst);
         *self.world.trigger.lock().unwrap() = Trigger::Off;
         self.inner = Self::open(&self.root, &self.memory);
-        self.agent = Self::build(&self.world, &self.inner);
-        self.agent2 = Self::build(&self.world, &Self::open(&self.root, &self.memory));
+        self.agent = Self::build(&self.world, &self.inner, &self.config);
+        self.agent2 = Self::build(&self.world, &Self::open(&self.root, &self.memory), &self.config);
         self.world.dead.store(false, Ordering::SeqCst);
         // What reached the store is what was decided or set (the dead call may not have returned).
         for id in self.list_sessions() {
@@ -1465,8 +1471,26 @@ fn check_state(id: &str, state: &AgentState, crashed: bool) -> Result<(), String
     Ok(())
 }
 
-async fn run_case(kind: StoreKind, ops: &[Op]) -> Result<(), String> {
-    let mut h = Harness::new(kind);
+/// The configuration of the regression tests (and of the property's default case).
+fn test_config() -> AgentConfig {
+    AgentConfig { max_parallel_tools: 2, ..AgentConfig::default() }
+}
+
+/// Varied per case: a round limit that the two-batch plans reach, calls one at a time or two at
+/// once, streamed or whole answers.
+fn config_strategy() -> impl Strategy<Value = AgentConfig> {
+    (prop_oneof![Just(10u32), Just(2u32)], 1usize..=2, any::<bool>()).prop_map(
+        |(max_rounds, max_parallel_tools, streaming)| AgentConfig {
+            max_rounds,
+            max_parallel_tools,
+            streaming,
+            ..AgentConfig::default()
+        },
+    )
+}
+
+async fn run_case(kind: StoreKind, config: AgentConfig, ops: &[Op]) -> Result<(), String> {
+    let mut h = Harness::with_config(kind, config);
     for (i, op) in ops.iter().enumerate() {
         let deleted = h.step(op).await.map_err(|e| format!("step {i} {op:?}: {e}"))?;
         h.check_invariants(&deleted).await.map_err(|e| format!("after step {i} {op:?}: {e}"))?;
@@ -1488,10 +1512,11 @@ proptest! {
     #[test]
     fn the_api_keeps_its_invariants_under_interleavings_and_crashes(
         file in any::<bool>(),
+        config in config_strategy(),
         ops in prop::collection::vec(op_strategy(), 1..16),
     ) {
         let kind = if file { StoreKind::File } else { StoreKind::Memory };
-        let result = runtime().block_on(run_case(kind, &ops));
+        let result = runtime().block_on(run_case(kind, config, &ops));
         if std::env::var_os("ARKAGENT_INTERLEAVE_STATS").is_some() {
             eprintln!("{:?}", STATS.lock().unwrap());
         }
