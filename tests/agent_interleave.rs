@@ -22,8 +22,9 @@
 //! Invariants checked after every step, on every session in the store (workers included):
 //! - pairing: every call of the history is answered by exactly one tool message, in call order,
 //!   before the next assistant message; only the last assistant message's calls may be
-//!   unanswered, and only while the session awaits approval, was cancelled mid-batch (documented:
-//!   "a cancelled run is not backfilled") or stayed `running` after a crash. The state `load`
+//!   unanswered, and only while the session awaits approval, was cancelled or aborted by a hook
+//!   mid-batch ("a cancelled run is not backfilled": repair answers it on the next load) or
+//!   stayed `running` after a crash. The state `load`
 //!   returns (repaired) pairs fully, except a batch awaiting approval;
 //! - no executor ran twice for one call id (an idempotent tool may run once more per crash: the
 //!   documented exception of `Agent::resume`);
@@ -67,6 +68,7 @@
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, NoEvents, RunOutcome};
 use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
+use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext};
 use arkagent::message::{ChatMessage, ToolCall, Usage};
 use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse, ScriptedModel};
 use arkagent::state::{
@@ -102,6 +104,11 @@ const PLANS: &[&[&[&str]]] = &[
     &[&["halt", "look"]],
     &[&["FAIL"]],
     &[&["delegate:3"], &["idem"]],
+    &[&["note", "sens"]],
+    &[&["trip", "look"]],
+    &[&["delegate:12"]],
+    &[&["ask"], &["look"]],
+    &[&["delegate:11", "idem"]],
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -228,7 +235,10 @@ impl PlanModel {
             return hang().await;
         }
         let messages = &request.messages;
-        let Some(pos) = messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })) else {
+        // The run's question (a hook's injected reminders are user messages too).
+        let is_plan =
+            |m: &ChatMessage| matches!(m, ChatMessage::User { content } if content.starts_with("plan "));
+        let Some(pos) = messages.iter().rposition(is_plan) else {
             return Ok(ModelResponse::text("no question"));
         };
         let plan = match &messages[pos] {
@@ -285,6 +295,9 @@ fn tools(world: &Arc<World>) -> ToolRegistry {
         ("sens", RiskLevel::Sensitive, false, false),
         ("danger", RiskLevel::Dangerous, true, false),
         ("halt", RiskLevel::Safe, false, true),
+        ("note", RiskLevel::Safe, false, false),
+        ("trip", RiskLevel::Safe, false, false),
+        ("ask", RiskLevel::Safe, false, false),
     ] {
         let world = Arc::clone(world);
         let definition = ToolDefinition::new(name, format!("{name} tool"), json!({"type":"object"}))
@@ -298,7 +311,9 @@ fn tools(world: &Arc<World>) -> ToolRegistry {
                     if world.dead.load(Ordering::SeqCst) {
                         return hang().await;
                     }
-                    world.executed(name, &ctx.call_id, risk != RiskLevel::Safe, idempotent);
+                    // `ask` is safe, but the hook defers it to the user.
+                    let needs_approval = risk != RiskLevel::Safe || name == "ask";
+                    world.executed(name, &ctx.call_id, needs_approval, idempotent);
                     for _ in 0..2 {
                         tokio::task::yield_now().await;
                     }
@@ -314,6 +329,44 @@ fn tools(world: &Arc<World>) -> ToolRegistry {
         .unwrap();
     }
     r
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hook: `ask` is deferred to the user, `note`'s result brings a reminder, `trip`'s ends the run.
+
+struct TestHook;
+
+#[async_trait]
+impl AgentHook for TestHook {
+    async fn before_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _definition: Option<&ToolDefinition>,
+    ) -> BeforeToolCall {
+        match call.name.as_str() {
+            "ask" => BeforeToolCall::Defer("the hook asks the user".into()),
+            _ => BeforeToolCall::Proceed(None),
+        }
+    }
+
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _result: &ToolResult,
+    ) -> AfterToolCall {
+        match call.name.as_str() {
+            "note" => AfterToolCall {
+                action: AfterToolCallAction::Proceed(None),
+                inject: vec![ChatMessage::user("reminder: be brief")],
+            },
+            "trip" => {
+                AfterToolCall { action: AfterToolCallAction::Abort("tripped".into()), inject: Vec::new() }
+            }
+            _ => AfterToolCall::default(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -755,6 +808,7 @@ impl Harness {
         let agent = Arc::new(
             AgentBuilder::new(Arc::new(PlanModel { world: Arc::clone(world) }), store)
                 .tools(tools(world))
+                .hook(Arc::new(TestHook))
                 .config(config)
                 .build(),
         );
@@ -1440,9 +1494,12 @@ fn check_state(id: &str, state: &AgentState, crashed: bool) -> Result<(), String
             return Err(format!("a batch is kept after the run ended {:?}", state.status));
         }
     }
-    // Pairing, in call order.
-    let tail_open =
-        matches!(state.status, RunStatus::AwaitingApproval | RunStatus::Running | RunStatus::Cancelled);
+    // Pairing, in call order. A run cancelled or aborted (by a hook) mid-batch ends without
+    // backfilling the batch: the next load's repair answers it (`Agent::state` shows it repaired).
+    let tail_open = matches!(
+        state.status,
+        RunStatus::AwaitingApproval | RunStatus::Running | RunStatus::Cancelled | RunStatus::Aborted
+    );
     let pending = if tail_open { unanswered(&state.messages) } else { Vec::new() };
     check_pairing(&state.messages, &pending).map_err(|e| e.message)?;
     for (i, m) in state.messages.iter().enumerate() {
