@@ -29,7 +29,7 @@
 //! - no executor ran twice for one call id (an idempotent tool may run once more per crash: the
 //!   documented exception of `Agent::resume`);
 //! - a call needing approval ran only after the test's `approve` of it returned `Ok`; a call the
-//!   test denied never ran;
+//!   test denied, or left pending when it dismissed the batch, never ran;
 //! - status and batch agree: `awaiting_approval` iff a batch is saved that is undecided or
 //!   decided but not settled; an undecided batch only while awaiting; `idle` only without history;
 //!   `running` only after a crash;
@@ -1228,6 +1228,21 @@ impl Harness {
                     deleted.insert(*s);
                 }
                 let (pre, worker) = self.load_pre(call.session()).await;
+                if let (Call::Dismiss { .. }, Some(batch)) =
+                    (&call, pre.as_ref().and_then(|p| p.pending_approval.as_ref()))
+                {
+                    // Dismissed: what is still pending is denied, so it must never run (unless a
+                    // worker's decision made before a crash approved it: that decision stands).
+                    for item in batch.pending_items() {
+                        let there = worker
+                            .as_ref()
+                            .and_then(|w| w.pending_approval.as_ref())
+                            .and_then(|b| b.item(&item.approval_id));
+                        if !there.is_some_and(|i| i.decision == ApprovalDecision::Approved) {
+                            self.world.denied.lock().unwrap().insert(item.tool_call.id.clone());
+                        }
+                    }
+                }
                 let result = exec(&self.agent, &self.world, &call, &CancellationSignal::new()).await;
                 self.check_result(&call, pre.as_ref(), worker.as_ref(), &result, true).await?;
             }
