@@ -30,6 +30,8 @@
 //!   documented exception of `Agent::resume`);
 //! - a call needing approval ran only after the test's `approve` of it returned `Ok`; a call the
 //!   test denied, or left pending when it dismissed the batch, never ran;
+//! - tools see the session's metadata as set before the run (`ToolContext.state.metadata`);
+//! - usage: each answer with calls in the history counted once (the model reports 5 tokens each);
 //! - status and batch agree: `awaiting_approval` iff a batch is saved that is undecided or
 //!   decided but not settled; an undecided batch only while awaiting; `idle` only without history;
 //!   `running` only after a crash;
@@ -152,6 +154,8 @@ struct World {
     /// The simulated process died: every model, tool and store call hangs.
     dead: AtomicBool,
     crashes: AtomicU32,
+    /// The metadata each executor saw, with its session.
+    tool_metadata: Mutex<Vec<(String, BTreeMap<String, Value>)>>,
     /// Store calls still running in spawned tasks.
     inflight: Arc<AtomicUsize>,
 }
@@ -318,6 +322,11 @@ fn tools(world: &Arc<World>) -> ToolRegistry {
                     // `ask` is safe, but the hook defers it to the user.
                     let needs_approval = risk != RiskLevel::Safe || name == "ask";
                     world.executed(name, &ctx.call_id, needs_approval, idempotent);
+                    world
+                        .tool_metadata
+                        .lock()
+                        .unwrap()
+                        .push((ctx.session_id.clone(), ctx.state.metadata.clone()));
                     for _ in 0..2 {
                         tokio::task::yield_now().await;
                     }
@@ -1243,8 +1252,18 @@ impl Harness {
                         }
                     }
                 }
+                self.world.tool_metadata.lock().unwrap().clear();
                 let result = exec(&self.agent, &self.world, &call, &CancellationSignal::new()).await;
                 self.check_result(&call, pre.as_ref(), worker.as_ref(), &result, true).await?;
+                // Tools of the session saw its metadata (nothing could change it meanwhile).
+                let want = pre.map(|p| p.metadata).unwrap_or_default();
+                for (session, seen) in std::mem::take(&mut *self.world.tool_metadata.lock().unwrap()) {
+                    if session == call.session() && seen != want {
+                        return Err(format!(
+                            "{call:?}: a tool saw the metadata {seen:?}, the session has {want:?}"
+                        ));
+                    }
+                }
             }
         }
         Ok(deleted)
@@ -1512,6 +1531,11 @@ fn check_state(id: &str, state: &AgentState, crashed: bool) -> Result<(), String
         if state.status.is_terminal() {
             return Err(format!("a batch is kept after the run ended {:?}", state.status));
         }
+    }
+    // Usage: each answer with calls carries 5 tokens (text answers none), counted once.
+    let answers = state.messages.iter().filter(|m| !m.tool_calls().is_empty()).count() as u64;
+    if state.usage.total_tokens != 5 * answers {
+        return Err(format!("usage {} for {answers} answers with calls", state.usage.total_tokens));
     }
     // Pairing, in call order. A run cancelled or aborted (by a hook) mid-batch ends without
     // backfilling the batch: the next load's repair answers it (`Agent::state` shows it repaired).
