@@ -604,7 +604,10 @@ impl Agent {
     /// Approves one pending item; the decision is durable when this returns.
     ///
     /// # Errors
-    /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
+    /// `session_not_found` (no such session, or the worker session a mirrored batch names is gone:
+    /// its deletion was cut short, delete the session again), `no_pending_approval`,
+    /// `approval_not_found`, `approval_already_decided` (also when a decision that reached the
+    /// worker's session before a crash differs), the store's errors.
     pub async fn approve(
         &self,
         session_id: &str,
@@ -616,7 +619,10 @@ impl Agent {
     /// Denies one pending item; the decision is durable when this returns.
     ///
     /// # Errors
-    /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
+    /// `session_not_found` (no such session, or the worker session a mirrored batch names is gone:
+    /// its deletion was cut short, delete the session again), `no_pending_approval`,
+    /// `approval_not_found`, `approval_already_decided` (also when a decision that reached the
+    /// worker's session before a crash differs), the store's errors.
     pub async fn deny(
         &self,
         session_id: &str,
