@@ -673,6 +673,12 @@ impl Agent {
         mut state: AgentState,
         rerun_idempotent: bool,
     ) -> Result<AgentState, AgentError> {
+        if rerun_idempotent && !matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval) {
+            // Nothing to resume: `resume` refuses it, and a refused call writes nothing. (The
+            // resume policy would also leave an idempotent call unanswered behind the others'
+            // answers, so the next run's repair answered it out of call order.)
+            return Ok(state);
+        }
         let policy = if rerun_idempotent {
             let tools = self.tools();
             // An approved batch (or a batch never planned) continues after a crash: its calls that
@@ -682,7 +688,10 @@ impl Agent {
         } else {
             RepairPolicy::conservative()
         };
-        let report = repair_pairing(&mut state, &policy);
+        let mut report = repair_pairing(&mut state, &policy);
+        if rerun_idempotent && (!report.rerun.is_empty() || !report.resume.is_empty()) {
+            hold_answers_for_the_batch(&mut state, &mut report);
+        }
         if report.needs_snapshot {
             self.store.save_snapshot(&state).await?;
         } else if !report.events.is_empty() {
@@ -776,7 +785,10 @@ impl Agent {
     /// [`resume`](Self::resume) runs it with the worker's tools.
     ///
     /// # Errors
-    /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
+    /// `session_not_found` (no such session, or the worker session a mirrored batch names is gone:
+    /// its deletion was cut short, delete the session again), `no_pending_approval`,
+    /// `approval_not_found`, `approval_already_decided` (also when a decision that reached the
+    /// worker's session before a crash differs), the store's errors.
     pub async fn approve(
         &self,
         session_id: &str,
@@ -789,7 +801,10 @@ impl Agent {
     /// has moved on records it alone, as [`approve`](Self::approve) does.
     ///
     /// # Errors
-    /// `no_pending_approval`, `approval_not_found`, `approval_already_decided`, the store's errors.
+    /// `session_not_found` (no such session, or the worker session a mirrored batch names is gone:
+    /// its deletion was cut short, delete the session again), `no_pending_approval`,
+    /// `approval_not_found`, `approval_already_decided` (also when a decision that reached the
+    /// worker's session before a crash differs), the store's errors.
     pub async fn deny(
         &self,
         session_id: &str,
@@ -1227,6 +1242,20 @@ impl<'a> Run<'a> {
                     });
                     continue;
                 }
+                // A started call of a tool that is not idempotent (its answer held back for
+                // the batch, see `hold_answers_for_the_batch`) is never run again.
+                Some(ToolRunRecord::Started { name })
+                    if !tools.definition(name).is_some_and(|d| d.idempotent) =>
+                {
+                    inputs.push(crate::approval::BatchCallInput {
+                        risk_level: RiskLevel::Safe,
+                        disposition: crate::approval::CallDisposition::Answer(
+                            crate::state::repair::interrupted_result(&call),
+                        ),
+                        call,
+                    });
+                    continue;
+                }
                 // A started call (an idempotent one repair left to run again) is planned as a
                 // fresh one: its before-hooks' rewrite was not saved, so they run again.
                 Some(ToolRunRecord::Started { .. }) | None => {}
@@ -1429,6 +1458,9 @@ impl<'a> Run<'a> {
                     }
                 })
                 .collect();
+            // The chunk's delegations still running: on a cancel they are let end (below).
+            let mut delegations: HashSet<String> =
+                chunk.iter().filter(|c| c.name == DELEGATE_TASK).map(|c| c.id.clone()).collect();
             loop {
                 let cancel = self.cancel.clone();
                 let next = tokio::select! {
@@ -1445,15 +1477,20 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
+                        Self::let_workers_end(&mut running, &mut delegations).await;
+                        WorkerEvents::drain(&mut workers, self.sink);
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                     }
                     break;
                 };
+                delegations.remove(&call.id);
                 let result = match outcome {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
+                        Self::let_workers_end(&mut running, &mut delegations).await;
+                        WorkerEvents::drain(&mut workers, self.sink);
                         drop(running);
                         return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                     }
@@ -1476,6 +1513,8 @@ impl<'a> Run<'a> {
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
                 let Some(after) = hooked.await else {
+                    Self::let_workers_end(&mut running, &mut delegations).await;
+                    WorkerEvents::drain(&mut workers, self.sink);
                     drop(running);
                     return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
                 };
@@ -1585,6 +1624,25 @@ impl<'a> Run<'a> {
         Ok(Flow::Continue)
     }
 
+    /// After a cancel: keeps polling the chunk until its delegations (`open`) have ended. Their
+    /// workers see the same cancel (a child signal) and end their own runs promptly, durably
+    /// `cancelled`; dropped mid-run instead, a worker's session stayed `running` for good and
+    /// its hooks never heard its run end. Other tools are not waited for: they are dropped with
+    /// the chunk and stay `started`, as before.
+    async fn let_workers_end<S, R>(running: &mut S, open: &mut HashSet<String>)
+    where
+        S: futures_util::Stream<Item = (ToolCall, Result<ToolResult, AgentError>, R)> + Unpin,
+    {
+        while !open.is_empty() {
+            match running.next().await {
+                Some((call, _, _)) => {
+                    open.remove(&call.id);
+                }
+                None => break,
+            }
+        }
+    }
+
     /// The session of the worker a `delegate_task` call runs (`None` for other calls). Computed
     /// where it is needed rather than kept per chunk: calls that delegate are rare, and the common
     /// batch pays no allocation for them.
@@ -1691,6 +1749,13 @@ impl<'a> Run<'a> {
             });
             final_text = Some(fallback);
         }
+        if self.state.pending_approval.is_some() {
+            // A run that ends while it settles a decided batch (cancelled, aborted, failed) keeps
+            // no batch: it could no longer be resumed, decided or dismissed, yet `state` (and the
+            // app's `pendingApproval()`) would still show it. Calls it did not answer are answered
+            // by the next run's repair, as for any ended run.
+            self.record(StateEvent::ApprovalCleared);
+        }
         // The finish reason is saved with the status, so the session tells it after the run (a
         // worker found completed when its delegating call runs again answers as it did live).
         let finish_reason = self.finish_reason.clone();
@@ -1707,6 +1772,36 @@ impl<'a> Run<'a> {
         });
         Ok(RunOutcome::Finished { status, final_text, error, usage: self.state.usage, finish_reason })
     }
+}
+
+/// Some calls of the last answer run (again) now: the answers repair gave its other calls (a
+/// finished call's recorded result, a started one's `interrupted`) are taken back out, for the
+/// batch to give every call its result in call order, from the same records (see `tool_batch`
+/// and `settle_batch`). Appended at once, they put the re-run calls' results after them, out of
+/// call order. Not when repair answered a call of it as never started: that answer stays, and so
+/// do the others.
+fn hold_answers_for_the_batch(state: &mut AgentState, report: &mut crate::state::RepairReport) {
+    let Some(pos) = state.messages.iter().rposition(|m| matches!(m, ChatMessage::Assistant { .. })) else {
+        return;
+    };
+    let calls: HashSet<&str> = state.messages[pos].tool_calls().iter().map(|c| c.id.as_str()).collect();
+    if report.not_started.iter().any(|id| calls.contains(id.as_str())) {
+        return;
+    }
+    let held: HashSet<String> = report
+        .recorded
+        .iter()
+        .chain(&report.interrupted)
+        .filter(|id| calls.contains(id.as_str()))
+        .cloned()
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    let is_held = |m: &ChatMessage| m.tool_call_id().is_some_and(|id| held.contains(id));
+    let tail = state.messages.split_off(pos + 1);
+    state.messages.extend(tail.into_iter().filter(|m| !is_held(m)));
+    report.events.retain(|e| !matches!(e, StateEvent::MessageAppended { message } if is_held(message)));
 }
 
 /// A call's time limit: its definition's, else the config's `tool_timeout`; none for a
