@@ -217,7 +217,8 @@ export interface AgentConfigObject {
    * tool_choice of every request with tools: 'auto', 'none', 'required', or any other text as the
    * name of the tool the model must call. Omitted: not sent (the provider's default, auto).
    * 'zhipu' only accepts 'auto' (other choices are left out). A tool name must be registered when
-   * the agent has tools: run(), resume() and dismiss() reject with config_invalid otherwise.
+   * the agent has tools: run() and resume() reject with config_invalid otherwise (dismiss(), which
+   * asks no model, does not).
    */
   toolChoice?: string;
   /**
