@@ -157,7 +157,11 @@ export interface AgentConfigObject {
   baseUrl?: string;
   /** The model name (required except for 'scripted'). */
   model?: string;
-  /** Lives only inside the native provider: never in state, events, logs, errors or ToolContext. */
+  /**
+   * Lives only inside the native provider: never in state, events, logs, errors or ToolContext. A key
+   * with a line break, NUL or another control character (none can go into an HTTP header) makes the
+   * constructor throw config_invalid naming apiKey (not the key).
+   */
   apiKey?: string;
   /**
    * For 'scripted': a JSON array of model answers replayed in order, each
