@@ -1642,6 +1642,7 @@ impl<'a> Run<'a> {
             final_text: final_text.clone(),
             usage: self.state.usage,
             finish_reason: finish_reason.clone(),
+            error: error.clone(),
         });
         Ok(RunOutcome::Finished { status, final_text, error, usage: self.state.usage, finish_reason })
     }
