@@ -10,6 +10,7 @@ mod support;
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::loop_detect::{DiagnosisSchedule, LoopDiagnoser, LoopDiagnosis};
 use arkagent::message::ChatMessage;
+use arkagent::provider::ToolChoice;
 use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{codes, AgentError, CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
@@ -229,4 +230,39 @@ async fn a_resume_from_the_app_during_a_dismissal_waits_for_it() {
     assert_eq!(resumed.unwrap_err().code, codes::INVALID_STATE, "nothing is left to resume");
     assert_eq!(model.requests().len(), 1, "the model is not asked after the dismissal");
     assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+/// A `tool_choice` naming a tool the agent no longer has concerns only requests to the model: a
+/// dismissal, which asks none, is not refused for it (a resume or a new run still is).
+#[tokio::test]
+async fn a_dismissal_is_not_refused_for_a_tool_choice_only_the_model_would_see() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![calls(&[("a", "wipe", "{}")])]));
+    let config =
+        AgentConfig { tool_choice: Some(ToolChoice::Function("wipe".into())), ..AgentConfig::default() };
+    let agent = AgentBuilder::new(model.clone(), Arc::new(MemStore::new()))
+        .tools(registry(&ran, false))
+        .config(config)
+        .build();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
+    // The app swaps its tools: `wipe` is gone, another one is there.
+    assert!(agent.unregister_tool("wipe"));
+    agent
+        .register_tool(
+            ToolDefinition::new("look", "safe", json!({"type":"object"})),
+            Arc::new(FnExecutor(|_a, _ctx| async { Ok(ToolResult::text("ok")) })),
+        )
+        .unwrap();
+    let e = agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(e.code, codes::CONFIG_INVALID, "a resume asks the model: still refused");
+    let out = agent.dismiss("s", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(model.requests().len(), 1, "no model round after the dismissal");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let state = agent.state("s").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert!(results.len() == 1 && results[0].1.contains("moved on"), "{results:?}");
+    let e = agent.run("s", "next", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(e.code, codes::CONFIG_INVALID, "a new run asks the model: still refused");
 }

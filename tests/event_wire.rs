@@ -8,7 +8,7 @@
 use arkagent::agent::AgentEvent;
 use arkagent::approval::PendingApprovalBatch;
 use arkagent::state::RunStatus;
-use arkagent::{ToolCall, ToolResult, Usage};
+use arkagent::{codes, AgentError, ToolCall, ToolResult, Usage};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -53,11 +53,17 @@ fn every_kind() -> Vec<AgentEvent> {
             result: ToolResult::json(json!({"status": "shipped"})),
         },
         AgentEvent::StatePersisted { events: 3 },
+        // A failed run: its error, as the outcome has it (a completed run has none and no `error`
+        // key, as a run without a finish reason has no `finish_reason`).
         AgentEvent::RunFinished {
-            status: RunStatus::Completed,
-            final_text: Some("Done.".into()),
+            status: RunStatus::Failed,
+            final_text: None,
             usage: Usage { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-            finish_reason: Some("stop".into()),
+            finish_reason: Some("tool_calls".into()),
+            error: Some(AgentError::of(
+                codes::PROVIDER_AUTH,
+                "HTTP 401: Incorrect API key provided: <redacted>",
+            )),
         },
         // A worker's worker's event: a worker event nests.
         AgentEvent::WorkerEvent {

@@ -250,6 +250,13 @@ async fn the_api_key_never_reaches_state_events_logs_or_errors() {
         assert!(!text.contains(KEY), "event {text}");
         assert!(!format!("{e:?}").contains(KEY), "event {e:?}");
     }
+    // The failed runs' `run_finished` carry their error, with the server's echo (so the check
+    // above saw a message that had the key in it, redacted).
+    assert!(
+        events.iter().any(|e| matches!(e, AgentEvent::RunFinished { error: Some(err), .. }
+            if err.message.contains("Incorrect API key provided") && err.message.contains("<redacted>"))),
+        "{events:#?}"
+    );
     // Every outcome, error message and Debug output; what the tools saw.
     for text in outcomes.iter().chain(seen.lock().unwrap().iter()) {
         assert!(!text.contains(KEY), "leaked: {text}");

@@ -515,7 +515,10 @@ test('every event kind the Rust core writes decodes to its class, in order, for 
   assert.equal(persisted.events, 3);
   assert.ok(finished instanceof M.RunFinishedEvent);
   assert.deepEqual([finished.status, finished.finalText, finished.usage.totalTokens, finished.finishReason],
-    ['completed', 'Done.', 15, 'stop']);
+    ['failed', undefined, 15, 'tool_calls']);
+  assert.ok(finished.error instanceof M.AgentErrorInfo);
+  assert.deepEqual([finished.error.layer, finished.error.code, finished.error.message],
+    ['provider', 'provider_auth', 'HTTP 401: Incorrect API key provided: <redacted>']);
   // A worker's worker's tool result, wrapped twice.
   assert.ok(worker instanceof M.WorkerEvent);
   assert.deepEqual([worker.callId, worker.sessionId, worker.depth()], ['call-3', 'w-1', 2]);

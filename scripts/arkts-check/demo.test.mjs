@@ -204,8 +204,10 @@ test('the transcript of the Rust event fixture, of a non-streamed answer, and of
   const t = new D.Transcript();
   for (const e of events()) t.apply(e);
   const kinds = t.snapshot().map((i) => i.kind);
-  assert.deepEqual(kinds, ['assistant', 'tool', 'notice', 'tool']);
-  assert.deepEqual([t.snapshot()[3].toolName, t.snapshot()[3].resultText, t.snapshot()[3].finished],
+  // The fixture's run_finished (before its worker_event line) is a failed run's: its error shows.
+  assert.deepEqual(kinds, ['assistant', 'tool', 'notice', 'error', 'tool']);
+  assert.equal(t.snapshot()[3].text, 'failed: provider_auth: HTTP 401: Incorrect API key provided: <redacted>');
+  assert.deepEqual([t.snapshot()[4].toolName, t.snapshot()[4].resultText, t.snapshot()[4].finished],
     ['worker › worker › query_stock', '12', true], 'a worker\'s worker\'s result gets its own bubble');
   assert.deepEqual([t.snapshot()[1].argumentsText, t.snapshot()[1].resultText], ['{"order_id":"20261010"}', '{"status":"shipped"}'],
     'the result of call-1 lands in its bubble');
@@ -220,6 +222,12 @@ test('the transcript of the Rust event fixture, of a non-streamed answer, and of
     errorMessage: 'HTTP 401', usageJson: '{}' });
   quiet.applyOutcome(outcome);
   assert.deepEqual([quiet.snapshot().at(-1).kind, quiet.snapshot().at(-1).text], ['error', 'failed: provider_http: HTTP 401']);
+  // A run whose run_finished showed its error: the outcome does not show it twice.
+  const shown = new D.Transcript();
+  shown.apply(B.AgentEvent.fromJsonString(JSON.stringify({ type: 'run_finished', status: 'failed', final_text: null,
+    error: { layer: 'provider', code: 'provider_http', message: 'HTTP 401' } })));
+  shown.applyOutcome(outcome);
+  assert.deepEqual(shown.snapshot().map((i) => `${i.kind}:${i.text}`), ['error:failed: provider_http: HTTP 401']);
 });
 
 test('the transcript of a persisted session (after the app was killed)', () => {

@@ -358,6 +358,27 @@ test('through the real ArkTS Agent: a worker\'s events arrive as WorkerEvent, it
   assert.equal(parentResult, events.indexOf(workers.at(-1)) + 1, 'the worker\'s events precede the call\'s result');
 });
 
+test('through the real ArkTS Agent: a failed run\'s RunFinishedEvent has the outcome\'s error; every event its run id',
+  async () => {
+    // The script ends after the tool call: the second model round fails (provider_script_exhausted).
+    const script = JSON.stringify([{ tool_calls: [{ id: 'q1', name: 'query_order', arguments: '{"order_id":"20261010"}' }] }]);
+    const agent = new B.Agent(B.AgentConfig.scripted(script));
+    agent.registerTool(D.queryOrderDefinition(), new D.QueryOrderTool());
+    const events = [];
+    agent.addEventListener((e) => events.push(e));
+    const out = await agent.run('fail-1', 'where is my order?');
+    assert.equal(out.status, 'failed');
+    assert.ok(out.error !== undefined);
+    const finished = events.at(-1);
+    assert.ok(finished instanceof B.RunFinishedEvent);
+    assert.ok(finished.error instanceof B.AgentErrorInfo, 'the event carries the error');
+    assert.deepEqual([finished.error.layer, finished.error.code, finished.error.message],
+      [out.error.layer, out.error.code, out.error.message]);
+    assert.ok(events[0] instanceof B.RunStartedEvent && events[0].runId !== '');
+    assert.ok(events.length > 4);
+    for (const e of events) assert.equal(e.runId, events[0].runId, e.kind);
+  });
+
 test('an ArkTS AgentHook through the real Agent: all nine methods, each with its session, run and round', async () => {
   const stateDir = tempDir('arkagent-hook-state-');
   const build = (script) => demoAgent(stateDir, script).agent;

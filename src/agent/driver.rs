@@ -248,6 +248,12 @@ impl Agent {
     /// when some are).
     fn check_config(&self) -> Result<(), AgentError> {
         self.config.validate()?;
+        self.check_tool_choice()
+    }
+
+    /// A `tool_choice` naming a function against the tools registered now. Only requests to the
+    /// model carry it: [`dismiss`](Self::dismiss), which asks no model, skips this check.
+    fn check_tool_choice(&self) -> Result<(), AgentError> {
         if let Some(ToolChoice::Function(name)) = &self.config.tool_choice {
             let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
             if tools.definition(name).is_none() && !tools.is_empty() {
@@ -500,7 +506,8 @@ impl Agent {
     /// # Errors
     /// `no_pending_approval` when the session is not suspended, otherwise as
     /// [`deny`](Self::deny) and [`resume`](Self::resume) (a worker session this agent cannot run
-    /// is refused before any denial is written).
+    /// is refused before any denial is written); but a `tool_choice` naming a tool that is not
+    /// registered is no `config_invalid` here (only requests to the model carry it).
     pub async fn dismiss(
         &self,
         session_id: &str,
@@ -508,7 +515,9 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
-        self.check_config()?;
+        // The whole check but `tool_choice`'s: a dismissal asks no model (the run completes with the
+        // batch settled; a worker its approved delegations run checks its own config).
+        self.config.validate()?;
         // One hold of the session from the first denial to the settled batch: a resume from the
         // app in between would settle the denials without this dismissal and ask the model.
         let lock = self.session_lock(session_id);
@@ -1769,6 +1778,7 @@ impl<'a> Run<'a> {
             final_text: final_text.clone(),
             usage: self.state.usage,
             finish_reason: finish_reason.clone(),
+            error: error.clone(),
         });
         Ok(RunOutcome::Finished { status, final_text, error, usage: self.state.usage, finish_reason })
     }

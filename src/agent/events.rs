@@ -20,6 +20,7 @@
 //! which follows), and its resumed run forwards again when the parent resumes.
 
 use crate::approval::PendingApprovalBatch;
+use crate::error::AgentError;
 use crate::message::{ToolCall, Usage};
 use crate::state::RunStatus;
 use crate::tool::ToolResult;
@@ -104,6 +105,12 @@ pub enum AgentEvent {
         /// is none.
         #[serde(skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
+        /// The error that ended a failed, aborted or loop-detected run: the one
+        /// [`RunOutcome::Finished`](super::RunOutcome::Finished) carries (a provider's error has the
+        /// API key removed from its message by the client); left out of the JSON when there is
+        /// none. Serialised as `{"layer", "code", "message"}`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<AgentError>,
     },
     /// An event of the worker a `delegate_task` call of this run is running (see the order above).
     WorkerEvent {

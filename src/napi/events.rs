@@ -6,6 +6,12 @@
 //!
 //! When a run ends, [`RunEvents::delivered`] waits until its last event was handed to the
 //! listener, so `run()` resolves after the listener saw every event of the run.
+//!
+//! One listener hears every run of the Agent (several may be in flight on different sessions), so
+//! each event goes out with the id of its run: the core's JSON plus `"run_id"`, taken from the
+//! run's first event (`run_started`, which has it already). A worker's event, inside its
+//! `worker_event` wrapper, gets the worker's run id (from the worker's own `run_started`), the
+//! wrapper the parent's.
 
 use super::callback::JsFn;
 use super::dto::to_json;
@@ -13,7 +19,9 @@ use crate::agent::{AgentEvent, EventSink};
 use napi_ohos::bindgen_prelude::{Function, Unknown};
 use napi_ohos::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_ohos::{Env, Status};
-use std::sync::{Arc, Mutex, RwLock};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -55,12 +63,49 @@ pub(crate) struct RunEvents {
     listener: Arc<EventListener>,
     // A std Mutex: held only to swap the receiver, never across an await.
     last: Mutex<Option<oneshot::Receiver<()>>>,
+    /// The run's id, from its `run_started`.
+    run_id: OnceLock<String>,
+    // The run ids of the workers of this run's delegations, by worker session (from their
+    // `run_started`). A std Mutex: held only while a worker's event is tagged and serialised.
+    worker_runs: Mutex<HashMap<String, String>>,
 }
 
 impl RunEvents {
     /// A sink for one run.
     pub(crate) fn new(listener: Arc<EventListener>) -> Self {
-        RunEvents { listener, last: Mutex::new(None) }
+        RunEvents {
+            listener,
+            last: Mutex::new(None),
+            run_id: OnceLock::new(),
+            worker_runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The event's JSON with its run id (see the module docs); notes the run ids it announces.
+    fn wire_json(&self, event: &AgentEvent) -> String {
+        match event {
+            AgentEvent::RunStarted { run_id, .. } => {
+                // A sink serves one run: its first `run_started` names it.
+                let _ = self.run_id.set(run_id.clone());
+                to_json(event)
+            }
+            AgentEvent::WorkerEvent { .. } => {
+                let mut workers = self.worker_runs.lock().unwrap_or_else(|p| p.into_inner());
+                let mut inner = event;
+                while let AgentEvent::WorkerEvent { event, .. } = inner {
+                    inner = &**event;
+                }
+                if let AgentEvent::RunStarted { session_id, run_id, .. } = inner {
+                    workers.insert(session_id.clone(), run_id.clone());
+                }
+                to_json(&Wire { event, run_id: self.run_id.get().map(String::as_str), workers: &workers })
+            }
+            _ => to_json(&Wire {
+                event,
+                run_id: self.run_id.get().map(String::as_str),
+                workers: &HashMap::new(),
+            }),
+        }
     }
 
     /// Waits until the listener was called with the last event sent (at most [`DELIVERY_WAIT`]).
@@ -78,7 +123,7 @@ impl EventSink for RunEvents {
         let Some(listener) = self.listener.get() else { return };
         let (tx, rx) = oneshot::channel();
         let status = listener.call_with_return_value(
-            to_json(&event),
+            self.wire_json(&event),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |ret, env| {
                 // A throw in the listener arrives here as `ret` and is dropped on the JS thread.
@@ -93,6 +138,48 @@ impl EventSink for RunEvents {
             *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(rx);
         } else {
             log::warn!("arkagent: an event could not be queued to the listener ({status})");
+        }
+    }
+}
+
+/// An event as the listener gets it: the core's serde form with `run_id` (left out while
+/// unknown; `run_started` has its own), a worker's event inside its wrapper with the worker's.
+struct Wire<'a> {
+    event: &'a AgentEvent,
+    run_id: Option<&'a str>,
+    workers: &'a HashMap<String, String>,
+}
+
+impl Serialize for Wire<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.event {
+            AgentEvent::RunStarted { .. } => self.event.serialize(serializer),
+            AgentEvent::WorkerEvent { call_id, session_id, event } => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "worker_event")?;
+                if let Some(run_id) = self.run_id {
+                    map.serialize_entry("run_id", run_id)?;
+                }
+                map.serialize_entry("call_id", call_id)?;
+                map.serialize_entry("session_id", session_id)?;
+                let inner = Wire {
+                    event,
+                    run_id: self.workers.get(session_id).map(String::as_str),
+                    workers: self.workers,
+                };
+                map.serialize_entry("event", &inner)?;
+                map.end()
+            }
+            event => {
+                #[derive(serde::Serialize)]
+                struct Tagged<'a> {
+                    #[serde(flatten)]
+                    event: &'a AgentEvent,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    run_id: Option<&'a str>,
+                }
+                Tagged { event, run_id: self.run_id }.serialize(serializer)
+            }
         }
     }
 }

@@ -59,9 +59,11 @@ impl OpenAiCompatibleClient {
     ///
     /// # Errors
     /// `config_invalid` / `insecure_url` for a bad base URL or model (see
-    /// [`ClientConfig::endpoint`]); `provider_tls` for a bad extra root PEM.
+    /// [`ClientConfig::endpoint`]) or an API key an HTTP header cannot carry (see
+    /// [`ClientConfig::check_api_key`]); `provider_tls` for a bad extra root PEM.
     pub fn new(config: ClientConfig) -> Result<Self, AgentError> {
         let endpoint = config.endpoint()?;
+        config.check_api_key()?;
         let url = reqwest::Url::parse(&endpoint)
             .map_err(|e| AgentError::of(codes::CONFIG_INVALID, format!("base_url: {e}")))?;
         if config.max_response_bytes == 0 {

@@ -385,6 +385,29 @@ impl ClientConfig {
         self
     }
 
+    /// Checks that the API key can go into the `Authorization` header: no line break, NUL, DEL or
+    /// other control character (a tab is allowed, as in any header value). A key pasted with its
+    /// newline is refused here, when the client is built, rather than failing every request.
+    ///
+    /// # Errors
+    /// `config_invalid` naming `api_key` and the kind of character (never the key).
+    pub fn check_api_key(&self) -> Result<(), AgentError> {
+        let key = self.api_key.expose();
+        // What the HTTP client checks when it builds the header (`Bearer <key>`).
+        if key.is_empty() || reqwest::header::HeaderValue::from_str(key).is_ok() {
+            return Ok(());
+        }
+        let kind = match key.bytes().find(|b| (*b < 0x20 && *b != b'\t') || *b == 0x7f) {
+            Some(b'\n' | b'\r') => "a line break",
+            Some(0) => "a NUL byte",
+            _ => "a control character",
+        };
+        Err(AgentError::of(
+            codes::CONFIG_INVALID,
+            format!("api_key: contains {kind}, which an HTTP header cannot carry"),
+        ))
+    }
+
     /// The chat-completions endpoint URL, checked: `https://`, or `http://` to loopback
     /// (127.0.0.0/8, ::1, localhost) unless `allow_insecure_http`.
     ///

@@ -130,14 +130,36 @@ test('config: the new provider options are checked, the message names the field'
   }));
 });
 
-test('toolChoice naming a tool the agent does not have (while it has others): run, resume and dismiss reject with config_invalid', async () => {
+test('toolChoice naming a tool the agent does not have (while it has others): run and resume reject with config_invalid', async () => {
   const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'x' }]), toolChoice: 'ghost' });
   agent.registerTool({ name: 'real', description: 'd', parametersJson: objectSchema }, () => text('r'));
-  for (const call of [() => agent.run('s', 'hi'), () => agent.resume('s'), () => agent.dismiss('s', 'r')]) {
+  for (const call of [() => agent.run('s', 'hi'), () => agent.resume('s')]) {
     const e = await rejectsWithCode(assert, call(), 'config_invalid', 'config');
     assert.match(e.message, /ghost/);
   }
+  // dismiss asks no model: not refused for it (here: there is no such session).
+  await rejectsWithCode(assert, agent.dismiss('s', 'r'), 'session_not_found');
   // Once registered, the choice is fine.
   agent.registerTool({ name: 'ghost', description: 'd', parametersJson: objectSchema }, () => text('g'));
   assert.equal((await agent.run('s', 'hi')).status, 'completed');
+});
+
+test('dismiss settles a suspended run though toolChoice names a tool the agent no longer has', async () => {
+  const agent = new Agent({ provider: 'scripted', toolChoice: 'wipe',
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'wipe', arguments: '{}' }] }, { content: 'never asked' }]) });
+  let ran = 0;
+  agent.registerTool({ name: 'wipe', description: 'd', parametersJson: objectSchema, riskLevel: 'dangerous' }, () => {
+    ran++;
+    return text('wiped');
+  });
+  assert.equal((await agent.run('s', 'wipe it')).status, 'awaiting_approval');
+  assert.equal(agent.unregisterTool('wipe'), true);
+  agent.registerTool({ name: 'look', description: 'd', parametersJson: objectSchema }, () => text('ok'));
+  await rejectsWithCode(assert, agent.resume('s'), 'config_invalid', 'config');
+  const out = await agent.dismiss('s', 'moved on');
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, undefined, 'no model answer after the dismissal');
+  assert.equal(ran, 0);
+  const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+  assert.match(tool.content, /moved on/);
 });

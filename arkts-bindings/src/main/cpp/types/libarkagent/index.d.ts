@@ -157,7 +157,11 @@ export interface AgentConfigObject {
   baseUrl?: string;
   /** The model name (required except for 'scripted'). */
   model?: string;
-  /** Lives only inside the native provider: never in state, events, logs, errors or ToolContext. */
+  /**
+   * Lives only inside the native provider: never in state, events, logs, errors or ToolContext. A key
+   * with a line break, NUL or another control character (none can go into an HTTP header) makes the
+   * constructor throw config_invalid naming apiKey (not the key).
+   */
   apiKey?: string;
   /**
    * For 'scripted': a JSON array of model answers replayed in order, each
@@ -217,7 +221,8 @@ export interface AgentConfigObject {
    * tool_choice of every request with tools: 'auto', 'none', 'required', or any other text as the
    * name of the tool the model must call. Omitted: not sent (the provider's default, auto).
    * 'zhipu' only accepts 'auto' (other choices are left out). A tool name must be registered when
-   * the agent has tools: run(), resume() and dismiss() reject with config_invalid otherwise.
+   * the agent has tools: run() and resume() reject with config_invalid otherwise (dismiss(), which
+   * asks no model, does not).
    */
   toolChoice?: string;
   /**
@@ -270,11 +275,16 @@ export interface RunOutcomeObject {
  * Receives every event of every run as JSON: {"type": "run_started" | "text_delta" |
  * "reasoning_delta" | "tool_call_started" | "tool_call_arguments_delta" | "tool_call_finished" |
  * "approval_required" | "tool_result" | "state_persisted" | "run_finished" | "worker_event",
- * ...snake_case fields}. A sub-agent's events (the worker a delegate_task call runs) come wrapped:
- * {"type": "worker_event", "call_id": <the parent's delegate_task call>, "session_id": <the worker's
- * session>, "event": <the worker's event, a worker_event again for a worker's worker>}, between the
- * delegating call's start and its tool_result. Order: see src/agent/events.rs. Its return value is
- * ignored; a throw is contained.
+ * "run_id": <the run's id, as its run_started gave it>, ...snake_case fields}. Every event names its
+ * run, so the events of runs in flight together (on different sessions) can be told apart. A
+ * sub-agent's events (the worker a delegate_task call runs) come wrapped: {"type": "worker_event",
+ * "run_id": <the parent's run>, "call_id": <the parent's delegate_task call>, "session_id": <the
+ * worker's session>, "event": <the worker's event, with the worker's run_id; a worker_event again for
+ * a worker's worker>}, between the delegating call's start and its tool_result. run_finished has
+ * "status", "final_text" (null when none), "usage" ({prompt_tokens, completion_tokens, total_tokens}),
+ * "finish_reason"? and, for a run that ended with an error (failed, aborted, loop_detected), "error":
+ * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
+ * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained.
  */
 export type AgentEventListener = (eventJson: string) => void;
 
