@@ -53,7 +53,10 @@
 //! so in its outcomes and `RunFinished`): when the delegating call finishes, the usage of its
 //! worker session (the worker's own rounds over all its runs, its workers' included) is added to
 //! the parent's, once, journaled right after the call's `finished` record. A dismissal that
-//! leaves the worker where it froze adds what it used until then with the batch's end.
+//! leaves the worker where it froze adds what it used until then with the batch's end. A
+//! delegating call that never finishes (its run cancelled, or killed and followed by a new run
+//! rather than a resume) adds what its worker, and the workers below it left unfinished, saved,
+//! when the next run answers it `interrupted` (journaled with that answer).
 //!
 //! The worker's events reach the parent's sink wrapped in [`AgentEvent::WorkerEvent`]: before a
 //! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker

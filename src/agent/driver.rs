@@ -682,13 +682,61 @@ impl Agent {
         } else {
             RepairPolicy::conservative()
         };
-        let report = repair_pairing(&mut state, &policy);
+        let mut report = repair_pairing(&mut state, &policy);
+        // A delegating call answered `interrupted` here never finishes, so its worker's usage is
+        // counted now, with the answer (a cancelled run, or a crash followed by a new run).
+        let abandoned = self.abandoned_workers_usage(&state, &report.interrupted).await;
+        if abandoned != Usage::default() {
+            let event = StateEvent::UsageAdded { usage: abandoned };
+            state.apply(&event);
+            report.events.push(event);
+        }
         if report.needs_snapshot {
             self.store.save_snapshot(&state).await?;
         } else if !report.events.is_empty() {
             self.store.commit(&state, &report.events).await?;
         }
         Ok(state)
+    }
+
+    /// The usage of the workers of `state`'s delegating calls among `calls` (started, never
+    /// finished), and of the workers their own unfinished delegating calls left, down the chain:
+    /// none of it was counted above them (a worker's usage is added when its delegating call
+    /// finishes). A worker session that is gone or unreadable counts nothing.
+    async fn abandoned_workers_usage(&self, state: &AgentState, calls: &[String]) -> Usage {
+        let mut usage = Usage::default();
+        // (the session, its batch's id, its unfinished delegating calls), down the chain.
+        let mut open = vec![(
+            state.session_id.clone(),
+            format!("{}:{}", state.run_id.clone().unwrap_or_default(), state.round),
+            delegations_of(state, calls),
+        )];
+        // Bounded: a chain is at most the delegation depth long.
+        let mut loads = 0usize;
+        while let Some((session, batch_call_id, ids)) = open.pop() {
+            for id in ids {
+                let worker = worker_session_id(&session, &batch_call_id, &id);
+                loads += 1;
+                if loads > 64 {
+                    return usage;
+                }
+                let loaded = match self.store.load_unrepaired(&worker).await {
+                    Ok(Some(w)) => w,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
+                        continue;
+                    }
+                };
+                usage.add(&loaded.usage);
+                let below = unanswered_started_delegations(&loaded);
+                if !below.is_empty() {
+                    let batch = format!("{}:{}", loaded.run_id.clone().unwrap_or_default(), loaded.round);
+                    open.push((worker, batch, below));
+                }
+            }
+        }
+        usage
     }
 
     /// Runs or continues the worker session of a `delegate_task` call where it stands (see
@@ -1756,6 +1804,43 @@ pub(super) fn final_answer_text(messages: &[ChatMessage]) -> Option<String> {
         Some(ChatMessage::Assistant { content, tool_calls, .. }) if tool_calls.is_empty() => content.clone(),
         _ => None,
     }
+}
+
+/// Those of `calls` that are delegating calls `state` started (and did not finish).
+fn delegations_of(state: &AgentState, calls: &[String]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|id| {
+            matches!(state.tool_runs.get(*id), Some(ToolRunRecord::Started { name }) if name == DELEGATE_TASK)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The delegating calls of the last assistant message of `state` that started and have no answer
+/// in its history (a worker's calls left unfinished when its run was cut short).
+fn unanswered_started_delegations(state: &AgentState) -> Vec<String> {
+    let Some(at) = state
+        .messages
+        .iter()
+        .rposition(|m| matches!(m, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
+    else {
+        return Vec::new();
+    };
+    let ChatMessage::Assistant { tool_calls, .. } = &state.messages[at] else { return Vec::new() };
+    let answered: HashSet<&str> = state.messages[at + 1..]
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    tool_calls
+        .iter()
+        .filter(|c| c.name == DELEGATE_TASK && !answered.contains(c.id.as_str()))
+        .map(|c| c.id.clone())
+        .filter(|id| !delegations_of(state, std::slice::from_ref(id)).is_empty())
+        .collect()
 }
 
 /// `future`'s output, or `None` when `cancel` fires first: an app's hook or notification waits for
