@@ -39,7 +39,8 @@
 //!   `enable_delegation`: it does not know the factory) refuses with `invalid_state`, before
 //!   anything is written; a worker whose depth is now over the limit, with
 //!   `delegation_depth_exceeded`. The worker's events then go to the app's sink as they are (no
-//!   [`AgentEvent::WorkerEvent`] wrapping: no delegating call runs).
+//!   [`AgentEvent::WorkerEvent`] wrapping: no delegating call runs), and a batch it freezes on
+//!   is announced to the hooks' `on_approval_required`, as a top-level session's is.
 //! - [`approve`](Agent::approve) and [`deny`](Agent::deny) only record a decision (no tool or
 //!   model runs), as on any session.
 //! - [`run`](Agent::run) with a new message is refused with `invalid_state` naming the parent

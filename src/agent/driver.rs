@@ -587,17 +587,21 @@ impl Agent {
             None => self,
         };
         let state = agent.repair_loaded(state, true).await?;
-        Ok(agent.resume_loaded(state, sink, cancel, dismissal).await?.0)
+        // The app's own resume: a batch it freezes on is announced to the hooks, also a worker's.
+        Ok(agent.resume_loaded(state, sink, cancel, dismissal, true).await?.0)
     }
 
     /// [`resume_held`](Self::resume_held) on the session's state as loaded (and repaired for a
-    /// resume), under its lock and lease. Returns the state the run left too.
+    /// resume), under its lock and lease. Returns the state the run left too. `by_app`: the app
+    /// resumed this session itself (not a delegating call): a batch the run freezes on is
+    /// announced to the hooks (`on_approval_required`) at any depth.
     async fn resume_loaded(
         &self,
         state: AgentState,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
         dismissal: Option<&str>,
+        by_app: bool,
     ) -> Result<(RunOutcome, AgentState), AgentError> {
         let session_id = state.session_id.clone();
         match state.status {
@@ -625,6 +629,7 @@ impl Agent {
         }
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
+        run.announces_approvals |= by_app;
         if let (Some(reason), RunStatus::AwaitingApproval) = (dismissal, run.state.status) {
             // The dismissal is saved with the batch (the one place the run reads it from), so a
             // kill mid-batch does not lose it: the resumed run settles it as this dismissal.
@@ -780,7 +785,7 @@ impl Agent {
             }
             (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
                 let state = self.repair_loaded(state, true).await?;
-                self.resume_loaded(state, sink, cancel, None).await
+                self.resume_loaded(state, sink, cancel, None, false).await
             }
             (RunStatus::Idle, _) => {
                 let state = self.repair_loaded(state, false).await?;
@@ -982,6 +987,10 @@ struct Run<'a> {
     finish_reason: Option<String>,
     // Usage to add with the end of the batch being settled (a dismissed worker's).
     batch_usage: Option<Usage>,
+    // Whether a batch this run freezes on goes to the `on_approval_required` hooks: a run the app
+    // started or resumed itself. A worker's run under a delegating call is not (its batch is
+    // announced once, by the parent that mirrors it).
+    announces_approvals: bool,
 }
 
 impl<'a> Run<'a> {
@@ -998,6 +1007,7 @@ impl<'a> Run<'a> {
             stop_requested: false,
             finish_reason: None,
             batch_usage: None,
+            announces_approvals: agent.depth() == 0,
         }
     }
 
@@ -1312,8 +1322,9 @@ impl<'a> Run<'a> {
         self.persist(true).await?;
         self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
         // A worker's batch is announced once, by the parent that mirrors it (with its
-        // `worker_session`): hooks are shared with workers and would hear it twice.
-        if self.agent.depth() == 0 {
+        // `worker_session`): hooks are shared with workers and would hear it twice. A worker
+        // session the app resumed itself announces its own (the app's call waits on it).
+        if self.announces_approvals {
             let (s, r, round) = self.ids();
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             self.notify(self.hooks.on_approval_required(&ctx, &batch)).await;
