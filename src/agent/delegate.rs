@@ -40,7 +40,10 @@
 //!   anything is written; a worker whose depth is now over the limit, with
 //!   `delegation_depth_exceeded`. The worker's events then go to the app's sink as they are (no
 //!   [`AgentEvent::WorkerEvent`] wrapping: no delegating call runs), and a batch it freezes on
-//!   is announced to the hooks' `on_approval_required`, as a top-level session's is.
+//!   is announced to the hooks' `on_approval_required`, as a top-level session's is. The worker
+//!   agents of a delegation share the session locks of the agent that built them, so a parent's
+//!   delegating call that reaches the worker meanwhile waits for that resume to end and reads
+//!   its answer (rather than failing with `session_busy` on its lease).
 //! - [`approve`](Agent::approve) and [`deny`](Agent::deny) only record a decision (no tool or
 //!   model runs), as on any session.
 //! - [`run`](Agent::run) with a new message is refused with `invalid_state` naming the parent

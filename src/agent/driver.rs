@@ -83,8 +83,9 @@ pub struct Agent {
     config: AgentConfig,
     depth: u32,
     diagnoser: Option<(Arc<dyn LoopDiagnoser>, DiagnosisSchedule)>,
-    // A std Mutex guarding the map of per-session locks; never held across an await.
-    session_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    // A std Mutex guarding the map of per-session locks; never held across an await. Shared with
+    // the worker agents this agent builds (see `AgentBuilder::session_locks`).
+    session_locks: SessionLocks,
     // Where the workers of running `delegate_task` calls send their events.
     pub(super) worker_sinks: WorkerSinks,
     // Set by `enable_delegation`: the factory its workers are prepared with (see
@@ -109,7 +110,14 @@ pub struct AgentBuilder {
     config: AgentConfig,
     depth: u32,
     diagnoser: Option<(Arc<dyn LoopDiagnoser>, DiagnosisSchedule)>,
+    // A worker agent's: the locks of the agent that built it, so a worker session's delegating
+    // call and the app's own resume of that session (through the top-level agent) wait in turn
+    // instead of one failing with `session_busy` on the other's lease.
+    session_locks: Option<SessionLocks>,
 }
+
+/// The per-session locks of an agent and of the worker agents it builds.
+type SessionLocks = Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
 
 impl AgentBuilder {
     /// A builder for a model and a state store.
@@ -124,6 +132,7 @@ impl AgentBuilder {
             config: AgentConfig::default(),
             depth: 0,
             diagnoser: None,
+            session_locks: None,
         }
     }
 
@@ -184,7 +193,7 @@ impl AgentBuilder {
             config: self.config,
             depth: self.depth,
             diagnoser: self.diagnoser,
-            session_locks: Mutex::new(HashMap::new()),
+            session_locks: self.session_locks.unwrap_or_default(),
             worker_sinks: WorkerSinks::default(),
             delegation: RwLock::new(None),
         }
@@ -294,6 +303,7 @@ impl Agent {
             config: self.config.clone(),
             depth: self.depth,
             diagnoser: self.diagnoser.clone(),
+            session_locks: Some(Arc::clone(&self.session_locks)),
         }
     }
 
