@@ -3,7 +3,8 @@
 //! top-level session. A `resume` or `dismiss` gives it the worker's tools (the parent's without
 //! `delegate_task`, the factory applied) and the worker's depth, so it cannot delegate past the
 //! limit nor use a tool the factory took away; a new message (`run`) is refused (`invalid_state`),
-//! as its parent would never read that answer; an agent that does not delegate cannot run it.
+//! as its parent would never read that answer; an agent that does not delegate cannot run it. A
+//! batch such a resume freezes on is announced to the hooks, as the app's own resume.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -11,6 +12,8 @@ mod delegation;
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK};
+use arkagent::approval::PendingApprovalBatch;
+use arkagent::hook::{AgentHook, HookContext};
 use arkagent::provider::ChatRequest;
 use arkagent::state::{AgentState, Delegation, FileStore, RunStatus, StateEvent, StateStore};
 use arkagent::tool::FnExecutor;
@@ -307,4 +310,43 @@ fn a_run_start_without_a_delegation_is_written_as_before_the_field_existed() {
     state.apply(&worker);
     state.apply(&plain);
     assert_eq!(state.delegation, Some(origin));
+}
+
+/// Counts the batches announced to `on_approval_required`.
+struct Counting(Arc<AtomicUsize>);
+
+#[async_trait::async_trait]
+impl AgentHook for Counting {
+    async fn on_approval_required(&self, _ctx: &HookContext<'_>, _batch: &PendingApprovalBatch) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_worker_resumed_directly_that_freezes_again_is_announced() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let heard = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w2", "clear_baking_cache", "{}")]),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(
+        AgentBuilder::new(model, store.clone())
+            .tools(delegation::tools(&cleared))
+            .hook(Arc::new(Counting(heard.clone())))
+            .config(AgentConfig { max_delegation_depth: 1, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!() };
+    assert_eq!(heard.load(Ordering::SeqCst), 1);
+    let worker = batch.worker_session.clone().unwrap();
+    agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
+    let out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    assert_eq!(heard.load(Ordering::SeqCst), 2, "the new batch the app's resume froze on is announced");
 }

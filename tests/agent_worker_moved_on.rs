@@ -3,19 +3,22 @@
 //! or frozen on a later batch), and the parent can still be settled. A decision on the parent is
 //! then recorded on its mirror alone, and its resume runs the delegating call again, which reads
 //! the worker's answer (or freezes on the worker's new batch); a dismissal does the same without
-//! the parent's model.
+//! the parent's model. A parent resumed while the app's own resume of its worker runs waits for it.
 
 #[path = "support/delegation.rs"]
 mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
 
-use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK};
 use arkagent::state::{RunStatus, StateStore};
-use arkagent::CancellationSignal;
+use arkagent::tool::FnExecutor;
+use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, tool_messages, MemStore, Script};
+use tokio::sync::Notify;
 
 fn agent(model: Arc<Script>, store: Arc<MemStore>, cleared: &Arc<AtomicUsize>, depth: u32) -> Arc<Agent> {
     let agent = Arc::new(
@@ -215,4 +218,73 @@ async fn dismissing_a_parent_whose_worker_froze_again_returns_the_new_batch() {
     assert!(results[0].2 && results[0].1.contains("moved on"), "{results:?}");
     assert_eq!(cleared.load(Ordering::SeqCst), 1, "the first call, approved on the worker");
     assert_eq!(model.remaining(), 0);
+}
+
+/// Gives the worker `slow_clear` (dangerous): it signals `.0` when it starts and ends on `.1`.
+struct Slow(Arc<Notify>, Arc<Notify>);
+
+impl WorkerFactory for Slow {
+    fn prepare_tools(&self, tools: &mut ToolRegistry) {
+        let (started, release) = (self.0.clone(), self.1.clone());
+        tools
+            .register(
+                ToolDefinition::new("slow_clear", "危险", json!({"type":"object"}))
+                    .with_risk(RiskLevel::Dangerous),
+                Arc::new(FnExecutor(move |_a, _c| {
+                    let (started, release) = (started.clone(), release.clone());
+                    async move {
+                        started.notify_one();
+                        release.notified().await;
+                        Ok(ToolResult::text("cleared"))
+                    }
+                })),
+            )
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parent_waits_for_the_workers_direct_resume() {
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("w1", "slow_clear", "{}")]),
+        answer("worker done"),
+        answer("parent done"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(
+        AgentBuilder::new(model, store.clone())
+            .config(AgentConfig { max_delegation_depth: 1, ..AgentConfig::default() })
+            .build(),
+    );
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    agent.enable_delegation(Some(Arc::new(Slow(started.clone(), release.clone())))).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let worker = batch.worker_session.clone().unwrap();
+    let a = agent.clone();
+    let direct =
+        tokio::spawn(async move { a.resume(&worker, &EventLog::new(), &CancellationSignal::new()).await });
+    started.notified().await;
+    let a = agent.clone();
+    let parent =
+        tokio::spawn(async move { a.resume("parent", &EventLog::new(), &CancellationSignal::new()).await });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    release.notify_one();
+    let direct = direct.await.unwrap().unwrap();
+    assert!(
+        matches!(&direct, RunOutcome::Finished { final_text: Some(t), .. } if t == "worker done"),
+        "{direct:?}"
+    );
+    // The delegating call waited for the app's resume of its worker (it was answered
+    // `session_busy`, and the parent's model told the delegation failed although it ran).
+    let parent = parent.await.unwrap().unwrap();
+    assert!(
+        matches!(&parent, RunOutcome::Finished { final_text: Some(t), .. } if t == "parent done"),
+        "{parent:?}"
+    );
+    let state = store.load("parent").await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(results, vec![("d1".to_string(), "worker done".to_string(), false)]);
 }

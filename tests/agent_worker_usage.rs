@@ -1,7 +1,9 @@
 //! A worker's token usage counts in its parent's: the usage of the worker a delegation ran is
 //! added to the parent session's once, when the delegating call finishes (in the outcome, the
 //! `RunFinished` event and the saved state), through a freeze and a crash, at every depth; a
-//! dismissal that leaves the worker as it stands adds what the worker used until then.
+//! dismissal that leaves the worker as it stands adds what the worker used until then; a
+//! delegating call that never finishes (its run cancelled, or killed and followed by a new run)
+//! adds its worker's usage when the next run answers it interrupted.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -14,10 +16,12 @@ use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, Ru
 use arkagent::message::Usage;
 use arkagent::provider::ModelResponse;
 use arkagent::state::{RunStatus, StateStore};
-use arkagent::CancellationSignal;
+use arkagent::tool::FnExecutor;
+use arkagent::{CancellationSignal, ToolDefinition, ToolResult};
 use dying_store::DiesAtBatchEnd;
+use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use support::{answer, calls, MemStore, Script};
 
 /// `response` reporting `prompt` + `completion` tokens.
@@ -162,4 +166,98 @@ async fn a_dismissal_adds_what_the_worker_used_until_it_froze() {
     assert_eq!(finished_usage(&out), usage(600, 60), "the parent's round and both workers'");
     assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(600, 60));
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
+}
+
+/// An agent whose `stop_all` tool cancels the returned signal (the one its runs are given).
+fn cancelling_agent(
+    model: Arc<Script>,
+    store: Arc<MemStore>,
+    depth: u32,
+) -> (Arc<Agent>, CancellationSignal) {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let mut tools = delegation::tools(&cleared);
+    let cancel = CancellationSignal::new();
+    let signal = Arc::new(Mutex::new(cancel.clone()));
+    tools
+        .register(
+            ToolDefinition::new("stop_all", "cancels the run", json!({"type":"object"})),
+            Arc::new(FnExecutor(move |_a, _c| {
+                let signal = signal.clone();
+                async move {
+                    signal.lock().unwrap().cancel("user");
+                    // Long enough for the parent's run to see the cancel first.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Ok(ToolResult::text("done"))
+                }
+            })),
+        )
+        .unwrap();
+    let agent = Arc::new(
+        AgentBuilder::new(model, store)
+            .tools(tools)
+            .config(AgentConfig { max_delegation_depth: depth, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    (agent, cancel)
+}
+
+#[tokio::test]
+async fn a_cancelled_delegation_keeps_the_workers_usage() {
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
+        costing(calls(&[("s1", "stop_all", "{}")]), 200, 20),                 // worker
+        costing(answer("next"), 400, 40),                                     // parent's next run
+        costing(answer("third"), 0, 0),                                       // and the one after
+    ]));
+    let store = Arc::new(MemStore::new());
+    let (agent, cancel) = cancelling_agent(model, store.clone(), 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &cancel).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Cancelled);
+    let out = agent.run("parent", "again", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(finished_usage(&out), usage(700, 70), "the worker's round counts in the parent's");
+    let saved = store.load("parent").await.unwrap().unwrap();
+    assert_eq!(saved.usage, usage(700, 70));
+    let worker = store.load(&saved.workers[0]).await.unwrap().unwrap();
+    assert_eq!(worker.usage, usage(200, 20), "the worker saved its round");
+    // A later run does not count it again.
+    let out = agent.run("parent", "third", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(finished_usage(&out), usage(700, 70));
+}
+
+#[tokio::test]
+async fn a_cancelled_nested_delegation_keeps_every_workers_usage_once() {
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
+        costing(calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]), 200, 20), // worker
+        costing(calls(&[("s1", "stop_all", "{}")]), 300, 30),                 // worker's worker
+        costing(answer("next"), 400, 40),                                     // parent's next run
+    ]));
+    let store = Arc::new(MemStore::new());
+    let (agent, cancel) = cancelling_agent(model, store.clone(), 2);
+    let out = agent.run("parent", "q", &EventLog::new(), &cancel).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Cancelled);
+    let out = agent.run("parent", "again", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(finished_usage(&out), usage(1000, 100), "the parent's rounds and both workers'");
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(1000, 100));
+}
+
+#[tokio::test]
+async fn a_crashed_delegation_followed_by_a_new_run_keeps_the_workers_usage() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
+        costing(answer("worker answer"), 200, 20),                            // worker
+    ]));
+    let mem = Arc::new(MemStore::new());
+    let dying = Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent"));
+    let agent1 = agent(model, dying, &cleared, 1);
+    assert!(agent1.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.is_err());
+    drop(agent1);
+    // A new process, and a new message rather than a resume: the call is answered interrupted.
+    let agent2 = agent(Arc::new(Script::new(vec![costing(answer("p"), 400, 40)])), mem.clone(), &cleared, 1);
+    let out = agent2.run("parent", "new", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(mem.load("parent").await.unwrap().unwrap().usage, usage(700, 70));
 }

@@ -39,7 +39,11 @@
 //!   `enable_delegation`: it does not know the factory) refuses with `invalid_state`, before
 //!   anything is written; a worker whose depth is now over the limit, with
 //!   `delegation_depth_exceeded`. The worker's events then go to the app's sink as they are (no
-//!   [`AgentEvent::WorkerEvent`] wrapping: no delegating call runs).
+//!   [`AgentEvent::WorkerEvent`] wrapping: no delegating call runs), and a batch it freezes on
+//!   is announced to the hooks' `on_approval_required`, as a top-level session's is. The worker
+//!   agents of a delegation share the session locks of the agent that built them, so a parent's
+//!   delegating call that reaches the worker meanwhile waits for that resume to end and reads
+//!   its answer (rather than failing with `session_busy` on its lease).
 //! - [`approve`](Agent::approve) and [`deny`](Agent::deny) only record a decision (no tool or
 //!   model runs), as on any session.
 //! - [`run`](Agent::run) with a new message is refused with `invalid_state` naming the parent
@@ -53,7 +57,10 @@
 //! so in its outcomes and `RunFinished`): when the delegating call finishes, the usage of its
 //! worker session (the worker's own rounds over all its runs, its workers' included) is added to
 //! the parent's, once, journaled right after the call's `finished` record. A dismissal that
-//! leaves the worker where it froze adds what it used until then with the batch's end.
+//! leaves the worker where it froze adds what it used until then with the batch's end. A
+//! delegating call that never finishes (its run cancelled, or killed and followed by a new run
+//! rather than a resume) adds what its worker, and the workers below it left unfinished, saved,
+//! when the next run answers it `interrupted` (journaled with that answer).
 //!
 //! The worker's events reach the parent's sink wrapped in [`AgentEvent::WorkerEvent`]: before a
 //! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker

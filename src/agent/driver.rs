@@ -83,8 +83,9 @@ pub struct Agent {
     config: AgentConfig,
     depth: u32,
     diagnoser: Option<(Arc<dyn LoopDiagnoser>, DiagnosisSchedule)>,
-    // A std Mutex guarding the map of per-session locks; never held across an await.
-    session_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    // A std Mutex guarding the map of per-session locks; never held across an await. Shared with
+    // the worker agents this agent builds (see `AgentBuilder::session_locks`).
+    session_locks: SessionLocks,
     // Where the workers of running `delegate_task` calls send their events.
     pub(super) worker_sinks: WorkerSinks,
     // Set by `enable_delegation`: the factory its workers are prepared with (see
@@ -109,7 +110,14 @@ pub struct AgentBuilder {
     config: AgentConfig,
     depth: u32,
     diagnoser: Option<(Arc<dyn LoopDiagnoser>, DiagnosisSchedule)>,
+    // A worker agent's: the locks of the agent that built it, so a worker session's delegating
+    // call and the app's own resume of that session (through the top-level agent) wait in turn
+    // instead of one failing with `session_busy` on the other's lease.
+    session_locks: Option<SessionLocks>,
 }
+
+/// The per-session locks of an agent and of the worker agents it builds.
+type SessionLocks = Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
 
 impl AgentBuilder {
     /// A builder for a model and a state store.
@@ -124,6 +132,7 @@ impl AgentBuilder {
             config: AgentConfig::default(),
             depth: 0,
             diagnoser: None,
+            session_locks: None,
         }
     }
 
@@ -184,7 +193,7 @@ impl AgentBuilder {
             config: self.config,
             depth: self.depth,
             diagnoser: self.diagnoser,
-            session_locks: Mutex::new(HashMap::new()),
+            session_locks: self.session_locks.unwrap_or_default(),
             worker_sinks: WorkerSinks::default(),
             delegation: RwLock::new(None),
         }
@@ -300,6 +309,7 @@ impl Agent {
             config: self.config.clone(),
             depth: self.depth,
             diagnoser: self.diagnoser.clone(),
+            session_locks: Some(Arc::clone(&self.session_locks)),
         }
     }
 
@@ -596,17 +606,21 @@ impl Agent {
             None => self,
         };
         let state = agent.repair_loaded(state, true).await?;
-        Ok(agent.resume_loaded(state, sink, cancel, dismissal).await?.0)
+        // The app's own resume: a batch it freezes on is announced to the hooks, also a worker's.
+        Ok(agent.resume_loaded(state, sink, cancel, dismissal, true).await?.0)
     }
 
     /// [`resume_held`](Self::resume_held) on the session's state as loaded (and repaired for a
-    /// resume), under its lock and lease. Returns the state the run left too.
+    /// resume), under its lock and lease. Returns the state the run left too. `by_app`: the app
+    /// resumed this session itself (not a delegating call): a batch the run freezes on is
+    /// announced to the hooks (`on_approval_required`) at any depth.
     async fn resume_loaded(
         &self,
         state: AgentState,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
         dismissal: Option<&str>,
+        by_app: bool,
     ) -> Result<(RunOutcome, AgentState), AgentError> {
         let session_id = state.session_id.clone();
         match state.status {
@@ -634,6 +648,7 @@ impl Agent {
         }
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
+        run.announces_approvals |= by_app;
         if let (Some(reason), RunStatus::AwaitingApproval) = (dismissal, run.state.status) {
             // The dismissal is saved with the batch (the one place the run reads it from), so a
             // kill mid-batch does not lose it: the resumed run settles it as this dismissal.
@@ -701,12 +716,60 @@ impl Agent {
         if rerun_idempotent && (!report.rerun.is_empty() || !report.resume.is_empty()) {
             hold_answers_for_the_batch(&mut state, &mut report);
         }
+        // A delegating call answered `interrupted` here never finishes, so its worker's usage is
+        // counted now, with the answer (a cancelled run, or a crash followed by a new run).
+        let abandoned = self.abandoned_workers_usage(&state, &report.interrupted).await;
+        if abandoned != Usage::default() {
+            let event = StateEvent::UsageAdded { usage: abandoned };
+            state.apply(&event);
+            report.events.push(event);
+        }
         if report.needs_snapshot {
             self.store.save_snapshot(&state).await?;
         } else if !report.events.is_empty() {
             self.store.commit(&state, &report.events).await?;
         }
         Ok(state)
+    }
+
+    /// The usage of the workers of `state`'s delegating calls among `calls` (started, never
+    /// finished), and of the workers their own unfinished delegating calls left, down the chain:
+    /// none of it was counted above them (a worker's usage is added when its delegating call
+    /// finishes). A worker session that is gone or unreadable counts nothing.
+    async fn abandoned_workers_usage(&self, state: &AgentState, calls: &[String]) -> Usage {
+        let mut usage = Usage::default();
+        // (the session, its batch's id, its unfinished delegating calls), down the chain.
+        let mut open = vec![(
+            state.session_id.clone(),
+            format!("{}:{}", state.run_id.clone().unwrap_or_default(), state.round),
+            delegations_of(state, calls),
+        )];
+        // Bounded: a chain is at most the delegation depth long.
+        let mut loads = 0usize;
+        while let Some((session, batch_call_id, ids)) = open.pop() {
+            for id in ids {
+                let worker = worker_session_id(&session, &batch_call_id, &id);
+                loads += 1;
+                if loads > 64 {
+                    return usage;
+                }
+                let loaded = match self.store.load_unrepaired(&worker).await {
+                    Ok(Some(w)) => w,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
+                        continue;
+                    }
+                };
+                usage.add(&loaded.usage);
+                let below = unanswered_started_delegations(&loaded);
+                if !below.is_empty() {
+                    let batch = format!("{}:{}", loaded.run_id.clone().unwrap_or_default(), loaded.round);
+                    open.push((worker, batch, below));
+                }
+            }
+        }
+        usage
     }
 
     /// Runs or continues the worker session of a `delegate_task` call where it stands (see
@@ -750,7 +813,7 @@ impl Agent {
             }
             (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
                 let state = self.repair_loaded(state, true).await?;
-                self.resume_loaded(state, sink, cancel, None).await
+                self.resume_loaded(state, sink, cancel, None, false).await
             }
             (RunStatus::Idle, _) => {
                 let state = self.repair_loaded(state, false).await?;
@@ -958,6 +1021,10 @@ struct Run<'a> {
     finish_reason: Option<String>,
     // Usage to add with the end of the batch being settled (a dismissed worker's).
     batch_usage: Option<Usage>,
+    // Whether a batch this run freezes on goes to the `on_approval_required` hooks: a run the app
+    // started or resumed itself. A worker's run under a delegating call is not (its batch is
+    // announced once, by the parent that mirrors it).
+    announces_approvals: bool,
 }
 
 impl<'a> Run<'a> {
@@ -974,6 +1041,7 @@ impl<'a> Run<'a> {
             stop_requested: false,
             finish_reason: None,
             batch_usage: None,
+            announces_approvals: agent.depth() == 0,
         }
     }
 
@@ -1302,8 +1370,9 @@ impl<'a> Run<'a> {
         self.persist(true).await?;
         self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
         // A worker's batch is announced once, by the parent that mirrors it (with its
-        // `worker_session`): hooks are shared with workers and would hear it twice.
-        if self.agent.depth() == 0 {
+        // `worker_session`): hooks are shared with workers and would hear it twice. A worker
+        // session the app resumed itself announces its own (the app's call waits on it).
+        if self.announces_approvals {
             let (s, r, round) = self.ids();
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             self.notify(self.hooks.on_approval_required(&ctx, &batch)).await;
@@ -1861,6 +1930,43 @@ pub(super) fn final_answer_text(messages: &[ChatMessage]) -> Option<String> {
         Some(ChatMessage::Assistant { content, tool_calls, .. }) if tool_calls.is_empty() => content.clone(),
         _ => None,
     }
+}
+
+/// Those of `calls` that are delegating calls `state` started (and did not finish).
+fn delegations_of(state: &AgentState, calls: &[String]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|id| {
+            matches!(state.tool_runs.get(*id), Some(ToolRunRecord::Started { name }) if name == DELEGATE_TASK)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The delegating calls of the last assistant message of `state` that started and have no answer
+/// in its history (a worker's calls left unfinished when its run was cut short).
+fn unanswered_started_delegations(state: &AgentState) -> Vec<String> {
+    let Some(at) = state
+        .messages
+        .iter()
+        .rposition(|m| matches!(m, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
+    else {
+        return Vec::new();
+    };
+    let ChatMessage::Assistant { tool_calls, .. } = &state.messages[at] else { return Vec::new() };
+    let answered: HashSet<&str> = state.messages[at + 1..]
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    tool_calls
+        .iter()
+        .filter(|c| c.name == DELEGATE_TASK && !answered.contains(c.id.as_str()))
+        .map(|c| c.id.clone())
+        .filter(|id| !delegations_of(state, std::slice::from_ref(id)).is_empty())
+        .collect()
 }
 
 /// `future`'s output, or `None` when `cancel` fires first: an app's hook or notification waits for
