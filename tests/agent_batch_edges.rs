@@ -229,7 +229,13 @@ async fn trimming_keeps_the_question_when_after_hooks_inject_reminders() {
     let question = "THE QUESTION ".repeat(20);
     let last = last_request_with_reminders(&question, 3, 400).await;
     assert!(last.len() < 10, "the history was trimmed: {} messages", last.len());
-    assert!(last.contains(&ChatMessage::user(question.clone())), "the question was dropped: {last:?}");
+    // Trimming takes the rounds between the question and an earlier reminder, which are then
+    // sent as one user message (successive user messages go joined).
+    let first_question = last.iter().find_map(|m| match m {
+        ChatMessage::User { content } => Some(content.as_str()),
+        _ => None,
+    });
+    assert!(first_question.is_some_and(|q| q.starts_with(&question)), "the question was dropped: {last:?}");
     assert_eq!(last.last(), Some(&ChatMessage::user("reminder: be brief")));
 }
 

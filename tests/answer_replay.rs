@@ -72,6 +72,14 @@ fn agent(server: &MockServer, dir: &std::path::Path, ran: &Ran, streaming: bool)
 /// neither non-empty `content` nor `tool_calls`, a tool-call message without a `content` key
 /// (one-api, langchain4j), arguments that are not a JSON object text.
 fn strict_check(request: &Value) -> Result<(), String> {
+    // DeepSeek's reasoner: "does not support successive user or assistant messages" (400).
+    for pair in request["messages"].as_array().unwrap().windows(2) {
+        if pair[0]["role"] == pair[1]["role"]
+            && matches!(pair[0]["role"].as_str(), Some("user" | "assistant"))
+        {
+            return Err(format!("successive {} messages: {} {}", pair[0]["role"], pair[0], pair[1]));
+        }
+    }
     for m in request["messages"].as_array().unwrap() {
         if m["role"] != "assistant" {
             continue;
@@ -149,9 +157,38 @@ async fn a_reasoning_only_answer_cut_at_the_limit_is_not_recorded_and_the_next_t
     assert_eq!(run_finished_reason(&log), Some("stop".into()));
     let second = server.requests()[1].json();
     strict_check(&second).unwrap();
-    let roles: Vec<&str> =
-        second["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["user", "user"]);
+    // The question left without an answer and the next one go as one user message.
+    assert_eq!(second["messages"], json!([{"role":"user","content":"q1\n\nq2"}]));
+    // The history keeps both as they were.
+    let state = a.state("s").await.unwrap().unwrap();
+    assert_eq!(state.messages[..2], [ChatMessage::user("q1"), ChatMessage::user("q2")]);
+}
+
+#[tokio::test]
+async fn a_question_whose_model_call_failed_goes_with_the_next_one() {
+    // The provider fails (no retry), the user asks again: the first question has no answer.
+    let server = MockServer::start([
+        Reply::json(500, &json!({"error":{"message":"overloaded"}})),
+        text_reply("hello"),
+        text_reply("again"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, true);
+    let out = a.run("s", "q1", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).0, RunStatus::Failed);
+    let out = a.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("hello"));
+    let out = a.run("s", "q3", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("again"));
+    for request in &server.requests()[1..] {
+        strict_check(&request.json()).unwrap();
+    }
+    assert_eq!(
+        server.requests()[2].json()["messages"],
+        json!([{"role":"user","content":"q1\n\nq2"},{"role":"assistant","content":"hello"},{"role":"user","content":"q3"}])
+    );
 }
 
 #[tokio::test]
@@ -199,7 +236,7 @@ async fn a_session_saved_with_an_empty_assistant_message_keeps_working() {
     assert_eq!(finished(&out).1.as_deref(), Some("fine"));
     let request = server.requests()[0].json();
     strict_check(&request).unwrap();
-    assert_eq!(request["messages"], json!([{"role":"user","content":"q1"},{"role":"user","content":"q2"}]));
+    assert_eq!(request["messages"], json!([{"role":"user","content":"q1\n\nq2"}]));
 }
 
 #[tokio::test]

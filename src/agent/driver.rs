@@ -1162,6 +1162,7 @@ impl<'a> Run<'a> {
             ),
             None => Arc::clone(&messages),
         };
+        let sent = join_successive_questions(sent);
         let request = ChatRequest {
             messages: sent,
             tools: Arc::clone(tools.definitions()),
@@ -1967,6 +1968,39 @@ fn unanswered_started_delegations(state: &AgentState) -> Vec<String> {
         .map(|c| c.id.clone())
         .filter(|id| !delegations_of(state, std::slice::from_ref(id)).is_empty())
         .collect()
+}
+
+/// The history as sent, with successive user messages as one (their texts joined by a blank
+/// line): a question whose run ended without an answer (its model call failed or was cancelled,
+/// or the answer was empty and not recorded) and the next turn's question, or a reminder a hook
+/// injected before it. DeepSeek's reasoner answers 400 to successive user messages, so the session
+/// would fail for good; no provider needs them apart. An empty answer saved by an earlier version,
+/// which is not sent, does not separate them. The history itself keeps every message; without
+/// successive questions (the common case) the same `Arc` is returned, nothing is copied.
+fn join_successive_questions(messages: Arc<Vec<ChatMessage>>) -> Arc<Vec<ChatMessage>> {
+    let unsent = |m: &ChatMessage| {
+        matches!(m, ChatMessage::Assistant { content, tool_calls, .. }
+            if tool_calls.is_empty() && content.as_deref().is_none_or(str::is_empty))
+    };
+    let mut last_user = false;
+    let successive = messages.iter().filter(|m| !unsent(m)).any(|m| {
+        let user = matches!(m, ChatMessage::User { .. });
+        std::mem::replace(&mut last_user, user) && user
+    });
+    if !successive {
+        return messages;
+    }
+    let mut joined: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    for m in messages.iter().filter(|m| !unsent(m)) {
+        match (joined.last_mut(), m) {
+            (Some(ChatMessage::User { content: previous }), ChatMessage::User { content }) => {
+                previous.push_str("\n\n");
+                previous.push_str(content);
+            }
+            _ => joined.push(m.clone()),
+        }
+    }
+    Arc::new(joined)
 }
 
 /// `future`'s output, or `None` when `cancel` fires first: an app's hook or notification waits for

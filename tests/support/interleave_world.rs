@@ -169,15 +169,19 @@ impl PlanModel {
             return hang().await;
         }
         let messages = &request.messages;
-        // The run's question (a hook's injected reminders are user messages too).
+        // The run's question (a hook's injected reminders are user messages too; successive user
+        // messages arrive joined by a blank line: the question is the last "plan" paragraph).
+        let last_plan = |content: &str| {
+            content.split("\n\n").filter_map(|p| p.strip_prefix("plan ")).last().map(str::to_string)
+        };
         let is_plan =
-            |m: &ChatMessage| matches!(m, ChatMessage::User { content } if content.starts_with("plan "));
+            |m: &ChatMessage| matches!(m, ChatMessage::User { content } if last_plan(content).is_some());
         let Some(pos) = messages.iter().rposition(is_plan) else {
             return Ok(ModelResponse::text("no question"));
         };
         let plan = match &messages[pos] {
             ChatMessage::User { content } => {
-                content.strip_prefix("plan ").and_then(|n| n.parse::<usize>().ok()).unwrap_or(0)
+                last_plan(content).and_then(|n| n.parse::<usize>().ok()).unwrap_or(0)
             }
             _ => 0,
         };
