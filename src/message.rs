@@ -127,6 +127,13 @@ impl ChatMessage {
         }
     }
 
+    /// An assistant message with neither text nor calls (an answer cut off or filtered, saved by
+    /// an earlier version): it is never sent to a model, since strict providers refuse it.
+    pub fn is_empty_answer(&self) -> bool {
+        matches!(self, ChatMessage::Assistant { content, tool_calls, .. }
+            if tool_calls.is_empty() && content.as_deref().is_none_or(str::is_empty))
+    }
+
     /// The call id a tool message answers.
     pub fn tool_call_id(&self) -> Option<&str> {
         match self {

@@ -1978,12 +1978,8 @@ fn unanswered_started_delegations(state: &AgentState) -> Vec<String> {
 /// which is not sent, does not separate them. The history itself keeps every message; without
 /// successive questions (the common case) the same `Arc` is returned, nothing is copied.
 fn join_successive_questions(messages: Arc<Vec<ChatMessage>>) -> Arc<Vec<ChatMessage>> {
-    let unsent = |m: &ChatMessage| {
-        matches!(m, ChatMessage::Assistant { content, tool_calls, .. }
-            if tool_calls.is_empty() && content.as_deref().is_none_or(str::is_empty))
-    };
     let mut last_user = false;
-    let successive = messages.iter().filter(|m| !unsent(m)).any(|m| {
+    let successive = messages.iter().filter(|m| !m.is_empty_answer()).any(|m| {
         let user = matches!(m, ChatMessage::User { .. });
         std::mem::replace(&mut last_user, user) && user
     });
@@ -1991,7 +1987,7 @@ fn join_successive_questions(messages: Arc<Vec<ChatMessage>>) -> Arc<Vec<ChatMes
         return messages;
     }
     let mut joined: Vec<ChatMessage> = Vec::with_capacity(messages.len());
-    for m in messages.iter().filter(|m| !unsent(m)) {
+    for m in messages.iter().filter(|m| !m.is_empty_answer()) {
         match (joined.last_mut(), m) {
             (Some(ChatMessage::User { content: previous }), ChatMessage::User { content }) => {
                 previous.push_str("\n\n");

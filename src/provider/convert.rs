@@ -107,26 +107,24 @@ pub(crate) fn wire_message<'a>(
     send_reasoning: bool,
     quirks: &ProviderQuirks,
 ) -> Option<WireMessage<'a>> {
+    if m.is_empty_answer() {
+        return None;
+    }
     Some(match m {
         ChatMessage::System { content } => WireMessage::System { content },
         ChatMessage::User { content } => WireMessage::User { content },
-        ChatMessage::Assistant { content, reasoning_content, tool_calls } => {
-            if tool_calls.is_empty() && content.as_deref().is_none_or(str::is_empty) {
-                return None;
-            }
-            WireMessage::Assistant {
-                content: content.as_deref(),
-                reasoning_content: if send_reasoning { reasoning_content.as_deref() } else { None },
-                tool_calls: tool_calls
-                    .iter()
-                    .map(|c| WireToolCall {
-                        id: &c.id,
-                        kind: "function",
-                        function: WireFunctionCall { name: &c.name, arguments: wire_arguments(&c.arguments) },
-                    })
-                    .collect(),
-            }
-        }
+        ChatMessage::Assistant { content, reasoning_content, tool_calls } => WireMessage::Assistant {
+            content: content.as_deref(),
+            reasoning_content: if send_reasoning { reasoning_content.as_deref() } else { None },
+            tool_calls: tool_calls
+                .iter()
+                .map(|c| WireToolCall {
+                    id: &c.id,
+                    kind: "function",
+                    function: WireFunctionCall { name: &c.name, arguments: wire_arguments(&c.arguments) },
+                })
+                .collect(),
+        },
         ChatMessage::Tool { tool_call_id, name, content, .. } => WireMessage::Tool {
             tool_call_id,
             content,
