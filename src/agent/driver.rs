@@ -119,6 +119,12 @@ pub struct AgentBuilder {
 /// The per-session locks of an agent and of the worker agents it builds.
 type SessionLocks = Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
 
+/// A session held by one call ([`Agent::hold`]). The fields drop in order: the lease, then the lock.
+struct SessionHold {
+    _lease: crate::state::SessionLease,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
 impl AgentBuilder {
     /// A builder for a model and a state store.
     pub fn new(model: Arc<dyn ChatModel>, store: Arc<dyn StateStore>) -> Self {
@@ -313,6 +319,16 @@ impl Agent {
         }
     }
 
+    /// Holds a session for one call: this agent's lock on it (its calls on one session wait in
+    /// turn; the worker agents it builds share the locks), then the store's lease (another agent
+    /// or process gets `session_busy`). Dropped, it releases the lease first, so a call waiting
+    /// on the lock never finds the lease still taken.
+    async fn hold(&self, session_id: &str) -> Result<SessionHold, AgentError> {
+        let guard = self.session_lock(session_id).lock_owned().await;
+        let lease = self.store.lease(session_id).await?;
+        Ok(SessionHold { _lease: lease, _guard: guard })
+    }
+
     pub(super) fn session_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
         Arc::clone(locks.entry(session_id.to_string()).or_default())
@@ -389,10 +405,8 @@ impl Agent {
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
-        let lock = self.session_lock(session_id);
-        let _guard = lock.lock().await;
         crate::state::validate_session_id(session_id)?;
-        let _lease = self.store.lease(session_id).await?;
+        let _held = self.hold(session_id).await?;
         let state = match self.store.load_unrepaired(session_id).await? {
             Some(state) => {
                 if let Some(delegation) = &state.delegation {
@@ -486,9 +500,7 @@ impl Agent {
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
-        let lock = self.session_lock(session_id);
-        let _guard = lock.lock().await;
-        let _lease = self.store.lease(session_id).await?;
+        let _held = self.hold(session_id).await?;
         self.resume_held(session_id, sink, cancel, None).await
     }
 
@@ -530,9 +542,7 @@ impl Agent {
         self.config.validate()?;
         // One hold of the session from the first denial to the settled batch: a resume from the
         // app in between would settle the denials without this dismissal and ask the model.
-        let lock = self.session_lock(session_id);
-        let _guard = lock.lock().await;
-        let _lease = self.store.lease(session_id).await?;
+        let _held = self.hold(session_id).await?;
         let state = self.load_existing(session_id).await?;
         // A worker session this agent cannot run as its delegation does is refused before any
         // denial is written.
@@ -792,10 +802,8 @@ impl Agent {
         cancel: &CancellationSignal,
     ) -> Result<(RunOutcome, AgentState), AgentError> {
         self.check_config()?;
-        let lock = self.session_lock(session_id);
-        let _guard = lock.lock().await;
         crate::state::validate_session_id(session_id)?;
-        let _lease = self.store.lease(session_id).await?;
+        let _held = self.hold(session_id).await?;
         let delegation = Some(Delegation { parent_session: parent_session.to_string(), depth: self.depth });
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
             let inherited = metadata
@@ -916,9 +924,7 @@ impl Agent {
         decision: &UserDecision,
         mirrored: bool,
     ) -> Result<Option<PendingApprovalBatch>, AgentError> {
-        let lock = self.session_lock(session_id);
-        let _guard = lock.lock().await;
-        let _lease = self.store.lease(session_id).await?;
+        let _held = self.hold(session_id).await?;
         self.decide_held(session_id, approval_id, decision, mirrored).await
     }
 
