@@ -763,14 +763,7 @@ impl Agent {
                 if loads > 64 {
                     return usage;
                 }
-                let loaded = match self.store.load_unrepaired(&worker).await {
-                    Ok(Some(w)) => w,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
-                        continue;
-                    }
-                };
+                let Some(loaded) = self.read_worker(&worker).await else { continue };
                 usage.add(&loaded.usage);
                 let below = unanswered_started_delegations(&loaded);
                 if !below.is_empty() {
@@ -969,16 +962,23 @@ impl Agent {
         Ok(state.pending_approval.clone())
     }
 
-    /// The usage a worker session saved (`None` when it is gone or unreadable: usage is an
-    /// account, never a reason to fail the parent's run).
-    async fn worker_usage(&self, worker: &str) -> Option<Usage> {
-        match self.store.load(worker).await {
-            Ok(state) => state.map(|s| s.usage),
+    /// A worker session's state as saved, for what its parent reads of it (its usage, its frozen
+    /// batch): `None` when it is gone or unreadable (logged), which is never a reason to fail the
+    /// parent's run.
+    async fn read_worker(&self, worker: &str) -> Option<AgentState> {
+        match self.store.load_unrepaired(worker).await {
+            Ok(state) => state,
             Err(e) => {
                 log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
                 None
             }
         }
+    }
+
+    /// The usage a worker session saved (`None` when it is gone or unreadable: usage is an
+    /// account, never a reason to fail the parent's run).
+    async fn worker_usage(&self, worker: &str) -> Option<Usage> {
+        self.read_worker(worker).await.map(|s| s.usage)
     }
 
     /// Where the worker a mirror (a batch with a `worker_session`) was frozen on stands: whether
@@ -1562,10 +1562,7 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
-                        Self::let_workers_end(&mut running, &mut delegations).await;
-                        WorkerEvents::drain(&mut workers, self.sink);
-                        drop(running);
-                        return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+                        return self.cancelled_mid_chunk(running, delegations, &mut workers).await;
                     }
                     break;
                 };
@@ -1574,10 +1571,7 @@ impl<'a> Run<'a> {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
-                        Self::let_workers_end(&mut running, &mut delegations).await;
-                        WorkerEvents::drain(&mut workers, self.sink);
-                        drop(running);
-                        return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+                        return self.cancelled_mid_chunk(running, delegations, &mut workers).await;
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
@@ -1598,10 +1592,7 @@ impl<'a> Run<'a> {
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
                 let Some(after) = hooked.await else {
-                    Self::let_workers_end(&mut running, &mut delegations).await;
-                    WorkerEvents::drain(&mut workers, self.sink);
-                    drop(running);
-                    return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+                    return self.cancelled_mid_chunk(running, delegations, &mut workers).await;
                 };
                 injected.extend(after.inject);
                 match after.control {
@@ -1709,12 +1700,18 @@ impl<'a> Run<'a> {
         Ok(Flow::Continue)
     }
 
-    /// After a cancel: keeps polling the chunk until its delegations (`open`) have ended. Their
-    /// workers see the same cancel (a child signal) and end their own runs promptly, durably
-    /// `cancelled`; dropped mid-run instead, a worker's session stayed `running` for good and
-    /// its hooks never heard its run end. Other tools are not waited for: they are dropped with
-    /// the chunk and stay `started`, as before.
-    async fn let_workers_end<S, R>(running: &mut S, open: &mut HashSet<String>)
+    /// Ends the run cancelled in the middle of a chunk. It keeps polling the chunk (`running`)
+    /// until its delegations (`open`) have ended: their workers see the same cancel (a child
+    /// signal) and end their own runs promptly, durably `cancelled` (dropped mid-run instead, a
+    /// worker's session stayed `running` for good and its hooks never heard its run end), and
+    /// what they said is forwarded. Other tools are not waited for: they are dropped with the
+    /// chunk and stay `started`, as before.
+    async fn cancelled_mid_chunk<S, R>(
+        &mut self,
+        mut running: S,
+        mut open: HashSet<String>,
+        workers: &mut Option<WorkerEvents>,
+    ) -> Result<Flow, AgentError>
     where
         S: futures_util::Stream<Item = (ToolCall, Result<ToolResult, AgentError>, R)> + Unpin,
     {
@@ -1726,6 +1723,9 @@ impl<'a> Run<'a> {
                 None => break,
             }
         }
+        WorkerEvents::drain(workers, self.sink);
+        drop(running);
+        self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done)
     }
 
     /// The session of the worker a `delegate_task` call runs (`None` for other calls). Computed
@@ -1749,13 +1749,7 @@ impl<'a> Run<'a> {
         let worker = self.worker_of(batch_call_id, call)?;
         let frozen = match frozen {
             Some(batch) => Some(batch),
-            None => match self.agent.store.load(&worker).await {
-                Ok(state) => state.and_then(|s| s.pending_approval),
-                Err(e) => {
-                    log::warn!("arkagent: the worker session of a delegation could not be read: {e}");
-                    return None;
-                }
-            },
+            None => self.agent.read_worker(&worker).await.and_then(|s| s.pending_approval),
         };
         let batch = frozen.filter(|b| !b.is_fully_decided())?;
         Some(PendingApprovalBatch {
@@ -1939,15 +1933,14 @@ pub(super) fn final_answer_text(messages: &[ChatMessage]) -> Option<String> {
     }
 }
 
+/// Whether `state` started the call `id` as a delegation and did not finish it.
+fn started_delegation(state: &AgentState, id: &str) -> bool {
+    matches!(state.tool_runs.get(id), Some(ToolRunRecord::Started { name }) if name == DELEGATE_TASK)
+}
+
 /// Those of `calls` that are delegating calls `state` started (and did not finish).
 fn delegations_of(state: &AgentState, calls: &[String]) -> Vec<String> {
-    calls
-        .iter()
-        .filter(|id| {
-            matches!(state.tool_runs.get(*id), Some(ToolRunRecord::Started { name }) if name == DELEGATE_TASK)
-        })
-        .cloned()
-        .collect()
+    calls.iter().filter(|id| started_delegation(state, id)).cloned().collect()
 }
 
 /// The delegating calls of the last assistant message of `state` that started and have no answer
@@ -1970,9 +1963,8 @@ fn unanswered_started_delegations(state: &AgentState) -> Vec<String> {
         .collect();
     tool_calls
         .iter()
-        .filter(|c| c.name == DELEGATE_TASK && !answered.contains(c.id.as_str()))
+        .filter(|c| !answered.contains(c.id.as_str()) && started_delegation(state, &c.id))
         .map(|c| c.id.clone())
-        .filter(|id| !delegations_of(state, std::slice::from_ref(id)).is_empty())
         .collect()
 }
 
