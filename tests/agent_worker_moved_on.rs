@@ -11,6 +11,7 @@ mod delegation;
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK};
+use arkagent::approval::PendingApprovalBatch;
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
@@ -33,6 +34,18 @@ fn agent(model: Arc<Script>, store: Arc<MemStore>, cleared: &Arc<AtomicUsize>, d
 
 fn none() -> CancellationSignal {
     CancellationSignal::new()
+}
+
+/// Runs `parent` until it freezes on its worker's batch, then approves that batch's first item on
+/// the worker session and resumes the worker directly, as an app may. Returns the parent's batch,
+/// the worker session and the worker's outcome.
+async fn worker_settled_directly(agent: &Agent) -> (PendingApprovalBatch, String, RunOutcome) {
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
+    let worker_out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
+    (batch, worker, worker_out)
 }
 
 #[tokio::test]
@@ -96,11 +109,7 @@ async fn dismissing_such_a_parent_gives_it_the_worker_answer_without_its_model()
     ]));
     let store = Arc::new(MemStore::new());
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
-    agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
-    agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
+    worker_settled_directly(&agent).await;
     let asked = model.requests().len();
 
     let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
@@ -132,12 +141,8 @@ async fn a_worker_that_moved_on_to_a_new_batch_freezes_the_parent_on_it() {
     ]));
     let store = Arc::new(MemStore::new());
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
+    let (batch, worker, out) = worker_settled_directly(&agent).await;
     let first = batch.items[0].approval_id.clone();
-    agent.approve(&worker, &first).await.unwrap();
-    let out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch: second } = out else { panic!("{out:?}") };
     assert_eq!(second.items[0].tool_call.id, "w2");
 
@@ -197,15 +202,8 @@ async fn dismissing_a_parent_whose_worker_froze_again_returns_the_new_batch() {
     ]));
     let store = Arc::new(MemStore::new());
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
-    agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
-    let RunOutcome::Suspended { batch: second } =
-        agent.resume(&worker, &EventLog::new(), &none()).await.unwrap()
-    else {
-        panic!("the worker freezes again")
-    };
+    let (_, _, out) = worker_settled_directly(&agent).await;
+    let RunOutcome::Suspended { batch: second } = out else { panic!("the worker freezes again") };
     let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
     assert_eq!(batch.items[0].approval_id, second.items[0].approval_id);
