@@ -126,19 +126,24 @@ async fn a_worker_frozen_and_continued_is_counted_once() {
     assert_eq!(cleared.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn a_worker_found_completed_after_a_crash_is_counted_once() {
-    let cleared = Arc::new(AtomicUsize::new(0));
+/// A parent (100/10 tokens) delegates to a worker (200/20) that completes; the process dies as
+/// the parent's batch ends (the delegating call's end is not saved). Returns what was saved.
+async fn died_at_the_delegations_end(cleared: &Arc<AtomicUsize>) -> Arc<MemStore> {
     let model = Arc::new(Script::new(vec![
         costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
         costing(answer("worker answer"), 200, 20),                            // worker
     ]));
     let mem = Arc::new(MemStore::new());
     let dying = Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent"));
-    let agent1 = agent(model, dying, &cleared, 1);
-    let died = agent1.run("parent", "q", &EventLog::new(), &none()).await;
+    let died = agent(model, dying, cleared, 1).run("parent", "q", &EventLog::new(), &none()).await;
     assert_eq!(died.unwrap_err().code, "state_io");
-    drop(agent1);
+    mem
+}
+
+#[tokio::test]
+async fn a_worker_found_completed_after_a_crash_is_counted_once() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let mem = died_at_the_delegations_end(&cleared).await;
 
     // A new process: the delegating call runs again and finds the worker completed.
     let model = Arc::new(Script::new(vec![costing(answer("parent answer"), 400, 40)]));
@@ -246,15 +251,7 @@ async fn a_cancelled_nested_delegation_keeps_every_workers_usage_once() {
 #[tokio::test]
 async fn a_crashed_delegation_followed_by_a_new_run_keeps_the_workers_usage() {
     let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
-        costing(answer("worker answer"), 200, 20),                            // worker
-    ]));
-    let mem = Arc::new(MemStore::new());
-    let dying = Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent"));
-    let agent1 = agent(model, dying, &cleared, 1);
-    assert!(agent1.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.is_err());
-    drop(agent1);
+    let mem = died_at_the_delegations_end(&cleared).await;
     // A new process, and a new message rather than a resume: the call is answered interrupted.
     let agent2 = agent(Arc::new(Script::new(vec![costing(answer("p"), 400, 40)])), mem.clone(), &cleared, 1);
     let out = agent2.run("parent", "new", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
