@@ -141,31 +141,107 @@ fn write_string(s: &str, out: &mut String) {
 /// The shortest decimal that round-trips to `x` (x finite, not zero): `(digits, exponent)` with
 /// `|x| = digits * 10^exponent` and no trailing zero in `digits`.
 pub(crate) fn shortest_decimal(x: f64) -> (u64, i32) {
-    let (digits, n) = shortest_digits(x.abs());
-    let mut m: u64 = 0;
-    for c in digits.bytes() {
-        m = m * 10 + u64::from(c - b'0');
+    let d = shortest_digits(x.abs());
+    (d.value(), d.n - d.len as i32)
+}
+
+/// The digits `d1..dk` (ASCII, `k` at most 17) and exponent `n` of a double: `x ≈ 0.d1..dk * 10^n`.
+struct Digits {
+    bytes: [u8; 17],
+    len: usize,
+    n: i32,
+}
+
+impl Digits {
+    fn as_str(&self) -> &str {
+        // Only ASCII digits are ever stored.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("0")
     }
-    (m, n - digits.len() as i32)
+
+    /// The digits as an integer (17 digits fit a u64).
+    fn value(&self) -> u64 {
+        self.bytes[..self.len].iter().fold(0, |m, c| m * 10 + u64::from(c - b'0'))
+    }
+}
+
+/// Text formatted on the stack: `{:e}` of a double and the short decimals compared with it, which
+/// all fit in 32 bytes (17 digits, a point, a 5, `e`, a sign and 3 exponent digits).
+struct StackText {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl StackText {
+    fn of(args: std::fmt::Arguments<'_>) -> Option<StackText> {
+        let mut t = StackText { buf: [0; 32], len: 0 };
+        t.write_fmt(args).ok()?;
+        Some(t)
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 /// The digits `d1..dk` and exponent `n` of ECMA-262 Number::toString for a positive finite `x`:
 /// `x ≈ 0.d1..dk * 10^n`, with `k` as small as possible, the closest such decimal, and on an
 /// exact tie the even one.
-fn shortest_digits(x: f64) -> (String, i32) {
+fn shortest_digits(x: f64) -> Digits {
+    let mut d = Digits { bytes: [b'0'; 17], len: 0, n: 1 };
     // Rust's `{:e}` prints the shortest round-trip digits, closest to the value; it breaks an
     // exact tie upwards where ECMAScript picks the even candidate, so ties are checked below.
-    let sci = format!("{:e}", x);
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let Some(sci) = StackText::of(format_args!("{:e}", x)) else {
+        return slow_digits(x);
+    };
+    let (mantissa, exp) = sci.as_str().split_once('e').unwrap_or((sci.as_str(), "0"));
+    for c in mantissa.bytes().filter(|c| *c != b'.') {
+        if d.len == d.bytes.len() {
+            return slow_digits(x);
+        }
+        d.bytes[d.len] = c;
+        d.len += 1;
+    }
     let e10: i32 = exp.parse().unwrap_or(0);
-    let last = digits.as_bytes()[digits.len() - 1] - b'0';
-    if digits.len() >= 2 && last % 2 == 1 {
-        if let Some(even) = tie_breaker(x, &digits, e10) {
-            return (even, e10 + 1);
+    d.n = e10 + 1;
+    let last = d.bytes[d.len.saturating_sub(1)].wrapping_sub(b'0');
+    if d.len >= 2 && last % 2 == 1 && may_tie(x, d.value(), d.len, e10) {
+        if let Some(even) = tie_breaker(x, d.as_str(), e10) {
+            d.bytes[..even.len()].copy_from_slice(even.as_bytes());
         }
     }
-    (digits, e10 + 1)
+    d
+}
+
+/// The same through heap strings, for an output `{:e}` never gives (more than 17 digits).
+#[cold]
+fn slow_digits(x: f64) -> Digits {
+    let sci = format!("{:e}", x);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let digits: Vec<u8> = mantissa.bytes().filter(|c| *c != b'.').take(17).collect();
+    let mut d = Digits { bytes: [b'0'; 17], len: digits.len(), n: exp.parse::<i32>().unwrap_or(0) + 1 };
+    d.bytes[..digits.len()].copy_from_slice(&digits);
+    d
+}
+
+/// Whether `x` may lie exactly halfway between the k-digit decimal `s` (x's shortest digits,
+/// exponent `e10` of the first) and a neighbour: a decimal that `x` equals exactly parses back
+/// to `x`, so when neither midpoint does, there is no tie. Two short parses instead of the exact
+/// expansion [`tie_breaker`] writes.
+fn may_tie(x: f64, s: u64, k: usize, e10: i32) -> bool {
+    let exp = e10 - k as i32;
+    let parses_to_x = |m: u64| {
+        StackText::of(format_args!("{m}5e{exp}")).and_then(|t| t.as_str().parse::<f64>().ok()) == Some(x)
+    };
+    parses_to_x(s) || parses_to_x(s - 1)
 }
 
 /// When `x` lies exactly halfway between `digits` and a neighbour with as many digits that also
@@ -205,13 +281,19 @@ fn write_f64(x: f64, out: &mut String) {
         out.push('0'); // also -0
         return;
     }
+    // An integer below 2^53 in magnitude is exact and printed as itself (no exponent below 10^21).
+    if x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0 {
+        let _ = write!(out, "{}", x as i64);
+        return;
+    }
     if x < 0.0 {
         out.push('-');
     }
-    let (digits, n) = shortest_digits(x.abs());
-    let k = digits.len() as i32;
+    let d = shortest_digits(x.abs());
+    let digits = d.as_str();
+    let (k, n) = (d.len as i32, d.n);
     if k <= n && n <= 21 {
-        out.push_str(&digits);
+        out.push_str(digits);
         out.extend(std::iter::repeat_n('0', (n - k) as usize));
     } else if 0 < n && n <= 21 {
         out.push_str(&digits[..n as usize]);
@@ -220,7 +302,7 @@ fn write_f64(x: f64, out: &mut String) {
     } else if -6 < n && n <= 0 {
         out.push_str("0.");
         out.extend(std::iter::repeat_n('0', (-n) as usize));
-        out.push_str(&digits);
+        out.push_str(digits);
     } else {
         let e = n - 1;
         out.push_str(&digits[..1]);
@@ -263,6 +345,44 @@ mod tests {
     fn exact_ties_pick_the_even_digit() {
         // 1424953923781206.25 is exactly halfway between ...206.2 and ...206.3.
         assert_eq!(f(f64::from_bits(0x43143ff3c1cb0959)), "1424953923781206.2");
+    }
+
+    /// The digits without the shortcuts (the `{:e}` digits, the exact tie check on every odd
+    /// last digit), for the comparison below.
+    fn reference_digits(x: f64) -> (String, i32) {
+        let sci = format!("{:e}", x);
+        let (mantissa, exp) = sci.split_once('e').unwrap();
+        let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+        let e10: i32 = exp.parse().unwrap();
+        let odd = (digits.as_bytes()[digits.len() - 1] - b'0') % 2 == 1;
+        match tie_breaker(x, &digits, e10) {
+            Some(even) if digits.len() >= 2 && odd => (even, e10 + 1),
+            _ => (digits, e10 + 1),
+        }
+    }
+
+    #[test]
+    fn shortcuts_agree_with_the_exact_digits() {
+        // Random doubles of every magnitude, integers around 2^53, and ties (halves of integers
+        // above 2^52 / 10, where the last kept digit decides).
+        let mut rng = fastrand::Rng::with_seed(8785);
+        let mut xs: Vec<f64> = (0..20_000).map(|_| f64::from_bits(rng.u64(..))).collect();
+        xs.extend((0..2_000).map(|i| 9_007_199_254_740_992.0 - 1000.0 + f64::from(i)));
+        xs.extend((0..2_000).map(|_| rng.u64(1 << 49..1 << 52) as f64 + 0.25 * f64::from(rng.u8(..4))));
+        xs.push(f64::from_bits(0x43143ff3c1cb0959));
+        for x in xs.into_iter().filter(|x| x.is_finite() && *x != 0.0) {
+            let d = shortest_digits(x.abs());
+            assert_eq!((d.as_str().to_string(), d.n), reference_digits(x.abs()), "{x:e}");
+            if x.fract() == 0.0 && x.abs() < 1e21 {
+                let (digits, n) = reference_digits(x.abs());
+                let whole = format!(
+                    "{}{digits}{}",
+                    if x < 0.0 { "-" } else { "" },
+                    "0".repeat((n - digits.len() as i32) as usize)
+                );
+                assert_eq!(f(x), whole, "{x:e}");
+            }
+        }
     }
 
     #[test]
