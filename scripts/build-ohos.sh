@@ -9,6 +9,7 @@
 #   --tool auto|cargo|ohrs       auto (default) uses `ohrs build` when ohrs is installed, else cargo
 #   --profile NAME               cargo profile (default: release)
 #   --dest DIR                   where the <abi>/libarkagent.so go (default: entry-demo/entry/libs)
+#   --features LIST              cargo features added to `napi`, e.g. http2,gzip (default: none)
 #   --print-env                  print the toolchain environment of each ABI and stop (no build)
 #
 # ABIs and Rust targets: arm64-v8a = aarch64-unknown-linux-ohos (devices), x86_64 =
@@ -53,6 +54,7 @@ tool=auto
 profile=release
 dest=$repo/entry-demo/entry/libs
 print_env=false
+features=napi
 while [ $# -gt 0 ]; do
   case $1 in
     --abi)
@@ -78,6 +80,11 @@ while [ $# -gt 0 ]; do
     --dest)
       [ $# -ge 2 ] || die "--dest needs a value"
       dest=$2
+      shift 2
+      ;;
+    --features)
+      [ $# -ge 2 ] || die "--features needs a value"
+      features=napi,$2
       shift 2
       ;;
     --print-env)
@@ -164,10 +171,10 @@ build_one() {
     dist=$(mktemp -d)
     local -a ohrs_args=(build --arch "$(ohrs_arch_of "$abi")" --dist "$dist")
     [ "$profile" = release ] && ohrs_args+=(--release)
-    env "${envs[@]}" ohrs "${ohrs_args[@]}" -- --features napi
+    env "${envs[@]}" ohrs "${ohrs_args[@]}" -- --features "$features"
     so=$dist/$abi/libarkagent.so
   else
-    env "${envs[@]}" cargo build --locked --profile "$profile" --features napi --target "$target"
+    env "${envs[@]}" cargo build --locked --profile "$profile" --features "$features" --target "$target"
     local dir=$profile
     [ "$profile" = dev ] && dir=debug
     so=${CARGO_TARGET_DIR:-$repo/target}/$target/$dir/libarkagent.so

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 echo "== cargo test (core)"
 cargo test --all-targets --locked
 
+echo "== cargo test --features http2,gzip (the HTTP/2 and gzip client, off by default) of the provider"
+cargo test --features http2,gzip --locked --test provider_tls --test provider_faults --test provider_requests
+
 echo "== the demo (README's first command), offline: every step of its scenario shows"
 cargo build --example assistant --locked
 demo_dir="$(mktemp -d)"

@@ -410,6 +410,19 @@ async fn the_api_key_never_leaks() {
     assert!(!format!("{e:?}").contains("SENTINEL"));
 }
 
+#[cfg(not(feature = "gzip"))]
+#[tokio::test]
+async fn bodies_are_asked_for_uncompressed() {
+    let server = MockServer::start([Reply::json(200, &ok_body("plain"))]).await;
+    let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 10_000));
+    let r: ModelResponse = c.complete(&request()).await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("plain"));
+    // No Accept-Encoding: a server then sends the identity encoding (RFC 9110, 12.5.3).
+    assert_eq!(server.requests()[0].header("accept-encoding"), None);
+}
+
+/// Needs the cargo feature `gzip` (`cargo test --features gzip --test provider_faults`).
+#[cfg(feature = "gzip")]
 #[tokio::test]
 async fn gzip_bodies_are_decoded() {
     use std::io::Write;

@@ -1,18 +1,15 @@
 //! TLS: a local rustls server whose certificate is signed by a self-signed CA made here (rcgen).
 //! The client accepts it when the CA PEM is given as an extra root and refuses it without
-//! (`provider_tls`, not retried). Over TLS the client negotiates HTTP/2 by ALPN when the server
-//! offers it, and HTTP/1.1 otherwise.
+//! (`provider_tls`, not retried). Over TLS the client offers HTTP/1.1 by ALPN, and HTTP/2 first
+//! when built with the cargo feature `http2` (`cargo test --features http2 --test provider_tls`).
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
 #[path = "support/recordings.rs"]
 mod recordings;
 
-use arkagent::provider::{
-    decode_sse_body, ChatModel, ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy,
-};
+use arkagent::provider::{ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy};
 use arkagent::{codes, ChatMessage, ErrorLayer};
-use futures_util::StreamExt;
 use mock_server::{MockServer, Reply};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::{IpAddr, Ipv4Addr};
@@ -85,8 +82,29 @@ async fn an_extra_root_is_trusted_and_nothing_else() {
     assert_eq!(server.requests().len(), 1);
 }
 
+#[cfg(not(feature = "http2"))]
+#[tokio::test]
+async fn http1_is_negotiated_with_a_server_that_prefers_h2() {
+    // The server picks the first of its protocols the client offers: a client offering h2 without
+    // speaking it would get an h2 connection, which the HTTP/1.1 mock cannot answer.
+    let pki = pki(&[b"h2", b"http/1.1"]);
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(pki.server_config));
+    let server = MockServer::start_tls(acceptor, [Reply::json(200, &ok_body())]).await;
+    let base = format!("https://127.0.0.1:{}/v1", server.addr().port());
+    let c = OpenAiCompatibleClient::new(
+        ClientConfig::custom(&base, "m", "k").with_retry(RetryPolicy::none()).with_extra_root_pem(pki.ca_pem),
+    )
+    .unwrap();
+    let r = c.complete(&request()).await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("over tls"));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[cfg(feature = "http2")]
 #[tokio::test]
 async fn http2_is_negotiated_when_offered() {
+    use arkagent::provider::{decode_sse_body, ModelEvent};
+    use futures_util::StreamExt;
     let pki = pki(&[b"h2", b"http/1.1"]);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(pki.server_config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

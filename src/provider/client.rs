@@ -1,5 +1,6 @@
-//! [`OpenAiCompatibleClient`]: a [`ChatModel`] over HTTP (reqwest + rustls with ring, HTTP/1.1
-//! and HTTP/2 by ALPN, gzip) for any OpenAI-compatible chat-completions endpoint.
+//! [`OpenAiCompatibleClient`]: a [`ChatModel`] over HTTP (reqwest + rustls with ring, HTTP/1.1 with
+//! keep-alive; HTTP/2 by ALPN and gzip with the cargo features `http2` and `gzip`) for any
+//! OpenAI-compatible chat-completions endpoint.
 //!
 //! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
 //! `Retry-After`, but never once a response was accepted (a stream that started is never
@@ -73,7 +74,6 @@ impl OpenAiCompatibleClient {
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .connect_timeout(config.timeouts.connect)
-            .gzip(true)
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .user_agent(concat!("arkagent/", env!("CARGO_PKG_VERSION")))

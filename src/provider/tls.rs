@@ -1,6 +1,6 @@
 //! The TLS configuration of the client: rustls with the ring provider, the bundled webpki roots
-//! (HarmonyOS has no standard CA path) plus any extra PEM roots the app gives, ALPN for HTTP/2
-//! and HTTP/1.1.
+//! (HarmonyOS has no standard CA path) plus any extra PEM roots the app gives, ALPN for HTTP/1.1
+//! (and HTTP/2 first with the cargo feature `http2`).
 
 use crate::error::{codes, AgentError};
 use std::sync::Arc;
@@ -38,7 +38,13 @@ pub fn client_tls_config(extra_root_pems: &[String]) -> Result<rustls::ClientCon
         .map_err(|e| AgentError::of(codes::PROVIDER_TLS, format!("TLS protocol versions: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // Only what the HTTP client speaks: a server that picked h2 for a client without HTTP/2 would
+    // get HTTP/1.1 on an h2 connection.
+    config.alpn_protocols = Vec::new();
+    if cfg!(feature = "http2") {
+        config.alpn_protocols.push(b"h2".to_vec());
+    }
+    config.alpn_protocols.push(b"http/1.1".to_vec());
     Ok(config)
 }
 
