@@ -10,7 +10,7 @@ use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 #[path = "support/runtime.rs"]
@@ -20,8 +20,8 @@ use support::{answer, calls, Script};
 /// What a listener read from disk: the session's status and the id of its pending batch.
 type Seen = Arc<Mutex<Vec<(RunStatus, Option<String>)>>>;
 
-async fn on_disk(root: &PathBuf) -> (RunStatus, Option<String>) {
-    let state = FileStore::new(root.clone()).load("s").await.unwrap().expect("the session is on disk");
+async fn on_disk(root: &Path) -> (RunStatus, Option<String>) {
+    let state = FileStore::new(root.to_path_buf()).load("s").await.unwrap().expect("the session is on disk");
     (state.status, state.pending_approval.map(|b| b.batch_id))
 }
 
