@@ -49,7 +49,10 @@ test('approving the dangerous call runs the whole batch, answered in call order'
   const runs = [];
   const agent = open([batch, { content: 'done' }], runs);
   const item = await frozen(agent, runs);
-  await agent.approve('s', item.approval_id);
+  const decided = JSON.parse(await agent.approve('s', item.approval_id)).items[0];
+  assert.equal(decided.decision, 'approved');
+  assert.ok(Number.isInteger(decided.decided_at_ms) && decided.decided_at_ms >= item.created_at_ms,
+    `decided_at_ms ${decided.decided_at_ms}, created_at_ms ${item.created_at_ms}`);
   assert.deepEqual(runs, [], 'approving runs nothing by itself');
   const out = await agent.resume('s');
   assert.equal(out.status, 'completed');
@@ -66,7 +69,9 @@ test('denying the dangerous call runs nothing: B gets the denial, A and C are no
   const runs = [];
   const agent = open([batch, { content: 'nothing was wiped' }], runs);
   const item = await frozen(agent, runs);
-  await agent.deny('s', item.approval_id, 'keep my data');
+  const decided = JSON.parse(await agent.deny('s', item.approval_id, 'keep my data')).items[0];
+  assert.deepEqual([decided.decision, decided.deny_reason], ['denied', 'keep my data']);
+  assert.ok(Number.isInteger(decided.decided_at_ms) && decided.decided_at_ms >= item.created_at_ms);
   const codes = {};
   agent.onEvent((e) => {
     const event = JSON.parse(e);
