@@ -1,7 +1,8 @@
 //! "先落盘再 approvalRequired" (arkagent-tool-system.md 7.5): when the app hears of a frozen batch,
 //! through the `approval_required` event or the `on_approval_required` hook, the batch is already
 //! on disk. Both listeners read the session back through a second `FileStore` over the same
-//! directory (what a restarted process would see) at the moment they are called.
+//! directory (what a restarted process would see) at the moment they are called. The same holds
+//! when the frozen call is a sub-agent's: the parent's batch and the worker's are both on disk.
 
 use arkagent::agent::{AgentBuilder, AgentEvent, EventSink, RunOutcome};
 use arkagent::approval::PendingApprovalBatch;
@@ -13,8 +14,12 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+#[path = "support/delegation.rs"]
+mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
+use arkagent::agent::DELEGATE_TASK;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use support::{answer, calls, Script};
 
 /// What a listener read from disk: the session's status and the id of its pending batch.
@@ -81,4 +86,37 @@ async fn the_frozen_batch_is_on_disk_before_the_app_hears_of_it() {
     let want = vec![(RunStatus::AwaitingApproval, Some(batch.batch_id.clone()))];
     assert_eq!(*by_event.lock().unwrap(), want, "what the approval_required event's listener found on disk");
     assert_eq!(*by_hook.lock().unwrap(), want, "what on_approval_required found on disk");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_frozen_call_is_on_disk_in_both_sessions_before_the_parent_announces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+    ]));
+    let (by_event, by_hook): (Seen, Seen) = Default::default();
+    let agent = Arc::new(
+        AgentBuilder::new(model, Arc::new(FileStore::new(root.clone())))
+            .tools(delegation::tools(&cleared))
+            .hook(Arc::new(DiskOnHook { root: root.clone(), seen: by_hook.clone() }))
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    let sink = DiskOnEvent { root: root.clone(), seen: by_event.clone() };
+    let out = agent.run("s", "清缓存", &sink, &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("expected a suspension: {out:?}") };
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    let want = vec![(RunStatus::AwaitingApproval, Some(batch.batch_id.clone()))];
+    assert_eq!(
+        *by_event.lock().unwrap(),
+        want,
+        "the parent's approval_required (the worker's own is wrapped)"
+    );
+    assert_eq!(*by_hook.lock().unwrap(), want, "on_approval_required, told once, by the parent");
+    let worker = batch.worker_session.expect("the batch names the worker");
+    let worker_state = FileStore::new(root.clone()).load(&worker).await.unwrap().unwrap();
+    assert_eq!(worker_state.status, RunStatus::AwaitingApproval);
 }
