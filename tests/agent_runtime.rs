@@ -206,6 +206,8 @@ async fn round_limit_ends_with_the_fixed_fallback() {
     match out {
         RunOutcome::Finished { status, final_text, .. } => {
             assert_eq!(status, RunStatus::MaxRounds);
+            // The seed's fixed fallback (tool-calling-loop.md 3), word for word.
+            assert_eq!(final_text.as_deref(), Some("已多次调用工具仍未得到结论，请稍后重试或联系人工客服。"));
             assert_eq!(final_text.as_deref(), Some(MAX_ROUNDS_FALLBACK));
         }
         o => panic!("{o:?}"),

@@ -6,7 +6,7 @@
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome};
-use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
+use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, BeforeToolCall, HookContext};
 use arkagent::message::ToolCall;
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::{FnExecutor, ToolExecutor, ToolService, ToolServiceRegistry};
@@ -225,4 +225,106 @@ async fn a_failing_after_hook_ends_the_run_and_the_unfiltered_result_never_reach
         assert!(!sent.contains("raw-secret-42"), "{sent}");
         assert!(sent.contains("hook_failed"), "{sent}");
     }
+}
+
+/// Aborts before the call with id `b` runs; proceeds with every other call.
+struct AbortBeforeB;
+
+#[async_trait::async_trait]
+impl AgentHook for AbortBeforeB {
+    async fn before_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _d: Option<&ToolDefinition>,
+    ) -> BeforeToolCall {
+        if call.id == "b" {
+            return BeforeToolCall::Abort("b is forbidden".into());
+        }
+        BeforeToolCall::Proceed(None)
+    }
+}
+
+#[tokio::test]
+async fn a_before_hook_abort_on_a_later_call_runs_nothing_of_the_batch() {
+    // Seed 8.1/8.3: abort ends the whole run at once; hooks run before anything of the batch
+    // runs, so the call the hook let through first does not run either.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (definition, executor) = counting("step", &runs);
+    let mut tools = ToolRegistry::new();
+    tools.register(definition, executor).unwrap();
+    let model = Arc::new(Script::new(vec![
+        calls(&[("a", "step", r#"{"n":1}"#), ("b", "step", r#"{"n":2}"#)]),
+        answer("never asked"),
+        answer("next question"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent =
+        AgentBuilder::new(model.clone(), store.clone()).tools(tools).hook(Arc::new(AbortBeforeB)).build();
+    let out = agent.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Finished { status, error, .. } = out else { panic!("{out:?}") };
+    assert_eq!(status, RunStatus::Aborted);
+    let error = error.expect("the abort's error");
+    assert_eq!((error.layer, error.code.as_ref()), (arkagent::ErrorLayer::Runtime, "hook_aborted"));
+    assert!(error.message.contains("b is forbidden"), "{}", error.message);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "no call of the aborted batch ran");
+    assert_eq!(model.remaining(), 2, "the model was not asked again");
+    assert_eq!(store.load("s").await.unwrap().unwrap().status, RunStatus::Aborted);
+    // The session goes on: the next request answers both calls of the aborted batch, once each.
+    let out = agent.run("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let request = model.requests().pop().unwrap();
+    let answered: Vec<String> = request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            arkagent::ChatMessage::Tool { tool_call_id, is_error, .. } => {
+                assert!(is_error, "an unrun call is answered with an error");
+                Some(tool_call_id.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, ["a", "b"]);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_executor_sees_its_session_call_and_a_read_only_state() {
+    // Seed 3.1: ToolContext carries the session id, the read-only state (schema version, session
+    // id, metadata) and the call's own id.
+    // (session id, state's session id, call id, state's schema version) per run of the tool.
+    type Seen = Vec<(String, String, String, u32)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let log = seen.clone();
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            ToolDefinition::new("look", "reports its context", object()),
+            Arc::new(FnExecutor(move |_args, ctx: ToolContext| {
+                let log = log.clone();
+                async move {
+                    log.lock().unwrap().push((
+                        ctx.session_id.clone(),
+                        ctx.state.session_id.clone(),
+                        ctx.call_id.clone(),
+                        ctx.state.schema_version,
+                    ));
+                    Ok(ToolResult::text("seen"))
+                }
+            })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("call-7", "look", "{}")]), answer("done")]));
+    let agent = AgentBuilder::new(model, Arc::new(MemStore::new())).tools(tools).build();
+    agent.run("session-3", "look", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(
+            "session-3".to_string(),
+            "session-3".to_string(),
+            "call-7".to_string(),
+            arkagent::state::SCHEMA_VERSION
+        )]
+    );
 }

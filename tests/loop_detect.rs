@@ -65,6 +65,12 @@ fn key_order_and_spacing_give_the_same_signature() {
     assert_ne!(a, signature("get_forecast", r#"{"city":"北京","unit":"c"}"#));
     // Arguments that are not JSON are used as they are.
     assert_eq!(signature("t", "{oops"), "t:{oops");
+    // Keys are sorted at every level; arrays keep their order (seed 9.2).
+    assert_eq!(
+        signature("t", r#"{"o":{"z":1,"a":[{"y":2,"b":3}]}}"#),
+        r#"t:{"o":{"a":[{"b":3,"y":2}],"z":1}}"#
+    );
+    assert_ne!(signature("t", r#"{"ids":[1,2]}"#), signature("t", r#"{"ids":[2,1]}"#));
     let mut d = detector(5);
     let orders = [r#"{"a":1,"b":[1,2]}"#, r#"{"b":[1,2],"a":1}"#];
     let checks: Vec<bool> = (0..5)

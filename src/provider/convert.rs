@@ -234,13 +234,14 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
         response.reasoning_content =
             message.reasoning_content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
         for call in message.tool_calls {
-            let (name, arguments) = match call.function {
-                Some(f) => (
-                    f.name.map(|s| s.into_owned()).unwrap_or_default(),
-                    f.arguments.map(|a| a.0.into_owned()).unwrap_or_default(),
-                ),
-                None => (String::new(), String::new()),
+            // An entry without a `function` names nothing to run: left out, as the seed's
+            // ResponseParser does (a function without a name is still a call: tool_not_found).
+            let Some(f) = call.function else {
+                log::debug!("ignoring a tool_calls entry without a function (id {:?})", call.id);
+                continue;
             };
+            let name = f.name.map(|s| s.into_owned()).unwrap_or_default();
+            let arguments = f.arguments.map(|a| a.0.into_owned()).unwrap_or_default();
             let id = call.id.map(|id| id.into_owned()).unwrap_or_default();
             response.tool_calls.push(ToolCall::new(id, name, normalise_arguments(arguments)));
         }

@@ -16,6 +16,12 @@
 //! `const`, `uniqueItems`), integers beyond 2^64 (parsed as doubles) still count as integers,
 //! and `multipleOf` is decided exactly on the decimals as written.
 //!
+//! # Messages
+//! Every message names the `$`-path of the value, as the seed's `$.items[0].name must be string`.
+//! A missing required property is `Missing required argument: $.address.city`: the seed names the
+//! property alone (`Missing required argument: city`); the path also says which object lacks it
+//! when objects nest.
+//!
 //! # Boolean subschemas
 //! `true` and `false` are accepted wherever a subschema goes (`properties`, `items`,
 //! `additionalProperties`, `anyOf`), as 2020-12 allows, and fully enforced: `false` refuses any

@@ -302,8 +302,11 @@ test('maxRounds, systemPrompt and deleteSession', async () => {
   agent.registerTool({ name: 't', description: 'd', parametersJson: objectSchema }, () => text('ok'));
   const out = await agent.run('s', 'go');
   assert.equal(out.status, 'max_rounds');
-  assert.ok(out.finalText.length > 0);
+  // The seed's fixed fallback (tool-calling-loop.md 3), recorded as the last assistant message.
+  const fallback = '已多次调用工具仍未得到结论，请稍后重试或联系人工客服。';
+  assert.equal(out.finalText, fallback);
   const state = JSON.parse(await agent.stateJson('s'));
+  assert.deepEqual(state.messages.at(-1), { role: 'assistant', content: fallback });
   assert.deepEqual(state.messages[0], { role: 'system', content: 'be brief' });
   assert.equal(await agent.deleteSession('s'), true);
   assert.equal(await agent.deleteSession('s'), false);

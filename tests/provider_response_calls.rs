@@ -1,0 +1,71 @@
+//! The `tool_calls` of a whole (non-streamed) answer, read as the seed's `ResponseParser` reads
+//! them (tool-calling-loop.md, 4): `tool_calls` that is not an array means no calls, and an entry
+//! without a `function` is skipped; a `function` without a name or arguments is still a call (the
+//! registry answers it), and the rest of the answer is kept.
+
+#[path = "support/mock_server.rs"]
+mod mock_server;
+
+use arkagent::provider::convert::parse_response;
+use arkagent::provider::{ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy};
+use arkagent::{ChatMessage, ToolCall};
+use mock_server::{MockServer, Reply};
+use serde_json::json;
+use std::sync::Arc;
+
+#[test]
+fn an_entry_without_a_function_is_skipped_and_the_others_are_kept() {
+    let body = br#"{"choices":[{"message":{"content":"checking","tool_calls":[
+        {"id":"x","type":"function"},
+        {"id":"a","type":"function","function":{"name":"query_order","arguments":"{\"order_id\":\"1\"}"}},
+        "not a call",
+        {"id":"n","function":null},
+        {"id":"b","function":{"arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+    let r = parse_response(body).unwrap();
+    assert_eq!(r.content.as_deref(), Some("checking"));
+    assert_eq!(
+        r.tool_calls,
+        [ToolCall::new("a", "query_order", r#"{"order_id":"1"}"#), ToolCall::new("b", "", "{}")]
+    );
+}
+
+#[test]
+fn tool_calls_that_are_not_an_array_are_no_calls() {
+    for calls in [r#"{}"#, r#""none""#, "0", "true"] {
+        let body = format!(
+            r#"{{"choices":[{{"message":{{"content":"订单已发货","tool_calls":{calls}}},"finish_reason":"stop"}}]}}"#
+        );
+        let r = parse_response(body.as_bytes()).unwrap_or_else(|e| panic!("{calls}: {e}"));
+        assert_eq!(r.content.as_deref(), Some("订单已发货"), "{calls}");
+        assert!(r.tool_calls.is_empty(), "{calls}");
+    }
+}
+
+#[test]
+fn a_missing_id_is_made_up_after_the_skipped_entries_are_gone() {
+    let body = br#"{"choices":[{"message":{"tool_calls":[
+        {"id":"x"},
+        {"function":{"name":"t","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+    let r = parse_response(body).unwrap();
+    assert_eq!(r.tool_calls, [ToolCall::new("call_0", "t", "{}")]);
+}
+
+#[tokio::test]
+async fn through_the_client_a_gateways_odd_tool_calls_do_not_break_the_answer() {
+    let odd =
+        json!({"choices":[{"message":{"content":"订单已发货","tool_calls":{}},"finish_reason":"stop"}]});
+    let ghost = json!({"choices":[{"message":{"content":null,"tool_calls":[{"id":"g","type":"function"},
+        {"id":"q","type":"function","function":{"name":"query_order","arguments":"{}"}}]},
+        "finish_reason":"tool_calls"}]});
+    let server = MockServer::start([Reply::json(200, &odd), Reply::json(200, &ghost)]).await;
+    let client = OpenAiCompatibleClient::new(
+        ClientConfig::custom(server.base_url(), "m", "sk-response-calls")
+            .with_retry(RetryPolicy { max_retries: 0, ..RetryPolicy::default() }),
+    )
+    .unwrap();
+    let request = ChatRequest::new(Arc::from(vec![ChatMessage::user("q")]), Arc::from(Vec::new()));
+    let first = client.complete(&request).await.unwrap();
+    assert_eq!((first.content.as_deref(), first.tool_calls.len()), (Some("订单已发货"), 0));
+    let second = client.complete(&request).await.unwrap();
+    assert_eq!(second.tool_calls, [ToolCall::new("q", "query_order", "{}")]);
+}
