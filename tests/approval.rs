@@ -87,6 +87,46 @@ async fn unknown_tool_does_not_ask_and_gets_tool_not_found() {
 }
 
 #[tokio::test]
+async fn an_unknown_tool_never_asks_even_when_a_policy_or_a_hook_wants_it_to() {
+    // A policy that asks about everything (an app's policy that fails closed behaves the same), and
+    // a hook deferring every call: approving a tool that does not exist would mean nothing (seed
+    // 7.3), so the unknown call meets the registry; the known ones still ask.
+    struct AskAll;
+    impl ApprovalPolicy for AskAll {
+        fn decide(&self, _: &ToolCall, _: Option<&ToolDefinition>) -> PolicyDecision {
+            PolicyDecision::RequireConfirmation("asks about everything".into())
+        }
+    }
+    struct DeferAll;
+    #[async_trait]
+    impl AgentHook for DeferAll {
+        async fn before_tool_call(
+            &self,
+            _: &HookContext<'_>,
+            call: &ToolCall,
+            _: Option<&ToolDefinition>,
+        ) -> BeforeToolCall {
+            BeforeToolCall::Defer(format!("deferred {}", call.id))
+        }
+    }
+    let (reg, log) = registry(&tools());
+    let unknown = vec![ToolCall::new("u1", "no_such_tool", "{}")];
+    let mut deferring = HookPipeline::new();
+    deferring.push(Arc::new(DeferAll));
+    for hooks in [&HookPipeline::new(), &deferring] {
+        let BatchPlan::Run(steps) = plan(hooks, &AskAll, &reg, &unknown, 1).await.unwrap() else {
+            panic!("an unknown tool alone must not freeze");
+        };
+        let results = run_steps(&reg, steps).await;
+        assert_eq!(code_of(&results[0].1).as_deref(), Some(codes::TOOL_NOT_FOUND));
+        let mixed = vec![unknown[0].clone(), ToolCall::new("c1", "query_order", "{}")];
+        let batch = frozen(plan(hooks, &AskAll, &reg, &mixed, 1).await.unwrap());
+        assert_eq!(batch.items.iter().map(|i| i.tool_call.id.as_str()).collect::<Vec<_>>(), ["c1"]);
+        assert!(log.lock().unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
 async fn dangerous_tool_freezes_the_whole_batch_with_nothing_run() {
     let (reg, log) = registry(&tools());
     let calls = three_calls();

@@ -96,6 +96,11 @@ impl BeforeToolCallOutcome {
     /// an unknown tool); the name cannot have changed, so it is the one looked up for the model's
     /// call.
     ///
+    /// An unknown tool never asks the user, whoever wants a confirmation (a policy, one that failed
+    /// closed, a hook's `Defer`): it has no executor, so an approval would mean nothing and the
+    /// registry answers `tool_not_found` whatever the user says; freezing the batch for it would
+    /// only hold the known calls back (seed 7.3). It goes to the registry instead. A denial stays.
+    ///
     /// # Errors
     /// The `hook_aborted` error of an `Abort`: the run ends.
     pub fn into_batch_input(
@@ -135,6 +140,10 @@ impl BeforeToolCallOutcome {
                 (call, CallDisposition::Answer(ToolResult::from_error(&error)))
             }
             BeforeToolCallOutcome::Abort(error) => return Err(error),
+        };
+        let disposition = match disposition {
+            CallDisposition::Confirm(_) if definition.is_none() => CallDisposition::Run,
+            d => d,
         };
         Ok(BatchCallInput { call, risk_level, disposition })
     }

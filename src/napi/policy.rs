@@ -28,7 +28,9 @@
 //! object, an unknown action, stray keys), no answer within the timeout, a closing environment or
 //! a panic never allow the call: the call needs the user's confirmation (the whole batch freezes,
 //! as for a sensitive tool), with a reason that starts with the code `approval_policy_failed` and
-//! says what went wrong. The failure is also logged as a warning. A late answer is dropped.
+//! says what went wrong. The failure is also logged as a warning. A late answer is dropped. A call
+//! of an unknown tool is the exception: nothing could run it, so it is not asked about (the
+//! runtime's rule for every policy) and the registry answers it `tool_not_found`.
 
 use super::callback::{call_js, passthrough_fn, CallFailure, JsFn, Settled};
 use super::dto::to_json;
@@ -180,14 +182,17 @@ impl ApprovalPolicy for JsApprovalPolicy {
             Ok(Err(why)) => why,
             Err(payload) => super::error::panic_error(payload.as_ref()).message,
         };
-        fail_closed(call, why)
+        fail_closed(call, definition.is_some(), why)
     }
 }
 
-/// The decision when the policy gave none: the user is asked (never allowed).
-fn fail_closed(call: &ToolCall, why: String) -> PolicyDecision {
+/// The decision when the policy gave none: the user is asked (never allowed). For an unknown tool
+/// (`known` false) the runtime sends the call to the registry instead, which answers
+/// `tool_not_found` ([`BeforeToolCallOutcome::into_batch_input`](crate::hook::BeforeToolCallOutcome::into_batch_input)).
+fn fail_closed(call: &ToolCall, known: bool, why: String) -> PolicyDecision {
     let error = AgentError::of(codes::APPROVAL_POLICY_FAILED, why);
-    log::warn!("arkagent: {error}; call {} of {} needs confirmation", call.id, call.name);
+    let then = if known { "needs confirmation" } else { "is not a registered tool: the registry answers" };
+    log::warn!("arkagent: {error}; call {} of {} {then}", call.id, call.name);
     PolicyDecision::RequireConfirmation(format!(
         "{}: {}; the call needs the user's confirmation",
         error.code, error.message

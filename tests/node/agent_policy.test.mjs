@@ -103,6 +103,21 @@ test('the policy sees each call as the model made it and the definition (null fo
   assert.match(unknown.content, /tool_not_found/, 'an allowed unknown tool meets the registry');
 });
 
+test('a policy that throws on an unknown tool does not freeze the batch for it: the registry answers', async () => {
+  const { agent, ran, events } = setup([call('u1', 'nope'), call('r1', 'read')]);
+  // A common slip: reading the definition of a tool that does not exist (null) throws a TypeError.
+  agent.setApprovalPolicy((callJson, definitionJson) =>
+    JSON.parse(definitionJson).risk_level === 'dangerous' ? 'requireConfirmation' : 'allow');
+  const out = await agent.run('s', 'go');
+  assert.equal(out.status, 'completed');
+  assert.ok(!events.some((e) => e.type === 'approval_required'), 'nothing to approve for a tool that cannot run');
+  assert.deepEqual(ran, ['read']);
+  const [unknown, read] = await toolMessages(agent);
+  assert.equal(unknown.is_error, true);
+  assert.match(unknown.content, /tool_not_found/);
+  assert.ok(!read.is_error);
+});
+
 test('the policy sees the call as a beforeToolCall hook rewrote it', async () => {
   const { agent, ran } = setup([call('w1', 'wipe', '{"scope":"all"}')]);
   agent.addHook({ beforeToolCall: () => ({ action: 'proceed', argumentsJson: '{"scope":"tmp"}' }) });

@@ -342,8 +342,10 @@ export interface HookDecisionObject {
  * shown in the pending item). A missing reason gets a default naming the tool.
  * Fails closed: a throw, a rejection, any other answer (undefined, an object, an unknown action, a
  * stray key) or no answer within the policy timeout makes the call need confirmation (reason
- * "approval_policy_failed: ..."), never allows it. It runs on the JS thread while a native worker
- * waits for it: keep it quick.
+ * "approval_policy_failed: ..."), never allows it. A call of an unknown tool never needs
+ * confirmation, whatever the policy answers or however it fails: nothing could run it, so the
+ * registry answers it (tool_not_found). It runs on the JS thread while a native worker waits for it:
+ * keep it quick.
  */
 export type ApprovalPolicyFunction =
   (callJson: string, definitionJson: string | null) => string | Promise<string>;
