@@ -19,7 +19,10 @@
 
 /** A tool definition. */
 export interface ToolDefinitionObject {
-  /** The name the model calls (not blank, unique in the registry). */
+  /**
+   * The name the model calls: 1 to 64 ASCII letters, digits, '_' or '-' (what model APIs accept;
+   * tool_name_empty / tool_name_invalid otherwise), unique in the registry.
+   */
   name: string;
   /** What the tool does; the model decides from this. */
   description: string;
@@ -89,7 +92,7 @@ export interface ToolRegistryOptions {
   defaultTimeoutMs?: number;
   /** Size limit of a call's arguments text in bytes (default 1048576). */
   maxArgumentBytes?: number;
-  /** Nesting limit of a call's arguments (default 64). */
+  /** Nesting limit of a call's arguments (default 64; more than 128 levels are refused whatever it says). */
   maxArgumentDepth?: number;
 }
 
@@ -290,9 +293,10 @@ export type AgentEventListener = (eventJson: string) => void;
 
 /**
  * A hook: an object whose optional methods mirror AgentHook (all nine). Each may answer directly or
- * with a Promise; a throw, a rejection or no answer within the hook timeout is contained (logged; a
- * failing beforeToolCall answers the call with hook_failed, a failing beforePersistState lets the
- * save happen). Every method gets the hook context first: contextJson =
+ * with a Promise; a throw, a rejection, a wrong shape or no answer within the hook timeout
+ * (toolTimeoutMs) never escapes: a failing beforeToolCall answers the call with hook_failed, a
+ * failing afterToolCall ends the run 'aborted' with hook_failed (its result never reaches the model),
+ * a failing beforePersistState lets the save happen, a failing notification is logged. Every method gets the hook context first: contextJson =
  * {"session_id","run_id","round"} (round: the model round, 1-based; 0 before the first).
  * - beforeToolCall(contextJson, callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
@@ -324,7 +328,7 @@ export interface AgentHookObject {
 export interface HookDecisionObject {
   action: string;
   argumentsJson?: string;
-  /** beforeToolCall `proceed`: the rewritten call's tool name; another name than the call's is refused. */
+  /** beforeToolCall `proceed`: the rewritten call's tool name; another name than the call's is refused (hook_call_name_changed). */
   name?: string;
   resultJson?: string;
   reason?: string;
