@@ -32,7 +32,10 @@ export interface ToolDefinitionObject {
   riskLevel?: string;
   /** Running the call twice has the effect of once (default false). */
   idempotent?: boolean;
-  /** The executor's timeout in ms, a whole number from 1 to 86400000 (default: the registry's defaultTimeoutMs). */
+  /**
+   * The executor's timeout in ms, a whole number from 1 to 86400000 (default: the registry's
+   * defaultTimeoutMs; for Agent.registerTool, the agent's toolTimeoutMs).
+   */
   timeoutMs?: number;
 }
 
