@@ -142,7 +142,7 @@ export declare class ToolRegistry {
   copyIntoExcluding(target: ToolRegistry, excludedNames: Array<string>): void;
   /** The registered names, in registration order. */
   names(): Array<string>;
-  /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout). */
+  /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout when set). */
   definitionsJson(): string;
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
@@ -156,7 +156,8 @@ export declare class ToolRegistry {
 export interface AgentConfigObject {
   /**
    * 'openai', 'deepseek', 'zhipu', 'qwen', 'moonshot', 'custom' (any OpenAI-compatible gateway,
-   * Pangu included; needs baseUrl), or 'scripted' (offline: replays scriptJson).
+   * Pangu included; needs baseUrl), or 'scripted' (offline: replays scriptJson). Also accepted:
+   * 'glm' and 'bigmodel' (zhipu), 'dashscope' (qwen), 'kimi' (moonshot), 'pangu' (custom).
    */
   provider: string;
   /** Overrides the preset's base URL (required for 'custom'). Plain http:// only to loopback unless allowInsecureHttp. */
@@ -196,7 +197,7 @@ export interface AgentConfigObject {
   maxTokens?: number;
   /** Allow plain http:// to hosts other than loopback (default false). */
   allowInsecureHttp?: boolean;
-  /** Extra trusted root certificates, PEM text (added to the bundled roots). */
+  /** Extra trusted root certificates, PEM text (added to the bundled roots; no certificate in it: provider_tls). */
   extraRootsPem?: string;
   /** Loop detector window (default 5). */
   loopWindow?: number;
@@ -357,7 +358,10 @@ export type ApprovalPolicyFunction =
 
 /** The agent: a model, tools, hooks, the approval policy and a state store. */
 export declare class Agent {
-  /** Throws config_invalid (a message names the field) or insecure_url. */
+  /**
+   * Throws config_invalid (a message names the field), insecure_url, or provider_tls for an
+   * extraRootsPem that holds no readable certificate.
+   */
   constructor(config: AgentConfigObject);
   /** As ToolRegistry.register. */
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
