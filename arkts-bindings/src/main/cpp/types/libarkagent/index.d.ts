@@ -417,8 +417,10 @@ export declare class Agent {
    * Sets one key of a session's app metadata (e.g. userId) to a JSON value given as text, or removes
    * the key when valueJson is 'null'; resolves once durable. Executors read it from the next run on in
    * context.metadataJson (ReadonlyAgentState.metadata); stateJson shows it. A missing session is
-   * created (idle, no messages); removing a key that is not there writes and creates nothing. Limits: a key of 1 to 128 bytes without control characters; a value
-   * of at most 65536 bytes of compact JSON and 64 levels; 262144 bytes for the whole metadata.
+   * created (idle, no messages); removing a key that is not there creates no session and writes no
+   * state (only the session's lock file under stateDir/..locks). Limits: a key of 1 to 128 bytes
+   * without control characters; a value of at most 65536 bytes of compact JSON and 64 levels;
+   * 262144 bytes for the whole metadata.
    * Rejects with metadata_key_invalid, json_invalid / json_too_deep / json_too_large (the value),
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
    * session (this Agent or another process; nothing is written: set it again once the run is over).
