@@ -7,7 +7,7 @@
 //! preset's quirks: openai, deepseek, zhipu, qwen, moonshot; default custom).
 //!
 //! ```text
-//! cargo run --release --example assistant [-- [--approve|--deny] [--resume] [--state-dir DIR] [--session ID] [PROMPT]]
+//! cargo run --release --example assistant [-- [--approve|--deny|--later] [--resume] [--state-dir DIR] [--session ID] [PROMPT]]
 //! ```
 //! The approval is asked on the terminal; when stdin is not a terminal, `--approve` or `--deny`
 //! decides (deny by default); `--later` leaves it pending and exits. State goes to `--state-dir` (default `.arkagent-demo`); after a

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test of the project: the Rust core, the node tests of the real .so, the ArkTS checks.
+# Runs every test of the project: the Rust core (and the provider again with http2,gzip), the offline
+# demo, the node tests of the real .so, the ArkTS checks and tests, the HarmonyOS cross-compile checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -417,7 +417,8 @@ async fn bodies_are_asked_for_uncompressed() {
     let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 10_000));
     let r: ModelResponse = c.complete(&request()).await.unwrap();
     assert_eq!(r.content.as_deref(), Some("plain"));
-    // No Accept-Encoding: a server then sends the identity encoding (RFC 9110, 12.5.3).
+    // No Accept-Encoding (RFC 9110, 12.5.3: no preference stated; the usual servers compress only
+    // for clients that ask).
     assert_eq!(server.requests()[0].header("accept-encoding"), None);
 }
 

@@ -19,7 +19,10 @@
 
 /** A tool definition. */
 export interface ToolDefinitionObject {
-  /** The name the model calls (not blank, unique in the registry). */
+  /**
+   * The name the model calls: 1 to 64 ASCII letters, digits, '_' or '-' (what model APIs accept;
+   * tool_name_empty / tool_name_invalid otherwise), unique in the registry.
+   */
   name: string;
   /** What the tool does; the model decides from this. */
   description: string;
@@ -29,7 +32,10 @@ export interface ToolDefinitionObject {
   riskLevel?: string;
   /** Running the call twice has the effect of once (default false). */
   idempotent?: boolean;
-  /** The executor's timeout in ms, a whole number from 1 to 86400000 (default: the registry's defaultTimeoutMs). */
+  /**
+   * The executor's timeout in ms, a whole number from 1 to 86400000 (default: the registry's
+   * defaultTimeoutMs; for Agent.registerTool, the agent's toolTimeoutMs).
+   */
   timeoutMs?: number;
 }
 
@@ -89,7 +95,7 @@ export interface ToolRegistryOptions {
   defaultTimeoutMs?: number;
   /** Size limit of a call's arguments text in bytes (default 1048576). */
   maxArgumentBytes?: number;
-  /** Nesting limit of a call's arguments (default 64). */
+  /** Nesting limit of a call's arguments (default 64; more than 128 levels are refused whatever it says). */
   maxArgumentDepth?: number;
 }
 
@@ -136,7 +142,7 @@ export declare class ToolRegistry {
   copyIntoExcluding(target: ToolRegistry, excludedNames: Array<string>): void;
   /** The registered names, in registration order. */
   names(): Array<string>;
-  /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout). */
+  /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout when set). */
   definitionsJson(): string;
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
@@ -150,7 +156,8 @@ export declare class ToolRegistry {
 export interface AgentConfigObject {
   /**
    * 'openai', 'deepseek', 'zhipu', 'qwen', 'moonshot', 'custom' (any OpenAI-compatible gateway,
-   * Pangu included; needs baseUrl), or 'scripted' (offline: replays scriptJson).
+   * Pangu included; needs baseUrl), or 'scripted' (offline: replays scriptJson). Also accepted:
+   * 'glm' and 'bigmodel' (zhipu), 'dashscope' (qwen), 'kimi' (moonshot), 'pangu' (custom).
    */
   provider: string;
   /** Overrides the preset's base URL (required for 'custom'). Plain http:// only to loopback unless allowInsecureHttp. */
@@ -190,7 +197,7 @@ export interface AgentConfigObject {
   maxTokens?: number;
   /** Allow plain http:// to hosts other than loopback (default false). */
   allowInsecureHttp?: boolean;
-  /** Extra trusted root certificates, PEM text (added to the bundled roots). */
+  /** Extra trusted root certificates, PEM text (added to the bundled roots; no certificate in it: provider_tls). */
   extraRootsPem?: string;
   /** Loop detector window (default 5). */
   loopWindow?: number;
@@ -290,9 +297,10 @@ export type AgentEventListener = (eventJson: string) => void;
 
 /**
  * A hook: an object whose optional methods mirror AgentHook (all nine). Each may answer directly or
- * with a Promise; a throw, a rejection or no answer within the hook timeout is contained (logged; a
- * failing beforeToolCall answers the call with hook_failed, a failing beforePersistState lets the
- * save happen). Every method gets the hook context first: contextJson =
+ * with a Promise; a throw, a rejection, a wrong shape or no answer within the hook timeout
+ * (toolTimeoutMs) never escapes: a failing beforeToolCall answers the call with hook_failed, a
+ * failing afterToolCall ends the run 'aborted' with hook_failed (its result never reaches the model),
+ * a failing beforePersistState lets the save happen, a failing notification is logged. Every method gets the hook context first: contextJson =
  * {"session_id","run_id","round"} (round: the model round, 1-based; 0 before the first).
  * - beforeToolCall(contextJson, callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
@@ -324,7 +332,7 @@ export interface AgentHookObject {
 export interface HookDecisionObject {
   action: string;
   argumentsJson?: string;
-  /** beforeToolCall `proceed`: the rewritten call's tool name; another name than the call's is refused. */
+  /** beforeToolCall `proceed`: the rewritten call's tool name; another name than the call's is refused (hook_call_name_changed). */
   name?: string;
   resultJson?: string;
   reason?: string;
@@ -352,7 +360,10 @@ export type ApprovalPolicyFunction =
 
 /** The agent: a model, tools, hooks, the approval policy and a state store. */
 export declare class Agent {
-  /** Throws config_invalid (a message names the field) or insecure_url. */
+  /**
+   * Throws config_invalid (a message names the field), insecure_url, or provider_tls for an
+   * extraRootsPem that holds no readable certificate.
+   */
   constructor(config: AgentConfigObject);
   /** As ToolRegistry.register. */
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
@@ -408,8 +419,10 @@ export declare class Agent {
    * Sets one key of a session's app metadata (e.g. userId) to a JSON value given as text, or removes
    * the key when valueJson is 'null'; resolves once durable. Executors read it from the next run on in
    * context.metadataJson (ReadonlyAgentState.metadata); stateJson shows it. A missing session is
-   * created (idle, no messages); removing a key that is not there writes and creates nothing. Limits: a key of 1 to 128 bytes without control characters; a value
-   * of at most 65536 bytes of compact JSON and 64 levels; 262144 bytes for the whole metadata.
+   * created (idle, no messages); removing a key that is not there creates no session and writes no
+   * state (only the session's lock file under stateDir/..locks). Limits: a key of 1 to 128 bytes
+   * without control characters; a value of at most 65536 bytes of compact JSON and 64 levels;
+   * 262144 bytes for the whole metadata.
    * Rejects with metadata_key_invalid, json_invalid / json_too_deep / json_too_large (the value),
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
    * session (this Agent or another process; nothing is written: set it again once the run is over).
