@@ -5,9 +5,12 @@
 //! payload: the state as JSON. Any flipped bit is caught by the checksum.
 //!
 //! A journal file is `ARKJ` + the schema version of its events (u32 LE), then records, each
-//! payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the payload: one
-//! [`StateEvent`] as JSON. Records are only ever appended; a crash can leave a torn last record,
-//! which the checksum (or the missing bytes) exposes, and which is dropped on load.
+//! payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the payload: one commit's
+//! events as JSON, a [`StateEvent`] object for a commit of one event, an array of them for a
+//! commit of several. Records are only ever appended; a crash can leave a torn last record, which
+//! the checksum (or the missing bytes) exposes, and which is dropped on load. A commit is thus
+//! loaded whole or not at all: a commit of several events is never half applied. (Journals
+//! written before commits were one record hold one event per record; they load as before.)
 
 use super::migrate::migrate_value;
 use super::{AgentState, StateEvent, SCHEMA_VERSION};
@@ -115,17 +118,20 @@ pub fn journal_header() -> [u8; JOURNAL_HEADER_LEN] {
     h
 }
 
-/// Encodes events as journal records, all in one buffer (one write, one sync: the group commit).
+/// Encodes one commit's events as one journal record (one write, one sync: the group commit; one
+/// checksum, so the commit loads whole or not at all). No events, no record.
 ///
 /// # Errors
 /// `state_io` when an event cannot be serialised.
 pub fn encode_records(events: &[StateEvent]) -> Result<Vec<u8>, AgentError> {
-    let mut out = Vec::with_capacity(events.len() * 256);
-    for event in events {
-        let payload = serde_json::to_vec(event)
-            .map_err(|e| AgentError::of(codes::STATE_IO, format!("cannot serialise an event: {e}")))?;
-        frame(None, &payload, &mut out)?;
+    let payload = match events {
+        [] => return Ok(Vec::new()),
+        [event] => serde_json::to_vec(event),
+        events => serde_json::to_vec(events),
     }
+    .map_err(|e| AgentError::of(codes::STATE_IO, format!("cannot serialise an event: {e}")))?;
+    let mut out = Vec::with_capacity(payload.len() + RECORD_HEADER_LEN);
+    frame(None, &payload, &mut out)?;
     Ok(out)
 }
 
@@ -207,8 +213,15 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
             scan.tail = if rest.len() == end { JournalTail::Torn } else { JournalTail::Corrupt };
             return Ok(scan);
         }
-        match parse_text::<StateEvent>(payload) {
-            Ok(event) => scan.events.push(event),
+        // A commit of several events is an array; one event (and every record of a journal
+        // written before commits were one record) an object.
+        let decoded = if payload.first() == Some(&b'[') {
+            parse_text::<Vec<StateEvent>>(payload)
+        } else {
+            parse_text::<StateEvent>(payload).map(|event| vec![event])
+        };
+        match decoded {
+            Ok(events) => scan.events.extend(events),
             Err(_) => {
                 scan.tail = JournalTail::Corrupt;
                 return Ok(scan);
@@ -239,6 +252,25 @@ mod tests {
         let scan = decode_journal(&bytes).unwrap();
         assert_eq!(scan.events, events());
         assert_eq!(scan.valid_len, bytes.len());
+        assert_eq!(scan.tail, JournalTail::Clean);
+    }
+
+    #[test]
+    fn a_commit_is_one_record_and_old_journals_of_one_event_per_record_still_load() {
+        let whole = encode_records(&events()).unwrap();
+        let payload = &whole[RECORD_HEADER_LEN..];
+        assert_eq!(payload.first(), Some(&b'['));
+        assert_eq!(u32::from_le_bytes(whole[..4].try_into().unwrap()) as usize, payload.len());
+        assert!(encode_records(&[]).unwrap().is_empty());
+        // The former layout: each event its own record.
+        let mut old = journal_header().to_vec();
+        for event in events() {
+            let payload = serde_json::to_vec(&event).unwrap();
+            frame(None, &payload, &mut old).unwrap();
+        }
+        old.extend(encode_records(&events()).unwrap());
+        let scan = decode_journal(&old).unwrap();
+        assert_eq!(scan.events, [events(), events()].concat());
         assert_eq!(scan.tail, JournalTail::Clean);
     }
 

@@ -334,7 +334,7 @@ pub trait StateStore: Send + Sync {
     }
 
     /// Durably records events that were applied to `state` (which is the state after them), in one
-    /// sync. The store may fold the journal into a new snapshot of `state` when it sees fit; a
+    /// sync, as one unit: after a crash a load sees all of them or none. The store may fold the journal into a new snapshot of `state` when it sees fit; a
     /// session's first commit (or one after its files became unreadable) writes a snapshot of
     /// `state`, which then holds the events.
     ///
