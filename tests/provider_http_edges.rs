@@ -12,7 +12,7 @@ use arkagent::provider::{
 };
 use arkagent::{codes, AgentError, ChatMessage, ErrorLayer};
 use futures_util::StreamExt;
-use mock_server::{MockServer, Reply};
+use mock_server::{End, MockServer, Reply};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,4 +90,69 @@ async fn an_echoed_key_the_excerpt_would_cut_never_leaks() {
     let e = e.expect("a decode error");
     assert_provider(&e, codes::PROVIDER_DECODE);
     assert_no_key(&e);
+}
+
+/// A 200 with this content type and body, to a streamed request.
+fn labelled(content_type: Option<&str>, body: &[u8]) -> Reply {
+    Reply::StreamAs {
+        content_type: content_type.map(str::to_string),
+        parts: body.chunks(7).map(<[u8]>::to_vec).collect(),
+        delay: Duration::ZERO,
+        end: End::Complete,
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_request_answered_with_a_body_that_is_no_event_stream_says_what_came() {
+    // Gateways answer a streamed request with a 200 that is not an event stream under every
+    // content type: their error JSON as text/plain or even text/event-stream, a captive portal's
+    // HTML, a whole completion with no content type. What they said must reach the app, not "the
+    // stream ended before the answer finished".
+    let error = br#"{"error":{"message":"quota exhausted","type":"insufficient_quota","code":"1113"}}"#;
+    let whole = br#"{"choices":[{"message":{"content":"whole"},"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1}}"#;
+    let server = MockServer::start([
+        labelled(Some("text/plain"), error),
+        labelled(Some("text/event-stream"), &[&b"\xEF\xBB\xBF\n"[..], error].concat()),
+        labelled(
+            Some("text/html; charset=utf-8"),
+            b"<html>\n<body>Please log in to the Wi-Fi</body>\n</html>\n",
+        ),
+        labelled(None, whole),
+        // An event stream keeps its own rules: one cut off after a comment is interrupted, and so
+        // is an empty body.
+        labelled(
+            Some("text/event-stream"),
+            b": keep-alive\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}",
+        ),
+        labelled(Some("text/event-stream"), b"\n\n"),
+    ])
+    .await;
+    let c = client(&server, Duration::from_secs(2));
+    for _ in 0..2 {
+        let (events, e) = drain(&c).await;
+        let e = e.expect("the error in the body");
+        assert!(events.is_empty());
+        assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+        assert!(e.message.contains("[1113, insufficient_quota] quota exhausted"), "{e}");
+    }
+    let (_, e) = drain(&c).await;
+    let e = e.expect("not an event stream");
+    assert_provider(&e, codes::PROVIDER_DECODE);
+    assert!(
+        e.message.contains("not an event stream") && e.message.contains("Please log in to the Wi-Fi"),
+        "{e}"
+    );
+    let (events, e) = drain(&c).await;
+    assert!(e.is_none(), "{e:?}");
+    assert_eq!(events.first(), Some(&ModelEvent::TextDelta("whole".into())));
+    match events.last() {
+        Some(ModelEvent::Finished(r)) => {
+            assert_eq!((r.content.as_deref(), r.usage.map(|u| u.total_tokens)), (Some("whole"), Some(3)))
+        }
+        other => panic!("{other:?}"),
+    }
+    for _ in 0..2 {
+        let (_, e) = drain(&c).await;
+        assert_provider(&e.expect("interrupted"), codes::PROVIDER_STREAM_INTERRUPTED);
+    }
 }

@@ -7,11 +7,12 @@
 //! chunks) and total (the whole call, retries included). Bodies and streams are capped at
 //! `max_response_bytes`. A streamed request answered with a JSON body (a gateway that ignores
 //! `stream: true`, an error body sent with a 200) is read as a non-streamed answer and handed out
-//! as the events of one. Dropping the returned future or stream closes the connection at once.
+//! as the events of one; so is a body under another content type that holds no event (see
+//! [`StreamDecoder`]). Dropping the returned future or stream closes the connection at once.
 //! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
 //! from every error message as a last guard.
 
-use super::assemble::StreamDecoder;
+use super::assemble::{starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
 use super::convert::{parse_response, raw_excerpt};
 use super::wire::ProviderErrorBody;
@@ -436,8 +437,7 @@ impl ChatModel for OpenAiCompatibleClient {
             let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
                 .await
                 .map_err(|e| redact_error(e.error, key))?;
-            let head = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes).trim_ascii_start();
-            if [&b"data:"[..], b":", b"event:", b"id:", b"retry:"].iter().any(|p| head.starts_with(p)) {
+            if starts_as_event_stream(&bytes) == Some(true) {
                 // An event stream mislabelled as JSON (some proxies): decoded as one.
                 let mut decoder = StreamDecoder::new();
                 let mut events = Vec::new();
