@@ -156,3 +156,34 @@ async fn a_streamed_request_answered_with_a_body_that_is_no_event_stream_says_wh
         assert_provider(&e.expect("interrupted"), codes::PROVIDER_STREAM_INTERRUPTED);
     }
 }
+
+#[tokio::test]
+async fn a_non_streamed_request_answered_with_an_event_stream_gets_its_answer() {
+    // A gateway that streams whatever `stream` says: the answer is the stream's, its error the
+    // stream's error, a cut stream an interrupted one.
+    let calls = concat!(
+        ": keep-alive\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"think\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\"\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\":1}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let server = MockServer::start([
+        Reply::sse(calls.as_bytes()),
+        Reply::sse(b"data: {\"error\":{\"message\":\"overloaded\",\"code\":\"503\"}}\n\n"),
+        Reply::sse(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\"}}]}\n\n"),
+    ])
+    .await;
+    let c = client(&server, Duration::from_secs(2));
+    let r = c.complete(&request()).await.expect("the streamed answer");
+    assert_eq!(r.reasoning_content.as_deref(), Some("think"));
+    assert_eq!(r.tool_calls, vec![arkagent::ToolCall::new("c1", "f", r#"{"a":1}"#)]);
+    assert_eq!((r.finish_reason.as_deref(), r.usage.map(|u| u.total_tokens)), (Some("tool_calls"), Some(6)));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+    assert!(e.message.contains("overloaded"), "{e}");
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_STREAM_INTERRUPTED);
+    assert!(server.requests().iter().all(|r| r.json()["stream"] != true));
+}

@@ -8,11 +8,12 @@
 //! `max_response_bytes`. A streamed request answered with a JSON body (a gateway that ignores
 //! `stream: true`, an error body sent with a 200) is read as a non-streamed answer and handed out
 //! as the events of one; so is a body under another content type that holds no event (see
-//! [`StreamDecoder`]). Dropping the returned future or stream closes the connection at once.
+//! [`StreamDecoder`]). The other way round, a non-streamed request answered with an event stream
+//! (a gateway that always streams) gives the answer the stream holds. Dropping the returned future or stream closes the connection at once.
 //! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
 //! from every error message as a last guard.
 
-use super::assemble::{starts_as_event_stream, StreamDecoder};
+use super::assemble::{decode_sse_body, starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
 use super::convert::{parse_response, raw_excerpt};
 use super::wire::ProviderErrorBody;
@@ -422,6 +423,15 @@ impl ChatModel for OpenAiCompatibleClient {
         let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
             .await
             .map_err(|e| redact_error(e.error, self.config.api_key.expose()))?;
+        if starts_as_event_stream(&bytes) == Some(true) {
+            // A gateway that streams whatever `stream` says: the answer the stream holds.
+            log::debug!("provider: a non-streamed request was answered with an event stream");
+            let events =
+                decode_sse_body(&bytes).map_err(|e| redact_error(e, self.config.api_key.expose()))?;
+            if let Some(ModelEvent::Finished(response)) = events.into_iter().last() {
+                return Ok(response);
+            }
+        }
         parse_response(&bytes).map_err(|e| redact_error(e, self.config.api_key.expose()))
     }
 
