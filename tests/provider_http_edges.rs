@@ -187,3 +187,36 @@ async fn a_non_streamed_request_answered_with_an_event_stream_gets_its_answer() 
     assert_provider(&e, codes::PROVIDER_STREAM_INTERRUPTED);
     assert!(server.requests().iter().all(|r| r.json()["stream"] != true));
 }
+
+#[tokio::test]
+async fn a_stream_that_stalls_after_its_finish_reason_keeps_its_answer() {
+    // The finish chunk came, then nothing (no usage chunk, no `[DONE]`, no end of the body): the
+    // answer is complete and is not lost to the idle timeout. A stall before the finish reason
+    // is still a timeout.
+    let finished = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    );
+    let open = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hal\"}}]}\n\n";
+    let stall = |body: &str| Reply::Stream {
+        parts: vec![body.as_bytes().to_vec()],
+        delay: Duration::ZERO,
+        end: End::Stall,
+    };
+    let server = MockServer::start([stall(finished), stall(open)]).await;
+    let c = client(&server, Duration::from_millis(300));
+    let (events, e) = drain(&c).await;
+    assert!(e.is_none(), "{e:?}");
+    match events.last() {
+        Some(ModelEvent::Finished(r)) => {
+            assert_eq!(r.tool_calls, vec![arkagent::ToolCall::new("c1", "f", "{}")]);
+            assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let (events, e) = drain(&c).await;
+    assert_provider(&e.expect("a timeout"), codes::PROVIDER_TIMEOUT);
+    assert_eq!(events, vec![ModelEvent::TextDelta("hal".into())]);
+    // Both connections are closed by the client.
+    assert!(server.wait_aborted(2, Duration::from_secs(3)).await);
+}

@@ -400,6 +400,12 @@ impl StreamDecoder {
         self.assembler.is_finished()
     }
 
+    /// True once a chunk reported a finish reason: [`finish`](Self::finish) then completes the
+    /// answer whether or not `[DONE]` came.
+    pub fn saw_finish_reason(&self) -> bool {
+        self.assembler.saw_finish_reason()
+    }
+
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
     /// answer is finished and later bytes are ignored. Returns [`is_finished`](Self::is_finished).
     ///
