@@ -220,3 +220,40 @@ async fn a_stream_that_stalls_after_its_finish_reason_keeps_its_answer() {
     // Both connections are closed by the client.
     assert!(server.wait_aborted(2, Duration::from_secs(3)).await);
 }
+
+#[tokio::test]
+async fn a_retry_after_too_long_for_a_duration_is_refused_not_a_panic() {
+    // Delay seconds past what a Duration holds (as an integer past u64, as a float) and an HTTP
+    // date with a year of eleven digits: the first two are longer than any limit (the error comes
+    // back at once), the date is no date (the usual backoff, then the answer).
+    let ok = Reply::json(
+        200,
+        &serde_json::json!({"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}),
+    );
+    let server = MockServer::start([
+        Reply::error(429, "rate_limit_exceeded", "slow down")
+            .with_header("Retry-After", "20000000000000000000"),
+        Reply::error(503, "overloaded", "later").with_header("Retry-After", "1e300"),
+        Reply::error(429, "rate_limit_exceeded", "slow down")
+            .with_header("Retry-After", "Sun, 06 Nov 99999999999 08:49:37 GMT"),
+        ok,
+    ])
+    .await;
+    let retry = RetryPolicy {
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(20),
+        jitter: 0.0,
+        max_retry_after: Duration::from_secs(5),
+    };
+    let c = OpenAiCompatibleClient::new(ClientConfig::custom(server.base_url(), "m", KEY).with_retry(retry))
+        .unwrap();
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_RATE_LIMITED);
+    assert!(e.message.contains("exceeds the limit; not retried"), "{e}");
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+    assert!(e.message.contains("exceeds the limit; not retried"), "{e}");
+    assert_eq!(c.complete(&request()).await.unwrap().content.as_deref(), Some("ok"));
+    assert_eq!(server.requests().len(), 4);
+}

@@ -150,7 +150,7 @@ impl OpenAiCompatibleClient {
                 Some(d) => d,
                 None => policy.backoff(retries),
             };
-            if Instant::now() + wait >= deadline {
+            if Instant::now().checked_add(wait).is_none_or(|at| at >= deadline) {
                 return Err(with_note(error, "no time left before the total timeout to retry"));
             }
             log::info!("provider: {} - retry {} in {wait:?}", error, retries + 1);
@@ -321,7 +321,8 @@ fn is_json(headers: &reqwest::header::HeaderMap) -> bool {
     media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
 }
 
-/// Parses `Retry-After`: delay seconds or an HTTP date (IMF-fixdate).
+/// Parses `Retry-After`: delay seconds or an HTTP date (IMF-fixdate). A delay too long for a
+/// [`Duration`] is [`Duration::MAX`] (longer than any limit, never a panic).
 pub fn parse_retry_after(value: &reqwest::header::HeaderValue) -> Option<Duration> {
     let text = value.to_str().ok()?.trim();
     if let Ok(secs) = text.parse::<u64>() {
@@ -329,7 +330,7 @@ pub fn parse_retry_after(value: &reqwest::header::HeaderValue) -> Option<Duratio
     }
     if let Ok(secs) = text.parse::<f64>() {
         if secs.is_finite() && secs >= 0.0 {
-            return Some(Duration::from_secs_f64(secs));
+            return Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX));
         }
     }
     let at = parse_http_date(text)?;
@@ -347,7 +348,8 @@ fn parse_http_date(text: &str) -> Option<u64> {
         .iter()
         .position(|m| *m == month_name)? as u64
         + 1;
-    let year: i64 = parts.next()?.parse().ok()?;
+    // Four digits (a longer year overflowed the day count below).
+    let year: i64 = parts.next()?.parse().ok().filter(|y| (0..=9999).contains(y))?;
     let mut hms = parts.next()?.split(':').map(|p| p.parse::<u64>().ok());
     let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
     if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
@@ -569,6 +571,12 @@ mod tests {
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
         assert_eq!(parse_retry_after(&h("soon")), None);
         assert_eq!(parse_retry_after(&h("-1")), None);
+        // Delays no Duration holds: longer than any limit, and no panic.
+        assert_eq!(parse_retry_after(&h("20000000000000000000")), Some(Duration::MAX));
+        assert_eq!(parse_retry_after(&h("1e300")), Some(Duration::MAX));
+        assert_eq!(parse_retry_after(&h("Sun, 06 Nov 99999999999 08:49:37 GMT")), None);
+        assert_eq!(parse_retry_after(&h("Sun, 06 Nov -99999999999999 08:49:37 GMT")), None);
+        assert_eq!(parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT"), Some(253_402_300_799));
     }
 
     #[test]
