@@ -257,3 +257,48 @@ async fn a_retry_after_too_long_for_a_duration_is_refused_not_a_panic() {
     assert_eq!(c.complete(&request()).await.unwrap().content.as_deref(), Some("ok"));
     assert_eq!(server.requests().len(), 4);
 }
+
+#[tokio::test]
+async fn odd_token_counts_never_cost_the_answer() {
+    // OpenAI's o3 reported `"completion_tokens": -35`; gateways send floats, strings, numbers
+    // past u64. The answer comes through, streamed or not, and the counts read as they can.
+    let usage = serde_json::json!({"prompt_tokens": 1151, "completion_tokens": -35, "total_tokens": 1116});
+    let whole =
+        serde_json::json!({"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}], "usage": usage});
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12.7,\"completion_tokens\":\" 3 \",\"total_tokens\":{\"n\":1}}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let huge = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}],",
+        "\"usage\":{\"prompt_tokens\":18446744073709551615,\"completion_tokens\":5}}\n\n",
+    );
+    let server = MockServer::start([
+        Reply::json(200, &whole),
+        Reply::sse(stream.as_bytes()),
+        Reply::sse(huge.as_bytes()),
+    ])
+    .await;
+    let c = client(&server, Duration::from_secs(2));
+    let r = c.complete(&request()).await.expect("the answer");
+    let u = r.usage.expect("usage");
+    assert_eq!(
+        (r.content.as_deref(), u.prompt_tokens, u.completion_tokens, u.total_tokens),
+        (Some("ok"), 1151, 0, 1116)
+    );
+    for (prompt, completion, total) in [(12, 3, 15), (u64::MAX, 5, u64::MAX)] {
+        let (events, e) = drain(&c).await;
+        assert!(e.is_none(), "{e:?}");
+        match events.last() {
+            Some(ModelEvent::Finished(r)) => {
+                let u = r.usage.expect("usage");
+                assert_eq!(
+                    (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+                    (prompt, completion, total)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -642,7 +642,7 @@ mod tests {
                 codes::PROVIDER_DECODE,
             ),
             (
-                r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":-1}}"#,
+                r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1e999}}"#,
                 codes::PROVIDER_DECODE,
             ),
         ];
