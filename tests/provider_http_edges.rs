@@ -302,3 +302,31 @@ async fn odd_token_counts_never_cost_the_answer() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_redirect_says_where_it_went_and_is_not_followed() {
+    // A base URL on plain http behind an https redirect, a missing or extra trailing path: the
+    // error says where the server sent the request; the client does not go there (it would send
+    // the key elsewhere) and does not retry.
+    let server = MockServer::start([
+        Reply::raw(301, "").with_header("Location", "https://api.example.com/v1/chat/completions"),
+        Reply::raw(307, "Temporary Redirect").with_header("Location", "/v1/chat/completions/"),
+        Reply::raw(302, ""),
+    ])
+    .await;
+    let c = client(&server, Duration::from_secs(2));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+    assert!(
+        e.message.starts_with(
+            "HTTP 301: (empty body) (redirected to https://api.example.com/v1/chat/completions;"
+        ),
+        "{e}"
+    );
+    let (_, e) = drain(&c).await;
+    let e = e.expect("an error");
+    assert!(e.message.contains("raw body: Temporary Redirect (redirected to /v1/chat/completions/;"), "{e}");
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_eq!(e.message, "HTTP 302: (empty body)");
+    assert_eq!(server.requests().len(), 3);
+}

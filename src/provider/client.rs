@@ -216,6 +216,15 @@ impl OpenAiCompatibleClient {
             429 => codes::PROVIDER_RATE_LIMITED,
             _ => codes::PROVIDER_HTTP_STATUS,
         };
+        // Redirects are not followed (a POST would be replayed elsewhere, with the key): the
+        // message says where the server sent the request, the usual fix of the base URL.
+        let redirect = match resp.headers().get(reqwest::header::LOCATION) {
+            Some(to) if status.is_redirection() => format!(
+                " (redirected to {}; redirects are not followed: use that URL's base as the base URL)",
+                raw_excerpt(to.as_bytes())
+            ),
+            _ => String::new(),
+        };
         let body = match read_body(resp, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline).await {
             Ok(b) => b,
             Err(BodyError { partial, .. }) => partial,
@@ -230,7 +239,7 @@ impl OpenAiCompatibleClient {
             None if body.is_empty() => "(empty body)".to_string(),
             None => format!("raw body: {}", raw_excerpt(&body)),
         };
-        AgentError::of(code, self.redact(format!("HTTP {}: {detail}", status.as_u16())))
+        AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16())))
     }
 
     fn timeout_error(&self, deadline: Instant, phase: &str, limit: Duration) -> AgentError {
