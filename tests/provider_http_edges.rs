@@ -189,35 +189,49 @@ async fn a_non_streamed_request_answered_with_an_event_stream_gets_its_answer() 
 }
 
 #[tokio::test]
-async fn a_stream_that_stalls_after_its_finish_reason_keeps_its_answer() {
-    // The finish chunk came, then nothing (no usage chunk, no `[DONE]`, no end of the body): the
-    // answer is complete and is not lost to the idle timeout. A stall before the finish reason
-    // is still a timeout.
+async fn a_stream_that_stalls_or_breaks_off_after_its_finish_reason_keeps_its_answer() {
+    // The finish chunk came, then no usage chunk, no `[DONE]` and no end of the body: the server
+    // stalls, resets the connection, or closes it in the middle of the next chunk. The answer is
+    // complete and is not lost. The same faults before the finish reason still fail.
     let finished = concat!(
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n",
         "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
     );
     let open = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hal\"}}]}\n\n";
-    let stall = |body: &str| Reply::Stream {
-        parts: vec![body.as_bytes().to_vec()],
-        delay: Duration::ZERO,
-        end: End::Stall,
-    };
-    let server = MockServer::start([stall(finished), stall(open)]).await;
-    let c = client(&server, Duration::from_millis(300));
-    let (events, e) = drain(&c).await;
-    assert!(e.is_none(), "{e:?}");
-    match events.last() {
-        Some(ModelEvent::Finished(r)) => {
-            assert_eq!(r.tool_calls, vec![arkagent::ToolCall::new("c1", "f", "{}")]);
-            assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+    let reply = |body: &str, end: End| {
+        let mut parts = vec![body.as_bytes().to_vec()];
+        if end == End::Truncate {
+            parts.push(b"data: {\"choices\":[],\"usa".to_vec());
         }
-        other => panic!("{other:?}"),
+        Reply::Stream { parts, delay: Duration::ZERO, end }
+    };
+    let ends = [End::Stall, End::Reset, End::Truncate];
+    let server = MockServer::start(
+        ends.iter().map(|end| reply(finished, *end)).chain(ends.iter().map(|end| reply(open, *end))),
+    )
+    .await;
+    let c = client(&server, Duration::from_millis(300));
+    for end in ends {
+        let (events, e) = drain(&c).await;
+        assert!(e.is_none(), "{end:?}: {e:?}");
+        match events.last() {
+            Some(ModelEvent::Finished(r)) => {
+                assert_eq!(r.tool_calls, vec![arkagent::ToolCall::new("c1", "f", "{}")], "{end:?}");
+                assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+            }
+            other => panic!("{end:?}: {other:?}"),
+        }
     }
-    let (events, e) = drain(&c).await;
-    assert_provider(&e.expect("a timeout"), codes::PROVIDER_TIMEOUT);
-    assert_eq!(events, vec![ModelEvent::TextDelta("hal".into())]);
-    // Both connections are closed by the client.
+    for (end, code) in [
+        (End::Stall, codes::PROVIDER_TIMEOUT),
+        (End::Reset, codes::PROVIDER_STREAM_INTERRUPTED),
+        (End::Truncate, codes::PROVIDER_STREAM_INTERRUPTED),
+    ] {
+        let (events, e) = drain(&c).await;
+        assert_provider(&e.expect("an error"), code);
+        assert_eq!(events, vec![ModelEvent::TextDelta("hal".into())], "{end:?}");
+    }
+    // The stalled connections are closed by the client.
     assert!(server.wait_aborted(2, Duration::from_secs(3)).await);
 }
 

@@ -4,8 +4,8 @@
 //! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
 //! `Retry-After`, but never once a response was accepted (a stream that started is never
 //! replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
-//! chunks) and total (the whole call, retries included); a stream that times out after its finish
-//! reason came is complete, as one whose body ends there is. Bodies and streams are capped at
+//! chunks) and total (the whole call, retries included). A stream that times out or breaks off
+//! after its finish reason came is complete, as one whose body ends there is. Bodies and streams are capped at
 //! `max_response_bytes`. A streamed request answered with a JSON body (a gateway that ignores
 //! `stream: true`, an error body sent with a 200) is read as a non-streamed answer and handed out
 //! as the events of one; so is a body under another content type that holds no event (see
@@ -525,12 +525,11 @@ impl StreamState {
                 }
             };
             let step = match chunk {
-                Err(()) if self.decoder.saw_finish_reason() => {
+                Err(()) | Ok(Err(_)) if self.decoder.saw_finish_reason() => {
                     // The answer is complete (what is missing is at most the usage chunk and
-                    // `[DONE]`): a gateway that stalls instead of ending the body does not lose it.
-                    log::warn!(
-                        "provider: the stream stalled after its finish reason; the answer is complete"
-                    );
+                    // `[DONE]`): a gateway that stalls or breaks the connection instead of ending
+                    // the body does not lose it.
+                    log::warn!("provider: the stream stalled or broke off after its finish reason; the answer is complete");
                     self.decoder.finish(&mut self.scratch).map(|_| true)
                 }
                 Err(()) => Err(timeout_error(self.deadline, "idle", idle, self.config.timeouts.total)),
