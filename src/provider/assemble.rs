@@ -462,7 +462,7 @@ impl StreamDecoder {
         if self.assembler.is_finished() {
             return Ok(());
         }
-        if !self.is_event_stream && !self.whole_body.trim_ascii().is_empty() {
+        if !self.is_event_stream && starts_as_event_stream(&self.whole_body) == Some(false) {
             // Not an event stream: the body a gateway sent whole.
             let response = parse_response(&self.whole_body).map_err(|mut e| {
                 if e.code == codes::PROVIDER_DECODE {
@@ -750,6 +750,10 @@ mod tests {
         assert_eq!((&*e.code, e.message.as_str()), (codes::PROVIDER_HTTP_STATUS, "no"));
         let e = decode_sse_body(b"Bad Gateway").unwrap_err();
         assert_eq!(e.code, codes::PROVIDER_DECODE);
+        // Nothing but blank space and a BOM, or the start of a field: a stream cut short.
+        for body in [&b"\xEF\xBB\xBF \r\n"[..], b"\nda"] {
+            assert_eq!(decode_sse_body(body).unwrap_err().code, codes::PROVIDER_STREAM_INTERRUPTED);
+        }
         // A body with an event is a stream, even after lines that are not.
         let e = decode_sse_body(b"junk\ndata: {\"choices\":[]}\n\n").unwrap_err();
         assert_eq!(e.code, codes::PROVIDER_STREAM_INTERRUPTED);
