@@ -5,12 +5,13 @@
 //! `Retry-After`, but never once a response was accepted (a stream that started is never
 //! replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
 //! chunks) and total (the whole call, retries included). A stream that times out or breaks off
-//! after its finish reason came is complete, as one whose body ends there is. Bodies and streams are capped at
-//! `max_response_bytes`. A streamed request answered with a JSON body (a gateway that ignores
-//! `stream: true`, an error body sent with a 200) is read as a non-streamed answer and handed out
-//! as the events of one; so is a body under another content type that holds no event (see
-//! [`StreamDecoder`]). The other way round, a non-streamed request answered with an event stream
-//! (a gateway that always streams) gives the answer the stream holds. Dropping the returned future or stream closes the connection at once.
+//! after its finish reason came is complete, as one whose body ends there is. Bodies and streams
+//! are capped at `max_response_bytes`. A streamed request answered with a JSON body (a gateway
+//! that ignores `stream: true`, an error body sent with a 200) is read as a non-streamed answer and
+//! handed out as the events of one; so is a body under another content type that holds no event
+//! (see [`StreamDecoder`]). The other way round, a non-streamed request answered with an event
+//! stream (a gateway that always streams) gives the answer the stream holds. Dropping the returned
+//! future or stream closes the connection at once.
 //! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
 //! from every error message as a last guard.
 
@@ -529,7 +530,10 @@ impl StreamState {
                     // The answer is complete (what is missing is at most the usage chunk and
                     // `[DONE]`): a gateway that stalls or breaks the connection instead of ending
                     // the body does not lose it.
-                    log::warn!("provider: the stream stalled or broke off after its finish reason; the answer is complete");
+                    log::warn!(
+                        "provider: the stream stalled or broke off after its finish reason; \
+                         the answer is complete"
+                    );
                     self.decoder.finish(&mut self.scratch).map(|_| true)
                 }
                 Err(()) => Err(timeout_error(self.deadline, "idle", idle, self.config.timeouts.total)),
