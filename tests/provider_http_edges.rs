@@ -200,10 +200,18 @@ async fn a_stream_that_stalls_or_breaks_off_after_its_finish_reason_keeps_its_an
     let open = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hal\"}}]}\n\n";
     let reply = |body: &str, end: End| {
         let mut parts = vec![body.as_bytes().to_vec()];
-        if end == End::Truncate {
-            parts.push(b"data: {\"choices\":[],\"usa".to_vec());
+        let mut delay = Duration::ZERO;
+        match end {
+            End::Truncate => parts.push(b"data: {\"choices\":[],\"usa".to_vec()),
+            // A reset discards what the client has not read yet: the server waits before it (an
+            // empty part writes nothing), so that what came before it is what is tested.
+            End::Reset => {
+                parts.push(Vec::new());
+                delay = Duration::from_millis(100);
+            }
+            _ => {}
         }
-        Reply::Stream { parts, delay: Duration::ZERO, end }
+        Reply::Stream { parts, delay, end }
     };
     let ends = [End::Stall, End::Reset, End::Truncate];
     let server = MockServer::start(
