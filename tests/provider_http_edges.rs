@@ -1,8 +1,9 @@
 //! The client against what real providers, proxies and gateways send besides a clean answer: an
 //! error body echoing the request's headers, a streamed request answered with something that is
-//! not an event stream, a non-streamed request answered with one, a stream that stalls after its
-//! last chunk. Each case ends in the answer or in a structured provider error that says what came,
-//! and the API key appears in none of them.
+//! not an event stream and a non-streamed request answered with one, a stream that stalls or
+//! breaks off after its finish chunk, a `Retry-After` longer than a `Duration` holds, token counts
+//! that are not whole numbers, a redirect. Each case ends in the answer or in a structured
+//! provider error that says what came, and the API key appears in none of them.
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
