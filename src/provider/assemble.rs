@@ -20,7 +20,7 @@
 //! whole payload was read.
 
 use super::chunk_read::{read_chunk, ChunkRecord};
-use super::convert::{normalise_arguments, raw_excerpt};
+use super::convert::{normalise_arguments, parse_response, raw_excerpt};
 use super::sse::SseParser;
 use super::wire::{ChatCompletionChunk, WireArguments};
 use super::{ModelEvent, ModelResponse};
@@ -371,11 +371,22 @@ impl StreamAssembler {
 }
 
 /// SSE framing plus assembly: the bytes of a streamed body in, events out.
+///
+/// A body that holds no event and does not begin as an event stream (a gateway's error JSON or
+/// HTML page sent with a 200 and a content type other than JSON, a whole `chat.completion` of a
+/// gateway that ignores `stream: true`) is read at its end as a non-streamed answer: its answer,
+/// or the error it holds, or a `provider_decode` error with its raw text, never an interrupted
+/// stream that hides what the server said.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
     parser: SseParser,
     assembler: StreamAssembler,
     saw_done: bool,
+    /// The body so far, while it holds no event and may not be an event stream.
+    whole_body: Vec<u8>,
+    /// Set once the body is known to be an event stream (an event came, or its first bytes are
+    /// those of one): `whole_body` is no longer kept.
+    is_event_stream: bool,
 }
 
 impl StreamDecoder {
@@ -389,6 +400,12 @@ impl StreamDecoder {
         self.assembler.is_finished()
     }
 
+    /// True once a chunk reported a finish reason: [`finish`](Self::finish) then completes the
+    /// answer whether or not `[DONE]` came.
+    pub fn saw_finish_reason(&self) -> bool {
+        self.assembler.saw_finish_reason()
+    }
+
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
     /// answer is finished and later bytes are ignored. Returns [`is_finished`](Self::is_finished).
     ///
@@ -398,18 +415,42 @@ impl StreamDecoder {
         if self.assembler.is_finished() {
             return Ok(true);
         }
+        if !self.is_event_stream {
+            // Copied only when its first bytes do not tell it is an event stream (the usual body
+            // is not copied, not even its first read).
+            let kept = !self.whole_body.is_empty();
+            if kept {
+                self.whole_body.extend_from_slice(bytes);
+            }
+            let head = if kept { &self.whole_body[..] } else { bytes };
+            if starts_as_event_stream(head) == Some(true) {
+                self.stop_keeping_the_body();
+            } else if !kept {
+                self.whole_body.extend_from_slice(bytes);
+            }
+        }
         let assembler = &mut self.assembler;
         let saw_done = &mut self.saw_done;
+        let mut saw_event = false;
         self.parser.feed(bytes, |ev| {
+            saw_event = true;
             if !*saw_done && assembler.push_payload(ev.event, ev.data, out)? {
                 *saw_done = true;
             }
             Ok(())
         })?;
+        if saw_event && !self.is_event_stream {
+            self.stop_keeping_the_body();
+        }
         if self.saw_done {
             self.assembler.finish(out);
         }
         Ok(self.is_finished())
+    }
+
+    fn stop_keeping_the_body(&mut self) {
+        self.is_event_stream = true;
+        self.whole_body = Vec::new();
     }
 
     /// The body ended. A stream without `[DONE]` is complete when a finish reason was seen.
@@ -419,6 +460,18 @@ impl StreamDecoder {
     /// a last payload.
     pub fn finish(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), AgentError> {
         if self.assembler.is_finished() {
+            return Ok(());
+        }
+        if !self.is_event_stream && starts_as_event_stream(&self.whole_body) == Some(false) {
+            // Not an event stream: the body a gateway sent whole.
+            let response = parse_response(&self.whole_body).map_err(|mut e| {
+                if e.code == codes::PROVIDER_DECODE {
+                    e.message = format!("the streamed response is not an event stream: {}", e.message);
+                }
+                e
+            })?;
+            out.extend(ModelEvent::for_whole_answer(response));
+            self.assembler.finished = true;
             return Ok(());
         }
         let cut_line = self.parser.has_partial_line();
@@ -443,6 +496,24 @@ impl StreamDecoder {
             },
         ))
     }
+}
+
+/// Whether a body beginning with `head` is an event stream: its first bytes after a UTF-8 BOM and
+/// blank space are a comment or a field (`data:`, `event:`, `id:`, `retry:`); `None` while too few
+/// bytes came to tell.
+pub(crate) fn starts_as_event_stream(head: &[u8]) -> Option<bool> {
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head).trim_ascii_start();
+    if head.is_empty() {
+        return None;
+    }
+    let fields: [&[u8]; 5] = [b":", b"data:", b"event:", b"id:", b"retry:"];
+    if fields.iter().any(|f| head.starts_with(f)) {
+        return Some(true);
+    }
+    if fields.iter().any(|f| f.starts_with(head)) {
+        return None;
+    }
+    Some(false)
 }
 
 /// Decodes a whole SSE body at once (tests, recordings, replays).
@@ -571,7 +642,7 @@ mod tests {
                 codes::PROVIDER_DECODE,
             ),
             (
-                r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":-1}}"#,
+                r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1e999}}"#,
                 codes::PROVIDER_DECODE,
             ),
         ];
@@ -646,5 +717,45 @@ mod tests {
             usages,
             vec![&ModelEvent::Usage(Usage { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 })]
         );
+    }
+
+    #[test]
+    fn what_starts_an_event_stream() {
+        for head in [&b"data: {}"[..], b":ok", b"\xEF\xBB\xBF\r\n event: x", b"id:1", b"retry:"] {
+            assert_eq!(starts_as_event_stream(head), Some(true), "{head:?}");
+        }
+        for head in [&b"{\"error\""[..], b"<html>", b"dat ", b"Data:", b"[DONE]"] {
+            assert_eq!(starts_as_event_stream(head), Some(false), "{head:?}");
+        }
+        for head in [&b""[..], b" \n", b"\xEF\xBB\xBF", b"da", b"\nretr"] {
+            assert_eq!(starts_as_event_stream(head), None, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn a_body_without_events_is_read_whole() {
+        let whole = br#"{"choices":[{"message":{"tool_calls":[{"id":"a","function":{"name":"f"}}]}}]}"#;
+        let events = decode_sse_body(whole).unwrap();
+        assert_eq!(finished(&events).tool_calls, vec![ToolCall::new("a", "f", "{}")]);
+        // Whatever the pieces it came in.
+        let mut decoder = StreamDecoder::new();
+        let mut out = Vec::new();
+        for piece in whole.chunks(3) {
+            assert!(!decoder.feed(piece, &mut out).unwrap());
+        }
+        decoder.finish(&mut out).unwrap();
+        assert!(decoder.is_finished());
+        assert_eq!(out, events);
+        let e = decode_sse_body(b"{\"error\":{\"message\":\"no\"}}").unwrap_err();
+        assert_eq!((&*e.code, e.message.as_str()), (codes::PROVIDER_HTTP_STATUS, "no"));
+        let e = decode_sse_body(b"Bad Gateway").unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_DECODE);
+        // Nothing but blank space and a BOM, or the start of a field: a stream cut short.
+        for body in [&b"\xEF\xBB\xBF \r\n"[..], b"\nda"] {
+            assert_eq!(decode_sse_body(body).unwrap_err().code, codes::PROVIDER_STREAM_INTERRUPTED);
+        }
+        // A body with an event is a stream, even after lines that are not.
+        let e = decode_sse_body(b"junk\ndata: {\"choices\":[]}\n\n").unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_STREAM_INTERRUPTED);
     }
 }

@@ -371,7 +371,7 @@ mod tests {
             r#"{"choices":{}}"#,
             r#"{"choices":[{"index":-1}]}"#,
             r#"{"choices":[{"delta":{"content":1}}]}"#,
-            r#"{"usage":{"prompt_tokens":-1}}"#,
+            r#"{"usage":{"prompt_tokens":1e999}}"#,
             r#"{"choices":[]} x"#,
             r#"{"choices":[{"del"#,
             "hello",

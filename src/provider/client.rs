@@ -5,14 +5,18 @@
 //! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
 //! `Retry-After`, but never once a response was accepted (a stream that started is never
 //! replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
-//! chunks) and total (the whole call, retries included). Bodies and streams are capped at
-//! `max_response_bytes`. A streamed request answered with a JSON body (a gateway that ignores
-//! `stream: true`, an error body sent with a 200) is read as a non-streamed answer and handed out
-//! as the events of one. Dropping the returned future or stream closes the connection at once.
+//! chunks) and total (the whole call, retries included). A stream that times out or breaks off
+//! after its finish reason came is complete, as one whose body ends there is. Bodies and streams
+//! are capped at `max_response_bytes`. A streamed request answered with a JSON body (a gateway
+//! that ignores `stream: true`, an error body sent with a 200) is read as a non-streamed answer and
+//! handed out as the events of one; so is a body under another content type that holds no event
+//! (see [`StreamDecoder`]). The other way round, a non-streamed request answered with an event
+//! stream (a gateway that always streams) gives the answer the stream holds. Dropping the returned
+//! future or stream closes the connection at once.
 //! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
 //! from every error message as a last guard.
 
-use super::assemble::StreamDecoder;
+use super::assemble::{decode_sse_body, starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
 use super::convert::{parse_response, raw_excerpt};
 use super::wire::ProviderErrorBody;
@@ -147,7 +151,7 @@ impl OpenAiCompatibleClient {
                 Some(d) => d,
                 None => policy.backoff(retries),
             };
-            if Instant::now() + wait >= deadline {
+            if Instant::now().checked_add(wait).is_none_or(|at| at >= deadline) {
                 return Err(with_note(error, "no time left before the total timeout to retry"));
             }
             log::info!("provider: {} - retry {} in {wait:?}", error, retries + 1);
@@ -213,6 +217,15 @@ impl OpenAiCompatibleClient {
             429 => codes::PROVIDER_RATE_LIMITED,
             _ => codes::PROVIDER_HTTP_STATUS,
         };
+        // Redirects are not followed (a POST would be replayed elsewhere, with the key): the
+        // message says where the server sent the request, the usual fix of the base URL.
+        let redirect = match resp.headers().get(reqwest::header::LOCATION) {
+            Some(to) if status.is_redirection() => format!(
+                " (redirected to {}; redirects are not followed: use that URL's base as the base URL)",
+                raw_excerpt(to.as_bytes())
+            ),
+            _ => String::new(),
+        };
         let body = match read_body(resp, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline).await {
             Ok(b) => b,
             Err(BodyError { partial, .. }) => partial,
@@ -227,7 +240,7 @@ impl OpenAiCompatibleClient {
             None if body.is_empty() => "(empty body)".to_string(),
             None => format!("raw body: {}", raw_excerpt(&body)),
         };
-        AgentError::of(code, self.redact(format!("HTTP {}: {detail}", status.as_u16())))
+        AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16())))
     }
 
     fn timeout_error(&self, deadline: Instant, phase: &str, limit: Duration) -> AgentError {
@@ -318,7 +331,8 @@ fn is_json(headers: &reqwest::header::HeaderMap) -> bool {
     media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
 }
 
-/// Parses `Retry-After`: delay seconds or an HTTP date (IMF-fixdate).
+/// Parses `Retry-After`: delay seconds or an HTTP date (IMF-fixdate). A delay too long for a
+/// [`Duration`] is [`Duration::MAX`] (longer than any limit, never a panic).
 pub fn parse_retry_after(value: &reqwest::header::HeaderValue) -> Option<Duration> {
     let text = value.to_str().ok()?.trim();
     if let Ok(secs) = text.parse::<u64>() {
@@ -326,7 +340,7 @@ pub fn parse_retry_after(value: &reqwest::header::HeaderValue) -> Option<Duratio
     }
     if let Ok(secs) = text.parse::<f64>() {
         if secs.is_finite() && secs >= 0.0 {
-            return Some(Duration::from_secs_f64(secs));
+            return Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX));
         }
     }
     let at = parse_http_date(text)?;
@@ -344,7 +358,8 @@ fn parse_http_date(text: &str) -> Option<u64> {
         .iter()
         .position(|m| *m == month_name)? as u64
         + 1;
-    let year: i64 = parts.next()?.parse().ok()?;
+    // Four digits (a longer year overflowed the day count below).
+    let year: i64 = parts.next()?.parse().ok().filter(|y| (0..=9999).contains(y))?;
     let mut hms = parts.next()?.split(':').map(|p| p.parse::<u64>().ok());
     let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
     if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
@@ -421,6 +436,15 @@ impl ChatModel for OpenAiCompatibleClient {
         let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
             .await
             .map_err(|e| redact_error(e.error, self.config.api_key.expose()))?;
+        if starts_as_event_stream(&bytes) == Some(true) {
+            // A gateway that streams whatever `stream` says: the answer the stream holds.
+            log::debug!("provider: a non-streamed request was answered with an event stream");
+            let events =
+                decode_sse_body(&bytes).map_err(|e| redact_error(e, self.config.api_key.expose()))?;
+            if let Some(ModelEvent::Finished(response)) = events.into_iter().last() {
+                return Ok(response);
+            }
+        }
         parse_response(&bytes).map_err(|e| redact_error(e, self.config.api_key.expose()))
     }
 
@@ -436,8 +460,7 @@ impl ChatModel for OpenAiCompatibleClient {
             let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
                 .await
                 .map_err(|e| redact_error(e.error, key))?;
-            let head = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes).trim_ascii_start();
-            if [&b"data:"[..], b":", b"event:", b"id:", b"retry:"].iter().any(|p| head.starts_with(p)) {
+            if starts_as_event_stream(&bytes) == Some(true) {
                 // An event stream mislabelled as JSON (some proxies): decoded as one.
                 let mut decoder = StreamDecoder::new();
                 let mut events = Vec::new();
@@ -503,6 +526,16 @@ impl StreamState {
                 }
             };
             let step = match chunk {
+                Err(()) | Ok(Err(_)) if self.decoder.saw_finish_reason() => {
+                    // The answer is complete (what is missing is at most the usage chunk and
+                    // `[DONE]`): a gateway that stalls or breaks the connection instead of ending
+                    // the body does not lose it.
+                    log::warn!(
+                        "provider: the stream stalled or broke off after its finish reason; \
+                         the answer is complete"
+                    );
+                    self.decoder.finish(&mut self.scratch).map(|_| true)
+                }
                 Err(()) => Err(timeout_error(self.deadline, "idle", idle, self.config.timeouts.total)),
                 Ok(Err(e)) => Err(AgentError::of(
                     codes::PROVIDER_STREAM_INTERRUPTED,
@@ -550,6 +583,12 @@ mod tests {
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
         assert_eq!(parse_retry_after(&h("soon")), None);
         assert_eq!(parse_retry_after(&h("-1")), None);
+        // Delays no Duration holds: longer than any limit, and no panic.
+        assert_eq!(parse_retry_after(&h("20000000000000000000")), Some(Duration::MAX));
+        assert_eq!(parse_retry_after(&h("1e300")), Some(Duration::MAX));
+        assert_eq!(parse_retry_after(&h("Sun, 06 Nov 99999999999 08:49:37 GMT")), None);
+        assert_eq!(parse_retry_after(&h("Sun, 06 Nov -99999999999999 08:49:37 GMT")), None);
+        assert_eq!(parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT"), Some(253_402_300_799));
     }
 
     #[test]

@@ -263,6 +263,25 @@ impl Default for Timeouts {
     }
 }
 
+impl Timeouts {
+    /// The default timeouts for `model`: [`Timeouts::default`], except for OpenAI's reasoning
+    /// families (`o1`, `o3`, `o4-mini`..., `gpt-5*` but not `gpt-5-chat*`; through any preset, a
+    /// gateway serves them the same way), whose first byte and idle limits are the total. Their
+    /// reasoning is not streamed: a stream is silent from its head to the first output token, and
+    /// a non-streamed answer's head comes when the whole answer is done; either takes minutes at
+    /// a high reasoning effort (`gpt-5.2` tool-calling turns at medium effort "easily exceed" 30 s
+    /// of silence: mezmo/aura issue #62). With 60 s limits such a turn failed with
+    /// `provider_timeout`, after it was paid for (and the native module sets no timeouts).
+    pub fn for_model(model: &str) -> Self {
+        let mut timeouts = Timeouts::default();
+        if is_openai_reasoning_model(model) {
+            timeouts.first_byte = timeouts.total;
+            timeouts.idle = timeouts.total;
+        }
+        timeouts
+    }
+}
+
 /// Retries on connect errors, 429 and 5xx, before anything was received.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
@@ -333,14 +352,15 @@ pub struct ClientConfig {
 
 impl ClientConfig {
     /// A config for a preset with its base URL (empty for `Custom`: set one with
-    /// [`with_base_url`](Self::with_base_url)) and default timeouts, retries and limits.
+    /// [`with_base_url`](Self::with_base_url)) and default timeouts (the model's:
+    /// [`Timeouts::for_model`]), retries and limits.
     pub fn new(preset: ProviderPreset, model: impl Into<String>, api_key: impl Into<ApiKey>) -> Self {
         let model = model.into();
         ClientConfig {
             preset,
             base_url: preset.default_base_url().unwrap_or_default().to_string(),
             api_key: api_key.into(),
-            timeouts: Timeouts::default(),
+            timeouts: Timeouts::for_model(&model),
             retry: RetryPolicy::default(),
             max_response_bytes: 16 * 1024 * 1024,
             allow_insecure_http: false,
@@ -527,6 +547,29 @@ mod tests {
             assert!(!p.quirks().send_reasoning_content, "{p:?}");
             assert_eq!(p.quirks().default_tool_temperature, Some(0.2), "{p:?}");
             assert!(p.quirks().stream_usage, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn openai_reasoning_models_wait_for_their_silent_reasoning() {
+        let total = Timeouts::default().total;
+        for (preset, model) in [
+            (ProviderPreset::OpenAi, "gpt-5.2"),
+            (ProviderPreset::OpenAi, "o3"),
+            (ProviderPreset::OpenAi, "o4-mini-2025-04-16"),
+            (ProviderPreset::Custom, "GPT-5-mini"),
+        ] {
+            let t = ClientConfig::new(preset, model, "k").timeouts;
+            assert_eq!((t.first_byte, t.idle, t.total), (total, total, total), "{model}");
+            assert_eq!(t.connect, Timeouts::default().connect, "{model}");
+        }
+        for (preset, model) in [
+            (ProviderPreset::OpenAi, "gpt-4o"),
+            (ProviderPreset::OpenAi, "gpt-5-chat-latest"),
+            (ProviderPreset::DeepSeek, "deepseek-reasoner"),
+            (ProviderPreset::Qwen, "qwen3-max"),
+        ] {
+            assert_eq!(ClientConfig::new(preset, model, "k").timeouts, Timeouts::default(), "{model}");
         }
     }
 

@@ -166,17 +166,42 @@ fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<Wi
 
 /// An excerpt of a raw body for an error message: at most [`RAW_BODY_EXCERPT`] bytes, cut on a
 /// character boundary, with the total size.
+///
+/// A cut never falls inside a word (ASCII letters, digits and `-_.~+/=`, the characters of API
+/// keys and tokens) of up to 512 bytes: the excerpt then ends before it. A server that echoes the
+/// request's `Authorization` header in its error body (gateways, debugging proxies) would
+/// otherwise leave the first part of the key in the message, where the client's redaction of the
+/// whole key cannot see it.
 pub fn raw_excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(RAW_BODY_EXCERPT)]);
+    let shown = body.len().min(RAW_BODY_EXCERPT);
+    let text = String::from_utf8_lossy(&body[..shown]);
     let mut cut = text.len().min(RAW_BODY_EXCERPT);
     while !text.is_char_boundary(cut) {
         cut -= 1;
+    }
+    // The byte after the cut: in the text, or the first byte not decoded.
+    let next = if cut < text.len() { text.as_bytes().get(cut) } else { body.get(shown) };
+    if next.is_some_and(|b| is_word_byte(*b)) {
+        let start = text.as_bytes()[..cut].iter().rposition(|b| !is_word_byte(*b)).map_or(0, |i| i + 1);
+        // A longer word (a blob, not a key) is cut where it is.
+        if cut - start <= MAX_WORD_KEPT_WHOLE {
+            cut = start;
+        }
     }
     if body.len() > RAW_BODY_EXCERPT {
         format!("{}... ({} bytes in all)", &text[..cut], body.len())
     } else {
         text[..cut].to_string()
     }
+}
+
+/// The longest word [`raw_excerpt`] never cuts (API keys are 32 to 164 bytes; JWT-style tokens a
+/// few hundred); a longer one is a blob, cut where the excerpt ends.
+const MAX_WORD_KEPT_WHOLE: usize = 512;
+
+/// A byte of a word [`raw_excerpt`] never cuts.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'+' | b'/' | b'=')
 }
 
 /// Normalises raw arguments: empty or blank text (a parameterless call) becomes `{}`; anything
@@ -476,5 +501,34 @@ mod tests {
         let big = vec![b'x'; 10_000];
         let e = parse_response(&big).unwrap_err();
         assert!(e.message.len() < 2300 && e.message.contains("10000 bytes"), "{}", e.message.len());
+    }
+
+    #[test]
+    fn an_excerpt_never_ends_inside_a_word() {
+        const KEY: &str = "sk-proj-Ab_9.x~y+z/w=";
+        // A key the cut would split: after ASCII (the cut in the bytes), and after bytes that are
+        // not UTF-8 (each becomes a 3-byte U+FFFD: the cut in the decoded text).
+        for bad in [0, 100] {
+            // The key starts 12 bytes before the cut in the decoded text.
+            let ascii = RAW_BODY_EXCERPT - 12 - " Bearer ".len() - 3 * bad;
+            let mut body = vec![0xFF; bad];
+            body.extend(std::iter::repeat_n(b'x', ascii));
+            body.extend_from_slice(format!(" Bearer {KEY}\" and more").as_bytes());
+            body.resize(RAW_BODY_EXCERPT + 100, b' ');
+            let text = raw_excerpt(&body);
+            let shown = text.split("...").next().unwrap();
+            assert!(shown.ends_with(" Bearer "), "{bad}: {}", &shown[shown.len() - 30..]);
+            assert!(text.ends_with(&format!("... ({} bytes in all)", RAW_BODY_EXCERPT + 100)));
+        }
+        // A cut between two words, or in a word longer than a key, stays where it was.
+        let shown = |body: &[u8]| raw_excerpt(body).split("...").next().unwrap().to_string();
+        let mut body = vec![b'a'; RAW_BODY_EXCERPT - 1];
+        body.extend_from_slice(b" next");
+        assert_eq!(shown(&body), format!("{} ", "a".repeat(RAW_BODY_EXCERPT - 1)));
+        assert_eq!(shown(&[b'z'; RAW_BODY_EXCERPT + 5]), "z".repeat(RAW_BODY_EXCERPT));
+        let mut body = br#"{"content":""#.to_vec();
+        body.resize(RAW_BODY_EXCERPT + 5, b'z');
+        assert!(shown(&body).ends_with(&"z".repeat(RAW_BODY_EXCERPT - 12)));
+        assert_eq!(raw_excerpt(b"short sk-key"), "short sk-key");
     }
 }

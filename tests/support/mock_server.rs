@@ -26,6 +26,8 @@ pub enum End {
     Truncate,
     /// Reset the TCP connection (RST) without the terminating chunk.
     Reset,
+    /// Keep the connection open without the terminating chunk until the client goes away.
+    Stall,
 }
 
 /// One scripted reply.
@@ -43,6 +45,12 @@ pub enum Reply {
     Endless { part: Vec<u8>, every: Duration },
     /// Close the connection right after reading the request.
     Close,
+    /// These bytes exactly (status line, headers, body: any framing, any content type), then
+    /// close.
+    Verbatim(Vec<u8>),
+    /// A 200 with this `Content-Type` (none when `None`) and a chunked body: each part is one
+    /// chunk, `delay` before each (an HTML page, a JSON body or an event stream mislabelled).
+    StreamAs { content_type: Option<String>, parts: Vec<Vec<u8>>, delay: Duration, end: End },
 }
 
 impl Reply {
@@ -325,21 +333,22 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, shared: &Share
             Reply::Stream { parts, delay, end } => {
                 stream.write_all(STREAM_HEAD.as_bytes()).await?;
                 stream.flush().await?;
-                for part in parts {
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
-                    write_chunk(stream, &part).await?;
+                write_parts(stream, parts, delay, end).await
+            }
+            Reply::StreamAs { content_type, parts, delay, end } => {
+                let mut head = String::from("HTTP/1.1 200 OK\r\n");
+                if let Some(t) = content_type {
+                    head.push_str(&format!("Content-Type: {t}\r\n"));
                 }
-                match end {
-                    End::Complete => {
-                        stream.write_all(b"0\r\n\r\n").await?;
-                        stream.flush().await?;
-                        Ok(Ending::Close)
-                    }
-                    End::Truncate => Ok(Ending::Close),
-                    End::Reset => Ok(Ending::Reset),
-                }
+                head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+                stream.write_all(head.as_bytes()).await?;
+                stream.flush().await?;
+                write_parts(stream, parts, delay, end).await
+            }
+            Reply::Verbatim(bytes) => {
+                stream.write_all(&bytes).await?;
+                stream.flush().await?;
+                Ok(Ending::Close)
             }
             Reply::Hang => {
                 // Hold the request until the client goes away (read returns 0 or fails).
@@ -387,6 +396,39 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, shared: &Share
 }
 
 const STREAM_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+
+/// Writes the chunks of a streamed body and ends it as `end` says.
+async fn write_parts<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    parts: Vec<Vec<u8>>,
+    delay: Duration,
+    end: End,
+) -> std::io::Result<Ending> {
+    for part in parts {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        write_chunk(stream, &part).await?;
+    }
+    match end {
+        End::Complete => {
+            stream.write_all(b"0\r\n\r\n").await?;
+            stream.flush().await?;
+            Ok(Ending::Close)
+        }
+        End::Truncate => Ok(Ending::Close),
+        End::Reset => Ok(Ending::Reset),
+        End::Stall => {
+            let mut tmp = [0u8; 1024];
+            loop {
+                match stream.read(&mut tmp).await {
+                    Ok(0) | Err(_) => return Err(std::io::Error::other("client went away")),
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+}
 
 async fn write_chunk<S: AsyncWrite + Unpin>(stream: &mut S, part: &[u8]) -> std::io::Result<()> {
     if part.is_empty() {

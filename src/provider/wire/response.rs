@@ -159,17 +159,68 @@ pub struct ResponseFunction<'a> {
 }
 
 /// Token usage as providers report it (extra fields such as timings or costs are ignored).
+///
+/// A count that is not a whole number `>= 0` never fails the answer it comes with: OpenAI's o3
+/// reported `"completion_tokens": -35` (async-openai issue #404), and gateways send floats or
+/// strings. A negative count reads as 0, a fraction is cut off, a string of digits is read, any
+/// other value is left out.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 pub struct WireUsage {
     /// Prompt tokens.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     pub prompt_tokens: Option<u64>,
     /// Completion tokens.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     pub completion_tokens: Option<u64>,
     /// Total tokens.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     pub total_tokens: Option<u64>,
+}
+
+/// One count of a [`WireUsage`], read as its doc says.
+fn token_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    struct Count;
+    impl<'de> Visitor<'de> for Count {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a token count")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(u64::try_from(v).unwrap_or(0)))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            // `as` saturates: a negative count is 0, a huge one u64::MAX.
+            Ok(Some(v as u64))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(v.trim().parse().ok())
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(Count)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Count)
 }
 
 impl From<WireUsage> for crate::message::Usage {
@@ -179,7 +230,7 @@ impl From<WireUsage> for crate::message::Usage {
         crate::message::Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
-            total_tokens: u.total_tokens.unwrap_or(prompt + completion),
+            total_tokens: u.total_tokens.unwrap_or(prompt.saturating_add(completion)),
         }
     }
 }
