@@ -75,7 +75,15 @@ impl OpenAiCompatibleClient {
             return Err(AgentError::of(codes::CONFIG_INVALID, "max_response_bytes: must be > 0"));
         }
         let tls = tls::client_tls_config(&config.extra_root_pems)?;
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder();
+        // Without a decoder for compressed bodies, say so: with no Accept-Encoding at all a server
+        // may pick any coding (RFC 9110, 12.5.3). With the `gzip` feature reqwest asks for gzip.
+        #[cfg(not(feature = "gzip"))]
+        let builder = builder.default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::ACCEPT_ENCODING,
+            reqwest::header::HeaderValue::from_static("identity"),
+        )]));
+        let http = builder
             .tls_backend_preconfigured(tls)
             .connect_timeout(config.timeouts.connect)
             .redirect(reqwest::redirect::Policy::none())
