@@ -3,6 +3,8 @@
 //! the idle timeout, a server that never answers, a 50 MB body, invalid JSON, cancellation. Every
 //! case must end in success after a retry or in a structured provider error within its timeout.
 
+#[path = "support/drain.rs"]
+mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
 #[path = "support/recordings.rs"]
@@ -59,23 +61,9 @@ fn assert_provider(e: &AgentError, code: &str) {
     assert_eq!(e.code, code, "{e}");
 }
 
-/// Collects a stream; returns the events before the first error and the error.
+/// The events of a streamed answer before its first error, and the error.
 async fn drain(client: &OpenAiCompatibleClient) -> (Vec<ModelEvent>, Option<AgentError>) {
-    let mut stream = match client.stream(&request()).await {
-        Ok(s) => s,
-        Err(e) => return (Vec::new(), Some(e)),
-    };
-    let mut events = Vec::new();
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(ev) => events.push(ev),
-            Err(e) => {
-                assert!(stream.next().await.is_none(), "nothing after an error");
-                return (events, Some(e));
-            }
-        }
-    }
-    (events, None)
+    drain::drain(client, &request()).await
 }
 
 #[tokio::test]

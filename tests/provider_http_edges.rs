@@ -5,6 +5,8 @@
 //! that are not whole numbers, a redirect. Each case ends in the answer or in a structured
 //! provider error that says what came, and the API key appears in none of them.
 
+#[path = "support/drain.rs"]
+mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
 
@@ -12,7 +14,6 @@ use arkagent::provider::{
     ChatModel, ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
 };
 use arkagent::{codes, AgentError, ChatMessage, ErrorLayer};
-use futures_util::StreamExt;
 use mock_server::{End, MockServer, Reply};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,19 +41,8 @@ fn request() -> ChatRequest {
 }
 
 /// The events of a streamed answer before its first error, and the error.
-async fn drain(c: &OpenAiCompatibleClient) -> (Vec<ModelEvent>, Option<AgentError>) {
-    let mut stream = match c.stream(&request()).await {
-        Ok(s) => s,
-        Err(e) => return (Vec::new(), Some(e)),
-    };
-    let mut events = Vec::new();
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(ev) => events.push(ev),
-            Err(e) => return (events, Some(e)),
-        }
-    }
-    (events, None)
+async fn drain(client: &OpenAiCompatibleClient) -> (Vec<ModelEvent>, Option<AgentError>) {
+    drain::drain(client, &request()).await
 }
 
 fn assert_provider(e: &AgentError, code: &str) {
