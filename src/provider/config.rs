@@ -445,9 +445,9 @@ impl ClientConfig {
                 "base_url: empty (required for a custom provider)",
             ));
         }
-        let (scheme, rest) = base
-            .split_once("://")
-            .ok_or_else(|| AgentError::of(codes::CONFIG_INVALID, format!("base_url: not a URL: {base}")))?;
+        let (scheme, rest) = base.split_once("://").ok_or_else(|| {
+            AgentError::of(codes::CONFIG_INVALID, format!("base_url: not a URL: {}", shown(base)))
+        })?;
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         let host_port = authority.rsplit_once('@').map(|(_, h)| h).unwrap_or(authority);
         let host = if let Some(stripped) = host_port.strip_prefix('[') {
@@ -456,7 +456,7 @@ impl ClientConfig {
             host_port.split(':').next().unwrap_or("")
         };
         if host.is_empty() {
-            return Err(AgentError::of(codes::CONFIG_INVALID, format!("base_url: no host: {base}")));
+            return Err(AgentError::of(codes::CONFIG_INVALID, format!("base_url: no host: {}", shown(base))));
         }
         match scheme.to_ascii_lowercase().as_str() {
             "https" => {}
@@ -481,6 +481,14 @@ impl ClientConfig {
                 ))
             }
         }
+        // Credentials in the URL would be sent to the server in clear form and shown wherever the
+        // URL is (errors, logs, the app's config text); the key has its own place.
+        if reqwest::Url::parse(base).is_ok_and(|u| !u.username().is_empty() || u.password().is_some()) {
+            return Err(AgentError::of(
+                codes::CONFIG_INVALID,
+                "base_url: user:password@ in the URL is not supported (the API key is given as the key)",
+            ));
+        }
         let endpoint = format!("{base}/chat/completions");
         // What the HTTP client will parse. Its URL parser has no Unicode host names (idna_adapter
         // 1.0, see Cargo.toml), so such a name is a configuration error here, not a failed request.
@@ -492,7 +500,7 @@ impl ClientConfig {
             };
             return Err(AgentError::of(
                 codes::CONFIG_INVALID,
-                format!("base_url: the HTTP client cannot parse it ({e}): {base}{hint}"),
+                format!("base_url: the HTTP client cannot parse it ({e}): {}{hint}", shown(base)),
             ));
         }
         Ok(endpoint)
@@ -516,6 +524,18 @@ pub fn is_loopback_host(host: &str) -> bool {
     match h.parse::<std::net::IpAddr>() {
         Ok(ip) => ip.is_loopback(),
         Err(_) => false,
+    }
+}
+
+/// A base URL as error messages show it: anything before an `@` of its authority (credentials)
+/// replaced by `***`.
+fn shown(base: &str) -> String {
+    let (scheme, rest) = base.split_once("://").unwrap_or(("", base));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) if scheme.is_empty() => format!("***{}", &rest[at..]),
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => base.to_string(),
     }
 }
 
@@ -631,6 +651,25 @@ mod tests {
             ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k").endpoint().unwrap(),
             "https://dashscope.aliyuncs.com/compatible-mode/v1/chat/completions"
         );
+    }
+
+    #[test]
+    fn credentials_in_the_base_url_are_refused_without_showing_them() {
+        for base in [
+            "https://user:s3cret-pw@api.example.com/v1",
+            "https://s3cret-pw@api.example.com/v1",
+            "http://u:s3cret-pw@127.0.0.1:8080/v1",
+        ] {
+            let e = ClientConfig::custom(base, "m", "k").endpoint().unwrap_err();
+            assert_eq!(e.code, codes::CONFIG_INVALID, "{base}");
+            assert!(!e.message.contains("s3cret"), "{e}");
+        }
+        // An @ in the path is no credential.
+        assert!(ClientConfig::custom("https://api.example.com/v1/@team", "m", "k").endpoint().is_ok());
+        // Nor shown when the URL is refused for another reason.
+        let e = ClientConfig::custom("https://u:s3cret-pw@/v1", "m", "k").endpoint().unwrap_err();
+        assert!(!e.message.contains("s3cret"), "{e}");
+        assert_eq!(shown("https://u:pw@host/v1@x"), "https://***@host/v1@x");
     }
 
     #[test]
