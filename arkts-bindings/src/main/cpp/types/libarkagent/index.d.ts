@@ -160,7 +160,10 @@ export interface AgentConfigObject {
    * 'glm' and 'bigmodel' (zhipu), 'dashscope' (qwen), 'kimi' (moonshot), 'pangu' (custom).
    */
   provider: string;
-  /** Overrides the preset's base URL (required for 'custom'). Plain http:// only to loopback unless allowInsecureHttp. */
+  /**
+   * Overrides the preset's base URL (required for 'custom'). Plain http:// only to loopback unless
+   * allowInsecureHttp; credentials in the URL (user:password@) are refused (config_invalid).
+   */
   baseUrl?: string;
   /** The model name (required except for 'scripted'). */
   model?: string;
