@@ -271,7 +271,8 @@ impl Timeouts {
     /// a non-streamed answer's head comes when the whole answer is done; either takes minutes at
     /// a high reasoning effort (`gpt-5.2` tool-calling turns at medium effort "easily exceed" 30 s
     /// of silence: mezmo/aura issue #62). With 60 s limits such a turn failed with
-    /// `provider_timeout`, after it was paid for (and the native module sets no timeouts).
+    /// `provider_timeout`, after it was paid for. An app changes these limits with
+    /// [`with_overrides`](Self::with_overrides) (the native module's `*TimeoutMs` options).
     pub fn for_model(model: &str) -> Self {
         let mut timeouts = Timeouts::default();
         if is_openai_reasoning_model(model) {
