@@ -99,6 +99,22 @@ test('AgentConfig writes the provider options and the trimming budget; temperatu
   assert.ok(!('temperature' in config.toObject()));
 });
 
+test('AgentConfig writes the provider timeouts that are set, and only those', () => {
+  const config = M.AgentConfig.online(M.ProviderPreset.openai, 'o3', 'k');
+  assert.deepEqual(config.toObject(), { provider: 'openai', model: 'o3', apiKey: 'k' });
+  config.firstByteTimeoutMs = 120000;
+  config.totalTimeoutMs = 1200000;
+  assert.deepEqual(config.toObject(), { provider: 'openai', model: 'o3', apiKey: 'k', firstByteTimeoutMs: 120000,
+    totalTimeoutMs: 1200000 });
+  config.connectTimeoutMs = 5000;
+  config.idleTimeoutMs = 90000;
+  config.firstByteTimeoutMs = undefined;
+  const { native } = newAgent(config);
+  assert.deepEqual([native.config.connectTimeoutMs, native.config.firstByteTimeoutMs, native.config.idleTimeoutMs,
+    native.config.totalTimeoutMs], [5000, undefined, 90000, 1200000]);
+  assert.ok(!('firstByteTimeoutMs' in native.config));
+});
+
 test('AgentConfig.loopDiagnosis becomes the native loopDiagnosis object, with only the fields set', () => {
   const config = M.AgentConfig.scripted('[]');
   config.loopDiagnosis = new M.LoopDiagnosis(2, 1, 0.8);

@@ -485,3 +485,29 @@ test('AgentConfig provider options through the real module: the request bodies t
   assert.deepEqual([info.code, info.layer], ['config_invalid', 'config']);
   assert.match(info.message, /contextBudgetTokens/);
 });
+
+// The provider timeouts set on the ArkTS AgentConfig reach the native client: a first byte limit
+// ends a run against a server that never answers; a limit above the total is config_invalid.
+test('AgentConfig provider timeouts through the real module: provider_timeout, and config_invalid for a conflict', async (t) => {
+  const { startMock } = await import('../../tests/node/mock_openai.mjs');
+  // Never answers; the connection closes when the client gives up (or the mock closes).
+  const mock = await startMock(() => undefined);
+  t.after(() => mock.close());
+  const config = B.AgentConfig.online(B.ProviderPreset.custom, 'm', 'k', mock.baseUrl);
+  config.firstByteTimeoutMs = 150;
+  config.totalTimeoutMs = 5000;
+  const out = await new B.Agent(config).run('timeouts', 'hello?');
+  assert.equal(out.status, 'failed');
+  assert.deepEqual([out.error?.code, out.error?.layer], ['provider_timeout', 'provider']);
+  assert.match(out.error?.message ?? '', /first byte timeout of 150ms/);
+  config.idleTimeoutMs = 6000;
+  let thrown;
+  try {
+    new B.Agent(config);
+  } catch (e) {
+    thrown = e;
+  }
+  const info = B.agentErrorOf(thrown);
+  assert.deepEqual([info.code, info.layer], ['config_invalid', 'config']);
+  assert.match(info.message, /^idleTimeoutMs \(6000\) is above totalTimeoutMs \(5000\)/);
+});

@@ -12,6 +12,9 @@
 //! - Hooks and tools may be added at any time; a run uses those present when it starts.
 //! - Timeouts: `toolTimeoutMs` is the timeout of executors whose definition has none, and of each
 //!   hook call (and of each approval policy call, unless `setApprovalPolicy` is given its own).
+//!   `connectTimeoutMs`, `firstByteTimeoutMs`, `idleTimeoutMs` and `totalTimeoutMs` are the
+//!   provider's (and the loop diagnosis's) HTTP timeouts, on top of the model's defaults
+//!   ([`AgentConfigObject::provider_timeouts`]); checked for `scripted` too, which has no HTTP.
 //! - Approval policy: the core default until `setApprovalPolicy(fn)` installs the app's function
 //!   (see `policy` for its contract, blocking and fail-closed rules); `null` restores the default.
 //! - The `CancellationHandle` given to `run`/`resume` is the run's signal: cancelling it stops the
@@ -28,6 +31,7 @@ use crate::error::{codes, AgentError};
 use crate::loop_detect::ModelLoopDiagnoser;
 use crate::provider::{
     ApiKey, ChatModel, ClientConfig, ModelResponse, OpenAiCompatibleClient, ProviderPreset, ScriptedModel,
+    Timeouts,
 };
 use crate::state::{FileStore, MemoryStore, StateStore};
 use crate::tool::CancellationSignal;
@@ -44,11 +48,11 @@ fn config_invalid(message: String) -> AgentError {
     AgentError::of(codes::CONFIG_INVALID, message)
 }
 
-/// The model of a config: the scripted model, or the HTTP client of a preset.
+/// The model of a config: the scripted model, or the HTTP client of a preset with `timeouts`.
 ///
 /// # Errors
 /// `config_invalid` (naming the field), `insecure_url`, `provider_tls`.
-fn model(config: &mut AgentConfigObject) -> Result<Arc<dyn ChatModel>, AgentError> {
+fn model(config: &mut AgentConfigObject, timeouts: Timeouts) -> Result<Arc<dyn ChatModel>, AgentError> {
     if config.provider.trim().eq_ignore_ascii_case(SCRIPTED) {
         let script = config
             .script_json
@@ -66,6 +70,7 @@ fn model(config: &mut AgentConfigObject) -> Result<Arc<dyn ChatModel>, AgentErro
     if let Some(url) = config.base_url.take() {
         client = client.with_base_url(url);
     }
+    client = client.with_timeouts(timeouts);
     config.provider_options(&mut client);
     client.allow_insecure_http = config.allow_insecure_http.unwrap_or(false);
     if let Some(pem) = config.extra_roots_pem.take() {
@@ -87,7 +92,8 @@ fn core_agent(
 ) -> Result<(Arc<Agent>, Duration), AgentError> {
     let agent_config = config.agent_config()?;
     let diagnosis = config.loop_diagnosis.as_ref().map(LoopDiagnosisObject::schedule).transpose()?;
-    let model = model(&mut config)?;
+    let timeouts = config.provider_timeouts()?;
+    let model = model(&mut config, timeouts)?;
     let store: Arc<dyn StateStore> = match config.state_dir.as_deref() {
         Some(dir) if dir.trim().is_empty() => return Err(config_invalid("stateDir: empty".into())),
         Some(dir) => Arc::new(FileStore::new(dir)),

@@ -8,7 +8,7 @@ use crate::json::JsonLimits;
 use crate::loop_detect::DiagnosisSchedule;
 use crate::loop_detect::{DEFAULT_MAX_CYCLE_PERIOD, MAX_WINDOW, MIN_WINDOW};
 use crate::message::{ToolCall, Usage};
-use crate::provider::{ClientConfig, ToolChoice};
+use crate::provider::{ClientConfig, TimeoutLimit, TimeoutOverrides, Timeouts, ToolChoice};
 use crate::tool::{ContentPart, RiskLevel, ToolDefinition, ToolResult};
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Array, FromNapiValue, Object, ToNapiValue, TypeName, ValidateNapiValue};
@@ -407,6 +407,18 @@ pub struct AgentConfigObject {
     pub tool_choice: Option<String>,
     /// Ask the agent's own model whether the session is looping, on a schedule.
     pub loop_diagnosis: Option<LoopDiagnosisObject>,
+
+    // Provider timeouts, on top of the model's defaults (see `provider_timeouts`).
+    /// TCP + TLS set-up of each attempt, ms (default 10000).
+    pub connect_timeout_ms: Option<f64>,
+    /// From sending a request to the response head, connecting included, ms (default 60000; the
+    /// total for OpenAI's reasoning models).
+    pub first_byte_timeout_ms: Option<f64>,
+    /// Longest silence between two body chunks, ms (default 60000; the total for OpenAI's
+    /// reasoning models).
+    pub idle_timeout_ms: Option<f64>,
+    /// The whole model call: attempts, backoff and the whole answer, ms (default 600000).
+    pub total_timeout_ms: Option<f64>,
 }
 
 /// `loopDiagnosis` of the config: when the LLM loop diagnosis is asked and when it counts
@@ -555,6 +567,56 @@ impl AgentConfigObject {
         if let Some(Either::B(Null)) = self.temperature {
             client.quirks.default_tool_temperature = None;
         }
+    }
+
+    /// The provider timeouts: the model's defaults ([`Timeouts::for_model`] of `model`, empty for
+    /// none) with the `*TimeoutMs` fields that are set, as [`Timeouts::with_overrides`] applies
+    /// them (an unset limit above its bound is lowered to it; a reasoning model's first byte and
+    /// idle limits follow a `totalTimeoutMs` that is set).
+    ///
+    /// # Errors
+    /// `config_invalid` naming the field for a value that is not a whole number of ms from 1 to
+    /// 86400000, or naming both fields for a limit above the one that bounds it
+    /// (`firstByteTimeoutMs` or `idleTimeoutMs` above the total, `connectTimeoutMs` above the first
+    /// byte limit), set or default: it could never be reached.
+    pub fn provider_timeouts(&self) -> Result<Timeouts, AgentError> {
+        let field = |ms: Option<f64>, limit| ms.map(|v| millis(timeout_field(limit), v)).transpose();
+        let overrides = TimeoutOverrides {
+            connect: field(self.connect_timeout_ms, TimeoutLimit::Connect)?,
+            first_byte: field(self.first_byte_timeout_ms, TimeoutLimit::FirstByte)?,
+            idle: field(self.idle_timeout_ms, TimeoutLimit::Idle)?,
+            total: field(self.total_timeout_ms, TimeoutLimit::Total)?,
+        };
+        let model = self.model.as_deref().unwrap_or_default();
+        Timeouts::for_model(model).with_overrides(overrides).map_err(|c| {
+            let (limit, bound) = (timeout_field(c.limit), timeout_field(c.bound));
+            let (value, bound_ms) = (c.value.as_millis(), c.bound_value.as_millis());
+            let why = match c.bound {
+                TimeoutLimit::Total => "the total timeout ends the whole call first",
+                _ => "the first byte timeout includes connecting",
+            };
+            let message = if c.bound_set {
+                format!(
+                    "{limit} ({value}) is above {bound} ({bound_ms}): {why}, so it could never be reached"
+                )
+            } else {
+                format!(
+                    "{limit} ({value}) is above {bound} ({bound_ms}, not set: the default in effect for \
+                     model {model:?}): {why}, so it could never be reached; set {bound} too"
+                )
+            };
+            AgentError::of(codes::CONFIG_INVALID, message)
+        })
+    }
+}
+
+/// The config field of a provider timeout.
+fn timeout_field(limit: TimeoutLimit) -> &'static str {
+    match limit {
+        TimeoutLimit::Connect => "connectTimeoutMs",
+        TimeoutLimit::FirstByte => "firstByteTimeoutMs",
+        TimeoutLimit::Idle => "idleTimeoutMs",
+        TimeoutLimit::Total => "totalTimeoutMs",
     }
 }
 

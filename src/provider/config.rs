@@ -271,7 +271,8 @@ impl Timeouts {
     /// a non-streamed answer's head comes when the whole answer is done; either takes minutes at
     /// a high reasoning effort (`gpt-5.2` tool-calling turns at medium effort "easily exceed" 30 s
     /// of silence: mezmo/aura issue #62). With 60 s limits such a turn failed with
-    /// `provider_timeout`, after it was paid for (and the native module sets no timeouts).
+    /// `provider_timeout`, after it was paid for. An app changes these limits with
+    /// [`with_overrides`](Self::with_overrides) (the native module's `*TimeoutMs` options).
     pub fn for_model(model: &str) -> Self {
         let mut timeouts = Timeouts::default();
         if is_openai_reasoning_model(model) {
@@ -279,6 +280,119 @@ impl Timeouts {
             timeouts.idle = timeouts.total;
         }
         timeouts
+    }
+}
+
+/// One of the four limits of [`Timeouts`] (names the limits of a [`TimeoutConflict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutLimit {
+    /// [`Timeouts::connect`].
+    Connect,
+    /// [`Timeouts::first_byte`].
+    FirstByte,
+    /// [`Timeouts::idle`].
+    Idle,
+    /// [`Timeouts::total`].
+    Total,
+}
+
+impl TimeoutLimit {
+    /// The field's name in [`Timeouts`]: `connect`, `first_byte`, `idle`, `total`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeoutLimit::Connect => "connect",
+            TimeoutLimit::FirstByte => "first_byte",
+            TimeoutLimit::Idle => "idle",
+            TimeoutLimit::Total => "total",
+        }
+    }
+}
+
+/// Limits an app sets on top of a model's default timeouts ([`Timeouts::for_model`]); `None`
+/// keeps the default. Applied by [`Timeouts::with_overrides`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeoutOverrides {
+    /// [`Timeouts::connect`].
+    pub connect: Option<Duration>,
+    /// [`Timeouts::first_byte`].
+    pub first_byte: Option<Duration>,
+    /// [`Timeouts::idle`].
+    pub idle: Option<Duration>,
+    /// [`Timeouts::total`].
+    pub total: Option<Duration>,
+}
+
+/// A limit set above the limit that bounds it (first byte and idle: the total; connect: the first
+/// byte limit, which includes connecting): it could never be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {} timeout ({:?}) is above the {} timeout ({:?}{}), so it could never be reached",
+    .limit.name(), .value, .bound.name(), .bound_value, if *.bound_set { "" } else { ", the default" }
+)]
+pub struct TimeoutConflict {
+    /// The limit that was set.
+    pub limit: TimeoutLimit,
+    /// Its value.
+    pub value: Duration,
+    /// The limit that bounds it.
+    pub bound: TimeoutLimit,
+    /// The bound in effect.
+    pub bound_value: Duration,
+    /// True when the bound was set too; false when it is the model's default (possibly lowered to
+    /// the total, as [`Timeouts::with_overrides`] says).
+    pub bound_set: bool,
+}
+
+impl Timeouts {
+    /// `self` (a model's defaults, [`Timeouts::for_model`]) with the limits `overrides` sets:
+    /// - a limit set replaces the default;
+    /// - a first byte or idle limit not set that equals the default total (OpenAI's reasoning
+    ///   models, silent while they reason) follows the total, when that is set;
+    /// - any other limit not set that is above the limit bounding it (first byte and idle: the
+    ///   total; connect: the first byte limit, which includes connecting) is lowered to it. The
+    ///   client does the same thing either way (the bound ends the call first); this keeps
+    ///   `connect <= first_byte <= total` and `idle <= total` true of every result.
+    ///
+    /// # Errors
+    /// [`TimeoutConflict`] when a limit that is set is above its bound (set or not): such a limit
+    /// could never be reached, so it cannot be what the caller meant. Limits equal to their bound
+    /// are accepted.
+    pub fn with_overrides(self, overrides: TimeoutOverrides) -> Result<Timeouts, TimeoutConflict> {
+        let total = overrides.total.unwrap_or(self.total);
+        // The default of a limit bounded by the total: it follows a new total when it was the total.
+        let under_total = |default: Duration| {
+            if default >= self.total && overrides.total.is_some() {
+                total
+            } else {
+                default.min(total)
+            }
+        };
+        let first_byte = overrides.first_byte.unwrap_or_else(|| under_total(self.first_byte));
+        let idle = overrides.idle.unwrap_or_else(|| under_total(self.idle));
+        let connect = overrides.connect.unwrap_or(self.connect.min(first_byte));
+        let checks = [
+            (TimeoutLimit::FirstByte, overrides.first_byte, TimeoutLimit::Total, total, overrides.total),
+            (TimeoutLimit::Idle, overrides.idle, TimeoutLimit::Total, total, overrides.total),
+            (
+                TimeoutLimit::Connect,
+                overrides.connect,
+                TimeoutLimit::FirstByte,
+                first_byte,
+                overrides.first_byte,
+            ),
+        ];
+        for (limit, set, bound, bound_value, bound_set) in checks {
+            if let Some(value) = set.filter(|v| *v > bound_value) {
+                return Err(TimeoutConflict {
+                    limit,
+                    value,
+                    bound,
+                    bound_value,
+                    bound_set: bound_set.is_some(),
+                });
+            }
+        }
+        Ok(Timeouts { connect, first_byte, idle, total })
     }
 }
 
@@ -591,6 +705,106 @@ mod tests {
         ] {
             assert_eq!(ClientConfig::new(preset, model, "k").timeouts, Timeouts::default(), "{model}");
         }
+    }
+
+    fn ms(n: u64) -> Option<Duration> {
+        Some(Duration::from_millis(n))
+    }
+
+    #[test]
+    fn overrides_replace_the_limits_they_set_and_keep_the_others() {
+        let d = Timeouts::default();
+        assert_eq!(d.with_overrides(TimeoutOverrides::default()), Ok(d));
+        let t = d.with_overrides(TimeoutOverrides { first_byte: ms(120_000), ..Default::default() }).unwrap();
+        assert_eq!(t, Timeouts { first_byte: Duration::from_secs(120), ..d });
+        let set = TimeoutOverrides { connect: ms(1), first_byte: ms(2), idle: ms(3), total: ms(3) };
+        let t = d.with_overrides(set).unwrap();
+        assert_eq!(
+            (t.connect, t.first_byte, t.idle, t.total),
+            (ms(1).unwrap(), ms(2).unwrap(), ms(3).unwrap(), ms(3).unwrap())
+        );
+    }
+
+    #[test]
+    fn defaults_above_a_lower_total_are_lowered_to_it() {
+        let t = Timeouts::default()
+            .with_overrides(TimeoutOverrides { total: ms(300), ..Default::default() })
+            .unwrap();
+        assert_eq!(
+            t,
+            Timeouts {
+                connect: ms(300).unwrap(),
+                first_byte: ms(300).unwrap(),
+                idle: ms(300).unwrap(),
+                total: ms(300).unwrap()
+            }
+        );
+        // A default connect limit above a first byte limit that is set: lowered to it.
+        let t = Timeouts::default()
+            .with_overrides(TimeoutOverrides { first_byte: ms(500), ..Default::default() })
+            .unwrap();
+        assert_eq!((t.connect, t.first_byte), (ms(500).unwrap(), ms(500).unwrap()));
+        // A raised total leaves the 60 s limits of an ordinary model alone.
+        let t = Timeouts::for_model("gpt-4o")
+            .with_overrides(TimeoutOverrides { total: ms(1_200_000), ..Default::default() })
+            .unwrap();
+        assert_eq!(
+            (t.first_byte, t.idle, t.total),
+            (Duration::from_secs(60), Duration::from_secs(60), Duration::from_secs(1200))
+        );
+    }
+
+    #[test]
+    fn reasoning_models_silent_limits_follow_the_total() {
+        for total in [1_200_000, 90_000] {
+            let t = Timeouts::for_model("o3")
+                .with_overrides(TimeoutOverrides { total: ms(total), ..Default::default() })
+                .unwrap();
+            assert_eq!(
+                (t.first_byte, t.idle, t.total),
+                (ms(total).unwrap(), ms(total).unwrap(), ms(total).unwrap()),
+                "{total}"
+            );
+            assert_eq!(t.connect, Duration::from_secs(10));
+        }
+        // A limit set still wins.
+        let o = TimeoutOverrides { total: ms(1_200_000), idle: ms(300_000), ..Default::default() };
+        let t = Timeouts::for_model("gpt-5.2").with_overrides(o).unwrap();
+        assert_eq!((t.first_byte, t.idle), (Duration::from_secs(1200), Duration::from_secs(300)));
+    }
+
+    #[test]
+    fn a_limit_set_above_its_bound_is_a_conflict() {
+        let d = Timeouts::default();
+        let e = d
+            .with_overrides(TimeoutOverrides { first_byte: ms(2000), total: ms(1000), ..Default::default() })
+            .unwrap_err();
+        assert_eq!(
+            (e.limit, e.bound, e.bound_value, e.bound_set),
+            (TimeoutLimit::FirstByte, TimeoutLimit::Total, ms(1000).unwrap(), true)
+        );
+        assert_eq!(
+            e.to_string(),
+            "the first_byte timeout (2s) is above the total timeout (1s), so it could never be reached"
+        );
+        // Against the default total.
+        let e = d.with_overrides(TimeoutOverrides { idle: ms(900_000), ..Default::default() }).unwrap_err();
+        assert_eq!(
+            (e.limit, e.bound, e.bound_value, e.bound_set),
+            (TimeoutLimit::Idle, TimeoutLimit::Total, d.total, false)
+        );
+        assert!(e.to_string().ends_with("(600s, the default), so it could never be reached"), "{e}");
+        // Connect against the first byte limit in effect (the default, lowered to the total set).
+        let e = d
+            .with_overrides(TimeoutOverrides { connect: ms(30_000), total: ms(20_000), ..Default::default() })
+            .unwrap_err();
+        assert_eq!(
+            (e.limit, e.bound, e.bound_value, e.bound_set),
+            (TimeoutLimit::Connect, TimeoutLimit::FirstByte, ms(20_000).unwrap(), false)
+        );
+        // Equal to the bound is fine.
+        let o = TimeoutOverrides { connect: ms(500), first_byte: ms(500), idle: ms(500), total: ms(500) };
+        assert!(d.with_overrides(o).is_ok());
     }
 
     #[test]

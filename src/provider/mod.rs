@@ -36,8 +36,8 @@ pub mod wire;
 pub use assemble::{decode_sse_body, StreamAssembler, StreamDecoder};
 pub use client::OpenAiCompatibleClient;
 pub use config::{
-    ApiKey, ClientConfig, MaxTokensField, ProviderPreset, ProviderQuirks, RetryPolicy, Timeouts,
-    ToolChoiceSupport,
+    ApiKey, ClientConfig, MaxTokensField, ProviderPreset, ProviderQuirks, RetryPolicy, TimeoutConflict,
+    TimeoutLimit, TimeoutOverrides, Timeouts, ToolChoiceSupport,
 };
 pub use scripted::{ScriptStep, ScriptedModel};
 pub use sse::{SseEvent, SseParser};

@@ -244,6 +244,29 @@ export interface AgentConfigObject {
    * Not an object: argument_invalid; a bad value: config_invalid naming the field.
    */
   loopDiagnosis?: LoopDiagnosisObject;
+
+  // Provider timeouts (HTTP; checked for 'scripted' too). Each is a whole number of ms from 1 to
+  // 86400000, else config_invalid naming it. Omitted: the model's default. A limit set above the
+  // one that bounds it (firstByteTimeoutMs or idleTimeoutMs above the total, connectTimeoutMs above
+  // the first byte limit; set or default) is config_invalid naming both: it could never be reached.
+  // A default above a lower limit that is set is lowered to it (totalTimeoutMs: 30000 alone makes
+  // first byte and idle 30000 too). A limit hit fails the run with provider_timeout.
+  /** TCP + TLS set-up of each attempt (default 10000 ms). */
+  connectTimeoutMs?: number;
+  /**
+   * From sending a request to the response head, connecting included, per attempt (default 60000
+   * ms; for OpenAI's reasoning models, o1/o3/o4-mini and gpt-5 but not gpt-5-chat, the total, as
+   * they send nothing while they reason: there it follows totalTimeoutMs). Raise it for a slow
+   * model or gateway; with streaming: false the head comes only once the whole answer is ready.
+   */
+  firstByteTimeoutMs?: number;
+  /**
+   * Longest silence between two chunks of the answer (default 60000 ms; the total for OpenAI's
+   * reasoning models, following totalTimeoutMs). SSE keep-alive comments count as data.
+   */
+  idleTimeoutMs?: number;
+  /** The whole model call: every attempt, backoff, and the whole answer or stream (default 600000 ms). */
+  totalTimeoutMs?: number;
 }
 
 /** When the LLM loop diagnosis is asked and when it counts; each field has its default. */
