@@ -15,6 +15,8 @@
 //! - `executor`: the start of the next ArkTS tool executor's Rust side (`JsToolExecutor::execute`).
 //! - `event`: the next event handed to an Agent's listener (`RunEvents::emit`, in the run).
 //! - `hook`: the Rust side of the next ArkTS `beforeToolCall` hook (`JsHook::before_tool_call`).
+//! - `answer`: the next conversion of what an ArkTS function (an executor, a hook, the approval
+//!   policy) answered, on the JS thread (`callback::classify`).
 
 use super::error::Arg;
 use napi_derive_ohos::napi;
@@ -30,6 +32,7 @@ pub(crate) enum Site {
     Executor,
     Event,
     Hook,
+    Answer,
 }
 
 /// The planned panic: where, and the text it carries.
@@ -45,10 +48,9 @@ pub(crate) fn at(site: Site) {
     }
 }
 
-/// Plans a panic at `site` (`sync`, `promise`, `future`, `convert`, `executor`, `event`, `hook`)
-/// whose message ends with `detail`; `off` clears the plan. Returns whether a plan was pending
-/// before.
-/// (Not run under `guard`: a `sync` plan made here would fire on this very call.)
+/// Plans a panic at `site` (`sync`, `promise`, `future`, `convert`, `executor`, `event`, `hook`,
+/// `answer`) whose message ends with `detail`; `off` clears the plan. Returns whether a plan was
+/// pending before. (Not run under `guard`: a `sync` plan made here would fire on this very call.)
 #[cfg_attr(test, allow(dead_code))]
 #[napi]
 pub fn panic_next(site: Arg<String>, detail: Arg<String>) -> napi_ohos::Result<bool> {
@@ -61,6 +63,7 @@ pub fn panic_next(site: Arg<String>, detail: Arg<String>) -> napi_ohos::Result<b
         "executor" => Some(Site::Executor),
         "event" => Some(Site::Event),
         "hook" => Some(Site::Hook),
+        "answer" => Some(Site::Answer),
         "off" => None,
         other => return Err(napi_ohos::Error::from_reason(format!("unknown panic site {other}"))),
     };

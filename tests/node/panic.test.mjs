@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { objectSchema, rejectsWithCode, repoRoot, text, throwsWithCode } from './helper.mjs';
+import { objectSchema, readDts, rejectsWithCode, repoRoot, text, throwsWithCode } from './helper.mjs';
 
 /** The path of the module built with `napi-panic-test`. */
 function panicModulePath() {
@@ -68,9 +68,13 @@ function registryWithTool() {
   return { registry, call };
 }
 
-test('the shipped exports are there, plus only panicNext', () => {
-  assert.equal(typeof panicNext, 'function');
-  assert.equal(typeof version(), 'string');
+test('the module under test is the shipped one plus panicNext, which index.d.ts does not declare', () => {
+  const dts = readDts().replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+  const declared = [...dts.matchAll(/export\s+declare\s+(?:function|class|const|let|enum)\s+([A-Za-z_$][\w$]*)/g)].map(
+    (m) => m[1],
+  );
+  assert.ok(!declared.includes('panicNext'));
+  assert.deepEqual(Object.keys(native.exports).sort(), [...declared, 'panicNext'].sort());
 });
 
 test('synchronous exports: a panic in the body throws internal_panic; the object still works', () => {
@@ -166,6 +170,24 @@ test("a panic in a tool executor's Rust side is the call's tool_execution_failed
   const result = events.find((e) => e.type === 'tool_result');
   assert.ok(result, 'no tool_result event');
   assert.ok(!JSON.stringify(events).includes(API_KEY), 'the API key reached an event');
+});
+
+test("a panic while an ArkTS function's answer is converted, on the JS thread, is that call's error", async () => {
+  const { call } = registryWithTool();
+  planPanic('answer');
+  const error = await rejectsWithCode(assert, call(), 'tool_result_invalid');
+  assert.match(error.message, /panic was caught at the binding: planned test panic at Answer/);
+  assert.ok(!error.message.includes(API_KEY), `the API key leaked: ${error.message}`);
+  assert.deepEqual((await call()).contents, [{ type: 'text', text: 'ok {"n":1}' }]);
+
+  // The same for an executor's Promise, converted when it resolves.
+  const registry = new ToolRegistry();
+  registry.register({ name: 'p', description: 'd', parametersJson: objectSchema }, async () => text('later'));
+  planPanic('answer');
+  await rejectsWithCode(assert, registry.execute({ id: 'c2', name: 'p', arguments: '{}' }), 'tool_result_invalid');
+  assert.deepEqual((await registry.execute({ id: 'c3', name: 'p', arguments: '{}' })).contents, [
+    { type: 'text', text: 'later' },
+  ]);
 });
 
 test('a panic while an event is handed to the listener rejects the run with internal_panic', async () => {
