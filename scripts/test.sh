@@ -28,10 +28,16 @@ cargo check --features napi-bench --lib --locked
 
 echo "== node tests of the real .so (cdylib with the napi feature and the host link shims)"
 command -v node >/dev/null || { echo "node (>= 20) is required for the binding tests" >&2; exit 1; }
-cargo build --features napi --lib --locked
 target_dir="${CARGO_TARGET_DIR:-target}"
 case "$target_dir" in /*) ;; *) target_dir="$(pwd)/$target_dir" ;; esac
-ARKAGENT_SO="$target_dir/debug/libarkagent.so" node --test tests/node/
+# First the module with the test-only napi-panic-test feature (tests/node/panic.test.mjs makes its
+# exports panic), copied aside: the next build puts the shipped module back at debug/libarkagent.so.
+cargo build --features napi-panic-test --lib --locked
+mkdir -p "$target_dir/panic-test"
+cp "$target_dir/debug/libarkagent.so" "$target_dir/panic-test/libarkagent.so"
+cargo build --features napi --lib --locked
+ARKAGENT_SO="$target_dir/debug/libarkagent.so" ARKAGENT_PANIC_SO="$target_dir/panic-test/libarkagent.so" \
+  node --test tests/node/
 
 echo "== ArkTS check (arkts-bindings/, entry-demo/)"
 if [ ! -d scripts/arkts-check/node_modules ]; then

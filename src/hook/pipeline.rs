@@ -455,5 +455,7 @@ fn hook_failed(index: usize, method: &str, panic: Box<dyn Any + Send>) -> AgentE
         .map(|s| (*s).to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".to_string());
+    // A panic's text may hold anything it formatted, an API key included.
+    let what = crate::logging::redact_secrets(&what);
     AgentError::of(codes::HOOK_FAILED, format!("hook #{index} panicked in {method}: {what}"))
 }

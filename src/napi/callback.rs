@@ -288,8 +288,17 @@ fn settle<R: FromNapiValue + Send + 'static>(
     }
 }
 
-/// `undefined`, a value of the expected shape, or why not.
+/// `undefined`, a value of the expected shape, or why not. This runs inside napi-ohos' callbacks
+/// on the JS thread (`extern "C"`: a panic unwinding out of them aborts the process), so a panic
+/// while the value is converted is caught here and makes the value `Invalid`.
 fn classify<R: FromNapiValue>(env: &Env, value: Unknown<'_>) -> Settled<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| classify_unguarded(env, value)))
+        .unwrap_or_else(|payload| Settled::Invalid(super::error::panic_error(payload.as_ref()).message))
+}
+
+/// [`classify`], without the panic guard.
+fn classify_unguarded<R: FromNapiValue>(env: &Env, value: Unknown<'_>) -> Settled<R> {
+    super::panic_point!(Answer);
     if matches!(value.get_type(), Ok(ValueType::Undefined)) {
         return Settled::Undefined;
     }

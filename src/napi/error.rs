@@ -35,6 +35,8 @@ pub(crate) fn panic_error(payload: &(dyn std::any::Any + Send)) -> AgentError {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic payload".to_string());
+    // A panic's text may hold anything it formatted, the API key included: never let it out.
+    let detail = crate::logging::redact_secrets(&detail);
     AgentError::of(codes::INTERNAL_PANIC, format!("a Rust panic was caught at the binding: {detail}"))
 }
 
@@ -52,6 +54,11 @@ pub(crate) fn guard<T>(env: &Env, body: impl FnOnce() -> Result<T, AgentError>) 
 /// # Errors
 /// The body's error, or `internal_panic`.
 pub(crate) fn guard_napi<T>(env: &Env, body: impl FnOnce() -> napi_ohos::Result<T>) -> napi_ohos::Result<T> {
+    #[cfg(feature = "napi-panic-test")]
+    let body = || {
+        super::panic_point!(Sync);
+        body()
+    };
     match std::panic::catch_unwind(AssertUnwindSafe(body)) {
         Ok(result) => result,
         Err(payload) => Err(js_error(env, &panic_error(payload.as_ref()))),
@@ -84,10 +91,15 @@ where
     V: ToNapiValue + 'static,
     F: Future<Output = Result<T, AgentError>> + Send + 'static,
 {
+    super::panic_point!(Promise);
     let pending: Pending = Box::pin(async move {
+        super::panic_point!(Future);
         let value = future.await?;
-        // SAFETY: the resolver runs on the JS thread with that thread's env (spawn_pending).
-        let convert: ToJs = Box::new(move |env| unsafe { V::to_napi_value(env, to_js(value)) });
+        let convert: ToJs = Box::new(move |env| {
+            super::panic_point!(Convert);
+            // SAFETY: the resolver runs on the JS thread with that thread's env (spawn_pending).
+            unsafe { V::to_napi_value(env, to_js(value)) }
+        });
         Ok(convert)
     });
     let promise = spawn_pending(env, pending)?;
@@ -259,12 +271,16 @@ fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_val
 }
 
 /// On the JS thread: resolves the Promise with the converted value, or rejects it with the coded
-/// error (a value that cannot be converted rejects it with napi's error).
+/// error (a value that cannot be converted rejects it with napi's error, one whose conversion
+/// panics with `internal_panic`).
 fn settle(env: &Env, settlement: Settlement) {
     let Settlement { deferred, outcome, .. } = settlement;
     let raw = env.raw();
     let value = match outcome {
-        Ok(convert) => convert(raw),
+        // This runs under `call_settle`, an `extern "C"` function: a panic unwinding out of it
+        // aborts the process, so it is caught here.
+        Ok(convert) => std::panic::catch_unwind(AssertUnwindSafe(|| convert(raw)))
+            .unwrap_or_else(|payload| Err(js_error(env, &panic_error(payload.as_ref())))),
         Err(error) => Err(js_error(env, &error)),
     };
     // SAFETY: on the JS thread of the deferred's env; each deferred is settled exactly once.

@@ -120,6 +120,7 @@ impl RunEvents {
 
 impl EventSink for RunEvents {
     fn emit(&self, event: AgentEvent) {
+        super::panic_point!(Event);
         let Some(listener) = self.listener.get() else { return };
         let (tx, rx) = oneshot::channel();
         let status = listener.call_with_return_value(

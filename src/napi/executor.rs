@@ -179,6 +179,7 @@ impl ToolExecutor for JsToolExecutor {
         arguments: Map<String, Value>,
         context: ToolContext,
     ) -> Result<ToolResult, AgentError> {
+        super::panic_point!(Executor);
         let signal = context.signal.child();
         let listeners = CancellationToken::new();
         // Ends the `onCancel` registrations of this call however the call ends.

@@ -325,6 +325,7 @@ impl AgentHook for JsHook {
         let Some(function) = &self.before_tool_call else {
             return BeforeToolCall::Proceed(None);
         };
+        super::panic_point!(Hook);
         let args = HookArgs::new(ctx, [Some(to_json(call)), definition.map(to_json)]);
         let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("beforeToolCall", settled, self.timeout)

@@ -19,8 +19,20 @@
 //! - `registry`: the `ToolRegistry` class.
 //! - `agent`: the `Agent` class (config -> core agent; run, resume, approvals, state).
 //! - `logging`: installs the crate's process logger (hilog on OHOS, stderr elsewhere; secrets
-//!   redacted).
+//!   redacted), and a panic hook that keeps secrets out of panic reports.
 //! - `host_shims` (Linux hosts only): the link shims that let Node load the module.
+//! - `panic_test` (only with the test-only `napi-panic-test` feature): planned panics at the
+//!   [`panic_point!`]s, for `tests/node/panic.test.mjs`.
+
+/// A point where a build with the test-only `napi-panic-test` feature can be made to panic
+/// (`panic_test`); expands to nothing without it, so the shipped module has no such path.
+macro_rules! panic_point {
+    ($site:ident) => {
+        #[cfg(feature = "napi-panic-test")]
+        $crate::napi::panic_test::at($crate::napi::panic_test::Site::$site);
+    };
+}
+pub(crate) use panic_point;
 
 mod agent;
 mod callback;
@@ -32,6 +44,8 @@ mod hook;
 #[cfg(all(target_os = "linux", not(target_env = "ohos")))]
 mod host_shims;
 mod logging;
+#[cfg(feature = "napi-panic-test")]
+mod panic_test;
 mod policy;
 mod registry;
 mod signal;
@@ -45,6 +59,7 @@ const WORKER_THREADS: usize = 2;
 #[napi_derive_ohos::module_init]
 fn init() {
     logging::init();
+    logging::install_panic_hook();
     match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .thread_name("arkagent-rt")

@@ -317,12 +317,14 @@ pub(crate) fn cancelled_error(signal: &CancellationSignal) -> AgentError {
     AgentError::of(codes::TOOL_CANCELLED, signal.reason().unwrap_or_else(|| "Tool cancelled".to_string()))
 }
 
-/// The text of a caught panic.
+/// The text of a caught panic, without the secrets registered with the process logger (a
+/// panic's text may hold anything it formatted, an API key included).
 pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    use crate::logging::redact_secrets;
     if let Some(s) = panic.downcast_ref::<&str>() {
-        format!("executor panicked: {s}")
+        format!("executor panicked: {}", redact_secrets(s))
     } else if let Some(s) = panic.downcast_ref::<String>() {
-        format!("executor panicked: {s}")
+        format!("executor panicked: {}", redact_secrets(s))
     } else {
         "executor panicked".to_string()
     }
