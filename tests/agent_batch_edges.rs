@@ -249,3 +249,43 @@ async fn trimming_keeps_the_newest_results_when_a_reminder_follows_them() {
     );
     assert!(last.contains(&ChatMessage::user("question")));
 }
+
+#[tokio::test]
+async fn an_unknown_call_a_strict_policy_let_through_never_runs_a_tool_registered_before_the_resume() {
+    // A policy that asks about everything freezes [u1: wipe (no such tool yet), c1: lookup] for c1
+    // alone: nothing could run u1 (seed 7.3). If the app registers a `wipe` before it resumes, u1
+    // must still meet "tool not found", never run a dangerous tool nobody was asked about.
+    struct AskAll;
+    impl arkagent::approval::ApprovalPolicy for AskAll {
+        fn decide(&self, _: &ToolCall, _: Option<&ToolDefinition>) -> arkagent::approval::PolicyDecision {
+            arkagent::approval::PolicyDecision::RequireConfirmation("asks about everything".into())
+        }
+    }
+    let model =
+        Arc::new(Script::new(vec![calls(&[("u1", "wipe", "{}"), ("c1", "lookup", "{}")]), answer("ok")]));
+    let store = Arc::new(MemStore::new());
+    let agent = AgentBuilder::new(model, store.clone()).policy(Arc::new(AskAll)).build();
+    let seen: Seen = Arc::default();
+    register(&agent, "lookup", RiskLevel::Safe, false, &seen);
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("expected a suspension: {out:?}") };
+    assert_eq!(batch.items.iter().map(|i| i.tool_call.id.as_str()).collect::<Vec<_>>(), ["c1"]);
+    register(&agent, "wipe", RiskLevel::Dangerous, false, &seen);
+    agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    let out = agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(seen.lock().unwrap().iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), ["lookup"]);
+    // Its answer is the registry's, as under the default policy, which lets the call run.
+    let state = store.load("s").await.unwrap().unwrap();
+    let plain_store = Arc::new(MemStore::new());
+    let plain = AgentBuilder::new(
+        Arc::new(Script::new(vec![calls(&[("u1", "wipe", "{}"), ("c1", "lookup", "{}")]), answer("ok")])),
+        plain_store.clone(),
+    )
+    .build();
+    register(&plain, "lookup", RiskLevel::Safe, false, &Seen::default());
+    plain.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let registry_answer = tool_messages(&plain_store.load("s").await.unwrap().unwrap().messages);
+    assert!(registry_answer[0].1.contains("Tool not found: wipe"), "{registry_answer:?}");
+    assert_eq!(tool_messages(&state.messages)[0], registry_answer[0]);
+}

@@ -22,12 +22,21 @@ use arkagent::agent::DELEGATE_TASK;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use support::{answer, calls, Script};
 
-/// What a listener read from disk: the session's status and the id of its pending batch.
-type Seen = Arc<Mutex<Vec<(RunStatus, Option<String>)>>>;
+/// What a listener read from disk: the session's status, the id of its pending batch and, for a
+/// worker's batch, the worker session's status.
+type Seen = Arc<Mutex<Vec<(RunStatus, Option<String>, Option<RunStatus>)>>>;
 
-async fn on_disk(root: &Path) -> (RunStatus, Option<String>) {
-    let state = FileStore::new(root.to_path_buf()).load("s").await.unwrap().expect("the session is on disk");
-    (state.status, state.pending_approval.map(|b| b.batch_id))
+async fn on_disk(
+    root: &Path,
+    batch: &PendingApprovalBatch,
+) -> (RunStatus, Option<String>, Option<RunStatus>) {
+    let store = FileStore::new(root.to_path_buf());
+    let state = store.load("s").await.unwrap().expect("the session is on disk");
+    let worker = match &batch.worker_session {
+        Some(w) => Some(store.load(w).await.unwrap().expect("the worker's session is on disk").status),
+        None => None,
+    };
+    (state.status, state.pending_approval.map(|b| b.batch_id), worker)
 }
 
 /// Reads the disk when `approval_required` goes out (the sink is synchronous: it blocks on the
@@ -39,9 +48,9 @@ struct DiskOnEvent {
 
 impl EventSink for DiskOnEvent {
     fn emit(&self, event: AgentEvent) {
-        if matches!(event, AgentEvent::ApprovalRequired { .. }) {
+        if let AgentEvent::ApprovalRequired { batch } = event {
             let read = tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(on_disk(&self.root))
+                tokio::runtime::Handle::current().block_on(on_disk(&self.root, &batch))
             });
             self.seen.lock().unwrap().push(read);
         }
@@ -56,8 +65,8 @@ struct DiskOnHook {
 
 #[async_trait::async_trait]
 impl AgentHook for DiskOnHook {
-    async fn on_approval_required(&self, _ctx: &HookContext<'_>, _batch: &PendingApprovalBatch) {
-        let read = on_disk(&self.root).await;
+    async fn on_approval_required(&self, _ctx: &HookContext<'_>, batch: &PendingApprovalBatch) {
+        let read = on_disk(&self.root, batch).await;
         self.seen.lock().unwrap().push(read);
     }
 }
@@ -83,7 +92,7 @@ async fn the_frozen_batch_is_on_disk_before_the_app_hears_of_it() {
     let sink = DiskOnEvent { root: root.clone(), seen: by_event.clone() };
     let out = agent.run("s", "清空烘焙缓存", &sink, &CancellationSignal::new()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("expected a suspension: {out:?}") };
-    let want = vec![(RunStatus::AwaitingApproval, Some(batch.batch_id.clone()))];
+    let want = vec![(RunStatus::AwaitingApproval, Some(batch.batch_id.clone()), None)];
     assert_eq!(*by_event.lock().unwrap(), want, "what the approval_required event's listener found on disk");
     assert_eq!(*by_hook.lock().unwrap(), want, "what on_approval_required found on disk");
 }
@@ -109,7 +118,9 @@ async fn a_workers_frozen_call_is_on_disk_in_both_sessions_before_the_parent_ann
     let out = agent.run("s", "清缓存", &sink, &CancellationSignal::new()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("expected a suspension: {out:?}") };
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
-    let want = vec![(RunStatus::AwaitingApproval, Some(batch.batch_id.clone()))];
+    // The worker's session is read when the parent announces its batch, as the parent's is.
+    let want =
+        vec![(RunStatus::AwaitingApproval, Some(batch.batch_id.clone()), Some(RunStatus::AwaitingApproval))];
     assert_eq!(
         *by_event.lock().unwrap(),
         want,

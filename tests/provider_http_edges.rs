@@ -83,6 +83,21 @@ async fn an_echoed_key_the_excerpt_would_cut_never_leaks() {
     assert_no_key(&e);
 }
 
+#[tokio::test]
+async fn an_error_body_that_breaks_off_inside_the_echoed_key_never_leaks_its_start() {
+    // The same echo in a short error body whose connection closes in the middle of the key: the
+    // bytes that came are all there is to show, so their end is a cut too, and it must not fall
+    // inside the key either (the whole key is not there for the redaction to find).
+    let head = "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 4000\r\n\r\n";
+    let body = format!("invalid credentials; Authorization: Bearer {}", &KEY[..30]);
+    let server = MockServer::start([Reply::Verbatim(format!("{head}{body}").into_bytes())]).await;
+    let c = client(&server, Duration::from_secs(2));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_AUTH);
+    assert_no_key(&e);
+    assert!(e.message.ends_with("raw body: invalid credentials; Authorization: Bearer ..."), "{e}");
+}
+
 /// A 200 with this content type and body, to a streamed request.
 fn labelled(content_type: Option<&str>, body: &[u8]) -> Reply {
     Reply::StreamAs {

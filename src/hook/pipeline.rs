@@ -99,7 +99,10 @@ impl BeforeToolCallOutcome {
     /// An unknown tool never asks the user, whoever wants a confirmation (a policy, one that failed
     /// closed, a hook's `Defer`): it has no executor, so an approval would mean nothing and the
     /// registry answers `tool_not_found` whatever the user says; freezing the batch for it would
-    /// only hold the known calls back (seed 7.3). It goes to the registry instead. A denial stays.
+    /// only hold the known calls back (seed 7.3). It is answered with the registry's
+    /// `tool_not_found` at once instead of running: a batch frozen for other calls runs on resume,
+    /// when a tool of that name may have been registered, which nobody was asked about. A denial
+    /// stays.
     ///
     /// # Errors
     /// The `hook_aborted` error of an `Abort`: the run ends.
@@ -142,7 +145,9 @@ impl BeforeToolCallOutcome {
             BeforeToolCallOutcome::Abort(error) => return Err(error),
         };
         let disposition = match disposition {
-            CallDisposition::Confirm(_) if definition.is_none() => CallDisposition::Run,
+            CallDisposition::Confirm(_) if definition.is_none() => {
+                CallDisposition::Answer(ToolResult::from_error(&crate::tool::tool_not_found(&call.name)))
+            }
             d => d,
         };
         Ok(BatchCallInput { call, risk_level, disposition })

@@ -187,7 +187,7 @@ impl ApprovalPolicy for JsApprovalPolicy {
 }
 
 /// The decision when the policy gave none: the user is asked (never allowed). For an unknown tool
-/// (`known` false) the runtime sends the call to the registry instead, which answers
+/// (`known` false) the runtime answers the call with the registry's
 /// `tool_not_found` ([`BeforeToolCallOutcome::into_batch_input`](crate::hook::BeforeToolCallOutcome::into_batch_input)).
 fn fail_closed(call: &ToolCall, known: bool, why: String) -> PolicyDecision {
     let error = AgentError::of(codes::APPROVAL_POLICY_FAILED, why);

@@ -18,7 +18,7 @@
 
 use super::assemble::{decode_sse_body, starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
-use super::convert::{parse_response, raw_excerpt};
+use super::convert::{parse_response, raw_excerpt, raw_excerpt_of_prefix};
 use super::wire::ProviderErrorBody;
 use super::{tls, ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
 use crate::error::{codes, AgentError};
@@ -234,9 +234,10 @@ impl OpenAiCompatibleClient {
             ),
             _ => String::new(),
         };
-        let body = match read_body(resp, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline).await {
-            Ok(b) => b,
-            Err(BodyError { partial, .. }) => partial,
+        let (body, whole) = match read_body(resp, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline).await
+        {
+            Ok(b) => (b, true),
+            Err(BodyError { partial, .. }) => (partial, false),
         };
         // Text first, as `parse_response` does: serde_json's parser exists once, for text
         // (BENCHMARKS.md, "Size of the stripped release `.so`"). A body that is not UTF-8 is shown
@@ -246,7 +247,8 @@ impl OpenAiCompatibleClient {
         let detail = match parsed {
             Some(b) => b.error.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
-            None => format!("raw body: {}", raw_excerpt(&body)),
+            None if whole => format!("raw body: {}", raw_excerpt(&body)),
+            None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
         };
         AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16())))
     }
@@ -425,7 +427,10 @@ async fn read_body(
                     buf.extend_from_slice(&chunk[..take]);
                     let error = AgentError::of(
                         codes::PROVIDER_RESPONSE_TOO_LARGE,
-                        format!("the response exceeds {limit} bytes; raw body starts: {}", raw_excerpt(&buf)),
+                        format!(
+                            "the response exceeds {limit} bytes; raw body starts: {}",
+                            raw_excerpt_of_prefix(&buf)
+                        ),
                     );
                     return Err(BodyError { error, partial: buf });
                 }

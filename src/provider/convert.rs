@@ -173,15 +173,29 @@ fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<Wi
 /// otherwise leave the first part of the key in the message, where the client's redaction of the
 /// whole key cannot see it.
 pub fn raw_excerpt(body: &[u8]) -> String {
+    excerpt(body, false)
+}
+
+/// [`raw_excerpt`] of the first bytes of a body that went on (it broke off, stalled or was too
+/// long): its end is a cut as well, and never falls inside a word either (`...` marks it).
+pub fn raw_excerpt_of_prefix(prefix: &[u8]) -> String {
+    excerpt(prefix, true)
+}
+
+fn excerpt(body: &[u8], prefix: bool) -> String {
     let shown = body.len().min(RAW_BODY_EXCERPT);
     let text = String::from_utf8_lossy(&body[..shown]);
     let mut cut = text.len().min(RAW_BODY_EXCERPT);
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    // The byte after the cut: in the text, or the first byte not decoded.
-    let next = if cut < text.len() { text.as_bytes().get(cut) } else { body.get(shown) };
-    if next.is_some_and(|b| is_word_byte(*b)) {
+    // The byte after the cut: in the text, or the first byte not decoded. After a prefix's last
+    // byte comes one that did not arrive, which may go on the word that byte ends.
+    let in_word = match text.as_bytes().get(cut).or(body.get(shown)) {
+        Some(b) => is_word_byte(*b),
+        None => prefix && text.as_bytes().last().is_some_and(|b| is_word_byte(*b)),
+    };
+    if in_word {
         let start = text.as_bytes()[..cut].iter().rposition(|b| !is_word_byte(*b)).map_or(0, |i| i + 1);
         // A longer word (a blob, not a key) is cut where it is.
         if cut - start <= MAX_WORD_KEPT_WHOLE {
@@ -190,6 +204,8 @@ pub fn raw_excerpt(body: &[u8]) -> String {
     }
     if body.len() > RAW_BODY_EXCERPT {
         format!("{}... ({} bytes in all)", &text[..cut], body.len())
+    } else if prefix && cut < text.len() {
+        format!("{}...", &text[..cut])
     } else {
         text[..cut].to_string()
     }
@@ -530,5 +546,16 @@ mod tests {
         body.resize(RAW_BODY_EXCERPT + 5, b'z');
         assert!(shown(&body).ends_with(&"z".repeat(RAW_BODY_EXCERPT - 12)));
         assert_eq!(raw_excerpt(b"short sk-key"), "short sk-key");
+    }
+
+    #[test]
+    fn a_prefix_never_ends_inside_a_word() {
+        // The bytes that came of a body that went on: the word they end in may go on.
+        assert_eq!(raw_excerpt_of_prefix(b"Bearer sk-abc"), "Bearer ...");
+        assert_eq!(raw_excerpt_of_prefix(b"Bearer sk-abc\""), "Bearer sk-abc\"");
+        assert_eq!(raw_excerpt(b"Bearer sk-abc"), "Bearer sk-abc");
+        let mut long = vec![b' '; RAW_BODY_EXCERPT - 4];
+        long.extend_from_slice(b"sk-abc");
+        assert_eq!(raw_excerpt_of_prefix(&long), raw_excerpt(&long));
     }
 }

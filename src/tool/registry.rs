@@ -270,9 +270,7 @@ impl ToolSnapshot {
     /// # Errors
     /// `tool_not_found`, a `json_*` decode error, or a `tool_argument_*` error.
     pub fn prepare(&self, call: &ToolCall) -> Result<PreparedCall, AgentError> {
-        let tool = self
-            .get(&call.name)
-            .ok_or_else(|| AgentError::of(codes::TOOL_NOT_FOUND, format!("Tool not found: {}", call.name)))?;
+        let tool = self.get(&call.name).ok_or_else(|| tool_not_found(&call.name))?;
         let arguments = tool.schema.parse_and_validate(&call.arguments, &self.inner.limits)?;
         Ok(PreparedCall { tool: Arc::clone(tool), arguments })
     }
@@ -315,6 +313,11 @@ impl PreparedCall {
 /// The `tool_cancelled` error for a cancelled signal.
 pub(crate) fn cancelled_error(signal: &CancellationSignal) -> AgentError {
     AgentError::of(codes::TOOL_CANCELLED, signal.reason().unwrap_or_else(|| "Tool cancelled".to_string()))
+}
+
+/// The `tool_not_found` error of a call of `name`, a tool that is not registered.
+pub(crate) fn tool_not_found(name: &str) -> AgentError {
+    AgentError::of(codes::TOOL_NOT_FOUND, format!("Tool not found: {name}"))
 }
 
 /// The text of a caught panic, without the secrets registered with the process logger (a
