@@ -243,3 +243,34 @@ async fn events_that_create_a_session_are_held_by_its_first_snapshot() {
     assert_eq!(fs::metadata(files(&dir, "journal-").pop().unwrap()).unwrap().len(), 8);
     assert_eq!(FileStore::new(root.path()).load("s1").await.unwrap().unwrap(), state);
 }
+
+#[tokio::test]
+async fn a_journal_of_the_former_format_is_read_and_never_appended_to() {
+    use arkagent::state::codec::{decode_journal, encode_records, journal_header, JOURNAL_FORMAT};
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let mut state = AgentState::new("s1");
+    play(&FileStore::new(root.path()), 1, 1, &mut state).await;
+    // Turns 2 and 3 as the former code journaled them: format 2, one event per record.
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let mut legacy = journal_header().to_vec();
+    legacy[4..8].copy_from_slice(&2u32.to_le_bytes());
+    for e in [turn(2), turn(3)].concat() {
+        legacy.extend(encode_records(std::slice::from_ref(&e)).unwrap());
+        state.apply(&e);
+    }
+    fs::write(&journal, &legacy).unwrap();
+    let store = FileStore::new(root.path());
+    assert_eq!(store.load_unrepaired("s1").await.unwrap().unwrap(), state_after("s1", 3));
+    // The next commit starts a new generation instead of appending commit records to it, which
+    // code that knows only format 2 would misread.
+    play(&store, 4, 4, &mut state).await;
+    assert_eq!(fs::read(&journal).unwrap(), legacy, "the former journal is left as it was");
+    let newest = files(&dir, "journal-").pop().unwrap();
+    assert_ne!(newest, journal);
+    assert_eq!(decode_journal(&fs::read(&newest).unwrap()).unwrap().format, JOURNAL_FORMAT);
+    play(&store, 5, 5, &mut state).await;
+    drop(store);
+    let loaded = FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(loaded, state_after("s1", 5));
+}

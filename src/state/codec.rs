@@ -4,16 +4,22 @@
 //! A snapshot file is `ARKS` + payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the
 //! payload: the state as JSON. Any flipped bit is caught by the checksum.
 //!
-//! A journal file is `ARKJ` + the schema version of its events (u32 LE), then records, each
+//! A journal file is `ARKJ` + its format (u32 LE, [`JOURNAL_FORMAT`]), then records, each
 //! payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the payload: one commit's
 //! events as JSON, a [`StateEvent`] object for a commit of one event, an array of them for a
 //! commit of several. Records are only ever appended; a crash can leave a torn last record, which
 //! the checksum (or the missing bytes) exposes, and which is dropped on load. A commit is thus
-//! loaded whole or not at all: a commit of several events is never half applied. (Journals
-//! written before commits were one record hold one event per record; they load as before.)
+//! loaded whole or not at all: a commit of several events is never half applied.
+//!
+//! Formats: 1 and 2 name the schema version of the events, one event per record (journals written
+//! before commits were one record; they load as before); 3 is schema-2 events, one record per
+//! commit. A journal of a format this code does not know is refused (`state_version_unsupported`),
+//! and code that knows only format 2 refuses a format-3 journal in the same way instead of
+//! misreading its records. New records are never appended to a journal of an older format (the
+//! file store starts a new generation first).
 
 use super::migrate::migrate_value;
-use super::{AgentState, StateEvent, SCHEMA_VERSION};
+use super::{AgentState, StateEvent};
 use crate::error::{codes, AgentError};
 use serde_json::Value;
 
@@ -21,7 +27,9 @@ use serde_json::Value;
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"ARKS";
 /// The magic bytes that open a journal file.
 pub const JOURNAL_MAGIC: &[u8; 4] = b"ARKJ";
-/// Bytes of the journal header (magic + version).
+/// The format of the journals this code writes (see the module doc).
+pub const JOURNAL_FORMAT: u32 = 3;
+/// Bytes of the journal header (magic + format).
 pub const JOURNAL_HEADER_LEN: usize = 8;
 /// Bytes before each record's payload (length + checksum).
 pub const RECORD_HEADER_LEN: usize = 8;
@@ -110,11 +118,11 @@ fn parse_text<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> 
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
-/// The journal header for events of the current schema version.
+/// The journal header of the format this code writes ([`JOURNAL_FORMAT`]).
 pub fn journal_header() -> [u8; JOURNAL_HEADER_LEN] {
     let mut h = [0u8; JOURNAL_HEADER_LEN];
     h[..4].copy_from_slice(JOURNAL_MAGIC);
-    h[4..].copy_from_slice(&SCHEMA_VERSION.to_le_bytes());
+    h[4..].copy_from_slice(&JOURNAL_FORMAT.to_le_bytes());
     h
 }
 
@@ -156,6 +164,8 @@ pub struct JournalScan {
     pub valid_len: usize,
     /// How the journal ends.
     pub tail: JournalTail,
+    /// The format its header names (0 when it has no valid header).
+    pub format: u32,
 }
 
 /// Decodes a journal, keeping the longest valid prefix of records. An empty or headerless file is
@@ -165,7 +175,7 @@ pub struct JournalScan {
 /// `state_version_unsupported` when the header names a newer schema version (the events may mean
 /// something this code does not know).
 pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
-    let mut scan = JournalScan { events: Vec::new(), valid_len: 0, tail: JournalTail::Clean };
+    let mut scan = JournalScan { events: Vec::new(), valid_len: 0, tail: JournalTail::Clean, format: 0 };
     if bytes.len() < JOURNAL_HEADER_LEN {
         scan.tail = if bytes.is_empty() { JournalTail::Clean } else { JournalTail::Torn };
         return Ok(scan);
@@ -175,18 +185,17 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
         return Ok(scan);
     }
     let version = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-    if version > SCHEMA_VERSION {
+    if version > JOURNAL_FORMAT {
         return Err(AgentError::of(
             codes::STATE_VERSION_UNSUPPORTED,
-            format!(
-                "the journal was written by schema version {version}; this code knows up to {SCHEMA_VERSION}"
-            ),
+            format!("the journal has format {version}; this code knows up to {JOURNAL_FORMAT}"),
         ));
     }
     if version == 0 {
         scan.tail = JournalTail::Corrupt;
         return Ok(scan);
     }
+    scan.format = version;
     let mut pos = JOURNAL_HEADER_LEN;
     scan.valid_len = pos;
     while pos < bytes.len() {
@@ -262,8 +271,9 @@ mod tests {
         assert_eq!(payload.first(), Some(&b'['));
         assert_eq!(u32::from_le_bytes(whole[..4].try_into().unwrap()) as usize, payload.len());
         assert!(encode_records(&[]).unwrap().is_empty());
-        // The former layout: each event its own record.
+        // The former layout: format 2, each event its own record.
         let mut old = journal_header().to_vec();
+        old[4..8].copy_from_slice(&2u32.to_le_bytes());
         for event in events() {
             let payload = serde_json::to_vec(&event).unwrap();
             frame(None, &payload, &mut old).unwrap();
@@ -272,6 +282,8 @@ mod tests {
         let scan = decode_journal(&old).unwrap();
         assert_eq!(scan.events, [events(), events()].concat());
         assert_eq!(scan.tail, JournalTail::Clean);
+        assert_eq!(scan.format, 2);
+        assert_eq!(decode_journal(&journal_header()).unwrap().format, JOURNAL_FORMAT);
     }
 
     #[test]
@@ -314,7 +326,7 @@ mod tests {
     #[test]
     fn a_newer_journal_is_refused() {
         let mut bytes = journal_header().to_vec();
-        bytes[4..8].copy_from_slice(&(SCHEMA_VERSION + 1).to_le_bytes());
+        bytes[4..8].copy_from_slice(&(JOURNAL_FORMAT + 1).to_le_bytes());
         let e = decode_journal(&bytes).unwrap_err();
         assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED);
     }

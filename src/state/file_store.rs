@@ -40,7 +40,7 @@
 
 use super::codec::{
     decode_journal, decode_snapshot, decode_state_json, encode_records, encode_snapshot, journal_header,
-    JournalTail, JOURNAL_HEADER_LEN,
+    JournalTail, JOURNAL_FORMAT, JOURNAL_HEADER_LEN,
 };
 use super::repair::{repair_pairing, RepairPolicy};
 use super::session_id::validate_session_id;
@@ -231,6 +231,11 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
             }
             if g == latest {
                 journal_valid_len = scan.valid_len as u64;
+                // Records are never appended to a journal of an older format (code that knows only
+                // that format would misread them): the next commit starts a new generation.
+                if scan.format != 0 && scan.format < JOURNAL_FORMAT {
+                    appendable = false;
+                }
             } else if scan.tail != JournalTail::Clean {
                 // A journal before the newest one lost records: later journals continue from a
                 // state this chain cannot reach. Stop here; the next commit starts a fresh snapshot.
