@@ -494,7 +494,7 @@ impl std::fmt::Debug for AgentConfigObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentConfigObject")
             .field("provider", &self.provider)
-            .field("base_url", &self.base_url)
+            .field("base_url", &self.base_url.as_deref().map(crate::provider::config::shown))
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("state_dir", &self.state_dir)

@@ -440,7 +440,7 @@ impl RetryPolicy {
 }
 
 /// Everything the OpenAI-compatible client needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClientConfig {
     /// The provider preset (its quirks for the model are copied into `quirks`).
     pub preset: ProviderPreset,
@@ -641,9 +641,27 @@ pub fn is_loopback_host(host: &str) -> bool {
     }
 }
 
-/// A base URL as error messages show it: anything before an `@` of its authority (credentials)
-/// replaced by `***`.
-fn shown(base: &str) -> String {
+// By hand: the key is redacted by its type, credentials in a base URL by `shown`.
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("preset", &self.preset)
+            .field("base_url", &shown(&self.base_url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("timeouts", &self.timeouts)
+            .field("retry", &self.retry)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("extra_root_pems", &self.extra_root_pems.len())
+            .field("quirks", &self.quirks)
+            .finish()
+    }
+}
+
+/// A base URL as error messages and Debug output show it: anything before an `@` of its
+/// authority (credentials) replaced by `***`.
+pub(crate) fn shown(base: &str) -> String {
     let (scheme, rest) = base.split_once("://").unwrap_or(("", base));
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..end].rfind('@') {
@@ -884,6 +902,9 @@ mod tests {
         let e = ClientConfig::custom("https://u:s3cret-pw@/v1", "m", "k").endpoint().unwrap_err();
         assert!(!e.message.contains("s3cret"), "{e}");
         assert_eq!(shown("https://u:pw@host/v1@x"), "https://***@host/v1@x");
+        let debug =
+            format!("{:?}", ClientConfig::custom("https://u:s3cret-pw@api.example.com/v1", "m", "sk-abcdef"));
+        assert!(!debug.contains("s3cret") && !debug.contains("sk-abcdef"), "{debug}");
     }
 
     #[test]
