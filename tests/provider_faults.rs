@@ -130,6 +130,31 @@ async fn rate_limit_with_too_long_retry_after_is_returned_at_once() {
 }
 
 #[tokio::test]
+async fn a_429_that_lasts_until_the_account_is_seen_to_is_not_retried() {
+    // OpenAI's exhausted quota, and Zhipu's account in arrears (code 1113, a number), both 429.
+    let zhipu = serde_json::json!({"error": {"code": 1113, "message": "余额不足或无可用资源包,请充值。"}});
+    for (reply, what) in [
+        (Reply::error(429, "insufficient_quota", "You exceeded your current quota"), "insufficient_quota"),
+        (Reply::json(429, &zhipu), "1113"),
+    ] {
+        let server = MockServer::start([reply, Reply::json(200, &ok_body("never asked"))]).await;
+        let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
+        let e = c.complete(&request()).await.unwrap_err();
+        assert_provider(&e, codes::PROVIDER_RATE_LIMITED);
+        assert!(e.message.contains(what) && e.message.contains("not retried"), "{e}");
+        assert_eq!(server.requests().len(), 1, "{what}");
+    }
+    // A passing rate limit is still retried.
+    let server = MockServer::start([
+        Reply::error(429, "rate_limit_exceeded", "slow down"),
+        Reply::json(200, &ok_body("after a retry")),
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
+    assert_eq!(c.complete(&request()).await.unwrap().content.as_deref(), Some("after a retry"));
+}
+
+#[tokio::test]
 async fn client_errors_are_not_retried_and_keep_code_and_message() {
     let server = MockServer::start([
         Reply::error(400, "context_length_exceeded", "too many tokens"),

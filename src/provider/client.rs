@@ -3,7 +3,8 @@
 //! OpenAI-compatible chat-completions endpoint.
 //!
 //! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
-//! `Retry-After`, but never once a response was accepted (a stream that started is never
+//! `Retry-After`, except an error whose body says it lasts (an exhausted quota or balance, a
+//! locked account: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)), and never once a response was accepted (a stream that started is never
 //! replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
 //! chunks) and total (the whole call, retries included). A stream that times out or breaks off
 //! after its finish reason came is complete, as one whose body ends there is. Bodies and streams
@@ -137,7 +138,10 @@ impl OpenAiCompatibleClient {
                     let status = resp.status();
                     let retry_after =
                         resp.headers().get(reqwest::header::RETRY_AFTER).and_then(parse_retry_after);
-                    let error = self.status_error(resp, deadline).await;
+                    let (error, lasting) = self.status_error(resp, deadline).await;
+                    if lasting {
+                        return Err(with_note(error, "not retried: it lasts until the account is seen to"));
+                    }
                     if !(status.as_u16() == 429 || status.is_server_error()) {
                         return Err(error);
                     }
@@ -218,7 +222,9 @@ impl OpenAiCompatibleClient {
         }
     }
 
-    async fn status_error(&self, resp: reqwest::Response, deadline: Instant) -> AgentError {
+    /// The error of a response with an error status, and whether its body names a lasting
+    /// condition that a retry cannot change ([`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)).
+    async fn status_error(&self, resp: reqwest::Response, deadline: Instant) -> (AgentError, bool) {
         let status = resp.status();
         let code = match status.as_u16() {
             401 | 403 => codes::PROVIDER_AUTH,
@@ -244,13 +250,14 @@ impl OpenAiCompatibleClient {
         // raw.
         let parsed =
             std::str::from_utf8(&body).ok().and_then(|t| serde_json::from_str::<ProviderErrorBody>(t).ok());
+        let lasting = parsed.as_ref().is_some_and(|b| b.error.is_lasting());
         let detail = match parsed {
             Some(b) => b.error.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
             None if whole => format!("raw body: {}", raw_excerpt(&body)),
             None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
         };
-        AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16())))
+        (AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16()))), lasting)
     }
 
     fn timeout_error(&self, deadline: Instant, phase: &str, limit: Duration) -> AgentError {

@@ -47,6 +47,15 @@ impl<'de> Deserialize<'de> for ProviderErrorDetail {
 }
 
 impl ProviderErrorDetail {
+    /// Whether the error lasts until someone sees to the account, so retrying only delays it:
+    /// OpenAI's `insufficient_quota` (sent with a 429), and Zhipu's account codes, also sent with
+    /// a 429 (docs.z.ai/api-reference/api-code: 1110 inactive, 1111 no such account, 1112 locked,
+    /// 1113 in arrears, 1121 locked for irregular activity).
+    pub fn is_lasting(&self) -> bool {
+        const LASTING: [&str; 6] = ["insufficient_quota", "1110", "1111", "1112", "1113", "1121"];
+        [&self.code, &self.kind].into_iter().flatten().any(|c| LASTING.contains(&c.as_str()))
+    }
+
     /// `[code, type] message` in one line (the parts the provider gave).
     pub fn describe(&self) -> String {
         let mut tags: Vec<&str> = Vec::new();
