@@ -198,15 +198,19 @@ impl std::fmt::Write for StackText {
 fn shortest_digits(x: f64) -> Digits {
     let mut d = Digits { bytes: [b'0'; 17], len: 0, n: 1 };
     // Rust's `{:e}` prints the shortest round-trip digits, closest to the value; it breaks an
-    // exact tie upwards where ECMAScript picks the even candidate, so ties are checked below.
-    let Some(sci) = StackText::of(format_args!("{:e}", x)) else {
-        return slow_digits(x);
-    };
-    let (mantissa, exp) = sci.as_str().split_once('e').unwrap_or((sci.as_str(), "0"));
-    for c in mantissa.bytes().filter(|c| *c != b'.') {
-        if d.len == d.bytes.len() {
-            return slow_digits(x);
+    // exact tie upwards where ECMAScript picks the even candidate, so ties are checked below. The
+    // text fits the stack (at most 17 digits); the heap is only a guard.
+    let stack = StackText::of(format_args!("{:e}", x));
+    let heap;
+    let sci = match &stack {
+        Some(t) => t.as_str(),
+        None => {
+            heap = format!("{:e}", x);
+            heap.as_str()
         }
+    };
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
+    for c in mantissa.bytes().filter(|c| *c != b'.').take(d.bytes.len()) {
         d.bytes[d.len] = c;
         d.len += 1;
     }
@@ -218,17 +222,6 @@ fn shortest_digits(x: f64) -> Digits {
             d.bytes[..even.len()].copy_from_slice(even.as_bytes());
         }
     }
-    d
-}
-
-/// The same through heap strings, for an output `{:e}` never gives (more than 17 digits).
-#[cold]
-fn slow_digits(x: f64) -> Digits {
-    let sci = format!("{:e}", x);
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: Vec<u8> = mantissa.bytes().filter(|c| *c != b'.').take(17).collect();
-    let mut d = Digits { bytes: [b'0'; 17], len: digits.len(), n: exp.parse::<i32>().unwrap_or(0) + 1 };
-    d.bytes[..digits.len()].copy_from_slice(&digits);
     d
 }
 
