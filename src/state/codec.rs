@@ -225,12 +225,12 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
         // A commit of several events is an array; one event (and every record of a journal
         // written before commits were one record) an object.
         let decoded = if payload.first() == Some(&b'[') {
-            parse_text::<Vec<StateEvent>>(payload)
+            parse_text::<Vec<StateEvent>>(payload).map(|events| scan.events.extend(events))
         } else {
-            parse_text::<StateEvent>(payload).map(|event| vec![event])
+            parse_text::<StateEvent>(payload).map(|event| scan.events.push(event))
         };
         match decoded {
-            Ok(events) => scan.events.extend(events),
+            Ok(()) => {}
             Err(_) => {
                 scan.tail = JournalTail::Corrupt;
                 return Ok(scan);
