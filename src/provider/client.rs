@@ -4,8 +4,8 @@
 //!
 //! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
 //! `Retry-After`, except an error whose body says it lasts (an exhausted quota or balance, a
-//! locked account: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)), and never once a response was accepted (a stream that started is never
-//! replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
+//! locked account: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)), and never
+//! once a response was accepted (a stream that started is never replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
 //! chunks) and total (the whole call, retries included). A stream that times out or breaks off
 //! after its finish reason came is complete, as one whose body ends there is. Bodies and streams
 //! are capped at `max_response_bytes`. A streamed request answered with a JSON body (a gateway
@@ -139,11 +139,11 @@ impl OpenAiCompatibleClient {
                     let retry_after =
                         resp.headers().get(reqwest::header::RETRY_AFTER).and_then(parse_retry_after);
                     let (error, lasting) = self.status_error(resp, deadline).await;
-                    if lasting {
-                        return Err(with_note(error, "not retried: it lasts until the account is seen to"));
-                    }
                     if !(status.as_u16() == 429 || status.is_server_error()) {
                         return Err(error);
+                    }
+                    if lasting {
+                        return Err(with_note(error, "not retried: it lasts until the account is seen to"));
                     }
                     (error, retry_after)
                 }
