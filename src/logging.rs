@@ -365,6 +365,16 @@ pub fn redact_secrets(text: &str) -> Cow<'_, str> {
     redactor.redact_at_least(text, MIN_TEXT_SECRET_LEN)
 }
 
+/// The message of a caught panic (`None` for a payload that is not text), through
+/// [`redact_secrets`]: a panic's text may hold anything it formatted, an API key included.
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<Cow<'_, str>> {
+    let text = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))?;
+    Some(redact_secrets(text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -455,12 +455,6 @@ async fn guarded<T>(future: impl Future<Output = T>) -> Result<T, Box<dyn Any + 
 }
 
 fn hook_failed(index: usize, method: &str, panic: Box<dyn Any + Send>) -> AgentError {
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".to_string());
-    // A panic's text may hold anything it formatted, an API key included.
-    let what = crate::logging::redact_secrets(&what);
+    let what = crate::logging::panic_text(panic.as_ref()).unwrap_or("a panic".into());
     AgentError::of(codes::HOOK_FAILED, format!("hook #{index} panicked in {method}: {what}"))
 }

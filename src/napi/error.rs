@@ -30,13 +30,7 @@ pub(crate) fn js_error(env: &Env, error: &AgentError) -> napi_ohos::Error {
 
 /// The `internal_panic` error for a caught panic payload.
 pub(crate) fn panic_error(payload: &(dyn std::any::Any + Send)) -> AgentError {
-    let detail = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic payload".to_string());
-    // A panic's text may hold anything it formatted, the API key included: never let it out.
-    let detail = crate::logging::redact_secrets(&detail);
+    let detail = crate::logging::panic_text(payload).unwrap_or("unknown panic payload".into());
     AgentError::of(codes::INTERNAL_PANIC, format!("a Rust panic was caught at the binding: {detail}"))
 }
 

@@ -29,21 +29,13 @@ pub(crate) fn init() {
 /// backtrace), as it did.
 pub(crate) fn install_panic_hook() {
     let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
-        match message.map(crate::logging::redact_secrets) {
-            Some(std::borrow::Cow::Owned(redacted)) => {
-                let at =
-                    info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-                let thread = std::thread::current();
-                let thread = thread.name().unwrap_or("<unnamed>");
-                log::error!("arkagent: thread '{thread}' panicked{at}: {redacted}");
-            }
-            _ => previous(info),
+    std::panic::set_hook(Box::new(move |info| match crate::logging::panic_text(info.payload()) {
+        Some(std::borrow::Cow::Owned(redacted)) => {
+            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            let thread = std::thread::current();
+            let thread = thread.name().unwrap_or("<unnamed>");
+            log::error!("arkagent: thread '{thread}' panicked{at}: {redacted}");
         }
+        _ => previous(info),
     }));
 }

@@ -323,13 +323,9 @@ pub(crate) fn tool_not_found(name: &str) -> AgentError {
 /// The text of a caught panic, without the secrets registered with the process logger (a
 /// panic's text may hold anything it formatted, an API key included).
 pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    use crate::logging::redact_secrets;
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        format!("executor panicked: {}", redact_secrets(s))
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        format!("executor panicked: {}", redact_secrets(s))
-    } else {
-        "executor panicked".to_string()
+    match crate::logging::panic_text(panic.as_ref()) {
+        Some(text) => format!("executor panicked: {text}"),
+        None => "executor panicked".to_string(),
     }
 }
 
