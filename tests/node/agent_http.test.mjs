@@ -3,11 +3,10 @@
 // (a sentinel) never showing up in events, outcomes, errors, state files or log lines.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildModule, loadModule, waitFor } from './helper.mjs';
+import { loadModule, runNode, waitFor } from './helper.mjs';
 import { startMock, streamChunks, textChunks, toolCallChunks } from './mock_openai.mjs';
 
 const { Agent, CancellationHandle } = loadModule();
@@ -155,17 +154,7 @@ test('the API key never appears in events, outcomes, errors, state files or logs
   const dir = mkdtempSync(join(tmpdir(), 'arkagent-key-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
 
-  const proc = spawn(process.execPath, ['-e', child, mock.baseUrl, dir, key], {
-    env: { ...process.env, ARKAGENT_SO: buildModule(), ARKAGENT_LOG: 'trace' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err += d));
-  const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
-  const code = await new Promise((resolve) => proc.on('exit', (c, s) => resolve(s ?? c)));
-  clearTimeout(timer);
+  const { code, out, err } = await runNode(['-e', child, mock.baseUrl, dir, key], { env: { ARKAGENT_LOG: 'trace' } });
   assert.equal(code, 0, `exit ${code}; stderr: ${err}`);
 
   // The key was used: every request carried it, and the server echoed it back in errors.

@@ -5,8 +5,7 @@
 // once; null restores the default; a process with a policy set still exits by itself.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { buildModule, loadModule, objectSchema, throwsWithCode } from './helper.mjs';
+import { buildModule, loadModule, objectSchema, runNode, throwsWithCode } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -323,16 +322,9 @@ const { Agent } = m.exports;
 `;
 
 test('a process with a policy set exits by itself', async () => {
-  const so = buildModule();
+  buildModule();
   const started = Date.now();
-  const proc = spawn(process.execPath, ['-e', child], { env: { ...process.env, ARKAGENT_SO: so }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => { out += d; });
-  proc.stderr.on('data', (d) => { err += d; });
-  const timer = setTimeout(() => proc.kill('SIGKILL'), 10000);
-  const code = await new Promise((resolve) => proc.on('exit', (c, signal) => resolve(signal ?? c)));
-  clearTimeout(timer);
+  const { code, out, err } = await runNode(['-e', child], { ms: 10_000 });
   assert.equal(code, 0, `exit ${code}; stderr: ${err}`);
   assert.equal(out.trim(), 'done completed');
   assert.ok(Date.now() - started < 10000);

@@ -4,8 +4,7 @@
 // keeping its event loop alive.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { buildModule } from './helper.mjs';
+import { buildModule, runNode } from './helper.mjs';
 
 const child = String.raw`
 const m = { exports: {} };
@@ -43,23 +42,9 @@ idle.onCancel(() => console.log('never'));
 `;
 
 test('a process that used the module exits by itself', async () => {
-  const so = buildModule();
+  buildModule();
   const started = Date.now();
-  const proc = spawn(process.execPath, ['-e', child], { env: { ...process.env, ARKAGENT_SO: so }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err += d));
-  const code = await new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      resolve('killed: still running after 10 s');
-    }, 10_000);
-    proc.on('exit', (c, signal) => {
-      clearTimeout(timer);
-      resolve(signal ?? c);
-    });
-  });
+  const { code, out, err } = await runNode(['-e', child], { ms: 10_000 });
   const elapsed = Date.now() - started;
   assert.equal(code, 0, `exit: ${code}; stderr: ${err}`);
   assert.equal(out.trim(), 'done tool_cancelled bye true');
@@ -84,15 +69,7 @@ agent.run('s', 'hi').then((out) => setTimeout(() => console.log(out.finalText), 
 `;
 
 test('a listener or an onCancel callback throwing a hostile value leaves no uncaught exception', async () => {
-  const proc = spawn(process.execPath, ['--force-node-api-uncaught-exceptions-policy=true', '-e', throwing], {
-    env: { ...process.env, ARKAGENT_SO: buildModule() },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err += d));
-  const code = await new Promise((resolve) => proc.on('exit', (c, signal) => resolve(signal ?? c)));
+  const { code, out, err } = await runNode(['--force-node-api-uncaught-exceptions-policy=true', '-e', throwing]);
   assert.equal(code, 0, `exit: ${code}; stderr: ${err}`);
   assert.equal(out.trim(), 'done');
 });

@@ -1,7 +1,7 @@
 // Builds the cdylib with the `napi` feature (debug profile, host link shims from build.rs) and
 // loads it with process.dlopen. Set ARKAGENT_SO to load an already built .so instead (scripts/test.sh
 // builds once and sets it, so parallel test files do not each run cargo).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,26 @@ export function buildModule() {
   }
   process.env.ARKAGENT_SO = so;
   return so;
+}
+
+/**
+ * Runs `node ...args` with the module's path in ARKAGENT_SO (and `env` on top) and resolves once it
+ * has exited and closed its output: `code` (the exit code, or the signal that ended it), `out`,
+ * `err`. A child still running after `ms` is killed (code 'SIGKILL').
+ */
+export async function runNode(args, { env = {}, ms = 20_000 } = {}) {
+  const proc = spawn(process.execPath, args, {
+    env: { ...process.env, ARKAGENT_SO: buildModule(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d));
+  const timer = setTimeout(() => proc.kill('SIGKILL'), ms);
+  const code = await new Promise((resolve) => proc.on('close', (c, signal) => resolve(signal ?? c)));
+  clearTimeout(timer);
+  return { code, out, err };
 }
 
 /** The loaded module (its exports object). */

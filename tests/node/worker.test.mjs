@@ -5,8 +5,7 @@
 // module keep working on the main thread.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { buildModule } from './helper.mjs';
+import { runNode } from './helper.mjs';
 
 const child = String.raw`
 const { Worker } = require('node:worker_threads');
@@ -47,24 +46,7 @@ ${'`'};
 
 for (const mode of ['main-too', 'worker-only']) {
   test(`terminating workers with runs in flight leaves the process alive (${mode})`, async () => {
-    const proc = spawn(process.execPath, ['-e', child, mode], {
-      env: { ...process.env, ARKAGENT_SO: buildModule(), ARKAGENT_LOG: 'error' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    proc.stdout.on('data', (d) => (out += d));
-    proc.stderr.on('data', (d) => (err += d));
-    const code = await new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        proc.kill('SIGKILL');
-        resolve('killed: still running after 20 s');
-      }, 20_000);
-      proc.on('exit', (c, signal) => {
-        clearTimeout(timer);
-        resolve(signal ?? c);
-      });
-    });
+    const { code, out, err } = await runNode(['-e', child, mode], { env: { ARKAGENT_LOG: 'error' } });
     assert.equal(code, 0, `exit: ${code}; stderr: ${err.slice(-2000)}`);
     assert.equal(out.trim(), 'main ok');
   });
