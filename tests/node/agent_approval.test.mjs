@@ -9,24 +9,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildModule, loadModule, objectSchema, rejectsWithCode } from './helper.mjs';
+import { buildModule, loadModule, openWipeAgent as open, rejectsWithCode } from './helper.mjs';
 
 const { Agent } = loadModule();
 
 const wipeCall = { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' }] };
 
-/** An agent over `stateDir` replaying `answers`, with the dangerous tool counting its runs. */
-function open(stateDir, answers, runs, extra = {}) {
-  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir, ...extra });
-  agent.registerTool(
-    { name: 'wipe_cache', description: 'wipes the local cache', parametersJson: objectSchema, riskLevel: 'dangerous' },
-    (args) => {
-      runs.push(JSON.parse(args));
-      return { contents: [{ type: 'text', text: 'wiped' }] };
-    },
-  );
-  return agent;
-}
 
 function tempDir(t) {
   const dir = mkdtempSync(join(tmpdir(), 'arkagent-approval-'));

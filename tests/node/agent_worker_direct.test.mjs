@@ -8,21 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadModule, objectSchema, rejectsWithCode } from './helper.mjs';
-
-const { Agent } = loadModule();
-
-function open(stateDir, answers, runs, extra = {}) {
-  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir, ...extra });
-  agent.registerTool(
-    { name: 'wipe_cache', description: 'wipes the local cache', parametersJson: objectSchema, riskLevel: 'dangerous' },
-    (args) => {
-      runs.push(JSON.parse(args));
-      return { contents: [{ type: 'text', text: 'wiped' }] };
-    },
-  );
-  return agent;
-}
+import { openWipeAgent as open, rejectsWithCode } from './helper.mjs';
 
 test('a worker session acted on directly stays a worker', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'arkagent-worker-direct-'));

@@ -46,6 +46,23 @@ export async function runNode(args, { env = {}, ms = 20_000 } = {}) {
   return { code, out, err };
 }
 
+/**
+ * An Agent over `stateDir` replaying the scripted `answers`, with one dangerous tool, wipe_cache,
+ * that records the arguments of each run in `runs`.
+ */
+export function openWipeAgent(stateDir, answers, runs, extra = {}) {
+  const { Agent } = loadModule();
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), stateDir, ...extra });
+  agent.registerTool(
+    { name: 'wipe_cache', description: 'wipes the local cache', parametersJson: objectSchema, riskLevel: 'dangerous' },
+    (args) => {
+      runs.push(JSON.parse(args));
+      return { contents: [{ type: 'text', text: 'wiped' }] };
+    },
+  );
+  return agent;
+}
+
 /** The loaded module (its exports object). */
 export function loadModule() {
   const so = buildModule();
