@@ -651,14 +651,7 @@ async fn a_call_id_reused_in_a_later_round_gets_a_fresh_worker() {
 
 /// An agent whose workers may delegate once more (depth 2).
 fn two_level_agent(model: Arc<Script>, store: Arc<dyn StateStore>, cleared: &Arc<AtomicUsize>) -> Arc<Agent> {
-    let agent = Arc::new(
-        AgentBuilder::new(model, store)
-            .tools(tools(cleared))
-            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
-            .build(),
-    );
-    agent.enable_delegation(None).unwrap();
-    agent
+    delegation::agent(model, store, cleared, 2)
 }
 
 #[tokio::test]

@@ -15,22 +15,12 @@ use arkagent::approval::PendingApprovalBatch;
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use delegation::agent;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, tool_messages, MemStore, Script};
 use tokio::sync::Notify;
-
-fn agent(model: Arc<Script>, store: Arc<MemStore>, cleared: &Arc<AtomicUsize>, depth: u32) -> Arc<Agent> {
-    let agent = Arc::new(
-        AgentBuilder::new(model, store)
-            .tools(delegation::tools(cleared))
-            .config(AgentConfig { max_delegation_depth: depth, ..AgentConfig::default() })
-            .build(),
-    );
-    agent.enable_delegation(None).unwrap();
-    agent
-}
 
 fn none() -> CancellationSignal {
     CancellationSignal::new()

@@ -18,6 +18,7 @@ use arkagent::provider::ModelResponse;
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, ToolDefinition, ToolResult};
+use delegation::agent;
 use dying_store::DiesAtBatchEnd;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,22 +37,6 @@ fn costing(mut response: ModelResponse, prompt: u64, completion: u64) -> ModelRe
 
 fn usage(prompt: u64, completion: u64) -> Usage {
     Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
-}
-
-fn agent(
-    model: Arc<Script>,
-    store: Arc<dyn StateStore>,
-    cleared: &Arc<AtomicUsize>,
-    depth: u32,
-) -> Arc<Agent> {
-    let agent = Arc::new(
-        AgentBuilder::new(model, store)
-            .tools(delegation::tools(cleared))
-            .config(AgentConfig { max_delegation_depth: depth, ..AgentConfig::default() })
-            .build(),
-    );
-    agent.enable_delegation(None).unwrap();
-    agent
 }
 
 fn none() -> CancellationSignal {

@@ -2,11 +2,32 @@
 //! `clear_baking_cache` (dangerous; each run counted in `cleared`).
 #![allow(dead_code)]
 
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig};
+use arkagent::provider::ChatModel;
+use arkagent::state::StateStore;
 use arkagent::tool::FnExecutor;
 use arkagent::{RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// An agent with both tools that delegates (`delegate_task`), its workers delegating again down
+/// to `depth` levels.
+pub fn agent(
+    model: Arc<dyn ChatModel>,
+    store: Arc<dyn StateStore>,
+    cleared: &Arc<AtomicUsize>,
+    depth: u32,
+) -> Arc<Agent> {
+    let agent = Arc::new(
+        AgentBuilder::new(model, store)
+            .tools(tools(cleared))
+            .config(AgentConfig { max_delegation_depth: depth, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    agent
+}
 
 /// A registry with both tools.
 pub fn tools(cleared: &Arc<AtomicUsize>) -> ToolRegistry {
