@@ -3,6 +3,20 @@
 //! outcome on a oneshot. A Promise is awaited through `then`/`catch` attached on the JS thread, so
 //! no napi handle ever crosses to a worker thread. `call_async` is never used: with
 //! `CalleeHandled = false` it turns a synchronous throw into an uncaught exception.
+//!
+//! # Panics on the JS thread
+//! napi-ohos runs the binding's closures on the JS thread from `extern "C"` callbacks (a
+//! thread-safe function's call, a native function's trampoline, a Promise's `then`): a panic
+//! unwinding out of one aborts the process, and an `Err` returned from a thread-safe function's
+//! callback is raised as an uncaught exception. So every such closure runs under a guard:
+//! - the arguments of a call are made by [`call_args`]: a panic or an error there refuses the call
+//!   (no arguments at all, which the [`shield`] takes as "do not call the app function"), with
+//!   the reason left for the call's reply on this thread;
+//! - the [`shield`] itself: a panic there refuses the call the same way;
+//! - every reply (the closure given to `call_with_return_value`) first takes the refusal, if any
+//!   ([`in_reply`]), then runs under a guard; in [`call_js`], so do the `then`/`catch` attached to
+//!   a returned Promise. A refusal or a panic is the call's [`CallFailure::Binding`], sent at once:
+//!   the waiting side never waits for an answer that cannot come.
 
 use napi_ohos::bindgen_prelude::{
     FromNapiValue, Function, JsValue, JsValuesTupleIntoVec, PromiseRaw, ToNapiValue, Unknown,
@@ -14,9 +28,76 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// A JS function callable from any thread: `T` is the Rust data queued per call, `A` the JS
-/// arguments built from it on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
-pub(crate) type JsFn<T, A> = ThreadsafeFunction<T, Unknown<'static>, A, Status, false, true>;
+/// A JS function callable from any thread: `T` is the Rust data queued per call, turned into
+/// [`JsArgs`] on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
+pub(crate) type JsFn<T> = ThreadsafeFunction<T, Unknown<'static>, JsArgs, Status, false, true>;
+
+/// The JS arguments of one call, made on the JS thread by [`call_args`]; none when making them
+/// failed (the call is refused).
+pub(crate) struct JsArgs(Vec<sys::napi_value>);
+
+impl JsValuesTupleIntoVec for JsArgs {
+    fn into_vec(self, _env: sys::napi_env) -> napi_ohos::Result<Vec<sys::napi_value>> {
+        Ok(self.0)
+    }
+}
+
+thread_local! {
+    /// Why the call being made on this (JS) thread was refused: set by [`call_args`] or the
+    /// [`shield`] and taken by the same call's reply ([`in_reply`]), within the one napi-ohos
+    /// callback that makes the call and runs its reply.
+    static REFUSED: Cell<Option<String>> = const { Cell::new(None) };
+}
+
+/// Refuses the call being made: its reason is left for its reply.
+fn refuse(why: String) {
+    REFUSED.set(Some(why));
+}
+
+/// `body` on the JS thread under a panic guard: a panic is its message (redacted of secrets),
+/// and the exception it may have left pending is cleared.
+pub(crate) fn caught<T>(env: &Env, body: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).map_err(|payload| {
+        clear_pending_exception(env);
+        super::error::panic_error(payload.as_ref()).message
+    })
+}
+
+/// On the JS thread, in a thread-safe function's callback: the JS arguments of a call, made by
+/// `make` from the queued `value` under a panic guard. A panic or an error refuses the call: no
+/// arguments (the [`shield`] then does not call the app function), and why for its reply. Never
+/// fails: an `Err` from the callback would be raised as an uncaught exception, and the reply
+/// (with the sender the Rust side waits on) dropped unanswered.
+pub(crate) fn call_args<T>(
+    env: &Env,
+    value: T,
+    make: impl FnOnce(&Env, T) -> napi_ohos::Result<Vec<sys::napi_value>>,
+) -> JsArgs {
+    let made = caught(env, || {
+        super::panic_point!(Args);
+        make(env, value)
+    });
+    match made {
+        Ok(Ok(args)) if !args.is_empty() => return JsArgs(args),
+        Ok(Ok(_)) => refuse("the call has no arguments".to_string()),
+        Ok(Err(error)) => {
+            clear_pending_exception(env);
+            refuse(format!("its arguments could not be made: {}", error.reason));
+        }
+        Err(why) => refuse(why),
+    }
+    JsArgs(Vec::new())
+}
+
+/// On the JS thread, first in every reply of a call made through a [`JsFn`]: why the call was
+/// refused (no app function was called, or its answer is lost), else `body` under a panic guard.
+pub(crate) fn in_reply<T>(env: &Env, body: impl FnOnce() -> T) -> Result<T, String> {
+    if let Some(why) = REFUSED.take() {
+        clear_pending_exception(env);
+        return Err(why);
+    }
+    caught(env, body)
+}
 
 /// A JS value created on the JS thread for the arguments of the call being made there. It only
 /// lives for that callback; a raw handle (not `Unknown<'static>`) keeps the async code free of
@@ -33,7 +114,8 @@ impl ToNapiValue for RawJsValue {
 /// turns a thrown primitive (`throw "x"`) into a thrown `Error` with the same text. napi-ohos takes
 /// a reference to whatever a thread-safe call throws, and Node refuses references to primitives,
 /// which napi-ohos then raises as an uncaught exception: every app function is called through
-/// this shield. Call on the JS thread.
+/// this shield. A call without arguments is a refused one ([`call_args`]): the app function is
+/// not called. Call on the JS thread.
 ///
 /// # Errors
 /// When the reference or the native function cannot be created.
@@ -44,55 +126,66 @@ pub(crate) fn shield<'env>(
     let target = function.create_ref()?;
     let native =
         env.create_function_from_closure::<Unknown<'static>, _, _>("arkagentShield", move |ctx| {
-            let env = ctx.env.raw();
-            let target = target.borrow_back(ctx.env)?;
-            let args: Vec<Unknown<'_>> = ctx.arguments()?;
-            let raw_args: Vec<sys::napi_value> = args.iter().map(|a| a.raw()).collect();
+            // Run from napi-ohos' trampoline (`extern "C"`): a panic is caught, and refuses the
+            // call as [`call_args`] does (no exception: the reply takes the refusal).
             let mut undefined = std::ptr::null_mut();
-            let mut result = std::ptr::null_mut();
-            // SAFETY: on the JS thread, with values of this env.
-            let status = unsafe {
-                sys::napi_get_undefined(env, &mut undefined);
-                sys::napi_call_function(
-                    env,
-                    undefined,
-                    target.raw(),
-                    raw_args.len(),
-                    raw_args.as_ptr(),
-                    &mut result,
-                )
-            };
-            if status == sys::Status::napi_ok {
-                return Ok(RawJsValue(result));
-            }
-            let mut pending = false;
-            // SAFETY: as above; the exception is taken, possibly replaced by an Error, and re-thrown.
-            unsafe {
-                sys::napi_is_exception_pending(env, &mut pending);
-                if pending {
-                    let mut exception = std::ptr::null_mut();
-                    sys::napi_get_and_clear_last_exception(env, &mut exception);
-                    let mut kind = 0;
-                    sys::napi_typeof(env, exception, &mut kind);
-                    if kind != sys::ValueType::napi_object && kind != sys::ValueType::napi_function {
-                        let text = value_text(&Unknown::from_raw_unchecked(env, exception));
-                        let mut message = std::ptr::null_mut();
-                        sys::napi_create_string_utf8(
-                            env,
-                            text.as_ptr().cast(),
-                            text.len() as isize,
-                            &mut message,
-                        );
-                        sys::napi_create_error(env, std::ptr::null_mut(), message, &mut exception);
-                    }
-                    sys::napi_throw(env, exception);
+            // SAFETY: on the JS thread, with this env.
+            unsafe { sys::napi_get_undefined(ctx.env.raw(), &mut undefined) };
+            match caught(ctx.env, || forward(&ctx, &target, undefined)) {
+                Ok(forwarded) => forwarded,
+                Err(why) => {
+                    refuse(why);
+                    Ok(RawJsValue(undefined))
                 }
             }
-            // PendingException: napi-ohos leaves the exception thrown above in place.
-            Err(napi_ohos::Error::new(Status::PendingException, "the app function threw".to_string()))
         })?;
     // SAFETY: a function of this env, on the JS thread; only its declared return type changes.
     unsafe { Function::from_napi_value(env.raw(), native.raw()) }
+}
+
+/// The shield's body: calls `target` with the call's arguments, or not at all when there are
+/// none (a refused call: the module never calls an app function without arguments).
+fn forward(
+    ctx: &napi_ohos::bindgen_prelude::FunctionCallContext<'_>,
+    target: &napi_ohos::bindgen_prelude::FunctionRef<Unknown<'static>, Unknown<'static>>,
+    undefined: sys::napi_value,
+) -> napi_ohos::Result<RawJsValue> {
+    super::panic_point!(Shield);
+    if ctx.length() == 0 {
+        return Ok(RawJsValue(undefined));
+    }
+    let env = ctx.env.raw();
+    let args: Vec<Unknown<'_>> = ctx.arguments()?;
+    let target = target.borrow_back(ctx.env)?;
+    let raw_args: Vec<sys::napi_value> = args.iter().map(|a| a.raw()).collect();
+    let mut result = std::ptr::null_mut();
+    // SAFETY: on the JS thread, with values of this env.
+    let status = unsafe {
+        sys::napi_call_function(env, undefined, target.raw(), raw_args.len(), raw_args.as_ptr(), &mut result)
+    };
+    if status == sys::Status::napi_ok {
+        return Ok(RawJsValue(result));
+    }
+    let mut pending = false;
+    // SAFETY: as above; the exception is taken, possibly replaced by an Error, and re-thrown.
+    unsafe {
+        sys::napi_is_exception_pending(env, &mut pending);
+        if pending {
+            let mut exception = std::ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env, &mut exception);
+            let mut kind = 0;
+            sys::napi_typeof(env, exception, &mut kind);
+            if kind != sys::ValueType::napi_object && kind != sys::ValueType::napi_function {
+                let text = value_text(&Unknown::from_raw_unchecked(env, exception));
+                let mut message = std::ptr::null_mut();
+                sys::napi_create_string_utf8(env, text.as_ptr().cast(), text.len() as isize, &mut message);
+                sys::napi_create_error(env, std::ptr::null_mut(), message, &mut exception);
+            }
+            sys::napi_throw(env, exception);
+        }
+    }
+    // PendingException: napi-ohos leaves the exception thrown above in place.
+    Err(napi_ohos::Error::new(Status::PendingException, "the app function threw".to_string()))
 }
 
 /// An app function as a [`JsFn`] (shielded, weak, not error-first) whose queued value is its own
@@ -104,12 +197,12 @@ pub(crate) fn shield<'env>(
 pub(crate) fn passthrough_fn<T: 'static + JsValuesTupleIntoVec>(
     env: &Env,
     function: &Function<'_, Unknown<'static>, Unknown<'static>>,
-) -> napi_ohos::Result<JsFn<T, T>> {
+) -> napi_ohos::Result<JsFn<T>> {
     shield(env, function)?
         .build_threadsafe_function::<T>()
         .weak::<true>()
         .callee_handled::<false>()
-        .build_callback(|ctx| Ok(ctx.value))
+        .build_callback(|ctx| Ok(call_args(&ctx.env, ctx.value, |env, value| value.into_vec(env.raw()))))
 }
 
 /// How a JS call ended, with its value converted to `R` on the JS thread.
@@ -147,6 +240,10 @@ pub(crate) struct DomainError {
 pub(crate) enum CallFailure {
     /// The call could not be queued (the environment is closing).
     NotQueued(Status),
+    /// The binding failed on the JS thread (a panic caught in its glue, or the call's arguments
+    /// could not be made): the function was not called, or what it answered is lost. The text
+    /// says why (a panic's message is redacted of secrets).
+    Binding(String),
     /// No outcome within the timeout (a Promise that never settles or was collected unsettled,
     /// a busy JS thread).
     TimedOut,
@@ -178,20 +275,19 @@ impl Drop for Waiting {
 const SPIN: Duration = Duration::from_micros(100);
 
 /// Calls the function and waits (at most `timeout`) for its value or its Promise's settlement.
-pub(crate) async fn call_js<T, A, R>(
-    function: &JsFn<T, A>,
+pub(crate) async fn call_js<T, R>(
+    function: &JsFn<T>,
     data: T,
     timeout: Duration,
 ) -> Result<Settled<R>, CallFailure>
 where
     T: 'static,
-    A: 'static + napi_ohos::bindgen_prelude::JsValuesTupleIntoVec,
     R: FromNapiValue + Send + 'static,
 {
-    let (tx, rx) = oneshot::channel::<Settled<R>>();
+    let (tx, rx) = oneshot::channel::<Answer<R>>();
     let status =
         function.call_with_return_value(data, ThreadsafeFunctionCallMode::NonBlocking, move |ret, env| {
-            settle(ret, &env, tx);
+            reply(ret, &env, tx);
             // Never Err here: napi-ohos would raise it as an uncaught exception.
             Ok(())
         });
@@ -210,7 +306,7 @@ where
         let spin_until = std::time::Instant::now() + SPIN;
         while std::time::Instant::now() < spin_until {
             match rx.try_recv() {
-                Ok(settled) => return Ok(settled),
+                Ok(answer) => return answer.map_err(CallFailure::Binding),
                 Err(oneshot::error::TryRecvError::Empty) => {
                     std::thread::yield_now();
                     tokio::task::yield_now().await;
@@ -220,7 +316,7 @@ where
         }
     }
     match tokio::time::timeout_at(deadline, rx).await {
-        Ok(Ok(settled)) => Ok(settled),
+        Ok(Ok(answer)) => answer.map_err(CallFailure::Binding),
         // The sender goes away unanswered when the function's Promise is garbage-collected before
         // it settled (nothing could ever settle it). That is a Promise that never settles: report
         // it as such, at the deadline, so the outcome never depends on when the GC runs.
@@ -232,11 +328,42 @@ where
     }
 }
 
+/// What the JS thread sends back for a call: how it settled, or why the binding failed there.
+type Answer<R> = Result<Settled<R>, String>;
+
+/// The sender of a call's answer, shared by its reply and the `then`/`catch` of its Promise:
+/// whichever answers first takes it.
+type AnswerSlot<R> = Rc<Cell<Option<oneshot::Sender<Answer<R>>>>>;
+
+/// Sends `answer` if nothing was sent yet.
+fn answer<R>(slot: &AnswerSlot<R>, answer: Answer<R>) {
+    if let Some(tx) = slot.take() {
+        let _ = tx.send(answer);
+    }
+}
+
+/// The reply of a [`call_js`] call, on the JS thread: the refusal or the panic of the binding
+/// ([`in_reply`]) is answered at once; else the value is settled.
+fn reply<R: FromNapiValue + Send + 'static>(
+    ret: napi_ohos::Result<Unknown<'static>>,
+    env: &Env,
+    tx: oneshot::Sender<Answer<R>>,
+) {
+    let slot: AnswerSlot<R> = Rc::new(Cell::new(Some(tx)));
+    if let Err(why) = in_reply(env, || {
+        super::panic_point!(Reply);
+        settle(ret, env, &slot);
+    }) {
+        // A panic after the Promise's callbacks were attached: they find the sender taken.
+        answer(&slot, Err(why));
+    }
+}
+
 /// On the JS thread: classifies a return value, or attaches to its Promise.
 fn settle<R: FromNapiValue + Send + 'static>(
     ret: napi_ohos::Result<Unknown<'static>>,
     env: &Env,
-    tx: oneshot::Sender<Settled<R>>,
+    slot: &AnswerSlot<R>,
 ) {
     let value = match ret {
         Ok(value) => value,
@@ -253,38 +380,43 @@ fn settle<R: FromNapiValue + Send + 'static>(
                     None
                 }
             };
-            let _ = tx.send(Settled::Threw(Thrown { text, domain }));
+            answer(slot, Ok(Settled::Threw(Thrown { text, domain })));
             return;
         }
     };
     if !matches!(value.is_promise(), Ok(true)) {
-        let _ = tx.send(classify(env, value));
+        answer(slot, Ok(classify(env, value)));
         return;
     }
-    // The sender is shared by `then` and `catch`; whichever runs first takes it.
-    let on_resolve = Rc::new(Cell::new(Some(tx)));
-    let on_reject = Rc::clone(&on_resolve);
+    let on_resolve = Rc::clone(slot);
+    let on_reject = Rc::clone(slot);
     let promise: PromiseRaw<'_, Unknown<'static>> = PromiseRaw::new(env.raw(), value.raw());
+    // Each callback runs from napi-ohos' `extern "C"` trampoline: under a panic guard, whose
+    // panic is the call's answer.
     let attached = promise
         .then(move |ctx| {
-            if let Some(tx) = on_resolve.take() {
-                let _ = tx.send(classify(&ctx.env, ctx.value));
-            }
+            let settled = caught(&ctx.env, || {
+                super::panic_point!(Then);
+                classify(&ctx.env, ctx.value)
+            });
+            answer(&on_resolve, settled);
             Ok(())
         })
         .and_then(|chained| {
             chained.catch(move |ctx: napi_ohos::bindgen_prelude::CallbackContext<Unknown<'static>>| {
-                if let Some(tx) = on_reject.take() {
+                let settled = caught(&ctx.env, || {
+                    super::panic_point!(Then);
                     let text = value_text(&ctx.value);
                     let domain = domain_error(&ctx.env, ctx.value.raw(), &text);
-                    let _ = tx.send(Settled::Rejected(Thrown { text, domain }));
-                }
+                    Settled::Rejected(Thrown { text, domain })
+                });
+                answer(&on_reject, settled);
                 Ok(())
             })
         });
-    if attached.is_err() {
+    if let Err(error) = attached {
         clear_pending_exception(env);
-        // Both closures (and so the sender) are dropped: the Rust side waits out the timeout.
+        answer(slot, Err(format!("the Promise's callbacks could not be attached: {}", error.reason)));
     }
 }
 

@@ -400,11 +400,29 @@ pub struct Arg<T>(pub T);
 
 impl<T: FromNapiValue + ValidateNapiValue> FromNapiValue for Arg<T> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
-        // SAFETY: called by the export's glue on the JS thread with the env and a value of this
-        // call, as `T::from_napi_value` itself would be.
-        let converted = unsafe { T::validate(env, value).and_then(|_| T::from_napi_value(env, value)) };
+        let converted = converting(env, || {
+            // SAFETY: called by the export's glue on the JS thread with the env and a value of
+            // this call, as `T::from_napi_value` itself would be.
+            unsafe { T::validate(env, value).and_then(|_| T::from_napi_value(env, value)) }
+        })?;
         converted.map(Arg).map_err(|e| refused(env, e))
     }
+}
+
+/// Runs the conversion of an export's argument, which napi's glue does before the export's body
+/// (and its [`guard`]) runs, from the export's `extern "C"` function: a panic there would abort
+/// the process. It is caught here and becomes the call's `internal_panic` error (thrown, or the
+/// async export's only outcome: it has no Promise yet).
+fn converting<T>(env: sys::napi_env, convert: impl FnOnce() -> T) -> napi_ohos::Result<T> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        super::panic_point!(Argument);
+        convert()
+    }))
+    .map_err(|payload| {
+        let env = Env::from_raw(env);
+        super::callback::clear_pending_exception(&env);
+        js_error(&env, &panic_error(payload.as_ref()))
+    })
 }
 
 /// A class of this module that exports take as an argument ([`ArgRef`]).
@@ -425,7 +443,7 @@ pub struct ArgRef<T: 'static>(pub &'static T);
 impl<T: JsClass> FromNapiValue for ArgRef<T> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
         let name = T::JS_NAME.trim_end_matches('\0');
-        let checked = (|| {
+        let checked = converting(env, || {
             let ctor_ref = napi_ohos::bindgen_prelude::get_class_constructor(T::JS_NAME)
                 .ok_or_else(|| napi_ohos::Error::from_reason(format!("class {name} is not registered")))?;
             let mut ctor = std::ptr::null_mut();
@@ -441,7 +459,7 @@ impl<T: JsClass> FromNapiValue for ArgRef<T> {
             }
             // SAFETY: the value is an instance of `T`'s class, which wraps a `T`.
             unsafe { T::from_napi_ref(env, value) }
-        })();
+        })?;
         checked.map(ArgRef).map_err(|e| refused(env, e))
     }
 }

@@ -2,7 +2,9 @@
 //! [`EventSink`]. Each [`AgentEvent`] is serialised (serde, snake_case) on the runtime thread and
 //! queued to the listener through one weak thread-safe function, non-blocking: the queue is FIFO,
 //! so the listener sees a run's events in the order the run emitted them. Its return value is
-//! ignored and a throw is contained (the event is dropped, the run goes on).
+//! ignored and a throw is contained (the event is dropped, the run goes on); so is a failure of
+//! the binding on the JS thread (a panic while the event's argument is made or the reply is
+//! read: the event is dropped, with a warning in the log).
 //!
 //! When a run ends, [`RunEvents::delivered`] waits until its last event was handed to the
 //! listener, so `run()` resolves after the listener saw every event of the run.
@@ -29,7 +31,7 @@ use tokio::sync::oneshot;
 /// longer than this does not hold the run's Promise back).
 const DELIVERY_WAIT: Duration = Duration::from_secs(5);
 
-type Listener = JsFn<String, String>;
+type Listener = JsFn<String>;
 
 /// The Agent's listener slot (replaced by `onEvent`).
 #[derive(Default)]
@@ -127,9 +129,17 @@ impl EventSink for RunEvents {
             self.wire_json(&event),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |ret, env| {
-                // A throw in the listener arrives here as `ret` and is dropped on the JS thread.
-                if ret.is_err() {
-                    super::callback::clear_pending_exception(&env);
+                // Run from napi-ohos' `extern "C"` callback: under the binding's guard, which
+                // turns a refused call or a panic into a dropped event (logged).
+                let replied = super::callback::in_reply(&env, || {
+                    super::panic_point!(Listener);
+                    // A throw in the listener arrives here as `ret` and is dropped on the JS thread.
+                    if ret.is_err() {
+                        super::callback::clear_pending_exception(&env);
+                    }
+                });
+                if let Err(why) = replied {
+                    log::warn!("arkagent: an event may not have reached the listener: {why}; dropped");
                 }
                 let _ = tx.send(());
                 Ok(())

@@ -10,6 +10,7 @@
 //! | returns / resolves a wrong shape                        | `tool_result_invalid`         |
 //! | does not settle within the timeout                      | `tool_timeout`                |
 //! | the call is cancelled meanwhile                         | `tool_cancelled`              |
+//! | (the binding panics or fails on the JS thread)           | `tool_execution_failed`       |
 //!
 //! A domain error is an object whose `code` property is a stable code (snake_case, at most 64
 //! bytes: [`is_stable_code`](crate::error::is_stable_code)), such as the bindings' `ArkAgentError`;
@@ -24,14 +25,14 @@
 //! Cancellation reaches the function through `context.signal` (a `CancellationHandle`: poll
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
-use super::callback::{call_js, shield, CallFailure, JsFn, RawJsValue, Settled, Thrown};
+use super::callback::{call_args, call_js, shield, CallFailure, JsFn, Settled, Thrown};
 use super::dto::{ToolDefinitionObject, ToolResultObject};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::tool::{CancellationSignal, ContentPart, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use async_trait::async_trait;
-use napi_ohos::bindgen_prelude::{FnArgs, Function, JsObjectValue, JsValue, Object, Unknown};
-use napi_ohos::Env;
+use napi_ohos::bindgen_prelude::{Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown};
+use napi_ohos::{sys, Env};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -73,12 +74,28 @@ pub(crate) struct ExecutorCall {
     listeners: CancellationToken,
 }
 
-type ExecutorArgs = FnArgs<(String, RawJsValue)>;
+/// The executor's JS arguments for one call, `(argumentsJson, context)`, on the JS thread.
+///
+/// # Errors
+/// When a value cannot be created (the call is then refused: [`call_args`]).
+fn executor_args(env: &Env, call: ExecutorCall) -> napi_ohos::Result<Vec<sys::napi_value>> {
+    let handle = CancellationHandle::for_call(call.signal, call.parent, call.listeners);
+    let mut context = Object::new(env)?;
+    context.set_named_property("sessionId", call.session_id)?;
+    context.set_named_property("callId", call.call_id)?;
+    context.set_named_property("batchCallId", call.batch_call_id)?;
+    context.set_named_property("schemaVersion", call.schema_version)?;
+    context.set_named_property("metadataJson", call.metadata_json)?;
+    context.set_named_property("signal", super::callback::RawJsValue(handle.into_js(env)?))?;
+    // SAFETY: on the JS thread, with this env.
+    let arguments = unsafe { String::to_napi_value(env.raw(), call.arguments_json)? };
+    Ok(vec![arguments, context.raw()])
+}
 
 /// An ArkTS/JS executor function.
 pub(crate) struct JsToolExecutor {
     tool_name: String,
-    function: JsFn<ExecutorCall, ExecutorArgs>,
+    function: JsFn<ExecutorCall>,
     timeout: Duration,
 }
 
@@ -97,19 +114,7 @@ impl JsToolExecutor {
             .build_threadsafe_function::<ExecutorCall>()
             .weak::<true>()
             .callee_handled::<false>()
-            .build_callback(|ctx| {
-                let env = ctx.env;
-                let call = ctx.value;
-                let handle = CancellationHandle::for_call(call.signal, call.parent, call.listeners);
-                let mut context = Object::new(&env)?;
-                context.set_named_property("sessionId", call.session_id)?;
-                context.set_named_property("callId", call.call_id)?;
-                context.set_named_property("batchCallId", call.batch_call_id)?;
-                context.set_named_property("schemaVersion", call.schema_version)?;
-                context.set_named_property("metadataJson", call.metadata_json)?;
-                context.set_named_property("signal", RawJsValue(handle.into_js(&env)?))?;
-                Ok(FnArgs::from((call.arguments_json, RawJsValue(context.raw()))))
-            })?;
+            .build_callback(|ctx| Ok(call_args(&ctx.env, ctx.value, executor_args)))?;
         Ok(JsToolExecutor { tool_name, function, timeout })
     }
 }
@@ -202,7 +207,7 @@ impl ToolExecutor for JsToolExecutor {
                 let reason = context.signal.reason().unwrap_or_else(|| "Tool cancelled".to_string());
                 return Err(AgentError::of(codes::TOOL_CANCELLED, reason));
             }
-            outcome = call_js::<_, _, ToolResultObject>(&self.function, call, self.timeout) => outcome,
+            outcome = call_js::<_, ToolResultObject>(&self.function, call, self.timeout) => outcome,
         };
         match outcome {
             Ok(Settled::Value(result)) => result.into_core().map(redact_result).map_err(|why| {
@@ -233,6 +238,10 @@ impl ToolExecutor for JsToolExecutor {
             Err(CallFailure::NotQueued(status)) => Err(AgentError::execution_failed(format!(
                 "executor of {name} could not be called ({status}); the ArkTS environment may be closing"
             ))),
+            // As a Rust executor's panic is: the call failed, the registry goes on.
+            Err(CallFailure::Binding(why)) => {
+                Err(AgentError::execution_failed(format!("executor of {name} failed in the binding: {why}")))
+            }
         }
     }
 }

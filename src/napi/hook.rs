@@ -77,7 +77,7 @@ impl JsValuesTupleIntoVec for HookArgs {
     }
 }
 
-type Method = Option<JsFn<HookArgs, HookArgs>>;
+type Method = Option<JsFn<HookArgs>>;
 
 /// An ArkTS hook object.
 pub(crate) struct JsHook {
@@ -175,6 +175,7 @@ fn outcome<R>(
             Err(format!("{method} did not settle within {} ms", timeout.as_millis()))
         }
         Err(CallFailure::NotQueued(status)) => Err(format!("{method} could not be called ({status})")),
+        Err(CallFailure::Binding(why)) => Err(format!("{method} failed in the binding: {why}")),
     }
 }
 
@@ -282,7 +283,7 @@ impl JsHook {
     /// failures are logged.
     async fn notify(&self, name: &str, function: &Method, args: impl FnOnce() -> HookArgs) {
         let Some(function) = function else { return };
-        let settled = call_js::<_, _, Ignored>(function, args(), self.timeout).await;
+        let settled = call_js::<_, Ignored>(function, args(), self.timeout).await;
         if let Err(why) = outcome(name, settled, self.timeout) {
             log::warn!("arkagent: hook {why}; ignored");
         }
@@ -327,7 +328,7 @@ impl AgentHook for JsHook {
         };
         super::panic_point!(Hook);
         let args = HookArgs::new(ctx, [Some(to_json(call)), definition.map(to_json)]);
-        let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
+        let settled = call_js::<_, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("beforeToolCall", settled, self.timeout)
             .and_then(|d| d.map(|d| before_decision(call, d)).transpose())
         {
@@ -350,7 +351,7 @@ impl AgentHook for JsHook {
             return AfterToolCall::default();
         };
         let args = HookArgs::new(ctx, [Some(to_json(call)), Some(to_json(result))]);
-        let settled = call_js::<_, _, HookDecisionObject>(function, args, self.timeout).await;
+        let settled = call_js::<_, HookDecisionObject>(function, args, self.timeout).await;
         match outcome("afterToolCall", settled, self.timeout).and_then(|d| d.map(after_decision).transpose())
         {
             Ok(Some(decision)) => decision,
@@ -374,7 +375,7 @@ impl AgentHook for JsHook {
             return PersistDecision::Persist;
         };
         let args = HookArgs::new(ctx, [Some(to_json(state))]);
-        let settled = call_js::<_, _, String>(function, args, self.timeout).await;
+        let settled = call_js::<_, String>(function, args, self.timeout).await;
         match outcome("beforePersistState", settled, self.timeout)
             .and_then(|answer| answer.as_deref().map(persist_decision).transpose())
         {

@@ -17,8 +17,18 @@
 //! - `hook`: the Rust side of the next ArkTS `beforeToolCall` hook (`JsHook::before_tool_call`).
 //! - `answer`: the next conversion of what an ArkTS function (an executor, a hook, the approval
 //!   policy) answered, on the JS thread (`callback::classify`).
+//! - `argument`: the next conversion of an export's argument (`Arg`, `ArgRef`), before its body.
+//!
+//! And on the JS thread, in the closures napi-ohos runs from `extern "C"` callbacks:
+//! - `args`: the making of the next call's JS arguments (an executor's, a hook's, the policy's,
+//!   the listener's, an `onCancel` callback's: `callback::call_args`).
+//! - `shield`: the next call of an app function through its shield, before it is called.
+//! - `reply`: the reply of the next call that waits for an answer (`callback::call_js`: an
+//!   executor, a hook, the policy), before the answer is read.
+//! - `then`: the `then` or `catch` callback of the next Promise an app function returned.
+//! - `listener`: the reply of the next event handed to an Agent's listener.
+//! - `cancel`: the reply of the next `onCancel` callback.
 
-use super::error::Arg;
 use napi_derive_ohos::napi;
 use std::sync::Mutex;
 
@@ -33,6 +43,13 @@ pub(crate) enum Site {
     Event,
     Hook,
     Answer,
+    Argument,
+    Args,
+    Shield,
+    Reply,
+    Then,
+    Listener,
+    Cancel,
 }
 
 /// The planned panic: where, and the text it carries.
@@ -48,13 +65,13 @@ pub(crate) fn at(site: Site) {
     }
 }
 
-/// Plans a panic at `site` (`sync`, `promise`, `future`, `convert`, `executor`, `event`, `hook`,
-/// `answer`) whose message ends with `detail`; `off` clears the plan. Returns whether a plan was
-/// pending before. (Not run under `guard`: a `sync` plan made here would fire on this very call.)
+/// Plans a panic at `site` (one of the module docs' names) whose message ends with `detail`;
+/// `off` clears the plan. Returns whether a plan was pending before. (Not run under `guard`, and
+/// its arguments are napi's own strings, not `Arg`s: a `sync` or `argument` plan would fire on
+/// this very call.)
 #[cfg_attr(test, allow(dead_code))]
 #[napi]
-pub fn panic_next(site: Arg<String>, detail: Arg<String>) -> napi_ohos::Result<bool> {
-    let (Arg(site), Arg(detail)) = (site, detail);
+pub fn panic_next(site: String, detail: String) -> napi_ohos::Result<bool> {
     let site = match site.as_str() {
         "sync" => Some(Site::Sync),
         "promise" => Some(Site::Promise),
@@ -64,6 +81,13 @@ pub fn panic_next(site: Arg<String>, detail: Arg<String>) -> napi_ohos::Result<b
         "event" => Some(Site::Event),
         "hook" => Some(Site::Hook),
         "answer" => Some(Site::Answer),
+        "argument" => Some(Site::Argument),
+        "args" => Some(Site::Args),
+        "shield" => Some(Site::Shield),
+        "reply" => Some(Site::Reply),
+        "then" => Some(Site::Then),
+        "listener" => Some(Site::Listener),
+        "cancel" => Some(Site::Cancel),
         "off" => None,
         other => return Err(napi_ohos::Error::from_reason(format!("unknown panic site {other}"))),
     };

@@ -84,7 +84,7 @@ impl ApprovalPolicy for PolicySlot {
 
 /// An app function as an approval policy.
 pub(crate) struct JsApprovalPolicy {
-    function: JsFn<HookArgs, HookArgs>,
+    function: JsFn<HookArgs>,
     timeout: Duration,
     /// The JS thread the function belongs to: `decide` must never block it.
     js_thread: ThreadId,
@@ -130,7 +130,7 @@ impl JsApprovalPolicy {
             handle.block_on(async {
                 tokio::select! {
                     biased;
-                    waited = call_js::<_, _, String>(&self.function, args, self.timeout) => Some(waited),
+                    waited = call_js::<_, String>(&self.function, args, self.timeout) => Some(waited),
                     () = cancel.cancelled() => None,
                 }
             })
@@ -161,6 +161,7 @@ impl JsApprovalPolicy {
                     "the policy could not be called ({status}); the environment may be closing"
                 ))
             }
+            Err(CallFailure::Binding(why)) => return Err(format!("the policy failed in the binding: {why}")),
         };
         parse_policy_answer(&answer, &call.name).map_err(|e| e.message)
     }

@@ -99,7 +99,13 @@ impl Drop for CancellationHandle {
         // (a cancel, a timeout) after the context object was collected. The app's own handle
         // can only be cancelled through this object: once it is collected, nothing can.
         if self.parent.is_none() {
-            self.listeners.cancel();
+            // Run by the GC's finalizer (`extern "C"`): a panic must not unwind out of it.
+            let listeners = &self.listeners;
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listeners.cancel())).is_err() {
+                log::warn!(
+                    "arkagent: a collected CancellationHandle could not end its onCancel registrations"
+                );
+            }
         }
     }
 }
@@ -146,7 +152,7 @@ impl CancellationHandle {
     ) -> napi_ohos::Result<()> {
         let Arg(callback) = callback;
         guard_napi(&env, || {
-            let callback: JsFn<String, String> = super::callback::passthrough_fn(&env, &callback)?;
+            let callback: JsFn<String> = super::callback::passthrough_fn(&env, &callback)?;
             let signal = self.signal.clone();
             let parent = self.parent.clone();
             let listeners = self.listeners.clone();
@@ -156,10 +162,17 @@ impl CancellationHandle {
                     _ = signal.cancelled() => {
                         let reason = Self::current_reason(&signal, parent.as_ref())
                             .unwrap_or_else(|| DEFAULT_REASON.to_string());
-                        // The return value (or a throw) is dropped on the JS thread.
+                        // The return value (or a throw) is dropped on the JS thread, under the
+                        // binding's guard (the reply runs from napi-ohos' `extern "C"` callback).
                         callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
-                            if ret.is_err() {
-                                super::callback::clear_pending_exception(&env);
+                            let replied = super::callback::in_reply(&env, || {
+                                super::panic_point!(Cancel);
+                                if ret.is_err() {
+                                    super::callback::clear_pending_exception(&env);
+                                }
+                            });
+                            if let Err(why) = replied {
+                                log::warn!("arkagent: an onCancel callback may not have been called: {why}");
                             }
                             Ok(())
                         });

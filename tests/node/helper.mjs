@@ -27,6 +27,29 @@ export function buildModule() {
 }
 
 /**
+ * The path of the module built with the test-only `napi-panic-test` feature (its `panicNext(site,
+ * detail)` makes the next call reaching `site` panic): ARKAGENT_PANIC_SO when set (scripts/test.sh
+ * builds it), else built here into its own target dir (target/napi-panic-test, so the debug .so of
+ * the other tests is untouched).
+ */
+export function buildPanicModule() {
+  if (process.env.ARKAGENT_PANIC_SO) {
+    return process.env.ARKAGENT_PANIC_SO;
+  }
+  const targetDir = join(repoRoot, 'target', 'napi-panic-test');
+  execFileSync('cargo', ['build', '--features', 'napi-panic-test', '--lib', '--quiet', '--target-dir', targetDir], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const so = join(targetDir, 'debug', 'libarkagent.so');
+  if (!existsSync(so)) {
+    throw new Error(`cargo build did not produce ${so}`);
+  }
+  process.env.ARKAGENT_PANIC_SO = so;
+  return so;
+}
+
+/**
  * Runs `node ...args` with the module's path in ARKAGENT_SO (and `env` on top) and resolves once it
  * has exited and closed its output: `code` (the exit code, or the signal that ended it), `out`,
  * `err`. A child still running after `ms` is killed (code 'SIGKILL').

@@ -7,29 +7,14 @@
 // scripts/test.sh builds that module and sets ARKAGENT_PANIC_SO. Run alone, this file builds it into
 // its own target dir (target/napi-panic-test, so the debug .so of the other tests is untouched):
 //   node --test tests/node/panic.test.mjs
+// The panics on the JS thread, inside the closures napi-ohos runs from C, and in the conversion of
+// an export's arguments: tests/node/panic_js_thread.test.mjs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { objectSchema, readDts, rejectsWithCode, repoRoot, text, throwsWithCode } from './helper.mjs';
+import { spawnSync } from 'node:child_process';
+import { buildPanicModule, objectSchema, readDts, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
 
-/** The path of the module built with `napi-panic-test`. */
-function panicModulePath() {
-  if (process.env.ARKAGENT_PANIC_SO) {
-    return process.env.ARKAGENT_PANIC_SO;
-  }
-  const targetDir = join(repoRoot, 'target', 'napi-panic-test');
-  execFileSync('cargo', ['build', '--features', 'napi-panic-test', '--lib', '--quiet', '--target-dir', targetDir], {
-    cwd: repoRoot,
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const so = join(targetDir, 'debug', 'libarkagent.so');
-  assert.ok(existsSync(so), `cargo build did not produce ${so}`);
-  return so;
-}
-
-const native = { exports: {}, path: panicModulePath() };
+const native = { exports: {}, path: buildPanicModule() };
 process.dlopen(native, native.path);
 const { Agent, ToolRegistry, panicNext, canonicalJson, version } = native.exports;
 
