@@ -20,7 +20,10 @@
 //! - The `CancellationHandle` given to `run`/`resume` is the run's signal: cancelling it stops the
 //!   model request (the HTTP stream is dropped) and reaches executors through `context.signal`.
 
-use super::dto::{to_json, AgentConfigObject, LoopDiagnosisObject, RunOutcomeObject, ToolDefinitionObject};
+use super::dto::{
+    to_json, AgentConfigObject, ApprovalIdArg, Id, LoopDiagnosisObject, MetadataKeyArg, RunOutcomeObject,
+    SessionIdArg, ToolDefinitionObject, ToolNameArg,
+};
 use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::events::{EventListener, RunEvents};
 use super::hook::JsHook;
@@ -229,8 +232,8 @@ impl JsAgent {
 
     /// Removes a tool; returns whether it was there.
     #[napi]
-    pub fn unregister_tool(&self, env: Env, name: Arg<String>) -> napi_ohos::Result<bool> {
-        let Arg(name) = name;
+    pub fn unregister_tool(&self, env: Env, name: Arg<Id<ToolNameArg>>) -> napi_ohos::Result<bool> {
+        let Arg(Id(name, _)) = name;
         guard(&env, || Ok(self.core.unregister_tool(&name)))
     }
 
@@ -316,11 +319,11 @@ impl JsAgent {
     pub fn run<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
         input: Arg<String>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
-        let (Arg(session_id), Arg(input), signal) = (session_id, input, signal.map(|s| s.0));
+        let (Arg(Id(session_id, _)), Arg(input), signal) = (session_id, input, signal.map(|s| s.0));
         self.run_promise(env, session_id, RunCall::Run(input), signal)
     }
 
@@ -335,10 +338,10 @@ impl JsAgent {
     pub fn resume<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
-        let (Arg(session_id), signal) = (session_id, signal.map(|s| s.0));
+        let (Arg(Id(session_id, _)), signal) = (session_id, signal.map(|s| s.0));
         self.run_promise(env, session_id, RunCall::Resume, signal)
     }
 
@@ -354,11 +357,11 @@ impl JsAgent {
     pub fn dismiss<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
         reason: Arg<String>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
-        let (Arg(session_id), Arg(reason), signal) = (session_id, reason, signal.map(|s| s.0));
+        let (Arg(Id(session_id, _)), Arg(reason), signal) = (session_id, reason, signal.map(|s| s.0));
         self.run_promise(env, session_id, RunCall::Dismiss(reason), signal)
     }
 
@@ -371,10 +374,10 @@ impl JsAgent {
     pub fn approve<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
-        approval_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
+        approval_id: Arg<Id<ApprovalIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
-        let (Arg(session_id), Arg(approval_id)) = (session_id, approval_id);
+        let (Arg(Id(session_id, _)), Arg(Id(approval_id, _))) = (session_id, approval_id);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -393,11 +396,12 @@ impl JsAgent {
     pub fn deny<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
-        approval_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
+        approval_id: Arg<Id<ApprovalIdArg>>,
         reason: Arg<String>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
-        let (Arg(session_id), Arg(approval_id), Arg(reason)) = (session_id, approval_id, reason);
+        let (Arg(Id(session_id, _)), Arg(Id(approval_id, _)), Arg(reason)) =
+            (session_id, approval_id, reason);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -416,9 +420,9 @@ impl JsAgent {
     pub fn state_json<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
-        let Arg(session_id) = session_id;
+        let Arg(Id(session_id, _)) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -442,11 +446,11 @@ impl JsAgent {
     pub fn set_metadata<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
-        key: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
+        key: Arg<Id<MetadataKeyArg>>,
         value_json: Arg<String>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ()>> {
-        let (Arg(session_id), Arg(key), Arg(value_json)) = (session_id, key, value_json);
+        let (Arg(Id(session_id, _)), Arg(Id(key, _)), Arg(value_json)) = (session_id, key, value_json);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -470,9 +474,9 @@ impl JsAgent {
     pub fn pending_approval_json<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
-        let Arg(session_id) = session_id;
+        let Arg(Id(session_id, _)) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
             spawn_guarded(
@@ -495,9 +499,9 @@ impl JsAgent {
     pub fn delete_session<'env>(
         &self,
         env: &'env Env,
-        session_id: Arg<String>,
+        session_id: Arg<Id<SessionIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, bool>> {
-        let Arg(session_id) = session_id;
+        let Arg(Id(session_id, _)) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || spawn_guarded(env, async move { core.delete_session(&session_id).await }, same))
     }

@@ -15,13 +15,137 @@ use napi_ohos::bindgen_prelude::{Array, FromNapiValue, Object, ToNapiValue, Type
 use napi_ohos::bindgen_prelude::{Either, Null};
 use napi_ohos::sys;
 use serde_json::{Map, Value};
+use std::marker::PhantomData;
 use std::time::Duration;
+
+/// What an [`Id`] is called in the error that refuses it.
+pub trait IdName {
+    /// The argument's JS name; empty for a field of an object argument, which napi's glue names.
+    const NAME: &'static str;
+}
+
+macro_rules! id_names {
+    ($($(#[$doc:meta])* $kind:ident => $name:literal,)*) => {$(
+        $(#[$doc])*
+        pub enum $kind {}
+        impl IdName for $kind {
+            const NAME: &'static str = $name;
+        }
+    )*};
+}
+
+id_names! {
+    /// The `sessionId` argument.
+    SessionIdArg => "sessionId",
+    /// The `approvalId` argument.
+    ApprovalIdArg => "approvalId",
+    /// The `name` argument (a tool name).
+    ToolNameArg => "name",
+    /// The `key` argument (a metadata key).
+    MetadataKeyArg => "key",
+    /// An element of the `excludedNames` argument (a tool name).
+    ExcludedNameArg => "excludedNames",
+    /// A field of an object argument.
+    InField => "",
+}
+
+/// A string whose identity matters (a session id, a tool name, a call id, an approval id, a
+/// metadata key), read as napi reads any string, as UTF-8, but refused (`argument_invalid` through
+/// [`Arg`](super::error::Arg), naming the argument or the field) when the JS string holds a lone
+/// UTF-16 surrogate. napi reads one as U+FFFD, so two different JS ids (`"a\uD800"` and
+/// `"a\uDC00"`) would name the same session, tool or call.
+///
+/// Only a text with a U+FFFD can have had a lone surrogate: the JS string is read again, as
+/// UTF-16, only then (a text without one costs a scan for it).
+pub struct Id<K: IdName = InField>(pub String, pub PhantomData<K>);
+
+impl<K: IdName> Id<K> {
+    /// The text (for the binding's own values, which have no surrogate to refuse).
+    pub fn new(text: String) -> Self {
+        Id(text, PhantomData)
+    }
+}
+
+/// The index and value of the first UTF-16 unit of `units` that is a surrogate without its pair.
+fn lone_surrogate(units: &[u16]) -> Option<(usize, u16)> {
+    let mut index = 0;
+    while let Some(&unit) = units.get(index) {
+        match unit {
+            0xD800..=0xDBFF if matches!(units.get(index + 1), Some(0xDC00..=0xDFFF)) => index += 2,
+            0xD800..=0xDFFF => return Some((index, unit)),
+            _ => index += 1,
+        }
+    }
+    None
+}
+
+/// The JS string `value` as UTF-16 units (a string of this env, on the JS thread).
+unsafe fn utf16_units(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Vec<u16>> {
+    let mut len = 0;
+    // SAFETY: the caller's env and string value; the first call only measures.
+    napi_ohos::check_status!(unsafe {
+        sys::napi_get_value_string_utf16(env, value, std::ptr::null_mut(), 0, &mut len)
+    })?;
+    let mut units = vec![0u16; len + 1];
+    let mut written = 0;
+    // SAFETY: as above; the buffer holds `len` units and the terminating NUL.
+    napi_ohos::check_status!(unsafe {
+        sys::napi_get_value_string_utf16(env, value, units.as_mut_ptr(), units.len(), &mut written)
+    })?;
+    units.truncate(written);
+    Ok(units)
+}
+
+impl<K: IdName> FromNapiValue for Id<K> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        // SAFETY: called by napi's glue on the JS thread with this call's env and value.
+        let text = unsafe { String::from_napi_value(env, value)? };
+        if text.contains('\u{FFFD}') {
+            // SAFETY: as above; the value is a string (it was just read as one).
+            if let Some((index, unit)) = lone_surrogate(&unsafe { utf16_units(env, value)? }) {
+                let name = if K::NAME.is_empty() { String::new() } else { format!("{}: ", K::NAME) };
+                return Err(napi_ohos::Error::new(
+                    napi_ohos::Status::InvalidArg,
+                    format!(
+                        "{name}holds a lone UTF-16 surrogate (\\u{unit:X} at index {index}), which would be \
+                         read as U+FFFD and name what another text names"
+                    ),
+                ));
+            }
+        }
+        Ok(Id(text, PhantomData))
+    }
+}
+
+impl<K: IdName> ValidateNapiValue for Id<K> {
+    unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<sys::napi_value> {
+        // SAFETY: as `from_napi_value`.
+        unsafe { <String as ValidateNapiValue>::validate(env, value) }
+    }
+}
+
+impl<K: IdName> ToNapiValue for Id<K> {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
+        // SAFETY: called by napi's glue on the JS thread with this env.
+        unsafe { String::to_napi_value(env, value.0) }
+    }
+}
+
+impl<K: IdName> TypeName for Id<K> {
+    fn type_name() -> &'static str {
+        String::type_name()
+    }
+
+    fn value_type() -> napi_ohos::ValueType {
+        String::value_type()
+    }
+}
 
 /// A tool definition as ArkTS gives it.
 #[napi(object)]
 pub struct ToolDefinitionObject {
     /// The name the model calls.
-    pub name: String,
+    pub name: Id,
     /// What the tool does.
     pub description: String,
     /// The JSON Schema of the arguments, as JSON text.
@@ -44,7 +168,7 @@ impl ToolDefinitionObject {
         let parameters: Value = serde_json::from_str(&self.parameters_json).map_err(|e| {
             AgentError::of(
                 codes::SCHEMA_INVALID_ROOT,
-                format!("parametersJson of {} is not JSON: {e}", self.name),
+                format!("parametersJson of {} is not JSON: {e}", self.name.0),
             )
         })?;
         let risk_level = match self.risk_level.as_deref() {
@@ -60,7 +184,7 @@ impl ToolDefinitionObject {
         };
         let timeout = self.timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         Ok(ToolDefinition {
-            name: self.name,
+            name: self.name.0,
             description: self.description,
             parameters,
             risk_level,
@@ -249,22 +373,26 @@ impl ToolResultObject {
 #[napi(object)]
 pub struct ToolCallObject {
     /// The provider's call id.
-    pub id: String,
+    pub id: Id,
     /// The tool name.
-    pub name: String,
+    pub name: Id,
     /// The raw arguments text.
     pub arguments: String,
 }
 
 impl From<ToolCallObject> for ToolCall {
     fn from(call: ToolCallObject) -> Self {
-        ToolCall::new(call.id, call.name, call.arguments)
+        ToolCall::new(call.id.0, call.name.0, call.arguments)
     }
 }
 
 impl From<&ToolCall> for ToolCallObject {
     fn from(call: &ToolCall) -> Self {
-        ToolCallObject { id: call.id.clone(), name: call.name.clone(), arguments: call.arguments.clone() }
+        ToolCallObject {
+            id: Id::new(call.id.clone()),
+            name: Id::new(call.name.clone()),
+            arguments: call.arguments.clone(),
+        }
     }
 }
 
@@ -313,9 +441,9 @@ impl ToolRegistryOptions {
 #[napi(object)]
 pub struct ExecuteOptions {
     /// The session id (default empty).
-    pub session_id: Option<String>,
+    pub session_id: Option<Id>,
     /// The batch id shared by the calls of one model turn (default empty).
-    pub batch_call_id: Option<String>,
+    pub batch_call_id: Option<Id>,
     /// The session metadata the executor may read (a JSON object as text).
     pub metadata_json: Option<String>,
 }

@@ -57,7 +57,7 @@ pub(crate) fn js_tool(
         .timeout_ms
         .and_then(|ms| super::dto::millis("timeoutMs", ms).ok())
         .unwrap_or(default_timeout);
-    let executor = JsToolExecutor::new(env, definition.name.clone(), executor, timeout)?;
+    let executor = JsToolExecutor::new(env, definition.name.0.clone(), executor, timeout)?;
     Ok(definition.into_core().map(|d| (d, Arc::new(executor) as Arc<dyn ToolExecutor>)))
 }
 

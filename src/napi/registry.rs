@@ -4,7 +4,8 @@
 //! registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
 
 use super::dto::{
-    ExecuteOptions, JsArray, ToolCallObject, ToolDefinitionObject, ToolRegistryOptions, ToolResultObject,
+    ExcludedNameArg, ExecuteOptions, Id, JsArray, ToolCallObject, ToolDefinitionObject, ToolNameArg,
+    ToolRegistryOptions, ToolResultObject,
 };
 use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::signal::CancellationHandle;
@@ -125,8 +126,8 @@ impl JsToolRegistry {
 
     /// Removes a tool; returns whether it was there.
     #[napi]
-    pub fn unregister(&self, env: Env, name: Arg<String>) -> napi_ohos::Result<bool> {
-        let Arg(name) = name;
+    pub fn unregister(&self, env: Env, name: Arg<Id<ToolNameArg>>) -> napi_ohos::Result<bool> {
+        let Arg(Id(name, _)) = name;
         guard(&env, || Ok(self.lock().unregister(&name)))
     }
 
@@ -152,11 +153,11 @@ impl JsToolRegistry {
         &self,
         env: Env,
         target: ArgRef<JsToolRegistry>,
-        excluded_names: Arg<JsArray<String>>,
+        excluded_names: Arg<JsArray<Id<ExcludedNameArg>>>,
     ) -> napi_ohos::Result<()> {
         let (ArgRef(target), Arg(JsArray(excluded_names))) = (target, excluded_names);
         guard(&env, || {
-            let excluded: Vec<&str> = excluded_names.iter().map(String::as_str).collect();
+            let excluded: Vec<&str> = excluded_names.iter().map(|name| name.0.as_str()).collect();
             self.copy_to(target, &excluded)
         })
     }
@@ -224,7 +225,7 @@ impl JsToolRegistry {
     ) -> Result<(crate::tool::ToolSnapshot, ToolCall, ToolContext), AgentError> {
         let options =
             options.unwrap_or(ExecuteOptions { session_id: None, batch_call_id: None, metadata_json: None });
-        let session_id = options.session_id.clone().unwrap_or_default();
+        let session_id = options.session_id.as_ref().map(|id| id.0.clone()).unwrap_or_default();
         // Inserted one by one: `collect` into a BTreeMap sorts first, with a sort instantiated
         // for this one iterator (BENCHMARKS.md, "Size of the stripped release `.so`").
         let mut metadata = BTreeMap::new();
@@ -232,9 +233,9 @@ impl JsToolRegistry {
             metadata.insert(key, value);
         }
         let context = call_context(
-            &call.id,
+            &call.id.0,
             session_id,
-            options.batch_call_id.unwrap_or_default(),
+            options.batch_call_id.map(|id| id.0).unwrap_or_default(),
             metadata,
             signal.map_or_else(CancellationSignal::new, |h| h.signal().clone()),
         );

@@ -9,6 +9,9 @@
  * wrong type or shape (a missing field, a string where a function is expected, an instance of
  * another class) is refused before the call does anything, with code `argument_invalid` (layer
  * config); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
+ * So is an id holding a lone UTF-16 surrogate (a session id, an approval id, a metadata key, a tool
+ * name, a call's id and name, execute's sessionId and batchCallId), with a message naming it: read
+ * as UTF-8 it would become U+FFFD and name what another id names (tests/node/surrogates.test.mjs).
  * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text.
  *
  * Memory: an Agent or a ToolRegistry keeps the functions given to it (executors, hooks, the policy,
