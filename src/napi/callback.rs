@@ -57,10 +57,13 @@ fn refuse(why: String) {
 /// `body` on the JS thread under a panic guard: a panic is its message (redacted of secrets),
 /// and the exception it may have left pending is cleared.
 pub(crate) fn caught<T>(env: &Env, body: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).map_err(|payload| {
-        clear_pending_exception(env);
-        super::error::panic_error(payload.as_ref()).message
-    })
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).map_err(|payload| panicked(env, payload))
+}
+
+/// What [`caught`] makes of a panic (not generic: one instance for every body).
+fn panicked(env: &Env, payload: Box<dyn std::any::Any + Send>) -> String {
+    clear_pending_exception(env);
+    super::error::panic_error(payload.as_ref()).message
 }
 
 /// On the JS thread, in a thread-safe function's callback: the JS arguments of a call, made by
@@ -77,6 +80,12 @@ pub(crate) fn call_args<T>(
         super::panic_point!(Args);
         make(env, value)
     });
+    made_args(env, made)
+}
+
+/// The [`JsArgs`] of what [`call_args`] made, or the refusal (not generic: one instance for every
+/// kind of call).
+fn made_args(env: &Env, made: Result<napi_ohos::Result<Vec<sys::napi_value>>, String>) -> JsArgs {
     match made {
         Ok(Ok(args)) if !args.is_empty() => return JsArgs(args),
         Ok(Ok(_)) => refuse("the call has no arguments".to_string()),

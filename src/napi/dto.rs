@@ -98,23 +98,30 @@ unsafe fn utf16_units(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::
 
 impl<K: IdName> FromNapiValue for Id<K> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
-        // SAFETY: called by napi's glue on the JS thread with this call's env and value.
-        let text = unsafe { String::from_napi_value(env, value)? };
-        if text.contains('\u{FFFD}') {
-            // SAFETY: as above; the value is a string (it was just read as one).
-            if let Some((index, unit)) = lone_surrogate(&unsafe { utf16_units(env, value)? }) {
-                let name = if K::NAME.is_empty() { String::new() } else { format!("{}: ", K::NAME) };
-                return Err(napi_ohos::Error::new(
-                    napi_ohos::Status::InvalidArg,
-                    format!(
-                        "{name}holds a lone UTF-16 surrogate (\\u{unit:X} at index {index}), which would be \
-                         read as U+FFFD and name what another text names"
-                    ),
-                ));
-            }
-        }
-        Ok(Id(text, PhantomData))
+        // SAFETY: the caller's, passed on.
+        unsafe { read_id(env, value, K::NAME) }.map(|text| Id(text, PhantomData))
     }
+}
+
+/// [`Id`]'s reading, once for every kind (`name` as [`IdName::NAME`]). Call with an env and a
+/// value of the call being converted, on the JS thread.
+unsafe fn read_id(env: sys::napi_env, value: sys::napi_value, name: &str) -> napi_ohos::Result<String> {
+    // SAFETY: called by napi's glue on the JS thread with this call's env and value.
+    let text = unsafe { String::from_napi_value(env, value)? };
+    if text.contains('\u{FFFD}') {
+        // SAFETY: as above; the value is a string (it was just read as one).
+        if let Some((index, unit)) = lone_surrogate(&unsafe { utf16_units(env, value)? }) {
+            let name = if name.is_empty() { String::new() } else { format!("{name}: ") };
+            return Err(napi_ohos::Error::new(
+                napi_ohos::Status::InvalidArg,
+                format!(
+                    "{name}holds a lone UTF-16 surrogate (\\u{unit:X} at index {index}), which would be read \
+                     as U+FFFD and name what another text names"
+                ),
+            ));
+        }
+    }
+    Ok(text)
 }
 
 impl<K: IdName> ValidateNapiValue for Id<K> {

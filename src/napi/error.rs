@@ -418,11 +418,15 @@ fn converting<T>(env: sys::napi_env, convert: impl FnOnce() -> T) -> napi_ohos::
         super::panic_point!(Argument);
         convert()
     }))
-    .map_err(|payload| {
-        let env = Env::from_raw(env);
-        super::callback::clear_pending_exception(&env);
-        js_error(&env, &panic_error(payload.as_ref()))
-    })
+    .map_err(|payload| argument_panicked(env, payload))
+}
+
+/// The `internal_panic` error of a panic caught while an argument was converted (not generic: one
+/// instance for every argument type).
+fn argument_panicked(env: sys::napi_env, payload: Box<dyn std::any::Any + Send>) -> napi_ohos::Error {
+    let env = Env::from_raw(env);
+    super::callback::clear_pending_exception(&env);
+    js_error(&env, &panic_error(payload.as_ref()))
 }
 
 /// A class of this module that exports take as an argument ([`ArgRef`]).
