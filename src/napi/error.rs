@@ -395,7 +395,8 @@ fn js_terms(reason: &str) -> String {
 /// is refused with the binding's coded error (`argument_invalid`, with `code` and `layer`) instead
 /// of napi's own (`StringExpected`, `InvalidArg`, no layer). napi does not check the type of a
 /// `Function` or `Object` argument at all; this does (`typeof`), so a wrong one is refused before
-/// the export's body runs.
+/// the export's body runs. The conversion runs under a panic guard (a panic there is thrown as
+/// `internal_panic`): napi's glue converts the arguments before the body's own [`guard`] runs.
 pub struct Arg<T>(pub T);
 
 impl<T: FromNapiValue + ValidateNapiValue> FromNapiValue for Arg<T> {

@@ -125,6 +125,20 @@ test("a panic making a hook's JS arguments denies the call with hook_failed (fai
   assertCaught(tool.content, 'Args');
 });
 
+test("a panic in the then of an afterToolCall hook's Promise ends the run with hook_failed (fail closed)", async () => {
+  const { agent, runs } = callingAgent();
+  agent.addHook({ afterToolCall: async () => ({ action: 'proceed' }) });
+  planPanic('then');
+  const out = await agent.run('s1', 'go');
+  assert.equal(out.status, 'aborted');
+  assert.equal(out.errorCode, 'hook_failed');
+  assert.match(out.errorMessage, /afterToolCall failed in the binding/);
+  assertCaught(out.errorMessage, 'Then');
+  assert.equal(runs.n, 1);
+  // The model was not asked again with the unfiltered result: the script's `done` is unused.
+  assert.equal(out.finalText ?? null, null);
+});
+
 test("a panic making the approval policy's JS arguments fails closed: the call needs confirmation", async () => {
   const { agent, runs } = callingAgent();
   let asked = 0;
