@@ -1,6 +1,7 @@
 //! The plain objects that cross the boundary (`#[napi(object)]`), and their conversions to and
 //! from the core types. Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text, which
-//! strict ArkTS can build without untyped object literals.
+//! strict ArkTS can build without untyped object literals. Ids (session ids, tool names, call
+//! ids...) cross as [`Id`], which refuses a string napi would read as another id.
 
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::error::{codes, AgentError};

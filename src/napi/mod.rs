@@ -9,8 +9,10 @@
 //! # Layout
 //! - `error`: [`AgentError`](crate::AgentError) -> JS `Error` with `code` and `layer`, and the
 //!   panic guards every export runs in.
-//! - `dto`: the `#[napi(object)]` shapes that cross the boundary, with conversions both ways.
-//! - `callback`: calling an ArkTS/JS function from Rust and getting a value or a Promise back.
+//! - `dto`: the `#[napi(object)]` shapes that cross the boundary, with conversions both ways, and
+//!   `Id`, the string argument whose identity matters (a lone UTF-16 surrogate is refused).
+//! - `callback`: calling an ArkTS/JS function from Rust and getting a value or a Promise back, with
+//!   the panic guards of the closures napi-ohos runs on the JS thread.
 //! - `signal`: the `CancellationHandle` class over [`CancellationSignal`](crate::CancellationSignal).
 //! - `executor`: `JsToolExecutor`, an ArkTS function as a tool executor.
 //! - `hook`: `JsHook`, an ArkTS `AgentHookObject` as an agent hook.
