@@ -127,6 +127,12 @@ env_of() {
   under=${target//-/_}
   upper=$(echo "$under" | tr '[:lower:]' '[:upper:]')
   echo "CARGO_TARGET_${upper}_LINKER=$repo/scripts/ohos/$target-clang.sh"
+  # Short source paths of the registry crates (scripts/registry-remap.sh); cargo joins this with
+  # the target's rustflags of .cargo/config.toml. A value already in the environment is kept first.
+  local remap var
+  remap=$("$repo/scripts/registry-remap.sh")
+  var=CARGO_TARGET_${upper}_RUSTFLAGS
+  [ -z "$remap" ] || echo "$var=${!var:+${!var} }$remap"
   echo "CC_${under}=$repo/scripts/ohos/$target-clang.sh"
   echo "CXX_${under}=$repo/scripts/ohos/$target-clang++.sh"
   echo "AR_${under}=$native/llvm/bin/llvm-ar"

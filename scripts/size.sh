@@ -4,7 +4,7 @@
 # flags the OHOS targets get from .cargo/config.toml (their `rustflags`), then prints its size, its
 # largest sections and whether its relative relocations are packed (DT_RELR).
 #
-#   scripts/size.sh            with the OHOS targets' link flags
+#   scripts/size.sh            with the OHOS targets' link flags and build-ohos.sh's short registry paths
 #   scripts/size.sh --plain    without them (what `cargo build --release --features napi --lib` gives)
 #
 # The host links with rust-lld, the OHOS targets with the NDK's lld: the same linker family, so the
@@ -34,6 +34,18 @@ if ! $plain; then
   mapfile -t flags < <(grep -o '"[^"]*"' <<<"$line" | tr -d '"')
 fi
 
+# What build-ohos.sh adds for every crate: the registry crates' source paths shortened
+# (scripts/registry-remap.sh), through the host target's rustflags (cargo rebuilds the dependencies
+# when these differ from the last build's).
+if ! $plain; then
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  var=CARGO_TARGET_$(echo "${host//-/_}" | tr '[:lower:]' '[:upper:]')_RUSTFLAGS
+  remap=$(scripts/registry-remap.sh)
+  if [ -n "$remap" ]; then
+    export "$var=${!var:+${!var} }$remap"
+    echo "== $var=${!var}"
+  fi
+fi
 echo "== cargo rustc --release --features napi --lib -- ${flags[*]}"
 cargo rustc --release --features napi --lib --locked -- "${flags[@]}"
 so=${CARGO_TARGET_DIR:-target}/release/libarkagent.so
