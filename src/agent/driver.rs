@@ -362,6 +362,10 @@ impl Agent {
                 format!("session {session_id} is in use by this agent; cancel its run before deleting it"),
             ));
         };
+        if !self.store.exists(session_id).await? {
+            // Nothing to delete, and nothing is created for it (a lease's lock file).
+            return Ok(false);
+        }
         let _lease = self.store.lease(session_id).await?;
         // A worker runs only inside its parent's run, which the lock and the lease above exclude.
         // Every worker below the session, each after the one that ran it (breadth first).
@@ -500,6 +504,7 @@ impl Agent {
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
+        self.check_exists(session_id).await?;
         let _held = self.hold(session_id).await?;
         self.resume_held(session_id, sink, cancel, None).await
     }
@@ -542,6 +547,7 @@ impl Agent {
         self.config.validate()?;
         // One hold of the session from the first denial to the settled batch: a resume from the
         // app in between would settle the denials without this dismissal and ask the model.
+        self.check_exists(session_id).await?;
         let _held = self.hold(session_id).await?;
         let state = self.load_existing(session_id).await?;
         // A worker session this agent cannot run as its delegation does is refused before any
@@ -839,6 +845,17 @@ impl Agent {
         }
     }
 
+    /// `session_not_found` when the session does not exist, asked before a call that acts only
+    /// on an existing session takes its lease: such a call on a missing session leaves nothing on
+    /// disk (a lease may create a lock file). The call checks again under its lease.
+    async fn check_exists(&self, session_id: &str) -> Result<(), AgentError> {
+        if self.store.exists(session_id).await? {
+            Ok(())
+        } else {
+            Err(AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}")))
+        }
+    }
+
     async fn load_existing(&self, session_id: &str) -> Result<AgentState, AgentError> {
         self.store
             .load(session_id)
@@ -894,6 +911,7 @@ impl Agent {
         approval_id: &str,
         decision: &UserDecision,
     ) -> Result<PendingApprovalBatch, AgentError> {
+        self.check_exists(session_id).await?;
         let decided = self.decide(session_id, approval_id, decision, false).await?;
         decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))
     }

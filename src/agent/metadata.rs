@@ -44,6 +44,10 @@ impl Agent {
         validate_session_id(session_id)?;
         // The cheap checks first, so a bad key costs no I/O and takes no lock.
         check_metadata_entry(&Default::default(), key, &value)?;
+        if value.is_null() && !self.store().exists(session_id).await? {
+            // Nothing to remove, and nothing is created for it (a session, a lease's lock file).
+            return Ok(());
+        }
         let lock = self.session_lock(session_id);
         let Ok(_guard) = lock.try_lock() else {
             return Err(AgentError::of(

@@ -333,6 +333,18 @@ pub trait StateStore: Send + Sync {
         self.load(session_id).await
     }
 
+    /// Whether the session exists: whether [`load`](StateStore::load) would find a state (or fail
+    /// to read one that is there), without reading or writing it. The runtime asks it before
+    /// taking a [lease](StateStore::lease) for a call that only acts on an existing session, so a
+    /// call on a session that does not exist leaves nothing behind (a lease may create a lock
+    /// file). The default loads the session.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io` (and the errors of `load` for the default).
+    async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
+        Ok(self.load_unrepaired(session_id).await?.is_some())
+    }
+
     /// Durably records events that were applied to `state` (which is the state after them), in one
     /// sync, as one unit: after a crash a load sees all of them or none. The store may fold the journal into a new snapshot of `state` when it sees fit; a
     /// session's first commit (or one after its files became unreadable) writes a snapshot of
