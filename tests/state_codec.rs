@@ -132,7 +132,11 @@ fn every_event_kind_decodes_from_its_text_and_a_field_of_the_wrong_shape_is_refu
     let good = [
         (
             r#"{"status":"max_rounds","event":"status_changed","extra":true}"#,
-            StateEvent::StatusChanged { status: arkagent::state::RunStatus::MaxRounds, finish_reason: None },
+            StateEvent::StatusChanged {
+                status: arkagent::state::RunStatus::MaxRounds,
+                finish_reason: None,
+                error: None,
+            },
         ),
         (
             r#"{"event":"batch_completed","ignored":[1]}"#,

@@ -17,7 +17,8 @@
 //!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
 //!    after a crash during a delegation: a worker found completed then answers as its live run
 //!    did (its state saves the finish reason of its last answer, so a cut-off answer is still an
-//!    error, not the results it ended on). The rest of the parent's batch continues as it stood when
+//!    error, not the results it ended on), and one found failed or aborted answers with the error
+//!    that ended it (its state saves it: `AgentState::run_error`), not only with its status. The rest of the parent's batch continues as it stood when
 //!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
 //!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
 //! 5. The app may also decide on the worker's session and resume the worker directly. The

@@ -676,7 +676,11 @@ impl Agent {
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
-            run.record(StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None });
+            run.record(StateEvent::StatusChanged {
+                status: RunStatus::Running,
+                finish_reason: None,
+                error: None,
+            });
         } else if phase(&run.state) == Phase::NeedsModel
             && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
         {
@@ -786,7 +790,7 @@ impl Agent {
     /// parent's `metadata` (saved with the run's first commit); an idle one starts its run; one
     /// awaiting undecided items is returned suspended as it is; a decided or interrupted one is
     /// resumed; one whose run ended is returned finished, as its state tells (the answer only if
-    /// the history ends with one, and the finish reason it saved). Returns the state the worker
+    /// the history ends with one, the finish reason and the error it saved). Returns the state the worker
     /// was left in too.
     ///
     /// # Errors
@@ -834,7 +838,9 @@ impl Agent {
                     // The answer only if the history ends with one (an empty answer is not
                     // recorded: the last assistant message may be a tool call's preamble).
                     final_text: final_answer_text(&state.messages),
-                    error: None,
+                    // The error that ended it, as the run reported it (`None` in states saved
+                    // before it was kept: the status alone then answers).
+                    error: state.run_error.clone(),
                     usage: state.usage,
                     // As the run reported it (`None` in states saved before it was kept: the
                     // results it ended on then stand).
@@ -1853,10 +1859,15 @@ impl<'a> Run<'a> {
             // by the next run's repair, as for any ended run.
             self.record(StateEvent::ApprovalCleared);
         }
-        // The finish reason is saved with the status, so the session tells it after the run (a
-        // worker found completed when its delegating call runs again answers as it did live).
+        // The finish reason and the error are saved with the status, so the session tells them
+        // after the run (a worker found ended when its delegating call runs again answers as it
+        // did live).
         let finish_reason = self.finish_reason.clone();
-        self.record(StateEvent::StatusChanged { status, finish_reason: finish_reason.clone() });
+        self.record(StateEvent::StatusChanged {
+            status,
+            finish_reason: finish_reason.clone(),
+            error: error.clone(),
+        });
         self.persist(true).await?;
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };

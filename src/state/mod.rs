@@ -156,6 +156,14 @@ pub struct AgentState {
     /// existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The error that ended the last run (failed, aborted, ...), as its outcome
+    /// ([`RunOutcome::Finished`](crate::agent::RunOutcome::Finished)'s `error`) and its
+    /// `RunFinished` event reported it (its code, layer and message), so a session read after its
+    /// run tells why it ended: a worker found failed when its delegating call runs again (after a
+    /// crash) answers its parent with this error, as the live run did. `None` while a run goes
+    /// on, for a run that ended without one, and in states saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_error: Option<AgentError>,
     /// For the session of a worker (a `delegate_task` call's): the session that delegated and the
     /// worker's depth, recorded with its first run ([`StateEvent::RunStarted`]'s `delegation`).
     /// The runtime runs such a session as its delegation does, also when the app resumes it
@@ -193,6 +201,7 @@ impl AgentState {
             stop_requested: false,
             turn_question: None,
             finish_reason: None,
+            run_error: None,
             delegation: None,
         }
     }
@@ -297,6 +306,11 @@ pub enum StateEvent {
         /// did before the field existed (and readers that predate it ignore it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
+        /// For the status a run ends in: the error that ended it ([`AgentState::run_error`]), as
+        /// the run's outcome reported it. Absent when there is none, so the record reads as it
+        /// did before the field existed (and readers that predate it ignore it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<AgentError>,
     },
     /// App metadata set (`Agent::set_metadata`): the key now has this value; `null` removes the
     /// key (a reader that predates removals keeps it with a null value, which a tool reads the
@@ -414,6 +428,7 @@ impl AgentState {
                 }
                 self.stop_requested = false;
                 self.finish_reason = None;
+                self.run_error = None;
                 // The run's input is the next user message.
                 self.turn_question =
                     Some(self.messages.iter().filter(|m| matches!(m, ChatMessage::User { .. })).count());
@@ -460,10 +475,11 @@ impl AgentState {
             }
             StateEvent::LoopWindow { window } => self.loop_window = window.clone(),
             StateEvent::UsageAdded { usage } => self.usage.add(usage),
-            StateEvent::StatusChanged { status, finish_reason } => {
+            StateEvent::StatusChanged { status, finish_reason, error } => {
                 self.status = *status;
                 self.stop_requested = false;
                 self.finish_reason = finish_reason.clone();
+                self.run_error = error.clone();
             }
             StateEvent::MetadataSet { key, value } => {
                 if value.is_null() {
