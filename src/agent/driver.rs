@@ -670,7 +670,8 @@ impl Agent {
             // kill mid-batch does not lose it: the resumed run settles it as this dismissal.
             if let Some(mut batch) = run.state.pending_approval.clone().filter(|b| b.dismissed.is_none()) {
                 batch.dismissed = Some(reason.to_string());
-                run.record(StateEvent::ApprovalRequested { batch });
+                let announced = run.state.approval_announced;
+                run.record(StateEvent::ApprovalRequested { batch, announced });
             }
         }
         if run.state.status == RunStatus::AwaitingApproval {
@@ -1055,6 +1056,9 @@ struct Run<'a> {
     // started or resumed itself. A worker's run under a delegating call is not (its batch is
     // announced once, by the parent that mirrors it).
     announces_approvals: bool,
+    // The approval ids of worker batches this run found frozen and announced already (by the
+    // app's own resume of the worker session): a mirror of them is not announced again.
+    announced_elsewhere: HashSet<String>,
 }
 
 impl<'a> Run<'a> {
@@ -1072,6 +1076,7 @@ impl<'a> Run<'a> {
             finish_reason: None,
             batch_usage: None,
             announces_approvals: agent.depth() == 0,
+            announced_elsewhere: HashSet::new(),
         }
     }
 
@@ -1397,18 +1402,42 @@ impl<'a> Run<'a> {
 
     /// Freezes the batch: persisted first, then `ApprovalRequired`, then suspended.
     async fn freeze(&mut self, batch: PendingApprovalBatch) -> Result<Flow, AgentError> {
-        self.record(StateEvent::ApprovalRequested { batch: batch.clone() });
+        // A mirror of a worker batch the app's own resume of the worker announced already.
+        let announced = batch.worker_session.is_some()
+            && !batch.items.is_empty()
+            && batch.items.iter().all(|i| self.announced_elsewhere.contains(&i.approval_id));
+        self.record(StateEvent::ApprovalRequested { batch: batch.clone(), announced });
         self.persist(true).await?;
+        // Every run that suspends ends its events with it (the app reads its outcome there).
         self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
-        // A worker's batch is announced once, by the parent that mirrors it (with its
-        // `worker_session`): hooks are shared with workers and would hear it twice. A worker
-        // session the app resumed itself announces its own (the app's call waits on it).
-        if self.announces_approvals {
+        // A batch is announced to the hooks once: a worker's by the parent that mirrors it (with
+        // its `worker_session`), as hooks are shared with workers and would hear it twice; a
+        // worker session the app resumed itself announces its own (the app's call waits on it),
+        // and its parent, finding it frozen on that batch later, does not again.
+        if self.announces_approvals && !announced {
             let (s, r, round) = self.ids();
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             self.notify(self.hooks.on_approval_required(&ctx, &batch)).await;
+            if self.state.delegation.is_some() {
+                self.save_announced(&batch).await;
+            }
         }
         Ok(Flow::Done(RunOutcome::Suspended { batch }))
+    }
+
+    /// Saves that a worker session's frozen batch was announced (after the hooks were told, so a
+    /// crash before leaves it to the parent to announce: never lost, twice only after a crash).
+    /// A failure is logged: the batch stands, and the parent may announce it again.
+    async fn save_announced(&mut self, batch: &PendingApprovalBatch) {
+        let event = StateEvent::ApprovalRequested { batch: batch.clone(), announced: true };
+        let mut saved = self.state.clone();
+        saved.apply(&event);
+        match self.agent.store.commit(&saved, std::slice::from_ref(&event)).await {
+            Ok(()) => self.state = saved,
+            Err(e) => {
+                log::warn!("arkagent: that a worker's frozen batch was announced could not be saved: {e}")
+            }
+        }
     }
 
     /// A fully decided frozen batch: all approved -> its steps run; any denied -> nothing runs.
@@ -1599,7 +1628,8 @@ impl<'a> Run<'a> {
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
-                        match self.worker_awaiting(&batch_call_id, &call, frozen).await {
+                        let announced = report.as_ref().is_some_and(|r| r.announced);
+                        match self.worker_awaiting(&batch_call_id, &call, frozen, announced).await {
                             // The call stays `started`: it runs again once the user decided.
                             Some(mirror) => {
                                 waiting.get_or_insert(mirror);
@@ -1765,17 +1795,24 @@ impl<'a> Run<'a> {
     /// the one its session holds. `None` when there is no undecided batch (the error then becomes
     /// the call's result, as any tool error does).
     async fn worker_awaiting(
-        &self,
+        &mut self,
         batch_call_id: &str,
         call: &ToolCall,
         frozen: Option<PendingApprovalBatch>,
+        announced: bool,
     ) -> Option<PendingApprovalBatch> {
         let worker = self.worker_of(batch_call_id, call)?;
-        let frozen = match frozen {
-            Some(batch) => Some(batch),
-            None => self.agent.read_worker(&worker).await.and_then(|s| s.pending_approval),
+        let (frozen, announced) = match frozen {
+            Some(batch) => (Some(batch), announced),
+            None => match self.agent.read_worker(&worker).await {
+                Some(s) => (s.pending_approval, s.approval_announced),
+                None => (None, false),
+            },
         };
         let batch = frozen.filter(|b| !b.is_fully_decided())?;
+        if announced {
+            self.announced_elsewhere.extend(batch.items.iter().map(|i| i.approval_id.clone()));
+        }
         Some(PendingApprovalBatch {
             batch_id: uuid::Uuid::new_v4().to_string(),
             run_id: self.run_id(),

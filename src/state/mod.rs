@@ -122,6 +122,14 @@ pub struct AgentState {
     /// The frozen batch, while awaiting approval (and while its calls run after approval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_approval: Option<PendingApprovalBatch>,
+    /// For a worker session: the items of its frozen batch were announced to the hooks'
+    /// `on_approval_required` already (by a resume the app made on the worker session itself,
+    /// saved once the hooks were told; or by the session below whose batch it mirrors), so a
+    /// parent that finds it frozen and mirrors the batch does not announce it again. False for a
+    /// batch frozen inside a delegating call (the parent announces it), with no batch, and in
+    /// states saved before it existed (the parent then announces, as it did).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval_announced: bool,
     /// Calls of the current batch that started or finished, by call id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_runs: BTreeMap<String, ToolRunRecord>,
@@ -194,6 +202,7 @@ impl AgentState {
             run_id: None,
             round: 0,
             pending_approval: None,
+            approval_announced: false,
             tool_runs: BTreeMap::new(),
             loop_window: Vec::new(),
             usage: Usage::default(),
@@ -244,6 +253,11 @@ pub enum StateEvent {
     ApprovalRequested {
         /// The batch.
         batch: PendingApprovalBatch,
+        /// Its items were announced to the hooks' `on_approval_required`
+        /// ([`AgentState::approval_announced`]). Absent when false, so the record reads as it did
+        /// before the field existed (and readers that predate it ignore it).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        announced: bool,
     },
     /// One pending item was decided.
     ApprovalDecided {
@@ -441,8 +455,9 @@ impl AgentState {
             }
             StateEvent::RoundStarted { round } => self.round = *round,
             StateEvent::MessageAppended { message } => self.messages.push(message.clone()),
-            StateEvent::ApprovalRequested { batch } => {
+            StateEvent::ApprovalRequested { batch, announced } => {
                 self.pending_approval = Some(batch.clone());
+                self.approval_announced = *announced;
                 self.status = RunStatus::AwaitingApproval;
             }
             StateEvent::ApprovalDecided { approval_id, decision, deny_reason, decided_at_ms } => {
@@ -454,7 +469,10 @@ impl AgentState {
                     }
                 }
             }
-            StateEvent::ApprovalCleared => self.pending_approval = None,
+            StateEvent::ApprovalCleared => {
+                self.pending_approval = None;
+                self.approval_announced = false;
+            }
             StateEvent::ToolStarted { call_id, name, worker_session } => {
                 self.tool_runs.insert(call_id.clone(), ToolRunRecord::Started { name: name.clone() });
                 if let Some(worker) = worker_session {

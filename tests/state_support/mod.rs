@@ -46,6 +46,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         stop_requested: false,
                         dismissed: None,
                     },
+                    announced: false,
                 },
             ]
         }
