@@ -345,14 +345,22 @@ impl Agent {
     /// Deletes a session's persisted state, with the sessions of the workers its delegations ran
     /// (theirs too, at any depth); returns whether the session existed. A session this agent is
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
-    /// or process is writing.
+    /// or process is writing. A session that does not exist is not touched (nothing is created
+    /// for it either, not even a lease's lock file).
+    ///
+    /// A worker session ([`AgentState::delegation`]) belongs to its parent: it is refused while
+    /// the parent session exists (delete the parent, which deletes it). Deleted apart, a worker
+    /// whose parent awaits its batch would be run again from scratch by the parent's resume,
+    /// and the parent's list of workers would name a session that is gone. A worker whose parent
+    /// is gone is deleted as any session.
     ///
     /// The workers go first: a deletion cut short (a crash, a store error) leaves the session and
     /// its list of workers, so deleting it again finishes the job; no worker is left behind
     /// without a session that names it.
     ///
     /// # Errors
-    /// `session_busy` in those cases, `session_id_invalid`, the store's errors.
+    /// `session_busy` in those cases, `invalid_state` (a worker session whose parent exists,
+    /// naming it; nothing is deleted), `session_id_invalid`, the store's errors.
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, AgentError> {
         crate::state::validate_session_id(session_id)?;
         let lock = self.session_lock(session_id);
@@ -367,10 +375,20 @@ impl Agent {
             return Ok(false);
         }
         let _lease = self.store.lease(session_id).await?;
+        let state = self.store.load(session_id).await?;
+        if let Some(parent) = self.owning_parent(state.as_ref()).await? {
+            return Err(AgentError::of(
+                codes::INVALID_STATE,
+                format!(
+                    "session {session_id} is the worker of a delegation by session {parent}, which \
+                     still exists: delete session {parent}, which deletes its workers (a worker \
+                     deleted apart would be run again from scratch when its parent resumes)"
+                ),
+            ));
+        }
         // A worker runs only inside its parent's run, which the lock and the lease above exclude.
         // Every worker below the session, each after the one that ran it (breadth first).
-        let mut found: Vec<String> =
-            self.store.load(session_id).await?.map(|s| s.workers).unwrap_or_default();
+        let mut found: Vec<String> = state.map(|s| s.workers).unwrap_or_default();
         let mut next = 0;
         while let Some(worker) = found.get(next).cloned() {
             next += 1;
@@ -850,6 +868,19 @@ impl Agent {
                 Ok((outcome, state))
             }
         }
+    }
+
+    /// The parent of a worker session (`state`'s [`AgentState::delegation`]) while that parent
+    /// exists: the session that owns the worker (it deletes it with itself, and the worker's
+    /// metadata is the copy its delegation started with). `None` for other sessions, and for a
+    /// worker whose parent is gone.
+    pub(super) async fn owning_parent(
+        &self,
+        state: Option<&AgentState>,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(delegation) = state.and_then(|s| s.delegation.as_ref()) else { return Ok(None) };
+        let parent = &delegation.parent_session;
+        Ok(self.store.exists(parent).await?.then(|| parent.clone()))
     }
 
     /// `session_not_found` when the session does not exist, asked before a call that acts only

@@ -35,7 +35,8 @@
 //! saved before one existed reads it as absent, and a reader that predates it ignores it (states
 //! and events are read without refusing unknown fields). So far: the run's `finish_reason`, its
 //! `run_error` (and `StatusChanged`'s `finish_reason` and `error`), `delegation`, `workers`,
-//! `stop_requested` and `turn_question`.
+//! `stop_requested`, `turn_question` and `approval_announced` (with `ApprovalRequested`'s
+//! `announced`).
 
 use super::{AgentState, SCHEMA_VERSION};
 use crate::error::{codes, AgentError};
