@@ -1460,6 +1460,10 @@ impl<'a> Run<'a> {
     /// crash before leaves it to the parent to announce: never lost, twice only after a crash).
     /// A failure is logged: the batch stands, and the parent may announce it again.
     async fn save_announced(&mut self, batch: &PendingApprovalBatch) {
+        if !self.unsaved.is_empty() {
+            // Unreachable: the freeze's save is forced. Its events go first, or not this one.
+            return;
+        }
         let event = StateEvent::ApprovalRequested { batch: batch.clone(), announced: true };
         let mut saved = self.state.clone();
         saved.apply(&event);
