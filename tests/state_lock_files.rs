@@ -118,3 +118,16 @@ async fn one_lease_at_a_time_while_lock_files_come_and_go() {
     assert!(granted.load(Ordering::SeqCst) > 0);
     assert_eq!(files_under(&dir.path().join(LOCK_DIR)), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_first_commit_cut_short_left_is_deleted_with_its_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(Arc::new(FileStore::new(dir.path())), "a");
+    // A first commit killed before its snapshot's rename: no state a load reads, but bytes of it.
+    let half = dir.path().join("half");
+    std::fs::create_dir(&half).unwrap();
+    std::fs::write(half.join("snapshot-00000000000000000001.tmp"), b"{\"session_id\":\"half\"").unwrap();
+    assert_eq!(a.state("half").await.unwrap(), None);
+    assert!(a.delete_session("half").await.unwrap(), "the leftovers were there");
+    assert_eq!(files_under(dir.path()), [LOCK_DIR.to_string()], "nothing of it is left");
+}

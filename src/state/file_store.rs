@@ -264,24 +264,14 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
     Err(AgentError::of(codes::STATE_CORRUPT, format!("no good snapshot in {}: {cause}", dir.display())))
 }
 
-/// Whether `dir` holds a session `scan_session` reads (a snapshot, or a version-1 `state.json`),
-/// without reading it. Never writes.
+/// Whether anything of a session is on disk: its directory (which may hold no state a load
+/// reads, e.g. what a first commit cut short left). Never writes.
 fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display())))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(io_err("cannot open", dir, e)),
-    }
-    if !list_generations(dir)?.snaps.is_empty() {
-        return Ok(true);
-    }
-    match fs::symlink_metadata(dir.join(LEGACY_STATE_FILE)) {
-        Ok(_) => Ok(true),
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io_err("cannot open", &dir.join(LEGACY_STATE_FILE), e)),
+        Err(e) => Err(io_err("cannot open", dir, e)),
     }
 }
 

@@ -361,11 +361,13 @@ pub trait StateStore: Send + Sync {
         self.load(session_id).await
     }
 
-    /// Whether the session exists: whether [`load`](StateStore::load) would find a state (or fail
-    /// to read one that is there), without reading or writing it. The runtime asks it before
-    /// taking a [lease](StateStore::lease) for a call that only acts on an existing session, so a
-    /// call on a session that does not exist leaves nothing behind (a lease may create a lock
-    /// file). The default loads the session.
+    /// Whether the store holds anything of the session, without reading or writing it: `false`
+    /// means [`load`](StateStore::load) finds nothing and [`delete`](StateStore::delete) has
+    /// nothing to remove (`true` does not promise a state: a [`FileStore`] answers for the
+    /// session's directory, which may hold only what a first commit cut short left). The runtime
+    /// asks it before taking a [lease](StateStore::lease) for a call that only acts on an
+    /// existing session, so a call on a session that does not exist leaves nothing behind (a
+    /// lease may create a lock file). The default loads the session.
     ///
     /// # Errors
     /// `session_id_invalid`, `state_io` (and the errors of `load` for the default).
