@@ -448,6 +448,8 @@ impl Drop for SessionLock {
         // Removed only while locked: a lease that locked this file meanwhile finds its path gone
         // (or naming a newer file) and tries again, so no two leases ever hold two different
         // files. A lock file left (the removal failed) is harmless: the next lease uses it.
+        // A stat (and an unlink) on the thread that drops the lease: not worth a blocking task,
+        // and the lease must be released when the drop returns (a caller takes it again next).
         if matches!(fs::symlink_metadata(&self.session_dir), Err(e) if e.kind() == io::ErrorKind::NotFound) {
             let _ = fs::remove_file(&self.path);
         }
