@@ -809,8 +809,8 @@ impl Agent {
     /// parent's `metadata` (saved with the run's first commit); an idle one starts its run; one
     /// awaiting undecided items is returned suspended as it is; a decided or interrupted one is
     /// resumed; one whose run ended is returned finished, as its state tells (the answer only if
-    /// the history ends with one, the finish reason and the error it saved). Returns the state the worker
-    /// was left in too.
+    /// the history ends with one, the finish reason and the error it saved). Returns the state
+    /// the worker was left in too.
     ///
     /// # Errors
     /// As [`run`](Self::run) and [`resume`](Self::resume).
