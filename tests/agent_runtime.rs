@@ -780,7 +780,7 @@ async fn an_approved_batch_killed_mid_call_never_runs_the_started_call_again() {
     // `a` journaled as started, nothing finished.
     let mut state = f.store.load_unrepaired("s").await.unwrap().unwrap();
     let events = vec![
-        StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None },
+        StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
         StateEvent::ToolStarted { call_id: "a".into(), name: "query_order".into(), worker_session: None },
     ];
     leave_behind(&f.store, &mut state, &events).await;
@@ -836,7 +836,7 @@ async fn an_approved_batch_killed_mid_call_reruns_a_started_idempotent_call() {
     agent.approve("s", &batch.items[0].approval_id).await.unwrap();
     let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
     let events = vec![
-        StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None },
+        StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
         StateEvent::ToolStarted { call_id: "a".into(), name: "lookup".into(), worker_session: None },
     ];
     leave_behind(&store, &mut state, &events).await;

@@ -134,11 +134,15 @@ fn a_status_change_without_a_finish_reason_is_written_as_before_the_field_existe
     let plain = serde_json::to_string(&StateEvent::StatusChanged {
         status: RunStatus::Completed,
         finish_reason: None,
+        error: None,
     })
     .unwrap();
     assert_eq!(plain, r#"{"event":"status_changed","status":"completed"}"#);
-    let cut =
-        StateEvent::StatusChanged { status: RunStatus::Completed, finish_reason: Some("length".into()) };
+    let cut = StateEvent::StatusChanged {
+        status: RunStatus::Completed,
+        finish_reason: Some("length".into()),
+        error: None,
+    };
     let text = serde_json::to_string(&cut).unwrap();
     assert_eq!(text, r#"{"event":"status_changed","status":"completed","finish_reason":"length"}"#);
     assert_eq!(serde_json::from_str::<StateEvent>(&text).unwrap(), cut);

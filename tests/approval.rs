@@ -397,7 +397,7 @@ async fn a_frozen_batch_survives_a_process_kill() {
     let batch = frozen(plan(&HookPipeline::new(), &DefaultApprovalPolicy, &reg, &calls, 10).await.unwrap());
     let mut state = AgentState::new("s1");
     state.apply(&StateEvent::RunStarted { run_id: "run-1".into(), delegation: None });
-    state.apply(&StateEvent::ApprovalRequested { batch: batch.clone() });
+    state.apply(&StateEvent::ApprovalRequested { batch: batch.clone(), announced: false });
     // The first decision is journaled before the kill.
     let first = batch.items[0].approval_id.clone();
     let mut live = batch.clone();

@@ -261,7 +261,11 @@ async fn loop_detected_is_persisted_even_when_a_hook_asks_to_skip() {
         pipeline.before_persist_state(&CTX, &state, persist_is_forced(state.status)).await,
         PersistDecision::Skip
     );
-    state.apply(&StateEvent::StatusChanged { status: RunStatus::LoopDetected, finish_reason: None });
+    state.apply(&StateEvent::StatusChanged {
+        status: RunStatus::LoopDetected,
+        finish_reason: None,
+        error: None,
+    });
     assert_eq!(
         pipeline.before_persist_state(&CTX, &state, persist_is_forced(state.status)).await,
         PersistDecision::Persist

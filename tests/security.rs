@@ -301,6 +301,7 @@ async fn refuses_every_method(store: &dyn StateStore, what: &str) {
         let results = [
             ("load", store.load(&id).await.map(|_| ())),
             ("load_unrepaired", store.load_unrepaired(&id).await.map(|_| ())),
+            ("exists", store.exists(&id).await.map(|_| ())),
             ("commit", store.commit(&state, &events).await),
             ("save_snapshot", store.save_snapshot(&state).await),
             ("delete", store.delete(&id).await.map(|_| ())),

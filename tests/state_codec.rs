@@ -132,7 +132,11 @@ fn every_event_kind_decodes_from_its_text_and_a_field_of_the_wrong_shape_is_refu
     let good = [
         (
             r#"{"status":"max_rounds","event":"status_changed","extra":true}"#,
-            StateEvent::StatusChanged { status: arkagent::state::RunStatus::MaxRounds, finish_reason: None },
+            StateEvent::StatusChanged {
+                status: arkagent::state::RunStatus::MaxRounds,
+                finish_reason: None,
+                error: None,
+            },
         ),
         (
             r#"{"event":"batch_completed","ignored":[1]}"#,
@@ -189,7 +193,7 @@ fn batch_calls_of_every_plan_and_tool_runs_of_both_phases_decode_back() {
     state.tool_runs.insert("c2".into(), ToolRunRecord::Finished { name: "b".into(), result });
     assert_eq!(decode_snapshot(&encode_snapshot(&state).unwrap()).unwrap(), state);
 
-    let events = vec![StateEvent::ApprovalRequested { batch }];
+    let events = vec![StateEvent::ApprovalRequested { batch, announced: false }];
     let mut bytes = journal_header().to_vec();
     bytes.extend(encode_records(&events).unwrap());
     assert_eq!(decode_journal(&bytes).unwrap().events, events);

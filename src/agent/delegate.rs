@@ -17,7 +17,8 @@
 //!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
 //!    after a crash during a delegation: a worker found completed then answers as its live run
 //!    did (its state saves the finish reason of its last answer, so a cut-off answer is still an
-//!    error, not the results it ended on). The rest of the parent's batch continues as it stood when
+//!    error, not the results it ended on), and one found failed or aborted answers with the error
+//!    that ended it (its state saves it: `AgentState::run_error`), not only with its status. The rest of the parent's batch continues as it stood when
 //!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
 //!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
 //! 5. The app may also decide on the worker's session and resume the worker directly. The
@@ -40,7 +41,12 @@
 //!   anything is written; a worker whose depth is now over the limit, with
 //!   `delegation_depth_exceeded`. The worker's events then go to the app's sink as they are (no
 //!   [`AgentEvent::WorkerEvent`] wrapping: no delegating call runs), and a batch it freezes on
-//!   is announced to the hooks' `on_approval_required`, as a top-level session's is. The worker
+//!   is announced to the hooks' `on_approval_required`, as a top-level session's is. That is
+//!   saved with the batch ([`AgentState::approval_announced`](crate::state::AgentState), once the
+//!   hooks were told), so the parent, whose delegating call finds the worker frozen on it later
+//!   and mirrors it, does not announce it again (its run still ends with its own
+//!   `approval_required` event); a batch frozen inside a delegating call, or one whose
+//!   announcement a crash cut short, is announced by the parent. The worker
 //!   agents of a delegation share the session locks of the agent that built them, so a parent's
 //!   delegating call that reaches the worker meanwhile waits for that resume to end and reads
 //!   its answer (rather than failing with `session_busy` on its lease).
@@ -261,14 +267,20 @@ pub(crate) struct WorkerReport {
     pub(crate) usage: Option<Usage>,
     /// The worker's frozen batch when the call failed with `worker_awaiting_approval`.
     pub(crate) frozen: Option<PendingApprovalBatch>,
+    /// That frozen batch was announced to the hooks already
+    /// ([`AgentState::approval_announced`]): the parent's mirror of it is not announced again.
+    pub(crate) announced: bool,
 }
 
 impl WorkerLink {
-    fn report(&self, outcome: &RunOutcome) {
+    fn report(&self, outcome: &RunOutcome, state: &AgentState) {
         let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
             RunOutcome::Finished { usage, .. } => report.usage = Some(*usage),
-            RunOutcome::Suspended { batch } => report.frozen = Some(batch.clone()),
+            RunOutcome::Suspended { batch } => {
+                report.frozen = Some(batch.clone());
+                report.announced = state.approval_announced;
+            }
         }
     }
 }
@@ -394,7 +406,7 @@ impl ToolExecutor for DelegateTask {
             .run_worker(&session, &context.session_id, &task, &context.state.metadata, sink, &context.signal)
             .await?;
         if let Some(link) = &link {
-            link.report(&outcome);
+            link.report(&outcome, &state);
         }
         match outcome {
             RunOutcome::Finished { status: RunStatus::Completed, final_text: Some(text), .. }

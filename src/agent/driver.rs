@@ -345,14 +345,22 @@ impl Agent {
     /// Deletes a session's persisted state, with the sessions of the workers its delegations ran
     /// (theirs too, at any depth); returns whether the session existed. A session this agent is
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
-    /// or process is writing.
+    /// or process is writing. A session that does not exist is not touched (nothing is created
+    /// for it either, not even a lease's lock file).
+    ///
+    /// A worker session ([`AgentState::delegation`]) belongs to its parent: it is refused while
+    /// the parent session exists (delete the parent, which deletes it). Deleted apart, a worker
+    /// whose parent awaits its batch would be run again from scratch by the parent's resume,
+    /// and the parent's list of workers would name a session that is gone. A worker whose parent
+    /// is gone is deleted as any session.
     ///
     /// The workers go first: a deletion cut short (a crash, a store error) leaves the session and
     /// its list of workers, so deleting it again finishes the job; no worker is left behind
     /// without a session that names it.
     ///
     /// # Errors
-    /// `session_busy` in those cases, `session_id_invalid`, the store's errors.
+    /// `session_busy` in those cases, `invalid_state` (a worker session whose parent exists,
+    /// naming it; nothing is deleted), `session_id_invalid`, the store's errors.
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, AgentError> {
         crate::state::validate_session_id(session_id)?;
         let lock = self.session_lock(session_id);
@@ -362,11 +370,25 @@ impl Agent {
                 format!("session {session_id} is in use by this agent; cancel its run before deleting it"),
             ));
         };
+        if !self.store.exists(session_id).await? {
+            // Nothing to delete, and nothing is created for it (a lease's lock file).
+            return Ok(false);
+        }
         let _lease = self.store.lease(session_id).await?;
+        let state = self.store.load(session_id).await?;
+        if let Some(parent) = self.owning_parent(state.as_ref()).await? {
+            return Err(AgentError::of(
+                codes::INVALID_STATE,
+                format!(
+                    "session {session_id} is the worker of a delegation by session {parent}, which \
+                     still exists: delete session {parent}, which deletes its workers (a worker \
+                     deleted apart would be run again from scratch when its parent resumes)"
+                ),
+            ));
+        }
         // A worker runs only inside its parent's run, which the lock and the lease above exclude.
         // Every worker below the session, each after the one that ran it (breadth first).
-        let mut found: Vec<String> =
-            self.store.load(session_id).await?.map(|s| s.workers).unwrap_or_default();
+        let mut found: Vec<String> = state.map(|s| s.workers).unwrap_or_default();
         let mut next = 0;
         while let Some(worker) = found.get(next).cloned() {
             next += 1;
@@ -500,6 +522,7 @@ impl Agent {
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
+        self.check_exists(session_id).await?;
         let _held = self.hold(session_id).await?;
         self.resume_held(session_id, sink, cancel, None).await
     }
@@ -542,6 +565,7 @@ impl Agent {
         self.config.validate()?;
         // One hold of the session from the first denial to the settled batch: a resume from the
         // app in between would settle the denials without this dismissal and ask the model.
+        self.check_exists(session_id).await?;
         let _held = self.hold(session_id).await?;
         let state = self.load_existing(session_id).await?;
         // A worker session this agent cannot run as its delegation does is refused before any
@@ -664,13 +688,18 @@ impl Agent {
             // kill mid-batch does not lose it: the resumed run settles it as this dismissal.
             if let Some(mut batch) = run.state.pending_approval.clone().filter(|b| b.dismissed.is_none()) {
                 batch.dismissed = Some(reason.to_string());
-                run.record(StateEvent::ApprovalRequested { batch });
+                let announced = run.state.approval_announced;
+                run.record(StateEvent::ApprovalRequested { batch, announced });
             }
         }
         if run.state.status == RunStatus::AwaitingApproval {
             // Running from here on: after a crash mid-batch, repair answers what did not finish
             // instead of keeping the batch as if still awaiting (no call runs twice).
-            run.record(StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None });
+            run.record(StateEvent::StatusChanged {
+                status: RunStatus::Running,
+                finish_reason: None,
+                error: None,
+            });
         } else if phase(&run.state) == Phase::NeedsModel
             && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
         {
@@ -780,8 +809,8 @@ impl Agent {
     /// parent's `metadata` (saved with the run's first commit); an idle one starts its run; one
     /// awaiting undecided items is returned suspended as it is; a decided or interrupted one is
     /// resumed; one whose run ended is returned finished, as its state tells (the answer only if
-    /// the history ends with one, and the finish reason it saved). Returns the state the worker
-    /// was left in too.
+    /// the history ends with one, the finish reason and the error it saved). Returns the state
+    /// the worker was left in too.
     ///
     /// # Errors
     /// As [`run`](Self::run) and [`resume`](Self::resume).
@@ -828,7 +857,9 @@ impl Agent {
                     // The answer only if the history ends with one (an empty answer is not
                     // recorded: the last assistant message may be a tool call's preamble).
                     final_text: final_answer_text(&state.messages),
-                    error: None,
+                    // The error that ended it, as the run reported it (`None` in states saved
+                    // before it was kept: the status alone then answers).
+                    error: state.run_error.clone(),
                     usage: state.usage,
                     // As the run reported it (`None` in states saved before it was kept: the
                     // results it ended on then stand).
@@ -836,6 +867,30 @@ impl Agent {
                 };
                 Ok((outcome, state))
             }
+        }
+    }
+
+    /// The parent of a worker session (`state`'s [`AgentState::delegation`]) while that parent
+    /// exists: the session that owns the worker (it deletes it with itself, and the worker's
+    /// metadata is the copy its delegation started with). `None` for other sessions, and for a
+    /// worker whose parent is gone.
+    pub(super) async fn owning_parent(
+        &self,
+        state: Option<&AgentState>,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(delegation) = state.and_then(|s| s.delegation.as_ref()) else { return Ok(None) };
+        let parent = &delegation.parent_session;
+        Ok(self.store.exists(parent).await?.then(|| parent.clone()))
+    }
+
+    /// `session_not_found` when the session does not exist, asked before a call that acts only
+    /// on an existing session takes its lease: such a call on a missing session leaves nothing on
+    /// disk (a lease may create a lock file). The call checks again under its lease.
+    async fn check_exists(&self, session_id: &str) -> Result<(), AgentError> {
+        if self.store.exists(session_id).await? {
+            Ok(())
+        } else {
+            Err(AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}")))
         }
     }
 
@@ -894,6 +949,7 @@ impl Agent {
         approval_id: &str,
         decision: &UserDecision,
     ) -> Result<PendingApprovalBatch, AgentError> {
+        self.check_exists(session_id).await?;
         let decided = self.decide(session_id, approval_id, decision, false).await?;
         decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))
     }
@@ -1031,6 +1087,9 @@ struct Run<'a> {
     // started or resumed itself. A worker's run under a delegating call is not (its batch is
     // announced once, by the parent that mirrors it).
     announces_approvals: bool,
+    // The approval ids of worker batches this run found frozen and announced already (by the
+    // app's own resume of the worker session): a mirror of them is not announced again.
+    announced_elsewhere: HashSet<String>,
 }
 
 impl<'a> Run<'a> {
@@ -1048,6 +1107,7 @@ impl<'a> Run<'a> {
             finish_reason: None,
             batch_usage: None,
             announces_approvals: agent.depth() == 0,
+            announced_elsewhere: HashSet::new(),
         }
     }
 
@@ -1373,18 +1433,46 @@ impl<'a> Run<'a> {
 
     /// Freezes the batch: persisted first, then `ApprovalRequired`, then suspended.
     async fn freeze(&mut self, batch: PendingApprovalBatch) -> Result<Flow, AgentError> {
-        self.record(StateEvent::ApprovalRequested { batch: batch.clone() });
+        // A mirror of a worker batch the app's own resume of the worker announced already.
+        let announced = batch.worker_session.is_some()
+            && !batch.items.is_empty()
+            && batch.items.iter().all(|i| self.announced_elsewhere.contains(&i.approval_id));
+        self.record(StateEvent::ApprovalRequested { batch: batch.clone(), announced });
         self.persist(true).await?;
+        // Every run that suspends ends its events with it (the app reads its outcome there).
         self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
-        // A worker's batch is announced once, by the parent that mirrors it (with its
-        // `worker_session`): hooks are shared with workers and would hear it twice. A worker
-        // session the app resumed itself announces its own (the app's call waits on it).
-        if self.announces_approvals {
+        // A batch is announced to the hooks once: a worker's by the parent that mirrors it (with
+        // its `worker_session`), as hooks are shared with workers and would hear it twice; a
+        // worker session the app resumed itself announces its own (the app's call waits on it),
+        // and its parent, finding it frozen on that batch later, does not again.
+        if self.announces_approvals && !announced {
             let (s, r, round) = self.ids();
             let ctx = HookContext { session_id: &s, run_id: &r, round };
             self.notify(self.hooks.on_approval_required(&ctx, &batch)).await;
+            if self.state.delegation.is_some() {
+                self.save_announced(&batch).await;
+            }
         }
         Ok(Flow::Done(RunOutcome::Suspended { batch }))
+    }
+
+    /// Saves that a worker session's frozen batch was announced (after the hooks were told, so a
+    /// crash before leaves it to the parent to announce: never lost, twice only after a crash).
+    /// A failure is logged: the batch stands, and the parent may announce it again.
+    async fn save_announced(&mut self, batch: &PendingApprovalBatch) {
+        if !self.unsaved.is_empty() {
+            // Unreachable: the freeze's save is forced. Its events go first, or not this one.
+            return;
+        }
+        let event = StateEvent::ApprovalRequested { batch: batch.clone(), announced: true };
+        let mut saved = self.state.clone();
+        saved.apply(&event);
+        match self.agent.store.commit(&saved, std::slice::from_ref(&event)).await {
+            Ok(()) => self.state = saved,
+            Err(e) => {
+                log::warn!("arkagent: that a worker's frozen batch was announced could not be saved: {e}")
+            }
+        }
     }
 
     /// A fully decided frozen batch: all approved -> its steps run; any denied -> nothing runs.
@@ -1575,7 +1663,8 @@ impl<'a> Run<'a> {
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
-                        match self.worker_awaiting(&batch_call_id, &call, frozen).await {
+                        let announced = report.as_ref().is_some_and(|r| r.announced);
+                        match self.worker_awaiting(&batch_call_id, &call, frozen, announced).await {
                             // The call stays `started`: it runs again once the user decided.
                             Some(mirror) => {
                                 waiting.get_or_insert(mirror);
@@ -1741,17 +1830,24 @@ impl<'a> Run<'a> {
     /// the one its session holds. `None` when there is no undecided batch (the error then becomes
     /// the call's result, as any tool error does).
     async fn worker_awaiting(
-        &self,
+        &mut self,
         batch_call_id: &str,
         call: &ToolCall,
         frozen: Option<PendingApprovalBatch>,
+        announced: bool,
     ) -> Option<PendingApprovalBatch> {
         let worker = self.worker_of(batch_call_id, call)?;
-        let frozen = match frozen {
-            Some(batch) => Some(batch),
-            None => self.agent.read_worker(&worker).await.and_then(|s| s.pending_approval),
+        let (frozen, announced) = match frozen {
+            Some(batch) => (Some(batch), announced),
+            None => match self.agent.read_worker(&worker).await {
+                Some(s) => (s.pending_approval, s.approval_announced),
+                None => (None, false),
+            },
         };
         let batch = frozen.filter(|b| !b.is_fully_decided())?;
+        if announced {
+            self.announced_elsewhere.extend(batch.items.iter().map(|i| i.approval_id.clone()));
+        }
         Some(PendingApprovalBatch {
             batch_id: uuid::Uuid::new_v4().to_string(),
             run_id: self.run_id(),
@@ -1835,10 +1931,15 @@ impl<'a> Run<'a> {
             // by the next run's repair, as for any ended run.
             self.record(StateEvent::ApprovalCleared);
         }
-        // The finish reason is saved with the status, so the session tells it after the run (a
-        // worker found completed when its delegating call runs again answers as it did live).
+        // The finish reason and the error are saved with the status, so the session tells them
+        // after the run (a worker found ended when its delegating call runs again answers as it
+        // did live).
         let finish_reason = self.finish_reason.clone();
-        self.record(StateEvent::StatusChanged { status, finish_reason: finish_reason.clone() });
+        self.record(StateEvent::StatusChanged {
+            status,
+            finish_reason: finish_reason.clone(),
+            error: error.clone(),
+        });
         self.persist(true).await?;
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };

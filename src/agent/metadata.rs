@@ -14,7 +14,12 @@
 //!   does: an app sets the user's id before the session's first run.
 //! - A worker of `delegate_task` acts for the same user: its new session starts with a copy of
 //!   the parent's metadata, saved with the worker's first commit (`MetadataSet` events recorded
-//!   before its run starts, see `Agent::run_worker`); later changes to either are their own.
+//!   before its run starts, see `Agent::run_worker`). A later change of the parent's does not
+//!   reach a worker already started (it ran, or froze, for the task as delegated). A change on
+//!   the worker session itself is refused with `invalid_state` naming the parent, while the
+//!   parent exists: a worker frozen on a dangerous call would otherwise run it, once approved
+//!   through its parent, for another user than the one its task was delegated for. A worker
+//!   whose parent is gone is an ordinary session here.
 
 use super::driver::Agent;
 use crate::error::{codes, AgentError};
@@ -30,7 +35,9 @@ impl Agent {
     ///
     /// Refused while the session is held: a run, resume, decision or deletion of this agent on
     /// it, or another agent or process writing it (its lease). Nothing is written then; set it
-    /// again once the run is over. A session suspended for approval is not held.
+    /// again once the run is over. A session suspended for approval is not held. Refused on a
+    /// worker session of a `delegate_task` call while its parent session exists (see the module
+    /// docs): set it on the parent.
     ///
     /// Limits (see [`crate::state::metadata`]): a key of 1 to 128 bytes without control
     /// characters; a value of at most 64 KiB of compact JSON and 64 levels; at most 256 KiB for
@@ -39,11 +46,16 @@ impl Agent {
     /// # Errors
     /// `session_id_invalid`, `metadata_key_invalid`, `json_too_deep` and `json_too_large` (the
     /// value), `metadata_too_large` (the whole metadata), `session_busy`, the store's errors
-    /// (`state_io`, `state_corrupt`, `state_version_unsupported`).
+    /// (`state_io`, `state_corrupt`, `state_version_unsupported`), `invalid_state` (a worker
+    /// session whose parent exists, naming it; nothing written).
     pub async fn set_metadata(&self, session_id: &str, key: &str, value: Value) -> Result<(), AgentError> {
         validate_session_id(session_id)?;
         // The cheap checks first, so a bad key costs no I/O and takes no lock.
         check_metadata_entry(&Default::default(), key, &value)?;
+        if value.is_null() && !self.store().exists(session_id).await? {
+            // Nothing to remove, and nothing is created for it (a session, a lease's lock file).
+            return Ok(());
+        }
         let lock = self.session_lock(session_id);
         let Ok(_guard) = lock.try_lock() else {
             return Err(AgentError::of(
@@ -57,8 +69,18 @@ impl Agent {
         let _lease = self.store().lease(session_id).await?;
         // As stored, without the in-memory pairing repair: this commit adds one event to what is
         // on disk and must not make a repair durable that a later `resume` would do differently.
-        let mut state =
-            self.store().load_unrepaired(session_id).await?.unwrap_or_else(|| AgentState::new(session_id));
+        let loaded = self.store().load_unrepaired(session_id).await?;
+        if let Some(parent) = self.owning_parent(loaded.as_ref()).await? {
+            return Err(AgentError::of(
+                codes::INVALID_STATE,
+                format!(
+                    "session {session_id} is the worker of a delegation by session {parent}: its \
+                     metadata is the copy of the parent's its task was delegated with; set it on \
+                     session {parent} (its next delegations start with it)"
+                ),
+            ));
+        }
+        let mut state = loaded.unwrap_or_else(|| AgentState::new(session_id));
         if value.is_null() && !state.metadata.contains_key(key) {
             // Nothing to remove: nothing is written (and no session is created for it).
             return Ok(());

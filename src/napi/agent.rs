@@ -441,7 +441,8 @@ impl JsAgent {
     /// # Errors
     /// Rejects with `json_invalid`, `json_too_deep`, `json_too_large` (the value),
     /// `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run holds the session),
-    /// `session_id_invalid` or a persistence error.
+    /// `invalid_state` (a worker session whose parent exists), `session_id_invalid` or a
+    /// persistence error.
     #[napi]
     pub fn set_metadata<'env>(
         &self,
@@ -494,6 +495,7 @@ impl JsAgent {
     ///
     /// # Errors
     /// Rejects with `session_busy` (the session is running here or being written elsewhere),
+    /// `invalid_state` (a worker session whose parent exists: delete the parent),
     /// `session_id_invalid` or a persistence error.
     #[napi]
     pub fn delete_session<'env>(

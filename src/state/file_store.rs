@@ -30,9 +30,18 @@
 //! Concurrent calls on one session through one store are serialised by a per-session lock. Across
 //! stores and processes, a writer takes a [lease](StateStore::lease): an exclusive `flock` of
 //! `..locks/<session id>` under the root (a name no session id can take, since ids never contain
-//! `..`; lock files are never deleted, so two writers can never hold locks on two different files).
-//! A second lease fails at once with `session_busy`; the kernel releases a lease whose process
-//! died. The lock file is opened close-on-exec, but a process started while a lease is held still
+//! `..`). A second lease fails at once with `session_busy`; the kernel releases a lease whose
+//! process died.
+//!
+//! A lease dropped while its session does not exist (it never came to exist, or it was deleted
+//! under the lease) removes its lock file, so reads, refused calls and deletions leave no lock
+//! file behind. Two writers still never hold locks on two different files: a lock file is
+//! removed only by the lease that holds its lock, before that lock is released, and a lease is
+//! granted only when, once locked, its file is still the one the path names (a lease that
+//! locked a file its holder removed meanwhile opens the path again). Versions before this one
+//! never check that, so processes of an older and a newer version must not share a root.
+//! [`StateStore::exists`] reads without any lease (the runtime asks it before a call that acts
+//! only on an existing session), so a call on a session that does not exist creates nothing. The lock file is opened close-on-exec, but a process started while a lease is held still
 //! shares the lock between its fork and its exec (a child that forks without exec, for as long as
 //! it lives). On taking a lease, the store checks that the journal it keeps open is still the
 //! session's newest and that nobody appended to it; otherwise it reopens the session at its next
@@ -255,6 +264,17 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
     Err(AgentError::of(codes::STATE_CORRUPT, format!("no good snapshot in {}: {cause}", dir.display())))
 }
 
+/// Whether anything of a session is on disk: its directory (which may hold no state a load
+/// reads, e.g. what a first commit cut short left). Never writes.
+fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err("cannot open", dir, e)),
+    }
+}
+
 /// Writes generation `gen` with `payload` as its snapshot and an empty journal, then prunes the
 /// generations before `gen - 1`, temp files and a version-1 `state.json`.
 fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, AgentError> {
@@ -407,6 +427,94 @@ impl Writer {
     }
 }
 
+/// How many times a lease tries again when the lock file it locked was removed (and maybe made
+/// again) by the holder it waited behind, before it gives up with `session_busy`.
+const LOCK_ATTEMPTS: usize = 16;
+
+/// A held lease's lock file (see "Writers" in the module docs): locked, and still the file its
+/// path names. When dropped while the session does not exist (it never came to exist, or it was
+/// deleted under this lease), the lock file is removed before the lock is released.
+#[derive(Debug)]
+struct SessionLock {
+    // Held, not read: closing it releases the lock.
+    #[allow(dead_code)]
+    file: File,
+    path: PathBuf,
+    session_dir: PathBuf,
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        // Removed only while locked: a lease that locked this file meanwhile finds its path gone
+        // (or naming a newer file) and tries again, so no two leases ever hold two different
+        // files. A lock file left (the removal failed) is harmless: the next lease uses it.
+        // A stat (and an unlink) on the thread that drops the lease: not worth a blocking task,
+        // and the lease must be released when the drop returns (a caller takes it again next).
+        if matches!(fs::symlink_metadata(&self.session_dir), Err(e) if e.kind() == io::ErrorKind::NotFound) {
+            let _ = fs::remove_file(&self.path);
+        }
+        // Then `file` is closed, which releases the lock.
+    }
+}
+
+/// Whether `file` (locked) is still the file at `path`: a lease's holder removes the lock file
+/// of a session that does not exist before it releases its lock (see [`SessionLock`]), so a lock
+/// taken on a file opened before that removal holds nothing.
+fn is_current_lock(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(open), Ok(named)) => (open.dev(), open.ino()) == (named.dev(), named.ino()),
+        _ => false,
+    }
+}
+
+/// Takes the lease lock of session `id` at `path` (in `dir`, created if needed): `None` on a file
+/// system without locks.
+fn lock_session(
+    dir: &Path,
+    path: PathBuf,
+    session_dir: PathBuf,
+    id: &str,
+) -> Result<Option<SessionLock>, AgentError> {
+    let busy = || {
+        AgentError::of(
+            codes::SESSION_BUSY,
+            format!(
+                "session {id} is being written by another agent or process; try again when it has finished"
+            ),
+        )
+    };
+    fs::create_dir_all(dir).map_err(|e| io_err("cannot create", dir, e))?;
+    for _ in 0..LOCK_ATTEMPTS {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| io_err("cannot open", &path, e))?;
+        match file.try_lock() {
+            Ok(()) if is_current_lock(&file, &path) => {
+                return Ok(Some(SessionLock { file, path, session_dir }));
+            }
+            // The holder it waited behind removed the file: try again on the current one.
+            Ok(()) => continue,
+            Err(std::fs::TryLockError::WouldBlock) => return Err(busy()),
+            // A file system without locks: the per-store lock still serialises this store.
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+                log::warn!(
+                    "arkagent: {} cannot be locked ({e}); sessions are not guarded across stores",
+                    path.display()
+                );
+                return Ok(None);
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &path, e)),
+        }
+    }
+    // Other leases keep taking and removing the file: as busy as a held lease.
+    Err(busy())
+}
+
 impl FileStore {
     /// A store under `root` with default options. Nothing is touched until the first commit (which
     /// creates `root` if needed).
@@ -483,6 +591,11 @@ impl StateStore for FileStore {
         Ok(scan.map(|s| s.state))
     }
 
+    async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
+        let dir = self.session_dir(session_id)?;
+        tokio::task::spawn_blocking(move || session_on_disk(&dir)).await.map_err(join_error)?
+    }
+
     async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
         let dir = self.session_dir(&state.session_id)?;
         let slot = self.slot(&state.session_id);
@@ -553,32 +666,11 @@ impl StateStore for FileStore {
         validate_session_id(session_id)?;
         let dir = self.root.join(LOCK_DIR);
         let path = dir.join(session_id);
+        let session_dir = self.root.join(session_id);
         let id = session_id.to_string();
-        let lock = tokio::task::spawn_blocking(move || -> Result<Option<File>, AgentError> {
-            fs::create_dir_all(&dir).map_err(|e| io_err("cannot create", &dir, e))?;
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(|e| io_err("cannot open", &path, e))?;
-            match file.try_lock() {
-                Ok(()) => Ok(Some(file)),
-                Err(std::fs::TryLockError::WouldBlock) => Err(AgentError::of(
-                    codes::SESSION_BUSY,
-                    format!("session {id} is being written by another agent or process; try again when it has finished"),
-                )),
-                // A file system without locks: the per-store lock still serialises this store.
-                Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
-                    log::warn!("arkagent: {} cannot be locked ({e}); sessions are not guarded across stores", path.display());
-                    Ok(None)
-                }
-                Err(std::fs::TryLockError::Error(e)) => Err(io_err("cannot lock", &path, e)),
-            }
-        })
-        .await
-        .map_err(join_error)??;
+        let lock = tokio::task::spawn_blocking(move || lock_session(&dir, path, session_dir, &id))
+            .await
+            .map_err(join_error)??;
         // Another writer may have changed the session since this store last wrote it.
         let slot = self.slot(session_id);
         let mut guard = slot.lock_owned().await;
@@ -612,5 +704,36 @@ impl StateStore for FileStore {
         })
         .await
         .map_err(join_error)?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_taken_on_a_file_its_holder_removed_is_retaken_on_the_current_one() {
+        let root = tempfile::tempdir().unwrap();
+        let locks = root.path().join(LOCK_DIR);
+        let path = locks.join("s");
+        let session_dir = root.path().join("s");
+        let first = lock_session(&locks, path.clone(), session_dir.clone(), "s").unwrap().unwrap();
+        assert!(is_current_lock(&first.file, &path));
+        // Another lease opened the file before the first one dropped, and locks it after.
+        let stale = File::open(&path).unwrap();
+        assert!(matches!(stale.try_lock(), Err(std::fs::TryLockError::WouldBlock)));
+        drop(first);
+        assert!(!path.exists(), "the session does not exist: its lock file went with the lease");
+        stale.try_lock().unwrap();
+        assert!(!is_current_lock(&stale, &path), "a removed file holds nothing");
+        // A lease now locks the file its path names, though the stale lock is still held.
+        let second = lock_session(&locks, path.clone(), session_dir.clone(), "s").unwrap().unwrap();
+        assert!(is_current_lock(&second.file, &path));
+        let e = lock_session(&locks, path.clone(), session_dir.clone(), "s").unwrap_err();
+        assert_eq!(e.code, codes::SESSION_BUSY);
+        // A session that exists keeps its lock file.
+        fs::create_dir(&session_dir).unwrap();
+        drop(second);
+        assert!(path.is_file());
     }
 }

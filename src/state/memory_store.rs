@@ -70,6 +70,11 @@ impl StateStore for MemoryStore {
         Ok(self.lock().get(session_id).cloned())
     }
 
+    async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
+        validate_session_id(session_id)?;
+        Ok(self.lock().contains_key(session_id))
+    }
+
     async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
         validate_session_id(&state.session_id)?;
         let mut sessions = self.lock();

@@ -30,6 +30,13 @@
 //! The current [`AgentState`] (snake_case, `schema_version`), written as a
 //! checksummed snapshot plus a journal. Version 2 adds the pending approval batch, the tool-run
 //! records and the loop detector's window; migrating from 1 leaves them empty.
+//!
+//! Fields added to version 2 later are optional and need no step: a state or a journal record
+//! saved before one existed reads it as absent, and a reader that predates it ignores it (states
+//! and events are read without refusing unknown fields). So far: the run's `finish_reason`, its
+//! `run_error` (and `StatusChanged`'s `finish_reason` and `error`), `delegation`, `workers`,
+//! `stop_requested`, `turn_question` and `approval_announced` (with `ApprovalRequested`'s
+//! `announced`).
 
 use super::{AgentState, SCHEMA_VERSION};
 use crate::error::{codes, AgentError};

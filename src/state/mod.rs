@@ -122,6 +122,14 @@ pub struct AgentState {
     /// The frozen batch, while awaiting approval (and while its calls run after approval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_approval: Option<PendingApprovalBatch>,
+    /// For a worker session: the items of its frozen batch were announced to the hooks'
+    /// `on_approval_required` already (by a resume the app made on the worker session itself,
+    /// saved once the hooks were told; or by the session below whose batch it mirrors), so a
+    /// parent that finds it frozen and mirrors the batch does not announce it again. False for a
+    /// batch frozen inside a delegating call (the parent announces it), with no batch, and in
+    /// states saved before it existed (the parent then announces, as it did).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval_announced: bool,
     /// Calls of the current batch that started or finished, by call id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_runs: BTreeMap<String, ToolRunRecord>,
@@ -156,6 +164,14 @@ pub struct AgentState {
     /// existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The error that ended the last run (failed, aborted, ...), as its outcome
+    /// ([`RunOutcome::Finished`](crate::agent::RunOutcome::Finished)'s `error`) and its
+    /// `RunFinished` event reported it (its code, layer and message), so a session read after its
+    /// run tells why it ended: a worker found failed when its delegating call runs again (after a
+    /// crash) answers its parent with this error, as the live run did. `None` while a run goes
+    /// on, for a run that ended without one, and in states saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_error: Option<AgentError>,
     /// For the session of a worker (a `delegate_task` call's): the session that delegated and the
     /// worker's depth, recorded with its first run ([`StateEvent::RunStarted`]'s `delegation`).
     /// The runtime runs such a session as its delegation does, also when the app resumes it
@@ -186,6 +202,7 @@ impl AgentState {
             run_id: None,
             round: 0,
             pending_approval: None,
+            approval_announced: false,
             tool_runs: BTreeMap::new(),
             loop_window: Vec::new(),
             usage: Usage::default(),
@@ -193,6 +210,7 @@ impl AgentState {
             stop_requested: false,
             turn_question: None,
             finish_reason: None,
+            run_error: None,
             delegation: None,
         }
     }
@@ -235,6 +253,11 @@ pub enum StateEvent {
     ApprovalRequested {
         /// The batch.
         batch: PendingApprovalBatch,
+        /// Its items were announced to the hooks' `on_approval_required`
+        /// ([`AgentState::approval_announced`]). Absent when false, so the record reads as it did
+        /// before the field existed (and readers that predate it ignore it).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        announced: bool,
     },
     /// One pending item was decided.
     ApprovalDecided {
@@ -297,6 +320,11 @@ pub enum StateEvent {
         /// did before the field existed (and readers that predate it ignore it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
+        /// For the status a run ends in: the error that ended it ([`AgentState::run_error`]), as
+        /// the run's outcome reported it. Absent when there is none, so the record reads as it
+        /// did before the field existed (and readers that predate it ignore it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<AgentError>,
     },
     /// App metadata set (`Agent::set_metadata`): the key now has this value; `null` removes the
     /// key (a reader that predates removals keeps it with a null value, which a tool reads the
@@ -331,6 +359,20 @@ pub trait StateStore: Send + Sync {
     /// As [`load`](StateStore::load).
     async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
         self.load(session_id).await
+    }
+
+    /// Whether the store holds anything of the session, without reading or writing it: `false`
+    /// means [`load`](StateStore::load) finds nothing and [`delete`](StateStore::delete) has
+    /// nothing to remove (`true` does not promise a state: a [`FileStore`] answers for the
+    /// session's directory, which may hold only what a first commit cut short left). The runtime
+    /// asks it before taking a [lease](StateStore::lease) for a call that only acts on an
+    /// existing session, so a call on a session that does not exist leaves nothing behind (a
+    /// lease may create a lock file). The default loads the session.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io` (and the errors of `load` for the default).
+    async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
+        Ok(self.load_unrepaired(session_id).await?.is_some())
     }
 
     /// Durably records events that were applied to `state` (which is the state after them), in one
@@ -402,6 +444,7 @@ impl AgentState {
                 }
                 self.stop_requested = false;
                 self.finish_reason = None;
+                self.run_error = None;
                 // The run's input is the next user message.
                 self.turn_question =
                     Some(self.messages.iter().filter(|m| matches!(m, ChatMessage::User { .. })).count());
@@ -414,8 +457,9 @@ impl AgentState {
             }
             StateEvent::RoundStarted { round } => self.round = *round,
             StateEvent::MessageAppended { message } => self.messages.push(message.clone()),
-            StateEvent::ApprovalRequested { batch } => {
+            StateEvent::ApprovalRequested { batch, announced } => {
                 self.pending_approval = Some(batch.clone());
+                self.approval_announced = *announced;
                 self.status = RunStatus::AwaitingApproval;
             }
             StateEvent::ApprovalDecided { approval_id, decision, deny_reason, decided_at_ms } => {
@@ -427,7 +471,10 @@ impl AgentState {
                     }
                 }
             }
-            StateEvent::ApprovalCleared => self.pending_approval = None,
+            StateEvent::ApprovalCleared => {
+                self.pending_approval = None;
+                self.approval_announced = false;
+            }
             StateEvent::ToolStarted { call_id, name, worker_session } => {
                 self.tool_runs.insert(call_id.clone(), ToolRunRecord::Started { name: name.clone() });
                 if let Some(worker) = worker_session {
@@ -448,10 +495,11 @@ impl AgentState {
             }
             StateEvent::LoopWindow { window } => self.loop_window = window.clone(),
             StateEvent::UsageAdded { usage } => self.usage.add(usage),
-            StateEvent::StatusChanged { status, finish_reason } => {
+            StateEvent::StatusChanged { status, finish_reason, error } => {
                 self.status = *status;
                 self.stop_requested = false;
                 self.finish_reason = finish_reason.clone();
+                self.run_error = error.clone();
             }
             StateEvent::MetadataSet { key, value } => {
                 if value.is_null() {

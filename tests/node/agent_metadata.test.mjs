@@ -4,7 +4,7 @@
 // arguments are coded errors, and a run holding the session makes it reject with session_busy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
@@ -55,6 +55,8 @@ test("'null' removes a key; the metadata is durable in stateDir across a new Age
   // Removing from a session that does not exist creates nothing.
   await first.setMetadata('ghost', 'userId', 'null');
   assert.equal(await first.stateJson('ghost'), null);
+  assert.equal(existsSync(join(dir, 'ghost')), false);
+  assert.equal(existsSync(join(dir, '..locks', 'ghost')), false, 'not even a lock file');
 
   const { agent, seen } = whoamiAgent({ stateDir: dir });
   assert.deepEqual(JSON.parse(await agent.stateJson('s')).metadata, { userId: 'u-7' });

@@ -46,6 +46,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         stop_requested: false,
                         dismissed: None,
                     },
+                    announced: false,
                 },
             ]
         }
@@ -60,7 +61,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                 deny_reason: (k.is_multiple_of(3)).then(|| "no".to_string()),
                 decided_at_ms: k * 10,
             },
-            StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None },
+            StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
         ],
         3 => vec![StateEvent::ToolStarted {
             call_id: format!("call-{}", k - 2),
@@ -91,7 +92,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
             StateEvent::RoundStarted { round: 2 },
             StateEvent::MessageAppended { message: ChatMessage::assistant_text(format!("done {k}")) },
             StateEvent::LoopWindow { window: vec![format!("sig-{k}")] },
-            StateEvent::StatusChanged { status: RunStatus::Completed, finish_reason: None },
+            StateEvent::StatusChanged { status: RunStatus::Completed, finish_reason: None, error: None },
         ],
     };
     ev.push(StateEvent::UsageAdded {

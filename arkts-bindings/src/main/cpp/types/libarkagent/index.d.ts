@@ -448,18 +448,23 @@ export declare class Agent {
    * Sets one key of a session's app metadata (e.g. userId) to a JSON value given as text, or removes
    * the key when valueJson is 'null'; resolves once durable. Executors read it from the next run on in
    * context.metadataJson (ReadonlyAgentState.metadata); stateJson shows it. A missing session is
-   * created (idle, no messages); removing a key that is not there creates no session and writes no
-   * state (only the session's lock file under stateDir/..locks). Limits: a key of 1 to 128 bytes
+   * created (idle, no messages); removing a key that is not there creates no session and writes
+   * nothing. Limits: a key of 1 to 128 bytes
    * without control characters; a value of at most 65536 bytes of compact JSON and 64 levels;
    * 262144 bytes for the whole metadata.
    * Rejects with metadata_key_invalid, json_invalid / json_too_deep / json_too_large (the value),
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
-   * session (this Agent or another process; nothing is written: set it again once the run is over).
-   * A session suspended for approval is not held.
+   * session (this Agent or another process; nothing is written: set it again once the run is over),
+   * or invalid_state on a sub-agent's worker session whose parent session exists (set it on the
+   * parent; nothing is written). A session suspended for approval is not held.
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */
   pendingApprovalJson(sessionId: string): Promise<string | null>;
-  /** Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it existed. Rejects with session_busy while it is being run (cancel first). */
+  /**
+   * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
+   * existed (a missing session is not touched). Rejects with session_busy while it is being run
+   * (cancel first), invalid_state for a worker session whose parent session exists (delete the parent).
+   */
   deleteSession(sessionId: string): Promise<boolean>;
 }

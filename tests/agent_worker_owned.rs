@@ -1,0 +1,86 @@
+//! A worker session (a `delegate_task` call's) belongs to the session that delegated: the app
+//! deletes it with its parent, and its metadata is the copy its delegation started with. So
+//! `delete_session` and `set_metadata` on a worker session directly are refused with
+//! `invalid_state` naming the parent session, before anything is written, while that parent
+//! exists: a worker deleted under a parent frozen on its batch would be run again from scratch
+//! by the parent's resume, and a worker's metadata changed apart from its parent's would run its
+//! approved calls for another user than the one the task was delegated for. A worker whose parent
+//! is gone (an orphan) is deleted as any session.
+
+#[path = "support/delegation.rs"]
+mod delegation;
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::state::{FileStore, RunStatus, StateStore, LOCK_DIR};
+use arkagent::CancellationSignal;
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use support::{answer, calls, MemStore, Script};
+
+fn none() -> CancellationSignal {
+    CancellationSignal::new()
+}
+
+/// The parent delegates, the worker asks for the dangerous `clear_baking_cache`, answers
+/// `worker done` once it ran, and the parent answers `parent done`.
+fn script() -> Vec<arkagent::provider::ModelResponse> {
+    vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"clear"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("worker done"),
+        answer("parent done"),
+    ]
+}
+
+#[tokio::test]
+async fn a_worker_session_is_not_deleted_nor_changed_apart_from_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent = delegation::agent(Arc::new(Script::new(script())), store.clone(), &cleared, 1);
+    agent.set_metadata("parent", "userId", json!("u-1")).await.unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    let before = store.load(&worker).await.unwrap().unwrap();
+
+    let e = agent.delete_session(&worker).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+    assert!(e.message.contains("parent") && e.message.contains("delete"), "names the parent: {e}");
+    let e = agent.set_metadata(&worker, "userId", json!("u-2")).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+    assert!(e.message.contains("parent"), "{e}");
+    let e = agent.set_metadata(&worker, "userId", serde_json::Value::Null).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+    // Nothing was written: the worker is as it was, with its parent's metadata.
+    assert_eq!(store.load(&worker).await.unwrap().unwrap(), before);
+    assert_eq!(before.metadata.get("userId"), Some(&json!("u-1")));
+
+    // The parent still settles: the approved call runs once, in the worker it froze.
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    // Over, the worker still belongs to its parent: deleted with it, not apart.
+    assert_eq!(agent.delete_session(&worker).await.unwrap_err().code, "invalid_state");
+    assert!(agent.delete_session("parent").await.unwrap());
+    assert_eq!(store.load(&worker).await.unwrap(), None);
+    assert!(!dir.path().join(LOCK_DIR).join(&worker).exists(), "no lock file left");
+}
+
+#[tokio::test]
+async fn a_worker_whose_parent_is_gone_is_deleted_as_any_session() {
+    let store = Arc::new(MemStore::new());
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent = delegation::agent(Arc::new(Script::new(script())), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    // The parent's state is gone (removed from the store itself, not by `delete_session`).
+    assert!(store.delete("parent").await.unwrap());
+    assert!(agent.delete_session(&worker).await.unwrap());
+    assert_eq!(store.load(&worker).await.unwrap(), None);
+}
