@@ -15,8 +15,17 @@
 //! - the [`shield`] itself: a panic there refuses the call the same way;
 //! - every reply (the closure given to `call_with_return_value`) first takes the refusal, if any
 //!   ([`in_reply`]), then runs under a guard; in [`call_js`], so do the `then`/`catch` attached to
-//!   a returned Promise. A refusal or a panic is the call's [`CallFailure::Binding`], sent at once:
-//!   the waiting side never waits for an answer that cannot come.
+//!   a returned Promise. There a refusal or a panic is the call's [`CallFailure::Binding`], sent at
+//!   once: the waiting side never waits for an answer that cannot come (the listener's and
+//!   `onCancel`'s replies, which nothing waits on but the event's delivery, log it instead).
+//!
+//! A refusal only lives between the two: napi-ohos makes the arguments, calls the shield and runs
+//! the reply in one callback, and every call of a [`JsFn`] is made with a reply
+//! (`call_with_return_value`: a bare `call` would leave its refusal to the next call's reply);
+//! while it is pending no app code runs (the shield does not call the function), so nothing can
+//! call back into the module, and no later call can find it. Only [`call_args`] makes a
+//! [`JsArgs`] (its field is private), and it refuses an empty one: a call without arguments is
+//! always a refused one.
 
 use napi_ohos::bindgen_prelude::{
     FromNapiValue, Function, JsValue, JsValuesTupleIntoVec, PromiseRaw, ToNapiValue, Unknown,

@@ -18,12 +18,13 @@
 //! Each method may answer directly or with a Promise; `undefined` means "no change". Every call is
 //! awaited up to the hook timeout (notifications too, so they happen in step with the run).
 //!
-//! Failures are contained: a `beforeToolCall` that throws, rejects, times out or answers a wrong
-//! shape denies the call with a `hook_failed` result (fail closed); an `afterToolCall` that fails
-//! ends the run with `hook_failed`, as a panicking Rust hook does (a hook that filters results
-//! must not let an unfiltered one reach the model by failing); a `beforePersistState` that fails
-//! lets the save happen (saving is the safe side); a notification that fails is ignored. Each
-//! failure is logged as a warning.
+//! Failures are contained: a `beforeToolCall` that throws, rejects, times out, answers a wrong
+//! shape or fails in the binding on the JS thread (a panic caught there: `callback`) denies the
+//! call with a `hook_failed` result (fail closed); an `afterToolCall` that fails ends the run with
+//! `hook_failed`, as a panicking Rust hook does (a hook that filters results must not let an
+//! unfiltered one reach the model by failing); a `beforePersistState` that fails lets the save
+//! happen (saving is the safe side); a notification that fails is ignored. Each failure is logged
+//! as a warning.
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
 use super::dto::{status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject};

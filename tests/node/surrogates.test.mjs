@@ -101,3 +101,12 @@ test("a ToolRegistry refuses them in tool names, a call's id and name, and execu
   assert.deepEqual(ok.contents, [{ type: 'text', text: 's\uFFFD|c\uD83D\uDE00|b\u00E9' }]);
   assert.deepEqual(registry.names(), ['t']);
 });
+
+test('a real U+FFFD does not hide a lone surrogate elsewhere in the same id', async () => {
+  const agent = scriptedAgent();
+  // The text napi reads holds U+FFFD twice: the real one and the lone surrogate's.
+  refused(() => agent.stateJson('\uFFFDa\uD800'), 'sessionId', /\\uD800 at index 2/);
+  refused(() => agent.stateJson('a\uDC00b\uFFFD'), 'sessionId', /\\uDC00 at index 1/);
+  refused(() => agent.setMetadata('s', '\uFFFD\uFFFD\uDBFF', '1'), 'key', /\\uDBFF at index 2/);
+  assert.equal(await agent.stateJson('\uFFFDa\uFFFD'), null);
+});

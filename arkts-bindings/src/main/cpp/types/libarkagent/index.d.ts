@@ -5,8 +5,12 @@
  *
  * Errors: every failure is an Error with two extra string properties, `code` (the stable
  * snake_case code of src/error.rs) and `layer` (config, decode, tool, cancelled, runtime,
- * provider, persistence, internal). A Rust panic becomes code `internal_panic`. An argument of the
- * wrong type or shape (a missing field, a string where a function is expected, an instance of
+ * provider, persistence, internal). A Rust panic becomes code `internal_panic`; one in the module
+ * while it calls an app function (an executor, a hook, the policy, the listener, an onCancel
+ * callback) is a failure of that call instead, handled as a throw of the function would be (an
+ * executor's tool_execution_failed, a beforeToolCall's or afterToolCall's hook_failed, the policy's
+ * fail-closed confirmation, a dropped event; tests/node/panic_js_thread.test.mjs). An argument of
+ * the wrong type or shape (a missing field, a string where a function is expected, an instance of
  * another class) is refused before the call does anything, with code `argument_invalid` (layer
  * config); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
  * So is an id holding a lone UTF-16 surrogate (a session id, an approval id, a metadata key, a tool
