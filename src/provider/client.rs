@@ -2,7 +2,8 @@
 //! keep-alive; HTTP/2 by ALPN and gzip with the cargo features `http2` and `gzip`) for any
 //! OpenAI-compatible chat-completions endpoint.
 //!
-//! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
+//! Faults: connect errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter
+//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), honouring
 //! `Retry-After`, except an error whose body says it lasts (an exhausted quota or balance, a
 //! locked account: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)), and never
 //! once a response was accepted (a stream that started is never replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
@@ -139,7 +140,7 @@ impl OpenAiCompatibleClient {
                     let retry_after =
                         resp.headers().get(reqwest::header::RETRY_AFTER).and_then(parse_retry_after);
                     let (error, lasting) = self.status_error(resp, deadline).await;
-                    if !(status.as_u16() == 429 || status.is_server_error()) {
+                    if !is_retried_status(status) {
                         return Err(error);
                     }
                     if lasting {
@@ -336,6 +337,17 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
         source = s.source();
     }
     false
+}
+
+/// Whether a response with this (error) status is retried: 408, 409, 429 and every 5xx, as the
+/// official OpenAI SDKs (Python, Node, .NET) do. 408 (Request Timeout): the server gave up
+/// waiting for the request, which a new attempt may send in time. 409 (Conflict): OpenAI answers
+/// it for a lock timeout on its side; a chat completion changes no resource, so a conflict can
+/// only be with another request in flight (gateways use it for a busy session or a duplicate
+/// request still running) and a later attempt may pass; a 409 whose body says it lasts is
+/// returned at once like a 429. Any other 4xx is the request's own fault and is never retried.
+pub fn is_retried_status(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error()
 }
 
 /// Whether a response's `Content-Type` is JSON (`application/json` or a `+json` type, any

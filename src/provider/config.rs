@@ -396,7 +396,8 @@ impl Timeouts {
     }
 }
 
-/// Retries on connect errors, 429 and 5xx, before anything was received.
+/// Retries on connect errors, 408, 409, 429 and 5xx (see
+/// [`is_retried_status`](super::client::is_retried_status)), before anything was received.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (0 = no retry).
