@@ -30,6 +30,7 @@ fn client(server: &MockServer, max_retries: u32) -> OpenAiCompatibleClient {
         first_byte: Duration::from_secs(2),
         idle: Duration::from_secs(2),
         total: Duration::from_secs(10),
+        ..Timeouts::default()
     };
     OpenAiCompatibleClient::new(
         ClientConfig::custom(server.base_url(), "m", "sk-retry-status-key")
