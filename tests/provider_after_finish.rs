@@ -83,7 +83,7 @@ async fn a_reasoning_models_stalled_stream_keeps_its_answer_after_a_few_seconds_
     let (events, e, took) = timed(&c, Duration::from_secs(20)).await;
     assert!(e.is_none(), "{e:?}");
     assert_eq!(answer(&events).tool_calls, [ToolCall::new("c1", "f", "{}")]);
-    assert!(took >= Duration::from_millis(4900) && took < Duration::from_secs(8), "{took:?}");
+    assert!(took >= Duration::from_millis(4900) && took < Duration::from_secs(15), "{took:?}");
     // The stalled connection is closed by the client.
     assert!(server.wait_aborted(1, Duration::from_secs(3)).await);
 }
@@ -118,8 +118,8 @@ async fn what_comes_after_the_finish_reason_within_the_limit_is_still_read() {
     let (events, e, took) = timed(&c, Duration::from_secs(5)).await;
     assert!(e.is_none(), "{e:?}");
     assert_eq!(answer(&events).usage.map(|u| u.total_tokens), Some(7), "{events:?}");
-    // Ended by `[DONE]`, not by the limit.
-    assert!(took < Duration::from_millis(1100), "{took:?}");
+    // Past the four keep-alives (600 ms, more than the limit), read to `[DONE]`.
+    assert!(took >= Duration::from_millis(850), "{took:?}");
 }
 
 #[tokio::test]
@@ -182,12 +182,11 @@ async fn a_non_streamed_request_answered_with_a_stalling_event_stream_gets_its_a
         end: End::Stall,
     };
     let server = MockServer::start([stall(&[CALL, FINISH]), stall(&[open])]).await;
-    let c =
-        client(&server, "m", Some(reasoning_like(Duration::from_millis(1500), Duration::from_millis(200))));
+    let c = client(&server, "m", Some(reasoning_like(Duration::from_secs(3), Duration::from_millis(200))));
     let t0 = Instant::now();
     let r = c.complete(&request()).await.unwrap();
     assert_eq!((r.content.as_deref(), r.tool_calls.len()), (Some("ok"), 1));
-    assert!(t0.elapsed() < Duration::from_millis(1200), "{:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_millis(2500), "{:?}", t0.elapsed());
     let e = c.complete(&request()).await.unwrap_err();
     assert_eq!(e.code, codes::PROVIDER_TIMEOUT, "{e}");
 }
