@@ -37,6 +37,7 @@ fn timeouts(idle_ms: u64, total_ms: u64) -> Timeouts {
         first_byte: Duration::from_secs(2),
         idle: Duration::from_millis(idle_ms),
         total: Duration::from_millis(total_ms),
+        ..Timeouts::default()
     }
 }
 

@@ -27,6 +27,7 @@ fn client(server: &MockServer, idle: Duration) -> OpenAiCompatibleClient {
         first_byte: Duration::from_secs(2),
         idle,
         total: Duration::from_secs(10),
+        ..Timeouts::default()
     };
     OpenAiCompatibleClient::new(
         ClientConfig::custom(server.base_url(), "m", KEY)

@@ -1,7 +1,8 @@
 //! The `tool_calls` of a whole (non-streamed) answer, read as the seed's `ResponseParser` reads
 //! them (tool-calling-loop.md, 4): `tool_calls` that is not an array means no calls, and an entry
 //! without a `function` is skipped; a `function` without a name or arguments is still a call (the
-//! registry answers it), and the rest of the answer is kept.
+//! registry answers it), and the rest of the answer is kept. A `function` that is not an object is
+//! no function.
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -68,4 +69,20 @@ async fn through_the_client_a_gateways_odd_tool_calls_do_not_break_the_answer() 
     assert_eq!((first.content.as_deref(), first.tool_calls.len()), (Some("订单已发货"), 0));
     let second = client.complete(&request).await.unwrap();
     assert_eq!(second.tool_calls, [ToolCall::new("q", "query_order", "{}")]);
+}
+
+#[test]
+fn an_entry_whose_function_is_not_an_object_is_skipped() {
+    // The seed reads `function` as a record: a string, a number, a boolean or an array names no
+    // tool, like a missing one; the answer's other calls and text are kept.
+    for function in [r#""query_order""#, "1", "true", r#"["query_order","{}"]"#] {
+        let body = format!(
+            r#"{{"choices":[{{"message":{{"content":"checking","tool_calls":[
+                {{"id":"x","type":"function","function":{function}}},
+                {{"id":"a","type":"function","function":{{"name":"query_order","arguments":"{{}}"}}}}]}},"finish_reason":"tool_calls"}}]}}"#
+        );
+        let r = parse_response(body.as_bytes()).unwrap_or_else(|e| panic!("{function}: {e}"));
+        assert_eq!(r.content.as_deref(), Some("checking"), "{function}");
+        assert_eq!(r.tool_calls, [ToolCall::new("a", "query_order", "{}")], "{function}");
+    }
 }

@@ -110,6 +110,7 @@ fn agent_for(root: &Path, base_url: &str, seen: &Seen) -> Agent {
             first_byte: Duration::from_secs(2),
             idle: Duration::from_millis(500),
             total: Duration::from_secs(10),
+            ..Timeouts::default()
         });
     let client = OpenAiCompatibleClient::new(config).unwrap();
     seen.lock().unwrap().push(format!("{client:?}"));

@@ -101,6 +101,7 @@ fn agent(root: &Path, base_url: &str) -> Agent {
             first_byte: Duration::from_secs(2),
             idle: Duration::from_millis(300),
             total: Duration::from_secs(5),
+            ..Timeouts::default()
         });
     let model = Arc::new(OpenAiCompatibleClient::new(config).expect("client"));
     let store = Arc::new(FileStore::with_options(

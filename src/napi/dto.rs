@@ -722,6 +722,8 @@ impl AgentConfigObject {
             first_byte: field(self.first_byte_timeout_ms, TimeoutLimit::FirstByte)?,
             idle: field(self.idle_timeout_ms, TimeoutLimit::Idle)?,
             total: field(self.total_timeout_ms, TimeoutLimit::Total)?,
+            // Not an ArkTS option (yet): the default of `Timeouts::after_finish`.
+            after_finish: None,
         };
         let model = self.model.as_deref().unwrap_or_default();
         Timeouts::for_model(model).with_overrides(overrides).map_err(|c| {

@@ -11,6 +11,10 @@
 //! repeated one): each result is paired with its call by id. Arguments are appended as text; an
 //! object is serialised; empty arguments become `{}` at the end, and text that is not valid JSON is
 //! kept as it is (the registry reports it).
+//! `tool_calls` that is `null` or not an array, an entry that is not an object and a `function`
+//! that is not an object add nothing (read as leniently as a whole answer's, see
+//! [`wire::chunk`](super::wire::chunk)), and a call none of whose fragments had a `function` is
+//! left out at the end, as a whole answer's entry without one is.
 //! `tool_calls: []`, usage-only chunks with `choices: []` and `finish_reason: "stop"` despite
 //! tool calls are all fine: the calls are what the stream contained.
 //!
@@ -34,6 +38,9 @@ struct CallSlot {
     name: String,
     arguments: String,
     started: bool,
+    /// A fragment of the call had a `function` object: a call that never had one names nothing
+    /// to run and is left out at the end, as a whole answer's entry without a `function` is.
+    has_function: bool,
 }
 
 /// Assembles the payloads of one streamed answer.
@@ -176,11 +183,11 @@ impl StreamAssembler {
             if let Some(delta) = choice.delta {
                 self.push_text(delta.reasoning_content, delta.content, out);
                 for fragment in delta.tool_calls {
-                    let (name, arguments) = match fragment.function {
-                        Some(f) => (f.name, f.arguments),
-                        None => (None, None),
+                    let (name, arguments, has_function) = match fragment.function {
+                        Some(f) => (f.name, f.arguments, true),
+                        None => (None, None, false),
                     };
-                    self.merge(fragment.index, fragment.id, name, arguments, out);
+                    self.merge(fragment.index, fragment.id, has_function, name, arguments, out);
                 }
             }
             self.push_finish_reason(choice.finish_reason);
@@ -199,7 +206,7 @@ impl StreamAssembler {
         }
         self.push_text(choice.reasoning, choice.content, out);
         for f in choice.fragments.into_iter().take(choice.fragment_count) {
-            self.merge(f.index, f.id, f.name, f.arguments, out);
+            self.merge(f.index, f.id, f.has_function, f.name, f.arguments, out);
         }
         self.push_finish_reason(choice.finish_reason);
     }
@@ -226,11 +233,13 @@ impl StreamAssembler {
         }
     }
 
-    /// Merges one call fragment (its `index`, `id`, `function.name`, `function.arguments`).
+    /// Merges one call fragment (its `index`, `id`, whether it has a `function`, `function.name`,
+    /// `function.arguments`).
     fn merge(
         &mut self,
         index: Option<u32>,
         id: Option<Cow<'_, str>>,
+        has_function: bool,
         name: Option<Cow<'_, str>>,
         arguments: Option<WireArguments<'_>>,
         out: &mut Vec<ModelEvent>,
@@ -241,6 +250,7 @@ impl StreamAssembler {
         let slot = self.find_slot(index, id.as_deref());
         self.last = Some(slot);
         let call = &mut self.calls[slot];
+        call.has_function |= has_function;
         if call.id.is_empty() {
             if let Some(id) = id {
                 call.id = id.into_owned();
@@ -274,10 +284,13 @@ impl StreamAssembler {
     }
 
     /// Gives the call in `slot` an id no other call of the answer has (`call_<slot>` for a missing
-    /// one, `<id>_<slot>` for a repeated one), before its id is announced.
+    /// one, `<id>_<slot>` for a repeated one), before its id is announced. A call without a
+    /// `function` so far takes no id from it (it may be left out at the end; should it get one and
+    /// start later, its own id is made unique then).
     fn make_id_unique(&mut self, slot: usize) {
         let calls = &self.calls;
-        let taken = |id: &str| calls.iter().enumerate().any(|(i, c)| i != slot && c.id == id);
+        let taken =
+            |id: &str| calls.iter().enumerate().any(|(i, c)| i != slot && c.has_function && c.id == id);
         if let Some(id) = unique_call_id(&calls[slot].id, slot, taken) {
             self.calls[slot].id = id;
         }
@@ -328,9 +341,17 @@ impl StreamAssembler {
     /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, with
     /// its id made unique as above, so a missing one reads `call_<n>`) and `ToolCallFinished`,
     /// then `Usage` (once, the last report) and `Finished`. Returns the response.
+    ///
+    /// A call none of whose fragments had a `function` object is left out (no events: it never
+    /// had a name to start with), as the seed's `ResponseParser` leaves out a whole answer's entry
+    /// without one; the other calls keep the positions (`index`) they were announced with.
     pub fn finish(&mut self, out: &mut Vec<ModelEvent>) -> ModelResponse {
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for i in 0..self.calls.len() {
+            if !self.calls[i].has_function {
+                log::debug!("ignoring a streamed call without a function (id {:?})", self.calls[i].id);
+                continue;
+            }
             if !self.calls[i].started {
                 self.make_id_unique(i);
             }

@@ -8,7 +8,8 @@
 //! escapes), so whatever it reads, the derived parse reads as the same chunk. Everything else makes
 //! it give up ([`read_chunk`] returns an error, whose text is not used): any JSON error, an `error`
 //! that is not `null`, a repeated field (the derived parse rejects it), a struct written as an array
-//! (which the derived parse accepts), a second choice 0, more than [`INLINE_FRAGMENTS`] call
+//! (which the derived parse accepts), `tool_calls`, a call fragment or a `function` of another JSON
+//! type than the usual (which the derived parse reads leniently), a second choice 0, more than [`INLINE_FRAGMENTS`] call
 //! fragments in one choice. The caller then parses the payload the derived way, which decides: the
 //! same chunk, the same errors and the same error texts as before, and the assembler is only changed
 //! once a payload was read whole.
@@ -47,6 +48,8 @@ pub(crate) struct ChoiceRecord<'a> {
 pub(crate) struct FragmentRecord<'a> {
     pub index: Option<u32>,
     pub id: Option<Cow<'a, str>>,
+    /// Whether the fragment had a `function` object (`name` and `arguments` may still be `None`).
+    pub has_function: bool,
     pub name: Option<Cow<'a, str>>,
     pub arguments: Option<WireArguments<'a>>,
 }
@@ -120,6 +123,9 @@ impl<'de, 'r> Visitor<'de> for Node<'r, 'de> {
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         if matches!(self, Node::Choices(_) | Node::Fragments(_)) {
             return Err(give_up());
+        }
+        if let Node::Function(f) = &mut self {
+            f.has_function = true;
         }
         // One bit per known field: one seen twice makes the parse give up (the derived parse
         // rejects it). Other fields have no bit.
@@ -296,6 +302,7 @@ mod tests {
         assert_eq!(c.fragments[0].id.as_deref(), Some("call_1"));
         assert_eq!(c.fragments[0].name.as_deref(), Some("get"));
         assert_eq!(c.fragments[0].arguments.as_ref().map(|a| &*a.0), Some(r#"{"a""#));
+        assert!(c.fragments[0].has_function);
         // Unescaped strings are borrowed from the payload.
         assert!(matches!(c.fragments[0].id, Some(Cow::Borrowed(_))));
         assert!(c.finish_reason.is_none() && c.content.is_none() && r.usage.is_none());
@@ -321,6 +328,13 @@ mod tests {
         assert_eq!((c.fragment_count, c.fragments[0].index), (1, Some(1)));
         assert_eq!(c.fragments[0].arguments.as_ref().map(|a| &*a.0), Some(r#"{"k":[1,2]}"#));
         assert!(c.fragments[0].id.is_none() && c.fragments[0].name.is_none());
+        // A `function` object marks the fragment, even an empty one; `null` or none does not.
+        for (function, has) in [(r#","function":{}"#, true), (r#","function":null"#, false), ("", false)] {
+            let payload =
+                format!(r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":0{function}}}]}}}}]}}"#);
+            let c = fast(&payload).choice.unwrap();
+            assert_eq!((c.fragment_count, c.fragments[0].has_function), (1, has), "{payload}");
+        }
         for payload in [
             r#"{"choices":null}"#,
             r#"{"choices":[]}"#,
@@ -367,6 +381,12 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0},{"index":1}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{},{},{}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{},{},{}]},"index":1}]}"#,
+            // Call fragments of odd shapes (the derived parse reads them leniently).
+            r#"{"choices":[{"delta":{"tool_calls":{}}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":"none"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[null]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":"f"}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":["f"]}]}}]}"#,
             // Bad types and bad JSON.
             r#"{"choices":{}}"#,
             r#"{"choices":[{"index":-1}]}"#,

@@ -2,16 +2,20 @@
 //! keep-alive; HTTP/2 by ALPN and gzip with the cargo features `http2` and `gzip`) for any
 //! OpenAI-compatible chat-completions endpoint.
 //!
-//! Faults: connect errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
+//! Faults: connect errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter
+//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), honouring
 //! `Retry-After`, except an error whose body says it lasts (an exhausted quota or balance, a
 //! locked account: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)), and never
-//! once a response was accepted (a stream that started is never replayed). Timeouts: connect, first byte (request sent -> response head), idle (between two body
-//! chunks) and total (the whole call, retries included). A stream that times out or breaks off
-//! after its finish reason came is complete, as one whose body ends there is. Bodies and streams
-//! are capped at `max_response_bytes`. A streamed request answered with a JSON body (a gateway
-//! that ignores `stream: true`, an error body sent with a 200) is read as a non-streamed answer and
-//! handed out as the events of one; so is a body under another content type that holds no event
-//! (see [`StreamDecoder`]). The other way round, a non-streamed request answered with an event
+//! once a response was accepted (a stream that started is never replayed). Timeouts: connect,
+//! first byte (request sent -> response head), idle (between two body chunks), after the finish
+//! reason (the silence allowed once a stream's answer is complete: a few seconds, where idle can
+//! be minutes) and total (the whole call, retries included). A stream that times out or breaks
+//! off after its finish reason came is complete, as one whose body ends there is. Bodies and
+//! streams are capped at `max_response_bytes`. A streamed request answered with a JSON body (a
+//! gateway that ignores `stream: true`, an error body sent with a 200) is read as a non-streamed
+//! answer and handed out as the events of one; so is a body under another content type that holds
+//! no event (see [`StreamDecoder`]). A body labelled JSON that begins as an event stream (some
+//! proxies) is streamed as one. The other way round, a non-streamed request answered with an event
 //! stream (a gateway that always streams) gives the answer the stream holds. Dropping the returned
 //! future or stream closes the connection at once.
 //! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
@@ -139,7 +143,7 @@ impl OpenAiCompatibleClient {
                     let retry_after =
                         resp.headers().get(reqwest::header::RETRY_AFTER).and_then(parse_retry_after);
                     let (error, lasting) = self.status_error(resp, deadline).await;
-                    if !(status.as_u16() == 429 || status.is_server_error()) {
+                    if !is_retried_status(status) {
                         return Err(error);
                     }
                     if lasting {
@@ -224,7 +228,7 @@ impl OpenAiCompatibleClient {
 
     /// The error of a response with an error status, and whether its body names a lasting
     /// condition that a retry cannot change ([`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)).
-    async fn status_error(&self, resp: reqwest::Response, deadline: Instant) -> (AgentError, bool) {
+    async fn status_error(&self, mut resp: reqwest::Response, deadline: Instant) -> (AgentError, bool) {
         let status = resp.status();
         let code = match status.as_u16() {
             401 | 403 => codes::PROVIDER_AUTH,
@@ -240,11 +244,11 @@ impl OpenAiCompatibleClient {
             ),
             _ => String::new(),
         };
-        let (body, whole) = match read_body(resp, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline).await
-        {
-            Ok(b) => (b, true),
-            Err(BodyError { partial, .. }) => (partial, false),
-        };
+        let mut body = Vec::new();
+        let whole =
+            read_into(&mut resp, &mut body, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline, |_| false)
+                .await
+                .is_ok();
         // Text first, as `parse_response` does: serde_json's parser exists once, for text
         // (BENCHMARKS.md, "Size of the stripped release `.so`"). A body that is not UTF-8 is shown
         // raw.
@@ -258,6 +262,46 @@ impl OpenAiCompatibleClient {
             None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
         };
         (AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16()))), lasting)
+    }
+
+    /// Reads the body of a 2xx answer under the size limit, the idle timeout and the deadline: a
+    /// body whose first bytes are those of an event stream is handed back as a stream still being
+    /// read (the limit after the finish reason applies to it, and its events come as they arrive),
+    /// any other body whole. A body that ended before its first bytes told is whole too.
+    ///
+    /// # Errors
+    /// The timeout, broken body and size errors of reading it, or of decoding its first bytes as
+    /// an event stream (the key redacted).
+    async fn read_answer(
+        &self,
+        mut resp: reqwest::Response,
+        deadline: Instant,
+    ) -> Result<Answer, AgentError> {
+        let key = self.config.api_key.expose();
+        let (limit, idle) = (self.config.max_response_bytes, self.config.timeouts.idle);
+        let mut bytes = Vec::new();
+        let tells = |b: &[u8]| starts_as_event_stream(b).is_some();
+        let ended = read_into(&mut resp, &mut bytes, limit, idle, deadline, tells)
+            .await
+            .map_err(|e| redact_error(e, key))?;
+        if ended {
+            return Ok(Answer::Whole(bytes));
+        }
+        if starts_as_event_stream(&bytes) == Some(true) {
+            let mut state = StreamState::new(resp, deadline, self.config.clone());
+            state.received = bytes.len();
+            let finished =
+                state.decoder.feed(&bytes, &mut state.scratch).map_err(|e| redact_error(e, key))?;
+            state.pending.extend(state.scratch.drain(..));
+            if finished {
+                state.resp = None;
+            }
+            return Ok(Answer::Stream(Box::new(state)));
+        }
+        read_into(&mut resp, &mut bytes, limit, idle, deadline, |_| false)
+            .await
+            .map_err(|e| redact_error(e, key))?;
+        Ok(Answer::Whole(bytes))
     }
 
     fn timeout_error(&self, deadline: Instant, phase: &str, limit: Duration) -> AgentError {
@@ -338,6 +382,17 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
     false
 }
 
+/// Whether a response with this (error) status is retried: 408, 409, 429 and every 5xx, as the
+/// official OpenAI SDKs (Python, Node, .NET) do. 408 (Request Timeout): the server gave up
+/// waiting for the request, which a new attempt may send in time. 409 (Conflict): OpenAI answers
+/// it for a lock timeout on its side; a chat completion changes no resource, so a conflict can
+/// only be with another request in flight (gateways use it for a busy session or a duplicate
+/// request still running) and a later attempt may pass; a 409 whose body says it lasts is
+/// returned at once like a 429. Any other 4xx is the request's own fault and is never retried.
+pub fn is_retried_status(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error()
+}
+
 /// Whether a response's `Content-Type` is JSON (`application/json` or a `+json` type, any
 /// parameters, any case) rather than an event stream.
 fn is_json(headers: &reqwest::header::HeaderMap) -> bool {
@@ -393,55 +448,53 @@ fn parse_http_date(text: &str) -> Option<u64> {
     u64::try_from(days * 86_400 + (h * 3600 + m * 60 + s) as i64).ok()
 }
 
-struct BodyError {
-    error: AgentError,
-    partial: Vec<u8>,
-}
-
-/// Reads a whole body under the size limit, the idle timeout and the deadline.
-async fn read_body(
-    mut resp: reqwest::Response,
+/// Reads body chunks into `buf` under the size limit (counting what `buf` holds), the idle timeout
+/// and the deadline, until the body ends (`Ok(true)`) or `enough(buf)` after a chunk
+/// (`Ok(false)`). On an error `buf` holds what came.
+async fn read_into(
+    resp: &mut reqwest::Response,
+    buf: &mut Vec<u8>,
     limit: usize,
     idle: Duration,
     deadline: Instant,
-) -> Result<Vec<u8>, BodyError> {
-    let mut buf = Vec::new();
+    enough: impl Fn(&[u8]) -> bool,
+) -> Result<bool, AgentError> {
     loop {
         let until = deadline.min(Instant::now() + idle);
         match tokio::time::timeout_at(until, resp.chunk()).await {
             Err(_) => {
-                let error = if Instant::now() >= deadline {
+                return Err(if Instant::now() >= deadline {
                     AgentError::of(codes::PROVIDER_TIMEOUT, "total timeout reached while reading the body")
                 } else {
                     AgentError::of(
                         codes::PROVIDER_TIMEOUT,
                         format!("idle timeout of {idle:?} reached while reading the body"),
                     )
-                };
-                return Err(BodyError { error, partial: buf });
+                });
             }
             Ok(Err(e)) => {
-                let error = AgentError::of(
+                return Err(AgentError::of(
                     codes::PROVIDER_STREAM_INTERRUPTED,
                     format!("the body broke off after {} bytes: {}", buf.len(), error_chain(&e)),
-                );
-                return Err(BodyError { error, partial: buf });
+                ));
             }
-            Ok(Ok(None)) => return Ok(buf),
+            Ok(Ok(None)) => return Ok(true),
             Ok(Ok(Some(chunk))) => {
                 if buf.len() + chunk.len() > limit {
-                    let take = limit - buf.len();
+                    let take = limit.saturating_sub(buf.len());
                     buf.extend_from_slice(&chunk[..take]);
-                    let error = AgentError::of(
+                    return Err(AgentError::of(
                         codes::PROVIDER_RESPONSE_TOO_LARGE,
                         format!(
                             "the response exceeds {limit} bytes; raw body starts: {}",
-                            raw_excerpt_of_prefix(&buf)
+                            raw_excerpt_of_prefix(buf)
                         ),
-                    );
-                    return Err(BodyError { error, partial: buf });
+                    ));
                 }
                 buf.extend_from_slice(&chunk);
+                if enough(buf) {
+                    return Ok(false);
+                }
             }
         }
     }
@@ -453,9 +506,24 @@ impl ChatModel for OpenAiCompatibleClient {
         let deadline = Instant::now() + self.config.timeouts.total;
         let body = self.body(request, false)?;
         let resp = self.send(body, false, deadline).await?;
-        let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
-            .await
-            .map_err(|e| redact_error(e.error, self.config.api_key.expose()))?;
+        let bytes = match self.read_answer(resp, deadline).await? {
+            Answer::Whole(bytes) => bytes,
+            Answer::Stream(state) => {
+                // A gateway that streams whatever `stream` says, still streaming: the answer the
+                // stream holds, read as a stream is (the limit after the finish reason too).
+                log::debug!("provider: a non-streamed request is answered with an event stream");
+                let mut events = std::pin::pin!(futures_util::stream::unfold(*state, StreamState::next));
+                while let Some(event) = futures_util::StreamExt::next(&mut events).await {
+                    if let ModelEvent::Finished(response) = event? {
+                        return Ok(response);
+                    }
+                }
+                return Err(AgentError::of(
+                    codes::PROVIDER_STREAM_INTERRUPTED,
+                    "the event stream ended without finishing",
+                ));
+            }
+        };
         if starts_as_event_stream(&bytes) == Some(true) {
             // A gateway that streams whatever `stream` says: the answer the stream holds.
             log::debug!("provider: a non-streamed request was answered with an event stream");
@@ -477,11 +545,15 @@ impl ChatModel for OpenAiCompatibleClient {
             // sent with a 200: read as a non-streamed answer, under the same limits.
             log::debug!("provider: a streamed request was answered with a JSON body");
             let key = self.config.api_key.expose();
-            let bytes = read_body(resp, self.config.max_response_bytes, self.config.timeouts.idle, deadline)
-                .await
-                .map_err(|e| redact_error(e.error, key))?;
+            let bytes = match self.read_answer(resp, deadline).await? {
+                Answer::Stream(state) => {
+                    // An event stream mislabelled as JSON (some proxies), still coming.
+                    return Ok(Box::pin(futures_util::stream::unfold(*state, StreamState::next)));
+                }
+                Answer::Whole(bytes) => bytes,
+            };
             if starts_as_event_stream(&bytes) == Some(true) {
-                // An event stream mislabelled as JSON (some proxies): decoded as one.
+                // An event stream mislabelled as JSON that ended in its first read: decoded as one.
                 let mut decoder = StreamDecoder::new();
                 let mut events = Vec::new();
                 decoder.feed(&bytes, &mut events).map_err(|e| redact_error(e, key))?;
@@ -492,20 +564,17 @@ impl ChatModel for OpenAiCompatibleClient {
             let events = ModelEvent::for_whole_answer(response).into_iter().map(Ok);
             return Ok(Box::pin(futures_util::stream::iter(events)));
         }
-        let state = StreamState {
-            resp: Some(resp),
-            decoder: StreamDecoder::new(),
-            pending: VecDeque::new(),
-            scratch: Vec::new(),
-            received: 0,
-            deadline,
-            timer: Box::pin(tokio::time::sleep_until(
-                deadline.min(Instant::now() + self.config.timeouts.idle),
-            )),
-            config: self.config.clone(),
-        };
+        let state = StreamState::new(resp, deadline, self.config.clone());
         Ok(Box::pin(futures_util::stream::unfold(state, StreamState::next)))
     }
+}
+
+/// A 2xx body as [`OpenAiCompatibleClient::read_answer`] read it.
+enum Answer {
+    /// The whole body.
+    Whole(Vec<u8>),
+    /// An event stream, its first bytes decoded, the rest still to read.
+    Stream(Box<StreamState>),
 }
 
 /// The state of one streamed answer; dropping it drops the response and closes the connection.
@@ -518,21 +587,44 @@ struct StreamState {
     deadline: Instant,
     /// The idle and total timeout of the whole stream: one timer, moved only when it fires before
     /// the limit now in force (chunks came since it was set), not a timer set and cancelled for
-    /// every chunk. It never fires later than that limit: limits only move forward.
+    /// every chunk. It never fires later than that limit: limits only move forward, but for the
+    /// once the finish reason came (the smaller `after_finish` limit), when it is moved back.
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     config: Arc<ClientConfig>,
 }
 
 impl StreamState {
+    fn new(resp: reqwest::Response, deadline: Instant, config: Arc<ClientConfig>) -> StreamState {
+        StreamState {
+            resp: Some(resp),
+            decoder: StreamDecoder::new(),
+            pending: VecDeque::new(),
+            scratch: Vec::new(),
+            received: 0,
+            deadline,
+            timer: Box::pin(tokio::time::sleep_until(deadline.min(Instant::now() + config.timeouts.idle))),
+            config,
+        }
+    }
+
     async fn next(mut self) -> Option<(Result<ModelEvent, AgentError>, StreamState)> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
                 return Some((Ok(ev), self));
             }
             let resp = self.resp.as_mut()?;
-            let idle = self.config.timeouts.idle;
+            let mut idle = self.config.timeouts.idle;
+            let after_finish = self.decoder.saw_finish_reason();
+            if after_finish {
+                // The answer is complete: only the usage chunk and `[DONE]` may still come.
+                idle = idle.min(self.config.timeouts.after_finish);
+            }
             let until = self.deadline.min(Instant::now() + idle);
             let timer = &mut self.timer;
+            if after_finish && timer.deadline() > until {
+                // The one limit that moves back: the timer may be set for the idle limit.
+                timer.as_mut().reset(until);
+            }
             let chunk = loop {
                 tokio::select! {
                     biased;
@@ -551,8 +643,8 @@ impl StreamState {
                     // `[DONE]`): a gateway that stalls or breaks the connection instead of ending
                     // the body does not lose it.
                     log::warn!(
-                        "provider: the stream stalled or broke off after its finish reason; \
-                         the answer is complete"
+                        "provider: the stream stalled ({idle:?}) or broke off after its finish \
+                         reason; the answer is complete"
                     );
                     self.decoder.finish(&mut self.scratch).map(|_| true)
                 }

@@ -250,6 +250,12 @@ pub struct Timeouts {
     pub idle: Duration,
     /// The whole call: every attempt, backoff and the whole body or stream.
     pub total: Duration,
+    /// Longest silence of a stream once its finish reason came, when the answer is complete and
+    /// at most the usage chunk and `[DONE]` are still to come: past it the answer is kept and the
+    /// connection closed (as when the stream breaks off there). The smaller of this and `idle`
+    /// applies. Default 5 s, for every model: a reasoning model's `idle` (the total, 600 s) would
+    /// otherwise hold a complete answer for up to 10 minutes behind a stalled gateway.
+    pub after_finish: Duration,
 }
 
 impl Default for Timeouts {
@@ -259,6 +265,7 @@ impl Default for Timeouts {
             first_byte: Duration::from_secs(60),
             idle: Duration::from_secs(60),
             total: Duration::from_secs(600),
+            after_finish: Duration::from_secs(5),
         }
     }
 }
@@ -320,6 +327,9 @@ pub struct TimeoutOverrides {
     pub idle: Option<Duration>,
     /// [`Timeouts::total`].
     pub total: Option<Duration>,
+    /// [`Timeouts::after_finish`] (checked against no other limit: the smaller of it and the idle
+    /// limit applies).
+    pub after_finish: Option<Duration>,
 }
 
 /// A limit set above the limit that bounds it (first byte and idle: the total; connect: the first
@@ -392,11 +402,13 @@ impl Timeouts {
                 });
             }
         }
-        Ok(Timeouts { connect, first_byte, idle, total })
+        let after_finish = overrides.after_finish.unwrap_or(self.after_finish);
+        Ok(Timeouts { connect, first_byte, idle, total, after_finish })
     }
 }
 
-/// Retries on connect errors, 429 and 5xx, before anything was received.
+/// Retries on connect errors, 408, 409, 429 and 5xx (see
+/// [`is_retried_status`](super::client::is_retried_status)), before anything was received.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (0 = no retry).
@@ -735,12 +747,33 @@ mod tests {
         assert_eq!(d.with_overrides(TimeoutOverrides::default()), Ok(d));
         let t = d.with_overrides(TimeoutOverrides { first_byte: ms(120_000), ..Default::default() }).unwrap();
         assert_eq!(t, Timeouts { first_byte: Duration::from_secs(120), ..d });
-        let set = TimeoutOverrides { connect: ms(1), first_byte: ms(2), idle: ms(3), total: ms(3) };
+        let set = TimeoutOverrides {
+            connect: ms(1),
+            first_byte: ms(2),
+            idle: ms(3),
+            total: ms(3),
+            after_finish: ms(4),
+        };
         let t = d.with_overrides(set).unwrap();
         assert_eq!(
-            (t.connect, t.first_byte, t.idle, t.total),
-            (ms(1).unwrap(), ms(2).unwrap(), ms(3).unwrap(), ms(3).unwrap())
+            (t.connect, t.first_byte, t.idle, t.total, t.after_finish),
+            (ms(1).unwrap(), ms(2).unwrap(), ms(3).unwrap(), ms(3).unwrap(), ms(4).unwrap())
         );
+    }
+
+    #[test]
+    fn the_limit_after_the_finish_reason_is_a_few_seconds_for_every_model() {
+        for model in ["gpt-4o", "o3", "gpt-5.2", "deepseek-reasoner", ""] {
+            let t = Timeouts::for_model(model);
+            assert_eq!(t.after_finish, Duration::from_secs(5), "{model}");
+            // Whatever the other limits are set to, it stays unless set.
+            let o = TimeoutOverrides { total: ms(1_200_000), idle: ms(100), ..Default::default() };
+            assert_eq!(t.with_overrides(o).unwrap().after_finish, Duration::from_secs(5), "{model}");
+        }
+        // The idle limit of a reasoning model is the total: the limit after the finish reason is
+        // what keeps a stalled, complete answer from waiting for it.
+        let o3 = Timeouts::for_model("o3");
+        assert!(o3.after_finish < o3.idle / 100, "{o3:?}");
     }
 
     #[test]
@@ -754,7 +787,8 @@ mod tests {
                 connect: ms(300).unwrap(),
                 first_byte: ms(300).unwrap(),
                 idle: ms(300).unwrap(),
-                total: ms(300).unwrap()
+                total: ms(300).unwrap(),
+                after_finish: Duration::from_secs(5),
             }
         );
         // A default connect limit above a first byte limit that is set: lowered to it.
@@ -821,7 +855,13 @@ mod tests {
             (TimeoutLimit::Connect, TimeoutLimit::FirstByte, ms(20_000).unwrap(), false)
         );
         // Equal to the bound is fine.
-        let o = TimeoutOverrides { connect: ms(500), first_byte: ms(500), idle: ms(500), total: ms(500) };
+        let o = TimeoutOverrides {
+            connect: ms(500),
+            first_byte: ms(500),
+            idle: ms(500),
+            total: ms(500),
+            ..Default::default()
+        };
         assert!(d.with_overrides(o).is_ok());
     }
 

@@ -136,7 +136,8 @@ pub enum ModelEvent {
     ReasoningDelta(String),
     /// A tool call began (its id and name are known).
     ToolCallStarted {
-        /// Position of the call in the answer (0-based, normalised).
+        /// Position of the call in the answer (0-based, normalised; a streamed call that is left
+        /// out at the end, one that never had a `function`, leaves its position unused).
         index: usize,
         /// Call id.
         id: String,

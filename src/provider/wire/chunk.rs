@@ -2,11 +2,16 @@
 //! SSE payload when they hold no escapes (the hot path of stream assembly parses these typed, never
 //! through `serde_json::Value`).
 //!
+//! `tool_calls` and each fragment's `function` are read leniently, as in a whole answer (see
+//! [`lenient`](super::lenient)): `tool_calls` that is not an array holds no fragment, an entry
+//! that is not an object is left out, and a `function` that is not an object is none.
+//!
 //! The rare parts (an error's details, a usage block inside a choice) are boxed: a chunk and a
 //! choice stay small values (80 and 112 bytes), which the parse builds and moves for every chunk
 //! without a `memmove` call (with them inline, at 168 and 152 bytes, `memmove` was ~9% of the
 //! assembly's time).
 
+use super::lenient::{object_or_none, objects_or_none};
 use super::{null_as_default, ProviderErrorDetail, WireArguments, WireUsage};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -51,8 +56,8 @@ pub struct ChunkDelta<'a> {
     /// Reasoning text.
     #[serde(borrow, default)]
     pub reasoning_content: Option<Cow<'a, str>>,
-    /// Call fragments.
-    #[serde(borrow, default, deserialize_with = "null_as_default")]
+    /// Call fragments: the object entries of an array; anything else reads as none.
+    #[serde(borrow, default, deserialize_with = "objects_or_none")]
     pub tool_calls: Vec<ChunkToolCall<'a>>,
 }
 
@@ -65,8 +70,8 @@ pub struct ChunkToolCall<'a> {
     /// Call id (usually only on the first fragment; `""` on continuations with some providers).
     #[serde(borrow, default)]
     pub id: Option<Cow<'a, str>>,
-    /// Name and arguments fragment.
-    #[serde(borrow, default)]
+    /// Name and arguments fragment; `None` when missing or not an object.
+    #[serde(borrow, default, deserialize_with = "object_or_none")]
     pub function: Option<ChunkFunction<'a>>,
 }
 

@@ -7,6 +7,7 @@
 
 pub mod chunk;
 pub mod error;
+mod lenient;
 pub mod request;
 pub mod response;
 

@@ -1,15 +1,14 @@
 //! The non-streaming response of `POST /chat/completions`, and the usage block shared with chunks.
 //!
 //! `message.tool_calls` is read as the seed's `ResponseParser` reads it: anything but an array
-//! (`null`, an object, a string...) is no calls, and an entry that is not an object is left out;
-//! the runtime then leaves out an entry without a `function` (see `convert::parse_response`).
+//! (`null`, an object, a string...) is no calls, an entry that is not an object is left out, and a
+//! `function` that is not an object is none (see [`lenient`](super::lenient)); the runtime then
+//! leaves out an entry without a `function` (see `convert::parse_response`).
 
+use super::lenient::{object_or_none, objects_or_none};
 use super::{null_as_default, WireArguments};
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
-use std::fmt;
-use std::marker::PhantomData;
 
 /// The whole response body.
 #[derive(Debug, Clone, Deserialize)]
@@ -43,97 +42,8 @@ pub struct ResponseMessage<'a> {
     #[serde(borrow, default)]
     pub reasoning_content: Option<Cow<'a, str>>,
     /// Calls: the object entries of an array; anything else reads as no calls.
-    #[serde(borrow, default, deserialize_with = "calls_or_none")]
+    #[serde(borrow, default, deserialize_with = "objects_or_none")]
     pub tool_calls: Vec<ResponseToolCall<'a>>,
-}
-
-/// `tool_calls` of a whole answer: an array's object entries, each a call; no calls for anything
-/// else. An object entry whose fields have the wrong types is still an error (as everywhere).
-fn calls_or_none<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Vec<ResponseToolCall<'a>>, D::Error> {
-    d.deserialize_any(Lenient::<Vec<ResponseToolCall<'a>>>(PhantomData))
-}
-
-/// One entry of `tool_calls`: a call for an object, `None` for anything else.
-struct Entry<'a>(Option<ResponseToolCall<'a>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Entry<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(Lenient::<Entry<'a>>(PhantomData))
-    }
-}
-
-/// What [`Lenient`] builds: the value of a map and of a sequence, and the value of anything else.
-trait LenientTarget<'de>: Sized {
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Self, A::Error>;
-    fn other() -> Self;
-}
-
-impl<'de: 'a, 'a> LenientTarget<'de> for Vec<ResponseToolCall<'a>> {
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
-        IgnoredAny::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Vec::new())
-    }
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
-        let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(Entry(entry)) = seq.next_element::<Entry<'a>>()? {
-            calls.extend(entry);
-        }
-        Ok(calls)
-    }
-    fn other() -> Self {
-        Vec::new()
-    }
-}
-
-impl<'de: 'a, 'a> LenientTarget<'de> for Entry<'a> {
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
-        ResponseToolCall::deserialize(de::value::MapAccessDeserializer::new(map)).map(|c| Entry(Some(c)))
-    }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Self, A::Error> {
-        IgnoredAny::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Entry(None))
-    }
-    fn other() -> Self {
-        Entry(None)
-    }
-}
-
-/// A visitor taking any JSON value: maps and sequences go to `T`, every other value is `T::other()`.
-struct Lenient<T>(PhantomData<T>);
-
-impl<'de, T: LenientTarget<'de>> Visitor<'de> for Lenient<T> {
-    type Value = T;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        T::from_map(map)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
-        T::from_seq(seq)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<T, E> {
-        Ok(T::other())
-    }
-    fn visit_none<E: de::Error>(self) -> Result<T, E> {
-        Ok(T::other())
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<T, E> {
-        Ok(T::other())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<T, E> {
-        Ok(T::other())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<T, E> {
-        Ok(T::other())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<T, E> {
-        Ok(T::other())
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<T, E> {
-        Ok(T::other())
-    }
 }
 
 /// One call of a response.
@@ -142,8 +52,8 @@ pub struct ResponseToolCall<'a> {
     /// Call id (some providers omit it; the parser makes one up then).
     #[serde(borrow, default)]
     pub id: Option<Cow<'a, str>>,
-    /// Name and arguments.
-    #[serde(borrow, default)]
+    /// Name and arguments; `None` when missing or not an object.
+    #[serde(borrow, default, deserialize_with = "object_or_none")]
     pub function: Option<ResponseFunction<'a>>,
 }
 

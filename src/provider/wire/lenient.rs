@@ -1,0 +1,166 @@
+//! Lenient readers for the parts of an answer that name calls, shared by whole answers
+//! ([`response`](super::response)) and streamed chunks ([`chunk`](super::chunk)): `tool_calls` and
+//! each entry's `function` are read as the seed's `ResponseParser` reads them (tool-calling-loop.md,
+//! 4). `tool_calls` that is not an array is no calls; an entry that is not an object is left out; a
+//! `function` that is not an object is no function. The JSON must still be valid, and an object
+//! whose fields have the wrong types is still an error (as everywhere).
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::fmt;
+use std::marker::PhantomData;
+
+/// `T` read from a JSON object; `None` for any other value (`null`, a string, a number, a
+/// boolean, an array).
+pub(crate) fn object_or_none<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    d.deserialize_any(Lenient::<Option<T>>(PhantomData))
+}
+
+/// The object entries of a JSON array, each read as `T` (other entries are left out); empty for
+/// any other value.
+pub(crate) fn objects_or_none<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    d.deserialize_any(Lenient::<Vec<T>>(PhantomData))
+}
+
+/// One entry of an array read by [`objects_or_none`].
+struct Entry<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entry<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        object_or_none(d).map(Entry)
+    }
+}
+
+/// What [`Lenient`] builds from a map, from a sequence, and from anything else.
+trait LenientTarget<'de>: Sized {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Self, A::Error>;
+    fn other() -> Self;
+}
+
+impl<'de, T: Deserialize<'de>> LenientTarget<'de> for Option<T> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+    }
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Self, A::Error> {
+        IgnoredAny::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(None)
+    }
+    fn other() -> Self {
+        None
+    }
+}
+
+impl<'de, T: Deserialize<'de>> LenientTarget<'de> for Vec<T> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        IgnoredAny::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Vec::new())
+    }
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(Entry(entry)) = seq.next_element::<Entry<T>>()? {
+            items.extend(entry);
+        }
+        Ok(items)
+    }
+    fn other() -> Self {
+        Vec::new()
+    }
+}
+
+/// A visitor taking any JSON value: maps and sequences go to `T`, every other value is `T::other()`.
+struct Lenient<T>(PhantomData<T>);
+
+impl<'de, T: LenientTarget<'de>> Visitor<'de> for Lenient<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::from_map(map)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        T::from_seq(seq)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<T, E> {
+        Ok(T::other())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<T, E> {
+        Ok(T::other())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<T, E> {
+        Ok(T::other())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<T, E> {
+        Ok(T::other())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<T, E> {
+        Ok(T::other())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<T, E> {
+        Ok(T::other())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<T, E> {
+        Ok(T::other())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Item {
+        n: u32,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Holder {
+        #[serde(default, deserialize_with = "objects_or_none")]
+        items: Vec<Item>,
+        #[serde(default, deserialize_with = "object_or_none")]
+        one: Option<Item>,
+    }
+
+    fn read(json: &str) -> Result<Holder, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn objects_are_read_and_everything_else_is_nothing() {
+        let h = read(r#"{"items":[{"n":1},null,"x",2,[{"n":9}],true,{"n":3}],"one":{"n":4}}"#).unwrap();
+        assert_eq!((h.items, h.one), (vec![Item { n: 1 }, Item { n: 3 }], Some(Item { n: 4 })));
+        for other in ["null", "{}", r#"{"n":1}"#, r#""[{\"n\":1}]""#, "0", "-1.5", "false"] {
+            let h = read(&format!(r#"{{"items":{other}}}"#)).unwrap();
+            assert!(h.items.is_empty(), "{other}");
+        }
+        for other in ["null", "[]", r#"[{"n":1}]"#, r#""n""#, "7", "true"] {
+            assert!(read(&format!(r#"{{"one":{other}}}"#)).unwrap().one.is_none(), "{other}");
+        }
+        let h = read("{}").unwrap();
+        assert!(h.items.is_empty() && h.one.is_none());
+    }
+
+    #[test]
+    fn a_bad_object_or_bad_json_is_still_an_error() {
+        for bad in [
+            r#"{"items":[{"n":"one"}]}"#,
+            r#"{"one":{"n":-1}}"#,
+            r#"{"items":[{"n":1},]}"#,
+            r#"{"items":{"n":}}"#,
+            r#"{"one":[1,}"#,
+        ] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Streamed `tool_calls` of odd shapes are read as leniently as a whole answer's (the seed's
+//! `ResponseParser`, tool-calling-loop.md 4): `tool_calls` that is `null` or not an array is no
+//! call fragment in that delta, an entry that is not an object is left out, a `function` that is
+//! not an object is none, and a call none of whose fragments had a `function` is left out at the
+//! end. The rest of the answer (text, the other calls, the finish reason, usage) is kept, on the
+//! fast path and the derived parse alike, and through the client.
+
+#[path = "support/drain.rs"]
+mod drain;
+#[path = "support/mock_server.rs"]
+mod mock_server;
+
+use arkagent::provider::convert::parse_response;
+use arkagent::provider::{
+    decode_sse_body, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient,
+    RetryPolicy, StreamAssembler,
+};
+use arkagent::{ChatMessage, ToolCall};
+use mock_server::{MockServer, Reply};
+use std::sync::Arc;
+
+fn sse(payloads: &[&str]) -> Vec<u8> {
+    payloads.iter().map(|p| format!("data: {p}\n\n")).collect::<String>().into_bytes()
+}
+
+/// The answer of a stream, and the same payloads through the derived parse alone (the reference
+/// of the fast path), which must agree event for event.
+fn answer(payloads: &[&str]) -> ModelResponse {
+    let events = decode_sse_body(&sse(payloads)).unwrap_or_else(|e| panic!("{payloads:?}: {e}"));
+    let mut derived = StreamAssembler::new();
+    let mut out = Vec::new();
+    for p in payloads {
+        derived.push_payload_derived(None, p, &mut out).unwrap_or_else(|e| panic!("{p}: {e}"));
+    }
+    derived.finish(&mut out);
+    assert_eq!(events, out, "{payloads:?}");
+    match events.last() {
+        Some(ModelEvent::Finished(r)) => r.clone(),
+        other => panic!("{payloads:?}: last event {other:?}"),
+    }
+}
+
+fn delta(tool_calls: &str) -> String {
+    format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"text","tool_calls":{tool_calls}}}}}]}}"#)
+}
+
+const FINISH: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+
+#[test]
+fn tool_calls_that_are_not_an_array_are_no_fragment() {
+    for calls in
+        ["null", "{}", r#"{"index":0,"id":"a","function":{"name":"t"}}"#, r#""none""#, "0", "true", "[]"]
+    {
+        let r = answer(&[&delta(calls), FINISH]);
+        assert_eq!(r.content.as_deref(), Some("text"), "{calls}");
+        assert!(r.tool_calls.is_empty(), "{calls}: {:?}", r.tool_calls);
+        assert_eq!((r.finish_reason.as_deref(), r.usage.map(|u| u.total_tokens)), (Some("stop"), Some(5)));
+    }
+}
+
+#[test]
+fn entries_that_are_not_objects_are_left_out_and_the_others_merged() {
+    // Beside and between the fragments of a call streamed by index, and of calls that have none
+    // (merged by id, then onto the call before, as for providers that omit the index).
+    let r = answer(&[
+        &delta(r#"[null,{"index":0,"id":"a","function":{"name":"get","arguments":"{\"k\":"}},"x",7]"#),
+        &delta(r#"[[0,"b",{"name":"put"}],{"index":0,"function":{"arguments":"1}"}},false]"#),
+        FINISH,
+    ]);
+    assert_eq!(r.tool_calls, [ToolCall::new("a", "get", r#"{"k":1}"#)]);
+    let r = answer(&[
+        &delta(
+            r#"["x",{"id":"m1","function":{"name":"a","arguments":"{}"}},null,{"id":"m2","function":{"name":"b"}}]"#,
+        ),
+        &delta(r#"[{"function":{"arguments":"{\"z\":2}"}},[]]"#),
+        FINISH,
+    ]);
+    assert_eq!(r.tool_calls, [ToolCall::new("m1", "a", "{}"), ToolCall::new("m2", "b", r#"{"z":2}"#)]);
+}
+
+#[test]
+fn a_function_that_is_not_an_object_adds_nothing_to_its_call() {
+    for function in ["null", r#""get""#, "1", "true", r#"["get","{}"]"#] {
+        let r = answer(&[
+            &delta(r#"[{"index":0,"id":"a","function":{"name":"get","arguments":"{\"k\""}}]"#),
+            &delta(&format!(r#"[{{"index":0,"function":{function}}}]"#)),
+            &delta(r#"[{"index":0,"function":{"arguments":":1}"}}]"#),
+            FINISH,
+        ]);
+        assert_eq!(r.tool_calls, [ToolCall::new("a", "get", r#"{"k":1}"#)], "{function}");
+    }
+}
+
+#[test]
+fn a_call_that_never_had_a_function_is_left_out() {
+    // Only an id (and a function that is not an object): nothing to run, as in a whole answer.
+    let r = answer(&[&delta(r#"[{"index":0,"id":"x","type":"function"}]"#), FINISH]);
+    assert!(r.tool_calls.is_empty(), "{:?}", r.tool_calls);
+    let r = answer(&[
+        &delta(r#"[{"index":0,"id":"x","function":"oops"}]"#),
+        &delta(r#"[{"index":1,"id":"y","function":{"name":"t","arguments":"{}"}}]"#),
+        FINISH,
+    ]);
+    assert_eq!(r.tool_calls, [ToolCall::new("y", "t", "{}")]);
+    // Its id was no other call's to take: the kept call with the same id keeps it.
+    let r = answer(&[
+        &delta(r#"[{"index":0,"id":"dup"}]"#),
+        &delta(r#"[{"index":1,"id":"dup","function":{"name":"t","arguments":"{}"}}]"#),
+        FINISH,
+    ]);
+    assert_eq!(r.tool_calls, [ToolCall::new("dup", "t", "{}")]);
+    // The id on a first fragment without a function, the function on later ones: one call.
+    let r = answer(&[
+        &delta(r#"[{"index":0,"id":"late","type":"function"}]"#),
+        &delta(r#"[{"index":0,"function":{"name":"t"}}]"#),
+        &delta(r#"[{"index":0,"function":{"arguments":"{\"a\":1}"}}]"#),
+        FINISH,
+    ]);
+    assert_eq!(r.tool_calls, [ToolCall::new("late", "t", r#"{"a":1}"#)]);
+    // A `function` object without a name is still a call (the registry answers tool_not_found).
+    let r = answer(&[&delta(r#"[{"index":0,"id":"n","function":{}}]"#), FINISH]);
+    assert_eq!(r.tool_calls, [ToolCall::new("n", "", "{}")]);
+}
+
+#[test]
+fn a_stream_and_a_whole_answer_with_the_same_entries_give_the_same_calls() {
+    let entries = [
+        r#"[{"id":"a","function":{"name":"t","arguments":"{\"q\":1}"}},{"id":"b"},"x",{"id":"c","function":"s"},{"id":"d","function":{"name":"u"}},{"id":"e","function":null},[1]]"#,
+        r#"[{"id":"only","type":"function"}]"#,
+        r#"[{"id":"f","function":{}},{"id":"g","function":{"arguments":{"k":[1,2]}}}]"#,
+        r#"{"id":"a","function":{"name":"t"}}"#,
+        r#""[]""#,
+    ];
+    for calls in entries {
+        let whole = format!(
+            r#"{{"choices":[{{"message":{{"content":"text","tool_calls":{calls}}},"finish_reason":"stop"}}]}}"#
+        );
+        let whole = parse_response(whole.as_bytes()).unwrap_or_else(|e| panic!("{calls}: {e}"));
+        let streamed = answer(&[&delta(calls), FINISH]);
+        assert_eq!(streamed.tool_calls, whole.tool_calls, "{calls}");
+        assert_eq!(streamed.content, whole.content, "{calls}");
+    }
+}
+
+#[tokio::test]
+async fn through_the_client_an_odd_delta_costs_nothing_of_the_answer() {
+    let body = sse(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"checking","tool_calls":{}}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[null,{"index":0,"id":"c1","function":{"name":"query_order","arguments":"{\"order_id\":\"1\"}"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":"x"}]},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ]);
+    let server = MockServer::start([Reply::sse(&body)]).await;
+    let client = OpenAiCompatibleClient::new(
+        ClientConfig::custom(server.base_url(), "m", "sk-lenient-key").with_retry(RetryPolicy::none()),
+    )
+    .unwrap();
+    let request = ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()));
+    let (events, e) = drain::drain(&client, &request).await;
+    assert!(e.is_none(), "{e:?}");
+    let Some(ModelEvent::Finished(r)) = events.last() else { panic!("{events:?}") };
+    assert_eq!(r.content.as_deref(), Some("checking"));
+    assert_eq!(r.tool_calls, [ToolCall::new("c1", "query_order", r#"{"order_id":"1"}"#)]);
+}
