@@ -109,9 +109,10 @@ test('AgentConfig writes the provider timeouts that are set, and only those', ()
   config.connectTimeoutMs = 5000;
   config.idleTimeoutMs = 90000;
   config.firstByteTimeoutMs = undefined;
+  config.afterFinishTimeoutMs = 2000;
   const { native } = newAgent(config);
   assert.deepEqual([native.config.connectTimeoutMs, native.config.firstByteTimeoutMs, native.config.idleTimeoutMs,
-    native.config.totalTimeoutMs], [5000, undefined, 90000, 1200000]);
+    native.config.totalTimeoutMs, native.config.afterFinishTimeoutMs], [5000, undefined, 90000, 1200000, 2000]);
   assert.ok(!('firstByteTimeoutMs' in native.config));
 });
 

@@ -12,9 +12,10 @@
 //! - Hooks and tools may be added at any time; a run uses those present when it starts.
 //! - Timeouts: `toolTimeoutMs` is the timeout of executors whose definition has none, and of each
 //!   hook call (and of each approval policy call, unless `setApprovalPolicy` is given its own).
-//!   `connectTimeoutMs`, `firstByteTimeoutMs`, `idleTimeoutMs` and `totalTimeoutMs` are the
-//!   provider's (and the loop diagnosis's) HTTP timeouts, on top of the model's defaults
-//!   ([`AgentConfigObject::provider_timeouts`]); checked for `scripted` too, which has no HTTP.
+//!   `connectTimeoutMs`, `firstByteTimeoutMs`, `idleTimeoutMs`, `totalTimeoutMs` and
+//!   `afterFinishTimeoutMs` are the provider's (and the loop diagnosis's) HTTP timeouts, on top of
+//!   the model's defaults ([`AgentConfigObject::provider_timeouts`]); checked for `scripted` too,
+//!   which has no HTTP.
 //! - Approval policy: the core default until `setApprovalPolicy(fn)` installs the app's function
 //!   (see `policy` for its contract, blocking and fail-closed rules); `null` restores the default.
 //! - The `CancellationHandle` given to `run`/`resume` is the run's signal: cancelling it stops the

@@ -555,6 +555,9 @@ pub struct AgentConfigObject {
     pub idle_timeout_ms: Option<f64>,
     /// The whole model call: attempts, backoff and the whole answer, ms (default 600000).
     pub total_timeout_ms: Option<f64>,
+    /// Once the finish reason has arrived, the longest silence before the answer is kept without
+    /// the rest of the stream (usage, `[DONE]`), ms (default 5000; the idle limit if lower).
+    pub after_finish_timeout_ms: Option<f64>,
 }
 
 /// `loopDiagnosis` of the config: when the LLM loop diagnosis is asked and when it counts
@@ -722,8 +725,11 @@ impl AgentConfigObject {
             first_byte: field(self.first_byte_timeout_ms, TimeoutLimit::FirstByte)?,
             idle: field(self.idle_timeout_ms, TimeoutLimit::Idle)?,
             total: field(self.total_timeout_ms, TimeoutLimit::Total)?,
-            // Not an ArkTS option (yet): the default of `Timeouts::after_finish`.
-            after_finish: None,
+            // Bounds nothing and is bounded by nothing: the smaller of it and the idle limit applies.
+            after_finish: self
+                .after_finish_timeout_ms
+                .map(|v| millis("afterFinishTimeoutMs", v))
+                .transpose()?,
         };
         let model = self.model.as_deref().unwrap_or_default();
         Timeouts::for_model(model).with_overrides(overrides).map_err(|c| {

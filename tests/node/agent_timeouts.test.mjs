@@ -134,7 +134,35 @@ test('totalTimeoutMs bounds the whole call, a stream that never pauses long incl
   assert.ok(ms < 5_000, `failed after ${ms} ms`);
 });
 
-const FIELDS = ['connectTimeoutMs', 'firstByteTimeoutMs', 'idleTimeoutMs', 'totalTimeoutMs'];
+test('afterFinishTimeoutMs: a stream silent after its finish reason keeps the answer once the limit passes; the rest read when it comes in time', async (t) => {
+  // The answer up to its finish reason, then a 10 s silence (cut short when the client closes),
+  // then the usage chunk and [DONE].
+  const chunks = textChunks('all of the answer');
+  const stalled = (pauseMs) => async (res) => {
+    res.writeHead(200, SSE_HEAD);
+    await writeChunks(res, chunks.slice(0, -1), 3);
+    await hold(res, pauseMs);
+    await writeChunks(res, chunks.slice(-1), 3);
+    if (!res.destroyed) res.end('data: [DONE]\n\n');
+  };
+  const silent = await mockWith(t, stalled(10_000));
+  // An OpenAI reasoning model's idle default is the whole 600 s total: the option ends the wait.
+  for (const model of ['m', 'o3']) {
+    const { out, ms, text } = await runOn(silent, { model, afterFinishTimeoutMs: 150 });
+    assert.equal(out.status, 'completed', JSON.stringify(out));
+    assert.equal(out.finalText, 'all of the answer');
+    assert.equal(text, 'all of the answer');
+    assert.ok(ms < 3_000, `${model}: completed after ${ms} ms, not soon after the 150 ms limit (the default is 5 s)`);
+    assert.equal(JSON.parse(out.usageJson ?? 'null')?.total_tokens ?? 0, 0, 'the usage chunk never came');
+  }
+  // A pause shorter than the limit: the usage chunk after it is read.
+  const late = await mockWith(t, stalled(300));
+  const { out } = await runOn(late, { afterFinishTimeoutMs: 3_000 });
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+  assert.equal(JSON.parse(out.usageJson).total_tokens, 45);
+});
+
+const FIELDS = ['connectTimeoutMs', 'firstByteTimeoutMs', 'idleTimeoutMs', 'totalTimeoutMs', 'afterFinishTimeoutMs'];
 
 test('a timeout that is not a whole number of ms from 1 to 86400000 is config_invalid naming the field', () => {
   for (const base of [{ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm' }, { provider: 'scripted', scriptJson: '[]' }]) {

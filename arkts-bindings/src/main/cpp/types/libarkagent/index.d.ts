@@ -274,6 +274,12 @@ export interface AgentConfigObject {
   idleTimeoutMs?: number;
   /** The whole model call: every attempt, backoff, and the whole answer or stream (default 600000 ms). */
   totalTimeoutMs?: number;
+  /**
+   * Once the answer's finish reason has arrived, the longest silence before the answer is kept
+   * without the rest of the stream (the usage chunk, [DONE]); default 5000 ms, the idle limit if
+   * that is lower. Checked against no other limit.
+   */
+  afterFinishTimeoutMs?: number;
 }
 
 /** When the LLM loop diagnosis is asked and when it counts; each field has its default. */
