@@ -374,9 +374,13 @@ impl Agent {
                 format!("session {session_id} is in use by this agent; cancel its run before deleting it"),
             ));
         };
-        if !self.store.exists(session_id).await? {
+        match self.store.exists(session_id).await {
             // Nothing to delete, and nothing is created for it (a lease's lock file).
-            return Ok(false);
+            Ok(false) => return Ok(false),
+            // `StateStore::exists`' default loads the session: one no load reads is there.
+            Ok(true) => {}
+            Err(e) if e.code == codes::STATE_CORRUPT => {}
+            Err(e) => return Err(e),
         }
         let _lease = self.store.lease(session_id).await?;
         let state = readable_for_deletion(session_id, self.store.load(session_id).await)?;
