@@ -191,6 +191,10 @@ build_one() {
   "$strip_tool" --strip-unneeded -o "$out/libarkagent.so" "$so"
   echo "   $out/libarkagent.so ($(wc -c <"$out/libarkagent.so") bytes, stripped)"
 }
+# The registry's sources first: on a machine that has none yet (a fresh CI runner) the first build
+# would otherwise go without scripts/registry-remap.sh's flags (no registry directory to name),
+# with the build machine's paths in the module, and the next one would rebuild every crate.
+cargo fetch --locked
 for abi in "${abis[@]}"; do
   build_one "$abi"
 done

@@ -71,6 +71,26 @@ else
   echo "   note: aarch64-unknown-linux-ohos is installed here, so the missing-target stop is not exercised"
 fi
 
+echo "-- registry-remap.sh: the registry paths cargo gives rustc, whatever CARGO_HOME is"
+mkdir -p "$tmp/cargo-home/registry/src/index.example-0123" "$tmp/no-registry"
+want="--remap-path-prefix=$tmp/cargo-home/registry/src/index.example-0123/="
+[ "$(CARGO_HOME="$tmp/cargo-home" scripts/registry-remap.sh)" = "$want" ] ||
+  fail "registry-remap.sh with CARGO_HOME=$tmp/cargo-home printed: $(CARGO_HOME="$tmp/cargo-home" scripts/registry-remap.sh)"
+# A relative CARGO_HOME: cargo makes it absolute from its working directory (build-ohos.sh and
+# size.sh run it where they run this script); rustc sees that absolute path.
+rel=$(cd "$tmp" && CARGO_HOME=cargo-home "$repo/scripts/registry-remap.sh")
+[ "$rel" = "--remap-path-prefix=$(cd "$tmp" && pwd -P)/cargo-home/registry/src/index.example-0123/=" ] ||
+  fail "registry-remap.sh with a relative CARGO_HOME printed: $rel"
+# No registry yet (a fresh machine) and no HOME: nothing to remap, and no failure under set -u.
+[ -z "$(CARGO_HOME="$tmp/no-registry" scripts/registry-remap.sh)" ] || fail "registry-remap.sh without a registry printed flags"
+env -u CARGO_HOME -u HOME scripts/registry-remap.sh >/dev/null || fail "registry-remap.sh fails without HOME"
+# build-ohos.sh joins it with a value already in the environment.
+remap_env=$(CARGO_HOME="$tmp/cargo-home" CARGO_TARGET_AARCH64_UNKNOWN_LINUX_OHOS_RUSTFLAGS=-Cdebuginfo=0 \
+  OHOS_NDK_HOME=$fake scripts/build-ohos.sh --print-env)
+grep -qxF "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_OHOS_RUSTFLAGS=-Cdebuginfo=0 $want" <<<"$remap_env" ||
+  fail "build-ohos.sh --print-env does not join the remap with the environment's rustflags: $remap_env"
+ok "registry-remap.sh: absolute, relative and missing CARGO_HOME, no registry, joined by build-ohos.sh"
+
 echo "-- consistency: .cargo/config.toml, build-ohos.sh, wrappers, rustc"
 config_targets=$(sed -n 's/^\[target\.\([^]]*\)\]$/\1/p' .cargo/config.toml | sort)
 [ "$config_targets" = "$(echo "$script_pairs" | awk '{print $2}' | sort)" ] ||

@@ -9,12 +9,17 @@
 # (the value is split at whitespace) or there is no registry yet.
 # Used by scripts/build-ohos.sh and scripts/size.sh; .cargo/config.toml cannot hold it (its values
 # are fixed text, the registry path is the machine's).
+#
+# CARGO_HOME as cargo reads it: unset is ~/.cargo (`~` is the user's home directory also when HOME
+# is unset, as for cargo), and a relative one is taken from the working directory, where the
+# callers run cargo (cargo makes it absolute so, and rustc sees that absolute path).
 set -euo pipefail
-home=${CARGO_HOME:-$HOME/.cargo}
+home=${CARGO_HOME:-~/.cargo}
+case $home in /*) ;; *) home=$(pwd -P)/$home ;; esac
 flags=()
 for dir in "$home"/registry/src/*/; do
   [ -d "$dir" ] || continue
   case $dir in *[[:space:]]*) exit 0 ;; esac
   flags+=("--remap-path-prefix=$dir=")
 done
-echo "${flags[*]}"
+echo "${flags[*]-}"

@@ -230,6 +230,14 @@ async fn the_api_key_never_reaches_state_events_logs_or_errors() {
     for s in ["demo", "denied", "exhausted", "reset", "cancelled"] {
         outcomes.push(format!("{:?}", agent.state(s).await.unwrap()));
     }
+    // The failed run's state saved the error that ended it (`run_error`), the server's echo of the
+    // key redacted: so the state files checked below hold a message that had the key in it.
+    let saved =
+        agent.state("denied").await.unwrap().unwrap().run_error.expect("the failed run saved its error");
+    assert!(
+        saved.message.contains("Incorrect API key provided") && saved.message.contains("<redacted>"),
+        "{saved:?}"
+    );
 
     // Every byte of the state directory.
     let mut files = Vec::new();

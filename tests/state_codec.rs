@@ -427,3 +427,31 @@ fn a_batch_completion_without_a_stop_is_written_as_before_the_field_existed() {
     let state = serde_json::to_value(arkagent::state::AgentState::new("s")).unwrap();
     assert!(state.get("stop_requested").is_none(), "{state}");
 }
+
+#[test]
+fn a_runs_error_and_an_announced_batch_survive_a_snapshot_and_a_journal_and_are_absent_when_unset() {
+    // What turns 1..=10 leave: the last run failed with its error (`run_error`); turn 6 froze a
+    // batch saved as announced (`approval_announced`), which turn 9 cleared.
+    let failed = state_after("s", 10);
+    let error = failed.run_error.clone().expect("turn 10 failed with an error");
+    assert_eq!(error.code, codes::PROVIDER_HTTP_STATUS);
+    assert_eq!(decode_snapshot(&encode_snapshot(&failed).unwrap()).unwrap(), failed);
+    let announced = state_after("s", 6);
+    assert!(announced.approval_announced && announced.pending_approval.is_some());
+    assert_eq!(decode_snapshot(&encode_snapshot(&announced).unwrap()).unwrap(), announced);
+    assert!(!state_after("s", 9).approval_announced, "cleared with its batch");
+    // Both as journal records.
+    let events: Vec<StateEvent> = (6..=10).flat_map(turn).collect();
+    let mut bytes = journal_header().to_vec();
+    bytes.extend(encode_records(&events).unwrap());
+    assert_eq!(decode_journal(&bytes).unwrap().events, events);
+    // Unset, neither is written: the bytes are those of states and records saved before them.
+    let quiet = serde_json::to_value(state_after("s", 5)).unwrap();
+    assert!(quiet.get("run_error").is_none() && quiet.get("approval_announced").is_none(), "{quiet}");
+    let plain = serde_json::to_value(&turn(1)[3]).unwrap();
+    assert_eq!(plain["event"], "approval_requested");
+    assert!(plain.get("announced").is_none(), "{plain}");
+    let done = serde_json::to_value(&turn(5)[3]).unwrap();
+    assert_eq!(done["event"], "status_changed");
+    assert!(done.get("error").is_none(), "{done}");
+}

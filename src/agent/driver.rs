@@ -358,6 +358,10 @@ impl Agent {
     /// its list of workers, so deleting it again finishes the job; no worker is left behind
     /// without a session that names it.
     ///
+    /// A session no load can read (`state_corrupt`) is deleted all the same, as a worker session
+    /// of it is: deleting is the app's only way to be rid of it. Its own workers, which only its
+    /// state names, are left as orphans (each deleted as any session).
+    ///
     /// # Errors
     /// `session_busy` in those cases, `invalid_state` (a worker session whose parent exists,
     /// naming it; nothing is deleted), `session_id_invalid`, the store's errors.
@@ -370,12 +374,16 @@ impl Agent {
                 format!("session {session_id} is in use by this agent; cancel its run before deleting it"),
             ));
         };
-        if !self.store.exists(session_id).await? {
+        match self.store.exists(session_id).await {
             // Nothing to delete, and nothing is created for it (a lease's lock file).
-            return Ok(false);
+            Ok(false) => return Ok(false),
+            // `StateStore::exists`' default loads the session: one no load reads is there.
+            Ok(true) => {}
+            Err(e) if e.code == codes::STATE_CORRUPT => {}
+            Err(e) => return Err(e),
         }
         let _lease = self.store.lease(session_id).await?;
-        let state = self.store.load(session_id).await?;
+        let state = readable_for_deletion(session_id, self.store.load(session_id).await)?;
         if let Some(parent) = self.owning_parent(state.as_ref()).await? {
             return Err(AgentError::of(
                 codes::INVALID_STATE,
@@ -392,7 +400,7 @@ impl Agent {
         let mut next = 0;
         while let Some(worker) = found.get(next).cloned() {
             next += 1;
-            if let Some(state) = self.store.load(&worker).await? {
+            if let Some(state) = readable_for_deletion(&worker, self.store.load(&worker).await)? {
                 for w in state.workers {
                     if w != session_id && !found.contains(&w) {
                         found.push(w);
@@ -2106,5 +2114,21 @@ async fn unless_cancelled<T>(cancel: &CancellationSignal, future: impl Future<Ou
         biased;
         value = future => Some(value),
         () = cancel.cancelled() => None,
+    }
+}
+
+/// A session's state as [`Agent::delete_session`] reads it: one that no load can read
+/// (`state_corrupt`) counts as a session without workers or delegation, so it is still deleted
+/// (logged); other errors stop the deletion.
+fn readable_for_deletion(
+    session_id: &str,
+    loaded: Result<Option<AgentState>, AgentError>,
+) -> Result<Option<AgentState>, AgentError> {
+    match loaded {
+        Err(e) if e.code == codes::STATE_CORRUPT => {
+            log::warn!("arkagent: session {session_id} is deleted unread: {e}");
+            Ok(None)
+        }
+        other => other,
     }
 }

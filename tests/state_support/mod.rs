@@ -3,7 +3,7 @@
 
 use arkagent::approval::{ApprovalDecision, PendingApprovalBatch, PendingApprovalItem};
 use arkagent::state::{AgentState, RunStatus, StateEvent};
-use arkagent::{ChatMessage, RiskLevel, ToolCall, ToolResult, Usage};
+use arkagent::{codes, AgentError, ChatMessage, RiskLevel, ToolCall, ToolResult, Usage};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -46,7 +46,8 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         stop_requested: false,
                         dismissed: None,
                     },
-                    announced: false,
+                    // Both forms of the record (a worker's batch announced, and not).
+                    announced: k.is_multiple_of(2),
                 },
             ]
         }
@@ -92,7 +93,19 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
             StateEvent::RoundStarted { round: 2 },
             StateEvent::MessageAppended { message: ChatMessage::assistant_text(format!("done {k}")) },
             StateEvent::LoopWindow { window: vec![format!("sig-{k}")] },
-            StateEvent::StatusChanged { status: RunStatus::Completed, finish_reason: None, error: None },
+            // Every second run of the cycle fails with the error that ended it (saved with its status).
+            if k.is_multiple_of(10) {
+                StateEvent::StatusChanged {
+                    status: RunStatus::Failed,
+                    finish_reason: None,
+                    error: Some(AgentError::of(
+                        codes::PROVIDER_HTTP_STATUS,
+                        format!("HTTP 500: run {k} failed"),
+                    )),
+                }
+            } else {
+                StateEvent::StatusChanged { status: RunStatus::Completed, finish_reason: None, error: None }
+            },
         ],
     };
     ev.push(StateEvent::UsageAdded {

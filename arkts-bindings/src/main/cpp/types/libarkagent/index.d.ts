@@ -473,8 +473,9 @@ export declare class Agent {
   pendingApprovalJson(sessionId: string): Promise<string | null>;
   /**
    * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
-   * existed (a missing session is not touched). Rejects with session_busy while it is being run
-   * (cancel first), invalid_state for a worker session whose parent session exists (delete the parent).
+   * existed (a missing session is not touched; a corrupt one is deleted too). Rejects with
+   * session_busy while it is being run (cancel first), invalid_state for a worker session whose
+   * parent session exists (delete the parent).
    */
   deleteSession(sessionId: string): Promise<boolean>;
 }

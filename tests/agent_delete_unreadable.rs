@@ -1,0 +1,111 @@
+//! `Agent::delete_session` on sessions no load can read (`state_corrupt`): the app's only way to
+//! be rid of such a session is to delete it, so the deletion goes ahead without the state (a
+//! corrupt session's own workers are not known; each is then an orphan, deleted as any session),
+//! and a parent whose worker session is corrupt is deleted with it; also through a store of the
+//! app's whose `exists` is the default (which loads, and so fails on a corrupt session).
+
+#[path = "support/delegation.rs"]
+mod delegation;
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::state::{AgentState, FileStore, SessionLease, StateEvent, StateStore, LOCK_DIR};
+use arkagent::{AgentError, CancellationSignal};
+use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use support::{answer, calls, Script};
+
+/// Overwrites every file of a session's directory with bytes no load reads.
+fn corrupt(dir: &Path) {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::write(&path, b"\x00not a state\xff").unwrap();
+        n += 1;
+    }
+    assert!(n > 0, "{} held files", dir.display());
+}
+
+fn script() -> Vec<arkagent::provider::ModelResponse> {
+    vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"clear"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("worker done"),
+        answer("parent done"),
+    ]
+}
+
+#[tokio::test]
+async fn a_corrupt_session_and_a_parent_with_a_corrupt_worker_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent = delegation::agent(Arc::new(Script::new(script())), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+
+    // The worker's files are corrupt: the parent is still deleted, with it.
+    corrupt(&dir.path().join(&worker));
+    assert_eq!(store.load(&worker).await.unwrap_err().code, "state_corrupt");
+    assert!(agent.delete_session("parent").await.unwrap());
+    assert_eq!(store.load("parent").await.unwrap(), None);
+    assert!(!dir.path().join(&worker).exists(), "the corrupt worker went with its parent");
+
+    // A corrupt session of its own.
+    let plain = delegation::agent(Arc::new(Script::new(vec![answer("hi")])), store.clone(), &cleared, 1);
+    plain.run("alone", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    corrupt(&dir.path().join("alone"));
+    assert_eq!(store.load("alone").await.unwrap_err().code, "state_corrupt");
+    assert!(agent.delete_session("alone").await.unwrap());
+    assert!(!dir.path().join("alone").exists());
+    assert_eq!(std::fs::read_dir(dir.path().join(LOCK_DIR)).unwrap().count(), 0, "no lock file is left");
+    assert!(!agent.delete_session("alone").await.unwrap(), "gone");
+}
+
+/// A store of the app's that forwards to a `FileStore` but keeps `StateStore::exists`' default
+/// (which loads the session, so it fails on a corrupt one).
+struct Forwarding(FileStore);
+
+#[async_trait::async_trait]
+impl StateStore for Forwarding {
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        self.0.load(session_id).await
+    }
+
+    async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        self.0.load_unrepaired(session_id).await
+    }
+
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+        self.0.commit(state, events).await
+    }
+
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+        self.0.save_snapshot(state).await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+        self.0.delete(session_id).await
+    }
+
+    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
+        self.0.lease(session_id).await
+    }
+}
+
+#[tokio::test]
+async fn a_corrupt_session_of_a_store_with_the_default_exists_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(Forwarding(FileStore::new(dir.path())));
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent = delegation::agent(Arc::new(Script::new(vec![answer("hi")])), store.clone(), &cleared, 1);
+    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    corrupt(&dir.path().join("s"));
+    assert_eq!(store.exists("s").await.unwrap_err().code, "state_corrupt");
+    assert!(agent.delete_session("s").await.unwrap());
+    assert!(!dir.path().join("s").exists());
+    assert!(!agent.delete_session("s").await.unwrap());
+}
