@@ -52,7 +52,9 @@ pub enum AgentEvent {
     },
     /// The model began a tool call.
     ToolCallStarted {
-        /// Position in the answer.
+        /// Position in the answer (0-based). A number may be skipped: a streamed call that never
+        /// had a `function` is left out of the answer and keeps its position unused, so pair a
+        /// call's events by `index` rather than by counting them.
         index: usize,
         /// Call id.
         id: String,

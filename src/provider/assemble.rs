@@ -54,6 +54,10 @@ pub struct StreamAssembler {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     finished: bool,
+    /// Answer data (text, reasoning, a call fragment) came after a finish reason: this provider
+    /// sends finish reasons before the end (Gemini's intermediate tool-call chunks through some
+    /// gateways, a finish reason after every call), so none of them says the answer is complete.
+    data_after_finish: bool,
 }
 
 impl StreamAssembler {
@@ -65,6 +69,15 @@ impl StreamAssembler {
     /// True once a choice reported a finish reason.
     pub fn saw_finish_reason(&self) -> bool {
         self.finish_reason.is_some()
+    }
+
+    /// True once a finish reason came and no answer data (text, reasoning, a call fragment) ever
+    /// came after one: the answer looks complete, only the usage chunk and `[DONE]` should follow.
+    /// Once data followed a finish reason, the stream's finish reasons are known to come early and
+    /// this stays false (the client then waits the idle limit, not the one after the finish
+    /// reason, for the rest).
+    pub fn answer_looks_complete(&self) -> bool {
+        self.finish_reason.is_some() && !self.data_after_finish
     }
 
     /// True once [`finish`](Self::finish) ran.
@@ -217,11 +230,16 @@ impl StreamAssembler {
         content: Option<Cow<'_, str>>,
         out: &mut Vec<ModelEvent>,
     ) {
-        if let Some(r) = reasoning.filter(|s| !s.is_empty()) {
+        let reasoning = reasoning.filter(|s| !s.is_empty());
+        let content = content.filter(|s| !s.is_empty());
+        if self.finish_reason.is_some() && (reasoning.is_some() || content.is_some()) {
+            self.data_after_finish = true;
+        }
+        if let Some(r) = reasoning {
             self.reasoning.push_str(&r);
             out.push(ModelEvent::ReasoningDelta(r.into_owned()));
         }
-        if let Some(c) = content.filter(|s| !s.is_empty()) {
+        if let Some(c) = content {
             self.content.push_str(&c);
             out.push(ModelEvent::TextDelta(c.into_owned()));
         }
@@ -244,6 +262,7 @@ impl StreamAssembler {
         arguments: Option<WireArguments<'_>>,
         out: &mut Vec<ModelEvent>,
     ) {
+        self.data_after_finish |= self.finish_reason.is_some();
         let id = id.filter(|s| !s.is_empty());
         let name = name.filter(|s| !s.is_empty());
         let arguments = arguments.map(|a| a.0).filter(|s| !s.is_empty());
@@ -425,6 +444,12 @@ impl StreamDecoder {
     /// answer whether or not `[DONE]` came.
     pub fn saw_finish_reason(&self) -> bool {
         self.assembler.saw_finish_reason()
+    }
+
+    /// See [`StreamAssembler::answer_looks_complete`]: a finish reason came and no answer data
+    /// after any finish reason, so only the usage chunk and `[DONE]` should follow.
+    pub fn answer_looks_complete(&self) -> bool {
+        self.assembler.answer_looks_complete()
     }
 
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
@@ -778,5 +803,41 @@ mod tests {
         // A body with an event is a stream, even after lines that are not.
         let e = decode_sse_body(b"junk\ndata: {\"choices\":[]}\n\n").unwrap_err();
         assert_eq!(e.code, codes::PROVIDER_STREAM_INTERRUPTED);
+    }
+
+    #[test]
+    fn an_answer_looks_complete_until_data_follows_a_finish_reason() {
+        // Both readings (in place and derived) decide the same.
+        for in_place in [true, false] {
+            let mut a = StreamAssembler::new();
+            let mut out = Vec::new();
+            let mut push = |a: &mut StreamAssembler, p: &str| {
+                if in_place {
+                    a.push_payload(None, p, &mut out).unwrap()
+                } else {
+                    a.push_payload_derived(None, p, &mut out).unwrap()
+                };
+            };
+            push(&mut a, r#"{"choices":[{"delta":{"content":"x"}}]}"#);
+            assert!(!a.answer_looks_complete());
+            // Data and the finish reason in one chunk (vLLM), then usage and keep-alives: complete.
+            push(&mut a, r#"{"choices":[{"delta":{"content":"y"},"finish_reason":"stop"}]}"#);
+            assert!(a.answer_looks_complete());
+            push(&mut a, r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#);
+            push(&mut a, r#"{"choices":[{"delta":{"content":""},"finish_reason":null}]}"#);
+            push(&mut a, "");
+            assert!(a.answer_looks_complete());
+            // A call fragment after it: this stream's finish reasons come early, for good.
+            push(&mut a, r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":null}]}}]}"#);
+            assert!(!a.answer_looks_complete() && a.saw_finish_reason());
+            push(&mut a, r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#);
+            assert!(!a.answer_looks_complete(), "in place {in_place}");
+            // Text after one does the same.
+            let mut b = StreamAssembler::new();
+            push(&mut b, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#);
+            assert!(b.answer_looks_complete());
+            push(&mut b, r#"{"choices":[{"delta":{"reasoning_content":"r"}}]}"#);
+            assert!(!b.answer_looks_complete(), "in place {in_place}");
+        }
     }
 }

@@ -614,9 +614,11 @@ impl StreamState {
             }
             let resp = self.resp.as_mut()?;
             let mut idle = self.config.timeouts.idle;
-            let after_finish = self.decoder.saw_finish_reason();
+            let after_finish = self.decoder.answer_looks_complete();
             if after_finish {
-                // The answer is complete: only the usage chunk and `[DONE]` may still come.
+                // The answer is complete: only the usage chunk and `[DONE]` may still come. (Not
+                // once answer data followed a finish reason: this provider sends them early, and
+                // more calls may come after a long pause, so the idle limit applies.)
                 idle = idle.min(self.config.timeouts.after_finish);
             }
             let until = self.deadline.min(Instant::now() + idle);

@@ -254,7 +254,9 @@ pub struct Timeouts {
     /// at most the usage chunk and `[DONE]` are still to come: past it the answer is kept and the
     /// connection closed (as when the stream breaks off there). The smaller of this and `idle`
     /// applies. Default 5 s, for every model: a reasoning model's `idle` (the total, 600 s) would
-    /// otherwise hold a complete answer for up to 10 minutes behind a stalled gateway.
+    /// otherwise hold a complete answer for up to 10 minutes behind a stalled gateway. Not once
+    /// answer data (text, reasoning, a call fragment) has followed a finish reason: that provider
+    /// sends them early (more calls may still come after a pause), and `idle` applies.
     pub after_finish: Duration,
 }
 

@@ -277,7 +277,8 @@ export interface AgentConfigObject {
   /**
    * Once the answer's finish reason has arrived, the longest silence before the answer is kept
    * without the rest of the stream (the usage chunk, [DONE]); default 5000 ms, the idle limit if
-   * that is lower. Checked against no other limit.
+   * that is lower. Checked against no other limit. Not applied in a stream where answer data
+   * followed a finish reason (its finish reasons come early): the idle limit applies there.
    */
   afterFinishTimeoutMs?: number;
 }
