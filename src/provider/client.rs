@@ -554,10 +554,7 @@ impl ChatModel for OpenAiCompatibleClient {
             };
             if starts_as_event_stream(&bytes) == Some(true) {
                 // An event stream mislabelled as JSON that ended in its first read: decoded as one.
-                let mut decoder = StreamDecoder::new();
-                let mut events = Vec::new();
-                decoder.feed(&bytes, &mut events).map_err(|e| redact_error(e, key))?;
-                decoder.finish(&mut events).map_err(|e| redact_error(e, key))?;
+                let events = decode_sse_body(&bytes).map_err(|e| redact_error(e, key))?;
                 return Ok(Box::pin(futures_util::stream::iter(events.into_iter().map(Ok))));
             }
             let response = parse_response(&bytes).map_err(|e| redact_error(e, key))?;
