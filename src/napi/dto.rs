@@ -70,11 +70,10 @@ impl<K: IdName> Id<K> {
 /// The index and value of the first UTF-16 unit of `units` that is a surrogate without its pair.
 fn lone_surrogate(units: &[u16]) -> Option<(usize, u16)> {
     let mut index = 0;
-    while let Some(&unit) = units.get(index) {
-        match unit {
-            0xD800..=0xDBFF if matches!(units.get(index + 1), Some(0xDC00..=0xDFFF)) => index += 2,
-            0xD800..=0xDFFF => return Some((index, unit)),
-            _ => index += 1,
+    for decoded in char::decode_utf16(units.iter().copied()) {
+        match decoded {
+            Ok(c) => index += c.len_utf16(),
+            Err(e) => return Some((index, e.unpaired_surrogate())),
         }
     }
     None
