@@ -5,7 +5,7 @@
 # joins with the target's `rustflags` of .cargo/config.toml). Panic locations then name
 # `tokio-1.54.1/src/...` instead of `/home/<user>/.cargo/registry/src/index.crates.io-<hash>/tokio-...`:
 # 16 KB less .rodata in the release .so, and no path of the build machine in it (BENCHMARKS.md,
-# "Size of the stripped release `.so`", variant 38). Prints nothing when a path holds whitespace
+# "Size of the stripped release `.so`", variant 39). Prints nothing when a path holds whitespace
 # (the value is split at whitespace) or there is no registry yet.
 # Used by scripts/build-ohos.sh and scripts/size.sh; .cargo/config.toml cannot hold it (its values
 # are fixed text, the registry path is the machine's).
