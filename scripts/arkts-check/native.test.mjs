@@ -442,6 +442,17 @@ test('an ArkTS AgentHook through the real Agent: all nine methods, each with its
   assert.deepEqual(errors, []);
 });
 
+/** What `new B.Agent(config)` throws, read by `agentErrorOf` (undefined's reading if it does not throw). */
+function constructionError(config) {
+  let thrown;
+  try {
+    new B.Agent(config);
+  } catch (e) {
+    thrown = e;
+  }
+  return B.agentErrorOf(thrown);
+}
+
 // The provider options set on the ArkTS AgentConfig reach the wire: a run through the wrapper
 // against a local mock OpenAI-compatible server (127.0.0.1:0).
 test('AgentConfig provider options through the real module: the request bodies the server gets', async (t) => {
@@ -475,13 +486,7 @@ test('AgentConfig provider options through the real module: the request bodies t
   assert.equal(mock.requests[1].body.messages[1].reasoning_content, 'check the order');
   // A bad option is the native config_invalid, naming the field.
   config.contextBudgetTokens = 0;
-  let thrown;
-  try {
-    new B.Agent(config);
-  } catch (e) {
-    thrown = e;
-  }
-  const info = B.agentErrorOf(thrown);
+  const info = constructionError(config);
   assert.deepEqual([info.code, info.layer], ['config_invalid', 'config']);
   assert.match(info.message, /contextBudgetTokens/);
 });
@@ -501,13 +506,7 @@ test('AgentConfig provider timeouts through the real module: provider_timeout, a
   assert.deepEqual([out.error?.code, out.error?.layer], ['provider_timeout', 'provider']);
   assert.match(out.error?.message ?? '', /first byte timeout of 150ms/);
   config.idleTimeoutMs = 6000;
-  let thrown;
-  try {
-    new B.Agent(config);
-  } catch (e) {
-    thrown = e;
-  }
-  const info = B.agentErrorOf(thrown);
+  const info = constructionError(config);
   assert.deepEqual([info.code, info.layer], ['config_invalid', 'config']);
   assert.match(info.message, /^idleTimeoutMs \(6000\) is above totalTimeoutMs \(5000\)/);
 });
