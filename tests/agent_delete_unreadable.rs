@@ -9,13 +9,13 @@ mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
 
-use arkagent::agent::{EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::agent::{EventLog, RunOutcome};
 use arkagent::state::{AgentState, FileStore, SessionLease, StateEvent, StateStore, LOCK_DIR};
 use arkagent::{AgentError, CancellationSignal};
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use support::{answer, calls, Script};
+use support::{answer, Script};
 
 /// Overwrites every file of a session's directory with bytes no load reads.
 fn corrupt(dir: &Path) {
@@ -28,21 +28,13 @@ fn corrupt(dir: &Path) {
     assert!(n > 0, "{} held files", dir.display());
 }
 
-fn script() -> Vec<arkagent::provider::ModelResponse> {
-    vec![
-        calls(&[("d1", DELEGATE_TASK, r#"{"task":"clear"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("worker done"),
-        answer("parent done"),
-    ]
-}
-
 #[tokio::test]
 async fn a_corrupt_session_and_a_parent_with_a_corrupt_worker_are_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent = delegation::agent(Arc::new(Script::new(script())), store.clone(), &cleared, 1);
+    let agent =
+        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
     let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
     let worker = batch.worker_session.clone().unwrap();

@@ -12,27 +12,16 @@ mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
 
-use arkagent::agent::{EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::agent::{EventLog, RunOutcome};
 use arkagent::state::{FileStore, RunStatus, StateStore, LOCK_DIR};
 use arkagent::CancellationSignal;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use support::{answer, calls, MemStore, Script};
+use support::{MemStore, Script};
 
 fn none() -> CancellationSignal {
     CancellationSignal::new()
-}
-
-/// The parent delegates, the worker asks for the dangerous `clear_baking_cache`, answers
-/// `worker done` once it ran, and the parent answers `parent done`.
-fn script() -> Vec<arkagent::provider::ModelResponse> {
-    vec![
-        calls(&[("d1", DELEGATE_TASK, r#"{"task":"clear"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("worker done"),
-        answer("parent done"),
-    ]
 }
 
 #[tokio::test]
@@ -40,7 +29,8 @@ async fn a_worker_session_is_not_deleted_nor_changed_apart_from_its_parent() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent = delegation::agent(Arc::new(Script::new(script())), store.clone(), &cleared, 1);
+    let agent =
+        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
     agent.set_metadata("parent", "userId", json!("u-1")).await.unwrap();
     let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
@@ -75,7 +65,8 @@ async fn a_worker_session_is_not_deleted_nor_changed_apart_from_its_parent() {
 async fn a_worker_whose_parent_is_gone_is_deleted_as_any_session() {
     let store = Arc::new(MemStore::new());
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent = delegation::agent(Arc::new(Script::new(script())), store.clone(), &cleared, 1);
+    let agent =
+        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
     let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
     let worker = batch.worker_session.clone().unwrap();

@@ -58,3 +58,16 @@ pub fn tools(cleared: &Arc<AtomicUsize>) -> ToolRegistry {
     .unwrap();
     r
 }
+
+/// The parent delegates (`d1`), the worker asks for the dangerous `clear_baking_cache` (`w1`),
+/// answers `worker done` once it ran, and the parent answers `parent done`. (Every test that
+/// includes this file names the runtime support module `support`.)
+pub fn clear_script() -> Vec<arkagent::provider::ModelResponse> {
+    use crate::support::{answer, calls};
+    vec![
+        calls(&[("d1", arkagent::agent::DELEGATE_TASK, r#"{"task":"clear"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("worker done"),
+        answer("parent done"),
+    ]
+}
