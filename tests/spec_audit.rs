@@ -68,3 +68,78 @@ async fn an_is_error_result_is_marked_as_an_error_in_what_the_model_reads() {
     assert_eq!(first.to_model_text(), "unknown record: r9");
     assert!(first.is_error);
 }
+
+/// tool-calling-loop.md 3 (`ToolAgent.chat`: `let rounds = 0; while (rounds < maxRounds)`): each
+/// user message gets `maxRounds` model rounds; the calls of the last round still run and are
+/// recorded, then the fixed fallback is recorded as the answer. The next message starts counting
+/// again.
+#[tokio::test]
+async fn the_last_rounds_calls_run_before_the_fallback_and_each_message_counts_its_own_rounds() {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&runs);
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            ToolDefinition::new("query_stock", "查询库存", json!({"type": "object"})),
+            Arc::new(FnExecutor(move |_args, _ctx| {
+                let counted = Arc::clone(&counted);
+                async move {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok(ToolResult::text("12"))
+                }
+            })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![
+        calls(&[("c1", "query_stock", r#"{"sku":"SKU001"}"#)]),
+        calls(&[("c2", "query_stock", r#"{"sku":"SKU002"}"#)]),
+        calls(&[("c3", "query_stock", r#"{"sku":"SKU003"}"#)]),
+        answer("SKU003 有 12 件"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let config = arkagent::agent::AgentConfig { max_rounds: 2, ..Default::default() };
+    let agent = AgentBuilder::new(model.clone(), store.clone()).tools(tools).config(config).build();
+    let out = agent.run("s", "SKU001 还有货吗", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), arkagent::state::RunStatus::MaxRounds);
+    assert_eq!(model.requests().len(), 2, "maxRounds model rounds");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2, "the second round's call ran too");
+    let state = arkagent::state::StateStore::load(store.as_ref(), "s").await.unwrap().unwrap();
+    let roles: Vec<&str> = state.messages.iter().map(|m| m.role()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "tool", "assistant"]);
+    assert_eq!(
+        state.messages.last().unwrap(),
+        &arkagent::ChatMessage::assistant_text(arkagent::agent::MAX_ROUNDS_FALLBACK)
+    );
+
+    // A new message: two rounds again (one call, then the answer), not ended at once.
+    let out = agent.run("s", "SKU003 呢", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), arkagent::state::RunStatus::Completed);
+    assert_eq!(model.requests().len(), 4);
+}
+
+/// arkagent-tool-system.md 6.2 ("取消错误不回填"), as `ToolExecutor` documents it: the run's
+/// cancel is what ends a run without writing the call back (tests/agent_runtime.rs,
+/// `cancellation_mid_tool_reaches_the_executor_and_ends_the_run_without_results`). A `cancelled`
+/// error an executor returns on its own while the run goes on is its domain error: the model
+/// reads it, and the run goes on.
+#[tokio::test]
+async fn an_executors_own_cancelled_error_while_the_run_goes_on_is_read_by_the_model() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            ToolDefinition::new("pick_photo", "asks the user for a photo", json!({"type": "object"})),
+            Arc::new(FnExecutor(|_args, _ctx| async move {
+                Err(arkagent::AgentError::of(arkagent::codes::TOOL_CANCELLED, "the user closed the picker"))
+            })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "pick_photo", "{}")]), answer("好的，不选照片")]));
+    let agent = AgentBuilder::new(model.clone(), Arc::new(MemStore::new())).tools(tools).build();
+    let out = agent.run("s", "换头像", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), arkagent::state::RunStatus::Completed);
+    let results = tool_messages(&model.requests()[1].messages);
+    assert_eq!(
+        results,
+        vec![("c1".to_string(), "error [tool_cancelled]: the user closed the picker".to_string(), true)]
+    );
+}
