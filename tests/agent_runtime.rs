@@ -332,7 +332,7 @@ async fn a_dismissed_batch_is_answered_with_the_denial_and_the_model_is_not_aske
     let results = tool_messages(&state.messages);
     assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     assert!(results.iter().all(|r| r.2), "{results:?}");
-    assert_eq!(results[1].1, "denied by user: 用户换了话题");
+    assert_eq!(results[1].1, "error: denied by user: 用户换了话题");
     let err = agent2.dismiss("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
     assert_eq!(err.code, "no_pending_approval");
 

@@ -230,6 +230,10 @@ async fn an_is_error_result_reaches_the_model_as_an_error() {
     let result = r.execute(&call("read_record", "{}"), ctx()).await.unwrap();
     assert!(result.is_error);
     assert_eq!(result.to_model_text(), "unknown record: r9");
+    // The tool message the model reads says it failed (the wire has no error field).
+    let message = arkagent::state::tool_result_message(&call("read_record", "{}"), &result);
+    assert!(matches!(message, arkagent::ChatMessage::Tool { ref content, is_error: true, .. }
+        if content == "error: unknown record: r9"));
     // A gate's error becomes an is_error result carrying its code too.
     let e = r.execute(&call("nope", "{}"), ctx()).await.unwrap_err();
     let as_result = ToolResult::from_error(&e);

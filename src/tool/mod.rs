@@ -21,6 +21,12 @@ use serde_json::{Map, Value};
 /// Return `Ok` with a result (set `is_error` for a failure the model should see), or `Err` with a
 /// domain [`AgentError`]: its code passes through unchanged. A panic becomes
 /// `tool_execution_failed`.
+///
+/// Cancellation (the seed's rule: a cancelled call is not written back, the run ends) is the
+/// run's: once the run's signal (which `context.signal` follows) is cancelled, whatever the
+/// executor returns is dropped and the run ends `cancelled`. An error of the `cancelled` layer that
+/// an executor returns while the run goes on (say, the user closed the tool's own dialog) is a
+/// domain error like any other: the model reads it and the run goes on.
 #[async_trait]
 pub trait ToolExecutor: Send + Sync {
     /// Runs one call.

@@ -112,7 +112,7 @@ test('dismiss in a new Agent: pending items denied with the reason, no model rou
   assert.equal(await restarted.pendingApprovalJson('s'), null);
   let state = JSON.parse(await restarted.stateJson('s'));
   const tool = state.messages.find((m) => m.role === 'tool');
-  assert.deepEqual([tool.tool_call_id, tool.is_error, tool.content], ['w1', true, 'denied by user: the user moved on']);
+  assert.deepEqual([tool.tool_call_id, tool.is_error, tool.content], ['w1', true, 'error: denied by user: the user moved on']);
   await rejectsWithCode(assert, restarted.dismiss('s', 'again'), 'no_pending_approval', 'runtime');
 
   const next = await restarted.run('s', 'never mind');

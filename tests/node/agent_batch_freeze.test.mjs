@@ -85,8 +85,8 @@ test('denying the dangerous call runs nothing: B gets the denial, A and C are no
   assert.deepEqual(runs, []);
   const answered = await results(agent);
   assert.deepEqual(answered.map(([id, , isError]) => [id, isError]), [['a', true], ['b', true], ['c', true]]);
-  assert.equal(answered[1][1], 'denied by user: keep my data');
-  assert.match(answered[0][1], /^not run: /);
-  assert.match(answered[2][1], /^not run: /);
+  assert.equal(answered[1][1], 'error: denied by user: keep my data');
+  assert.match(answered[0][1], /^error: not run: /);
+  assert.match(answered[2][1], /^error: not run: /);
   assert.deepEqual(codes, { a: [true, 'tool_not_run'], b: [true, 'tool_denied'], c: [true, 'tool_not_run'] });
 });
