@@ -1,0 +1,103 @@
+// The journey of a developer using the raw native module (index.d.ts only; journey_app.mjs is the
+// app): the app runs until a dangerous call needs approval and is then killed with SIGKILL; opened
+// again in this process over the same state directory, it shows the conversation, approves, and
+// resumes to the end. Every event the listener got is of a type index.d.ts documents. A Cancel
+// button ends a run whose tool waits.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildModule, readDts, waitFor } from './helper.mjs';
+import { CancellationHandle, conversation, DOCUMENTED_EVENT_TYPES, openApp, renderEvent } from './journey_app.mjs';
+
+const APP = fileURLToPath(new URL('./journey_app.mjs', import.meta.url));
+
+/** Runs the app in a child process until it reports its suspended run, then SIGKILLs it. */
+async function runAndKill(stateDir) {
+  const child = spawn(process.execPath, [APP, stateDir], {
+    env: { ...process.env, ARKAGENT_SO: buildModule() },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve(signal ?? code)));
+  await waitFor(() => out.includes('\n') || child.exitCode !== null, 'the app to suspend', 15_000);
+  child.kill('SIGKILL');
+  assert.equal(await exited, 'SIGKILL', `the app was killed, not ended: ${err}`);
+  return JSON.parse(out.split('\n')[0]);
+}
+
+test('index.d.ts documents exactly the event types the app renders', () => {
+  const dts = readDts();
+  const listed = /\{"type": ((?:"[a-z_]+" \|\s*(?:\* )?)+"[a-z_]+")/.exec(dts);
+  assert.ok(listed, 'the AgentEventListener doc lists the types');
+  assert.deepEqual(listed[1].match(/"[a-z_]+"/g).map((t) => JSON.parse(t)), DOCUMENTED_EVENT_TYPES);
+});
+
+test('killed while it waits for an approval, the app opens again, approves and finishes', async () => {
+  const stateDir = mkdtempSync(join(tmpdir(), 'arkagent-journey-'));
+  try {
+    const killed = await runAndKill(stateDir);
+    assert.equal(killed.status, 'awaiting_approval');
+    assert.ok(killed.lines.every((l) => !l.startsWith('unknown')), killed.lines.join('\n'));
+    assert.ok(killed.lines.includes('result lookup_recipe ok {"name":"baguette","servings":2}'), 'the hook rewrote the lookup');
+    const asked = killed.lines.at(-1);
+    assert.match(asked, /^approve\? delete_recipe [0-9a-f-]{36}$/);
+
+    // Opened again: the conversation and the pending batch come from the state directory.
+    const lines = [];
+    const done = [];
+    const agent = openApp(stateDir, [{ content: 'The bagel is gone.' }], lines, done);
+    assert.deepEqual(await conversation(agent, 'kitchen'), [
+      'user: Delete the bagel and show me the baguette',
+      'assistant:  [lookup_recipe{"name":"  Baguette "}]',
+      'lookup_recipe ok: {"name":"baguette","servings":2}',
+      'assistant: Deleting the bagel. [delete_recipe{"name":" BAGEL ","reason":"duplicate"}]',
+    ]);
+    const batch = JSON.parse(await agent.pendingApprovalJson('kitchen'));
+    assert.deepEqual(batch.items.map((i) => [i.tool_call.name, i.tool_call.arguments, i.risk_level, i.decision]),
+      [['delete_recipe', '{"name":"bagel","reason":"duplicate"}', 'dangerous', 'pending']]);
+    assert.equal(asked.split(' ').at(-1), batch.items[0].approval_id, 'the id the killed app showed still decides');
+    await agent.approve('kitchen', batch.items[0].approval_id);
+    const outcome = await agent.resume('kitchen');
+    assert.equal(outcome.status, 'completed');
+    assert.equal(outcome.finalText, 'The bagel is gone.');
+    assert.deepEqual(done, ['delete {"name":"bagel","reason":"duplicate"} in kitchen']);
+    assert.equal(lines[0], 'run started (resumed) kitchen');
+    assert.equal(lines.at(-1), 'finished completed');
+    assert.ok(lines.includes('result delete_recipe ok deleted bagel'));
+    assert.equal(await agent.pendingApprovalJson('kitchen'), null);
+    assert.deepEqual((await conversation(agent, 'kitchen')).slice(4),
+      ['delete_recipe ok: deleted bagel', 'assistant: The bagel is gone.']);
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+test('the Cancel button: a run whose tool waits ends cancelled, the tool hears it, the history stays valid', async () => {
+  const lines = [];
+  const agent = openApp(undefined, [{ tool_calls: [{ id: 'w1', name: 'wait', arguments: '{}' }] }, { content: 'never' }], lines);
+  const heard = [];
+  agent.registerTool({ name: 'wait', description: 'Waits', parametersJson: '{"type":"object"}' },
+    (_args, context) => new Promise((resolve) => context.signal.onCancel((reason) => {
+      heard.push(reason);
+      resolve({ contents: [{ type: 'text', text: 'stopped' }] });
+    })));
+  const button = new CancellationHandle();
+  const running = agent.run('s', 'wait for it', button);
+  await waitFor(() => lines.some((l) => l.startsWith('called wait')), 'the call');
+  button.cancel('user tapped cancel');
+  const outcome = await running;
+  assert.equal(outcome.status, 'cancelled');
+  assert.equal(lines.at(-1), 'finished cancelled');
+  await waitFor(() => heard.length === 1, 'the tool to hear the cancel');
+  assert.deepEqual(heard, ['user tapped cancel']);
+  const shown = await conversation(agent, 's');
+  assert.match(shown.at(-1), /^wait error: error \[tool_interrupted\]/);
+  assert.equal(renderEvent('{"type":"something_new","run_id":"r"}'), 'unknown something_new');
+});
