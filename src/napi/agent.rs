@@ -289,7 +289,10 @@ impl JsAgent {
                     }
                     other => {
                         return guard(&env, || {
-                            Err(config_invalid(format!("policy must be a function or null, not {other}")))
+                            Err(AgentError::of(
+                                codes::ARGUMENT_INVALID,
+                                format!("wrong argument: policy must be a function or null, not {other}"),
+                            ))
                         })
                     }
                 },

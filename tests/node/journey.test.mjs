@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildModule, readDts, waitFor } from './helper.mjs';
+import { buildModule, readDts, throwsWithCode, waitFor } from './helper.mjs';
 import { CancellationHandle, conversation, DOCUMENTED_EVENT_TYPES, openApp, renderEvent } from './journey_app.mjs';
 
 const APP = fileURLToPath(new URL('./journey_app.mjs', import.meta.url));
@@ -100,4 +100,46 @@ test('the Cancel button: a run whose tool waits ends cancelled, the tool hears i
   const shown = await conversation(agent, 's');
   assert.match(shown.at(-1), /^wait error: error \[tool_interrupted\]/);
   assert.equal(renderEvent('{"type":"something_new","run_id":"r"}'), 'unknown something_new');
+});
+
+test('mistakes of a developer on the raw module: a policy object, a hook method that is not a function, are argument_invalid', () => {
+  const agent = openApp(undefined, []);
+  // index.d.ts: "a string where a function is expected ... is refused ... with code argument_invalid".
+  const cases = [
+    [() => agent.setApprovalPolicy({ decide: () => 'allow' }), /policy must be a function or null, not Object/],
+    [() => agent.setApprovalPolicy('allow'), /policy must be a function or null, not String/],
+    [() => agent.addHook({ beforeToolCall: 'proceed' }), /hook property beforeToolCall must be a function, not String/],
+    [() => agent.addHook({ onRunEnd: { call() {} } }), /hook property onRunEnd must be a function, not Object/],
+    [() => agent.registerTool({ name: 'x', description: 'd', parametersJson: '{"type":"object"}' }, { execute() {} }),
+      /expected a function, got an object/],
+  ];
+  for (const [call, message] of cases) {
+    const e = throwsWithCode(assert, call, 'argument_invalid', 'config');
+    assert.match(e.message, /^wrong argument: /);
+    assert.match(e.message, message);
+  }
+  assert.deepEqual(agent.toolNames(), ['lookup_recipe', 'delete_recipe'], 'nothing was registered');
+});
+
+test('a hook whose methods return nothing changes nothing: the call runs as the model wrote it, the state is saved', async () => {
+  const lines = [];
+  const done = [];
+  const agent = openApp(undefined, [
+    { tool_calls: [{ id: 'c1', name: 'lookup_recipe', arguments: '{"name":"bagel","servings":3}' }] },
+    { content: 'ok' },
+  ], lines, done);
+  const seen = [];
+  agent.addHook({
+    beforeToolCall: (_c, callJson) => { seen.push(JSON.parse(callJson).arguments); },
+    afterToolCall: async () => undefined,
+    beforePersistState: () => null,
+  });
+  const outcome = await agent.run('s', 'bagel for 3');
+  assert.equal(outcome.status, 'completed');
+  // The first hook (the app's) rewrote nothing here; the second saw that call and returned nothing.
+  assert.deepEqual(seen, ['{"name":"bagel","servings":3}']);
+  assert.deepEqual(done, ['lookup {"name":"bagel","servings":3}']);
+  assert.ok(lines.includes('result lookup_recipe ok {"name":"bagel","servings":3}'));
+  assert.ok(lines.some((l) => l.startsWith('saved ')));
+  assert.equal(JSON.parse(await agent.stateJson('s')).status, 'completed');
 });

@@ -352,6 +352,10 @@ export type AgentEventListener = (eventJson: string) => void;
  *   responseJson), onApprovalRequired(contextJson, batchJson), onRunEnd(contextJson, status, finalText | null),
  *   onError(contextJson, errorJson): notifications, answers ignored. requestJson = {"messages","tools",
  *   "tool_choice"?,"temperature"?,"max_tokens"?}; errorJson = {"layer","code","message"}.
+ * An answer of undefined or null (a method that returns nothing, or resolves to nothing) changes
+ * nothing: beforeToolCall and afterToolCall proceed with the call or result as it is,
+ * beforePersistState persists. A method property that is there but not a function makes addHook
+ * throw argument_invalid.
  * A value is serialized only for the methods the object has.
  */
 export interface AgentHookObject {
@@ -419,6 +423,8 @@ export declare class Agent {
    * Sets the approval policy (replaces the previous one; null restores the default: safe and unknown
    * tools allowed, sensitive and dangerous ones need confirmation). timeoutMs bounds each answer,
    * a whole number from 1 to 86400000 (default: toolTimeoutMs); otherwise throws config_invalid.
+   * A policy that is neither a function nor null (an object with a decide method, a string) throws
+   * argument_invalid.
    */
   setApprovalPolicy(policy: ApprovalPolicyFunction | null, timeoutMs?: number): void;
   /**
