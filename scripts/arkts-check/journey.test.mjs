@@ -284,3 +284,27 @@ test('every code the bindings throw as JsonError is in the error table, with the
   assert.deepEqual(wrong, []);
   assert.equal(new B.ArkAgentError('recipe_not_found', 'm').layer, 'tool');
 });
+
+test('JsonObject.setStringArray / getStringArray: schema lists in one call, string arrays read back', async () => {
+  const schema = new B.JsonObject().setString('type', 'object')
+    .setObject('properties', new B.JsonObject().setObject('tags', new B.JsonObject().setString('type', 'array')
+      .setObject('items', new B.JsonObject().setString('type', 'string').setStringArray('enum', ['sweet', 'salty']))))
+    .setStringArray('required', ['tags']);
+  assert.equal(schema.toJsonString(),
+    '{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","enum":["sweet","salty"]}}},"required":["tags"]}');
+  // The native validator enforces what the builder wrote.
+  const registry = new B.ToolRegistry();
+  class Tags {
+    async execute(args) { return B.ToolResult.text(args.getStringArray('tags').join('+')); }
+  }
+  registry.register(new B.ToolDefinition('tag', 'Tags a recipe', schema), new Tags());
+  const ok = await registry.execute(new B.ToolCall('c1', 'tag', '{"tags":["sweet","salty"]}'));
+  assert.equal(ok.toModelText(), 'sweet+salty');
+  await assert.rejects(registry.execute(new B.ToolCall('c2', 'tag', '{"tags":["sour"]}')),
+    (e) => B.agentErrorOf(e).code === 'tool_argument_enum');
+  await assert.rejects(registry.execute(new B.ToolCall('c3', 'tag', '{}')),
+    (e) => B.agentErrorOf(e).code === 'tool_argument_required');
+  const read = B.JsonObject.fromJsonString('{"a":["x","y"],"b":["x",1],"c":"x","d":[]}');
+  assert.deepEqual([read.getStringArray('a'), read.getStringArray('b'), read.getStringArray('c'), read.getStringArray('d'),
+    read.getStringArray('missing')], [['x', 'y'], undefined, undefined, [], undefined]);
+});

@@ -185,7 +185,11 @@ export interface AgentConfigObject {
    * {"content"?: string, "reasoning_content"?: string, "tool_calls"?: [{"id","name","arguments"}]}.
    */
   scriptJson?: string;
-  /** Directory of the session states (a directory per session); omitted: kept in memory only. */
+  /**
+   * Directory of the session states (a directory per session; created with its parents when missing;
+   * a relative path is taken from the process's working directory, so give an absolute one, e.g. under
+   * the ability's filesDir); omitted: kept in memory only, and nothing survives the app being killed.
+   */
   stateDir?: string;
   /** A system message put first in a new session. */
   systemPrompt?: string;
