@@ -308,3 +308,20 @@ test('JsonObject.setStringArray / getStringArray: schema lists in one call, stri
   assert.deepEqual([read.getStringArray('a'), read.getStringArray('b'), read.getStringArray('c'), read.getStringArray('d'),
     read.getStringArray('missing')], [['x', 'y'], undefined, undefined, [], undefined]);
 });
+
+test('an ArkTS executor that resolves to no ToolResult is tool_result_invalid, as a raw executor\'s answer is', async () => {
+  const registry = new B.ToolRegistry();
+  class Nothing {
+    async execute() { return undefined; }
+  }
+  registry.register(new B.ToolDefinition('nothing', 'Returns nothing', '{"type":"object"}'), new Nothing());
+  await assert.rejects(registry.execute(new B.ToolCall('c1', 'nothing', '{}')), (e) => {
+    const info = B.agentErrorOf(e);
+    return info.code === 'tool_result_invalid' && info.layer === 'tool' && /not a ToolResult/.test(info.message);
+  });
+  // The raw module's own answer to the same mistake, for comparison.
+  const raw = new globalThis.__arkagentNative.ToolRegistry();
+  raw.register({ name: 'nothing', description: 'd', parametersJson: '{"type":"object"}' }, () => undefined);
+  await assert.rejects(raw.execute({ id: 'c1', name: 'nothing', arguments: '{}' }),
+    (e) => e.code === 'tool_result_invalid' && e.layer === 'tool');
+});
