@@ -157,7 +157,9 @@ test('the recipe app: the Cancel button ends a run whose tool waits, and the his
     { content: 'never asked' }]);
   const screen = new J.RecipeScreen(script, stateDir, 'search', new J.RecipeBook());
   const sending = screen.send('find rye bread');
-  await until(() => screen.lines.includes('call slow_search {"query":"rye"}'), 'the slow call');
+  // The call's events come as the answer streams, before the tool runs: wait for the tool itself.
+  await until(() => screen.book.searches.length === 1, 'the slow search to run');
+  assert.ok(screen.lines.includes('call slow_search {"query":"rye"}'));
   assert.equal(screen.busy, true);
   screen.tapCancel();
   await sending;

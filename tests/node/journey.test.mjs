@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildModule, readDts, throwsWithCode, waitFor } from './helper.mjs';
+import { buildModule, loadModule, readDts, throwsWithCode, waitFor } from './helper.mjs';
 import { CancellationHandle, conversation, DOCUMENTED_EVENT_TYPES, openApp, renderEvent } from './journey_app.mjs';
 
 const APP = fileURLToPath(new URL('./journey_app.mjs', import.meta.url));
@@ -83,14 +83,20 @@ test('the Cancel button: a run whose tool waits ends cancelled, the tool hears i
   const lines = [];
   const agent = openApp(undefined, [{ tool_calls: [{ id: 'w1', name: 'wait', arguments: '{}' }] }, { content: 'never' }], lines);
   const heard = [];
+  let started = false;
   agent.registerTool({ name: 'wait', description: 'Waits', parametersJson: '{"type":"object"}' },
-    (_args, context) => new Promise((resolve) => context.signal.onCancel((reason) => {
-      heard.push(reason);
-      resolve({ contents: [{ type: 'text', text: 'stopped' }] });
-    })));
+    (_args, context) => new Promise((resolve) => {
+      started = true;
+      context.signal.onCancel((reason) => {
+        heard.push(reason);
+        resolve({ contents: [{ type: 'text', text: 'stopped' }] });
+      });
+    }));
   const button = new CancellationHandle();
   const running = agent.run('s', 'wait for it', button);
-  await waitFor(() => lines.some((l) => l.startsWith('called wait')), 'the call');
+  // The call's events come as the answer streams, before the tool runs: wait for the tool itself.
+  await waitFor(() => started, 'the tool to run');
+  assert.ok(lines.some((l) => l.startsWith('called wait')));
   button.cancel('user tapped cancel');
   const outcome = await running;
   assert.equal(outcome.status, 'cancelled');
@@ -142,4 +148,19 @@ test('a hook whose methods return nothing changes nothing: the call runs as the 
   assert.ok(lines.includes('result lookup_recipe ok {"name":"bagel","servings":3}'));
   assert.ok(lines.some((l) => l.startsWith('saved ')));
   assert.equal(JSON.parse(await agent.stateJson('s')).status, 'completed');
+});
+
+test('streaming: false, as index.d.ts says: no delta or tool_call_* events, the text whole in run_finished', async () => {
+  const { Agent } = loadModule();
+  const agent = new Agent({ provider: 'scripted', streaming: false,
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 't', arguments: '{}' }] }, { content: 'All done.' }]) });
+  agent.registerTool({ name: 't', description: 'd', parametersJson: '{"type":"object"}' },
+    () => ({ contents: [{ type: 'text', text: 'ok' }] }));
+  const events = [];
+  agent.onEvent((json) => events.push(JSON.parse(json)));
+  const outcome = await agent.run('s', 'go');
+  assert.equal(outcome.finalText, 'All done.');
+  const types = new Set(events.map((e) => e.type));
+  assert.deepEqual([...types].sort(), ['run_finished', 'run_started', 'state_persisted', 'tool_result']);
+  assert.equal(events.at(-1).final_text, 'All done.');
 });

@@ -199,7 +199,11 @@ export interface AgentConfigObject {
   maxParallelTools?: number;
   /** Per-call timeout unless a definition sets its own, and the timeout of each hook call (default 60000 ms). */
   toolTimeoutMs?: number;
-  /** Stream the model's answer as events (default true). */
+  /**
+   * Stream the model's answer as events (default true). false: no text_delta, reasoning_delta or
+   * tool_call_* events; the text arrives whole in run_finished's final_text (RunOutcome.finalText),
+   * each call's result in its tool_result event.
+   */
   streaming?: boolean;
   /**
    * Sampling temperature, 0 to 2. Omitted: the preset's default (0.2 when tools are present; none
