@@ -135,20 +135,34 @@ test('the recipe app: rewrite hook, every event rendered, approval after a resta
     assert.equal(second.errors.length, 1);
     assert.match(second.errors[0], /^runtime\/approval_not_found: batch .* has no approval not-an-approval$/);
     assert.equal(second.approvalItems.length, 1, 'the panel still lists the real item');
+    assert.equal(second.readyToContinue, false);
     await second.approve(second.approvalItems[0].approvalId);
     assert.deepEqual(second.approvalItems, []);
-    await second.resume();
-    assert.equal(second.lastOutcome.status, 'completed');
-    assert.equal(second.lastOutcome.finalText, 'Deleted the bagel.');
-    assert.deepEqual(second.book.deleted, ['bagel']);
-    assert.equal(second.lines[0], 'run started (resumed)');
-    assert.equal(second.lines.at(-1), 'run completed');
-    assert.ok(second.lines.includes('delete_recipe ok: deleted bagel (duplicate)'));
-    const after = await second.conversation();
+    assert.equal(second.readyToContinue, true);
+    // Killed again between the decision and Continue: the decision held, only Continue is left.
+    const third = new J.RecipeScreen(JSON.stringify([{ content: 'Deleted the bagel.' }]), stateDir, 'kitchen',
+      new J.RecipeBook());
+    assert.deepEqual(await third.open(), shown);
+    assert.deepEqual([third.approvalItems.length, third.readyToContinue], [0, true]);
+    await third.resume();
+    assert.deepEqual(third.errors, []);
+    assert.equal(third.lastOutcome.status, 'completed');
+    assert.equal(third.lastOutcome.finalText, 'Deleted the bagel.');
+    assert.deepEqual(third.book.deleted, ['bagel']);
+    assert.equal(third.readyToContinue, false);
+    assert.equal(third.lines[0], 'run started (resumed)');
+    assert.equal(third.lines.at(-1), 'run completed');
+    assert.ok(third.lines.includes('delete_recipe ok: deleted bagel (duplicate)'));
+    const after = await third.conversation();
     assert.deepEqual(after.slice(0, 4), shown);
     assert.deepEqual(after.slice(4).map((l) => l.split(':')[0]), ['delete_recipe ok', 'lookup_recipe ok', 'assistant']);
     assert.equal(after.at(-1), 'assistant: Deleted the bagel.');
-    assert.deepEqual(second.errors.length, 1);
+    // The second screen's Continue, tapped late: an error the UI shows; nothing runs twice.
+    await second.resume();
+    assert.match(second.errors.at(-1), /^runtime\/invalid_state: nothing to resume: the session is Completed$/);
+    assert.equal(second.errors.length, 2);
+    assert.deepEqual(second.book.deleted, []);
+    assert.equal(second.lines.length, 0, 'no run started');
   });
 
 test('the recipe app: the Cancel button ends a run whose tool waits, and the history stays valid', async () => {
