@@ -15,10 +15,13 @@ import { CancellationHandle, conversation, DOCUMENTED_EVENT_TYPES, openApp, rend
 
 const APP = fileURLToPath(new URL('./journey_app.mjs', import.meta.url));
 
-/** Runs the app in a child process until it reports its suspended run, then SIGKILLs it. */
-async function runAndKill(stateDir) {
-  const child = spawn(process.execPath, [APP, stateDir], {
-    env: { ...process.env, ARKAGENT_SO: buildModule() },
+/**
+ * Runs the app in a child process (`mode`: approval, until it reports its suspended run; search,
+ * until its slow tool runs), then SIGKILLs it. Returns its first line of output.
+ */
+async function runAndKill(stateDir, mode = 'approval') {
+  const child = spawn(process.execPath, [APP, stateDir, mode], {
+    env: { ...process.env, ARKAGENT_SO: buildModule(), JOURNEY_CHILD: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -29,7 +32,7 @@ async function runAndKill(stateDir) {
   await waitFor(() => out.includes('\n') || child.exitCode !== null, 'the app to suspend', 15_000);
   child.kill('SIGKILL');
   assert.equal(await exited, 'SIGKILL', `the app was killed, not ended: ${err}`);
-  return JSON.parse(out.split('\n')[0]);
+  return out.split('\n')[0];
 }
 
 test('index.d.ts documents exactly the event types the app renders', () => {
@@ -42,7 +45,7 @@ test('index.d.ts documents exactly the event types the app renders', () => {
 test('killed while it waits for an approval, the app opens again, approves and finishes', async () => {
   const stateDir = mkdtempSync(join(tmpdir(), 'arkagent-journey-'));
   try {
-    const killed = await runAndKill(stateDir);
+    const killed = JSON.parse(await runAndKill(stateDir));
     assert.equal(killed.status, 'awaiting_approval');
     assert.ok(killed.lines.every((l) => !l.startsWith('unknown')), killed.lines.join('\n'));
     assert.ok(killed.lines.includes('result lookup_recipe ok {"name":"baguette","servings":2}'), 'the hook rewrote the lookup');
@@ -53,6 +56,7 @@ test('killed while it waits for an approval, the app opens again, approves and f
     const lines = [];
     const done = [];
     const agent = openApp(stateDir, [{ content: 'The bagel is gone.' }], lines, done);
+    assert.equal(JSON.parse(await agent.stateJson('kitchen')).status, 'awaiting_approval');
     assert.deepEqual(await conversation(agent, 'kitchen'), [
       'user: Delete the bagel and show me the baguette',
       'assistant:  [lookup_recipe{"name":"  Baguette "}]',
@@ -124,7 +128,7 @@ test('mistakes of a developer on the raw module: a policy object, a hook method 
     assert.match(e.message, /^wrong argument: /);
     assert.match(e.message, message);
   }
-  assert.deepEqual(agent.toolNames(), ['lookup_recipe', 'delete_recipe'], 'nothing was registered');
+  assert.deepEqual(agent.toolNames(), ['lookup_recipe', 'delete_recipe', 'slow_search'], 'nothing was registered');
 });
 
 test('a hook whose methods return nothing changes nothing: the call runs as the model wrote it, the state is saved', async () => {
@@ -138,7 +142,7 @@ test('a hook whose methods return nothing changes nothing: the call runs as the 
   agent.addHook({
     beforeToolCall: (_c, callJson) => { seen.push(JSON.parse(callJson).arguments); },
     afterToolCall: async () => undefined,
-    beforePersistState: () => null,
+    beforePersistState: () => undefined,
   });
   const outcome = await agent.run('s', 'bagel for 3');
   assert.equal(outcome.status, 'completed');
@@ -163,4 +167,56 @@ test('streaming: false, as index.d.ts says: no delta or tool_call_* events, the 
   const types = new Set(events.map((e) => e.type));
   assert.deepEqual([...types].sort(), ['run_finished', 'run_started', 'state_persisted', 'tool_result']);
   assert.equal(events.at(-1).final_text, 'All done.');
+});
+
+test('killed while a tool runs, the app opens again: the state says running, resume answers the call and finishes', async () => {
+  const stateDir = mkdtempSync(join(tmpdir(), 'arkagent-journey-'));
+  try {
+    assert.equal(await runAndKill(stateDir, 'search'), 'SEARCHING');
+    const lines = [];
+    const done = [];
+    const agent = openApp(stateDir, [{ content: 'The search was cut short; ask again?' }], lines, done);
+    assert.equal(JSON.parse(await agent.stateJson('pantry')).status, 'running', 'what a UI reads to offer Continue');
+    assert.equal(await agent.pendingApprovalJson('pantry'), null);
+    const outcome = await agent.resume('pantry');
+    assert.equal(outcome.status, 'completed');
+    assert.deepEqual(done, [], 'the interrupted call is not run again');
+    const shown = await conversation(agent, 'pantry');
+    assert.match(shown[2], /^slow_search error: error \[tool_interrupted\]: the call to `slow_search` was interrupted while it ran/);
+    assert.equal(shown.at(-1), 'assistant: The search was cut short; ask again?');
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+test('killed while a tool runs, the app opens again and the user just types: the call is answered, the message goes on', async () => {
+  const stateDir = mkdtempSync(join(tmpdir(), 'arkagent-journey-'));
+  try {
+    assert.equal(await runAndKill(stateDir, 'search'), 'SEARCHING');
+    const agent = openApp(stateDir, [{ content: 'Hello again.' }]);
+    const outcome = await agent.run('pantry', 'hello?');
+    assert.equal(outcome.status, 'completed');
+    const shown = await conversation(agent, 'pantry');
+    assert.deepEqual(shown.map((l) => l.split(':')[0]), ['user', 'assistant', 'slow_search error', 'user', 'assistant']);
+    assert.match(shown[2], /tool_interrupted/);
+    assert.deepEqual(shown.slice(3), ['user: hello?', 'assistant: Hello again.']);
+    await assert.rejects(agent.resume('pantry'), (e) => e.code === 'invalid_state' && e.layer === 'runtime');
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+test('a hook answering null is not nothing: beforeToolCall fails closed (hook_failed, the call does not run), afterToolCall ends the run', async () => {
+  const outcomes = [];
+  for (const hook of [{ beforeToolCall: () => null }, { afterToolCall: () => null }]) {
+    const done = [];
+    const agent = openApp(undefined, [{ tool_calls: [{ id: 'c1', name: 'delete_recipe', arguments: '{"name":"x","reason":"obsolete"}' }] },
+      { content: 'ok' }], [], done);
+    agent.setApprovalPolicy(() => 'allow');
+    agent.addHook(hook);
+    const outcome = await agent.run('s', 'go');
+    const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+    outcomes.push([outcome.status, outcome.errorCode ?? null, done.length, /^error \[hook_failed\]/.test(tool.content)]);
+  }
+  assert.deepEqual(outcomes, [['completed', null, 0, true], ['aborted', 'hook_failed', 1, true]]);
 });

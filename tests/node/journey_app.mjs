@@ -66,6 +66,13 @@ export function openApp(stateDir, script, lines = [], done = []) {
       done.push(`delete ${argsJson} in ${context.sessionId}`);
       return { contents: [{ type: 'text', text: `deleted ${JSON.parse(argsJson).name}` }] };
     });
+  // Safe and slow: answers only when its call is cancelled; says on stdout when it starts.
+  agent.registerTool({ name: 'slow_search', description: 'Searches every recipe site', parametersJson: '{"type":"object"}' },
+    (_args, context) => new Promise((resolve) => {
+      done.push('search started');
+      if (process.env.JOURNEY_CHILD === '1') process.stdout.write('SEARCHING\n');
+      context.signal.onCancel(() => resolve({ contents: [{ type: 'text', text: 'stopped' }] }));
+    }));
   // Names trimmed and lower case; a lookup without servings asks for 2.
   agent.addHook({
     beforeToolCall(_contextJson, callJson) {
@@ -96,11 +103,19 @@ export async function conversation(agent, sessionId) {
 
 export { CancellationHandle };
 
-// As a process: run until the approval is asked, say so, then wait to be killed.
+/** The model's answer of a run whose tool is still searching when the app is killed. */
+export const SEARCH_SCRIPT = [{ tool_calls: [{ id: 's1', name: 'slow_search', arguments: '{}' }] }];
+
+// As a process (`node journey_app.mjs <stateDir> approval|search`, JOURNEY_CHILD=1): run until the
+// approval is asked and say so, or until the slow search runs; then wait to be killed.
 if (process.argv[2] !== undefined && import.meta.url === `file://${process.argv[1]}`) {
   const lines = [];
-  const agent = openApp(process.argv[2], RUN_SCRIPT, lines);
-  const outcome = await agent.run('kitchen', 'Delete the bagel and show me the baguette');
-  process.stdout.write(`${JSON.stringify({ status: outcome.status, lines })}\n`);
   setInterval(() => {}, 1000);
+  if (process.argv[3] === 'search') {
+    openApp(process.argv[2], SEARCH_SCRIPT, lines).run('pantry', 'Search rye recipes everywhere');
+  } else {
+    const agent = openApp(process.argv[2], RUN_SCRIPT, lines);
+    const outcome = await agent.run('kitchen', 'Delete the bagel and show me the baguette');
+    process.stdout.write(`${JSON.stringify({ status: outcome.status, lines })}\n`);
+  }
 }

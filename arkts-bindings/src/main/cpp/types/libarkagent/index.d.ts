@@ -360,10 +360,10 @@ export type AgentEventListener = (eventJson: string) => void;
  *   responseJson), onApprovalRequired(contextJson, batchJson), onRunEnd(contextJson, status, finalText | null),
  *   onError(contextJson, errorJson): notifications, answers ignored. requestJson = {"messages","tools",
  *   "tool_choice"?,"temperature"?,"max_tokens"?}; errorJson = {"layer","code","message"}.
- * An answer of undefined or null (a method that returns nothing, or resolves to nothing) changes
- * nothing: beforeToolCall and afterToolCall proceed with the call or result as it is,
- * beforePersistState persists. A method property that is there but not a function makes addHook
- * throw argument_invalid.
+ * An answer of undefined (a method that returns nothing, or resolves to nothing) changes nothing:
+ * beforeToolCall and afterToolCall proceed with the call or result as it is, beforePersistState
+ * persists. null is not nothing: it is a wrong shape, a failure as above. A method property that is
+ * there but not a function makes addHook throw argument_invalid.
  * A value is serialized only for the methods the object has.
  */
 export interface AgentHookObject {
@@ -442,6 +442,8 @@ export declare class Agent {
    * a tool the agent does not have, while it has others) and persistence errors, among them
    * session_busy: another Agent object or process is writing this session (run, resume, decision);
    * nothing was done. Calls on one session through one Agent wait for each other.
+   * A session a crash or a kill left running (its state's status is 'running') takes a new message:
+   * its unfinished calls are answered tool_interrupted first; resume() instead continues that run.
    */
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
