@@ -105,6 +105,8 @@ test('the recipe app: rewrite hook, every event rendered, approval after a resta
     // The safe call ran with the hook's arguments; the frozen batch ran nothing.
     assert.deepEqual(first.book.lookups, ['{"name":"baguette","servings":2}']);
     assert.deepEqual(first.book.deleted, []);
+    assert.equal(await first.agent.status('kitchen'), 'awaiting_approval');
+    assert.equal(await first.agent.status('elsewhere'), undefined);
     // The user is asked about the call as the hook rewrote it, not as the model wrote it.
     assert.deepEqual(first.approvalItems.map((i) => [i.toolCall.name, i.toolCall.argumentsJson, i.riskLevel]),
       [['delete_recipe', '{"name":"bagel","reason":"duplicate"}', 'dangerous']]);
@@ -150,6 +152,7 @@ test('the recipe app: rewrite hook, every event rendered, approval after a resta
     assert.equal(third.lastOutcome.finalText, 'Deleted the bagel.');
     assert.deepEqual(third.book.deleted, ['bagel']);
     assert.equal(third.readyToContinue, false);
+    assert.equal(await third.agent.status('kitchen'), 'completed');
     assert.equal(third.lines[0], 'run started (resumed)');
     assert.equal(third.lines.at(-1), 'run completed');
     assert.ok(third.lines.includes('delete_recipe ok: deleted bagel (duplicate)'));
@@ -340,4 +343,37 @@ test('an ArkTS executor that resolves to no ToolResult is tool_result_invalid, a
   raw.register({ name: 'nothing', description: 'd', parametersJson: '{"type":"object"}' }, () => undefined);
   await assert.rejects(raw.execute({ id: 'c1', name: 'nothing', arguments: '{}' }),
     (e) => e.code === 'tool_result_invalid' && e.layer === 'tool');
+});
+
+test('after a kill while a tool ran: status() says running, messages() shows the call answered as interrupted, resume() finishes', async () => {
+  const { spawn } = await import('node:child_process');
+  const { buildModule } = await import('../../tests/node/helper.mjs');
+  const stateDir = tempDir('arkagent-journey-killed-');
+  // The raw-module app of tests/node/journey_app.mjs, killed once its slow tool runs.
+  const child = spawn(process.execPath, [path.join(ROOT, 'tests', 'node', 'journey_app.mjs'), stateDir, 'search'],
+    { env: { ...process.env, ARKAGENT_SO: buildModule(), JOURNEY_CHILD: '1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  await until(() => out.includes('SEARCHING\n'), 'the killed app\'s tool to run');
+  const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve(signal ?? code)));
+  child.kill('SIGKILL');
+  assert.equal(await exited, 'SIGKILL');
+  const agent = new B.Agent(B.AgentConfig.scripted(JSON.stringify([{ content: 'Cut short.' }])));
+  const onDisk = B.AgentConfig.scripted(JSON.stringify([{ content: 'Cut short.' }]));
+  onDisk.stateDir = stateDir;
+  const reopened = new B.Agent(onDisk);
+  assert.equal(await agent.status('pantry'), undefined, 'another (in-memory) agent does not see it');
+  assert.equal(await reopened.status('pantry'), B.RunStatus.running);
+  // The history read back is already valid: the unfinished call is answered as interrupted.
+  const before = await reopened.messages('pantry');
+  assert.deepEqual(before.map((m) => m.role), ['system', 'user', 'assistant', 'tool']);
+  assert.deepEqual(before[2].toolCalls.map((c) => c.name), ['slow_search']);
+  assert.deepEqual([before[3].toolCallId, before[3].toolName, before[3].isError], [before[2].toolCalls[0].id, 'slow_search', true]);
+  assert.match(before[3].content, /tool_interrupted/);
+  const done = await reopened.resume('pantry');
+  assert.equal(done.status, B.RunStatus.completed);
+  const after = await reopened.messages('pantry');
+  assert.deepEqual(after.map((m) => m.role), ['system', 'user', 'assistant', 'tool', 'assistant']);
+  assert.equal(after[4].content, 'Cut short.');
+  assert.equal(await reopened.status('pantry'), B.RunStatus.completed);
 });
