@@ -220,3 +220,23 @@ test('a hook answering null is not nothing: beforeToolCall fails closed (hook_fa
   }
   assert.deepEqual(outcomes, [['completed', null, 0, true], ['aborted', 'hook_failed', 1, true]]);
 });
+
+test('forgetting to await setMetadata before run: the run still waits for it and its tools see the value', async () => {
+  const { Agent } = loadModule();
+  const seen = [];
+  for (let i = 0; i < 20; i++) {
+    const stateDir = i % 2 === 0 ? undefined : mkdtempSync(join(tmpdir(), 'arkagent-journey-meta-'));
+    const agent = new Agent({ provider: 'scripted', stateDir,
+      scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'whoami', arguments: '{}' }] }, { content: 'ok' }]) });
+    agent.registerTool({ name: 'whoami', description: 'd', parametersJson: '{"type":"object"}' }, (_a, context) => {
+      seen.push(JSON.parse(context.metadataJson).userId ?? null);
+      return { contents: [{ type: 'text', text: 'ok' }] };
+    });
+    const setting = agent.setMetadata('s', 'userId', `"u-${i}"`); // not awaited: the mistake
+    const outcome = await agent.run('s', 'who am I?');
+    await setting;
+    assert.equal(outcome.status, 'completed');
+    if (stateDir !== undefined) rmSync(stateDir, { recursive: true, force: true });
+  }
+  assert.deepEqual(seen, Array.from({ length: 20 }, (_, i) => `u-${i}`));
+});

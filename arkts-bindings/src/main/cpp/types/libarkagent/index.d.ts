@@ -484,9 +484,8 @@ export declare class Agent {
    * session (this Agent or another process; nothing is written: set it again once the run is over),
    * or invalid_state on a sub-agent's worker session whose parent session exists (set it on the
    * parent; nothing is written). A session suspended for approval is not held.
-   * Unlike run, resume and the decisions, it does not wait its turn: await it before the run that
-   * must see it. Not awaited, a run() called right after it may take the session first, and the
-   * change is then refused with session_busy (the run does not see it).
+   * It takes the session's turn when called: a run(), resume() or decision called after it waits
+   * for it, awaited or not (the run sees the value).
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */
