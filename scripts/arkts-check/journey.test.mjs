@@ -277,6 +277,22 @@ test('mistakes the types cannot catch come back as Errors with code, layer and m
   assert.deepEqual((await shown(() => agent.run('../etc', 'hi'))).slice(0, 2), ['config', 'session_id_invalid']);
 });
 
+test('forgetting to await setMetadata through the ArkTS Agent: the run after it still sees the value', async () => {
+  const users = [];
+  for (let i = 0; i < 10; i++) {
+    const screen = new J.RecipeScreen(JSON.stringify([
+      { tool_calls: [{ id: 'c1', name: 'lookup_recipe', arguments: '{"name":"bagel"}' }] }, { content: 'ok' }]),
+    tempDir('arkagent-journey-meta-'), 'kitchen', new J.RecipeBook());
+    const signingIn = screen.signIn(`u-${i}`); // not awaited: the mistake
+    await screen.send('bagel?');
+    await signingIn;
+    assert.deepEqual(screen.errors, []);
+    const line = screen.lines.find((l) => l.startsWith('lookup_recipe ok: '));
+    users.push(JSON.parse(line.slice('lookup_recipe ok: '.length)).user);
+  }
+  assert.deepEqual(users, Array.from({ length: 10 }, (_, i) => `u-${i}`));
+});
+
 /** The layer of each code in the one error table (src/error.rs). */
 function errorTable() {
   const text = fs.readFileSync(path.join(ROOT, 'src', 'error.rs'), 'utf8');
