@@ -1,8 +1,10 @@
 // The journey of a developer using the raw native module (index.d.ts only; journey_app.mjs is the
 // app): the app runs until a dangerous call needs approval and is then killed with SIGKILL; opened
 // again in this process over the same state directory, it shows the conversation, approves, and
-// resumes to the end. Every event the listener got is of a type index.d.ts documents. A Cancel
-// button ends a run whose tool waits.
+// resumes to the end. Killed while a tool runs, it is resumed, or the user just types on. Every
+// event the listener got is of a type index.d.ts documents. A Cancel button ends a run whose tool
+// waits. Then the mistakes such a developer makes (a policy object instead of a function, a hook
+// answering null, a setMetadata not awaited) and what index.d.ts says of each.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
