@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 echo "== cargo test (core)"
 cargo test --all-targets --locked
+echo "== cargo test --doc (README.md's Rust example compiles as written: ReadmeDoctests in src/lib.rs)"
+cargo test --doc --locked
 
 echo "== cargo test --features http2,gzip (the HTTP/2 and gzip client, off by default) of the provider"
 cargo test --features http2,gzip --locked --test provider_tls --test provider_faults --test provider_requests
@@ -47,10 +49,10 @@ node scripts/arkts-check/check.mjs
 
 echo "== ArkTS check self-test and bindings tests"
 node --test scripts/arkts-check/selftest.test.mjs scripts/arkts-check/bindings.test.mjs scripts/arkts-check/agent.test.mjs \
-  scripts/arkts-check/demo.test.mjs scripts/arkts-check/policy.test.mjs
+  scripts/arkts-check/demo.test.mjs scripts/arkts-check/policy.test.mjs scripts/arkts-check/readme.test.mjs
 echo "== ArkTS adapters and demo tools against the real .so"
 ARKAGENT_SO="$target_dir/debug/libarkagent.so" node --test scripts/arkts-check/native.test.mjs \
-  scripts/arkts-check/policy_native.test.mjs
+  scripts/arkts-check/policy_native.test.mjs scripts/arkts-check/journey.test.mjs
 
 echo "== HarmonyOS cross-compile files (shellcheck, cmake toolchain, target/linker consistency)"
 bash scripts/check-ohos.sh

@@ -45,3 +45,9 @@ pub use tool::{
     CancellationSignal, ContentPart, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry,
     ToolResult,
 };
+
+/// The code blocks of README.md as doctests (`cargo test --doc`): its Rust example must compile as
+/// written.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

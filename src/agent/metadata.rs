@@ -10,6 +10,9 @@
 //!   decides or deletes the session, and while another agent or process holds its lease. Nothing
 //!   is written then; the app sets it again once the run is over. A session suspended for
 //!   approval is not held: the change applies and the resumed run sees it.
+//! - A binding takes the session's turn where the app calls ([`Agent::metadata_turn`], then
+//!   [`Agent::set_metadata_in_turn`] on its runtime), so a run the app asks for right after a
+//!   change it did not await waits for it rather than making it `session_busy`.
 //! - Setting metadata on a session that does not exist creates it (idle, no messages), as `run`
 //!   does: an app sets the user's id before the session's first run.
 //! - A worker of `delegate_task` acts for the same user: its new session starts with a copy of
@@ -25,6 +28,24 @@ use super::driver::Agent;
 use crate::error::{codes, AgentError};
 use crate::state::{check_metadata_entry, validate_session_id, AgentState, StateEvent};
 use serde_json::Value;
+
+/// A session's turn for one metadata change ([`Agent::metadata_turn`]): holds the session as a
+/// run does, until it is used or dropped.
+#[derive(Debug)]
+pub struct MetadataTurn {
+    session_id: String,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+fn busy(session_id: &str) -> AgentError {
+    AgentError::of(
+        codes::SESSION_BUSY,
+        format!(
+            "session {session_id} is in use by this agent (a run, resume, decision or deletion); \
+             set its metadata once that is over"
+        ),
+    )
+}
 
 impl Agent {
     /// Sets one key of a session's app metadata to `value`, or removes the key when `value` is
@@ -58,14 +79,48 @@ impl Agent {
         }
         let lock = self.session_lock(session_id);
         let Ok(_guard) = lock.try_lock() else {
-            return Err(AgentError::of(
-                codes::SESSION_BUSY,
-                format!(
-                    "session {session_id} is in use by this agent (a run, resume, decision or deletion); \
-                     set its metadata once that is over"
-                ),
-            ));
+            return Err(busy(session_id));
         };
+        self.commit_metadata(session_id, key, value).await
+    }
+
+    /// Takes the session's turn for a metadata change now, where the app asks for it, rather
+    /// than when the change runs: a binding that runs the change on its runtime takes the turn on
+    /// the caller's thread first, so that a `run` (or a decision) the app asks for right after
+    /// waits for the change, as it would had the app awaited it, instead of taking the session
+    /// first and making the change `session_busy`. Give the turn to
+    /// [`Agent::set_metadata_in_turn`]; dropping it gives the session back.
+    ///
+    /// # Errors
+    /// `session_id_invalid`; `session_busy` while a run, resume, decision or deletion of this
+    /// agent holds the session.
+    pub fn metadata_turn(&self, session_id: &str) -> Result<MetadataTurn, AgentError> {
+        validate_session_id(session_id)?;
+        let guard = self.session_lock(session_id).try_lock_owned().map_err(|_| busy(session_id))?;
+        Ok(MetadataTurn { session_id: session_id.to_string(), _guard: guard })
+    }
+
+    /// [`Agent::set_metadata`] in a turn taken with [`Agent::metadata_turn`], on the turn's session.
+    ///
+    /// # Errors
+    /// As [`Agent::set_metadata`], but never `session_busy` for this agent's own runs (the turn
+    /// holds the session); `session_busy` still when another agent or process holds its lease.
+    pub async fn set_metadata_in_turn(
+        &self,
+        turn: MetadataTurn,
+        key: &str,
+        value: Value,
+    ) -> Result<(), AgentError> {
+        let session_id = turn.session_id.as_str();
+        check_metadata_entry(&Default::default(), key, &value)?;
+        if value.is_null() && !self.store().exists(session_id).await? {
+            return Ok(());
+        }
+        self.commit_metadata(session_id, key, value).await
+    }
+
+    /// The change itself, with the session's lock held: under the lease, on the state as stored.
+    async fn commit_metadata(&self, session_id: &str, key: &str, value: Value) -> Result<(), AgentError> {
         let _lease = self.store().lease(session_id).await?;
         // As stored, without the in-memory pairing repair: this commit adds one event to what is
         // on disk and must not make a repair durable that a later `resume` would do differently.

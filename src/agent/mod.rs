@@ -13,3 +13,4 @@ pub use config::{AgentConfig, MAX_ROUNDS_FALLBACK};
 pub use delegate::{delegate_task_definition, WorkerFactory, DELEGATE_TASK};
 pub use driver::{Agent, AgentBuilder, RunOutcome};
 pub use events::{AgentEvent, EventLog, EventSink, NoEvents};
+pub use metadata::MetadataTurn;

@@ -289,7 +289,10 @@ impl JsAgent {
                     }
                     other => {
                         return guard(&env, || {
-                            Err(config_invalid(format!("policy must be a function or null, not {other}")))
+                            Err(AgentError::of(
+                                codes::ARGUMENT_INVALID,
+                                format!("wrong argument: policy must be a function or null, not {other}"),
+                            ))
                         })
                     }
                 },
@@ -455,13 +458,17 @@ impl JsAgent {
         let (Arg(Id(session_id, _)), Arg(Id(key, _)), Arg(value_json)) = (session_id, key, value_json);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
+            // The session's turn is taken now, in the order the app calls: a run() called right
+            // after an un-awaited setMetadata waits for it instead of making it session_busy.
+            let turn = core.metadata_turn(&session_id);
             spawn_guarded(
                 env,
                 async move {
+                    let turn = turn?;
                     // Text up to the general limit parses; the value's own (smaller) limits are
                     // the core's, on its compact form.
                     let value = crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
-                    core.set_metadata(&session_id, &key, value).await
+                    core.set_metadata_in_turn(turn, &key, value).await
                 },
                 same,
             )

@@ -138,8 +138,8 @@ fn method(env: &Env, object: &Object<'_>, name: &str) -> napi_ohos::Result<Metho
         ValueType::Function => {}
         other => {
             let error = AgentError::of(
-                codes::CONFIG_INVALID,
-                format!("hook property {name} must be a function, not {other}"),
+                codes::ARGUMENT_INVALID,
+                format!("wrong argument: hook property {name} must be a function, not {other}"),
             );
             return Err(super::error::js_error(env, &error));
         }

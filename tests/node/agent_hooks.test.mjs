@@ -352,7 +352,7 @@ test('beforePersistState: skip leaves out saves of a running state, never a term
 
 test('addHook refuses a property that is not a function', () => {
   const { agent } = setup();
-  const e = throwsWithCode(assert, () => agent.addHook({ beforeToolCall: 'nope' }), 'config_invalid', 'config');
+  const e = throwsWithCode(assert, () => agent.addHook({ beforeToolCall: 'nope' }), 'argument_invalid', 'config');
   assert.match(e.message, /beforeToolCall/);
   agent.addHook({});
 });

@@ -269,7 +269,7 @@ test('the policy timeout defaults to toolTimeoutMs; bad timeouts and non-functio
     throwsWithCode(assert, () => agent.setApprovalPolicy(() => 'allow', bad), 'config_invalid', 'config');
   }
   for (const bad of ['allow', { decide: () => 'allow' }, 42, true]) {
-    const e = throwsWithCode(assert, () => agent.setApprovalPolicy(bad), 'config_invalid', 'config');
+    const e = throwsWithCode(assert, () => agent.setApprovalPolicy(bad), 'argument_invalid', 'config');
     assert.match(e.message, /policy must be a function or null/);
   }
   // A refused policy leaves the one in place.

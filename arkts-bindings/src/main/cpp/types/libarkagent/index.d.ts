@@ -185,7 +185,11 @@ export interface AgentConfigObject {
    * {"content"?: string, "reasoning_content"?: string, "tool_calls"?: [{"id","name","arguments"}]}.
    */
   scriptJson?: string;
-  /** Directory of the session states (a directory per session); omitted: kept in memory only. */
+  /**
+   * Directory of the session states (a directory per session; created with its parents when missing;
+   * a relative path is taken from the process's working directory, so give an absolute one, e.g. under
+   * the ability's filesDir); omitted: kept in memory only, and nothing survives the app being killed.
+   */
   stateDir?: string;
   /** A system message put first in a new session. */
   systemPrompt?: string;
@@ -195,7 +199,11 @@ export interface AgentConfigObject {
   maxParallelTools?: number;
   /** Per-call timeout unless a definition sets its own, and the timeout of each hook call (default 60000 ms). */
   toolTimeoutMs?: number;
-  /** Stream the model's answer as events (default true). */
+  /**
+   * Stream the model's answer as events (default true). false: no text_delta, reasoning_delta or
+   * tool_call_* events; the text arrives whole in run_finished's final_text (RunOutcome.finalText),
+   * each call's result in its tool_result event.
+   */
   streaming?: boolean;
   /**
    * Sampling temperature, 0 to 2. Omitted: the preset's default (0.2 when tools are present; none
@@ -352,6 +360,10 @@ export type AgentEventListener = (eventJson: string) => void;
  *   responseJson), onApprovalRequired(contextJson, batchJson), onRunEnd(contextJson, status, finalText | null),
  *   onError(contextJson, errorJson): notifications, answers ignored. requestJson = {"messages","tools",
  *   "tool_choice"?,"temperature"?,"max_tokens"?}; errorJson = {"layer","code","message"}.
+ * An answer of undefined (a method that returns nothing, or resolves to nothing) changes nothing:
+ * beforeToolCall and afterToolCall proceed with the call or result as it is, beforePersistState
+ * persists. null is not nothing: it is a wrong shape, a failure as above. A method property that is
+ * there but not a function makes addHook throw argument_invalid.
  * A value is serialized only for the methods the object has.
  */
 export interface AgentHookObject {
@@ -419,6 +431,8 @@ export declare class Agent {
    * Sets the approval policy (replaces the previous one; null restores the default: safe and unknown
    * tools allowed, sensitive and dangerous ones need confirmation). timeoutMs bounds each answer,
    * a whole number from 1 to 86400000 (default: toolTimeoutMs); otherwise throws config_invalid.
+   * A policy that is neither a function nor null (an object with a decide method, a string) throws
+   * argument_invalid.
    */
   setApprovalPolicy(policy: ApprovalPolicyFunction | null, timeoutMs?: number): void;
   /**
@@ -428,6 +442,8 @@ export declare class Agent {
    * a tool the agent does not have, while it has others) and persistence errors, among them
    * session_busy: another Agent object or process is writing this session (run, resume, decision);
    * nothing was done. Calls on one session through one Agent wait for each other.
+   * A session a crash or a kill left running (its state's status is 'running') takes a new message:
+   * its unfinished calls are answered tool_interrupted first; resume() instead continues that run.
    */
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
@@ -468,6 +484,8 @@ export declare class Agent {
    * session (this Agent or another process; nothing is written: set it again once the run is over),
    * or invalid_state on a sub-agent's worker session whose parent session exists (set it on the
    * parent; nothing is written). A session suspended for approval is not held.
+   * It takes the session's turn when called: a run(), resume() or decision called after it waits
+   * for it, awaited or not (the run sees the value).
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */

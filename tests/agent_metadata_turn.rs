@@ -1,0 +1,83 @@
+//! `Agent::metadata_turn` + `Agent::set_metadata_in_turn`: the session's turn for a metadata change
+//! taken where the app asks for it (the binding's JS thread), so a run asked for right after waits
+//! for the change instead of taking the session first and making it `session_busy`.
+
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{Agent, AgentBuilder, EventLog};
+use arkagent::tool::FnExecutor;
+use arkagent::{CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
+use serde_json::{json, Map, Value};
+use std::sync::{Arc, Mutex};
+use support::{answer, calls, MemStore, Script};
+
+type Seen = Arc<Mutex<Vec<Option<Value>>>>;
+
+fn agent(seen: &Seen) -> Arc<Agent> {
+    let mut tools = ToolRegistry::new();
+    let seen = Arc::clone(seen);
+    tools
+        .register(
+            ToolDefinition::new("whoami", "reads the session metadata", json!({"type": "object"})),
+            Arc::new(FnExecutor(move |_args: Map<String, Value>, ctx: arkagent::ToolContext| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push(ctx.state.metadata.get("userId").cloned());
+                    Ok(ToolResult::text("ok"))
+                }
+            })),
+        )
+        .unwrap();
+    Arc::new(
+        AgentBuilder::new(
+            Arc::new(Script::new(vec![calls(&[("c1", "whoami", "{}")]), answer("done")])),
+            Arc::new(MemStore::new()),
+        )
+        .tools(tools)
+        .build(),
+    )
+}
+
+#[tokio::test]
+async fn a_run_started_after_the_turn_was_taken_waits_for_the_change_and_sees_it() {
+    let seen = Seen::default();
+    let agent = agent(&seen);
+    let turn = agent.metadata_turn("s").unwrap();
+    // The run is asked for (and spawned) before the change even starts.
+    let runner = Arc::clone(&agent);
+    let run = tokio::spawn(async move {
+        runner.run("s", "who am I?", &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+    });
+    tokio::task::yield_now().await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!run.is_finished(), "the run waits for the turn");
+    agent.set_metadata_in_turn(turn, "userId", json!("u-42")).await.unwrap();
+    assert_eq!(run.await.unwrap().status(), arkagent::state::RunStatus::Completed);
+    assert_eq!(*seen.lock().unwrap(), vec![Some(json!("u-42"))]);
+}
+
+#[tokio::test]
+async fn no_turn_while_a_run_holds_the_session_nor_for_a_bad_session_id() {
+    let seen = Seen::default();
+    let agent = agent(&seen);
+    let turn = agent.metadata_turn("s").unwrap();
+    // The turn holds the session as a run does: another change is refused at once.
+    let busy = agent.metadata_turn("s").unwrap_err();
+    assert_eq!(busy.code, "session_busy");
+    assert_eq!(agent.set_metadata("s", "userId", json!(1)).await.unwrap_err().code, "session_busy");
+    // Other sessions are free.
+    drop(agent.metadata_turn("t").unwrap());
+    drop(turn);
+    // Given back once dropped.
+    let again = agent.metadata_turn("s").unwrap();
+    // The checks of set_metadata still apply within a turn.
+    assert_eq!(
+        agent.set_metadata_in_turn(again, "", json!(1)).await.unwrap_err().code,
+        "metadata_key_invalid"
+    );
+    assert_eq!(agent.metadata_turn("../up").unwrap_err().code, "session_id_invalid");
+    // Removing a key of a session that does not exist creates nothing.
+    agent.set_metadata_in_turn(agent.metadata_turn("n").unwrap(), "userId", Value::Null).await.unwrap();
+    assert!(agent.state("n").await.unwrap().is_none());
+}
