@@ -21,7 +21,10 @@
 //!   code point itself and `EncodeUTF8` writes it in three bytes (the `ENABLE_NEXT_OPTIMIZATION`
 //!   variant of `ConvertRegionUtf16ToUtf8` does the same). U+0000 is one 0x00 byte there, as
 //!   napi passes `isWriteBuffer = true` (with `false`, `modify` would make it `C0 80`, the
-//!   "modified UTF-8" of Java). A surrogate pair is one four-byte sequence in both.
+//!   "modified UTF-8" of Java). A surrogate pair is one four-byte sequence in both. Older ArkVM
+//!   (`ecmascript/base/utf_helper.cpp` at 9dbc0d6b9, 2023) decodes and encodes the same way. A
+//!   build with `ENABLE_HISPEED_PLUGIN` converts through a closed library (`dlsym` of
+//!   `HSD_Str_ConvertRegionUtf16ToUtf8`) whose output nothing documents: one more reason to check.
 //!
 //! # What the module reads
 //! [`decode_engine_utf8`](super::engine_utf8::decode_engine_utf8): valid UTF-8 as it is; a
