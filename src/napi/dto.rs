@@ -18,11 +18,12 @@ use napi_ohos::bindgen_prelude::{Either, Null};
 use napi_ohos::sys;
 use serde_json::{Map, Value};
 use std::marker::PhantomData;
-
-pub use super::text::{ArgName, InField, Text};
 use std::time::Duration;
 
-macro_rules! id_names {
+pub use super::text::{ArgName, InField, Text};
+
+/// The names of the module's named arguments ([`ArgName`]).
+macro_rules! arg_names {
     ($($(#[$doc:meta])* $kind:ident => $name:literal,)*) => {$(
         $(#[$doc])*
         pub enum $kind {}
@@ -32,7 +33,7 @@ macro_rules! id_names {
     )*};
 }
 
-id_names! {
+arg_names! {
     /// The `sessionId` argument.
     SessionIdArg => "sessionId",
     /// The `approvalId` argument.
