@@ -38,6 +38,11 @@ pub mod tool;
 
 #[cfg(feature = "napi")]
 mod napi;
+// The binding's pure decoding of the bytes a JS engine writes for a string, whose unit tests
+// must run in plain `cargo test` (a test build with the `napi` feature cannot link).
+#[cfg(all(test, not(feature = "napi")))]
+#[path = "napi/engine_utf8.rs"]
+mod napi_engine_utf8;
 
 pub use error::{codes, AgentError, ErrorLayer};
 pub use message::{ChatMessage, ToolCall, Usage};

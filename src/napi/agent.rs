@@ -22,8 +22,8 @@
 //!   model request (the HTTP stream is dropped) and reaches executors through `context.signal`.
 
 use super::dto::{
-    to_json, AgentConfigObject, ApprovalIdArg, Id, LoopDiagnosisObject, MetadataKeyArg, RunOutcomeObject,
-    SessionIdArg, ToolDefinitionObject, ToolNameArg,
+    to_json, AgentConfigObject, ApprovalIdArg, Id, InputArg, LoopDiagnosisObject, MetadataKeyArg, ReasonArg,
+    RunOutcomeObject, SessionIdArg, Text, ToolDefinitionObject, ToolNameArg, ValueJsonArg,
 };
 use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
 use super::events::{EventListener, RunEvents};
@@ -324,11 +324,11 @@ impl JsAgent {
         &self,
         env: &'env Env,
         session_id: Arg<Id<SessionIdArg>>,
-        input: Arg<String>,
+        input: Arg<Text<InputArg>>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
         let (Arg(Id(session_id, _)), Arg(input), signal) = (session_id, input, signal.map(|s| s.0));
-        self.run_promise(env, session_id, RunCall::Run(input), signal)
+        self.run_promise(env, session_id, RunCall::Run(input.into()), signal)
     }
 
     /// Continues a suspended run once every item is decided (or a run interrupted by a crash). A
@@ -362,11 +362,11 @@ impl JsAgent {
         &self,
         env: &'env Env,
         session_id: Arg<Id<SessionIdArg>>,
-        reason: Arg<String>,
+        reason: Arg<Text<ReasonArg>>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
         let (Arg(Id(session_id, _)), Arg(reason), signal) = (session_id, reason, signal.map(|s| s.0));
-        self.run_promise(env, session_id, RunCall::Dismiss(reason), signal)
+        self.run_promise(env, session_id, RunCall::Dismiss(reason.into()), signal)
     }
 
     /// Approves one pending item (durable when this resolves); resolves to the batch JSON.
@@ -402,7 +402,7 @@ impl JsAgent {
         env: &'env Env,
         session_id: Arg<Id<SessionIdArg>>,
         approval_id: Arg<Id<ApprovalIdArg>>,
-        reason: Arg<String>,
+        reason: Arg<Text<ReasonArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
         let (Arg(Id(session_id, _)), Arg(Id(approval_id, _)), Arg(reason)) =
             (session_id, approval_id, reason);
@@ -453,7 +453,7 @@ impl JsAgent {
         env: &'env Env,
         session_id: Arg<Id<SessionIdArg>>,
         key: Arg<Id<MetadataKeyArg>>,
-        value_json: Arg<String>,
+        value_json: Arg<Text<ValueJsonArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ()>> {
         let (Arg(Id(session_id, _)), Arg(Id(key, _)), Arg(value_json)) = (session_id, key, value_json);
         let core = Arc::clone(&self.core);

@@ -56,6 +56,10 @@ thread_local! {
     /// [`shield`] and taken by the same call's reply ([`in_reply`]), within the one napi-ohos
     /// callback that makes the call and runs its reply.
     static REFUSED: Cell<Option<String>> = const { Cell::new(None) };
+    /// Whether the value the shield just returned on this (JS) thread is what the app function
+    /// threw (see [`shield`]): set by the shield, taken by the same call's reply ([`in_reply`]),
+    /// within the one napi-ohos callback, as [`REFUSED`].
+    static THREW: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Refuses the call being made: its reason is left for its reply.
@@ -108,13 +112,15 @@ fn made_args(env: &Env, made: Result<napi_ohos::Result<Vec<sys::napi_value>>, St
 }
 
 /// On the JS thread, first in every reply of a call made through a [`JsFn`]: why the call was
-/// refused (no app function was called, or its answer is lost), else `body` under a panic guard.
-pub(crate) fn in_reply<T>(env: &Env, body: impl FnOnce() -> T) -> Result<T, String> {
+/// refused (no app function was called, or its answer is lost), else `body` under a panic guard,
+/// told whether the value the reply got is what the app function threw ([`shield`]).
+pub(crate) fn in_reply<T>(env: &Env, body: impl FnOnce(bool) -> T) -> Result<T, String> {
+    let threw = THREW.take();
     if let Some(why) = REFUSED.take() {
         clear_pending_exception(env);
         return Err(why);
     }
-    caught(env, body)
+    caught(env, || body(threw))
 }
 
 /// A JS value created on the JS thread for the arguments of the call being made there. It only
@@ -129,11 +135,12 @@ impl ToNapiValue for RawJsValue {
 }
 
 /// Wraps an app function in a native function that forwards its arguments and return value, and
-/// turns a thrown primitive (`throw "x"`) into a thrown `Error` with the same text. napi-ohos takes
-/// a reference to whatever a thread-safe call throws, and Node refuses references to primitives,
-/// which napi-ohos then raises as an uncaught exception: every app function is called through
-/// this shield. A call without arguments is a refused one ([`call_args`]): the app function is
-/// not called. Call on the JS thread.
+/// returns what it throws instead of throwing it on, with [`THREW`] set for the call's reply: every
+/// app function is called through this shield. napi-ohos does not see the throw, so it neither
+/// reads the thrown value's text itself (its reading builds a `String` from the engine's bytes
+/// unchecked: `text`) nor takes a reference to it (Node refuses references to primitives, which
+/// napi-ohos then raised as an uncaught exception). A call without arguments is a refused one
+/// ([`call_args`]): the app function is not called. Call on the JS thread.
 ///
 /// # Errors
 /// When the reference or the native function cannot be created.
@@ -185,25 +192,20 @@ fn forward(
         return Ok(RawJsValue(result));
     }
     let mut pending = false;
-    // SAFETY: as above; the exception is taken, possibly replaced by an Error, and re-thrown.
+    let mut exception = std::ptr::null_mut();
+    // SAFETY: as above; the exception is taken (and returned as the call's value).
     unsafe {
-        sys::napi_is_exception_pending(env, &mut pending);
-        if pending {
-            let mut exception = std::ptr::null_mut();
-            sys::napi_get_and_clear_last_exception(env, &mut exception);
-            let mut kind = 0;
-            sys::napi_typeof(env, exception, &mut kind);
-            if kind != sys::ValueType::napi_object && kind != sys::ValueType::napi_function {
-                let text = value_text(&Unknown::from_raw_unchecked(env, exception));
-                let mut message = std::ptr::null_mut();
-                sys::napi_create_string_utf8(env, text.as_ptr().cast(), text.len() as isize, &mut message);
-                sys::napi_create_error(env, std::ptr::null_mut(), message, &mut exception);
-            }
-            sys::napi_throw(env, exception);
+        if sys::napi_is_exception_pending(env, &mut pending) == sys::Status::napi_ok
+            && pending
+            && sys::napi_get_and_clear_last_exception(env, &mut exception) == sys::Status::napi_ok
+        {
+            THREW.set(true);
+            return Ok(RawJsValue(exception));
         }
     }
-    // PendingException: napi-ohos leaves the exception thrown above in place.
-    Err(napi_ohos::Error::new(Status::PendingException, "the app function threw".to_string()))
+    // Not called (no exception to say why): refused, as a call whose arguments failed.
+    refuse(format!("the app function could not be called ({status})"));
+    Ok(RawJsValue(undefined))
 }
 
 /// An app function as a [`JsFn`] (shielded, weak, not error-first) whose queued value is its own
@@ -368,37 +370,44 @@ fn reply<R: FromNapiValue + Send + 'static>(
     tx: oneshot::Sender<Answer<R>>,
 ) {
     let slot: AnswerSlot<R> = Rc::new(Cell::new(Some(tx)));
-    if let Err(why) = in_reply(env, || {
+    if let Err(why) = in_reply(env, |threw| {
         super::panic_point!(Reply);
-        settle(ret, env, &slot);
+        settle(ret, threw, env, &slot);
     }) {
         // A panic after the Promise's callbacks were attached: they find the sender taken.
         answer(&slot, Err(why));
     }
 }
 
-/// On the JS thread: classifies a return value, or attaches to its Promise.
+/// On the JS thread: classifies a return value (`threw`: what the function threw, [`shield`]), or
+/// attaches to its Promise.
 fn settle<R: FromNapiValue + Send + 'static>(
     ret: napi_ohos::Result<Unknown<'static>>,
+    threw: bool,
     env: &Env,
     slot: &AnswerSlot<R>,
 ) {
     let value = match ret {
+        Ok(value) if threw => {
+            answer(slot, Ok(Settled::Threw(thrown(env, &value))));
+            return;
+        }
         Ok(value) => value,
+        // The shield never throws (an app function's throw is its value): napi-ohos failed to call
+        // it. Its error's text is left alone (napi-ohos read it unchecked); the thrown value, if
+        // it kept one, is read here.
         Err(error) => {
-            let text = thrown_text(&error.reason);
-            // The thrown value itself: napi-ohos keeps a reference to the exception in the error
-            // and hands the referenced value back here (releasing the reference, on the JS thread).
-            // SAFETY: on the JS thread, with this env.
-            let thrown = unsafe { ToNapiValue::to_napi_value(env.raw(), error) };
-            let domain = match thrown {
-                Ok(raw) => domain_error(env, raw, &text),
+            // SAFETY: on the JS thread, with this env; napi-ohos hands back the value it
+            // referenced (releasing the reference) or creates an Error of its text.
+            let thrown = match unsafe { ToNapiValue::to_napi_value(env.raw(), error) } {
+                // SAFETY: a value of this env, on the JS thread.
+                Ok(raw) => self::thrown(env, &unsafe { Unknown::from_raw_unchecked(env.raw(), raw) }),
                 Err(_) => {
                     clear_pending_exception(env);
-                    None
+                    Thrown { text: "<the app function could not be called>".to_string(), domain: None }
                 }
             };
-            answer(slot, Ok(Settled::Threw(Thrown { text, domain })));
+            answer(slot, Ok(Settled::Threw(thrown)));
             return;
         }
     };
@@ -424,9 +433,7 @@ fn settle<R: FromNapiValue + Send + 'static>(
             chained.catch(move |ctx: napi_ohos::bindgen_prelude::CallbackContext<Unknown<'static>>| {
                 let settled = caught(&ctx.env, || {
                     super::panic_point!(Then);
-                    let text = value_text(&ctx.value);
-                    let domain = domain_error(&ctx.env, ctx.value.raw(), &text);
-                    Settled::Rejected(Thrown { text, domain })
+                    Settled::Rejected(thrown(&ctx.env, &ctx.value))
                 });
                 answer(&on_reject, settled);
                 Ok(())
@@ -457,7 +464,8 @@ fn classify_unguarded<R: FromNapiValue>(env: &Env, value: Unknown<'_>) -> Settle
         Ok(converted) => Settled::Value(converted),
         Err(error) => {
             clear_pending_exception(env);
-            Settled::Invalid(error.reason.clone())
+            // In the app's terms, as an argument's refusal (`contents[0].text: expected a string`).
+            Settled::Invalid(super::error::js_terms(&error.reason))
         }
     }
 }
@@ -490,41 +498,38 @@ fn domain_error(env: &Env, raw: sys::napi_value, text: &str) -> Option<DomainErr
         {
             return None;
         }
-        // SAFETY: a string value of this env.
-        unsafe { String::from_napi_value(raw_env, value) }.ok()
+        // SAFETY: a string value of this env; text that is not UTF-8 is no code.
+        unsafe { super::text::read_text(raw_env, value) }.ok()
     };
     let code = property(c"code").filter(|code| crate::error::is_stable_code(code))?;
     let message = property(c"message").unwrap_or_else(|| text.to_string());
     Some(DomainError { code, message })
 }
 
-/// `String(value)`, or a placeholder when even that throws.
-fn value_text(value: &Unknown<'_>) -> String {
-    let env = value.value().env;
-    let text = value.coerce_to_string().and_then(|s| s.into_utf8()).and_then(|s| s.into_owned());
-    match text {
-        Ok(text) => text,
-        Err(_) => {
-            // SAFETY: the env of a live value, on the JS thread.
-            clear_pending_exception(&Env::from_raw(env));
-            "<a value that cannot be converted to a string>".to_string()
-        }
-    }
+/// What a JS function threw or rejected with: its text and its domain error, if it is one.
+fn thrown(env: &Env, value: &Unknown<'_>) -> Thrown {
+    let text = value_text(value);
+    let domain = domain_error(env, value.raw(), &text);
+    Thrown { text, domain }
 }
 
-/// The text napi-ohos gives for a thrown value is `String(error)`, a newline and the stack (which
-/// repeats `String(error)`): keep `String(error)` only.
-fn thrown_text(reason: &str) -> String {
-    let head = reason.split_once("\n    at ").map_or(reason, |(head, _)| head);
-    let half = head.len() / 2;
-    if head.len() % 2 == 1
-        && head.is_char_boundary(half)
-        && head.as_bytes()[half] == b'\n'
-        && head[..half] == head[half + 1..]
-    {
-        return head[..half].to_string();
-    }
-    head.to_string()
+/// `String(value)` (read checked: `text`), or a placeholder when even that throws or its text is
+/// not UTF-8.
+fn value_text(value: &Unknown<'_>) -> String {
+    let env = value.value().env;
+    let mut string = std::ptr::null_mut();
+    // SAFETY: a live value of this env, on the JS thread.
+    let text = unsafe {
+        if sys::napi_coerce_to_string(env, value.raw(), &mut string) == sys::Status::napi_ok {
+            super::text::read_text(env, string).ok()
+        } else {
+            None
+        }
+    };
+    text.unwrap_or_else(|| {
+        clear_pending_exception(&Env::from_raw(env));
+        "<a value that cannot be converted to a string>".to_string()
+    })
 }
 
 /// Takes the pending exception, if any, and returns `String(value)` of it: what a getter or a

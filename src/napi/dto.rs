@@ -1,7 +1,8 @@
 //! The plain objects that cross the boundary (`#[napi(object)]`), and their conversions to and
 //! from the core types. Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text, which
-//! strict ArkTS can build without untyped object literals. Ids (session ids, tool names, call
-//! ids...) cross as [`Id`], which refuses a string napi would read as another id.
+//! strict ArkTS can build without untyped object literals. Every string is read as [`Text`]
+//! (checked: `text`); ids (session ids, tool names, call ids...) cross as [`Id`], which also
+//! refuses a string that would read as another id.
 
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::error::{codes, AgentError};
@@ -19,23 +20,20 @@ use serde_json::{Map, Value};
 use std::marker::PhantomData;
 use std::time::Duration;
 
-/// What an [`Id`] is called in the error that refuses it.
-pub trait IdName {
-    /// The argument's JS name; empty for a field of an object argument, which napi's glue names.
-    const NAME: &'static str;
-}
+pub use super::text::{ArgName, InField, Text};
 
-macro_rules! id_names {
+/// The names of the module's named arguments ([`ArgName`]).
+macro_rules! arg_names {
     ($($(#[$doc:meta])* $kind:ident => $name:literal,)*) => {$(
         $(#[$doc])*
         pub enum $kind {}
-        impl IdName for $kind {
+        impl ArgName for $kind {
             const NAME: &'static str = $name;
         }
     )*};
 }
 
-id_names! {
+arg_names! {
     /// The `sessionId` argument.
     SessionIdArg => "sessionId",
     /// The `approvalId` argument.
@@ -44,23 +42,29 @@ id_names! {
     ToolNameArg => "name",
     /// The `key` argument (a metadata key).
     MetadataKeyArg => "key",
-    /// An element of the `excludedNames` argument (a tool name).
-    ExcludedNameArg => "excludedNames",
-    /// A field of an object argument.
-    InField => "",
+    /// The `excludedNames` argument (an array of tool names).
+    ExcludedNamesArg => "excludedNames",
+    /// The `input` argument (a user message).
+    InputArg => "input",
+    /// The `reason` argument.
+    ReasonArg => "reason",
+    /// The `valueJson` argument.
+    ValueJsonArg => "valueJson",
+    /// The `text` argument (JSON text).
+    TextArg => "text",
 }
 
 /// A string whose identity matters (a session id, a tool name, a call id, an approval id, a
-/// metadata key), read as napi reads any string, as UTF-8, but refused (`argument_invalid` through
+/// metadata key), read as any string is ([`Text`]), but refused (`argument_invalid` through
 /// [`Arg`](super::error::Arg), naming the argument or the field) when the JS string holds a lone
-/// UTF-16 surrogate. napi reads one as U+FFFD, so two different JS ids (`"a\uD800"` and
-/// `"a\uDC00"`) would name the same session, tool or call.
+/// UTF-16 surrogate. It reads as U+FFFD (on Node and on ArkVM: `text`), so two different JS ids
+/// (`"a\uD800"` and `"a\uDC00"`) would name the same session, tool or call.
 ///
 /// Only a text with a U+FFFD can have had a lone surrogate: the JS string is read again, as
 /// UTF-16, only then (a text without one costs a scan for it).
-pub struct Id<K: IdName = InField>(pub String, pub PhantomData<K>);
+pub struct Id<K: ArgName = InField>(pub String, pub PhantomData<K>);
 
-impl<K: IdName> Id<K> {
+impl<K: ArgName> Id<K> {
     /// The text (for the binding's own values, which have no surrogate to refuse).
     pub fn new(text: String) -> Self {
         Id(text, PhantomData)
@@ -96,49 +100,47 @@ unsafe fn utf16_units(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::
     Ok(units)
 }
 
-impl<K: IdName> FromNapiValue for Id<K> {
+impl<K: ArgName> FromNapiValue for Id<K> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
         // SAFETY: the caller's, passed on.
         unsafe { read_id(env, value, K::NAME) }.map(|text| Id(text, PhantomData))
     }
 }
 
-/// [`Id`]'s reading, once for every kind (`name` as [`IdName::NAME`]). Call with an env and a
+/// [`Id`]'s reading, once for every kind (`name` as [`ArgName::NAME`]). Call with an env and a
 /// value of the call being converted, on the JS thread.
 unsafe fn read_id(env: sys::napi_env, value: sys::napi_value, name: &str) -> napi_ohos::Result<String> {
     // SAFETY: called by napi's glue on the JS thread with this call's env and value.
-    let text = unsafe { String::from_napi_value(env, value)? };
+    let text = unsafe { super::text::read_text(env, value) }
+        .map_err(|e| napi_ohos::Error::new(e.status, super::text::named(name, &e.reason)))?;
     if text.contains('\u{FFFD}') {
         // SAFETY: as above; the value is a string (it was just read as one).
         if let Some((index, unit)) = lone_surrogate(&unsafe { utf16_units(env, value)? }) {
-            let name = if name.is_empty() { String::new() } else { format!("{name}: ") };
-            return Err(napi_ohos::Error::new(
-                napi_ohos::Status::InvalidArg,
-                format!(
-                    "{name}holds a lone UTF-16 surrogate (\\u{unit:X} at index {index}), which would be read \
-                     as U+FFFD and name what another text names"
-                ),
-            ));
+            let why = format!(
+                "holds a lone UTF-16 surrogate (\\u{unit:X} at index {index}), which would be read as U+FFFD \
+                 and name what another text names"
+            );
+            return Err(napi_ohos::Error::new(napi_ohos::Status::InvalidArg, super::text::named(name, &why)));
         }
     }
     Ok(text)
 }
 
-impl<K: IdName> ValidateNapiValue for Id<K> {
+impl<K: ArgName> ValidateNapiValue for Id<K> {
     unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<sys::napi_value> {
         // SAFETY: as `from_napi_value`.
         unsafe { <String as ValidateNapiValue>::validate(env, value) }
     }
 }
 
-impl<K: IdName> ToNapiValue for Id<K> {
+impl<K: ArgName> ToNapiValue for Id<K> {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
         // SAFETY: called by napi's glue on the JS thread with this env.
         unsafe { String::to_napi_value(env, value.0) }
     }
 }
 
-impl<K: IdName> TypeName for Id<K> {
+impl<K: ArgName> TypeName for Id<K> {
     fn type_name() -> &'static str {
         String::type_name()
     }
@@ -154,11 +156,11 @@ pub struct ToolDefinitionObject {
     /// The name the model calls.
     pub name: Id,
     /// What the tool does.
-    pub description: String,
+    pub description: Text,
     /// The JSON Schema of the arguments, as JSON text.
-    pub parameters_json: String,
+    pub parameters_json: Text,
     /// `safe` (default), `sensitive` or `dangerous`.
-    pub risk_level: Option<String>,
+    pub risk_level: Option<Text>,
     /// Whether running the call twice has the effect of once.
     pub idempotent: Option<bool>,
     /// The executor's timeout in milliseconds (the registry's default when absent).
@@ -192,7 +194,7 @@ impl ToolDefinitionObject {
         let timeout = self.timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         Ok(ToolDefinition {
             name: self.name.0,
-            description: self.description,
+            description: self.description.into(),
             parameters,
             risk_level,
             idempotent: self.idempotent.unwrap_or(false),
@@ -237,22 +239,33 @@ pub(crate) fn positive(field: &str, value: f64) -> Result<usize, AgentError> {
 pub struct ContentPartObject {
     /// `text` or `json`.
     #[napi(js_name = "type")]
-    pub kind: String,
+    pub kind: Text,
     /// The text of a `text` part.
-    pub text: Option<String>,
+    pub text: Option<Text>,
     /// The JSON text of a `json` part.
-    pub json: Option<String>,
+    pub json: Option<Text>,
 }
 
-/// A JS array as a `Vec`, read one element at a time.
+/// A JS array as a `Vec`, read one element at a time; `K` names the array in a refusal.
 ///
 /// napi-ohos' `Vec<T>` reserves the array's `length` before it reads an element: a sparse array
 /// (`a.length = 2 ** 32 - 1`, one line of JS) asked for hundreds of GB, and the failed allocation
 /// aborted the process (an allocation failure is no panic: nothing catches it). Read one by one, a
 /// hole is refused at once (it is `undefined`), and a dense array costs what the app allocated.
-pub struct JsArray<T>(pub Vec<T>);
+///
+/// A refused element is named by its index, after the array's name: `excludedNames[2]: ...` for
+/// an argument, `contents[0].text: ...` for a field of an element of a field (the object's glue
+/// adds the field's name, which [`Arg`](super::error::Arg) puts in front).
+pub struct JsArray<T, K: ArgName = InField>(pub Vec<T>, pub PhantomData<K>);
 
-impl<T: FromNapiValue> FromNapiValue for JsArray<T> {
+impl<T, K: ArgName> JsArray<T, K> {
+    /// The array of these items.
+    pub fn new(items: Vec<T>) -> Self {
+        JsArray(items, PhantomData)
+    }
+}
+
+impl<T: FromNapiValue, K: ArgName> FromNapiValue for JsArray<T, K> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
         // SAFETY: called by napi's glue on the JS thread with this call's env and value.
         let array = unsafe { Array::from_napi_value(env, value)? };
@@ -262,37 +275,62 @@ impl<T: FromNapiValue> FromNapiValue for JsArray<T> {
             let mut kind = 0;
             // SAFETY: on the JS thread, with this env and an array of it.
             unsafe {
-                napi_ohos::check_status!(sys::napi_get_element(env, value, index, &mut element))?;
+                napi_ohos::check_status!(sys::napi_get_element(env, value, index, &mut element))
+                    .map_err(|e| element_refused(K::NAME, index, e))?;
                 napi_ohos::check_status!(sys::napi_typeof(env, element, &mut kind))?;
             }
             if kind == sys::ValueType::napi_undefined {
                 return Err(napi_ohos::Error::new(
                     napi_ohos::Status::InvalidArg,
-                    format!("element {index} of the array is undefined (a hole?)"),
+                    format!("{}[{index}]: undefined, a hole in the array", K::NAME),
                 ));
             }
             // SAFETY: as above.
-            items.push(unsafe { T::from_napi_value(env, element)? });
+            items.push(
+                unsafe { T::from_napi_value(env, element) }
+                    .map_err(|e| element_refused(K::NAME, index, e))?,
+            );
         }
-        Ok(JsArray(items))
+        Ok(JsArray(items, PhantomData))
     }
 }
 
-impl<T: FromNapiValue> ValidateNapiValue for JsArray<T> {
+/// The refusal of element `index` of the array `name` (empty for a field, which the object's glue
+/// names): `name[index]: why`, or `name[index].field: why` for a field of the element. Not
+/// generic: one instance for every element type.
+fn element_refused(name: &str, index: u32, e: napi_ohos::Error) -> napi_ohos::Error {
+    let why = match e.reason.as_str() {
+        // napi's failed read of the element (a getter or a Proxy trap threw): `Arg` adds what.
+        "" => "could not be read".to_string(),
+        reason => super::error::js_terms(reason),
+    };
+    let is_field = |f: &str| {
+        f.starts_with(|c: char| c.is_ascii_alphabetic())
+            && f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '[' || c == ']')
+    };
+    let reason = match why.split_once(": ") {
+        Some((field, rest)) if is_field(field) => format!("{name}[{index}].{field}: {rest}"),
+        _ if why.starts_with('[') => format!("{name}[{index}]{why}"),
+        _ => format!("{name}[{index}]: {why}"),
+    };
+    napi_ohos::Error::new(e.status, reason)
+}
+
+impl<T: FromNapiValue, K: ArgName> ValidateNapiValue for JsArray<T, K> {
     unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<sys::napi_value> {
         // SAFETY: as `from_napi_value`.
         unsafe { <Vec<T> as ValidateNapiValue>::validate(env, value) }
     }
 }
 
-impl<T: ToNapiValue> ToNapiValue for JsArray<T> {
+impl<T: ToNapiValue, K: ArgName> ToNapiValue for JsArray<T, K> {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
         // SAFETY: called by napi's glue on the JS thread with this env.
         unsafe { Vec::to_napi_value(env, value.0) }
     }
 }
 
-impl<T> TypeName for JsArray<T> {
+impl<T, K: ArgName> TypeName for JsArray<T, K> {
     fn type_name() -> &'static str {
         <Vec<T> as TypeName>::type_name()
     }
@@ -312,7 +350,7 @@ pub struct ToolResultObject {
     /// True when the run should end after this batch.
     pub stop: Option<bool>,
     /// Free-form data for the app (a JSON object as text); not shown to the model.
-    pub metadata_json: Option<String>,
+    pub metadata_json: Option<Text>,
 }
 
 impl From<ToolResult> for ToolResultObject {
@@ -322,18 +360,20 @@ impl From<ToolResult> for ToolResultObject {
             .into_iter()
             .map(|part| match part {
                 ContentPart::Text { text } => {
-                    ContentPartObject { kind: "text".into(), text: Some(text), json: None }
+                    ContentPartObject { kind: "text".into(), text: Some(text.into()), json: None }
                 }
-                ContentPart::Json { value } => {
-                    ContentPartObject { kind: "json".into(), text: None, json: Some(value.to_string()) }
-                }
+                ContentPart::Json { value } => ContentPartObject {
+                    kind: "json".into(),
+                    text: None,
+                    json: Some(value.to_string().into()),
+                },
             })
             .collect();
         ToolResultObject {
-            contents: JsArray(contents),
+            contents: JsArray::new(contents),
             is_error: Some(result.is_error),
             stop: Some(result.stop),
-            metadata_json: result.metadata.map(|m| Value::Object(m).to_string()),
+            metadata_json: result.metadata.map(|m| Value::Object(m).to_string().into()),
         }
     }
 }
@@ -346,8 +386,8 @@ impl ToolResultObject {
     pub fn into_core(self) -> Result<ToolResult, String> {
         let mut contents = Vec::with_capacity(self.contents.0.len());
         for (i, part) in self.contents.0.into_iter().enumerate() {
-            contents.push(match (part.kind.as_str(), part.text, part.json) {
-                ("text", Some(text), _) => ContentPart::Text { text },
+            contents.push(match (&*part.kind, part.text, part.json) {
+                ("text", Some(text), _) => ContentPart::Text { text: text.into() },
                 ("json", _, Some(json)) => ContentPart::Json {
                     value: serde_json::from_str(&json)
                         .map_err(|e| format!("contents[{i}].json is not JSON: {e}"))?,
@@ -384,12 +424,12 @@ pub struct ToolCallObject {
     /// The tool name.
     pub name: Id,
     /// The raw arguments text.
-    pub arguments: String,
+    pub arguments: Text,
 }
 
 impl From<ToolCallObject> for ToolCall {
     fn from(call: ToolCallObject) -> Self {
-        ToolCall::new(call.id.0, call.name.0, call.arguments)
+        ToolCall::new(call.id.0, call.name.0, String::from(call.arguments))
     }
 }
 
@@ -398,7 +438,7 @@ impl From<&ToolCall> for ToolCallObject {
         ToolCallObject {
             id: Id::new(call.id.clone()),
             name: Id::new(call.name.clone()),
-            arguments: call.arguments.clone(),
+            arguments: call.arguments.clone().into(),
         }
     }
 }
@@ -452,7 +492,7 @@ pub struct ExecuteOptions {
     /// The batch id shared by the calls of one model turn (default empty).
     pub batch_call_id: Option<Id>,
     /// The session metadata the executor may read (a JSON object as text).
-    pub metadata_json: Option<String>,
+    pub metadata_json: Option<Text>,
 }
 
 impl ExecuteOptions {
@@ -475,38 +515,38 @@ impl ExecuteOptions {
 pub struct HookDecisionObject {
     /// beforeToolCall: `proceed`, `deny`, `defer` or `abort`; afterToolCall: `proceed`, `stop` or
     /// `abort`.
-    pub action: String,
+    pub action: Text,
     /// beforeToolCall `proceed`: the call's new arguments text (same id and tool).
-    pub arguments_json: Option<String>,
+    pub arguments_json: Option<Text>,
     /// beforeToolCall `proceed`: the tool name of the rewritten call, when the hook's rewrite
     /// names one. A name other than the call's is refused (`hook_call_name_changed`), as in Rust.
-    pub name: Option<String>,
+    pub name: Option<Text>,
     /// beforeToolCall `deny`: the result the model gets instead; afterToolCall `proceed`: the
     /// rewritten result (a ToolResult as JSON, snake_case).
-    pub result_json: Option<String>,
+    pub result_json: Option<Text>,
     /// `defer` and `abort` (and `deny` without a result): why.
-    pub reason: Option<String>,
+    pub reason: Option<Text>,
     /// afterToolCall: messages appended after the batch, a JSON array of chat messages.
-    pub inject_json: Option<String>,
+    pub inject_json: Option<Text>,
 }
 
 /// Options of `new Agent(config)` (see the `.d.ts` for each field).
 #[napi(object)]
 pub struct AgentConfigObject {
     /// A provider preset name, `custom`, or `scripted`.
-    pub provider: String,
+    pub provider: Text,
     /// Overrides the preset's base URL.
-    pub base_url: Option<String>,
+    pub base_url: Option<Text>,
     /// The model name.
-    pub model: Option<String>,
+    pub model: Option<Text>,
     /// The API key (moved into the provider at once).
-    pub api_key: Option<String>,
+    pub api_key: Option<Text>,
     /// For `scripted`: a JSON array of model answers.
-    pub script_json: Option<String>,
+    pub script_json: Option<Text>,
     /// The directory of the session states.
-    pub state_dir: Option<String>,
+    pub state_dir: Option<Text>,
     /// A system message put first in a new session.
-    pub system_prompt: Option<String>,
+    pub system_prompt: Option<Text>,
     /// Model rounds per run.
     pub max_rounds: Option<f64>,
     /// Calls of an all-safe batch run at once.
@@ -523,7 +563,7 @@ pub struct AgentConfigObject {
     /// Allow plain http:// to hosts other than loopback.
     pub allow_insecure_http: Option<bool>,
     /// Extra trusted root certificates (PEM).
-    pub extra_roots_pem: Option<String>,
+    pub extra_roots_pem: Option<Text>,
     /// Loop detector window (2 to 1000).
     pub loop_window: Option<f64>,
     /// The longest short cycle looked for (1 = cycles off, at most 3).
@@ -539,7 +579,7 @@ pub struct AgentConfigObject {
     /// Send assistant `reasoning_content` back (default: the preset's; on for DeepSeek, Moonshot).
     pub send_reasoning_content: Option<bool>,
     /// `auto`, `none`, `required`, or the name of a tool the model must call.
-    pub tool_choice: Option<String>,
+    pub tool_choice: Option<Text>,
     /// Ask the agent's own model whether the session is looping, on a schedule.
     pub loop_diagnosis: Option<LoopDiagnosisObject>,
 
@@ -679,7 +719,7 @@ impl AgentConfigObject {
         if let Some(v) = self.loop_max_cycle_period {
             config.loop_max_cycle_period = whole_in("loopMaxCyclePeriod", v, 1, DEFAULT_MAX_CYCLE_PERIOD)?;
         }
-        config.system_prompt = self.system_prompt.clone();
+        config.system_prompt = self.system_prompt.clone().map(String::from);
         if let Some(v) = self.context_budget_tokens {
             config.context_budget_tokens = Some(positive("contextBudgetTokens", v)?);
         }
@@ -798,8 +838,8 @@ fn whole_u32(field: &str, value: f64) -> Result<u32, AgentError> {
     positive(field, value).map(|v| v as u32)
 }
 
-/// How `run()` or `resume()` ended.
-#[napi(object)]
+/// How `run()` or `resume()` ended (only ever made by the module: never read from JS).
+#[napi(object, object_from_js = false)]
 pub struct RunOutcomeObject {
     /// The session's run status, snake_case (`awaiting_approval` when suspended).
     pub status: String,

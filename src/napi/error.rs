@@ -328,7 +328,7 @@ fn refused(env: sys::napi_env, e: napi_ohos::Error) -> napi_ohos::Error {
 /// types and struct names (`Failed to convert JavaScript value `Number 1 ` into rust type `String`
 /// on AgentConfigObject.provider` -> `provider: expected a string, got a number (1)`). A reason of
 /// another shape is kept as it is.
-fn js_terms(reason: &str) -> String {
+pub(crate) fn js_terms(reason: &str) -> String {
     fn article(ty: &str) -> String {
         let ty = match ty {
             "String" => "string",
@@ -386,6 +386,8 @@ fn js_terms(reason: &str) -> String {
         body.to_string()
     };
     match field {
+        // An element of an array field: `contents[0]...` (`JsArray`).
+        Some(field) if plain.starts_with('[') => format!("{field}{plain}"),
         Some(field) => format!("{field}: {plain}"),
         None => plain,
     }

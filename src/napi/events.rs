@@ -131,9 +131,10 @@ impl EventSink for RunEvents {
             move |ret, env| {
                 // Run from napi-ohos' `extern "C"` callback: under the binding's guard, which
                 // turns a refused call or a panic into a dropped event (logged).
-                let replied = super::callback::in_reply(&env, || {
+                let replied = super::callback::in_reply(&env, |_threw| {
                     super::panic_point!(Listener);
-                    // A throw in the listener arrives here as `ret` and is dropped on the JS thread.
+                    // A throw in the listener arrives here as its value (the shield's: `_threw`),
+                    // dropped on the JS thread; an error of napi-ohos' as `ret`.
                     if ret.is_err() {
                         super::callback::clear_pending_exception(&env);
                     }

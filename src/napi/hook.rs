@@ -27,7 +27,7 @@
 //! as a warning.
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
-use super::dto::{status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject};
+use super::dto::{status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject, Text};
 use super::executor::{redact_result, redact_text};
 use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
@@ -186,11 +186,35 @@ fn parse_result(text: &str) -> Result<ToolResult, String> {
     Ok(redact_result(result))
 }
 
+/// A hook's answer as plain strings.
+struct Decision {
+    action: String,
+    arguments_json: Option<String>,
+    name: Option<String>,
+    result_json: Option<String>,
+    reason: Option<String>,
+    inject_json: Option<String>,
+}
+
+impl From<HookDecisionObject> for Decision {
+    fn from(d: HookDecisionObject) -> Self {
+        Decision {
+            action: d.action.into(),
+            arguments_json: d.arguments_json.map(String::from),
+            name: d.name.map(String::from),
+            result_json: d.result_json.map(String::from),
+            reason: d.reason.map(String::from),
+            inject_json: d.inject_json.map(String::from),
+        }
+    }
+}
+
 /// The core decision of a `beforeToolCall` answer about `call`.
 ///
 /// # Errors
 /// A description of what is wrong with it.
-fn before_decision(call: &ToolCall, mut decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
+fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
+    let mut decision = Decision::from(decision);
     // App text on its way to the state (a frozen batch keeps the rewritten call), the events and
     // the model: without the API key.
     decision.arguments_json.iter_mut().chain(decision.reason.iter_mut()).for_each(redact_text);
@@ -232,7 +256,8 @@ fn before_decision(call: &ToolCall, mut decision: HookDecisionObject) -> Result<
 ///
 /// # Errors
 /// A description of what is wrong with it.
-fn after_decision(mut decision: HookDecisionObject) -> Result<AfterToolCall, String> {
+fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String> {
+    let mut decision = Decision::from(decision);
     decision.reason.iter_mut().for_each(redact_text);
     let action = match decision.action.as_str() {
         "proceed" => {
@@ -376,7 +401,7 @@ impl AgentHook for JsHook {
             return PersistDecision::Persist;
         };
         let args = HookArgs::new(ctx, [Some(to_json(state))]);
-        let settled = call_js::<_, String>(function, args, self.timeout).await;
+        let settled = call_js::<_, Text>(function, args, self.timeout).await;
         match outcome("beforePersistState", settled, self.timeout)
             .and_then(|answer| answer.as_deref().map(persist_decision).transpose())
         {

@@ -9,6 +9,9 @@
 //! # Layout
 //! - `error`: [`AgentError`](crate::AgentError) -> JS `Error` with `code` and `layer`, and the
 //!   panic guards every export runs in.
+//! - `text`: every JS string the module reads (`Text`), checked: napi-ohos' own `String` builds
+//!   it unchecked from the engine's bytes, which on ArkVM are not UTF-8 for a lone surrogate.
+//!   `engine_utf8`: the pure decoding of those bytes.
 //! - `dto`: the `#[napi(object)]` shapes that cross the boundary, with conversions both ways, and
 //!   `Id`, the string argument whose identity matters (a lone UTF-16 surrogate is refused).
 //! - `callback`: calling an ArkTS/JS function from Rust and getting a value or a Promise back, with
@@ -39,6 +42,7 @@ pub(crate) use panic_point;
 mod agent;
 mod callback;
 mod dto;
+mod engine_utf8;
 mod error;
 mod events;
 mod executor;
@@ -51,6 +55,7 @@ mod panic_test;
 mod policy;
 mod registry;
 mod signal;
+mod text;
 
 use napi_derive_ohos::napi;
 use napi_ohos::Env;
@@ -88,7 +93,7 @@ pub fn version(env: Env) -> napi_ohos::Result<String> {
 /// `json_invalid` (layer `decode`) when the text is not JSON.
 #[cfg_attr(test, allow(dead_code))]
 #[napi]
-pub fn canonical_json(env: Env, text: error::Arg<String>) -> napi_ohos::Result<String> {
+pub fn canonical_json(env: Env, text: error::Arg<text::Text<dto::TextArg>>) -> napi_ohos::Result<String> {
     let error::Arg(text) = text;
     error::guard(&env, || {
         let value: serde_json::Value = serde_json::from_str(&text)

@@ -2,8 +2,8 @@
 //! point of the binding panic, so `tests/node/panic.test.mjs` can show that every kind of export
 //! turns a real panic into an `internal_panic` error and the process and its objects go on.
 //!
-//! The module of a build with this feature has one more export, `panicNext(site, detail)`, not
-//! declared in `index.d.ts`. Without the feature this module is not compiled and the points
+//! The module of a build with this feature has two more exports, `panicNext(site, detail)` and
+//! `corruptTextReads` (at the end), not declared in `index.d.ts`. Without the feature this module is not compiled and the points
 //! (`panic_point!`, in `src/napi/mod.rs`) expand to nothing: the shipped module has no such path.
 //!
 //! Sites (one planned panic at a time, process-wide, cleared when it fires):
@@ -28,6 +28,9 @@
 //! - `then`: the `then` or `catch` callback of the next Promise an app function returned.
 //! - `listener`: the reply of the next event handed to an Agent's listener.
 //! - `cancel`: the reply of the next `onCancel` callback.
+//!
+//! And one more export, `corruptTextReads(marker, bytes)`: the module's string reads (`text`) see
+//! the given bytes where the engine wrote the marker (for `tests/node/text.test.mjs`).
 
 use napi_derive_ohos::napi;
 use std::sync::Mutex;
@@ -71,8 +74,9 @@ pub(crate) fn at(site: Site) {
 /// this very call.)
 #[cfg_attr(test, allow(dead_code))]
 #[napi]
-pub fn panic_next(site: String, detail: String) -> napi_ohos::Result<bool> {
-    let site = match site.as_str() {
+pub fn panic_next(site: super::text::Text, detail: super::text::Text) -> napi_ohos::Result<bool> {
+    let detail = detail.into_string();
+    let site = match &*site {
         "sync" => Some(Site::Sync),
         "promise" => Some(Site::Promise),
         "future" => Some(Site::Future),
@@ -93,4 +97,42 @@ pub fn panic_next(site: String, detail: String) -> napi_ohos::Result<bool> {
     };
     let mut planned = PLANNED.lock().unwrap_or_else(|p| p.into_inner());
     Ok(std::mem::replace(&mut *planned, site.map(|s| (s, detail))).is_some())
+}
+
+/// The planned corruption of the module's string reads (`corruptTextReads`): the marker, and the
+/// bytes that replace it.
+static CORRUPTION: Mutex<Option<(Vec<u8>, Vec<u8>)>> = Mutex::new(None);
+
+/// The bytes a string read of the module sees (`text`): the engine's, with the first occurrence
+/// of the planned marker replaced by the planned bytes.
+pub(crate) fn corrupt_text(mut bytes: Vec<u8>) -> Vec<u8> {
+    let planned = CORRUPTION.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((marker, with)) = planned.as_ref() {
+        if let Some(at) = bytes.windows(marker.len()).position(|w| w == marker.as_slice()) {
+            bytes.splice(at..at + marker.len(), with.iter().copied());
+        }
+    }
+    bytes
+}
+
+/// Makes every later string read of the module (an argument, a field, an app function's answer,
+/// a thrown value's text) see `bytes` (each 0 to 255) where the engine wrote `marker`, as if the
+/// engine had written them: the checked reading's refusal of bytes that are not UTF-8, which no
+/// engine on the host writes, can be shown. An empty marker clears the plan. Returns whether a
+/// plan was in place.
+#[cfg_attr(test, allow(dead_code))]
+#[napi]
+pub fn corrupt_text_reads(
+    // Read as UTF-16, around the reads it corrupts (a plan in place would corrupt this one).
+    marker: napi_ohos::bindgen_prelude::Utf16String,
+    bytes: Vec<u32>,
+) -> napi_ohos::Result<bool> {
+    let marker = String::from_utf16(&marker).map_err(|e| napi_ohos::Error::from_reason(e.to_string()))?;
+    let bytes = bytes
+        .into_iter()
+        .map(|b| u8::try_from(b).map_err(|_| napi_ohos::Error::from_reason(format!("{b} is not a byte"))))
+        .collect::<napi_ohos::Result<Vec<u8>>>()?;
+    let plan = (!marker.is_empty()).then(|| (marker.into_bytes(), bytes));
+    let mut planned = CORRUPTION.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(std::mem::replace(&mut *planned, plan).is_some())
 }

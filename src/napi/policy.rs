@@ -33,7 +33,7 @@
 //! runtime's rule for every policy) and the registry answers it `tool_not_found`.
 
 use super::callback::{call_js, passthrough_fn, CallFailure, JsFn, Settled};
-use super::dto::to_json;
+use super::dto::{to_json, Text};
 use super::hook::HookArgs;
 use crate::approval::{parse_policy_answer, ApprovalPolicy, DefaultApprovalPolicy, PolicyDecision};
 use crate::error::{codes, AgentError};
@@ -130,7 +130,7 @@ impl JsApprovalPolicy {
             handle.block_on(async {
                 tokio::select! {
                     biased;
-                    waited = call_js::<_, String>(&self.function, args, self.timeout) => Some(waited),
+                    waited = call_js::<_, Text>(&self.function, args, self.timeout) => Some(waited),
                     () = cancel.cancelled() => None,
                 }
             })

@@ -4,7 +4,7 @@
 //! registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
 
 use super::dto::{
-    ExcludedNameArg, ExecuteOptions, Id, JsArray, ToolCallObject, ToolDefinitionObject, ToolNameArg,
+    ExcludedNamesArg, ExecuteOptions, Id, JsArray, ToolCallObject, ToolDefinitionObject, ToolNameArg,
     ToolRegistryOptions, ToolResultObject,
 };
 use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
@@ -153,9 +153,9 @@ impl JsToolRegistry {
         &self,
         env: Env,
         target: ArgRef<JsToolRegistry>,
-        excluded_names: Arg<JsArray<Id<ExcludedNameArg>>>,
+        excluded_names: Arg<JsArray<Id, ExcludedNamesArg>>,
     ) -> napi_ohos::Result<()> {
-        let (ArgRef(target), Arg(JsArray(excluded_names))) = (target, excluded_names);
+        let (ArgRef(target), Arg(JsArray(excluded_names, _))) = (target, excluded_names);
         guard(&env, || {
             let excluded: Vec<&str> = excluded_names.iter().map(|name| name.0.as_str()).collect();
             self.copy_to(target, &excluded)

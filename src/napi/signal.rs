@@ -3,6 +3,7 @@
 //! `signal` and can poll `cancelled` or register `onCancel`.
 
 use super::callback::JsFn;
+use super::dto::{ReasonArg, Text};
 use super::error::{guard, guard_napi, Arg};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
@@ -122,10 +123,10 @@ impl CancellationHandle {
 
     /// Cancels (the first reason wins).
     #[napi]
-    pub fn cancel(&self, env: Env, reason: Arg<Option<String>>) -> napi_ohos::Result<()> {
+    pub fn cancel(&self, env: Env, reason: Arg<Option<Text<ReasonArg>>>) -> napi_ohos::Result<()> {
         let Arg(reason) = reason;
         guard(&env, || {
-            self.signal.cancel(reason.unwrap_or_else(|| DEFAULT_REASON.to_string()));
+            self.signal.cancel(reason.map_or_else(|| DEFAULT_REASON.to_string(), String::from));
             Ok(())
         })
     }
@@ -165,7 +166,7 @@ impl CancellationHandle {
                         // The return value (or a throw) is dropped on the JS thread, under the
                         // binding's guard (the reply runs from napi-ohos' `extern "C"` callback).
                         callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
-                            let replied = super::callback::in_reply(&env, || {
+                            let replied = super::callback::in_reply(&env, |_threw| {
                                 super::panic_point!(Cancel);
                                 if ret.is_err() {
                                     super::callback::clear_pending_exception(&env);

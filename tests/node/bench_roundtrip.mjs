@@ -13,19 +13,28 @@
 //
 // Without ARKAGENT_SO it builds and loads the debug .so (slower, without the Rust-timed part; only
 // for a quick look).
+//
+// BENCH_TEXT_BYTES=n makes the executor answer a text of about n bytes instead of its arguments
+// (BENCH_TEXT=multibyte: "é中😀" repeated, else ASCII), and execute() send it as the call's
+// arguments too: the cost of reading big strings (BENCHMARKS.md, "NAPI strings (session 10)").
 import { performance } from 'node:perf_hooks';
 import { loadModule } from './helper.mjs';
 
 const { ToolRegistry } = loadModule();
 const N = Number(process.env.BENCH_CALLS ?? 20000);
-const WARMUP = 2000;
+const WARMUP = Math.min(2000, N);
 
 const registry = new ToolRegistry();
+const TEXT_BYTES = Number(process.env.BENCH_TEXT_BYTES ?? 0);
+const UNIT = process.env.BENCH_TEXT === 'multibyte' ? 'é中😀' : 'x';
+// 'é中😀' is 9 bytes of UTF-8.
+const BIG = TEXT_BYTES > 0 ? UNIT.repeat(Math.max(1, Math.round(TEXT_BYTES / (UNIT === 'x' ? 1 : 9)))) : '';
 registry.register(
   { name: 'echo', description: 'returns its argument', parametersJson: JSON.stringify({ type: 'object' }) },
-  async (args) => ({ contents: [{ type: 'text', text: args }] }),
+  BIG ? async () => ({ contents: [{ type: 'text', text: BIG }] }) : async (args) => ({ contents: [{ type: 'text', text: args }] }),
 );
-const call = (i) => registry.execute({ id: `c${i}`, name: 'echo', arguments: `{"i":${i}}` });
+const BIG_ARGS = BIG ? JSON.stringify({ s: BIG }) : '';
+const call = (i) => registry.execute({ id: `c${i}`, name: 'echo', arguments: BIG ? BIG_ARGS : `{"i":${i}}` });
 
 function stats(samples) {
   const s = Float64Array.from(samples).sort();
@@ -92,6 +101,7 @@ await inFlight(WARMUP, 100);
 const par = await inFlight(N, 100);
 console.log(JSON.stringify({
   so: process.env.ARKAGENT_SO,
+  text: BIG ? { bytes: Buffer.byteLength(BIG), kind: UNIT === 'x' ? 'ascii' : 'multibyte' } : 'none',
   rust_timed: rust,
   execute_from_js: {
     one_at_a_time: seq,

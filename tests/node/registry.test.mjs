@@ -140,3 +140,27 @@ test('canonicalJson sorts keys at every level and rejects bad JSON with a coded 
 test('canonicalJson uses RFC 8785 number forms', () => {
   assert.equal(canonicalJson('[1.0, -0, 1e21, 1e-7, 0.000001, 100]'), '[1,0,1e+21,1e-7,0.000001,100]');
 });
+
+test('a refused element of excludedNames is named by its index, as contents[i] of a result is', async () => {
+  const r = new ToolRegistry();
+  r.register({ name: 'keep', description: 'd', parametersJson: objectSchema }, noop);
+  const refusal = (names) => throwsWithCode(assert, () => r.copyIntoExcluding(new ToolRegistry(), names), 'argument_invalid', 'config').message;
+  assert.equal(refusal(['a', 5]), 'wrong argument: excludedNames[1]: expected a string, got a number (5)');
+  assert.equal(refusal(['a', 'b', {}]), 'wrong argument: excludedNames[2]: expected a string, got an object');
+  assert.equal(refusal([null]), 'wrong argument: excludedNames[0]: expected a string, got null');
+  assert.match(refusal(['a', 'b\uDC00']), /^wrong argument: excludedNames\[1\]: holds a lone UTF-16 surrogate \(\\uDC00 at index 1\)/);
+  const holey = ['a'];
+  holey[3] = 'b';
+  assert.equal(refusal(holey), 'wrong argument: excludedNames[1]: undefined, a hole in the array');
+  const getter = ['a', 'b'];
+  Object.defineProperty(getter, 1, { get() { throw new Error('no element'); } });
+  assert.equal(refusal(getter), 'wrong argument: excludedNames[1]: reading it threw Error: no element');
+  // Nothing was copied by a refused call; a good list still works.
+  const target = new ToolRegistry();
+  r.copyIntoExcluding(target, ['x', 'y']);
+  assert.deepEqual(target.names(), ['keep']);
+  // The elements of a result's contents are named the same way, with the field.
+  r.register({ name: 'bad', description: 'd', parametersJson: objectSchema }, () => ({ contents: [{ type: 'text', text: 'a' }, { type: 'text', text: 5 }] }));
+  const e = await rejectsWithCode(assert, r.execute({ id: 'c', name: 'bad', arguments: '{}' }), 'tool_result_invalid', 'tool');
+  assert.match(e.message, /not a ToolResult: contents\[1\]\.text: expected a string, got a number \(5\)$/);
+});

@@ -84,14 +84,14 @@ test('a sparse array of length 2**32-1 is refused with a coded error, not reserv
   sparse.length = 2 ** 32 - 1;
   const r = new ToolRegistry();
   const e = throwsWithCode(assert, () => r.copyIntoExcluding(new ToolRegistry(), sparse), 'argument_invalid', 'config');
-  assert.match(e.message, /element 0 of the array is undefined/);
+  assert.equal(e.message, 'wrong argument: excludedNames[0]: undefined, a hole in the array');
   r.register({ name: 'sparse', description: 'd', parametersJson: objectSchema }, () => ({ contents: sparse }));
   const rejected = await rejectsWithCode(assert, r.execute({ id: 'c', name: 'sparse', arguments: '{}' }), 'tool_result_invalid', 'tool');
-  assert.match(rejected.message, /element 0 of the array is undefined/);
+  assert.match(rejected.message, /not a ToolResult: contents\[0\]: undefined, a hole in the array$/);
   // A dense array still crosses whole, and a hole further on is refused.
   r.register({ name: 'dense', description: 'd', parametersJson: objectSchema }, () => ({ contents: Array.from({ length: 3 }, (_, i) => ({ type: 'text', text: `p${i}` })) }));
   assert.deepEqual((await r.execute({ id: 'd', name: 'dense', arguments: '{}' })).contents.map((p) => p.text), ['p0', 'p1', 'p2']);
   const holey = ['a', 'b'];
   holey[5] = 'c';
-  assert.match(throwsWithCode(assert, () => r.copyIntoExcluding(new ToolRegistry(), holey), 'argument_invalid').message, /element 2/);
+  assert.match(throwsWithCode(assert, () => r.copyIntoExcluding(new ToolRegistry(), holey), 'argument_invalid').message, /excludedNames\[2\]: undefined, a hole/);
 });

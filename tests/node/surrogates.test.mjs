@@ -87,7 +87,7 @@ test("a ToolRegistry refuses them in tool names, a call's id and name, and execu
     text(`${ctx.sessionId}|${ctx.callId}|${ctx.batchCallId}`),
   );
   refused(() => registry.unregister('t\uDC00'), 'name', /\\uDC00/);
-  refused(() => registry.copyIntoExcluding(new ToolRegistry(), ['x', 't\uD800']), 'excludedNames', /\\uD800/);
+  refused(() => registry.copyIntoExcluding(new ToolRegistry(), ['x', 't\uD800']), 'excludedNames\\[1\\]', /\\uD800 at index 1/);
   const call = { id: 'c1', name: 't', arguments: '{}' };
   refused(() => registry.execute({ ...call, id: 'c\uD800' }), 'id', /\\uD800/);
   refused(() => registry.execute({ ...call, name: 't\uDC00' }), 'name', /\\uDC00/);

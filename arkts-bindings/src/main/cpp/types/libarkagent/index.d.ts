@@ -16,6 +16,8 @@
  * So is an id holding a lone UTF-16 surrogate (a session id, an approval id, a metadata key, a tool
  * name, a call's id and name, execute's sessionId and batchCallId), with a message naming it: read
  * as UTF-8 it would become U+FFFD and name what another id names (tests/node/surrogates.test.mjs).
+ * In any other string a lone surrogate reads as U+FFFD, on ArkVM as on Node (src/napi/text.rs); a
+ * refused element of an array names its index (`excludedNames[2]: ...`, `contents[1].text: ...`).
  * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text.
  *
  * Memory: an Agent or a ToolRegistry keeps the functions given to it (executors, hooks, the policy,
