@@ -3,10 +3,27 @@
 //! OpenAI-compatible chat-completions endpoint.
 //!
 //! Faults: connect errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter
-//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), honouring
-//! `Retry-After`, except an error whose body says it lasts (an exhausted quota or balance, a
-//! locked account: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)), and never
-//! once a response was accepted (a stream that started is never replayed). Timeouts: connect,
+//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and never once a
+//! response was accepted (a stream that started is never replayed). Whether an error response is
+//! retried is decided in this order:
+//! 1. a body that says the error lasts (an exhausted quota or balance, a locked account:
+//!    [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is never retried, whatever the
+//!    headers say: no wait of seconds changes it, and a gateway that adds `x-should-retry: true`
+//!    to every 429 would otherwise spend the retries and the user's time on a certain failure;
+//! 2. `x-should-retry: false` is never retried, `x-should-retry: true` is retried whatever the
+//!    status (a 400 included), as the official OpenAI SDKs obey it (`_should_retry` of
+//!    openai-python, `shouldRetry` of openai-node; this client also takes either value in any
+//!    case and with blank space around, and ignores any other value);
+//! 3. otherwise the status decides ([`is_retried_status`]).
+//!
+//! The wait before a retry is what the server asks for: `retry-after-ms` (milliseconds, not a
+//! standard header; the SDKs prefer it to `Retry-After`, which only has whole seconds in its
+//! standard form), else `Retry-After` (seconds or an HTTP date), else the policy's backoff. A wait
+//! asked for above [`RetryPolicy::max_retry_after`](super::config::RetryPolicy::max_retry_after),
+//! by either header, is not waited for: the error is returned (the SDKs fall back to their backoff
+//! there; a server that asks for minutes is not helped by a retry within seconds). A wait that
+//! would end past the total timeout returns the error at once. Dropping the call's future during a
+//! wait cancels it: no further attempt is sent. Timeouts: connect,
 //! first byte (request sent -> response head), idle (between two body chunks), after the finish
 //! reason (the silence allowed once a stream's answer is complete: a few seconds, where idle can
 //! be minutes) and total (the whole call, retries included). A stream that times out or breaks
@@ -140,16 +157,23 @@ impl OpenAiCompatibleClient {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {
                     let status = resp.status();
-                    let retry_after =
-                        resp.headers().get(reqwest::header::RETRY_AFTER).and_then(parse_retry_after);
+                    let advice = RetryAdvice::of(resp.headers());
                     let (error, lasting) = self.status_error(resp, deadline).await;
-                    if !is_retried_status(status) {
-                        return Err(error);
+                    match advice.should_retry {
+                        Some(false) if is_retried_status(status) => {
+                            return Err(with_note(
+                                error,
+                                "not retried: the server said x-should-retry: false",
+                            ))
+                        }
+                        Some(false) => return Err(error),
+                        None if !is_retried_status(status) => return Err(error),
+                        Some(true) | None => {}
                     }
                     if lasting {
                         return Err(with_note(error, "not retried: it lasts until the account is seen to"));
                     }
-                    (error, retry_after)
+                    (error, advice.wait)
                 }
                 Err(AttemptError { error, retryable: false }) => return Err(error),
                 Err(AttemptError { error, retryable: true }) => (error, None),
@@ -158,13 +182,10 @@ impl OpenAiCompatibleClient {
                 return Err(with_attempts(error, retries));
             }
             let wait = match retry_after {
-                Some(d) if d > policy.max_retry_after => {
-                    return Err(with_note(
-                        error,
-                        &format!("Retry-After {d:?} exceeds the limit; not retried"),
-                    ))
+                Some((d, header)) if d > policy.max_retry_after => {
+                    return Err(with_note(error, &format!("{header} {d:?} exceeds the limit; not retried")))
                 }
-                Some(d) => d,
+                Some((d, _)) => d,
                 None => policy.backoff(retries),
             };
             if Instant::now().checked_add(wait).is_none_or(|at| at >= deadline) {
@@ -391,6 +412,55 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
 /// returned at once like a 429. Any other 4xx is the request's own fault and is never retried.
 pub fn is_retried_status(status: reqwest::StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error()
+}
+
+/// What an error response's headers say about retrying it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RetryAdvice {
+    /// `x-should-retry: true` / `false` (any case, blank space around); `None` when absent or
+    /// anything else.
+    should_retry: Option<bool>,
+    /// The wait the server asks for and the header that asked: `retry-after-ms` when it holds a
+    /// number of milliseconds (finite, not negative), else `Retry-After`.
+    wait: Option<(Duration, &'static str)>,
+}
+
+impl RetryAdvice {
+    fn of(headers: &reqwest::header::HeaderMap) -> RetryAdvice {
+        let should_retry = headers.get("x-should-retry").and_then(|v| v.to_str().ok()).and_then(|v| {
+            let v = v.trim();
+            if v.eq_ignore_ascii_case("true") {
+                Some(true)
+            } else if v.eq_ignore_ascii_case("false") {
+                Some(false)
+            } else {
+                None
+            }
+        });
+        let wait = headers
+            .get("retry-after-ms")
+            .and_then(parse_retry_after_ms)
+            .map(|d| (d, "retry-after-ms"))
+            .or_else(|| {
+                headers
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(parse_retry_after)
+                    .map(|d| (d, "Retry-After"))
+            });
+        RetryAdvice { should_retry, wait }
+    }
+}
+
+/// Parses `retry-after-ms` (not a standard header; the official OpenAI SDKs read it before
+/// `Retry-After`): a number of milliseconds, fractions allowed. Not a number, negative or not
+/// finite: `None` (`Retry-After` is read instead). A delay too long for a [`Duration`] is
+/// [`Duration::MAX`].
+pub fn parse_retry_after_ms(value: &reqwest::header::HeaderValue) -> Option<Duration> {
+    let ms = value.to_str().ok()?.trim().parse::<f64>().ok()?;
+    if !ms.is_finite() || ms < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::MAX))
 }
 
 /// Whether a response's `Content-Type` is JSON (`application/json` or a `+json` type, any
@@ -700,6 +770,37 @@ mod tests {
         assert_eq!(parse_retry_after(&h("Sun, 06 Nov 99999999999 08:49:37 GMT")), None);
         assert_eq!(parse_retry_after(&h("Sun, 06 Nov -99999999999999 08:49:37 GMT")), None);
         assert_eq!(parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT"), Some(253_402_300_799));
+    }
+
+    #[test]
+    fn retry_after_ms_forms() {
+        let h = |s: &str| reqwest::header::HeaderValue::from_str(s).unwrap();
+        assert_eq!(parse_retry_after_ms(&h("250")), Some(Duration::from_millis(250)));
+        assert_eq!(parse_retry_after_ms(&h(" 1.5 ")), Some(Duration::from_micros(1500)));
+        assert_eq!(parse_retry_after_ms(&h("0")), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after_ms(&h("1e300")), Some(Duration::MAX));
+        for bad in ["", "-1", "NaN", "inf", "-inf", "soon", "Sun, 06 Nov 1994 08:49:37 GMT"] {
+            assert_eq!(parse_retry_after_ms(&h(bad)), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retry_advice_reads_both_headers() {
+        let map = |pairs: &[(&'static str, &str)]| {
+            let mut m = reqwest::header::HeaderMap::new();
+            for (n, v) in pairs {
+                m.insert(*n, reqwest::header::HeaderValue::from_str(v).unwrap());
+            }
+            RetryAdvice::of(&m)
+        };
+        assert_eq!(map(&[]), RetryAdvice { should_retry: None, wait: None });
+        assert_eq!(map(&[("x-should-retry", "true")]).should_retry, Some(true));
+        assert_eq!(map(&[("x-should-retry", " FALSE")]).should_retry, Some(false));
+        assert_eq!(map(&[("x-should-retry", "yes")]).should_retry, None);
+        let both = map(&[("retry-after", "7"), ("retry-after-ms", "20")]);
+        assert_eq!(both.wait, Some((Duration::from_millis(20), "retry-after-ms")));
+        let bad_ms = map(&[("retry-after", "7"), ("retry-after-ms", "x")]);
+        assert_eq!(bad_ms.wait, Some((Duration::from_secs(7), "Retry-After")));
     }
 
     #[test]

@@ -410,7 +410,9 @@ impl Timeouts {
 }
 
 /// Retries on connect errors, 408, 409, 429 and 5xx (see
-/// [`is_retried_status`](super::client::is_retried_status)), before anything was received.
+/// [`is_retried_status`](super::client::is_retried_status)) or as a response's `x-should-retry`
+/// header says, before anything was received (the order of the rules: the
+/// [`client`](super::client) module doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (0 = no retry).
@@ -421,7 +423,8 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// Random jitter: each backoff is scaled by a factor in `[1 - jitter, 1]`.
     pub jitter: f64,
-    /// A `Retry-After` longer than this is not waited for (the error is returned instead).
+    /// A wait asked for by `Retry-After` or `retry-after-ms` longer than this is not waited for
+    /// (the error is returned instead).
     pub max_retry_after: Duration,
 }
 
