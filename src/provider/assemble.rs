@@ -85,6 +85,11 @@ impl StreamAssembler {
         self.finished
     }
 
+    /// The last usage report so far (what [`finish`](Self::finish) will report).
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
     /// Takes one SSE payload. Returns `true` for the `[DONE]` sentinel. Empty payloads
     /// (keep-alives) are ignored, and so are non-JSON payloads of named events other than
     /// `message` and `error`.
@@ -450,6 +455,11 @@ impl StreamDecoder {
     /// after any finish reason, so only the usage chunk and `[DONE]` should follow.
     pub fn answer_looks_complete(&self) -> bool {
         self.assembler.answer_looks_complete()
+    }
+
+    /// See [`StreamAssembler::usage`]: the last usage report so far.
+    pub fn usage(&self) -> Option<Usage> {
+        self.assembler.usage()
     }
 
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the

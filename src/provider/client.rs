@@ -24,9 +24,11 @@
 //! there; a server that asks for minutes is not helped by a retry within seconds). A wait that
 //! would end past the total timeout returns the error at once. Dropping the call's future during a
 //! wait cancels it: no further attempt is sent. Timeouts: connect,
-//! first byte (request sent -> response head), idle (between two body chunks), after the finish
-//! reason (the silence allowed once a stream's answer is complete: a few seconds, where idle can
-//! be minutes) and total (the whole call, retries included). A stream that times out or breaks
+//! first byte (request sent -> response head), idle (between two body chunks, keep-alive comments
+//! included), after the finish reason (how long a stream whose answer is complete may go on
+//! without a usage report or its end: a few seconds, where idle can be minutes; keep-alives do not
+//! extend it, see [`Timeouts::after_finish`](super::config::Timeouts::after_finish)) and total
+//! (the whole call, retries included). A stream that times out or breaks
 //! off after its finish reason came is complete, as one whose body ends there is. Bodies and
 //! streams are capped at `max_response_bytes`. A streamed request answered with a JSON body (a
 //! gateway that ignores `stream: true`, an error body sent with a 200) is read as a non-streamed
@@ -657,6 +659,11 @@ struct StreamState {
     /// every chunk. It never fires later than that limit: limits only move forward, but for the
     /// once the finish reason came (the smaller `after_finish` limit), when it is moved back.
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// While the answer looks complete: since when the limit after the finish reason counts. It
+    /// starts when the answer first looks complete and starts again only when a usage report
+    /// comes (what a complete answer may still gain); keep-alives (comments, blank lines, empty
+    /// payloads and deltas, a repeated finish reason) do not move it. `None` otherwise.
+    complete_since: Option<Instant>,
     config: Arc<ClientConfig>,
 }
 
@@ -670,6 +677,7 @@ impl StreamState {
             received: 0,
             deadline,
             timer: Box::pin(tokio::time::sleep_until(deadline.min(Instant::now() + config.timeouts.idle))),
+            complete_since: None,
             config,
         }
     }
@@ -682,13 +690,19 @@ impl StreamState {
             let resp = self.resp.as_mut()?;
             let mut idle = self.config.timeouts.idle;
             let after_finish = self.decoder.answer_looks_complete();
-            if after_finish {
-                // The answer is complete: only the usage chunk and `[DONE]` may still come. (Not
-                // once answer data followed a finish reason: this provider sends them early, and
-                // more calls may come after a long pause, so the idle limit applies.)
+            let until = if after_finish {
+                // The answer is complete: only the usage chunk and `[DONE]` may still come, within
+                // the limit counted from the answer's completion or the last usage report (a
+                // gateway that sends keep-alives every few seconds and never `[DONE]` does not hold
+                // the answer until the idle or total limit). Not once answer data followed a
+                // finish reason: this provider sends them early, and more calls may come after a
+                // long pause, so the idle limit applies from the last bytes, keep-alives included.
                 idle = idle.min(self.config.timeouts.after_finish);
-            }
-            let until = self.deadline.min(Instant::now() + idle);
+                let since = *self.complete_since.get_or_insert_with(Instant::now);
+                self.deadline.min(since + idle)
+            } else {
+                self.deadline.min(Instant::now() + idle)
+            };
             let timer = &mut self.timer;
             if after_finish && timer.deadline() > until {
                 // The one limit that moves back: the timer may be set for the idle limit.
@@ -712,8 +726,8 @@ impl StreamState {
                     // `[DONE]`): a gateway that stalls or breaks the connection instead of ending
                     // the body does not lose it.
                     log::warn!(
-                        "provider: the stream stalled ({idle:?}) or broke off after its finish \
-                         reason; the answer is complete"
+                        "provider: the stream stalled or sent only keep-alives ({idle:?}), or broke \
+                         off, after its finish reason; the answer is complete"
                     );
                     self.decoder.finish(&mut self.scratch).map(|_| true)
                 }
@@ -731,7 +745,14 @@ impl StreamState {
                             format!("the stream exceeds {} bytes", self.config.max_response_bytes),
                         ))
                     } else {
-                        self.decoder.feed(&chunk, &mut self.scratch)
+                        let usage = self.decoder.usage();
+                        let fed = self.decoder.feed(&chunk, &mut self.scratch);
+                        if !self.decoder.answer_looks_complete() || self.decoder.usage() != usage {
+                            // Not a keep-alive of a complete answer: the limit after the finish
+                            // reason (if it applies) counts from now.
+                            self.complete_since = None;
+                        }
+                        fed
                     }
                 }
             };

@@ -250,13 +250,18 @@ pub struct Timeouts {
     pub idle: Duration,
     /// The whole call: every attempt, backoff and the whole body or stream.
     pub total: Duration,
-    /// Longest silence of a stream once its finish reason came, when the answer is complete and
-    /// at most the usage chunk and `[DONE]` are still to come: past it the answer is kept and the
-    /// connection closed (as when the stream breaks off there). The smaller of this and `idle`
-    /// applies. Default 5 s, for every model: a reasoning model's `idle` (the total, 600 s) would
-    /// otherwise hold a complete answer for up to 10 minutes behind a stalled gateway. Not once
-    /// answer data (text, reasoning, a call fragment) has followed a finish reason: that provider
-    /// sends them early (more calls may still come after a pause), and `idle` applies.
+    /// How long a stream may go on once its finish reason came, when the answer is complete and
+    /// at most the usage chunk and `[DONE]` are still to come: counted from the answer's
+    /// completion, and again from each usage report; past it the answer is kept and the
+    /// connection closed (as when the stream breaks off there). Keep-alives (SSE comments, blank
+    /// lines, empty payloads or deltas, a repeated finish reason) do not extend it: a gateway that
+    /// pings every few seconds and never sends `[DONE]` would otherwise hold the answer until
+    /// the idle or total limit. The smaller of this and `idle` applies. Default 5 s, for every
+    /// model: a reasoning model's `idle` (the total, 600 s) would otherwise hold a complete answer
+    /// for up to 10 minutes behind a stalled gateway. Not once answer data (text, reasoning, a
+    /// call fragment) has followed a finish reason: that provider sends them early (more calls may
+    /// still come after a pause), and `idle` applies (keep-alives included, as before a finish
+    /// reason).
     pub after_finish: Duration,
 }
 
