@@ -43,7 +43,7 @@
 use super::assemble::{decode_sse_body, starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
 use super::convert::{parse_response, raw_excerpt, raw_excerpt_of_prefix};
-use super::wire::ProviderErrorBody;
+use super::wire::ProviderErrorDetail;
 use super::{tls, ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
 use crate::error::{codes, AgentError};
 use async_trait::async_trait;
@@ -275,11 +275,10 @@ impl OpenAiCompatibleClient {
         // Text first, as `parse_response` does: serde_json's parser exists once, for text
         // (BENCHMARKS.md, "Size of the stripped release `.so`"). A body that is not UTF-8 is shown
         // raw.
-        let parsed =
-            std::str::from_utf8(&body).ok().and_then(|t| serde_json::from_str::<ProviderErrorBody>(t).ok());
-        let lasting = parsed.as_ref().is_some_and(|b| b.error.is_lasting());
+        let parsed = std::str::from_utf8(&body).ok().and_then(ProviderErrorDetail::of_body);
+        let lasting = parsed.as_ref().is_some_and(ProviderErrorDetail::is_lasting);
         let detail = match parsed {
-            Some(b) => b.error.describe(),
+            Some(e) => e.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
             None if whole => format!("raw body: {}", raw_excerpt(&body)),
             None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
