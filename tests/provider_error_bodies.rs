@@ -158,3 +158,23 @@ async fn the_key_echoed_in_a_200_error_body_is_redacted() {
     let e = e.expect("an error");
     assert!(!e.message.contains(KEY) && e.message.contains("<redacted>"), "{e}");
 }
+
+#[tokio::test]
+async fn a_key_with_slashes_echoed_json_escaped_is_redacted() {
+    // Qianfan's keys hold slashes (`bce-v3/ALTAK-.../...`); a gateway whose JSON encoder escapes
+    // `/` (PHP's does by default) echoes it as `bce-v3\/ALTAK-...`, which a raw excerpt shows as is.
+    const SLASHED: &str = "bce-v3/ALTAK-Sentinel42/abcdef0123";
+    let escaped = SLASHED.replace('/', "\\/");
+    let server = MockServer::start([
+        Reply::raw(200, format!(r#"{{"detail":"no such key: {escaped}"}}"#)),
+        Reply::raw(502, format!(r#"{{"detail":"upstream refused {escaped}"}}"#)),
+    ])
+    .await;
+    let config = ClientConfig::custom(server.base_url(), "m", SLASHED).with_retry(RetryPolicy::none());
+    let c = OpenAiCompatibleClient::new(config).unwrap();
+    for _ in 0..2 {
+        let e = c.complete(&request()).await.unwrap_err();
+        let text = format!("{e} {e:?}");
+        assert!(!text.contains("Sentinel42") && text.contains("<redacted>"), "{text}");
+    }
+}

@@ -335,12 +335,22 @@ impl OpenAiCompatibleClient {
     }
 }
 
+/// `text` with every copy of `key` (6 bytes or more) replaced by `<redacted>`, and its
+/// JSON-escaped form too when it holds a `/`: a JSON encoder may write `/` as `\/` (PHP's does by
+/// default), and keys with slashes exist (Qianfan's `bce-v3/ALTAK-.../...`), so a gateway that
+/// echoes the key in a body shown raw would show it whole.
 fn redact_key(text: String, key: &str) -> String {
-    if key.len() >= 6 && text.contains(key) {
-        text.replace(key, "<redacted>")
-    } else {
-        text
+    if key.len() < 6 {
+        return text;
     }
+    let mut text = if text.contains(key) { text.replace(key, "<redacted>") } else { text };
+    if key.contains('/') {
+        let escaped = key.replace('/', "\\/");
+        if text.contains(&escaped) {
+            text = text.replace(&escaped, "<redacted>");
+        }
+    }
+    text
 }
 
 fn redact_error(mut e: AgentError, key: &str) -> AgentError {
@@ -844,5 +854,6 @@ mod tests {
     fn redaction_replaces_the_key() {
         assert_eq!(redact_key("bad key sk-123456 here".into(), "sk-123456"), "bad key <redacted> here");
         assert_eq!(redact_key("short k".into(), "k"), "short k");
+        assert_eq!(redact_key(r#"a\/b-123 and a/b-123"#.into(), "a/b-123"), "<redacted> and <redacted>");
     }
 }
