@@ -178,3 +178,33 @@ async fn a_key_with_slashes_echoed_json_escaped_is_redacted() {
         assert!(!text.contains("Sentinel42") && text.contains("<redacted>"), "{text}");
     }
 }
+
+#[tokio::test]
+async fn an_error_payload_at_the_top_level_inside_a_stream_is_the_streams_error() {
+    // iFlytek Spark's compatible API and some relays report a failure inside the stream as a
+    // top-level `{"code", "message"}` payload; it was read as a chunk with no choices and
+    // dropped, leaving a cut answer (or an empty one before `[DONE]`) that hid the reason.
+    let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hal\"}}]}\n\n";
+    for (error, want) in [
+        (r#"{"code":10013,"message":"content blocked","sid":"cht0001"}"#, "[10013] content blocked"),
+        (r#"{"code":"rate_limited","msg":"slow down","choices":[]}"#, "[rate_limited] slow down"),
+    ] {
+        let body = format!("{text}data: {error}\n\ndata: [DONE]\n\n");
+        let server = MockServer::start([Reply::sse(body.as_bytes())]).await;
+        let (events, e) = drain::drain(&client(&server, 0), &request()).await;
+        let e = e.unwrap_or_else(|| panic!("{error}: no error, events {events:?}"));
+        assert_provider_error(&e, want, error);
+        assert!(e.message.contains("error in stream"), "{e}");
+    }
+    // Keep-alive payloads with no message stay keep-alives.
+    let body = format!(
+        "{text}data: {{}}\n\ndata: {{\"choices\":[],\"code\":0}}\n\n\
+         data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+    );
+    let server = MockServer::start([Reply::sse(body.as_bytes())]).await;
+    let (events, e) = drain::drain(&client(&server, 0), &request()).await;
+    assert!(e.is_none(), "{e:?}");
+    assert!(
+        matches!(events.last(), Some(arkagent::provider::ModelEvent::Finished(r)) if r.content.as_deref() == Some("hal"))
+    );
+}
