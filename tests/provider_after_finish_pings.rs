@@ -135,7 +135,9 @@ async fn keep_alives_that_outlast_the_limit_do_not_hold_the_answer_for_a_late_us
     assert!(e.is_none(), "{e:?}");
     let r = answer(&events);
     assert_eq!((r.tool_calls.len(), r.usage), (1, None), "{events:?}");
-    assert!(took >= Duration::from_millis(500) && took < Duration::from_millis(740), "{took:?}");
+    // At the limit (from the finish chunk at 150 ms), not at the usage chunk (900 ms): the usage
+    // missing says so; the time only bounds it loosely (a loaded machine).
+    assert!(took >= Duration::from_millis(500) && took < Duration::from_secs(3), "{took:?}");
 }
 
 #[tokio::test]
