@@ -1,8 +1,8 @@
 //! The limit after the finish reason (`Timeouts::after_finish`): once a stream's finish reason
 //! came, the answer is complete and only the usage chunk and `[DONE]` may follow, so a stall is
 //! waited for a few seconds, not for the idle limit (which is the 600 s total for OpenAI's
-//! reasoning models), and the answer is kept. It counts silence: data after the finish reason
-//! within it is still read. An event stream mislabelled as JSON is streamed and treated the same.
+//! reasoning models), and the answer is kept. What comes within it is still read. An event stream
+//! mislabelled as JSON is streamed and treated the same.
 
 #[path = "support/drain.rs"]
 mod drain;
@@ -106,20 +106,20 @@ async fn a_stall_after_the_finish_reason_ends_at_the_limit_set() {
 
 #[tokio::test]
 async fn what_comes_after_the_finish_reason_within_the_limit_is_still_read() {
-    // Keep-alive comments after the finish chunk, each within the limit but all together longer:
-    // the usage chunk and `[DONE]` that follow them still count.
+    // Keep-alive comments after the finish chunk, then the usage chunk and `[DONE]`, all within
+    // the limit counted from the finish chunk: the usage is kept. (Keep-alives do not extend the
+    // limit: tests/provider_after_finish_pings.rs.)
     let mut parts = vec![format!("{CALL}{FINISH}").into_bytes()];
-    parts.extend((0..4).map(|_| b": keep-alive\n\n".to_vec()));
+    parts.extend((0..3).map(|_| b": keep-alive\n\n".to_vec()));
     parts.push(USAGE_DONE.as_bytes().to_vec());
     let server =
-        MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(150), end: End::Stall }])
-            .await;
-    let c = client(&server, "m", Some(reasoning_like(Duration::from_secs(30), Duration::from_millis(400))));
+        MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(80), end: End::Stall }]).await;
+    let c = client(&server, "m", Some(reasoning_like(Duration::from_secs(30), Duration::from_millis(700))));
     let (events, e, took) = timed(&c, Duration::from_secs(5)).await;
     assert!(e.is_none(), "{e:?}");
     assert_eq!(answer(&events).usage.map(|u| u.total_tokens), Some(7), "{events:?}");
-    // Past the four keep-alives (600 ms, more than the limit), read to `[DONE]`.
-    assert!(took >= Duration::from_millis(850), "{took:?}");
+    // Read past the keep-alives to `[DONE]` (320 ms after the finish chunk).
+    assert!(took >= Duration::from_millis(380), "{took:?}");
 }
 
 #[tokio::test]

@@ -26,7 +26,7 @@
 use super::chunk_read::{read_chunk, ChunkRecord};
 use super::convert::{normalise_arguments, parse_response, raw_excerpt};
 use super::sse::SseParser;
-use super::wire::{ChatCompletionChunk, WireArguments};
+use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
 use crate::message::{unique_call_id, ToolCall, Usage};
@@ -85,14 +85,20 @@ impl StreamAssembler {
         self.finished
     }
 
+    /// The last usage report so far (what [`finish`](Self::finish) will report).
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
     /// Takes one SSE payload. Returns `true` for the `[DONE]` sentinel. Empty payloads
     /// (keep-alives) are ignored, and so are non-JSON payloads of named events other than
     /// `message` and `error`.
     ///
     /// # Errors
     /// `provider_decode` (with the raw payload) for a payload that is not a chunk;
-    /// `provider_http_status` for an error sent inside the stream (`{"error": ...}` or an
-    /// `event: error`).
+    /// `provider_http_status` for an error sent inside the stream (`{"error": ...}`, an
+    /// `event: error`, or a payload with no choices and no usage whose `message` or `msg` is text:
+    /// the top-level form of [`ProviderErrorDetail::of_body`]).
     pub fn push_payload(
         &mut self,
         event: Option<&str>,
@@ -140,6 +146,9 @@ impl StreamAssembler {
         if in_place && !is_error_event {
             // The usual payload is read in place; anything else is read below, which decides.
             if let Ok(record) = read_chunk(data) {
+                if record.choice.is_none() && record.usage.is_none() {
+                    top_level_error(data)?;
+                }
                 self.push_record(record, out);
                 return Ok(false);
             }
@@ -147,16 +156,16 @@ impl StreamAssembler {
         match serde_json::from_str::<ChatCompletionChunk<'_>>(data) {
             Ok(chunk) => {
                 if let Some(err) = &chunk.error {
-                    return Err(AgentError::of(
-                        codes::PROVIDER_HTTP_STATUS,
-                        format!("error in stream: {}", err.describe()),
-                    ));
+                    return Err(stream_error(err));
                 }
                 if is_error_event {
                     return Err(AgentError::of(
                         codes::PROVIDER_HTTP_STATUS,
                         format!("error event in stream: {}", raw_excerpt(data.as_bytes())),
                     ));
+                }
+                if chunk.choices.is_empty() && chunk.usage.is_none() {
+                    top_level_error(data)?;
                 }
                 self.push_chunk(chunk, out);
                 Ok(false)
@@ -410,6 +419,23 @@ impl StreamAssembler {
     }
 }
 
+/// The error of a provider that reported a failure inside its stream.
+fn stream_error(err: &ProviderErrorDetail) -> AgentError {
+    AgentError::of(codes::PROVIDER_HTTP_STATUS, format!("error in stream: {}", err.describe()))
+}
+
+/// A payload with neither choices nor usage that is an error at the top level (`{"code",
+/// "message"}`: iFlytek Spark's compatible API, relays; see [`ProviderErrorDetail::of_body`]) is
+/// the stream's error, not a chunk that adds nothing (which left a cut answer, or an empty one
+/// before `[DONE]`, and hid the reason). Read only for such payloads (keep-alives, odd chunks),
+/// never for the usual chunk.
+fn top_level_error(data: &str) -> Result<(), AgentError> {
+    match ProviderErrorDetail::of_body(data) {
+        Some(err) => Err(stream_error(&err)),
+        None => Ok(()),
+    }
+}
+
 /// SSE framing plus assembly: the bytes of a streamed body in, events out.
 ///
 /// A body that holds no event and does not begin as an event stream (a gateway's error JSON or
@@ -450,6 +476,11 @@ impl StreamDecoder {
     /// after any finish reason, so only the usage chunk and `[DONE]` should follow.
     pub fn answer_looks_complete(&self) -> bool {
         self.assembler.answer_looks_complete()
+    }
+
+    /// See [`StreamAssembler::usage`]: the last usage report so far.
+    pub fn usage(&self) -> Option<Usage> {
+        self.assembler.usage()
     }
 
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
@@ -717,6 +748,41 @@ mod tests {
         let e = a.push_payload(Some("message"), r#"{"choices":{}}"#, &mut out).unwrap_err();
         assert_eq!(e.code, codes::PROVIDER_DECODE);
         assert!(e.message.contains("invalid type: map, expected a sequence"), "{e}");
+    }
+
+    #[test]
+    fn a_top_level_error_payload_is_an_error_in_both_readings() {
+        for in_place in [true, false] {
+            let push = |p: &str| {
+                let mut a = StreamAssembler::new();
+                let mut out = Vec::new();
+                let r = if in_place {
+                    a.push_payload(None, p, &mut out)
+                } else {
+                    a.push_payload_derived(None, p, &mut out)
+                };
+                (r, out)
+            };
+            for (p, want) in [
+                (r#"{"code":10013,"message":"blocked","sid":"s"}"#, "error in stream: [10013] blocked"),
+                (r#"{"choices":[],"msg":"slow down"}"#, "error in stream: slow down"),
+                (r#"{"choices":null,"object":"error","message":"m","code":400}"#, "error in stream: [400] m"),
+            ] {
+                let (r, out) = push(p);
+                let e = r.unwrap_err();
+                assert_eq!((&*e.code, e.message.as_str()), (codes::PROVIDER_HTTP_STATUS, want), "{p}");
+                assert!(out.is_empty());
+            }
+            // With usage or a choice, or without a message, it is a chunk.
+            for p in [
+                r#"{"choices":[],"usage":{"prompt_tokens":1},"message":"x"}"#,
+                r#"{"choices":[{"index":1,"delta":{}}],"message":"x"}"#,
+                r#"{"code":0,"data":{}}"#,
+                "{}",
+            ] {
+                assert!(!push(p).0.unwrap(), "{p} (in place {in_place})");
+            }
+        }
     }
 
     #[test]

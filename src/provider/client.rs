@@ -3,13 +3,32 @@
 //! OpenAI-compatible chat-completions endpoint.
 //!
 //! Faults: connect errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter
-//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), honouring
-//! `Retry-After`, except an error whose body says it lasts (an exhausted quota or balance, a
-//! locked account: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)), and never
-//! once a response was accepted (a stream that started is never replayed). Timeouts: connect,
-//! first byte (request sent -> response head), idle (between two body chunks), after the finish
-//! reason (the silence allowed once a stream's answer is complete: a few seconds, where idle can
-//! be minutes) and total (the whole call, retries included). A stream that times out or breaks
+//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and never once a
+//! response was accepted (a stream that started is never replayed). Whether an error response is
+//! retried is decided in this order:
+//! 1. a body that says the error lasts (an exhausted quota or balance, a locked account:
+//!    [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is never retried, whatever the
+//!    headers say: no wait of seconds changes it, and a gateway that adds `x-should-retry: true`
+//!    to every 429 would otherwise spend the retries and the user's time on a certain failure;
+//! 2. `x-should-retry: false` is never retried, `x-should-retry: true` is retried whatever the
+//!    status (a 400 included), as the official OpenAI SDKs obey it (`_should_retry` of
+//!    openai-python, `shouldRetry` of openai-node; this client also takes either value in any
+//!    case and with blank space around, and ignores any other value);
+//! 3. otherwise the status decides ([`is_retried_status`]).
+//!
+//! The wait before a retry is what the server asks for: `retry-after-ms` (milliseconds, not a
+//! standard header; the SDKs prefer it to `Retry-After`, which only has whole seconds in its
+//! standard form), else `Retry-After` (seconds or an HTTP date), else the policy's backoff. A wait
+//! asked for above [`RetryPolicy::max_retry_after`](super::config::RetryPolicy::max_retry_after),
+//! by either header, is not waited for: the error is returned (the SDKs fall back to their backoff
+//! there; a server that asks for minutes is not helped by a retry within seconds). A wait that
+//! would end past the total timeout returns the error at once. Dropping the call's future during a
+//! wait cancels it: no further attempt is sent. Timeouts: connect,
+//! first byte (request sent -> response head), idle (between two body chunks, keep-alive comments
+//! included), after the finish reason (how long a stream whose answer is complete may go on
+//! without a usage report or its end: a few seconds, where idle can be minutes; keep-alives do not
+//! extend it, see [`Timeouts::after_finish`](super::config::Timeouts::after_finish)) and total
+//! (the whole call, retries included). A stream that times out or breaks
 //! off after its finish reason came is complete, as one whose body ends there is. Bodies and
 //! streams are capped at `max_response_bytes`. A streamed request answered with a JSON body (a
 //! gateway that ignores `stream: true`, an error body sent with a 200) is read as a non-streamed
@@ -24,7 +43,7 @@
 use super::assemble::{decode_sse_body, starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
 use super::convert::{parse_response, raw_excerpt, raw_excerpt_of_prefix};
-use super::wire::ProviderErrorBody;
+use super::wire::ProviderErrorDetail;
 use super::{tls, ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
 use crate::error::{codes, AgentError};
 use async_trait::async_trait;
@@ -140,16 +159,23 @@ impl OpenAiCompatibleClient {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {
                     let status = resp.status();
-                    let retry_after =
-                        resp.headers().get(reqwest::header::RETRY_AFTER).and_then(parse_retry_after);
+                    let advice = RetryAdvice::of(resp.headers());
                     let (error, lasting) = self.status_error(resp, deadline).await;
-                    if !is_retried_status(status) {
-                        return Err(error);
+                    match advice.should_retry {
+                        Some(false) if is_retried_status(status) => {
+                            return Err(with_note(
+                                error,
+                                "not retried: the server said x-should-retry: false",
+                            ))
+                        }
+                        Some(false) => return Err(error),
+                        None if !is_retried_status(status) => return Err(error),
+                        Some(true) | None => {}
                     }
                     if lasting {
                         return Err(with_note(error, "not retried: it lasts until the account is seen to"));
                     }
-                    (error, retry_after)
+                    (error, advice.wait)
                 }
                 Err(AttemptError { error, retryable: false }) => return Err(error),
                 Err(AttemptError { error, retryable: true }) => (error, None),
@@ -158,13 +184,10 @@ impl OpenAiCompatibleClient {
                 return Err(with_attempts(error, retries));
             }
             let wait = match retry_after {
-                Some(d) if d > policy.max_retry_after => {
-                    return Err(with_note(
-                        error,
-                        &format!("Retry-After {d:?} exceeds the limit; not retried"),
-                    ))
+                Some((d, header)) if d > policy.max_retry_after => {
+                    return Err(with_note(error, &format!("{header} {d:?} exceeds the limit; not retried")))
                 }
-                Some(d) => d,
+                Some((d, _)) => d,
                 None => policy.backoff(retries),
             };
             if Instant::now().checked_add(wait).is_none_or(|at| at >= deadline) {
@@ -252,11 +275,10 @@ impl OpenAiCompatibleClient {
         // Text first, as `parse_response` does: serde_json's parser exists once, for text
         // (BENCHMARKS.md, "Size of the stripped release `.so`"). A body that is not UTF-8 is shown
         // raw.
-        let parsed =
-            std::str::from_utf8(&body).ok().and_then(|t| serde_json::from_str::<ProviderErrorBody>(t).ok());
-        let lasting = parsed.as_ref().is_some_and(|b| b.error.is_lasting());
+        let parsed = std::str::from_utf8(&body).ok().and_then(ProviderErrorDetail::of_body);
+        let lasting = parsed.as_ref().is_some_and(ProviderErrorDetail::is_lasting);
         let detail = match parsed {
-            Some(b) => b.error.describe(),
+            Some(e) => e.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
             None if whole => format!("raw body: {}", raw_excerpt(&body)),
             None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
@@ -313,12 +335,22 @@ impl OpenAiCompatibleClient {
     }
 }
 
+/// `text` with every copy of `key` (6 bytes or more) replaced by `<redacted>`, and its
+/// JSON-escaped form too when it holds a `/`: a JSON encoder may write `/` as `\/` (PHP's does by
+/// default), and keys with slashes exist (Qianfan's `bce-v3/ALTAK-.../...`), so a gateway that
+/// echoes the key in a body shown raw would show it whole.
 fn redact_key(text: String, key: &str) -> String {
-    if key.len() >= 6 && text.contains(key) {
-        text.replace(key, "<redacted>")
-    } else {
-        text
+    if key.len() < 6 {
+        return text;
     }
+    let mut text = if text.contains(key) { text.replace(key, "<redacted>") } else { text };
+    if key.contains('/') {
+        let escaped = key.replace('/', "\\/");
+        if text.contains(&escaped) {
+            text = text.replace(&escaped, "<redacted>");
+        }
+    }
+    text
 }
 
 fn redact_error(mut e: AgentError, key: &str) -> AgentError {
@@ -391,6 +423,55 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
 /// returned at once like a 429. Any other 4xx is the request's own fault and is never retried.
 pub fn is_retried_status(status: reqwest::StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error()
+}
+
+/// What an error response's headers say about retrying it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RetryAdvice {
+    /// `x-should-retry: true` / `false` (any case, blank space around); `None` when absent or
+    /// anything else.
+    should_retry: Option<bool>,
+    /// The wait the server asks for and the header that asked: `retry-after-ms` when it holds a
+    /// number of milliseconds (finite, not negative), else `Retry-After`.
+    wait: Option<(Duration, &'static str)>,
+}
+
+impl RetryAdvice {
+    fn of(headers: &reqwest::header::HeaderMap) -> RetryAdvice {
+        let should_retry = headers.get("x-should-retry").and_then(|v| v.to_str().ok()).and_then(|v| {
+            let v = v.trim();
+            if v.eq_ignore_ascii_case("true") {
+                Some(true)
+            } else if v.eq_ignore_ascii_case("false") {
+                Some(false)
+            } else {
+                None
+            }
+        });
+        let wait = headers
+            .get("retry-after-ms")
+            .and_then(parse_retry_after_ms)
+            .map(|d| (d, "retry-after-ms"))
+            .or_else(|| {
+                headers
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(parse_retry_after)
+                    .map(|d| (d, "Retry-After"))
+            });
+        RetryAdvice { should_retry, wait }
+    }
+}
+
+/// Parses `retry-after-ms` (not a standard header; the official OpenAI SDKs read it before
+/// `Retry-After`): a number of milliseconds, fractions allowed. Not a number, negative or not
+/// finite: `None` (`Retry-After` is read instead). A delay too long for a [`Duration`] is
+/// [`Duration::MAX`].
+pub fn parse_retry_after_ms(value: &reqwest::header::HeaderValue) -> Option<Duration> {
+    let ms = value.to_str().ok()?.trim().parse::<f64>().ok()?;
+    if !ms.is_finite() || ms < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::MAX))
 }
 
 /// Whether a response's `Content-Type` is JSON (`application/json` or a `+json` type, any
@@ -587,6 +668,11 @@ struct StreamState {
     /// every chunk. It never fires later than that limit: limits only move forward, but for the
     /// once the finish reason came (the smaller `after_finish` limit), when it is moved back.
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// While the answer looks complete: since when the limit after the finish reason counts. It
+    /// starts when the answer first looks complete and starts again only when a usage report
+    /// comes (what a complete answer may still gain); keep-alives (comments, blank lines, empty
+    /// payloads and deltas, a repeated finish reason) do not move it. `None` otherwise.
+    complete_since: Option<Instant>,
     config: Arc<ClientConfig>,
 }
 
@@ -600,6 +686,7 @@ impl StreamState {
             received: 0,
             deadline,
             timer: Box::pin(tokio::time::sleep_until(deadline.min(Instant::now() + config.timeouts.idle))),
+            complete_since: None,
             config,
         }
     }
@@ -612,13 +699,19 @@ impl StreamState {
             let resp = self.resp.as_mut()?;
             let mut idle = self.config.timeouts.idle;
             let after_finish = self.decoder.answer_looks_complete();
-            if after_finish {
-                // The answer is complete: only the usage chunk and `[DONE]` may still come. (Not
-                // once answer data followed a finish reason: this provider sends them early, and
-                // more calls may come after a long pause, so the idle limit applies.)
+            let until = if after_finish {
+                // The answer is complete: only the usage chunk and `[DONE]` may still come, within
+                // the limit counted from the answer's completion or the last usage report (a
+                // gateway that sends keep-alives every few seconds and never `[DONE]` does not hold
+                // the answer until the idle or total limit). Not once answer data followed a
+                // finish reason: this provider sends them early, and more calls may come after a
+                // long pause, so the idle limit applies from the last bytes, keep-alives included.
                 idle = idle.min(self.config.timeouts.after_finish);
-            }
-            let until = self.deadline.min(Instant::now() + idle);
+                let since = *self.complete_since.get_or_insert_with(Instant::now);
+                self.deadline.min(since + idle)
+            } else {
+                self.deadline.min(Instant::now() + idle)
+            };
             let timer = &mut self.timer;
             if after_finish && timer.deadline() > until {
                 // The one limit that moves back: the timer may be set for the idle limit.
@@ -642,8 +735,8 @@ impl StreamState {
                     // `[DONE]`): a gateway that stalls or breaks the connection instead of ending
                     // the body does not lose it.
                     log::warn!(
-                        "provider: the stream stalled ({idle:?}) or broke off after its finish \
-                         reason; the answer is complete"
+                        "provider: the stream stalled or sent only keep-alives ({idle:?}), or broke \
+                         off, after its finish reason; the answer is complete"
                     );
                     self.decoder.finish(&mut self.scratch).map(|_| true)
                 }
@@ -661,7 +754,14 @@ impl StreamState {
                             format!("the stream exceeds {} bytes", self.config.max_response_bytes),
                         ))
                     } else {
-                        self.decoder.feed(&chunk, &mut self.scratch)
+                        let usage = self.decoder.usage();
+                        let fed = self.decoder.feed(&chunk, &mut self.scratch);
+                        if !self.decoder.answer_looks_complete() || self.decoder.usage() != usage {
+                            // Not a keep-alive of a complete answer: the limit after the finish
+                            // reason (if it applies) counts from now.
+                            self.complete_since = None;
+                        }
+                        fed
                     }
                 }
             };
@@ -703,6 +803,37 @@ mod tests {
     }
 
     #[test]
+    fn retry_after_ms_forms() {
+        let h = |s: &str| reqwest::header::HeaderValue::from_str(s).unwrap();
+        assert_eq!(parse_retry_after_ms(&h("250")), Some(Duration::from_millis(250)));
+        assert_eq!(parse_retry_after_ms(&h(" 1.5 ")), Some(Duration::from_micros(1500)));
+        assert_eq!(parse_retry_after_ms(&h("0")), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after_ms(&h("1e300")), Some(Duration::MAX));
+        for bad in ["", "-1", "NaN", "inf", "-inf", "soon", "Sun, 06 Nov 1994 08:49:37 GMT"] {
+            assert_eq!(parse_retry_after_ms(&h(bad)), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retry_advice_reads_both_headers() {
+        let map = |pairs: &[(&'static str, &str)]| {
+            let mut m = reqwest::header::HeaderMap::new();
+            for (n, v) in pairs {
+                m.insert(*n, reqwest::header::HeaderValue::from_str(v).unwrap());
+            }
+            RetryAdvice::of(&m)
+        };
+        assert_eq!(map(&[]), RetryAdvice { should_retry: None, wait: None });
+        assert_eq!(map(&[("x-should-retry", "true")]).should_retry, Some(true));
+        assert_eq!(map(&[("x-should-retry", " FALSE")]).should_retry, Some(false));
+        assert_eq!(map(&[("x-should-retry", "yes")]).should_retry, None);
+        let both = map(&[("retry-after", "7"), ("retry-after-ms", "20")]);
+        assert_eq!(both.wait, Some((Duration::from_millis(20), "retry-after-ms")));
+        let bad_ms = map(&[("retry-after", "7"), ("retry-after-ms", "x")]);
+        assert_eq!(bad_ms.wait, Some((Duration::from_secs(7), "Retry-After")));
+    }
+
+    #[test]
     fn json_content_types() {
         let h = |v: &str| {
             let mut m = reqwest::header::HeaderMap::new();
@@ -723,5 +854,6 @@ mod tests {
     fn redaction_replaces_the_key() {
         assert_eq!(redact_key("bad key sk-123456 here".into(), "sk-123456"), "bad key <redacted> here");
         assert_eq!(redact_key("short k".into(), "k"), "short k");
+        assert_eq!(redact_key(r#"a\/b-123 and a/b-123"#.into(), "a/b-123"), "<redacted> and <redacted>");
     }
 }

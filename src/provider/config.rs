@@ -250,13 +250,18 @@ pub struct Timeouts {
     pub idle: Duration,
     /// The whole call: every attempt, backoff and the whole body or stream.
     pub total: Duration,
-    /// Longest silence of a stream once its finish reason came, when the answer is complete and
-    /// at most the usage chunk and `[DONE]` are still to come: past it the answer is kept and the
-    /// connection closed (as when the stream breaks off there). The smaller of this and `idle`
-    /// applies. Default 5 s, for every model: a reasoning model's `idle` (the total, 600 s) would
-    /// otherwise hold a complete answer for up to 10 minutes behind a stalled gateway. Not once
-    /// answer data (text, reasoning, a call fragment) has followed a finish reason: that provider
-    /// sends them early (more calls may still come after a pause), and `idle` applies.
+    /// How long a stream may go on once its finish reason came, when the answer is complete and
+    /// at most the usage chunk and `[DONE]` are still to come: counted from the answer's
+    /// completion, and again from each usage report; past it the answer is kept and the
+    /// connection closed (as when the stream breaks off there). Keep-alives (SSE comments, blank
+    /// lines, empty payloads or deltas, a repeated finish reason) do not extend it: a gateway that
+    /// pings every few seconds and never sends `[DONE]` would otherwise hold the answer until
+    /// the idle or total limit. The smaller of this and `idle` applies. Default 5 s, for every
+    /// model: a reasoning model's `idle` (the total, 600 s) would otherwise hold a complete answer
+    /// for up to 10 minutes behind a stalled gateway. Not once answer data (text, reasoning, a
+    /// call fragment) has followed a finish reason: that provider sends them early (more calls may
+    /// still come after a pause), and `idle` applies (keep-alives included, as before a finish
+    /// reason).
     pub after_finish: Duration,
 }
 
@@ -410,7 +415,9 @@ impl Timeouts {
 }
 
 /// Retries on connect errors, 408, 409, 429 and 5xx (see
-/// [`is_retried_status`](super::client::is_retried_status)), before anything was received.
+/// [`is_retried_status`](super::client::is_retried_status)) or as a response's `x-should-retry`
+/// header says, before anything was received (the order of the rules: the
+/// [`client`](super::client) module doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (0 = no retry).
@@ -421,7 +428,8 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// Random jitter: each backoff is scaled by a factor in `[1 - jitter, 1]`.
     pub jitter: f64,
-    /// A `Retry-After` longer than this is not waited for (the error is returned instead).
+    /// A wait asked for by `Retry-After` or `retry-after-ms` longer than this is not waited for
+    /// (the error is returned instead).
     pub max_retry_after: Duration,
 }
 

@@ -4,7 +4,7 @@
 
 use super::config::{MaxTokensField, ProviderQuirks, ToolChoiceSupport};
 use super::wire::{
-    ChatCompletionRequest, ChatCompletionResponse, ProviderErrorBody, StreamOptions, WireFunction,
+    ChatCompletionRequest, ChatCompletionResponse, ProviderErrorDetail, StreamOptions, WireFunction,
     WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice, WireToolChoiceFunction,
 };
 use super::{ChatRequest, ModelResponse, ToolChoice};
@@ -234,7 +234,8 @@ pub fn normalise_arguments(raw: String) -> String {
 ///
 /// # Errors
 /// `provider_decode` (with an excerpt of the raw body) when the body is not a chat completion;
-/// `provider_http_status` when it is an `{"error": ...}` body.
+/// `provider_http_status` when it is an error body, `{"error": ...}` or a top-level
+/// `{"code", "message"}` with no choices ([`ProviderErrorDetail::of_body`]).
 pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
     // A UTF-8 byte order mark some gateways put first is no JSON.
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
@@ -247,8 +248,8 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
     let wire: ChatCompletionResponse<'_> = match serde_json::from_str(text) {
         Ok(w) => w,
         Err(e) => {
-            if let Ok(err) = serde_json::from_str::<ProviderErrorBody>(text) {
-                return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.error.describe()));
+            if let Some(err) = ProviderErrorDetail::of_body(text) {
+                return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.describe()));
             }
             return Err(AgentError::of(
                 codes::PROVIDER_DECODE,
@@ -257,8 +258,8 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
         }
     };
     let Some(choice) = wire.choices.into_iter().next() else {
-        if let Ok(err) = serde_json::from_str::<ProviderErrorBody>(text) {
-            return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.error.describe()));
+        if let Some(err) = ProviderErrorDetail::of_body(text) {
+            return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.describe()));
         }
         return Err(AgentError::of(
             codes::PROVIDER_DECODE,

@@ -43,6 +43,10 @@ pub enum Reply {
     Large { len: usize },
     /// A 200 event stream writing `part` every `every`, forever (until the client goes away).
     Endless { part: Vec<u8>, every: Duration },
+    /// A 200 event stream: `parts` as [`Reply::Stream`] writes them (`delay` before each), then
+    /// `ping` every `every`, forever (until the client goes away): a gateway that sends
+    /// keep-alives after the answer instead of ending the body.
+    Pinging { parts: Vec<Vec<u8>>, delay: Duration, ping: Vec<u8>, every: Duration },
     /// Close the connection right after reading the request.
     Close,
     /// These bytes exactly (status line, headers, body: any framing, any content type), then
@@ -380,6 +384,20 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, shared: &Share
                 loop {
                     write_chunk(stream, &part).await?;
                     tokio::time::sleep(every).await;
+                }
+            }
+            Reply::Pinging { parts, delay, ping, every } => {
+                stream.write_all(STREAM_HEAD.as_bytes()).await?;
+                stream.flush().await?;
+                for part in parts {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    write_chunk(stream, &part).await?;
+                }
+                loop {
+                    tokio::time::sleep(every).await;
+                    write_chunk(stream, &ping).await?;
                 }
             }
             Reply::Close => Ok(Ending::Close),

@@ -1,5 +1,6 @@
 //! The OpenAI-style error body, `{"error": {"message", "type", "code", "param"}}`, which most
-//! compatible providers also use (some put a number in `code`, some send a bare string).
+//! compatible providers also use (some put a number in `code`, some send a bare string), and the
+//! top-level form others use (`{"code", "message"}`: see [`ProviderErrorDetail::of_body`]).
 
 use serde::Deserialize;
 
@@ -47,12 +48,50 @@ impl<'de> Deserialize<'de> for ProviderErrorDetail {
 }
 
 impl ProviderErrorDetail {
+    /// The error a JSON body describes, if it describes one:
+    /// - `{"error": ...}` (OpenAI and most compatible providers: GLM, Qwen's compatible mode,
+    ///   Moonshot, DeepSeek), read as [`ProviderErrorBody`] reads it;
+    /// - otherwise an object with no choices whose `message` (or `msg`) is text: the error at the
+    ///   top level, with its `code`, `type` and `param` (DashScope's native errors
+    ///   `{"code": "DataInspectionFailed", "message": ..., "request_id": ...}`, Zhipu's older API
+    ///   `{"code": 1261, "msg": ..., "success": false}`, vLLM's `{"object": "error", ...}`,
+    ///   gateways such as one-api `{"code": 500, "message": ..., "data": null}`).
+    ///
+    /// `None` for anything else (not JSON, not an object, a chat completion).
+    pub fn of_body(text: &str) -> Option<ProviderErrorDetail> {
+        let serde_json::Value::Object(mut map) = serde_json::from_str(text).ok()? else {
+            return None;
+        };
+        match map.remove("error") {
+            Some(serde_json::Value::Null) | None => {}
+            Some(error) => return serde_json::from_value(error).ok(),
+        }
+        let has_choices = match map.get("choices") {
+            Some(serde_json::Value::Array(choices)) => !choices.is_empty(),
+            Some(serde_json::Value::Null) | None => false,
+            Some(_) => true,
+        };
+        let message = ["message", "msg"].into_iter().find_map(|k| match map.get(k) {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            _ => None,
+        });
+        if has_choices || message.is_none() {
+            return None;
+        }
+        map.insert("message".into(), message.into());
+        serde_json::from_value(serde_json::Value::Object(map)).ok()
+    }
+
     /// Whether the error lasts until someone sees to the account, so retrying only delays it:
-    /// OpenAI's `insufficient_quota` (sent with a 429), and Zhipu's account codes, also sent with
-    /// a 429 (docs.z.ai/api-reference/api-code: 1110 inactive, 1111 no such account, 1112 locked,
-    /// 1113 in arrears, 1121 locked for irregular activity).
+    /// OpenAI's `insufficient_quota` (sent with a 429), Moonshot's `exceeded_current_quota_error`
+    /// (a 429 for an exhausted quota or balance: "You exceeded your current quota, please check
+    /// your plan and billing details", forum.moonshot.ai/t/429-insufficient-balance/244; its
+    /// passing limits are `rate_limit_reached_error` and `engine_overloaded_error`), and Zhipu's
+    /// account codes, also sent with a 429 (docs.z.ai/api-reference/api-code: 1110 inactive, 1111
+    /// no such account, 1112 locked, 1113 in arrears, 1121 locked for irregular activity).
     pub fn is_lasting(&self) -> bool {
-        const LASTING: [&str; 6] = ["insufficient_quota", "1110", "1111", "1112", "1113", "1121"];
+        const LASTING: [&str; 7] =
+            ["insufficient_quota", "exceeded_current_quota_error", "1110", "1111", "1112", "1113", "1121"];
         [&self.code, &self.kind].into_iter().flatten().any(|c| LASTING.contains(&c.as_str()))
     }
 
@@ -94,5 +133,40 @@ mod tests {
         assert_eq!(b.error.code.as_deref(), Some("1214"));
         let b: ProviderErrorBody = serde_json::from_str(r#"{"error":"just text"}"#).unwrap();
         assert_eq!(b.error.message.as_deref(), Some("just text"));
+    }
+
+    #[test]
+    fn the_error_of_a_body_in_either_form() {
+        let of = |t: &str| ProviderErrorDetail::of_body(t).map(|d| d.describe());
+        assert_eq!(of(r#"{"error":{"code":1214,"message":"bad"}}"#).as_deref(), Some("[1214] bad"));
+        assert_eq!(of(r#"{"error":"text","message":"ignored"}"#).as_deref(), Some("text"));
+        assert_eq!(
+            of(r#"{"code":"Arrearage","message":"Access denied","request_id":"r"}"#).as_deref(),
+            Some("[Arrearage] Access denied")
+        );
+        assert_eq!(
+            of(r#"{"code":1261,"msg":"too long","success":false}"#).as_deref(),
+            Some("[1261] too long")
+        );
+        assert_eq!(
+            of(r#"{"object":"error","message":"m","type":"BadRequestError","param":"p","code":400,"error":null}"#)
+                .as_deref(),
+            Some("[400, BadRequestError] m (param p)")
+        );
+        assert_eq!(of(r#"{"message":"Unauthorized","choices":null}"#).as_deref(), Some("Unauthorized"));
+        // Not an error: a chat completion, no message, not an object, not JSON.
+        for t in [
+            r#"{"choices":[{"message":{"content":"x"}}],"message":"odd"}"#,
+            r#"{"code":0,"data":{}}"#,
+            r#"{"message":7}"#,
+            r#"["message"]"#,
+            "message: no",
+        ] {
+            assert_eq!(of(t), None, "{t}");
+        }
+        let lasting = |t: &str| ProviderErrorDetail::of_body(t).is_some_and(|d| d.is_lasting());
+        assert!(lasting(r#"{"error":{"type":"exceeded_current_quota_error","message":"m"}}"#));
+        assert!(lasting(r#"{"code":1113,"msg":"arrears"}"#));
+        assert!(!lasting(r#"{"error":{"type":"rate_limit_reached_error","message":"m"}}"#));
     }
 }
