@@ -285,10 +285,12 @@ export interface AgentConfigObject {
   /** The whole model call: every attempt, backoff, and the whole answer or stream (default 600000 ms). */
   totalTimeoutMs?: number;
   /**
-   * Once the answer's finish reason has arrived, the longest silence before the answer is kept
-   * without the rest of the stream (the usage chunk, [DONE]); default 5000 ms, the idle limit if
-   * that is lower. Checked against no other limit. Not applied in a stream where answer data
-   * followed a finish reason (its finish reasons come early): the idle limit applies there.
+   * Once the answer's finish reason has arrived, how long the rest of the stream (the usage
+   * chunk, [DONE]) is waited for before the answer is kept without it; counted from the finish
+   * reason and again from a usage report, never extended by keep-alives; default 5000 ms, the
+   * idle limit if that is lower. Checked against no other limit. Not applied in a stream where
+   * answer data followed a finish reason (its finish reasons come early): the idle limit applies
+   * there.
    */
   afterFinishTimeoutMs?: number;
 }
