@@ -1439,7 +1439,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Freezes the batch: persisted first, then `ApprovalRequired`, then suspended.
+    /// Freezes the batch: persisted first, then `ApprovalRequired` and the hooks, then suspended.
     async fn freeze(&mut self, batch: PendingApprovalBatch) -> Result<Flow, AgentError> {
         // A mirror of a worker batch the app's own resume of the worker announced already.
         let announced = batch.worker_session.is_some()
@@ -1447,39 +1447,51 @@ impl<'a> Run<'a> {
             && batch.items.iter().all(|i| self.announced_elsewhere.contains(&i.approval_id));
         self.record(StateEvent::ApprovalRequested { batch: batch.clone(), announced });
         self.persist(true).await?;
-        // Every run that suspends ends its events with it (the app reads its outcome there).
-        self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
         // A batch is announced to the hooks once: a worker's by the parent that mirrors it (with
         // its `worker_session`), as hooks are shared with workers and would hear it twice; a
         // worker session the app resumed itself announces its own (the app's call waits on it),
         // and its parent, finding it frozen on that batch later, does not again.
-        if self.announces_approvals && !announced {
-            let (s, r, round) = self.ids();
-            let ctx = HookContext { session_id: &s, run_id: &r, round };
-            self.notify(self.hooks.on_approval_required(&ctx, &batch)).await;
-            if self.state.delegation.is_some() {
-                self.save_announced(&batch).await;
+        let announces = self.announces_approvals && !announced;
+        if announces && self.state.delegation.is_some() {
+            // A worker session saves that it announced its batch: hooks, then that save (its
+            // `before_persist_state` and `StatePersisted` as every save), then `ApprovalRequired`,
+            // which stays the last event of every run that suspends.
+            self.announce(&batch).await;
+            self.save_announced(&batch).await;
+            self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
+        } else {
+            // Every run that suspends ends its events with it (the app reads its outcome there).
+            self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
+            if announces {
+                self.announce(&batch).await;
             }
         }
         Ok(Flow::Done(RunOutcome::Suspended { batch }))
     }
 
+    /// Tells the hooks (`on_approval_required`) of a batch frozen and persisted.
+    async fn announce(&self, batch: &PendingApprovalBatch) {
+        let (s, r, round) = self.ids();
+        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        self.notify(self.hooks.on_approval_required(&ctx, batch)).await;
+    }
+
     /// Saves that a worker session's frozen batch was announced (after the hooks were told, so a
     /// crash before leaves it to the parent to announce: never lost, twice only after a crash).
-    /// A failure is logged: the batch stands, and the parent may announce it again.
+    /// A save as every other ([`persist`](Self::persist): `before_persist_state` inspects it, a
+    /// `Skip` is ignored as for every frozen batch, `StatePersisted` reports it). A failure is
+    /// logged: the batch stands unmarked, and the parent may announce it again.
     async fn save_announced(&mut self, batch: &PendingApprovalBatch) {
         if !self.unsaved.is_empty() {
             // Unreachable: the freeze's save is forced. Its events go first, or not this one.
             return;
         }
-        let event = StateEvent::ApprovalRequested { batch: batch.clone(), announced: true };
-        let mut saved = self.state.clone();
-        saved.apply(&event);
-        match self.agent.store.commit(&saved, std::slice::from_ref(&event)).await {
-            Ok(()) => self.state = saved,
-            Err(e) => {
-                log::warn!("arkagent: that a worker's frozen batch was announced could not be saved: {e}")
-            }
+        let before = self.state.approval_announced;
+        self.record(StateEvent::ApprovalRequested { batch: batch.clone(), announced: true });
+        if let Err(e) = self.persist(true).await {
+            log::warn!("arkagent: that a worker's frozen batch was announced could not be saved: {e}");
+            self.unsaved.clear();
+            self.state.approval_announced = before;
         }
     }
 
