@@ -349,10 +349,13 @@ impl Agent {
     /// for it either, not even a lease's lock file).
     ///
     /// A worker session ([`AgentState::delegation`]) belongs to its parent: it is refused while
-    /// the parent session exists (delete the parent, which deletes it). Deleted apart, a worker
-    /// whose parent awaits its batch would be run again from scratch by the parent's resume,
-    /// and the parent's list of workers would name a session that is gone. A worker whose parent
-    /// is gone is deleted as any session.
+    /// the parent session exists and names it (its list of workers, or its frozen batch; a
+    /// parent no load reads counts as naming it): delete the parent, which deletes it. Deleted
+    /// apart, a worker whose parent awaits its batch would be run again from scratch by the
+    /// parent's resume, and the parent's list of workers would name a session that is gone. A
+    /// worker whose parent is gone, or whose parent's id now names a session that never
+    /// delegated to it (a new session after the parent was deleted unread), is deleted as any
+    /// session.
     ///
     /// The workers go first: a deletion cut short (a crash, a store error) leaves the session and
     /// its list of workers, so deleting it again finishes the job; no worker is left behind
@@ -363,8 +366,8 @@ impl Agent {
     /// state names, are left as orphans (each deleted as any session).
     ///
     /// # Errors
-    /// `session_busy` in those cases, `invalid_state` (a worker session whose parent exists,
-    /// naming it; nothing is deleted), `session_id_invalid`, the store's errors.
+    /// `session_busy` in those cases, `invalid_state` (a worker session its parent owns, naming
+    /// the parent; nothing is deleted), `session_id_invalid`, the store's errors.
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, AgentError> {
         crate::state::validate_session_id(session_id)?;
         let lock = self.session_lock(session_id);
@@ -389,8 +392,9 @@ impl Agent {
                 codes::INVALID_STATE,
                 format!(
                     "session {session_id} is the worker of a delegation by session {parent}, which \
-                     still exists: delete session {parent}, which deletes its workers (a worker \
-                     deleted apart would be run again from scratch when its parent resumes)"
+                     still names it: delete session {parent}, which deletes its workers (a worker \
+                     deleted apart would be run again from scratch when its parent resumes; a \
+                     parent deleted unreadable leaves them, each then deleted as any session)"
                 ),
             ));
         }
@@ -878,17 +882,35 @@ impl Agent {
         }
     }
 
-    /// The parent of a worker session (`state`'s [`AgentState::delegation`]) while that parent
-    /// exists: the session that owns the worker (it deletes it with itself, and the worker's
-    /// metadata is the copy its delegation started with). `None` for other sessions, and for a
-    /// worker whose parent is gone.
+    /// The parent that owns a worker session (`state`'s [`AgentState::delegation`]): the parent
+    /// session while it exists and still names the worker, in its list of workers (it deletes
+    /// the worker with itself) or as the worker of its frozen batch (its resume continues it).
+    /// A parent whose state no load reads (`state_corrupt`) counts as owning: it may name the
+    /// worker (a copy read back would resume it); deleting it leaves the worker an orphan.
+    /// `None` for other sessions, for a worker whose parent is gone, and for one whose parent's
+    /// id now names another session (a new session under the id of a parent deleted unread): it
+    /// never delegated to the worker, which is an orphan as any other.
+    ///
+    /// # Errors
+    /// The store's errors reading the parent (but `state_corrupt`).
     pub(super) async fn owning_parent(
         &self,
         state: Option<&AgentState>,
     ) -> Result<Option<String>, AgentError> {
-        let Some(delegation) = state.and_then(|s| s.delegation.as_ref()) else { return Ok(None) };
+        let Some(state) = state else { return Ok(None) };
+        let Some(delegation) = state.delegation.as_ref() else { return Ok(None) };
         let parent = &delegation.parent_session;
-        Ok(self.store.exists(parent).await?.then(|| parent.clone()))
+        let names_it = match self.store.load_unrepaired(parent).await {
+            Ok(None) => false,
+            Ok(Some(p)) => {
+                p.workers.contains(&state.session_id)
+                    || p.pending_approval
+                        .is_some_and(|b| b.worker_session.as_ref() == Some(&state.session_id))
+            }
+            Err(e) if e.code == codes::STATE_CORRUPT => true,
+            Err(e) => return Err(e),
+        };
+        Ok(names_it.then(|| parent.clone()))
     }
 
     /// `session_not_found` when the session does not exist, asked before a call that acts only
