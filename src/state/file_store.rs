@@ -12,6 +12,8 @@
 //! `max(compact_min_bytes, size of the snapshot)` bytes, the commit also compacts: a new generation
 //! is written (its empty journal created and synced, then the snapshot to a temp file, `fsync`,
 //! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
+//! compaction that fails does not fail its commit, whose events were durable before it began
+//! (logged; the next commit tries again). A
 //! snapshot is rewritten at most once per its own size in journal bytes, so the amortised cost of
 //! a commit stays bounded by a constant factor of its own bytes. `save_snapshot` compacts at once.
 //! The first commit of a session in a process also reads the session once (to find the end of its
@@ -613,24 +615,34 @@ impl StateStore for FileStore {
         tokio::task::spawn_blocking(move || {
             let result = (|| {
                 if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
-                let Some(w) = guard.as_mut() else { return Ok(()) };
+                let Some(w) = guard.as_mut() else { return Ok(Ok(())) };
                 if !records.is_empty() {
                     w.append(&records)?;
                 }
-                if let Some(p) = payload.as_deref() {
-                    if w.compaction_due(min) {
-                        w.compact(p)?;
-                    }
+                match payload.as_deref() {
+                    Some(p) if w.compaction_due(min) => Ok(w.compact(p)),
+                    _ => Ok(Ok(())),
                 }
-                Ok(())
             })();
-            if result.is_err() {
-                // The journal may end in a partial record: reopen (and truncate it) next time.
-                *guard = None;
+            match result {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => {
+                    // The events are durable (appended and synced above): the commit succeeded.
+                    // The compaction may have stopped anywhere (a new generation half made, or
+                    // made but its directory entry not synced): reopen from what is on disk next
+                    // time, which tries it again. Loads read the events either way.
+                    log::warn!("arkagent: the journal of session {id} could not be compacted (tried again at its next commit): {e}");
+                    *guard = None;
+                    Ok(())
+                }
+                Err(e) => {
+                    // The journal may end in a partial record: reopen (and truncate it) next time.
+                    *guard = None;
+                    Err(e)
+                }
             }
-            result
         })
         .await
         .map_err(join_error)?
