@@ -2041,7 +2041,9 @@ fn call_timeout(
     }
 }
 
-/// Runs one call with its timeout (none: untimed); returns the call with its outcome.
+/// Runs one call with its timeout (none: untimed); returns the call with its outcome. A call cut
+/// off at a time limit (this one, or an adapter's own: `tool_timeout`) is reported as one that
+/// may have taken effect.
 async fn run_one(
     tools: ToolSnapshot,
     call: ToolCall,
@@ -2049,21 +2051,31 @@ async fn run_one(
     timeout: Option<std::time::Duration>,
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
-    let Some(timeout) = timeout else {
-        let outcome = tools.execute(&call, ctx).await;
-        return (call, outcome);
+    let outcome = match timeout {
+        None => tools.execute(&call, ctx).await,
+        Some(timeout) => match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
+            Ok(r) => r,
+            Err(_) => {
+                signal.cancel("tool timed out");
+                Err(AgentError::of(
+                    codes::TOOL_TIMEOUT,
+                    format!("{} did not finish within {} ms", call.name, timeout.as_millis()),
+                ))
+            }
+        },
     };
-    let outcome = match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
-        Ok(r) => r,
-        Err(_) => {
-            signal.cancel("tool timed out");
-            Err(AgentError::of(
-                codes::TOOL_TIMEOUT,
-                format!("{} did not finish within {} ms", call.name, timeout.as_millis()),
-            ))
-        }
-    };
-    (call, outcome)
+    (call, outcome.map_err(may_have_taken_effect))
+}
+
+/// What a `tool_timeout` says: the call was cut off, not undone. What it did before (an order
+/// placed, a message sent) may stand, and a foreign executor may go on after the cancel; a model
+/// told only that it timed out calls it again.
+fn may_have_taken_effect(mut e: AgentError) -> AgentError {
+    const CAVEAT: &str = "it may or may not have taken effect, so check before calling it again";
+    if e.code == codes::TOOL_TIMEOUT && !e.message.contains(CAVEAT) {
+        e.message = format!("{}; {CAVEAT}", e.message);
+    }
+    e
 }
 
 /// The text of the answer a history ends with: its last message when that is an assistant
