@@ -522,7 +522,9 @@ impl Agent {
     /// agent's tools.
     ///
     /// # Errors
-    /// `config_invalid` (as [`run`](Self::run)), `session_not_found`, `approval_pending`
+    /// `config_invalid` (as [`run`](Self::run)), `session_not_found` (no such session, or its
+    /// batch mirrors a worker session that is gone: its deletion was cut short, delete the session
+    /// again; nothing written), `approval_pending`
     /// (undecided items), `invalid_state` (nothing to resume; or a worker session while this
     /// agent does not delegate, so it cannot run it with the worker's tools),
     /// `delegation_depth_exceeded` (a worker session deeper than this agent's limit), the store's
@@ -641,6 +643,9 @@ impl Agent {
             self.store.load_unrepaired(session_id).await?.ok_or_else(|| {
                 AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}"))
             })?;
+        // A batch mirroring a worker that is gone (a deletion cut short) is not settled: the
+        // delegation would run again from scratch (see `decide_held`). Nothing is written.
+        self.check_mirrored_worker(&state).await?;
         // A worker session runs as its delegation runs it, on the worker's agent (the lock and
         // lease held here are the session's: that agent takes neither).
         let runner = self.runner_for(&state)?;
@@ -854,6 +859,7 @@ impl Agent {
                 Ok((RunOutcome::Suspended { batch }, state))
             }
             (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
+                self.check_mirrored_worker(&state).await?;
                 let state = self.repair_loaded(state, true).await?;
                 self.resume_loaded(state, sink, cancel, None, false).await
             }
@@ -992,7 +998,8 @@ impl Agent {
     ///
     /// `None` (only with `mirrored`): the worker session has moved on, it no longer holds the
     /// item (the app decided its batch on the worker session and resumed the worker directly,
-    /// which then completed or froze on a later batch; or the session is gone). Nothing is
+    /// which then completed or froze on a later batch). A worker session that is gone (a
+    /// deletion of its parent cut short) is `session_not_found`, nothing written. Nothing is
     /// written there: the worker's own decision stood and was acted on. The mirror above then
     /// records the decision alone, which settles it: its resume runs the delegating call again,
     /// which reads the worker's answer (or mirrors its new batch).
@@ -1018,7 +1025,10 @@ impl Agent {
         let mut state = if mirrored {
             match self.store.load(session_id).await? {
                 Some(state) => state,
-                None => return Ok(None),
+                // A worker session outlives its parent's batch (it is deleted with its parent):
+                // gone, a deletion of the parent was cut short. Settled, the mirror would run the
+                // delegation again from scratch in a new worker; the app deletes it again instead.
+                None => return Err(worker_gone(session_id)),
             }
         } else {
             self.load_existing(session_id).await?
@@ -1065,6 +1075,26 @@ impl Agent {
     /// account, never a reason to fail the parent's run).
     async fn worker_usage(&self, worker: &str) -> Option<Usage> {
         self.read_worker(worker).await.map(|s| s.usage)
+    }
+
+    /// `session_not_found` when `state` is frozen on (or settling) a batch that mirrors a worker
+    /// session which is gone: a deletion cut short (workers go first). Settled, the batch would
+    /// run the delegation again from scratch in a new worker (its model asked again, the calls it
+    /// had made run again). Asked with `exists` (no load: the worker's resume loads it), at each
+    /// level of a nested delegation as its resume reaches it: below the first, the refusal
+    /// answers the delegating call above (a tool error) instead of refusing the app's resume.
+    async fn check_mirrored_worker(&self, state: &AgentState) -> Result<(), AgentError> {
+        if !matches!(state.status, RunStatus::AwaitingApproval | RunStatus::Running) {
+            return Ok(());
+        }
+        let Some(worker) = state.pending_approval.as_ref().and_then(|b| b.worker_session.as_ref()) else {
+            return Ok(());
+        };
+        if self.store.exists(worker).await? {
+            Ok(())
+        } else {
+            Err(worker_gone(worker))
+        }
     }
 
     /// Where the worker a mirror (a batch with a `worker_session`) was frozen on stands: whether
@@ -2161,6 +2191,17 @@ async fn unless_cancelled<T>(cancel: &CancellationSignal, future: impl Future<Ou
         value = future => Some(value),
         () = cancel.cancelled() => None,
     }
+}
+
+/// `session_not_found` for the worker session a frozen batch mirrors, which is gone.
+fn worker_gone(worker: &str) -> AgentError {
+    AgentError::of(
+        codes::SESSION_NOT_FOUND,
+        format!(
+            "the worker session {worker} this batch mirrors is gone: a deletion of the session was cut \
+             short (its workers go first); delete the session again"
+        ),
+    )
 }
 
 /// A session's state as [`Agent::delete_session`] reads it: one that no load can read
