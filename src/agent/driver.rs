@@ -780,6 +780,9 @@ impl Agent {
             state.apply(&event);
             report.events.push(event);
         }
+        // Saved before the run starts, without `before_persist_state` or `StatePersisted`: the
+        // run's `RunStarted` stays its first event, and the pairing must hold on disk whatever a
+        // hook would say (documented on `AgentHook::before_persist_state`).
         if report.needs_snapshot {
             self.store.save_snapshot(&state).await?;
         } else if !report.events.is_empty() {

@@ -92,7 +92,9 @@ pub enum AgentEvent {
         /// The result.
         result: ToolResult,
     },
-    /// State was durably saved.
+    /// State was durably saved by the run (each save its `before_persist_state` hooks were asked
+    /// about; see [`AgentHook::before_persist_state`](crate::hook::AgentHook::before_persist_state)
+    /// for the saves made outside a run's events).
     StatePersisted {
         /// Journal events written.
         events: usize,
