@@ -4,10 +4,15 @@
 //! again from scratch in a new worker session (its model asked again, the calls it had made run
 //! again). So a decision on it is refused with `session_not_found` naming the gone worker (as
 //! `approve` and `deny` document), at any depth of a nested delegation, as are a `dismiss` and a
-//! `resume` of it, and nothing is written: deleting it again finishes the job.
+//! `resume` of it, and nothing is written: deleting it again finishes the job. And before its
+//! workers go, a deletion makes a session whose run may go on (`running` after a crash, or
+//! frozen) `cancelled`, its batch cleared: cut short, it is not resumed into running its
+//! delegations again (`invalid_state`); a new message answers their calls `interrupted`.
 
 #[path = "support/delegation.rs"]
 mod delegation;
+#[path = "support/dying_store.rs"]
+mod dying;
 #[path = "support/runtime.rs"]
 mod support;
 
@@ -89,4 +94,105 @@ async fn a_decision_is_refused_when_the_gone_worker_is_a_worker_of_a_worker() {
     assert_eq!(store.load(&middle).await.unwrap(), mid, "nothing written");
     assert!(agent.delete_session("parent").await.unwrap());
     assert_eq!(store.load(&middle).await.unwrap(), None);
+}
+
+/// The inner store, whose deletion of `parent` itself fails: a deletion cut short after the
+/// workers went.
+struct ParentStays(Arc<arkagent::state::MemoryStore>);
+
+#[async_trait::async_trait]
+impl StateStore for ParentStays {
+    async fn load(&self, id: &str) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
+        self.0.load(id).await
+    }
+    async fn load_unrepaired(
+        &self,
+        id: &str,
+    ) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
+        self.0.load_unrepaired(id).await
+    }
+    async fn commit(
+        &self,
+        state: &arkagent::state::AgentState,
+        events: &[arkagent::state::StateEvent],
+    ) -> Result<(), arkagent::AgentError> {
+        self.0.commit(state, events).await
+    }
+    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
+        self.0.save_snapshot(state).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, arkagent::AgentError> {
+        if id == "parent" {
+            return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
+        }
+        self.0.delete(id).await
+    }
+}
+
+#[tokio::test]
+async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_runs_the_worker_again() {
+    use arkagent::agent::{AgentBuilder, AgentConfig, DELEGATE_TASK};
+    use arkagent::state::{MemoryStore, RunStatus};
+    use arkagent::tool::FnExecutor;
+    use arkagent::{ToolDefinition, ToolRegistry, ToolResult};
+    use support::{answer, calls};
+
+    let sent = Arc::new(AtomicUsize::new(0));
+    let agent_on = |store: Arc<dyn StateStore>, script| {
+        let s = sent.clone();
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(
+                ToolDefinition::new("send_sms", "sends a text", serde_json::json!({"type":"object"})),
+                Arc::new(FnExecutor(move |_a, _c| {
+                    let s = s.clone();
+                    async move {
+                        s.fetch_add(1, Ordering::SeqCst);
+                        Ok(ToolResult::text("sent"))
+                    }
+                })),
+            )
+            .unwrap();
+        let agent = Arc::new(
+            AgentBuilder::new(Arc::new(Script::new(script)), store)
+                .tools(tools)
+                .config(AgentConfig { max_delegation_depth: 1, ..AgentConfig::default() })
+                .build(),
+        );
+        agent.enable_delegation(None).unwrap();
+        agent
+    };
+    let mem = Arc::new(MemoryStore::new());
+    // The worker sends its text and answers; the process dies before the parent saves its batch.
+    let dying = agent_on(
+        Arc::new(dying::DiesAtBatchEnd::new(mem.clone(), "parent")),
+        vec![
+            calls(&[("d1", DELEGATE_TASK, r#"{"task":"notify"}"#)]),
+            calls(&[("w1", "send_sms", "{}")]),
+            answer("worker done"),
+        ],
+    );
+    let e = dying.run("parent", "q", &EventLog::new(), &none()).await.unwrap_err();
+    assert_eq!(e.code, "state_io");
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+    let parent = mem.load_unrepaired("parent").await.unwrap().unwrap();
+    assert_eq!(parent.status, RunStatus::Running, "its delegating call started, never finished");
+    let worker = parent.workers[0].clone();
+
+    // A new process deletes the session; the deletion is cut short after the worker.
+    let again = agent_on(Arc::new(ParentStays(mem.clone())), vec![answer("parent done")]);
+    assert_eq!(again.delete_session("parent").await.unwrap_err().code, "state_io");
+    assert_eq!(mem.load(&worker).await.unwrap(), None, "the worker went first");
+    // The session is still there, no longer resumable: resuming it would run its delegation
+    // again from scratch, in a new worker that sends the text a second time.
+    let e = again.resume("parent", &EventLog::new(), &none()).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "the text was sent once");
+    assert_eq!(mem.load(&worker).await.unwrap(), None, "no worker started again");
+    // A new message answers the delegating call as interrupted, without running it.
+    let out = again.run("parent", "and now?", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+    let texts = support::tool_messages(&mem.load("parent").await.unwrap().unwrap().messages);
+    assert!(texts[0].1.contains("tool_interrupted") && texts[0].2, "{texts:?}");
 }

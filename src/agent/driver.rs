@@ -359,7 +359,11 @@ impl Agent {
     ///
     /// The workers go first: a deletion cut short (a crash, a store error) leaves the session and
     /// its list of workers, so deleting it again finishes the job; no worker is left behind
-    /// without a session that names it.
+    /// without a session that names it. Before them, a session whose run may go on (`running`
+    /// after a crash, or awaiting approval) is durably made `cancelled`, its frozen batch
+    /// cleared: left by a deletion cut short, it is not resumed (`invalid_state`) into running
+    /// its delegations again from scratch in new workers; a new message answers their calls
+    /// `interrupted`.
     ///
     /// A session no load can read (`state_corrupt`) is deleted all the same, as a worker session
     /// of it is: deleting is the app's only way to be rid of it. Its own workers, which only its
@@ -412,12 +416,41 @@ impl Agent {
                 }
             }
         }
+        // A session whose run may go on (running after a crash, or frozen) is first made one no
+        // resume continues: cancelled, its batch cleared. Cut short after its workers went, it
+        // would otherwise run its delegations again from scratch in new workers (the calls they
+        // had made run a second time); cancelled, a new message answers them `interrupted`.
+        if !found.is_empty() {
+            self.end_before_deletion(session_id).await?;
+        }
         // Deepest first, so a cut-short deletion never leaves a worker unnamed.
         for worker in found.iter().rev() {
             let _lease = self.store.lease(worker).await?;
             self.store.delete(worker).await?;
         }
         self.store.delete(session_id).await
+    }
+
+    /// Durably ends a session about to be deleted whose run may go on (`running`, or awaiting
+    /// approval): `cancelled`, its frozen batch cleared (see [`delete_session`](Self::delete_session)).
+    /// The caller holds its lease. Written on the state as stored (no repair made durable).
+    async fn end_before_deletion(&self, session_id: &str) -> Result<(), AgentError> {
+        let Some(mut state) = self.store.load_unrepaired(session_id).await? else { return Ok(()) };
+        if !matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval) {
+            return Ok(());
+        }
+        let mut events = vec![StateEvent::StatusChanged {
+            status: RunStatus::Cancelled,
+            finish_reason: None,
+            error: None,
+        }];
+        if state.pending_approval.is_some() {
+            events.push(StateEvent::ApprovalCleared);
+        }
+        for event in &events {
+            state.apply(event);
+        }
+        self.store.commit(&state, &events).await
     }
 
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
