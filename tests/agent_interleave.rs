@@ -507,7 +507,7 @@ impl Harness {
                     .filter_map(|e| e.ok())
                     .filter(|e| e.path().is_dir())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n != arkagent::state::LOCK_DIR)
+                    .filter(|n| n != arkagent::state::LOCK_DIR && n != arkagent::state::TRASH_DIR)
                     .collect();
                 ids.sort();
                 ids

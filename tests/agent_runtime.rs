@@ -695,23 +695,51 @@ async fn safe_calls_run_concurrently_bounded_and_results_stay_in_call_order() {
 
 #[tokio::test]
 async fn a_slow_tool_times_out_with_tool_timeout() {
+    // The tool did its work (an order placed) and then hung: cut off at its timeout, it is
+    // reported as a call that may have taken effect, so the model checks before calling it again
+    // rather than placing the order twice.
     let f = fixture(vec![], AgentConfig::default());
+    let placed = Arc::new(AtomicUsize::new(0));
+    let p = placed.clone();
     let mut tools = ToolRegistry::new();
     tools
         .register(
             ToolDefinition::new("hang", "never ends", json!({"type":"object"}))
                 .with_timeout(Duration::from_millis(50)),
-            Arc::new(FnExecutor(|_a, _c| async move {
-                std::future::pending::<()>().await;
-                Ok(ToolResult::text("never"))
+            Arc::new(FnExecutor(move |_a, _c| {
+                let p = p.clone();
+                async move {
+                    p.fetch_add(1, Ordering::SeqCst);
+                    std::future::pending::<()>().await;
+                    Ok(ToolResult::text("never"))
+                }
             })),
         )
         .unwrap();
-    let model = Arc::new(Script::new(vec![calls(&[("c1", "hang", "{}")]), answer("ok")]));
+    // An adapter's executor that enforces its own limit (the ArkTS one does) says the same.
+    tools
+        .register(
+            ToolDefinition::new("late", "its own limit", json!({"type":"object"})),
+            Arc::new(FnExecutor(|_a, _c| async move {
+                Err(AgentError::of(
+                    arkagent::codes::TOOL_TIMEOUT,
+                    "executor of late did not finish within 10 ms",
+                ))
+            })),
+        )
+        .unwrap();
+    let model =
+        Arc::new(Script::new(vec![calls(&[("c1", "hang", "{}"), ("c2", "late", "{}")]), answer("ok")]));
     let agent = AgentBuilder::new(model, f.store.clone()).tools(tools).build();
     agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(placed.load(Ordering::SeqCst), 1);
     let state = f.store.load("s").await.unwrap().unwrap();
-    assert!(tool_messages(&state.messages)[0].1.contains("tool_timeout"));
+    let results = tool_messages(&state.messages);
+    assert_eq!(results.len(), 2);
+    for (_, text, is_error) in results {
+        assert!(is_error && text.contains("tool_timeout"), "{text}");
+        assert!(text.contains("may or may not have taken effect"), "{text}");
+    }
 }
 
 /// Applies `events` to `state` and commits them: the journal a killed process left behind.

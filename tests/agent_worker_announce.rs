@@ -215,3 +215,59 @@ fn a_batch_not_announced_is_written_as_before_the_field_existed() {
     state.apply(&StateEvent::ApprovalCleared);
     assert!(!state.approval_announced);
 }
+
+/// Records each `before_persist_state` a session's saves ask: the session and whether the state
+/// to save has its batch marked announced.
+#[derive(Default)]
+struct Inspected(Mutex<Vec<(String, bool)>>);
+
+#[async_trait::async_trait]
+impl AgentHook for Inspected {
+    async fn before_persist_state(
+        &self,
+        ctx: &HookContext<'_>,
+        state: &arkagent::state::AgentState,
+    ) -> arkagent::hook::PersistDecision {
+        self.0.lock().unwrap().push((ctx.session_id.to_string(), state.approval_announced));
+        arkagent::hook::PersistDecision::Persist
+    }
+}
+
+#[tokio::test]
+async fn the_save_that_marks_a_worker_batch_announced_is_inspected_and_reported_as_every_save() {
+    // A worker session resumed directly freezes and announces its batch, then saves that it did:
+    // that save goes through `before_persist_state` and is reported by `state_persisted` as every
+    // other save of the run, and the run's events still end with its `approval_required`.
+    let heard = Arc::new(Heard::default());
+    let inspected = Arc::new(Inspected::default());
+    let store = Arc::new(MemStore::new());
+    let agent = setup(
+        store.clone(),
+        heard.clone(),
+        vec![
+            calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+            calls(&[("w1", "clear_baking_cache", "{}")]),
+            calls(&[("w2", "clear_baking_cache", "{}")]),
+        ],
+    );
+    agent.add_hook(inspected.clone());
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch: first } = out else { panic!("{out:?}") };
+    let worker = first.worker_session.clone().unwrap();
+    agent.approve(&worker, &first.items[0].approval_id).await.unwrap();
+    inspected.0.lock().unwrap().clear();
+    let direct = EventLog::new();
+    let out = agent.resume(&worker, &direct, &none()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
+    assert!(store.load(&worker).await.unwrap().unwrap().approval_announced);
+    let asked = inspected.0.lock().unwrap().clone();
+    assert!(asked.iter().all(|(s, _)| s == &worker), "{asked:?}");
+    assert_eq!(asked.last().map(|a| a.1), Some(true), "the announced mark was inspected: {asked:?}");
+    let events = direct.events();
+    let persisted = events.iter().filter(|e| matches!(e, AgentEvent::StatePersisted { .. })).count();
+    assert_eq!(persisted, asked.len(), "one state_persisted per save: {events:?}");
+    let n = events.len();
+    assert!(n >= 2, "{events:?}");
+    assert_eq!(events[n - 2], AgentEvent::StatePersisted { events: 1 }, "{events:?}");
+    assert!(matches!(events[n - 1], AgentEvent::ApprovalRequired { .. }), "{events:?}");
+}

@@ -56,6 +56,11 @@ impl StateStore for Counting {
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
         self.inner.delete(session_id).await
     }
+
+    // Not a load: a store answers it without reading the state (a stat for the `FileStore`).
+    async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
+        self.inner.exists(session_id).await
+    }
 }
 
 #[tokio::test]

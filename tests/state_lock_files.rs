@@ -9,7 +9,7 @@
 mod lease;
 
 use arkagent::agent::EventLog;
-use arkagent::state::{FileStore, StateStore, LOCK_DIR};
+use arkagent::state::{FileStore, StateStore, LOCK_DIR, TRASH_DIR};
 use arkagent::CancellationSignal;
 use lease::{agent, run};
 use std::path::Path;
@@ -129,5 +129,6 @@ async fn what_a_first_commit_cut_short_left_is_deleted_with_its_lock_file() {
     std::fs::write(half.join("snapshot-00000000000000000001.tmp"), b"{\"session_id\":\"half\"").unwrap();
     assert_eq!(a.state("half").await.unwrap(), None);
     assert!(a.delete_session("half").await.unwrap(), "the leftovers were there");
-    assert_eq!(files_under(dir.path()), [LOCK_DIR.to_string()], "nothing of it is left");
+    // The store's own directories stay (the trash empty: the deletion's move and removal).
+    assert_eq!(files_under(dir.path()), [LOCK_DIR, TRASH_DIR], "nothing of it is left");
 }

@@ -117,6 +117,34 @@ async fn delete_removes_the_session() {
 }
 
 #[tokio::test]
+async fn a_deleted_session_goes_whole_through_the_trash_which_the_next_deletion_sweeps() {
+    // A deletion moves the session's directory into the trash in one step, then removes it: a
+    // kill after the move leaves files there that no load reads (tests/state_delete_crash.rs
+    // kills deletions), and the next deletion sweeps them.
+    let root = tempfile::tempdir().unwrap();
+    let store = FileStore::new(root.path());
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 3, &mut state).await;
+    assert!(store.delete("s1").await.unwrap());
+    let trash = root.path().join(arkagent::state::TRASH_DIR);
+    assert_eq!(fs::read_dir(&trash).unwrap().count(), 0, "removed once moved");
+    // What a kill right after the move leaves: the session's files in the trash.
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 3, &mut state).await;
+    let left = trash.join("s1.killed");
+    fs::rename(root.path().join("s1"), &left).unwrap();
+    let fresh = FileStore::new(root.path());
+    assert_eq!(fresh.load("s1").await.unwrap(), None);
+    assert!(!fresh.exists("s1").await.unwrap());
+    // Another session's deletion sweeps it.
+    let mut other = AgentState::new("s2");
+    play(&fresh, 1, 2, &mut other).await;
+    assert!(fresh.delete("s2").await.unwrap());
+    assert_eq!(fs::read_dir(&trash).unwrap().count(), 0, "swept");
+    assert_eq!(fresh.load("s2").await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn invalid_session_ids_are_refused_by_every_operation_of_both_stores() {
     let root = tempfile::tempdir().unwrap();
     let inner = root.path().join("root");

@@ -349,22 +349,29 @@ impl Agent {
     /// for it either, not even a lease's lock file).
     ///
     /// A worker session ([`AgentState::delegation`]) belongs to its parent: it is refused while
-    /// the parent session exists (delete the parent, which deletes it). Deleted apart, a worker
-    /// whose parent awaits its batch would be run again from scratch by the parent's resume,
-    /// and the parent's list of workers would name a session that is gone. A worker whose parent
-    /// is gone is deleted as any session.
+    /// the parent session exists and names it (its list of workers, or its frozen batch; a
+    /// parent no load reads counts as naming it): delete the parent, which deletes it. Deleted
+    /// apart, a worker whose parent awaits its batch would be run again from scratch by the
+    /// parent's resume, and the parent's list of workers would name a session that is gone. A
+    /// worker whose parent is gone, or whose parent's id now names a session that never
+    /// delegated to it (a new session after the parent was deleted unread), is deleted as any
+    /// session.
     ///
     /// The workers go first: a deletion cut short (a crash, a store error) leaves the session and
     /// its list of workers, so deleting it again finishes the job; no worker is left behind
-    /// without a session that names it.
+    /// without a session that names it. Before them, a session whose run may go on (`running`
+    /// after a crash, or awaiting approval) is durably made `cancelled`, its frozen batch
+    /// cleared: left by a deletion cut short, it is not resumed (`invalid_state`) into running
+    /// its delegations again from scratch in new workers; a new message answers their calls
+    /// `interrupted`.
     ///
     /// A session no load can read (`state_corrupt`) is deleted all the same, as a worker session
     /// of it is: deleting is the app's only way to be rid of it. Its own workers, which only its
     /// state names, are left as orphans (each deleted as any session).
     ///
     /// # Errors
-    /// `session_busy` in those cases, `invalid_state` (a worker session whose parent exists,
-    /// naming it; nothing is deleted), `session_id_invalid`, the store's errors.
+    /// `session_busy` in those cases, `invalid_state` (a worker session its parent owns, naming
+    /// the parent; nothing is deleted), `session_id_invalid`, the store's errors.
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, AgentError> {
         crate::state::validate_session_id(session_id)?;
         let lock = self.session_lock(session_id);
@@ -389,8 +396,9 @@ impl Agent {
                 codes::INVALID_STATE,
                 format!(
                     "session {session_id} is the worker of a delegation by session {parent}, which \
-                     still exists: delete session {parent}, which deletes its workers (a worker \
-                     deleted apart would be run again from scratch when its parent resumes)"
+                     still names it: delete session {parent}, which deletes its workers (a worker \
+                     deleted apart would be run again from scratch when its parent resumes; a \
+                     parent deleted unreadable leaves them, each then deleted as any session)"
                 ),
             ));
         }
@@ -408,12 +416,41 @@ impl Agent {
                 }
             }
         }
+        // A session whose run may go on (running after a crash, or frozen) is first made one no
+        // resume continues: cancelled, its batch cleared. Cut short after its workers went, it
+        // would otherwise run its delegations again from scratch in new workers (the calls they
+        // had made run a second time); cancelled, a new message answers them `interrupted`.
+        if !found.is_empty() {
+            self.end_before_deletion(session_id).await?;
+        }
         // Deepest first, so a cut-short deletion never leaves a worker unnamed.
         for worker in found.iter().rev() {
             let _lease = self.store.lease(worker).await?;
             self.store.delete(worker).await?;
         }
         self.store.delete(session_id).await
+    }
+
+    /// Durably ends a session about to be deleted whose run may go on (`running`, or awaiting
+    /// approval): `cancelled`, its frozen batch cleared (see [`delete_session`](Self::delete_session)).
+    /// The caller holds its lease. Written on the state as stored (no repair made durable).
+    async fn end_before_deletion(&self, session_id: &str) -> Result<(), AgentError> {
+        let Some(mut state) = self.store.load_unrepaired(session_id).await? else { return Ok(()) };
+        if !matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval) {
+            return Ok(());
+        }
+        let mut events = vec![StateEvent::StatusChanged {
+            status: RunStatus::Cancelled,
+            finish_reason: None,
+            error: None,
+        }];
+        if state.pending_approval.is_some() {
+            events.push(StateEvent::ApprovalCleared);
+        }
+        for event in &events {
+            state.apply(event);
+        }
+        self.store.commit(&state, &events).await
     }
 
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
@@ -518,7 +555,9 @@ impl Agent {
     /// agent's tools.
     ///
     /// # Errors
-    /// `config_invalid` (as [`run`](Self::run)), `session_not_found`, `approval_pending`
+    /// `config_invalid` (as [`run`](Self::run)), `session_not_found` (no such session, or its
+    /// batch mirrors a worker session that is gone: its deletion was cut short, delete the session
+    /// again; nothing written), `approval_pending`
     /// (undecided items), `invalid_state` (nothing to resume; or a worker session while this
     /// agent does not delegate, so it cannot run it with the worker's tools),
     /// `delegation_depth_exceeded` (a worker session deeper than this agent's limit), the store's
@@ -637,6 +676,9 @@ impl Agent {
             self.store.load_unrepaired(session_id).await?.ok_or_else(|| {
                 AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {session_id}"))
             })?;
+        // A batch mirroring a worker that is gone (a deletion cut short) is not settled: the
+        // delegation would run again from scratch (see `decide_held`). Nothing is written.
+        self.check_mirrored_worker(&state).await?;
         // A worker session runs as its delegation runs it, on the worker's agent (the lock and
         // lease held here are the session's: that agent takes neither).
         let runner = self.runner_for(&state)?;
@@ -771,6 +813,9 @@ impl Agent {
             state.apply(&event);
             report.events.push(event);
         }
+        // Saved before the run starts, without `before_persist_state` or `StatePersisted`: the
+        // run's `RunStarted` stays its first event, and the pairing must hold on disk whatever a
+        // hook would say (documented on `AgentHook::before_persist_state`).
         if report.needs_snapshot {
             self.store.save_snapshot(&state).await?;
         } else if !report.events.is_empty() {
@@ -850,6 +895,7 @@ impl Agent {
                 Ok((RunOutcome::Suspended { batch }, state))
             }
             (RunStatus::AwaitingApproval | RunStatus::Running, _) => {
+                self.check_mirrored_worker(&state).await?;
                 let state = self.repair_loaded(state, true).await?;
                 self.resume_loaded(state, sink, cancel, None, false).await
             }
@@ -878,17 +924,35 @@ impl Agent {
         }
     }
 
-    /// The parent of a worker session (`state`'s [`AgentState::delegation`]) while that parent
-    /// exists: the session that owns the worker (it deletes it with itself, and the worker's
-    /// metadata is the copy its delegation started with). `None` for other sessions, and for a
-    /// worker whose parent is gone.
+    /// The parent that owns a worker session (`state`'s [`AgentState::delegation`]): the parent
+    /// session while it exists and still names the worker, in its list of workers (it deletes
+    /// the worker with itself) or as the worker of its frozen batch (its resume continues it).
+    /// A parent whose state no load reads (`state_corrupt`) counts as owning: it may name the
+    /// worker (a copy read back would resume it); deleting it leaves the worker an orphan.
+    /// `None` for other sessions, for a worker whose parent is gone, and for one whose parent's
+    /// id now names another session (a new session under the id of a parent deleted unread): it
+    /// never delegated to the worker, which is an orphan as any other.
+    ///
+    /// # Errors
+    /// The store's errors reading the parent (but `state_corrupt`).
     pub(super) async fn owning_parent(
         &self,
         state: Option<&AgentState>,
     ) -> Result<Option<String>, AgentError> {
-        let Some(delegation) = state.and_then(|s| s.delegation.as_ref()) else { return Ok(None) };
+        let Some(state) = state else { return Ok(None) };
+        let Some(delegation) = state.delegation.as_ref() else { return Ok(None) };
         let parent = &delegation.parent_session;
-        Ok(self.store.exists(parent).await?.then(|| parent.clone()))
+        let names_it = match self.store.load_unrepaired(parent).await {
+            Ok(None) => false,
+            Ok(Some(p)) => {
+                p.workers.contains(&state.session_id)
+                    || p.pending_approval
+                        .is_some_and(|b| b.worker_session.as_ref() == Some(&state.session_id))
+            }
+            Err(e) if e.code == codes::STATE_CORRUPT => true,
+            Err(e) => return Err(e),
+        };
+        Ok(names_it.then(|| parent.clone()))
     }
 
     /// `session_not_found` when the session does not exist, asked before a call that acts only
@@ -970,7 +1034,8 @@ impl Agent {
     ///
     /// `None` (only with `mirrored`): the worker session has moved on, it no longer holds the
     /// item (the app decided its batch on the worker session and resumed the worker directly,
-    /// which then completed or froze on a later batch; or the session is gone). Nothing is
+    /// which then completed or froze on a later batch). A worker session that is gone (a
+    /// deletion of its parent cut short) is `session_not_found`, nothing written. Nothing is
     /// written there: the worker's own decision stood and was acted on. The mirror above then
     /// records the decision alone, which settles it: its resume runs the delegating call again,
     /// which reads the worker's answer (or mirrors its new batch).
@@ -996,7 +1061,10 @@ impl Agent {
         let mut state = if mirrored {
             match self.store.load(session_id).await? {
                 Some(state) => state,
-                None => return Ok(None),
+                // A worker session outlives its parent's batch (it is deleted with its parent):
+                // gone, a deletion of the parent was cut short. Settled, the mirror would run the
+                // delegation again from scratch in a new worker; the app deletes it again instead.
+                None => return Err(worker_gone(session_id)),
             }
         } else {
             self.load_existing(session_id).await?
@@ -1043,6 +1111,26 @@ impl Agent {
     /// account, never a reason to fail the parent's run).
     async fn worker_usage(&self, worker: &str) -> Option<Usage> {
         self.read_worker(worker).await.map(|s| s.usage)
+    }
+
+    /// `session_not_found` when `state` is frozen on (or settling) a batch that mirrors a worker
+    /// session which is gone: a deletion cut short (workers go first). Settled, the batch would
+    /// run the delegation again from scratch in a new worker (its model asked again, the calls it
+    /// had made run again). Asked with `exists` (no load: the worker's resume loads it), at each
+    /// level of a nested delegation as its resume reaches it: below the first, the refusal
+    /// answers the delegating call above (a tool error) instead of refusing the app's resume.
+    async fn check_mirrored_worker(&self, state: &AgentState) -> Result<(), AgentError> {
+        if !matches!(state.status, RunStatus::AwaitingApproval | RunStatus::Running) {
+            return Ok(());
+        }
+        let Some(worker) = state.pending_approval.as_ref().and_then(|b| b.worker_session.as_ref()) else {
+            return Ok(());
+        };
+        if self.store.exists(worker).await? {
+            Ok(())
+        } else {
+            Err(worker_gone(worker))
+        }
     }
 
     /// Where the worker a mirror (a batch with a `worker_session`) was frozen on stands: whether
@@ -1439,7 +1527,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Freezes the batch: persisted first, then `ApprovalRequired`, then suspended.
+    /// Freezes the batch: persisted first, then `ApprovalRequired` and the hooks, then suspended.
     async fn freeze(&mut self, batch: PendingApprovalBatch) -> Result<Flow, AgentError> {
         // A mirror of a worker batch the app's own resume of the worker announced already.
         let announced = batch.worker_session.is_some()
@@ -1447,39 +1535,51 @@ impl<'a> Run<'a> {
             && batch.items.iter().all(|i| self.announced_elsewhere.contains(&i.approval_id));
         self.record(StateEvent::ApprovalRequested { batch: batch.clone(), announced });
         self.persist(true).await?;
-        // Every run that suspends ends its events with it (the app reads its outcome there).
-        self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
         // A batch is announced to the hooks once: a worker's by the parent that mirrors it (with
         // its `worker_session`), as hooks are shared with workers and would hear it twice; a
         // worker session the app resumed itself announces its own (the app's call waits on it),
         // and its parent, finding it frozen on that batch later, does not again.
-        if self.announces_approvals && !announced {
-            let (s, r, round) = self.ids();
-            let ctx = HookContext { session_id: &s, run_id: &r, round };
-            self.notify(self.hooks.on_approval_required(&ctx, &batch)).await;
-            if self.state.delegation.is_some() {
-                self.save_announced(&batch).await;
+        let announces = self.announces_approvals && !announced;
+        if announces && self.state.delegation.is_some() {
+            // A worker session saves that it announced its batch: hooks, then that save (its
+            // `before_persist_state` and `StatePersisted` as every save), then `ApprovalRequired`,
+            // which stays the last event of every run that suspends.
+            self.announce(&batch).await;
+            self.save_announced(&batch).await;
+            self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
+        } else {
+            // Every run that suspends ends its events with it (the app reads its outcome there).
+            self.sink.emit(AgentEvent::ApprovalRequired { batch: batch.clone() });
+            if announces {
+                self.announce(&batch).await;
             }
         }
         Ok(Flow::Done(RunOutcome::Suspended { batch }))
     }
 
+    /// Tells the hooks (`on_approval_required`) of a batch frozen and persisted.
+    async fn announce(&self, batch: &PendingApprovalBatch) {
+        let (s, r, round) = self.ids();
+        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        self.notify(self.hooks.on_approval_required(&ctx, batch)).await;
+    }
+
     /// Saves that a worker session's frozen batch was announced (after the hooks were told, so a
     /// crash before leaves it to the parent to announce: never lost, twice only after a crash).
-    /// A failure is logged: the batch stands, and the parent may announce it again.
+    /// A save as every other ([`persist`](Self::persist): `before_persist_state` inspects it, a
+    /// `Skip` is ignored as for every frozen batch, `StatePersisted` reports it). A failure is
+    /// logged: the batch stands unmarked, and the parent may announce it again.
     async fn save_announced(&mut self, batch: &PendingApprovalBatch) {
         if !self.unsaved.is_empty() {
             // Unreachable: the freeze's save is forced. Its events go first, or not this one.
             return;
         }
-        let event = StateEvent::ApprovalRequested { batch: batch.clone(), announced: true };
-        let mut saved = self.state.clone();
-        saved.apply(&event);
-        match self.agent.store.commit(&saved, std::slice::from_ref(&event)).await {
-            Ok(()) => self.state = saved,
-            Err(e) => {
-                log::warn!("arkagent: that a worker's frozen batch was announced could not be saved: {e}")
-            }
+        let before = self.state.approval_announced;
+        self.record(StateEvent::ApprovalRequested { batch: batch.clone(), announced: true });
+        if let Err(e) = self.persist(true).await {
+            log::warn!("arkagent: that a worker's frozen batch was announced could not be saved: {e}");
+            self.unsaved.clear();
+            self.state.approval_announced = before;
         }
     }
 
@@ -2007,7 +2107,9 @@ fn call_timeout(
     }
 }
 
-/// Runs one call with its timeout (none: untimed); returns the call with its outcome.
+/// Runs one call with its timeout (none: untimed); returns the call with its outcome. A call cut
+/// off at a time limit (this one, or an adapter's own: `tool_timeout`) is reported as one that
+/// may have taken effect.
 async fn run_one(
     tools: ToolSnapshot,
     call: ToolCall,
@@ -2015,21 +2117,31 @@ async fn run_one(
     timeout: Option<std::time::Duration>,
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
-    let Some(timeout) = timeout else {
-        let outcome = tools.execute(&call, ctx).await;
-        return (call, outcome);
+    let outcome = match timeout {
+        None => tools.execute(&call, ctx).await,
+        Some(timeout) => match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
+            Ok(r) => r,
+            Err(_) => {
+                signal.cancel("tool timed out");
+                Err(AgentError::of(
+                    codes::TOOL_TIMEOUT,
+                    format!("{} did not finish within {} ms", call.name, timeout.as_millis()),
+                ))
+            }
+        },
     };
-    let outcome = match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
-        Ok(r) => r,
-        Err(_) => {
-            signal.cancel("tool timed out");
-            Err(AgentError::of(
-                codes::TOOL_TIMEOUT,
-                format!("{} did not finish within {} ms", call.name, timeout.as_millis()),
-            ))
-        }
-    };
-    (call, outcome)
+    (call, outcome.map_err(may_have_taken_effect))
+}
+
+/// What a `tool_timeout` says: the call was cut off, not undone. What it did before (an order
+/// placed, a message sent) may stand, and a foreign executor may go on after the cancel; a model
+/// told only that it timed out calls it again.
+fn may_have_taken_effect(mut e: AgentError) -> AgentError {
+    const CAVEAT: &str = "it may or may not have taken effect, so check before calling it again";
+    if e.code == codes::TOOL_TIMEOUT && !e.message.contains(CAVEAT) {
+        e.message = format!("{}; {CAVEAT}", e.message);
+    }
+    e
 }
 
 /// The text of the answer a history ends with: its last message when that is an assistant
@@ -2115,6 +2227,17 @@ async fn unless_cancelled<T>(cancel: &CancellationSignal, future: impl Future<Ou
         value = future => Some(value),
         () = cancel.cancelled() => None,
     }
+}
+
+/// `session_not_found` for the worker session a frozen batch mirrors, which is gone.
+fn worker_gone(worker: &str) -> AgentError {
+    AgentError::of(
+        codes::SESSION_NOT_FOUND,
+        format!(
+            "the worker session {worker} this batch mirrors is gone: a deletion of the session was cut \
+             short (its workers go first); delete the session again"
+        ),
+    )
 }
 
 /// A session's state as [`Agent::delete_session`] reads it: one that no load can read

@@ -10,6 +10,9 @@
 //!    `ToolResult` per call as each finishes (answers known without running come first), and
 //!    `StatePersisted` for the batch's results. Calls that run one after another add a
 //!    `StatePersisted` before each further call. (Group commit: about two syncs per round.)
+//!    A worker session the app resumes (or dismisses) directly that freezes tells the hooks
+//!    (`on_approval_required`) first and saves that it did: one more `StatePersisted` (one
+//!    journal event), then `ApprovalRequired`, still the run's last event.
 //! 4. `RunFinished` last (after the terminal state was persisted), unless the run was suspended.
 //!
 //! A `delegate_task` call's worker runs between the call's `StatePersisted` (its `started` record)
@@ -89,7 +92,9 @@ pub enum AgentEvent {
         /// The result.
         result: ToolResult,
     },
-    /// State was durably saved.
+    /// State was durably saved by the run (each save its `before_persist_state` hooks were asked
+    /// about; see [`AgentHook::before_persist_state`](crate::hook::AgentHook::before_persist_state)
+    /// for the saves made outside a run's events).
     StatePersisted {
         /// Journal events written.
         events: usize,

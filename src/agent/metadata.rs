@@ -20,9 +20,10 @@
 //!   before its run starts, see `Agent::run_worker`). A later change of the parent's does not
 //!   reach a worker already started (it ran, or froze, for the task as delegated). A change on
 //!   the worker session itself is refused with `invalid_state` naming the parent, while the
-//!   parent exists: a worker frozen on a dangerous call would otherwise run it, once approved
-//!   through its parent, for another user than the one its task was delegated for. A worker
-//!   whose parent is gone is an ordinary session here.
+//!   parent owns it (exists and names it, see `Agent::owning_parent`): a worker frozen on a
+//!   dangerous call would otherwise run it, once approved through its parent, for another user
+//!   than the one its task was delegated for. A worker whose parent is gone, or whose parent's
+//!   id now names a session that never delegated to it, is an ordinary session here.
 
 use super::driver::Agent;
 use crate::error::{codes, AgentError};
@@ -57,8 +58,8 @@ impl Agent {
     /// Refused while the session is held: a run, resume, decision or deletion of this agent on
     /// it, or another agent or process writing it (its lease). Nothing is written then; set it
     /// again once the run is over. A session suspended for approval is not held. Refused on a
-    /// worker session of a `delegate_task` call while its parent session exists (see the module
-    /// docs): set it on the parent.
+    /// worker session of a `delegate_task` call while its parent session owns it (exists and
+    /// names it; see the module docs): set it on the parent.
     ///
     /// Limits (see [`crate::state::metadata`]): a key of 1 to 128 bytes without control
     /// characters; a value of at most 64 KiB of compact JSON and 64 levels; at most 256 KiB for
@@ -68,7 +69,7 @@ impl Agent {
     /// `session_id_invalid`, `metadata_key_invalid`, `json_too_deep` and `json_too_large` (the
     /// value), `metadata_too_large` (the whole metadata), `session_busy`, the store's errors
     /// (`state_io`, `state_corrupt`, `state_version_unsupported`), `invalid_state` (a worker
-    /// session whose parent exists, naming it; nothing written).
+    /// session its parent owns, naming the parent; nothing written).
     pub async fn set_metadata(&self, session_id: &str, key: &str, value: Value) -> Result<(), AgentError> {
         validate_session_id(session_id)?;
         // The cheap checks first, so a bad key costs no I/O and takes no lock.

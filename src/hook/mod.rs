@@ -114,7 +114,11 @@ pub trait AgentHook: Send + Sync {
     }
     /// A batch was frozen and persisted.
     async fn on_approval_required(&self, _ctx: &HookContext<'_>, _batch: &PendingApprovalBatch) {}
-    /// The state is about to be saved.
+    /// The state is about to be saved by a run (or resume or dismissal): each of its saves is
+    /// asked first, and reported by an `AgentEvent::StatePersisted` once written. Not asked for
+    /// the saves made outside a run's events: a decision (`approve`, `deny`), `set_metadata`, a
+    /// deletion, and the pairing repair a run or resume makes durable before it starts (before
+    /// its `RunStarted`, which stays its first event; a repair is never skipped).
     async fn before_persist_state(&self, _ctx: &HookContext<'_>, _state: &AgentState) -> PersistDecision {
         PersistDecision::Persist
     }

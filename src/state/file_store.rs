@@ -12,10 +12,18 @@
 //! `max(compact_min_bytes, size of the snapshot)` bytes, the commit also compacts: a new generation
 //! is written (its empty journal created and synced, then the snapshot to a temp file, `fsync`,
 //! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
+//! compaction that fails does not fail its commit, whose events were durable before it began
+//! (logged; the next commit tries again). A
 //! snapshot is rewritten at most once per its own size in journal bytes, so the amortised cost of
 //! a commit stays bounded by a constant factor of its own bytes. `save_snapshot` compacts at once.
 //! The first commit of a session in a process also reads the session once (to find the end of its
 //! journal and drop a torn tail) and serialises the state once (in case a snapshot must be started).
+//!
+//! # Deletion
+//! `delete` moves the session's directory into `..trash` under the root in one `rename` (the root
+//! then synced) and removes it there: a kill at any point leaves the session whole or gone, never
+//! an older generation alone (which loads as the session stood before its last compaction).
+//! Leftovers in the trash are read by nothing and swept by the next deletion.
 //!
 //! # Loads and recovery
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
@@ -67,6 +75,10 @@ pub const LEGACY_STATE_FILE: &str = "state.json";
 
 /// The directory of the lease lock files under the root (see "Writers" in the module docs).
 pub const LOCK_DIR: &str = "..locks";
+
+/// The directory under the root where a deleted session's directory is moved, then removed (a
+/// name no session id can take, since ids never contain `..`; see `delete_session_dir`).
+pub const TRASH_DIR: &str = "..trash";
 
 /// Tuning of a [`FileStore`].
 #[derive(Debug, Clone)]
@@ -427,6 +439,35 @@ impl Writer {
     }
 }
 
+/// Deletes a session's directory at once: renamed into [`TRASH_DIR`] (one atomic step, then the
+/// root is synced), then removed there. Removed file by file where it stands, a kill part way
+/// could leave an older generation alone, which loads as the session stood before its last
+/// compaction: a deleted session came back as an older state (its settled batch pending again).
+/// What a kill leaves in the trash no load reads; each deletion sweeps it (best effort).
+fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentError> {
+    let trash = root.join(TRASH_DIR);
+    match fs::metadata(dir) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err("cannot open", dir, e)),
+    }
+    fs::create_dir_all(&trash).map_err(|e| io_err("cannot create", &trash, e))?;
+    let grave = trash.join(format!("{id}.{}", uuid::Uuid::new_v4().simple()));
+    match fs::rename(dir, &grave) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err("cannot delete", dir, e)),
+    }
+    sync_dir(root)?;
+    // Best effort from here: the session is gone for every load.
+    if let Ok(entries) = fs::read_dir(&trash) {
+        for entry in entries.flatten() {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+    Ok(true)
+}
+
 /// How many times a lease tries again when the lock file it locked was removed (and maybe made
 /// again) by the holder it waited behind, before it gives up with `session_busy`.
 const LOCK_ATTEMPTS: usize = 16;
@@ -613,24 +654,34 @@ impl StateStore for FileStore {
         tokio::task::spawn_blocking(move || {
             let result = (|| {
                 if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
-                let Some(w) = guard.as_mut() else { return Ok(()) };
+                let Some(w) = guard.as_mut() else { return Ok(Ok(())) };
                 if !records.is_empty() {
                     w.append(&records)?;
                 }
-                if let Some(p) = payload.as_deref() {
-                    if w.compaction_due(min) {
-                        w.compact(p)?;
-                    }
+                match payload.as_deref() {
+                    Some(p) if w.compaction_due(min) => Ok(w.compact(p)),
+                    _ => Ok(Ok(())),
                 }
-                Ok(())
             })();
-            if result.is_err() {
-                // The journal may end in a partial record: reopen (and truncate it) next time.
-                *guard = None;
+            match result {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => {
+                    // The events are durable (appended and synced above): the commit succeeded.
+                    // The compaction may have stopped anywhere (a new generation half made, or
+                    // made but its directory entry not synced): reopen from what is on disk next
+                    // time, which tries it again. Loads read the events either way.
+                    log::warn!("arkagent: the journal of session {id} could not be compacted (tried again at its next commit): {e}");
+                    *guard = None;
+                    Ok(())
+                }
+                Err(e) => {
+                    // The journal may end in a partial record: reopen (and truncate it) next time.
+                    *guard = None;
+                    Err(e)
+                }
             }
-            result
         })
         .await
         .map_err(join_error)?
@@ -691,16 +742,10 @@ impl StateStore for FileStore {
         let slot = self.slot(session_id);
         let mut guard = slot.lock_owned().await;
         let root = self.root.clone();
+        let id = session_id.to_string();
         tokio::task::spawn_blocking(move || {
             *guard = None;
-            match fs::remove_dir_all(&dir) {
-                Ok(()) => {
-                    sync_dir(&root)?;
-                    Ok(true)
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-                Err(e) => Err(io_err("cannot delete", &dir, e)),
-            }
+            delete_session_dir(&root, &dir, &id)
         })
         .await
         .map_err(join_error)?
