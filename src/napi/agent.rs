@@ -445,7 +445,7 @@ impl JsAgent {
     /// # Errors
     /// Rejects with `json_invalid`, `json_too_deep`, `json_too_large` (the value),
     /// `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run holds the session),
-    /// `invalid_state` (a worker session whose parent exists), `session_id_invalid` or a
+    /// `invalid_state` (a worker session whose parent still names it), `session_id_invalid` or a
     /// persistence error.
     #[napi]
     pub fn set_metadata<'env>(
@@ -503,7 +503,7 @@ impl JsAgent {
     ///
     /// # Errors
     /// Rejects with `session_busy` (the session is running here or being written elsewhere),
-    /// `invalid_state` (a worker session whose parent exists: delete the parent),
+    /// `invalid_state` (a worker session whose parent still names it: delete the parent),
     /// `session_id_invalid` or a persistence error.
     #[napi]
     pub fn delete_session<'env>(

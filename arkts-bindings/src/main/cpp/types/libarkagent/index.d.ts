@@ -453,7 +453,8 @@ export declare class Agent {
   /**
    * Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run.
    * A sub-agent's worker session runs as its delegation runs it: the worker's tools (no delegate_task) and depth.
-   * Rejects with session_not_found, approval_pending, invalid_state (nothing to resume, or a worker session
+   * Rejects with session_not_found (also when the batch mirrors a sub-agent's worker session that is gone:
+   * nothing is written), approval_pending, invalid_state (nothing to resume, or a worker session
    * while enableDelegation is off), delegation_depth_exceeded.
    */
   resume(sessionId: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
@@ -465,7 +466,7 @@ export declare class Agent {
    * the model reads the denials. A batch frozen on a sub-agent's call does not continue the
    * sub-agent: its calls not run yet are answered tool_not_run (finished ones keep their results).
    * A batch approved entirely runs and may meet a new freeze: the outcome is then suspended. Rejects with no_pending_approval when nothing
-   * awaits approval. A worker session may be dismissed itself: it runs as resume() runs it (invalid_state and
+   * awaits approval, session_not_found when the batch mirrors a worker session that is gone. A worker session may be dismissed itself: it runs as resume() runs it (invalid_state and
    * delegation_depth_exceeded as there).
    */
   dismiss(sessionId: string, reason: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
@@ -486,8 +487,8 @@ export declare class Agent {
    * Rejects with metadata_key_invalid, json_invalid / json_too_deep / json_too_large (the value),
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
    * session (this Agent or another process; nothing is written: set it again once the run is over),
-   * or invalid_state on a sub-agent's worker session whose parent session exists (set it on the
-   * parent; nothing is written). A session suspended for approval is not held.
+   * or invalid_state on a sub-agent's worker session whose parent session still names it (set it on
+   * the parent; nothing is written). A session suspended for approval is not held.
    * It takes the session's turn when called: a run(), resume() or decision called after it waits
    * for it, awaited or not (the run sees the value).
    */
@@ -498,7 +499,7 @@ export declare class Agent {
    * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
    * existed (a missing session is not touched; a corrupt one is deleted too). Rejects with
    * session_busy while it is being run (cancel first), invalid_state for a worker session whose
-   * parent session exists (delete the parent).
+   * parent session still names it (delete the parent).
    */
   deleteSession(sessionId: string): Promise<boolean>;
 }
