@@ -542,11 +542,9 @@ impl<'a> Parser<'a> {
             loop {
                 let item_path = path.index(self.items.len() - base);
                 let s = if self.sink.done() { ANY } else { item_schema };
-                self.items.push(Value::Null);
-                let last = self.items.len() - 1;
-                let mut item = std::mem::take(&mut self.items[last]);
+                let mut item = Value::Null;
                 self.value(s, &item_path, &mut item)?;
-                put(&mut self.items[last], item);
+                self.items.push(item);
                 self.skip_ws();
                 match self.peek() {
                     Some(b',') => self.pos += 1,
@@ -560,7 +558,9 @@ impl<'a> Parser<'a> {
             }
         }
         self.depth -= 1;
-        let out: Vec<Value> = self.items.drain(base..).collect();
+        // One copy of the items into a vector of their number (collecting a `drain` moved each
+        // item through the stack in pieces, which stalled on reading them back).
+        let out = self.items.split_off(base);
         let Some(node) = node else {
             put(dest, Value::Array(out));
             return Ok(());
