@@ -547,7 +547,8 @@ impl<'a> Parser<'a> {
                 // large one 15-20 % slower, in alternated runs.)
                 self.items.push(Value::Null);
                 let last = self.items.len() - 1;
-                let mut item = std::mem::take(&mut self.items[last]);
+                // The slot holds `Null`: not read back (`take` stalled on the store just made).
+                let mut item = Value::Null;
                 self.value(s, &item_path, &mut item)?;
                 put(&mut self.items[last], item);
                 self.skip_ws();
