@@ -16,9 +16,10 @@
 use arkagent::hook::{AgentHook, BeforeToolCallOutcome, HookContext, HookPipeline};
 use arkagent::loop_detect::{signature, signature_of_value, LoopDetector, LoopDetectorConfig};
 use arkagent::{ToolCall, ToolDefinition, ToolResult};
-use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use futures_util::FutureExt;
 use serde_json::{json, Value};
+use std::hint::black_box;
 use std::sync::Arc;
 
 /// A realistic call of the order demo: nested items, a note with non-ASCII text (~190 bytes).

@@ -8,7 +8,8 @@
 
 use arkagent::provider::wire::ChatCompletionChunk;
 use arkagent::provider::{ModelEvent, StreamDecoder};
-use criterion::{black_box, criterion_group, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
+use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 const READ_SIZE: usize = 16 * 1024;

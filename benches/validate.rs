@@ -11,8 +11,9 @@
 
 use arkagent::json::JsonLimits;
 use arkagent::schema::CompiledSchema;
-use criterion::{black_box, Criterion};
+use criterion::Criterion;
 use serde_json::{json, Value};
+use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 fn small_schema() -> Value {
