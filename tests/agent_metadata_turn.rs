@@ -58,14 +58,86 @@ async fn a_run_started_after_the_turn_was_taken_waits_for_the_change_and_sees_it
 }
 
 #[tokio::test]
-async fn no_turn_while_a_run_holds_the_session_nor_for_a_bad_session_id() {
+async fn a_turn_taken_while_another_change_holds_the_session_waits_behind_it() {
     let seen = Seen::default();
     let agent = agent(&seen);
     let turn = agent.metadata_turn("s").unwrap();
-    // The turn holds the session as a run does: another change is refused at once.
-    let busy = agent.metadata_turn("s").unwrap_err();
-    assert_eq!(busy.code, "session_busy");
+    // A second change (the app did not await the first) is not refused: it waits its turn...
+    let second = agent.metadata_turn("s").unwrap();
+    let third = agent.metadata_turn("s").unwrap();
+    // ...while a change that does not take a turn is still refused, as a deletion is.
     assert_eq!(agent.set_metadata("s", "userId", json!(1)).await.unwrap_err().code, "session_busy");
+    assert_eq!(agent.delete_session("s").await.unwrap_err().code, "session_busy");
+    let (a, b) = (Arc::clone(&agent), Arc::clone(&agent));
+    let third = tokio::spawn(async move { a.set_metadata_in_turn(third, "userId", json!("third")).await });
+    let second = tokio::spawn(async move { b.set_metadata_in_turn(second, "locale", json!("zh")).await });
+    let runner = Arc::clone(&agent);
+    let run = tokio::spawn(async move {
+        runner.run("s", "who am I?", &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!second.is_finished() && !third.is_finished() && !run.is_finished(), "all wait for the first");
+    agent.set_metadata_in_turn(turn, "userId", json!("first")).await.unwrap();
+    second.await.unwrap().unwrap();
+    third.await.unwrap().unwrap();
+    // The session went from change to change, in the order the turns were taken: the run, asked
+    // for while they waited, came after all of them.
+    assert_eq!(run.await.unwrap().status(), arkagent::state::RunStatus::Completed);
+    assert_eq!(*seen.lock().unwrap(), vec![Some(json!("third"))]);
+    let metadata = agent.state("s").await.unwrap().unwrap().metadata;
+    assert_eq!(metadata.get("locale"), Some(&json!("zh")));
+    // A waiting turn given up (its change dropped) passes the session on to the next one.
+    let first = agent.metadata_turn("s").unwrap();
+    let dropped = agent.metadata_turn("s").unwrap();
+    let last = agent.metadata_turn("s").unwrap();
+    drop(dropped);
+    drop(first);
+    agent.set_metadata_in_turn(last, "userId", json!("last")).await.unwrap();
+    assert_eq!(agent.state("s").await.unwrap().unwrap().metadata.get("userId"), Some(&json!("last")));
+    // And once no change holds it, the session is free again.
+    assert!(agent.delete_session("s").await.unwrap());
+}
+
+#[tokio::test]
+async fn no_turn_while_a_run_holds_the_session_nor_for_a_bad_session_id() {
+    let seen = Seen::default();
+    let agent = agent(&seen);
+    let mut tools = ToolRegistry::new();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let started = Arc::new(tokio::sync::Notify::new());
+    let (g, st) = (Arc::clone(&gate), Arc::clone(&started));
+    tools
+        .register(
+            ToolDefinition::new("whoami", "waits", json!({"type": "object"})),
+            Arc::new(FnExecutor(move |_args: Map<String, Value>, _ctx: arkagent::ToolContext| {
+                let (g, st) = (Arc::clone(&g), Arc::clone(&st));
+                async move {
+                    st.notify_one();
+                    g.notified().await;
+                    Ok(ToolResult::text("ok"))
+                }
+            })),
+        )
+        .unwrap();
+    let held = Arc::new(
+        AgentBuilder::new(
+            Arc::new(Script::new(vec![calls(&[("c1", "whoami", "{}")]), answer("done")])),
+            Arc::new(MemStore::new()),
+        )
+        .tools(tools)
+        .build(),
+    );
+    let runner = Arc::clone(&held);
+    let run = tokio::spawn(async move {
+        runner.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+    });
+    started.notified().await;
+    // A run holds the session: a change is refused at once, it does not wait for the run.
+    assert_eq!(held.metadata_turn("s").unwrap_err().code, "session_busy");
+    gate.notify_one();
+    assert_eq!(run.await.unwrap().status(), arkagent::state::RunStatus::Completed);
+    drop(held.metadata_turn("s").unwrap());
+    let turn = agent.metadata_turn("s").unwrap();
     // Other sessions are free.
     drop(agent.metadata_turn("t").unwrap());
     drop(turn);

@@ -12,7 +12,9 @@
 //!   approval is not held: the change applies and the resumed run sees it.
 //! - A binding takes the session's turn where the app calls ([`Agent::metadata_turn`], then
 //!   [`Agent::set_metadata_in_turn`] on its runtime), so a run the app asks for right after a
-//!   change it did not await waits for it rather than making it `session_busy`.
+//!   change it did not await waits for it rather than making it `session_busy`. A change asked
+//!   for while another one holds the session (not awaited either) waits behind it: the session
+//!   goes from change to change in the order they were asked for, then to the runs waiting.
 //! - Setting metadata on a session that does not exist creates it (idle, no messages), as `run`
 //!   does: an app sets the user's id before the session's first run.
 //! - A worker of `delegate_task` acts for the same user: its new session starts with a copy of
@@ -29,13 +31,64 @@ use super::driver::Agent;
 use crate::error::{codes, AgentError};
 use crate::state::{check_metadata_entry, validate_session_id, AgentState, StateEvent};
 use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{LazyLock, Mutex};
 
 /// A session's turn for one metadata change ([`Agent::metadata_turn`]): holds the session as a
-/// run does, until it is used or dropped.
+/// run does, until it is used or dropped; or waits, in order, behind the metadata changes of the
+/// session taken before it, which hand the session on to it without letting it go.
 #[derive(Debug)]
 pub struct MetadataTurn {
     session_id: String,
-    _guard: tokio::sync::OwnedMutexGuard<()>,
+    place: Place,
+}
+
+/// Where a [`MetadataTurn`] stands: holding the session, or waiting to be handed it.
+#[derive(Debug)]
+enum Place {
+    Held(Holding),
+    Waiting(tokio::sync::oneshot::Receiver<Holding>),
+}
+
+/// The session's lock held by a metadata turn. Dropped, it hands the lock to the next turn
+/// waiting for it ([`HANDOFFS`]), or lets it go when none waits.
+#[derive(Debug)]
+struct Holding {
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    key: usize,
+}
+
+/// The metadata turns waiting for a session's lock, by the lock's address, while a metadata turn
+/// holds it (the entry exists exactly then; the holder keeps the lock, so its address, alive). A
+/// change asked for while another change holds the session waits its turn here; one asked for
+/// while a run, resume, decision or deletion holds it is `session_busy`. Process-wide, as the
+/// locks are shared by an agent and the workers it builds.
+type Handoffs = HashMap<usize, VecDeque<tokio::sync::oneshot::Sender<Holding>>>;
+static HANDOFFS: LazyLock<Mutex<Handoffs>> = LazyLock::new(Default::default);
+
+fn handoffs() -> std::sync::MutexGuard<'static, Handoffs> {
+    HANDOFFS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let Some(guard) = self.guard.take() else { return };
+        let mut handoffs = handoffs();
+        let mut next = Holding { guard: Some(guard), key: self.key };
+        if let Some(waiting) = handoffs.get_mut(&self.key) {
+            while let Some(waiter) = waiting.pop_front() {
+                // A waiter whose change was dropped gives it back: the next one gets it.
+                match waiter.send(next) {
+                    Ok(()) => return,
+                    Err(back) => next = back,
+                }
+            }
+        }
+        handoffs.remove(&self.key);
+        // Let go while no other turn can look (the map's lock is held), so a change asked for now
+        // finds either the entry or the session free.
+        drop(next.guard.take());
+    }
 }
 
 fn busy(session_id: &str) -> AgentError {
@@ -89,19 +142,37 @@ impl Agent {
     /// than when the change runs: a binding that runs the change on its runtime takes the turn on
     /// the caller's thread first, so that a `run` (or a decision) the app asks for right after
     /// waits for the change, as it would had the app awaited it, instead of taking the session
-    /// first and making the change `session_busy`. Give the turn to
-    /// [`Agent::set_metadata_in_turn`]; dropping it gives the session back.
+    /// first and making the change `session_busy`. A turn taken while another metadata change
+    /// holds the session (one not awaited) waits behind it, in the order they were taken, and
+    /// the session goes from one to the next: a run asked for after both sees both. Give the turn
+    /// to [`Agent::set_metadata_in_turn`]; dropping it gives the session back (or on to the next).
     ///
     /// # Errors
     /// `session_id_invalid`; `session_busy` while a run, resume, decision or deletion of this
     /// agent holds the session.
     pub fn metadata_turn(&self, session_id: &str) -> Result<MetadataTurn, AgentError> {
         validate_session_id(session_id)?;
-        let guard = self.session_lock(session_id).try_lock_owned().map_err(|_| busy(session_id))?;
-        Ok(MetadataTurn { session_id: session_id.to_string(), _guard: guard })
+        let lock = self.session_lock(session_id);
+        let key = std::sync::Arc::as_ptr(&lock) as usize;
+        let mut handoffs = handoffs();
+        let place = match lock.try_lock_owned() {
+            Ok(guard) => {
+                handoffs.insert(key, VecDeque::new());
+                Place::Held(Holding { guard: Some(guard), key })
+            }
+            Err(_) => {
+                // Held by a metadata change (it has an entry): wait behind it. Else by a run.
+                let waiting = handoffs.get_mut(&key).ok_or_else(|| busy(session_id))?;
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                waiting.push_back(tx);
+                Place::Waiting(rx)
+            }
+        };
+        Ok(MetadataTurn { session_id: session_id.to_string(), place })
     }
 
-    /// [`Agent::set_metadata`] in a turn taken with [`Agent::metadata_turn`], on the turn's session.
+    /// [`Agent::set_metadata`] in a turn taken with [`Agent::metadata_turn`], on the turn's session
+    /// (once the changes taken before it are done).
     ///
     /// # Errors
     /// As [`Agent::set_metadata`], but never `session_busy` for this agent's own runs (the turn
@@ -113,6 +184,11 @@ impl Agent {
         value: Value,
     ) -> Result<(), AgentError> {
         let session_id = turn.session_id.as_str();
+        let _held = match turn.place {
+            Place::Held(held) => held,
+            // The holder always hands the lock on (or to a later waiter when this one is gone).
+            Place::Waiting(rx) => rx.await.map_err(|_| busy(session_id))?,
+        };
         check_metadata_entry(&Default::default(), key, &value)?;
         if value.is_null() && !self.store().exists(session_id).await? {
             return Ok(());

@@ -128,3 +128,21 @@ test('while a run holds the session setMetadata rejects with session_busy; after
   await agent.setMetadata('s', 'userId', '"after"');
   assert.deepEqual(JSON.parse(await agent.stateJson('s')).metadata, { userId: 'after' });
 });
+
+test('setMetadata calls not awaited, one after another: each applies in order, and a run called after sees them all', async (t) => {
+  // index.d.ts: setMetadata rejects session_busy while a run, resume or decision holds the
+  // session, not while another setMetadata does; with a stateDir every change takes real I/O, so
+  // the second call always came while the first held the session (session_busy 20 of 20 before).
+  for (let i = 0; i < 5; i++) {
+    const { agent, seen } = whoamiAgent({ stateDir: tempStateDir(t) });
+    const settled = Promise.allSettled([
+      agent.setMetadata('s', 'userId', `"u-${i}"`),
+      agent.setMetadata('s', 'locale', '"zh-CN"'),
+      agent.setMetadata('s', 'userId', `"v-${i}"`),
+    ]);
+    const outcome = await agent.run('s', 'who am I?');
+    assert.deepEqual((await settled).map((s) => s.reason?.code ?? s.status), ['fulfilled', 'fulfilled', 'fulfilled']);
+    assert.equal(outcome.status, 'completed');
+    assert.deepEqual(seen, [{ userId: `v-${i}`, locale: 'zh-CN' }]);
+  }
+});

@@ -490,7 +490,8 @@ export declare class Agent {
    * or invalid_state on a sub-agent's worker session whose parent session still names it (set it on
    * the parent; nothing is written). A session suspended for approval is not held.
    * It takes the session's turn when called: a run(), resume() or decision called after it waits
-   * for it, awaited or not (the run sees the value).
+   * for it, awaited or not (the run sees the value); so does another setMetadata on the session
+   * (the changes apply in the order they were called, none is session_busy for another).
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */
