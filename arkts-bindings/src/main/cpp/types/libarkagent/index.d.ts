@@ -492,6 +492,9 @@ export declare class Agent {
    * It takes the session's turn when called: a run(), resume() or decision called after it waits
    * for it, awaited or not (the run sees the value); so does another setMetadata on the session
    * (the changes apply in the order they were called, none is session_busy for another).
+   * The reverse order is not kept: a run() not awaited takes the session only once it starts on
+   * the runtime, so a setMetadata called right after it may apply before that run starts (the run
+   * then sees it) or be session_busy. Set metadata before run(), or await the run first.
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */
