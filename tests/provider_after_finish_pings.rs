@@ -181,3 +181,28 @@ async fn a_non_streamed_request_answered_with_a_pinging_stream_gets_its_answer_a
     assert_eq!((r.content.as_deref(), r.tool_calls.len()), (Some("ok"), 1));
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
 }
+
+#[tokio::test]
+async fn a_usage_chunk_that_trickles_in_after_the_finish_reason_is_kept() {
+    // The finish reason, then the usage chunk (xAI's, 400 bytes with its details) in pieces of
+    // 20 bytes 60 ms apart: each piece comes well within the 300 ms limit, the whole chunk takes
+    // about 1.2 s. Its bytes are the usage report coming, not keep-alives: the limit counts from
+    // the last of them (this is how tests/provider_recordings_served.rs lost xAI's usage when
+    // it served the recording a byte at a time on a loaded machine).
+    let usage = "data: {\"id\":\"de9d896d-e946-b3a7-bb14-75ab33326930\",\"object\":\"chat.completion.chunk\",\
+        \"choices\":[],\"usage\":{\"prompt_tokens\":291,\"completion_tokens\":26,\"total_tokens\":513,\
+        \"prompt_tokens_details\":{\"text_tokens\":291,\"audio_tokens\":0,\"image_tokens\":0,\"cached_tokens\":290},\
+        \"completion_tokens_details\":{\"reasoning_tokens\":196,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\
+        \"rejected_prediction_tokens\":0},\"num_sources_used\":0},\"system_fingerprint\":\"fp_2a885414fb\"}\n\n";
+    let mut parts = vec![format!("{CALL}{FINISH}").into_bytes()];
+    parts.extend(usage.as_bytes().chunks(20).map(<[u8]>::to_vec));
+    parts.push(b"data: [DONE]\n\n".to_vec());
+    let server =
+        MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(60), end: End::Complete }])
+            .await;
+    let (events, e, _) = timed(&client(&server, Duration::from_millis(300))).await;
+    assert!(e.is_none(), "{e:?}");
+    let r = answer(&events);
+    assert_eq!(r.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), Some((291, 26)), "{events:?}");
+    assert_eq!(r.tool_calls.len(), 1);
+}

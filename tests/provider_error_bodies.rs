@@ -208,3 +208,46 @@ async fn an_error_payload_at_the_top_level_inside_a_stream_is_the_streams_error(
         matches!(events.last(), Some(arkagent::provider::ModelEvent::Finished(r)) if r.content.as_deref() == Some("hal"))
     );
 }
+
+#[tokio::test]
+async fn a_top_level_code_or_message_that_says_success_is_no_error() {
+    // iFlytek Spark's compatible API puts `"code":0,"message":"Success"` on every chunk, and
+    // wrappers (`{"code":0,"msg":"ok","data":...}`, `"code":"200"`, `"success":true`) say success
+    // at the top level too: a payload of theirs with no choices (a keep-alive, a filter note) is
+    // no error, or a complete answer would be lost to an "error" that reads "[0] Success".
+    let text = "data: {\"code\":0,\"message\":\"Success\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hal\"}}]}\n\n";
+    for keep_alive in [
+        r#"{"code":0,"message":"Success","sid":"cht0001","choices":[]}"#,
+        r#"{"code":"0","msg":"ok"}"#,
+        r#"{"code":200,"message":"OK","choices":null}"#,
+        r#"{"code":"200","msg":"success","data":null}"#,
+        r#"{"code":"SUCCESS","message":"request succeeded"}"#,
+        r#"{"success":true,"message":"ok","choices":[]}"#,
+        r#"{"message":"success","choices":[]}"#,
+    ] {
+        let body = format!(
+            "{text}data: {keep_alive}\n\n\
+             data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+        );
+        let server = MockServer::start([Reply::sse(body.as_bytes())]).await;
+        let (events, e) = drain::drain(&client(&server, 0), &request()).await;
+        assert!(e.is_none(), "{keep_alive}: {e:?}");
+        assert!(
+            matches!(events.last(), Some(arkagent::provider::ModelEvent::Finished(r)) if r.content.as_deref() == Some("hal")),
+            "{keep_alive}: {events:?}"
+        );
+    }
+    // A wrapper that says success around something that is not a chat completion is an answer
+    // this client cannot read (`provider_decode`), not the provider's error "[0] ok".
+    let server =
+        MockServer::start([Reply::json(200, &json!({"code": 0, "msg": "ok", "data": {"result": "hal"}}))])
+            .await;
+    let e = client(&server, 0).complete(&request()).await.unwrap_err();
+    assert_eq!(e.code, codes::PROVIDER_DECODE, "{e}");
+    // A failure code next to them is still an error.
+    let server =
+        MockServer::start([Reply::json(200, &json!({"code": 1, "msg": "Success? no", "success": false}))])
+            .await;
+    let e = client(&server, 0).complete(&request()).await.unwrap_err();
+    assert_provider_error(&e, "[1] Success? no", "code 1");
+}

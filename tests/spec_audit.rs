@@ -143,3 +143,53 @@ async fn an_executors_own_cancelled_error_while_the_run_goes_on_is_read_by_the_m
         vec![("c1".to_string(), "error [tool_cancelled]: the user closed the picker".to_string(), true)]
     );
 }
+
+/// The mark is written into the saved history, not added when a request is built: a failed
+/// result reads the same to the model before and after the session is loaded again by another
+/// agent (the same messages, so the same request bytes and the provider's prefix cache holds).
+#[tokio::test]
+async fn a_marked_failure_reads_the_same_after_the_session_is_loaded_again() {
+    let tools = || {
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(
+                ToolDefinition::new("read_record", "reads a record", json!({"type": "object"})),
+                Arc::new(FnExecutor(|_args, _ctx| async move {
+                    Ok(ToolResult {
+                        contents: vec![
+                            arkagent::tool::ContentPart::text("errno 2"),
+                            arkagent::tool::ContentPart::json(json!({"id": "r9"})),
+                        ],
+                        is_error: true,
+                        stop: false,
+                        metadata: None,
+                    })
+                })),
+            )
+            .unwrap();
+        tools
+    };
+    let store = Arc::new(MemStore::new());
+    let first =
+        Arc::new(Script::new(vec![calls(&[("c1", "read_record", r#"{"id":"r9"}"#)]), answer("没有")]));
+    AgentBuilder::new(first.clone(), store.clone())
+        .tools(tools())
+        .build()
+        .run("s", "r9?", &EventLog::new(), &CancellationSignal::new())
+        .await
+        .unwrap();
+    let before = first.requests()[1].messages.clone();
+    assert_eq!(
+        tool_messages(&before),
+        vec![("c1".to_string(), "error: errno 2\n{\"id\":\"r9\"}".to_string(), true)]
+    );
+    let second = Arc::new(Script::new(vec![answer("好")]));
+    AgentBuilder::new(second.clone(), store)
+        .tools(tools())
+        .build()
+        .run("s", "再看看", &EventLog::new(), &CancellationSignal::new())
+        .await
+        .unwrap();
+    let after = &second.requests()[0].messages;
+    assert_eq!(&after[..before.len()], &before[..]);
+}

@@ -483,6 +483,11 @@ impl StreamDecoder {
         self.assembler.usage()
     }
 
+    /// See [`SseParser::pending_event_bytes`]: the buffered bytes of an event still coming.
+    pub fn pending_event_bytes(&self) -> usize {
+        self.parser.pending_event_bytes()
+    }
+
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
     /// answer is finished and later bytes are ignored. Returns [`is_finished`](Self::is_finished).
     ///

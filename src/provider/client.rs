@@ -755,10 +755,16 @@ impl StreamState {
                         ))
                     } else {
                         let usage = self.decoder.usage();
+                        let partial = self.decoder.pending_event_bytes();
                         let fed = self.decoder.feed(&chunk, &mut self.scratch);
-                        if !self.decoder.answer_looks_complete() || self.decoder.usage() != usage {
-                            // Not a keep-alive of a complete answer: the limit after the finish
-                            // reason (if it applies) counts from now.
+                        if !self.decoder.answer_looks_complete()
+                            || self.decoder.usage() != usage
+                            || self.decoder.pending_event_bytes() > partial
+                        {
+                            // Not a keep-alive of a complete answer (an event that comes in
+                            // pieces, the usage chunk read a few bytes at a time on a slow link,
+                            // is no keep-alive): the limit after the finish reason (if it
+                            // applies) counts from now.
                             self.complete_since = None;
                         }
                         fed

@@ -252,7 +252,8 @@ pub struct Timeouts {
     pub total: Duration,
     /// How long a stream may go on once its finish reason came, when the answer is complete and
     /// at most the usage chunk and `[DONE]` are still to come: counted from the answer's
-    /// completion, and again from each usage report; past it the answer is kept and the
+    /// completion, and again from each usage report or piece of an event still coming (a usage
+    /// chunk read a few bytes at a time); past it the answer is kept and the
     /// connection closed (as when the stream breaks off there). Keep-alives (SSE comments, blank
     /// lines, empty payloads or deltas, a repeated finish reason) do not extend it: a gateway that
     /// pings every few seconds and never sends `[DONE]` would otherwise hold the answer until

@@ -173,6 +173,14 @@ impl SseParser {
         self.dispatch(None, &mut on_event)
     }
 
+    /// The bytes of the event being read that are buffered, not yet handed out: its data so far
+    /// and an unfinished line, unless that line is a comment (`:`, a keep-alive). It grows while
+    /// an event comes in pieces, which a client tells from silence.
+    pub fn pending_event_bytes(&self) -> usize {
+        let line = if self.line.first() == Some(&b':') { 0 } else { self.line.len() };
+        line + if self.has_data { self.data.len() } else { 0 }
+    }
+
     /// True when bytes of an unfinished line are buffered.
     pub fn has_partial_line(&self) -> bool {
         !self.line.is_empty()
@@ -318,6 +326,19 @@ mod tests {
         })
         .unwrap();
         out
+    }
+
+    #[test]
+    fn pending_event_bytes_grow_while_an_event_comes_not_for_comments() {
+        let mut p = SseParser::new();
+        let mut sizes = Vec::new();
+        for piece in
+            [&b": keep"[..], b"-alive\n\n", b"data: {\"a\"", b":1}\n", b"\n", b"data: x\ndat", b"a: y\n\n"]
+        {
+            p.feed(piece, |_| Ok(())).unwrap();
+            sizes.push(p.pending_event_bytes());
+        }
+        assert_eq!(sizes, [0, 0, 10, 7, 0, 4, 0]);
     }
 
     #[test]

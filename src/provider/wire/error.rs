@@ -51,8 +51,9 @@ impl ProviderErrorDetail {
     /// The error a JSON body describes, if it describes one:
     /// - `{"error": ...}` (OpenAI and most compatible providers: GLM, Qwen's compatible mode,
     ///   Moonshot, DeepSeek), read as [`ProviderErrorBody`] reads it;
-    /// - otherwise an object with no choices whose `message` (or `msg`) is text: the error at the
-    ///   top level, with its `code`, `type` and `param` (DashScope's native errors
+    /// - otherwise an object with no choices whose `message` (or `msg`) is text and whose `code`
+    ///   or `success` does not say it succeeded (`"code":0,"message":"Success"` is iFlytek
+    ///   Spark's every chunk, not an error; see `says_success`): the error at the top level, with its `code`, `type` and `param` (DashScope's native errors
     ///   `{"code": "DataInspectionFailed", "message": ..., "request_id": ...}`, Zhipu's older API
     ///   `{"code": 1261, "msg": ..., "success": false}`, vLLM's `{"object": "error", ...}`,
     ///   gateways such as one-api `{"code": 500, "message": ..., "data": null}`).
@@ -75,7 +76,8 @@ impl ProviderErrorDetail {
             Some(serde_json::Value::String(s)) => Some(s.clone()),
             _ => None,
         });
-        if has_choices || message.is_none() {
+        let message = message?;
+        if has_choices || says_success(&map, &message) {
             return None;
         }
         map.insert("message".into(), message.into());
@@ -113,6 +115,29 @@ impl ProviderErrorDetail {
             s.push_str(&format!(" (param {p})"));
         }
         s
+    }
+}
+
+/// Whether a top-level object with a `message` (or `msg`) says it succeeded, so it is no error:
+/// `"success": true`, a `code` of `0` or `200` (number or text) or `"success"`/`"ok"` (any case),
+/// or, with no code, a message that is just `success` or `ok`. iFlytek Spark's compatible API
+/// puts `"code":0,"message":"Success"` on every chunk, and wrappers (`{"code":0,"msg":"ok",
+/// "data":...}`) say success this way: a chunk of theirs with no choices is a keep-alive, not the
+/// stream's error.
+fn says_success(map: &serde_json::Map<String, serde_json::Value>, message: &str) -> bool {
+    use serde_json::Value;
+    let success_word = |s: &str| s.eq_ignore_ascii_case("success") || s.eq_ignore_ascii_case("ok");
+    if map.get("success") == Some(&Value::Bool(true)) {
+        return true;
+    }
+    match map.get("code") {
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|c| c == 0.0 || c == 200.0),
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            s == "0" || s == "200" || success_word(s)
+        }
+        Some(Value::Null) | None => success_word(message.trim()),
+        Some(_) => false,
     }
 }
 
@@ -158,12 +183,18 @@ mod tests {
         for t in [
             r#"{"choices":[{"message":{"content":"x"}}],"message":"odd"}"#,
             r#"{"code":0,"data":{}}"#,
+            r#"{"code":0,"message":"Success","sid":"s"}"#,
+            r#"{"code":"200","msg":"success"}"#,
+            r#"{"success":true,"msg":"done"}"#,
+            r#"{"msg":" OK "}"#,
             r#"{"message":7}"#,
             r#"["message"]"#,
             "message: no",
         ] {
             assert_eq!(of(t), None, "{t}");
         }
+        assert_eq!(of(r#"{"code":1,"msg":"ok"}"#).as_deref(), Some("[1] ok"));
+        assert_eq!(of(r#"{"msg":"okay?","success":false}"#).as_deref(), Some("okay?"));
         let lasting = |t: &str| ProviderErrorDetail::of_body(t).is_some_and(|d| d.is_lasting());
         assert!(lasting(r#"{"error":{"type":"exceeded_current_quota_error","message":"m"}}"#));
         assert!(lasting(r#"{"code":1113,"msg":"arrears"}"#));
