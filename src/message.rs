@@ -173,9 +173,30 @@ impl Usage {
     }
 }
 
+/// Whether a tool message's text already says it failed: it starts with the word `error` (ASCII
+/// case ignored), as the runtime's own `error [code]: ...` does. `errors found: 0` or
+/// `errorCount: 2` does not: the word must end there.
+pub fn reads_as_error(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() >= 5
+        && bytes[..5].eq_ignore_ascii_case(b"error")
+        && bytes.get(5).is_none_or(|b| !b.is_ascii_alphanumeric() && *b != b'_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_as_error_wants_the_word_error_first() {
+        for marked in ["error", "error: x", "Error: x", "ERROR [tool_timeout]: x", "error\nx"] {
+            assert!(reads_as_error(marked), "{marked:?}");
+        }
+        for plain in ["", "erro", "errors found: 0", "errorCount: 2", "error_code 5", "an error", "é error"]
+        {
+            assert!(!reads_as_error(plain), "{plain:?}");
+        }
+    }
 
     fn ids(calls: &[ToolCall]) -> Vec<&str> {
         calls.iter().map(|c| c.id.as_str()).collect()

@@ -160,8 +160,13 @@ impl ModelLoopDiagnoser {
                     line
                 }
                 ChatMessage::Tool { name, content, is_error, .. } => {
-                    let kind = if *is_error { "error" } else { "result" };
-                    format!("tool {name} {kind}: {content}")
+                    // A failed result's text already starts with `error` (the tool message's mark).
+                    let kind = match is_error {
+                        true if crate::message::reads_as_error(content) => "",
+                        true => " error",
+                        false => " result",
+                    };
+                    format!("tool {name}{kind}: {content}")
                 }
             };
             transcript.push_str(&cut(&line, self.max_chars_per_message));
@@ -234,6 +239,28 @@ mod tests {
         assert_eq!(due, vec![30, 40, 50, 60]);
         let once = DiagnosisSchedule { every: 0, ..s };
         assert_eq!((0..=60).filter(|r| once.is_due(*r)).count(), 1);
+    }
+
+    #[test]
+    fn the_transcript_names_a_failed_result_once() {
+        let tool = |content: &str, is_error: bool| ChatMessage::Tool {
+            tool_call_id: "c1".into(),
+            name: "lookup".into(),
+            content: content.into(),
+            is_error,
+        };
+        let model = Arc::new(crate::provider::ScriptedModel::new(Vec::new()));
+        let request = ModelLoopDiagnoser::new(model).request(&[
+            tool("error: unknown record: r9", true),
+            tool("errorCount: 2", true),
+            tool("{\"id\":\"r9\"}", false),
+        ]);
+        let ChatMessage::User { content } = &request.messages[1] else { panic!("a user message") };
+        assert_eq!(
+            content,
+            "tool lookup: error: unknown record: r9\ntool lookup error: errorCount: 2\n\
+             tool lookup result: {\"id\":\"r9\"}\n"
+        );
     }
 
     #[test]

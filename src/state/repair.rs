@@ -132,15 +132,19 @@ impl RepairReport {
 /// The tool message that answers `call` with `result` (what the runtime appends after a call).
 ///
 /// Its content is what the model reads, and the OpenAI-compatible `role=tool` message has no
-/// error field: a failed result (`is_error`) says so in its text, which starts with `error`
-/// (ASCII case ignored). The runtime's own error results do (`error [code]: ...`); any other
-/// failed text is shown as `error: <text>` (an executor's `unknown record: r9`, a denial's
-/// `denied by user: ...`), so the model never takes a failure for data (seed: "isError: true
-/// 正确回填给模型"). `is_error` itself is kept for the app.
+/// error field: a failed result (`is_error`) says so in its text, which starts with the word
+/// `error` (ASCII case ignored; [`crate::message::reads_as_error`]). The runtime's own error
+/// results do (`error [code]: ...`); any other failed text is shown as `error: <text>` (an
+/// executor's `unknown record: r9`, a denial's `denied by user: ...`), so the model never takes
+/// a failure for data (seed: "isError: true 正确回填给模型"). `is_error` itself is kept for the
+/// app.
 pub fn tool_result_message(call: &ToolCall, result: &ToolResult) -> ChatMessage {
     let text = result.to_model_text();
-    let marked = text.get(..5).is_some_and(|head| head.eq_ignore_ascii_case("error"));
-    let content = if result.is_error && !marked { format!("error: {text}") } else { text };
+    let content = if result.is_error && !crate::message::reads_as_error(&text) {
+        format!("error: {text}")
+    } else {
+        text
+    };
     ChatMessage::Tool {
         tool_call_id: call.id.clone(),
         name: call.name.clone(),
