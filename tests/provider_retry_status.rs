@@ -7,45 +7,18 @@
 mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
+#[path = "support/retry_client.rs"]
+mod retry_client;
 
 use arkagent::provider::client::is_retried_status;
-use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
-};
-use arkagent::{codes, ChatMessage, ErrorLayer};
+use arkagent::provider::{ChatModel, ModelEvent, OpenAiCompatibleClient};
+use arkagent::{codes, ErrorLayer};
 use mock_server::{MockServer, Reply};
-use std::sync::Arc;
+use retry_client::{ok, request};
 use std::time::{Duration, Instant};
 
 fn client(server: &MockServer, max_retries: u32) -> OpenAiCompatibleClient {
-    let retry = RetryPolicy {
-        max_retries,
-        initial_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(100),
-        jitter: 0.5,
-        max_retry_after: Duration::from_secs(5),
-    };
-    let timeouts = Timeouts {
-        connect: Duration::from_secs(2),
-        first_byte: Duration::from_secs(2),
-        idle: Duration::from_secs(2),
-        total: Duration::from_secs(10),
-        ..Timeouts::default()
-    };
-    OpenAiCompatibleClient::new(
-        ClientConfig::custom(server.base_url(), "m", "sk-retry-status-key")
-            .with_retry(retry)
-            .with_timeouts(timeouts),
-    )
-    .expect("client")
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
-}
-
-fn ok(text: &str) -> Reply {
-    Reply::json(200, &serde_json::json!({"choices":[{"message":{"content":text},"finish_reason":"stop"}]}))
+    retry_client::client(server, max_retries, "sk-retry-status-key")
 }
 
 #[tokio::test]

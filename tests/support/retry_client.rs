@@ -1,0 +1,41 @@
+//! A client for the retry tests, against the local mock server: short backoffs (20 to 100 ms), a
+//! 5 s cap on the waits a server asks for, 2 s connect / first byte / idle limits and a 10 s
+//! total; plus the one request and the plain answer those tests use.
+
+use super::mock_server::{MockServer, Reply};
+use arkagent::provider::{ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
+use arkagent::ChatMessage;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The client, retrying at most `max_retries` times, with `key` as its API key.
+pub fn client(server: &MockServer, max_retries: u32, key: &str) -> OpenAiCompatibleClient {
+    let retry = RetryPolicy {
+        max_retries,
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(100),
+        jitter: 0.5,
+        max_retry_after: Duration::from_secs(5),
+    };
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        first_byte: Duration::from_secs(2),
+        idle: Duration::from_secs(2),
+        total: Duration::from_secs(10),
+        ..Timeouts::default()
+    };
+    OpenAiCompatibleClient::new(
+        ClientConfig::custom(server.base_url(), "m", key).with_retry(retry).with_timeouts(timeouts),
+    )
+    .expect("client")
+}
+
+/// One user message, no tools.
+pub fn request() -> ChatRequest {
+    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
+}
+
+/// A whole answer of `text`.
+pub fn ok(text: &str) -> Reply {
+    Reply::json(200, &serde_json::json!({"choices":[{"message":{"content":text},"finish_reason":"stop"}]}))
+}
