@@ -196,3 +196,25 @@ async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_run
     let texts = support::tool_messages(&mem.load("parent").await.unwrap().unwrap().messages);
     assert!(texts[0].1.contains("tool_interrupted") && texts[0].2, "{texts:?}");
 }
+
+#[tokio::test]
+async fn a_deletion_refused_because_a_worker_is_busy_leaves_the_session_as_it_was() {
+    let store = Arc::new(MemStore::new());
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent =
+        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    let before = store.load_unrepaired("parent").await.unwrap().unwrap();
+    // The worker is being written elsewhere (the app resumed it directly on another agent).
+    let held = store.lease(&worker).await.unwrap();
+    let e = agent.delete_session("parent").await.unwrap_err();
+    assert_eq!(e.code, "session_busy", "{e}");
+    // Refused: nothing was deleted, nor changed (its batch still pending, its run resumable).
+    assert_eq!(store.load_unrepaired("parent").await.unwrap().unwrap(), before);
+    assert!(store.load(&worker).await.unwrap().is_some());
+    drop(held);
+    assert!(agent.delete_session("parent").await.unwrap());
+    assert_eq!(store.load(&worker).await.unwrap(), None);
+}

@@ -345,7 +345,8 @@ impl Agent {
     /// Deletes a session's persisted state, with the sessions of the workers its delegations ran
     /// (theirs too, at any depth); returns whether the session existed. A session this agent is
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
-    /// or process is writing. A session that does not exist is not touched (nothing is created
+    /// or process is writing, nor one whose worker is being written (e.g. resumed directly):
+    /// nothing is written then. A session that does not exist is not touched (nothing is created
     /// for it either, not even a lease's lock file).
     ///
     /// A worker session ([`AgentState::delegation`]) belongs to its parent: it is refused while
@@ -420,13 +421,20 @@ impl Agent {
         // resume continues: cancelled, its batch cleared. Cut short after its workers went, it
         // would otherwise run its delegations again from scratch in new workers (the calls they
         // had made run a second time); cancelled, a new message answers them `interrupted`.
+        // The workers' leases are taken before that: a worker written elsewhere (the app resumed
+        // it directly) refuses the deletion (`session_busy`) before anything is written.
+        let mut leases = Vec::with_capacity(found.len());
+        for worker in &found {
+            leases.push(self.store.lease(worker).await?);
+        }
         if !found.is_empty() {
             self.end_before_deletion(session_id).await?;
         }
-        // Deepest first, so a cut-short deletion never leaves a worker unnamed.
+        // Deepest first, so a cut-short deletion never leaves a worker unnamed. Each lease is
+        // released once its worker is gone (its lock file goes with it).
         for worker in found.iter().rev() {
-            let _lease = self.store.lease(worker).await?;
             self.store.delete(worker).await?;
+            drop(leases.pop());
         }
         self.store.delete(session_id).await
     }
