@@ -364,7 +364,8 @@ impl Agent {
     /// after a crash, or awaiting approval) is durably made `cancelled`, its frozen batch
     /// cleared: left by a deletion cut short, it is not resumed (`invalid_state`) into running
     /// its delegations again from scratch in new workers; a new message answers their calls
-    /// `interrupted`.
+    /// `interrupted`. So is each of its workers that delegated in turn (a worker can be resumed
+    /// directly).
     ///
     /// A session no load can read (`state_corrupt`) is deleted all the same, as a worker session
     /// of it is: deleting is the app's only way to be rid of it. Its own workers, which only its
@@ -406,10 +407,18 @@ impl Agent {
         // A worker runs only inside its parent's run, which the lock and the lease above exclude.
         // Every worker below the session, each after the one that ran it (breadth first).
         let mut found: Vec<String> = state.map(|s| s.workers).unwrap_or_default();
+        // The sessions that delegated: the session itself and every worker that has workers.
+        let mut delegating: Vec<String> = Vec::new();
+        if !found.is_empty() {
+            delegating.push(session_id.to_string());
+        }
         let mut next = 0;
         while let Some(worker) = found.get(next).cloned() {
             next += 1;
             if let Some(state) = readable_for_deletion(&worker, self.store.load(&worker).await)? {
+                if !state.workers.is_empty() {
+                    delegating.push(worker.clone());
+                }
                 for w in state.workers {
                     if w != session_id && !found.contains(&w) {
                         found.push(w);
@@ -427,8 +436,10 @@ impl Agent {
         for worker in &found {
             leases.push(self.store.lease(worker).await?);
         }
-        if !found.is_empty() {
-            self.end_before_deletion(session_id).await?;
+        // A worker that delegated in turn is ended too: left running or frozen by a deletion cut
+        // short, a resume of it (directly) would run its own delegation again from scratch.
+        for id in &delegating {
+            self.end_before_deletion(id).await?;
         }
         // Deepest first, so a cut-short deletion never leaves a worker unnamed. Each lease is
         // released once its worker is gone (its lock file goes with it).
