@@ -412,10 +412,14 @@ impl Agent {
         if !found.is_empty() {
             delegating.push(session_id.to_string());
         }
+        // Per worker in `found`: whether its run may still go on (it could be written elsewhere).
+        let mut live: Vec<bool> = Vec::new();
         let mut next = 0;
         while let Some(worker) = found.get(next).cloned() {
             next += 1;
-            if let Some(state) = readable_for_deletion(&worker, self.store.load(&worker).await)? {
+            let state = readable_for_deletion(&worker, self.store.load(&worker).await)?;
+            live.push(state.as_ref().is_none_or(|s| !s.status.is_terminal()));
+            if let Some(state) = state {
                 if !state.workers.is_empty() {
                     delegating.push(worker.clone());
                 }
@@ -431,10 +435,14 @@ impl Agent {
         // would otherwise run its delegations again from scratch in new workers (the calls they
         // had made run a second time); cancelled, a new message answers them `interrupted`.
         // The workers' leases are taken before that: a worker written elsewhere (the app resumed
-        // it directly) refuses the deletion (`session_busy`) before anything is written.
+        // it directly) refuses the deletion (`session_busy`) before anything is written. Those
+        // of workers whose run may go on are held until each is deleted; a worker whose run
+        // ended is resumed by nobody, so its lease is only checked here and taken again to
+        // delete it (a session of many delegations holds few lock files open at once).
         let mut leases = Vec::with_capacity(found.len());
-        for worker in &found {
-            leases.push(self.store.lease(worker).await?);
+        for (worker, live) in found.iter().zip(&live) {
+            let lease = self.store.lease(worker).await?;
+            leases.push(live.then_some(lease));
         }
         // A worker that delegated in turn is ended too: left running or frozen by a deletion cut
         // short, a resume of it (directly) would run its own delegation again from scratch.
@@ -444,8 +452,11 @@ impl Agent {
         // Deepest first, so a cut-short deletion never leaves a worker unnamed. Each lease is
         // released once its worker is gone (its lock file goes with it).
         for worker in found.iter().rev() {
+            let _lease = match leases.pop().flatten() {
+                Some(held) => held,
+                None => self.store.lease(worker).await?,
+            };
             self.store.delete(worker).await?;
-            drop(leases.pop());
         }
         self.store.delete(session_id).await
     }
