@@ -7,7 +7,9 @@
 //! `resume` of it, and nothing is written: deleting it again finishes the job. And before its
 //! workers go, a deletion makes a session whose run may go on (`running` after a crash, or
 //! frozen) `cancelled`, its batch cleared: cut short, it is not resumed into running its
-//! delegations again (`invalid_state`); a new message answers their calls `interrupted`.
+//! delegations again (`invalid_state`); a new message answers their calls `interrupted`. So is
+//! a worker that delegated in turn (a worker can be resumed directly). And a deletion refused
+//! because a worker is being written elsewhere changes nothing.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -195,4 +197,159 @@ async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_run
     assert_eq!(sent.load(Ordering::SeqCst), 1);
     let texts = support::tool_messages(&mem.load("parent").await.unwrap().unwrap().messages);
     assert!(texts[0].1.contains("tool_interrupted") && texts[0].2, "{texts:?}");
+}
+
+#[tokio::test]
+async fn a_deletion_refused_because_a_worker_is_busy_leaves_the_session_as_it_was() {
+    let store = Arc::new(MemStore::new());
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent =
+        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    let before = store.load_unrepaired("parent").await.unwrap().unwrap();
+    // The worker is being written elsewhere (the app resumed it directly on another agent).
+    let held = store.lease(&worker).await.unwrap();
+    let e = agent.delete_session("parent").await.unwrap_err();
+    assert_eq!(e.code, "session_busy", "{e}");
+    // Refused: nothing was deleted, nor changed (its batch still pending, its run resumable).
+    assert_eq!(store.load_unrepaired("parent").await.unwrap().unwrap(), before);
+    assert!(store.load(&worker).await.unwrap().is_some());
+    drop(held);
+    assert!(agent.delete_session("parent").await.unwrap());
+    assert_eq!(store.load(&worker).await.unwrap(), None);
+}
+
+/// A memory store that "dies" when a worker that itself delegated (a middle worker) completes a
+/// batch: from that commit on, every commit is refused, as if the process had been killed.
+struct DiesInTheMiddle {
+    inner: Arc<arkagent::state::MemoryStore>,
+    dead: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl StateStore for DiesInTheMiddle {
+    async fn load(&self, id: &str) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
+        self.inner.load(id).await
+    }
+    async fn commit(
+        &self,
+        state: &arkagent::state::AgentState,
+        events: &[arkagent::state::StateEvent],
+    ) -> Result<(), arkagent::AgentError> {
+        let completes =
+            events.iter().any(|e| matches!(e, arkagent::state::StateEvent::BatchCompleted { .. }));
+        let middle = state.delegation.is_some() && !state.workers.is_empty();
+        if self.dead.load(Ordering::SeqCst) || (middle && completes) {
+            self.dead.store(true, Ordering::SeqCst);
+            return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
+        }
+        self.inner.commit(state, events).await
+    }
+    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
+        self.inner.save_snapshot(state).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, arkagent::AgentError> {
+        self.inner.delete(id).await
+    }
+}
+
+/// The inner store, whose deletion of one session fails (the process died there).
+struct KeepsOne(Arc<arkagent::state::MemoryStore>, String);
+
+#[async_trait::async_trait]
+impl StateStore for KeepsOne {
+    async fn load(&self, id: &str) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
+        self.0.load(id).await
+    }
+    async fn load_unrepaired(
+        &self,
+        id: &str,
+    ) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
+        self.0.load_unrepaired(id).await
+    }
+    async fn commit(
+        &self,
+        state: &arkagent::state::AgentState,
+        events: &[arkagent::state::StateEvent],
+    ) -> Result<(), arkagent::AgentError> {
+        self.0.commit(state, events).await
+    }
+    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
+        self.0.save_snapshot(state).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, arkagent::AgentError> {
+        if id == self.1 {
+            return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
+        }
+        self.0.delete(id).await
+    }
+}
+
+#[tokio::test]
+async fn a_middle_worker_left_running_by_a_deletion_cut_short_never_runs_its_delegation_again() {
+    use arkagent::agent::{AgentBuilder, AgentConfig, DELEGATE_TASK};
+    use arkagent::state::{MemoryStore, RunStatus};
+    use arkagent::tool::FnExecutor;
+    use arkagent::{ToolDefinition, ToolRegistry, ToolResult};
+    use support::{answer, calls};
+
+    let sent = Arc::new(AtomicUsize::new(0));
+    let agent_on = |store: Arc<dyn StateStore>, script| {
+        let s = sent.clone();
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(
+                ToolDefinition::new("send_sms", "sends a text", serde_json::json!({"type":"object"})),
+                Arc::new(FnExecutor(move |_a, _c| {
+                    let s = s.clone();
+                    async move {
+                        s.fetch_add(1, Ordering::SeqCst);
+                        Ok(ToolResult::text("sent"))
+                    }
+                })),
+            )
+            .unwrap();
+        let agent = Arc::new(
+            AgentBuilder::new(Arc::new(Script::new(script)), store)
+                .tools(tools)
+                .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
+                .build(),
+        );
+        agent.enable_delegation(None).unwrap();
+        agent
+    };
+    let mem = Arc::new(MemoryStore::new());
+    // The deepest worker sends its text and answers; the process dies before the middle worker
+    // saves its batch's end: the parent and the middle worker are both left running.
+    let dying = agent_on(
+        Arc::new(DiesInTheMiddle { inner: mem.clone(), dead: Default::default() }),
+        vec![
+            calls(&[("d1", DELEGATE_TASK, r#"{"task":"notify"}"#)]),
+            calls(&[("d2", DELEGATE_TASK, r#"{"task":"really notify"}"#)]),
+            calls(&[("w1", "send_sms", "{}")]),
+            answer("deepest done"),
+        ],
+    );
+    assert!(dying.run("parent", "q", &EventLog::new(), &none()).await.is_err());
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+    let middle = mem.load_unrepaired("parent").await.unwrap().unwrap().workers[0].clone();
+    let mid = mem.load_unrepaired(&middle).await.unwrap().unwrap();
+    assert_eq!(mid.status, RunStatus::Running, "its delegating call started, never finished");
+    let deepest = mid.workers[0].clone();
+
+    // A new process deletes the session; the deletion is cut short after the deepest worker.
+    let again = agent_on(
+        Arc::new(KeepsOne(mem.clone(), middle.clone())),
+        vec![calls(&[("w1", "send_sms", "{}")]), answer("deepest again"), answer("middle done")],
+    );
+    assert_eq!(again.delete_session("parent").await.unwrap_err().code, "state_io");
+    assert_eq!(mem.load(&deepest).await.unwrap(), None, "the deepest worker went first");
+    // The middle worker, left running, is not resumed (directly) into running its delegation
+    // again from scratch in a new worker (its model asked again, the calls it made run again).
+    let e = again.resume(&middle, &EventLog::new(), &none()).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+    assert_eq!(mem.load(&deepest).await.unwrap(), None, "no worker started again");
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "the text was sent once");
 }

@@ -345,7 +345,8 @@ impl Agent {
     /// Deletes a session's persisted state, with the sessions of the workers its delegations ran
     /// (theirs too, at any depth); returns whether the session existed. A session this agent is
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
-    /// or process is writing. A session that does not exist is not touched (nothing is created
+    /// or process is writing, nor one whose worker is being written (e.g. resumed directly):
+    /// nothing is written then. A session that does not exist is not touched (nothing is created
     /// for it either, not even a lease's lock file).
     ///
     /// A worker session ([`AgentState::delegation`]) belongs to its parent: it is refused while
@@ -363,7 +364,8 @@ impl Agent {
     /// after a crash, or awaiting approval) is durably made `cancelled`, its frozen batch
     /// cleared: left by a deletion cut short, it is not resumed (`invalid_state`) into running
     /// its delegations again from scratch in new workers; a new message answers their calls
-    /// `interrupted`.
+    /// `interrupted`. So is each of its workers that delegated in turn (a worker can be resumed
+    /// directly).
     ///
     /// A session no load can read (`state_corrupt`) is deleted all the same, as a worker session
     /// of it is: deleting is the app's only way to be rid of it. Its own workers, which only its
@@ -405,10 +407,22 @@ impl Agent {
         // A worker runs only inside its parent's run, which the lock and the lease above exclude.
         // Every worker below the session, each after the one that ran it (breadth first).
         let mut found: Vec<String> = state.map(|s| s.workers).unwrap_or_default();
+        // The sessions that delegated: the session itself and every worker that has workers.
+        let mut delegating: Vec<String> = Vec::new();
+        if !found.is_empty() {
+            delegating.push(session_id.to_string());
+        }
+        // Per worker in `found`: whether its run may still go on (it could be written elsewhere).
+        let mut live: Vec<bool> = Vec::new();
         let mut next = 0;
         while let Some(worker) = found.get(next).cloned() {
             next += 1;
-            if let Some(state) = readable_for_deletion(&worker, self.store.load(&worker).await)? {
+            let state = readable_for_deletion(&worker, self.store.load(&worker).await)?;
+            live.push(state.as_ref().is_none_or(|s| !s.status.is_terminal()));
+            if let Some(state) = state {
+                if !state.workers.is_empty() {
+                    delegating.push(worker.clone());
+                }
                 for w in state.workers {
                     if w != session_id && !found.contains(&w) {
                         found.push(w);
@@ -420,12 +434,28 @@ impl Agent {
         // resume continues: cancelled, its batch cleared. Cut short after its workers went, it
         // would otherwise run its delegations again from scratch in new workers (the calls they
         // had made run a second time); cancelled, a new message answers them `interrupted`.
-        if !found.is_empty() {
-            self.end_before_deletion(session_id).await?;
+        // The workers' leases are taken before that: a worker written elsewhere (the app resumed
+        // it directly) refuses the deletion (`session_busy`) before anything is written. Those
+        // of workers whose run may go on are held until each is deleted; a worker whose run
+        // ended is resumed by nobody, so its lease is only checked here and taken again to
+        // delete it (a session of many delegations holds few lock files open at once).
+        let mut leases = Vec::with_capacity(found.len());
+        for (worker, live) in found.iter().zip(&live) {
+            let lease = self.store.lease(worker).await?;
+            leases.push(live.then_some(lease));
         }
-        // Deepest first, so a cut-short deletion never leaves a worker unnamed.
+        // A worker that delegated in turn is ended too: left running or frozen by a deletion cut
+        // short, a resume of it (directly) would run its own delegation again from scratch.
+        for id in &delegating {
+            self.end_before_deletion(id).await?;
+        }
+        // Deepest first, so a cut-short deletion never leaves a worker unnamed. Each lease is
+        // released once its worker is gone (its lock file goes with it).
         for worker in found.iter().rev() {
-            let _lease = self.store.lease(worker).await?;
+            let _lease = match leases.pop().flatten() {
+                Some(held) => held,
+                None => self.store.lease(worker).await?,
+            };
             self.store.delete(worker).await?;
         }
         self.store.delete(session_id).await
