@@ -1,6 +1,8 @@
 //! `Agent::metadata_turn` + `Agent::set_metadata_in_turn`: the session's turn for a metadata change
 //! taken where the app asks for it (the binding's JS thread), so a run asked for right after waits
-//! for the change instead of taking the session first and making it `session_busy`.
+//! for the change instead of taking the session first and making it `session_busy`; and
+//! `Agent::reserve_turn`: a run's place reserved where the app asks for it, so a change asked for
+//! after it is `session_busy` instead of applying before the run starts.
 
 #[path = "support/runtime.rs"]
 mod support;
@@ -152,4 +154,51 @@ async fn no_turn_while_a_run_holds_the_session_nor_for_a_bad_session_id() {
     // Removing a key of a session that does not exist creates nothing.
     agent.set_metadata_in_turn(agent.metadata_turn("n").unwrap(), "userId", Value::Null).await.unwrap();
     assert!(agent.state("n").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_reserved_turn_refuses_later_changes_until_it_is_dropped() {
+    let seen = Seen::default();
+    let agent = agent(&seen);
+    let reservation = agent.reserve_turn("s").unwrap();
+    let another = agent.reserve_turn("s").unwrap();
+    // A change asked for after the call reserved its place: refused, though nothing holds the
+    // session's lock yet (the call has not started).
+    assert_eq!(agent.metadata_turn("s").unwrap_err().code, "session_busy");
+    assert_eq!(agent.set_metadata("s", "userId", json!(1)).await.unwrap_err().code, "session_busy");
+    assert!(agent.state("s").await.unwrap().is_none(), "nothing written");
+    // Other sessions are free.
+    agent.set_metadata_in_turn(agent.metadata_turn("t").unwrap(), "userId", json!("t")).await.unwrap();
+    // Busy while any reservation is left.
+    drop(reservation);
+    assert_eq!(agent.metadata_turn("s").unwrap_err().code, "session_busy");
+    drop(another);
+    agent.set_metadata_in_turn(agent.metadata_turn("s").unwrap(), "userId", json!("u-1")).await.unwrap();
+    agent.set_metadata("s", "locale", json!("zh")).await.unwrap();
+    let metadata = agent.state("s").await.unwrap().unwrap().metadata;
+    assert_eq!((metadata.get("userId"), metadata.get("locale")), (Some(&json!("u-1")), Some(&json!("zh"))));
+    assert_eq!(agent.reserve_turn("../up").unwrap_err().code, "session_id_invalid");
+}
+
+#[tokio::test]
+async fn a_change_before_the_reservation_applies_first_and_one_after_is_refused() {
+    let seen = Seen::default();
+    let agent = agent(&seen);
+    // The app: setMetadata A, run R, setMetadata B, none awaited (the binding's order of calls).
+    let first = agent.metadata_turn("s").unwrap();
+    let reservation = agent.reserve_turn("s").unwrap();
+    assert_eq!(agent.metadata_turn("s").unwrap_err().code, "session_busy", "B comes after R");
+    let runner = Arc::clone(&agent);
+    let run = tokio::spawn(async move {
+        let _reservation = reservation;
+        runner.run("s", "who am I?", &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!run.is_finished(), "the run waits for the change asked for before it");
+    agent.set_metadata_in_turn(first, "userId", json!("a")).await.unwrap();
+    assert_eq!(run.await.unwrap().status(), arkagent::state::RunStatus::Completed);
+    assert_eq!(*seen.lock().unwrap(), vec![Some(json!("a"))]);
+    // The run over (its reservation dropped with it), changes apply again.
+    agent.set_metadata_in_turn(agent.metadata_turn("s").unwrap(), "userId", json!("b")).await.unwrap();
+    assert_eq!(agent.state("s").await.unwrap().unwrap().metadata.get("userId"), Some(&json!("b")));
 }

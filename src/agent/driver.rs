@@ -117,7 +117,43 @@ pub struct AgentBuilder {
 }
 
 /// The per-session locks of an agent and of the worker agents it builds.
-type SessionLocks = Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
+type SessionLocks = Arc<Mutex<Sessions>>;
+
+/// Per session: its lock, and how many calls reserved their turn on it ([`Agent::reserve_turn`])
+/// and have not finished. Kept under one std Mutex, never held across an await.
+#[derive(Default)]
+struct Sessions {
+    locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    // An entry exists exactly while its count is not zero.
+    reserved: HashMap<String, usize>,
+}
+
+/// A call's place on a session, reserved where the app asks for it ([`Agent::reserve_turn`]):
+/// while it lives, a metadata change asked for is refused with `session_busy`
+/// ([`Agent::metadata_turn`], [`Agent::set_metadata`]). Dropped when the call is over (or given
+/// up); it does not hold the session itself, the call does that as it runs.
+pub struct TurnReservation {
+    sessions: SessionLocks,
+    session_id: String,
+}
+
+impl std::fmt::Debug for TurnReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnReservation").field("session_id", &self.session_id).finish()
+    }
+}
+
+impl Drop for TurnReservation {
+    fn drop(&mut self) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = sessions.reserved.get_mut(&self.session_id) {
+            *count -= 1;
+            if *count == 0 {
+                sessions.reserved.remove(&self.session_id);
+            }
+        }
+    }
+}
 
 /// A session held by one call ([`Agent::hold`]). The fields drop in order: the lease, then the lock.
 struct SessionHold {
@@ -330,8 +366,32 @@ impl Agent {
     }
 
     pub(super) fn session_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(locks.entry(session_id.to_string()).or_default())
+        let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(sessions.locks.entry(session_id.to_string()).or_default())
+    }
+
+    /// Reserves a call's place on a session where the app asks for it: a binding that runs
+    /// `run`, `resume`, `dismiss`, `approve` or `deny` on its runtime reserves on the caller's
+    /// thread first and keeps the reservation until that call's future ends. The call itself
+    /// takes the session only once it runs; meanwhile a metadata change asked for after it is
+    /// refused with `session_busy` ([`Agent::metadata_turn`], [`Agent::set_metadata`]), as it is
+    /// while the call holds the session, instead of slipping in first. A metadata change asked
+    /// for before it (its turn already taken) still applies first, and the call sees it. Shared
+    /// with the worker agents this agent builds, as the session locks are.
+    ///
+    /// # Errors
+    /// `session_id_invalid`.
+    pub fn reserve_turn(&self, session_id: &str) -> Result<TurnReservation, AgentError> {
+        crate::state::validate_session_id(session_id)?;
+        let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        *sessions.reserved.entry(session_id.to_string()).or_default() += 1;
+        Ok(TurnReservation { sessions: Arc::clone(&self.session_locks), session_id: session_id.to_string() })
+    }
+
+    /// Whether a call reserved its turn on the session and has not finished ([`Agent::reserve_turn`]).
+    pub(super) fn turn_reserved(&self, session_id: &str) -> bool {
+        let sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.reserved.contains_key(session_id)
     }
 
     /// The persisted state of a session.

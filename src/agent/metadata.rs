@@ -15,6 +15,15 @@
 //!   change it did not await waits for it rather than making it `session_busy`. A change asked
 //!   for while another one holds the session (not awaited either) waits behind it: the session
 //!   goes from change to change in the order they were asked for, then to the runs waiting.
+//! - The reverse order is kept too: a binding reserves a run's, resume's or decision's place where
+//!   the app calls it ([`Agent::reserve_turn`]), though the call takes the session only once it
+//!   runs. A change asked for after it, while it has not finished, is refused with `session_busy`
+//!   ([`Agent::metadata_turn`] and [`Agent::set_metadata`] both look), rather than waiting behind
+//!   it: it is the rule for a run that holds the session (a change never waits out a run, which
+//!   may take minutes of model and tool calls), and the app sees at once that the change did not
+//!   apply, instead of a value that appears (or not) depending on when the run got the lock. A
+//!   change that waits behind another change is not handed the session past a reserved run
+//!   either: it is refused when asked for, so the queue holds only changes asked for first.
 //! - Setting metadata on a session that does not exist creates it (idle, no messages), as `run`
 //!   does: an app sets the user's id before the session's first run.
 //! - A worker of `delegate_task` acts for the same user: its new session starts with a copy of
@@ -95,8 +104,8 @@ fn busy(session_id: &str) -> AgentError {
     AgentError::of(
         codes::SESSION_BUSY,
         format!(
-            "session {session_id} is in use by this agent (a run, resume, decision or deletion); \
-             set its metadata once that is over"
+            "session {session_id} is in use by this agent (a run, resume, decision or deletion, \
+             running or asked for); set its metadata once that is over"
         ),
     )
 }
@@ -109,7 +118,8 @@ impl Agent {
     /// nothing and creates nothing.
     ///
     /// Refused while the session is held: a run, resume, decision or deletion of this agent on
-    /// it, or another agent or process writing it (its lease). Nothing is written then; set it
+    /// it, or another agent or process writing it (its lease); and while a call reserved its turn
+    /// on it ([`Agent::reserve_turn`]) and has not finished. Nothing is written then; set it
     /// again once the run is over. A session suspended for approval is not held. Refused on a
     /// worker session of a `delegate_task` call while its parent session owns it (exists and
     /// names it; see the module docs): set it on the parent.
@@ -135,6 +145,10 @@ impl Agent {
         let Ok(_guard) = lock.try_lock() else {
             return Err(busy(session_id));
         };
+        if self.turn_reserved(session_id) {
+            // A run, resume or decision asked for already (it waits for the lock): it comes first.
+            return Err(busy(session_id));
+        }
         self.commit_metadata(session_id, key, value).await
     }
 
@@ -149,9 +163,15 @@ impl Agent {
     ///
     /// # Errors
     /// `session_id_invalid`; `session_busy` while a run, resume, decision or deletion of this
-    /// agent holds the session.
+    /// agent holds the session, or while a call reserved its turn on it ([`Agent::reserve_turn`])
+    /// and has not finished (even if it has not taken the session yet).
     pub fn metadata_turn(&self, session_id: &str) -> Result<MetadataTurn, AgentError> {
         validate_session_id(session_id)?;
+        if self.turn_reserved(session_id) {
+            // A run, resume or decision asked for before this change comes first: refused, as
+            // while it holds the session (it may not even have taken the lock yet).
+            return Err(busy(session_id));
+        }
         let lock = self.session_lock(session_id);
         let key = std::sync::Arc::as_ptr(&lock) as usize;
         let mut handoffs = handoffs();

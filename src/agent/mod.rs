@@ -11,6 +11,6 @@ mod metadata;
 
 pub use config::{AgentConfig, MAX_ROUNDS_FALLBACK};
 pub use delegate::{delegate_task_definition, WorkerFactory, DELEGATE_TASK};
-pub use driver::{Agent, AgentBuilder, RunOutcome};
+pub use driver::{Agent, AgentBuilder, RunOutcome, TurnReservation};
 pub use events::{AgentEvent, EventLog, EventSink, NoEvents};
 pub use metadata::MetadataTurn;
