@@ -165,9 +165,13 @@ impl JsAgent {
         let events = RunEvents::new(Arc::clone(&self.listener));
         let signal = run_signal(signal);
         guard_napi(env, || {
+            // The call's place is reserved now, in the order the app calls: a setMetadata called
+            // right after (not awaited before) is session_busy instead of applying first.
+            let reservation = core.reserve_turn(&session_id);
             spawn_guarded(
                 env,
                 async move {
+                    let reservation = reservation?;
                     let outcome = match call {
                         RunCall::Run(input) => core.run(&session_id, &input, &events, &signal).await,
                         RunCall::Resume => core.resume(&session_id, &events, &signal).await,
@@ -175,6 +179,7 @@ impl JsAgent {
                             core.dismiss(&session_id, &reason, &events, &signal).await
                         }
                     };
+                    drop(reservation);
                     events.delivered().await;
                     outcome_object(&core, &session_id, outcome?).await
                 },
@@ -384,9 +389,14 @@ impl JsAgent {
         let (Arg(Id(session_id, _)), Arg(Id(approval_id, _))) = (session_id, approval_id);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
+            // Reserved now, as a run is (see `run_promise`).
+            let reservation = core.reserve_turn(&session_id);
             spawn_guarded(
                 env,
-                async move { core.approve(&session_id, &approval_id).await.map(|b| to_json(&b)) },
+                async move {
+                    let _reservation = reservation?;
+                    core.approve(&session_id, &approval_id).await.map(|b| to_json(&b))
+                },
                 same,
             )
         })
@@ -408,9 +418,14 @@ impl JsAgent {
             (session_id, approval_id, reason);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
+            // Reserved now, as a run is (see `run_promise`).
+            let reservation = core.reserve_turn(&session_id);
             spawn_guarded(
                 env,
-                async move { core.deny(&session_id, &approval_id, &reason).await.map(|b| to_json(&b)) },
+                async move {
+                    let _reservation = reservation?;
+                    core.deny(&session_id, &approval_id, &reason).await.map(|b| to_json(&b))
+                },
                 same,
             )
         })
@@ -444,7 +459,8 @@ impl JsAgent {
     ///
     /// # Errors
     /// Rejects with `json_invalid`, `json_too_deep`, `json_too_large` (the value),
-    /// `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run holds the session),
+    /// `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run, resume, dismissal or
+    /// decision holds the session, or was asked for before and has not finished),
     /// `invalid_state` (a worker session whose parent still names it), `session_id_invalid` or a
     /// persistence error.
     #[napi]

@@ -146,3 +146,38 @@ test('setMetadata calls not awaited, one after another: each applies in order, a
     assert.deepEqual(seen, [{ userId: `v-${i}`, locale: 'zh-CN' }]);
   }
 });
+
+test('run() not awaited, then setMetadata(): the run keeps its place, the change is session_busy and the run never sees it', async () => {
+  // index.d.ts: a run asked for before a setMetadata comes first. Before the run reserved its
+  // place where the app called it, the change applied first (the run saw it) in most tries with
+  // the in-memory store, and was session_busy the others.
+  for (let i = 0; i < 20; i++) {
+    const { agent, seen } = whoamiAgent();
+    const run = agent.run(`s${i}`, 'who am I?');
+    const change = agent.setMetadata(`s${i}`, 'userId', `"late-${i}"`);
+    const [ran, changed] = await Promise.allSettled([run, change]);
+    assert.equal(ran.status, 'fulfilled', String(ran.reason?.message));
+    assert.equal(ran.value.status, 'completed');
+    assert.deepEqual(seen, [{}], `try ${i}: the run saw a change asked for after it`);
+    assert.equal(changed.reason?.code, 'session_busy', `try ${i}: ${changed.status}`);
+    // Once the run is over the session takes changes again.
+    await agent.setMetadata(`s${i}`, 'userId', `"after-${i}"`);
+    assert.deepEqual(JSON.parse(await agent.stateJson(`s${i}`)).metadata, { userId: `after-${i}` });
+  }
+});
+
+test('setMetadata A, run R, setMetadata B, none awaited: A applies and R sees it, B is session_busy', async (t) => {
+  // Before: B queued behind A and was handed the session before R, which then saw B.
+  for (let i = 0; i < 5; i++) {
+    const { agent, seen } = whoamiAgent({ stateDir: tempStateDir(t) });
+    const a = agent.setMetadata('s', 'userId', '"a"');
+    const r = agent.run('s', 'who am I?');
+    const b = agent.setMetadata('s', 'userId', '"b"');
+    const [sa, sr, sb] = await Promise.allSettled([a, r, b]);
+    assert.equal(sa.status, 'fulfilled', String(sa.reason?.message));
+    assert.equal(sr.value?.status, 'completed', String(sr.reason?.message));
+    assert.equal(sb.reason?.code, 'session_busy', `try ${i}: ${sb.status}`);
+    assert.deepEqual(seen, [{ userId: 'a' }]);
+    assert.deepEqual(JSON.parse(await agent.stateJson('s')).metadata, { userId: 'a' });
+  }
+});

@@ -492,9 +492,10 @@ export declare class Agent {
    * It takes the session's turn when called: a run(), resume() or decision called after it waits
    * for it, awaited or not (the run sees the value); so does another setMetadata on the session
    * (the changes apply in the order they were called, none is session_busy for another).
-   * The reverse order is not kept: a run() not awaited takes the session only once it starts on
-   * the runtime, so a setMetadata called right after it may apply before that run starts (the run
-   * then sees it) or be session_busy. Set metadata before run(), or await the run first.
+   * The reverse holds too: a run(), resume(), dismiss(), approve() or deny() keeps its place from
+   * the moment it is called, so a setMetadata called after it, before it settles (awaited or not),
+   * rejects with session_busy and the run never sees that value. Set metadata before run(), or
+   * await the run first.
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */
