@@ -141,6 +141,12 @@ impl<'a> Parser<'a> {
 
     #[inline]
     fn skip_ws(&mut self) {
+        // Compact JSON has no whitespace between most tokens: one compare settles it.
+        match self.bytes.get(self.pos) {
+            Some(&b) if b > b' ' => return,
+            None => return,
+            _ => {}
+        }
         // Indentation comes in runs of spaces: skip eight at a time first.
         const SPACES: u64 = 0x2020_2020_2020_2020;
         while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
