@@ -174,7 +174,18 @@ impl<'a> Parser<'a> {
         let scalar = match self.peek() {
             Some(b'{') => return self.object(schema, path, out),
             Some(b'[') => return self.array(schema, path, out),
-            Some(b'"') => Value::String(self.string()?),
+            Some(b'"') => {
+                // A string without escapes is copied straight into the slot (not returned
+                // through a `Result<String>` and wrapped).
+                let start = self.pos + 1;
+                let end = self.scan(start);
+                if self.bytes.get(end) == Some(&b'"') {
+                    self.pos = end + 1;
+                    Value::String(self.text[start..end].to_owned())
+                } else {
+                    Value::String(self.string()?)
+                }
+            }
             Some(b't') => {
                 self.literal("true")?;
                 Value::Bool(true)
