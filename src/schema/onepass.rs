@@ -141,6 +141,12 @@ impl<'a> Parser<'a> {
 
     #[inline]
     fn skip_ws(&mut self) {
+        // Compact JSON has no whitespace between most tokens: one compare settles it.
+        match self.bytes.get(self.pos) {
+            Some(&b) if b > b' ' => return,
+            None => return,
+            _ => {}
+        }
         // Indentation comes in runs of spaces: skip eight at a time first.
         const SPACES: u64 = 0x2020_2020_2020_2020;
         while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
@@ -168,7 +174,18 @@ impl<'a> Parser<'a> {
         let scalar = match self.peek() {
             Some(b'{') => return self.object(schema, path, out),
             Some(b'[') => return self.array(schema, path, out),
-            Some(b'"') => Value::String(self.string()?),
+            Some(b'"') => {
+                // A string without escapes is copied straight into the slot (not returned
+                // through a `Result<String>` and wrapped).
+                let start = self.pos + 1;
+                let end = self.scan(start);
+                if self.bytes.get(end) == Some(&b'"') {
+                    self.pos = end + 1;
+                    Value::String(self.text[start..end].to_owned())
+                } else {
+                    Value::String(self.string()?)
+                }
+            }
             Some(b't') => {
                 self.literal("true")?;
                 Value::Bool(true)
