@@ -98,72 +98,14 @@ async fn a_decision_is_refused_when_the_gone_worker_is_a_worker_of_a_worker() {
     assert_eq!(store.load(&middle).await.unwrap(), None);
 }
 
-/// The inner store, whose deletion of `parent` itself fails: a deletion cut short after the
-/// workers went.
-struct ParentStays(Arc<arkagent::state::MemoryStore>);
-
-#[async_trait::async_trait]
-impl StateStore for ParentStays {
-    async fn load(&self, id: &str) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
-        self.0.load(id).await
-    }
-    async fn load_unrepaired(
-        &self,
-        id: &str,
-    ) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
-        self.0.load_unrepaired(id).await
-    }
-    async fn commit(
-        &self,
-        state: &arkagent::state::AgentState,
-        events: &[arkagent::state::StateEvent],
-    ) -> Result<(), arkagent::AgentError> {
-        self.0.commit(state, events).await
-    }
-    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
-        self.0.save_snapshot(state).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, arkagent::AgentError> {
-        if id == "parent" {
-            return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
-        }
-        self.0.delete(id).await
-    }
-}
-
 #[tokio::test]
 async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_runs_the_worker_again() {
-    use arkagent::agent::{AgentBuilder, AgentConfig, DELEGATE_TASK};
+    use arkagent::agent::DELEGATE_TASK;
     use arkagent::state::{MemoryStore, RunStatus};
-    use arkagent::tool::FnExecutor;
-    use arkagent::{ToolDefinition, ToolRegistry, ToolResult};
     use support::{answer, calls};
 
     let sent = Arc::new(AtomicUsize::new(0));
-    let agent_on = |store: Arc<dyn StateStore>, script| {
-        let s = sent.clone();
-        let mut tools = ToolRegistry::new();
-        tools
-            .register(
-                ToolDefinition::new("send_sms", "sends a text", serde_json::json!({"type":"object"})),
-                Arc::new(FnExecutor(move |_a, _c| {
-                    let s = s.clone();
-                    async move {
-                        s.fetch_add(1, Ordering::SeqCst);
-                        Ok(ToolResult::text("sent"))
-                    }
-                })),
-            )
-            .unwrap();
-        let agent = Arc::new(
-            AgentBuilder::new(Arc::new(Script::new(script)), store)
-                .tools(tools)
-                .config(AgentConfig { max_delegation_depth: 1, ..AgentConfig::default() })
-                .build(),
-        );
-        agent.enable_delegation(None).unwrap();
-        agent
-    };
+    let agent_on = |store, script| sms_agent(store, script, &sent, 1);
     let mem = Arc::new(MemoryStore::new());
     // The worker sends its text and answers; the process dies before the parent saves its batch.
     let dying = agent_on(
@@ -182,7 +124,7 @@ async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_run
     let worker = parent.workers[0].clone();
 
     // A new process deletes the session; the deletion is cut short after the worker.
-    let again = agent_on(Arc::new(ParentStays(mem.clone())), vec![answer("parent done")]);
+    let again = agent_on(Arc::new(KeepsOne(mem.clone(), "parent".into())), vec![answer("parent done")]);
     assert_eq!(again.delete_session("parent").await.unwrap_err().code, "state_io");
     assert_eq!(mem.load(&worker).await.unwrap(), None, "the worker went first");
     // The session is still there, no longer resumable: resuming it would run its delegation
@@ -255,6 +197,41 @@ impl StateStore for DiesInTheMiddle {
     }
 }
 
+/// An agent with delegation on `store`, answering with `script`, whose one tool `send_sms` counts
+/// the texts it sends in `sent`.
+fn sms_agent(
+    store: Arc<dyn StateStore>,
+    script: Vec<arkagent::provider::ModelResponse>,
+    sent: &Arc<AtomicUsize>,
+    max_delegation_depth: u32,
+) -> Arc<arkagent::agent::Agent> {
+    use arkagent::agent::{AgentBuilder, AgentConfig};
+    use arkagent::tool::FnExecutor;
+    use arkagent::{ToolDefinition, ToolRegistry, ToolResult};
+    let s = sent.clone();
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            ToolDefinition::new("send_sms", "sends a text", serde_json::json!({"type":"object"})),
+            Arc::new(FnExecutor(move |_a, _c| {
+                let s = s.clone();
+                async move {
+                    s.fetch_add(1, Ordering::SeqCst);
+                    Ok(ToolResult::text("sent"))
+                }
+            })),
+        )
+        .unwrap();
+    let agent = Arc::new(
+        AgentBuilder::new(Arc::new(Script::new(script)), store)
+            .tools(tools)
+            .config(AgentConfig { max_delegation_depth, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    agent
+}
+
 /// The inner store, whose deletion of one session fails (the process died there).
 struct KeepsOne(Arc<arkagent::state::MemoryStore>, String);
 
@@ -289,37 +266,12 @@ impl StateStore for KeepsOne {
 
 #[tokio::test]
 async fn a_middle_worker_left_running_by_a_deletion_cut_short_never_runs_its_delegation_again() {
-    use arkagent::agent::{AgentBuilder, AgentConfig, DELEGATE_TASK};
+    use arkagent::agent::DELEGATE_TASK;
     use arkagent::state::{MemoryStore, RunStatus};
-    use arkagent::tool::FnExecutor;
-    use arkagent::{ToolDefinition, ToolRegistry, ToolResult};
     use support::{answer, calls};
 
     let sent = Arc::new(AtomicUsize::new(0));
-    let agent_on = |store: Arc<dyn StateStore>, script| {
-        let s = sent.clone();
-        let mut tools = ToolRegistry::new();
-        tools
-            .register(
-                ToolDefinition::new("send_sms", "sends a text", serde_json::json!({"type":"object"})),
-                Arc::new(FnExecutor(move |_a, _c| {
-                    let s = s.clone();
-                    async move {
-                        s.fetch_add(1, Ordering::SeqCst);
-                        Ok(ToolResult::text("sent"))
-                    }
-                })),
-            )
-            .unwrap();
-        let agent = Arc::new(
-            AgentBuilder::new(Arc::new(Script::new(script)), store)
-                .tools(tools)
-                .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
-                .build(),
-        );
-        agent.enable_delegation(None).unwrap();
-        agent
-    };
+    let agent_on = |store, script| sms_agent(store, script, &sent, 2);
     let mem = Arc::new(MemoryStore::new());
     // The deepest worker sends its text and answers; the process dies before the middle worker
     // saves its batch's end: the parent and the middle worker are both left running.
