@@ -202,3 +202,18 @@ async fn a_change_before_the_reservation_applies_first_and_one_after_is_refused(
     agent.set_metadata_in_turn(agent.metadata_turn("s").unwrap(), "userId", json!("b")).await.unwrap();
     assert_eq!(agent.state("s").await.unwrap().unwrap().metadata.get("userId"), Some(&json!("b")));
 }
+
+#[tokio::test]
+async fn a_turn_taken_on_another_agent_is_refused_and_writes_nothing() {
+    let store = Arc::new(MemStore::new());
+    let build =
+        || AgentBuilder::new(Arc::new(Script::new(vec![answer("done")])), store.clone() as Arc<_>).build();
+    let (one, other) = (build(), build());
+    let turn = one.metadata_turn("s").unwrap();
+    let err = other.set_metadata_in_turn(turn, "userId", json!("u-1")).await.unwrap_err();
+    assert_eq!((err.code.as_ref(), err.layer), ("argument_invalid", arkagent::ErrorLayer::Config));
+    assert!(one.state("s").await.unwrap().is_none(), "nothing written");
+    // The refused turn was given back: the session is free on the agent that took it.
+    one.set_metadata_in_turn(one.metadata_turn("s").unwrap(), "userId", json!("u-2")).await.unwrap();
+    assert_eq!(other.state("s").await.unwrap().unwrap().metadata.get("userId"), Some(&json!("u-2")));
+}

@@ -49,6 +49,9 @@ use std::sync::{LazyLock, Mutex};
 #[derive(Debug)]
 pub struct MetadataTurn {
     session_id: String,
+    /// The address of the session's lock the turn was taken on: the agent (and the workers it
+    /// builds, which share its locks) that can use the turn.
+    key: usize,
     place: Place,
 }
 
@@ -188,7 +191,7 @@ impl Agent {
                 Place::Waiting(rx)
             }
         };
-        Ok(MetadataTurn { session_id: session_id.to_string(), place })
+        Ok(MetadataTurn { session_id: session_id.to_string(), key, place })
     }
 
     /// [`Agent::set_metadata`] in a turn taken with [`Agent::metadata_turn`], on the turn's session
@@ -197,6 +200,9 @@ impl Agent {
     /// # Errors
     /// As [`Agent::set_metadata`], but never `session_busy` for this agent's own runs (the turn
     /// holds the session); `session_busy` still when another agent or process holds its lease.
+    /// `argument_invalid` for a turn another agent (one that does not share this agent's session
+    /// locks) took: it holds nothing of this agent's, so its runs could write the session
+    /// meanwhile; nothing is written, and the turn is given back.
     pub async fn set_metadata_in_turn(
         &self,
         turn: MetadataTurn,
@@ -204,6 +210,15 @@ impl Agent {
         value: Value,
     ) -> Result<(), AgentError> {
         let session_id = turn.session_id.as_str();
+        if std::sync::Arc::as_ptr(&self.session_lock(session_id)) as usize != turn.key {
+            return Err(AgentError::of(
+                codes::ARGUMENT_INVALID,
+                format!(
+                    "the metadata turn on session {session_id} was taken by another agent: take \
+                     it with this agent's metadata_turn"
+                ),
+            ));
+        }
         let _held = match turn.place {
             Place::Held(held) => held,
             // The holder always hands the lock on (or to a later waiter when this one is gone).
