@@ -190,8 +190,8 @@ async fn a_change_before_the_reservation_applies_first_and_one_after_is_refused(
     assert_eq!(agent.metadata_turn("s").unwrap_err().code, "session_busy", "B comes after R");
     let runner = Arc::clone(&agent);
     let run = tokio::spawn(async move {
-        let _reservation = reservation;
-        runner.run("s", "who am I?", &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+        let (log, signal) = (EventLog::new(), CancellationSignal::new());
+        reservation.within(runner.run("s", "who am I?", &log, &signal)).await.unwrap()
     });
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     assert!(!run.is_finished(), "the run waits for the change asked for before it");
@@ -216,4 +216,64 @@ async fn a_turn_taken_on_another_agent_is_refused_and_writes_nothing() {
     // The refused turn was given back: the session is free on the agent that took it.
     one.set_metadata_in_turn(one.metadata_turn("s").unwrap(), "userId", json!("u-2")).await.unwrap();
     assert_eq!(other.state("s").await.unwrap().unwrap().metadata.get("userId"), Some(&json!("u-2")));
+}
+
+#[tokio::test]
+async fn calls_reserved_one_after_the_other_hold_the_session_in_that_order() {
+    let agent = Arc::new(
+        AgentBuilder::new(
+            Arc::new(Script::new(vec![answer("one"), answer("two")])),
+            Arc::new(MemStore::new()),
+        )
+        .build(),
+    );
+    // The app: run "first", run "second", neither awaited. The binding reserves both on the
+    // caller's thread in that order; their tasks may start in any order: here the second first.
+    let first = agent.reserve_turn("s").unwrap();
+    let second = agent.reserve_turn("s").unwrap();
+    // A deletion asked for now finds the session reserved.
+    assert_eq!(agent.delete_session("s").await.unwrap_err().code, "session_busy");
+    let spawn = |reservation: arkagent::agent::TurnReservation, input: &'static str| {
+        let runner = Arc::clone(&agent);
+        tokio::spawn(async move {
+            let (log, signal) = (EventLog::new(), CancellationSignal::new());
+            reservation.within(runner.run("s", input, &log, &signal)).await.unwrap()
+        })
+    };
+    let later = spawn(second, "second");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!later.is_finished(), "the second call waits for the first, though its task started first");
+    let earlier = spawn(first, "first");
+    assert_eq!(earlier.await.unwrap().status(), arkagent::state::RunStatus::Completed);
+    assert_eq!(later.await.unwrap().status(), arkagent::state::RunStatus::Completed);
+    let texts: Vec<String> = agent
+        .state("s")
+        .await
+        .unwrap()
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap()["content"].to_string())
+        .collect();
+    assert_eq!(texts, ["\"first\"", "\"one\"", "\"second\"", "\"two\""]);
+    // Both given up: the session is free again.
+    agent.set_metadata("s", "userId", json!(1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_reservation_given_up_unused_gives_its_place_on() {
+    let agent = Arc::new(
+        AgentBuilder::new(Arc::new(Script::new(vec![answer("one")])), Arc::new(MemStore::new())).build(),
+    );
+    let unused = agent.reserve_turn("s").unwrap();
+    let used = agent.reserve_turn("s").unwrap();
+    let runner = Arc::clone(&agent);
+    let run = tokio::spawn(async move {
+        let (log, signal) = (EventLog::new(), CancellationSignal::new());
+        used.within(runner.run("s", "hi", &log, &signal)).await.unwrap()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!run.is_finished(), "behind the first reservation");
+    drop(unused);
+    assert_eq!(run.await.unwrap().status(), arkagent::state::RunStatus::Completed);
 }

@@ -130,16 +130,103 @@ struct Sessions {
 
 /// A call's place on a session, reserved where the app asks for it ([`Agent::reserve_turn`]):
 /// while it lives, a metadata change asked for is refused with `session_busy`
-/// ([`Agent::metadata_turn`], [`Agent::set_metadata`]). Dropped when the call is over (or given
-/// up); it does not hold the session itself, the call does that as it runs.
+/// ([`Agent::metadata_turn`], [`Agent::set_metadata`]). It also holds the call's place in the
+/// line for the session's lock, taken when it was reserved: a call run
+/// [`within`](TurnReservation::within) it takes the session in that place, so calls reserved one
+/// after the other (a run and a second run, or `approve` and then `resume`, neither awaited)
+/// hold the session in the order they were reserved, whichever of their tasks starts first.
+/// Dropped when the call is over (or given up), giving its place up.
 pub struct TurnReservation {
     sessions: SessionLocks,
     session_id: String,
+    place: Option<QueuedLock>,
+}
+
+/// A place in the line for a session's lock: the lock, and the lock itself when it was free
+/// as the place was taken, or the pending acquisition that was polled once then, which put it
+/// in the lock's queue.
+struct QueuedLock {
+    lock: Arc<tokio::sync::Mutex<()>>,
+    acquire: Acquire,
+}
+
+type LockGuard = tokio::sync::OwnedMutexGuard<()>;
+
+enum Acquire {
+    Held(LockGuard),
+    Queued(std::pin::Pin<Box<dyn Future<Output = LockGuard> + Send>>),
+}
+
+impl QueuedLock {
+    /// Joins the line for `lock` now: holds it if it is free, else waits in the lock's queue.
+    fn join(lock: Arc<tokio::sync::Mutex<()>>) -> Self {
+        let mut pending: std::pin::Pin<Box<dyn Future<Output = LockGuard> + Send>> =
+            Box::pin(Arc::clone(&lock).lock_owned());
+        // Polled once, the acquisition enters the queue; its waker is replaced by the call's task
+        // when that task polls it.
+        let acquire =
+            match pending.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+                std::task::Poll::Ready(guard) => Acquire::Held(guard),
+                std::task::Poll::Pending => Acquire::Queued(pending),
+            };
+        QueuedLock { lock, acquire }
+    }
+
+    /// The lock, once this place's turn comes.
+    async fn acquired(self) -> LockGuard {
+        match self.acquire {
+            Acquire::Held(guard) => guard,
+            Acquire::Queued(pending) => pending.await,
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The place a [`TurnReservation::within`] lends to the first [`Agent::hold`] of its session.
+    static RESERVED_PLACE: std::cell::RefCell<Option<(String, QueuedLock)>>;
+}
+
+impl TurnReservation {
+    /// Runs `call` in the reserved place, then gives the reservation up: the first time `call`
+    /// takes the reservation's session (a `run`, `resume`, `dismiss`, `approve` or `deny` of the
+    /// agent that reserved it, or of a worker agent it built), it gets the session's lock in the
+    /// place taken by [`Agent::reserve_turn`] instead of joining the line now. What `call` does
+    /// on other sessions, or on the same session a second time, takes its place as usual.
+    ///
+    /// The call for which the place was reserved must run within it: the reservation holds (or
+    /// waits for) the session's lock, so that call made outside it, while it lives, waits behind
+    /// it for good.
+    pub async fn within<F: Future>(mut self, call: F) -> F::Output {
+        let place = self.place.take().map(|place| (self.session_id.clone(), place));
+        let output = RESERVED_PLACE.scope(std::cell::RefCell::new(place), call).await;
+        drop(self);
+        output
+    }
+}
+
+/// The place a [`TurnReservation::within`] around this task lent for `session_id`'s `lock`, if
+/// any (once: it is taken).
+fn reserved_place(session_id: &str, lock: &Arc<tokio::sync::Mutex<()>>) -> Option<QueuedLock> {
+    RESERVED_PLACE
+        .try_with(|slot| {
+            let mut slot = slot.borrow_mut();
+            match slot.as_ref() {
+                Some((id, place)) if id == session_id && Arc::ptr_eq(&place.lock, lock) => {
+                    slot.take().map(|(_, place)| place)
+                }
+                _ => None,
+            }
+        })
+        .ok()
+        .flatten()
 }
 
 impl std::fmt::Debug for TurnReservation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TurnReservation").field("session_id", &self.session_id).finish()
+        f.debug_struct("TurnReservation")
+            .field("session_id", &self.session_id)
+            .field("place_lent", &self.place.is_none())
+            .finish()
     }
 }
 
@@ -360,7 +447,11 @@ impl Agent {
     /// or process gets `session_busy`). Dropped, it releases the lease first, so a call waiting
     /// on the lock never finds the lease still taken.
     async fn hold(&self, session_id: &str) -> Result<SessionHold, AgentError> {
-        let guard = self.session_lock(session_id).lock_owned().await;
+        let lock = self.session_lock(session_id);
+        let guard = match reserved_place(session_id, &lock) {
+            Some(place) => place.acquired().await,
+            None => lock.lock_owned().await,
+        };
         let lease = self.store.lease(session_id).await?;
         Ok(SessionHold { _lease: lease, _guard: guard })
     }
@@ -372,20 +463,28 @@ impl Agent {
 
     /// Reserves a call's place on a session where the app asks for it: a binding that runs
     /// `run`, `resume`, `dismiss`, `approve` or `deny` on its runtime reserves on the caller's
-    /// thread first and keeps the reservation until that call's future ends. The call itself
-    /// takes the session only once it runs; meanwhile a metadata change asked for after it is
+    /// thread first and runs the call [`within`](TurnReservation::within) the reservation. The
+    /// reservation joins the line for the session's lock at once (holding the lock if it is
+    /// free), and the call takes the session in that place: calls reserved one after the other
+    /// hold the session in that order, whichever task starts first (`approve` then `resume`,
+    /// neither awaited, approve first). Meanwhile a metadata change asked for after it is
     /// refused with `session_busy` ([`Agent::metadata_turn`], [`Agent::set_metadata`]), as it is
-    /// while the call holds the session, instead of slipping in first. A metadata change asked
-    /// for before it (its turn already taken) still applies first, and the call sees it. Shared
-    /// with the worker agents this agent builds, as the session locks are.
+    /// while the call holds the session, instead of slipping in first; so is a deletion. A
+    /// metadata change asked for before it (its turn already taken) still applies first, and the
+    /// call sees it. Shared with the worker agents this agent builds, as the session locks are.
     ///
     /// # Errors
     /// `session_id_invalid`.
     pub fn reserve_turn(&self, session_id: &str) -> Result<TurnReservation, AgentError> {
         crate::state::validate_session_id(session_id)?;
+        let place = QueuedLock::join(self.session_lock(session_id));
         let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
         *sessions.reserved.entry(session_id.to_string()).or_default() += 1;
-        Ok(TurnReservation { sessions: Arc::clone(&self.session_locks), session_id: session_id.to_string() })
+        Ok(TurnReservation {
+            sessions: Arc::clone(&self.session_locks),
+            session_id: session_id.to_string(),
+            place: Some(place),
+        })
     }
 
     /// Whether a call reserved its turn on the session and has not finished ([`Agent::reserve_turn`]).

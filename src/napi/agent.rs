@@ -165,21 +165,24 @@ impl JsAgent {
         let events = RunEvents::new(Arc::clone(&self.listener));
         let signal = run_signal(signal);
         guard_napi(env, || {
-            // The call's place is reserved now, in the order the app calls: a setMetadata called
-            // right after (not awaited before) is session_busy instead of applying first.
+            // The call's place is reserved now, in the order the app calls: calls on the session
+            // not awaited hold it in that order (`approve` then `resume`: approve first), and a
+            // setMetadata called right after is session_busy instead of applying first.
             let reservation = core.reserve_turn(&session_id);
             spawn_guarded(
                 env,
                 async move {
-                    let reservation = reservation?;
-                    let outcome = match call {
-                        RunCall::Run(input) => core.run(&session_id, &input, &events, &signal).await,
-                        RunCall::Resume => core.resume(&session_id, &events, &signal).await,
-                        RunCall::Dismiss(reason) => {
-                            core.dismiss(&session_id, &reason, &events, &signal).await
-                        }
-                    };
-                    drop(reservation);
+                    let outcome = reservation?
+                        .within(async {
+                            match call {
+                                RunCall::Run(input) => core.run(&session_id, &input, &events, &signal).await,
+                                RunCall::Resume => core.resume(&session_id, &events, &signal).await,
+                                RunCall::Dismiss(reason) => {
+                                    core.dismiss(&session_id, &reason, &events, &signal).await
+                                }
+                            }
+                        })
+                        .await;
                     events.delivered().await;
                     outcome_object(&core, &session_id, outcome?).await
                 },
@@ -394,8 +397,8 @@ impl JsAgent {
             spawn_guarded(
                 env,
                 async move {
-                    let _reservation = reservation?;
-                    core.approve(&session_id, &approval_id).await.map(|b| to_json(&b))
+                    let decided = core.approve(&session_id, &approval_id);
+                    reservation?.within(decided).await.map(|b| to_json(&b))
                 },
                 same,
             )
@@ -423,8 +426,8 @@ impl JsAgent {
             spawn_guarded(
                 env,
                 async move {
-                    let _reservation = reservation?;
-                    core.deny(&session_id, &approval_id, &reason).await.map(|b| to_json(&b))
+                    let decided = core.deny(&session_id, &approval_id, &reason);
+                    reservation?.within(decided).await.map(|b| to_json(&b))
                 },
                 same,
             )
