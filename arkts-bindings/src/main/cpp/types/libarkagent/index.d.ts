@@ -445,7 +445,9 @@ export declare class Agent {
    * never read the answer; nothing was written), session_id_invalid, config_invalid (toolChoice names
    * a tool the agent does not have, while it has others) and persistence errors, among them
    * session_busy: another Agent object or process is writing this session (run, resume, decision);
-   * nothing was done. Calls on one session through one Agent wait for each other.
+   * nothing was done. Calls on one session through one Agent wait for each other, and hold it in the
+   * order they were made even when not awaited (run, resume, dismiss, approve, deny: approve() then
+   * resume() without await approves first).
    * A session a crash or a kill left running (its state's status is 'running') takes a new message:
    * its unfinished calls are answered tool_interrupted first; resume() instead continues that run.
    */
