@@ -34,7 +34,10 @@
 //! `delete` moves the session's directory into `..trash` under the root in one `rename` (the root
 //! then synced) and removes it there: a kill at any point leaves the session whole or gone, never
 //! an older generation alone (which loads as the session stood before its last compaction).
-//! Leftovers in the trash are read by nothing and swept by the next deletion.
+//! Leftovers in the trash are read by nothing and swept by the next deletion. A load by another
+//! store (loads take no lease) that the move catches part way finds files gone under it: it looks
+//! at the directory again and answers `None` when it is gone (the load came after the deletion),
+//! never `state_io`, `state_corrupt` or the older state of a snapshot read without its journal.
 //!
 //! # Loads and recovery
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
@@ -191,6 +194,13 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, AgentError> {
     }
 }
 
+/// [`read_optional`] of a file a listing named: its absence is noted in `vanished`.
+fn read_listed(path: &Path, vanished: &mut bool) -> Result<Option<Vec<u8>>, AgentError> {
+    let bytes = read_optional(path)?;
+    *vanished |= bytes.is_none();
+    Ok(bytes)
+}
+
 /// A session as found on disk.
 struct Scan {
     state: AgentState,
@@ -205,17 +215,62 @@ struct Scan {
     snapshot_len: u64,
 }
 
-/// Reads a session: newest good snapshot + the journals from its generation on. Never writes.
-fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError> {
+/// How many times [`scan_session`] reads a session whose files vanished while it read them and
+/// whose directory still stands (another writer compacted meanwhile, or the session was deleted
+/// and made again) before it answers with what it read.
+const SCAN_ATTEMPTS: usize = 3;
+
+/// The identity of a directory: `None` when it does not exist.
+fn dir_identity(dir: &Path) -> Result<Option<(u64, u64)>, AgentError> {
+    use std::os::unix::fs::MetadataExt as _;
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display())))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("cannot open", dir, e)),
+        Ok(m) if m.is_dir() => Ok(Some((m.dev(), m.ino()))),
+        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("cannot open", dir, e)),
     }
-    let snaps = list_generations(dir)?.snaps;
+}
+
+/// Reads a session: newest good snapshot + the journals from its generation on. Never writes.
+///
+/// Another store (another process) may delete the session meanwhile: `delete` moves the whole
+/// directory away in one rename, so files listed, or read in part, vanish under the read, which
+/// then finds no snapshot, cannot list the directory, or folds a snapshot without its journal
+/// (an older state). Whenever something vanished or failed, the directory is looked at again:
+/// gone, the session is `None` (the load came after the deletion); another directory in its
+/// place, or files gone from the same one, it is read again (up to [`SCAN_ATTEMPTS`] times).
+/// A read during which nothing vanished saw every file whole, before any move.
+fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let Some(identity) = dir_identity(dir)? else { return Ok(None) };
+        let mut vanished = false;
+        let result = scan_files(dir, session_id, &mut vanished);
+        if result.is_ok() && !vanished {
+            return result;
+        }
+        let again = match dir_identity(dir) {
+            Ok(None) => return Ok(None),
+            Ok(Some(now)) => vanished || now != identity,
+            Err(_) => false,
+        };
+        if !again || attempts >= SCAN_ATTEMPTS {
+            return result;
+        }
+    }
+}
+
+/// [`scan_session`]'s one read of the files of `dir` (which existed just before); `vanished` is
+/// set when a listed file, or the directory itself, was gone when it was read.
+fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Option<Scan>, AgentError> {
+    let snaps = match list_generations(dir) {
+        Ok(listing) => listing.snaps,
+        Err(e) => {
+            *vanished = true;
+            return Err(e);
+        }
+    };
     if snaps.is_empty() {
         let legacy = dir.join(LEGACY_STATE_FILE);
         let Some(bytes) = read_optional(&legacy)? else { return Ok(None) };
@@ -238,7 +293,7 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
     let mut first_error: Option<AgentError> = None;
     for (idx, &gen) in snaps.iter().enumerate().rev() {
         let path = snapshot_path(dir, gen);
-        let Some(bytes) = read_optional(&path)? else { continue };
+        let Some(bytes) = read_listed(&path, vanished)? else { continue };
         let mut state = match decode_snapshot(&bytes) {
             Ok(s) if s.session_id == session_id => s,
             Ok(_) => {
@@ -260,7 +315,7 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
         let mut journal_valid_len = 0;
         for &g in &snaps[idx..] {
             let jpath = journal_path(dir, g);
-            let bytes = read_optional(&jpath)?.unwrap_or_default();
+            let bytes = read_listed(&jpath, vanished)?.unwrap_or_default();
             let scan = decode_journal(&bytes)?;
             for event in &scan.events {
                 state.apply(event);
