@@ -9,9 +9,12 @@
 //! varies; the test reports it. Every outcome it accepts is correct, so it cannot fail by chance,
 //! only miss a fault on a given run. `ARKAGENT_LONG=1` runs 2000 rounds instead of 150.
 
+#[path = "support/crash_harness.rs"]
+mod crash_harness;
 mod state_support;
 
 use arkagent::state::{AgentState, FileStore, FileStoreOptions, StateStore};
+use crash_harness::tmpfs_tempdir;
 use state_support::{state_after, turn};
 use std::fs;
 use std::path::Path;
@@ -20,17 +23,6 @@ use std::sync::Arc;
 
 const ID: &str = "raced";
 const TURNS: u64 = 40;
-
-fn temp_root() -> tempfile::TempDir {
-    // On tmpfs when there is one: renames and reads are quick, so more loads land in a deletion.
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(dir) = tempfile::tempdir_in(shm) {
-            return dir;
-        }
-    }
-    tempfile::tempdir().unwrap()
-}
 
 fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir(to).unwrap();
@@ -44,7 +36,7 @@ fn copy_dir(from: &Path, to: &Path) {
 async fn a_load_racing_a_deletion_finds_the_whole_session_or_none() {
     let rounds = if std::env::var("ARKAGENT_LONG").is_ok_and(|v| v == "1") { 2000 } else { 150 };
     // A session of several generations: the snapshots, their journals, many files to read.
-    let template = temp_root();
+    let template = tmpfs_tempdir();
     let options = FileStoreOptions { compact_min_bytes: 2048, ..FileStoreOptions::default() };
     {
         let store = FileStore::with_options(template.path(), options.clone());
@@ -58,7 +50,7 @@ async fn a_load_racing_a_deletion_finds_the_whole_session_or_none() {
         }
     }
     let whole = state_after(ID, TURNS);
-    let root = temp_root();
+    let root = tmpfs_tempdir();
     let (mut before, mut after) = (0usize, 0usize);
     let mut wrong: Vec<String> = Vec::new();
     for round in 0..rounds {
