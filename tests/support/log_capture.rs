@@ -1,5 +1,6 @@
-//! A logger that keeps every line a test binary logs, for tests that assert what was logged (and
-//! how often). It is the process logger: a binary that uses it installs no other.
+//! A logger that keeps every line a test binary logs, as formatted (before any redaction: this is
+//! not the crate's logger), for tests that assert what was logged, or was not, and how often. It is
+//! the process logger: a binary that uses it installs no other.
 #![allow(dead_code)]
 
 use std::sync::{Mutex, OnceLock};
@@ -19,6 +20,11 @@ impl log::Log for Capture {
 }
 
 impl Capture {
+    /// Every line logged so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// The lines logged so far that contain every one of `parts`.
     pub fn lines_with(&self, parts: &[&str]) -> Vec<String> {
         let lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
