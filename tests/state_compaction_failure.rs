@@ -118,6 +118,12 @@ async fn a_compaction_that_keeps_failing_backs_off_and_resumes_once_it_can() {
     let mut names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
     assert_eq!(names.len(), 3, "{names:?}");
+    // So the writer is still the session's: a lease keeps it, and its backoff (no try at once).
+    let lease = store.lease(ID).await.unwrap();
+    let before = tries();
+    commit_next(&store, &mut state, &mut k).await;
+    assert_eq!(tries(), before, "the lease reopened the session and tried again at once");
+    drop(lease);
     // Nothing is lost.
     assert_eq!(state, state_after(ID, k));
     assert_eq!(FileStore::new(root.path()).load_unrepaired(ID).await.unwrap().unwrap(), state);
