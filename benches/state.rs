@@ -4,7 +4,8 @@
 //!
 //! `cargo bench --bench state` runs criterion, then measures the same operations again interleaved
 //! (so both sides of each ratio see the same disk load) and prints a table with the ratios the
-//! targets are about: 10,000 / 100 messages <= 2.0, journal / SQLite <= 1.0.
+//! targets are about: 10,000 / 100 messages <= 2.0, journal / SQLite <= 1.0, and a commit at
+//! 10,000 messages while every compaction fails / the same commit where they succeed <= 2.0.
 //!
 //! The commit benchmark keeps the state's size fixed (the same `state` is passed each time while its
 //! events are appended), so compactions happen at their real rate for that size and are included.
@@ -102,6 +103,26 @@ impl CommitCase {
         CommitCase { _dir: dir, store, state, events }
     }
 
+    /// As `new`, on a session whose compactions all fail (a directory stands where the next
+    /// generation's temp snapshot goes, so creating it fails as a write on a full disk would),
+    /// with a journal already past the snapshot's size: a compaction is due at every commit. The
+    /// first one, made here, failed; the store backs off from there.
+    fn compaction_failing(rt: &Runtime, state: AgentState, events: Vec<StateEvent>) -> Self {
+        let case = CommitCase::new(rt, state, events);
+        let dir = case._dir.path().join(&case.state.session_id);
+        let snapshot = std::fs::metadata(dir.join(format!("snapshot-{:020}.ark", 1))).unwrap().len();
+        std::fs::create_dir(dir.join(format!("snapshot-{:020}.tmp", 2))).unwrap();
+        let page = "x".repeat(64 * 1024);
+        let filler: Vec<StateEvent> = (0..=snapshot / (64 * 1024))
+            .map(|_| StateEvent::MessageAppended { message: ChatMessage::user(page.clone()) })
+            .collect();
+        rt.block_on(case.store.commit(&case.state, &filler)).unwrap();
+        let journal = std::fs::metadata(dir.join(format!("journal-{:020}.ark", 1))).unwrap().len();
+        assert!(journal > snapshot, "the journal ({journal} bytes) is past the snapshot ({snapshot} bytes)");
+        assert!(!dir.join(format!("snapshot-{:020}.ark", 2)).exists(), "the compaction failed");
+        case
+    }
+
     fn run(&self, rt: &Runtime) {
         rt.block_on(self.store.commit(&self.state, &self.events)).unwrap();
     }
@@ -142,6 +163,8 @@ fn commit_one_turn(c: &mut Criterion) {
         let case = CommitCase::new(&rt, history(n), turn_events());
         g.bench_function(format!("{n}_messages"), |b| b.iter(|| case.run(&rt)));
     }
+    let failing = CommitCase::compaction_failing(&rt, history(10_000), turn_events());
+    g.bench_function("10000_messages_compaction_failing", |b| b.iter(|| failing.run(&rt)));
     g.finish();
 }
 
@@ -182,22 +205,24 @@ fn table() {
         SIZES.iter().map(|&n| CommitCase::new(&rt, history(n), turn_events())).collect();
     let journal = CommitCase::new(&rt, history(100), one_event());
     let sqlite = SqliteCase::new();
+    let failing = CommitCase::compaction_failing(&rt, history(10_000), turn_events());
     let mut c_samples = vec![Vec::new(); SIZES.len()];
-    let (mut j_samples, mut s_samples) = (Vec::new(), Vec::new());
+    let (mut j_samples, mut s_samples, mut f_samples) = (Vec::new(), Vec::new(), Vec::new());
     // Each round starts with a different operation, so none always follows the same neighbour.
-    let ops = SIZES.len() + 2;
+    let ops = SIZES.len() + 3;
     for r in 0..rounds {
         for k in 0..ops {
             match (r + k) % ops {
                 i if i < SIZES.len() => c_samples[i].push(time_batch(batch, || commits[i].run(&rt))),
                 i if i == SIZES.len() => j_samples.push(time_batch(batch, || journal.run(&rt))),
+                i if i == SIZES.len() + 1 => f_samples.push(time_batch(batch, || failing.run(&rt))),
                 _ => s_samples.push(time_batch(batch, || sqlite.run())),
             }
         }
     }
     let ms = |s: f64| s * 1e3;
     let c: Vec<f64> = c_samples.iter_mut().map(|s| median(s)).collect();
-    let (j, s) = (median(&mut j_samples), median(&mut s_samples));
+    let (j, s, f) = (median(&mut j_samples), median(&mut s_samples), median(&mut f_samples));
     println!();
     println!("Durable state ({rounds} interleaved rounds of {batch} calls, median per call)");
     println!("| operation                                   | ms/op  | ratio  | target  |");
@@ -210,13 +235,20 @@ fn table() {
             ms(c[i])
         );
     }
+    println!(
+        "| the same, 10,000 messages, compaction failing | {:>6.3} | {:>6.2} | <= 2.0  |",
+        ms(f),
+        f / c[2]
+    );
     println!("| journal append + fdatasync (1 event)        | {:>6.3} | {:>6.2} | <= 1.0  |", ms(j), j / s);
     println!("| SQLite insert, WAL + synchronous=FULL       | {:>6.3} | {:>6.2} |         |", ms(s), 1.0);
     println!();
     println!(
-        "10,000 / 100 messages: {:.2} (target <= 2.0); journal / SQLite: {:.2} (target <= 1.0)",
+        "10,000 / 100 messages: {:.2} (target <= 2.0); journal / SQLite: {:.2} (target <= 1.0); \
+         compaction failing / succeeding at 10,000 messages: {:.2} (target <= 2.0)",
         c[2] / c[0],
-        j / s
+        j / s,
+        f / c[2]
     );
 }
 

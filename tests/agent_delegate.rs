@@ -6,6 +6,8 @@
 mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{
     Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK,
@@ -20,6 +22,7 @@ use delegation::tools;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, MemStore, Script};
+use wrapped::DiesAtBatchEnd;
 
 fn last_tool_result(messages: &[ChatMessage]) -> (String, bool) {
     messages
@@ -330,45 +333,6 @@ async fn a_worker_empty_answer_without_a_finish_reason_is_no_answer() {
     assert!(is_error && content.contains("without an answer"), "{content}");
 }
 
-/// A memory store that refuses every commit of `session` from its first batch completion on.
-struct DiesAtBatchEnd {
-    inner: Arc<MemStore>,
-    session: &'static str,
-    dead: std::sync::atomic::AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl StateStore for DiesAtBatchEnd {
-    async fn load(
-        &self,
-        session_id: &str,
-    ) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
-        self.inner.load(session_id).await
-    }
-
-    async fn commit(
-        &self,
-        state: &arkagent::state::AgentState,
-        events: &[arkagent::state::StateEvent],
-    ) -> Result<(), arkagent::AgentError> {
-        let completes =
-            events.iter().any(|e| matches!(e, arkagent::state::StateEvent::BatchCompleted { .. }));
-        if self.dead.load(Ordering::SeqCst) || (state.session_id == self.session && completes) {
-            self.dead.store(true, Ordering::SeqCst);
-            return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
-        }
-        self.inner.commit(state, events).await
-    }
-
-    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<bool, arkagent::AgentError> {
-        self.inner.delete(session_id).await
-    }
-}
-
 #[tokio::test]
 async fn a_completed_worker_found_again_after_a_crash_never_answers_with_its_preamble() {
     // The worker's last answer was empty (not recorded): its last assistant message is the
@@ -385,7 +349,7 @@ async fn a_completed_worker_found_again_after_a_crash_never_answers_with_its_pre
         cut,
     ]));
     let mem = Arc::new(MemStore::new());
-    let dying = Arc::new(DiesAtBatchEnd { inner: mem.clone(), session: "parent", dead: Default::default() });
+    let dying = Arc::new(DiesAtBatchEnd::wrap(mem.clone(), "parent"));
     let agent = Arc::new(AgentBuilder::new(model, dying).tools(tools(&cleared)).build());
     agent.enable_delegation(None).unwrap();
     let died = agent.run("parent", "SKU001 还有货吗", &EventLog::new(), &CancellationSignal::new()).await;

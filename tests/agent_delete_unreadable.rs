@@ -8,14 +8,17 @@
 mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{EventLog, RunOutcome};
-use arkagent::state::{AgentState, FileStore, SessionLease, StateEvent, StateStore, LOCK_DIR};
-use arkagent::{AgentError, CancellationSignal};
+use arkagent::state::{FileStore, StateStore, LOCK_DIR};
+use arkagent::CancellationSignal;
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use support::{answer, Script};
+use wrapped::{Forward, StoreHooks, Wrapped};
 
 /// Overwrites every file of a session's directory with bytes no load reads.
 fn corrupt(dir: &Path) {
@@ -59,39 +62,17 @@ async fn a_corrupt_session_and_a_parent_with_a_corrupt_worker_are_deleted() {
 
 /// A store of the app's that forwards to a `FileStore` but keeps `StateStore::exists`' default
 /// (which loads the session, so it fails on a corrupt one).
-struct Forwarding(FileStore);
+struct Forwarding;
 
 #[async_trait::async_trait]
-impl StateStore for Forwarding {
-    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
-        self.0.load(session_id).await
-    }
-
-    async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
-        self.0.load_unrepaired(session_id).await
-    }
-
-    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        self.0.commit(state, events).await
-    }
-
-    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
-        self.0.save_snapshot(state).await
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.0.delete(session_id).await
-    }
-
-    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
-        self.0.lease(session_id).await
-    }
+impl StoreHooks for Forwarding {
+    const FORWARD: Forward = Forward { load_unrepaired: true, exists: false, lease: true };
 }
 
 #[tokio::test]
 async fn a_corrupt_session_of_a_store_with_the_default_exists_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn StateStore> = Arc::new(Forwarding(FileStore::new(dir.path())));
+    let store: Arc<dyn StateStore> = Arc::new(Wrapped::new(Arc::new(FileStore::new(dir.path())), Forwarding));
     let cleared = Arc::new(AtomicUsize::new(0));
     let agent = delegation::agent(Arc::new(Script::new(vec![answer("hi")])), store.clone(), &cleared, 1);
     agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();

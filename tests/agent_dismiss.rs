@@ -6,6 +6,8 @@
 mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::loop_detect::{DiagnosisSchedule, LoopDiagnoser, LoopDiagnosis};
@@ -19,6 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{answer, calls, tool_messages, MemStore, Script};
+use wrapped::{StoreHooks, Wrapped};
 
 /// `wipe` (dangerous; each run counted; `slow`: it then takes 30 s).
 fn registry(ran: &Arc<AtomicUsize>, slow: bool) -> ToolRegistry {
@@ -176,18 +179,18 @@ async fn a_dismissal_of_a_batch_frozen_on_a_worker_killed_midway_is_not_lost() {
 /// A memory store that, when a denial is committed, lets the app's other task run before the
 /// commit returns (the session's lock is still held then).
 struct YieldsAtDenial {
-    inner: MemStore,
     denied: tokio::sync::Notify,
 }
 
 #[async_trait::async_trait]
-impl StateStore for YieldsAtDenial {
-    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
-        self.inner.load(session_id).await
-    }
-
-    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        self.inner.commit(state, events).await?;
+impl StoreHooks for YieldsAtDenial {
+    async fn commit(
+        &self,
+        inner: &dyn StateStore,
+        state: &AgentState,
+        events: &[StateEvent],
+    ) -> Result<(), AgentError> {
+        inner.commit(state, events).await?;
         let denial =
             events.iter().any(|e| matches!(e, StateEvent::ApprovalDecided { deny_reason: Some(_), .. }));
         if denial {
@@ -198,20 +201,13 @@ impl StateStore for YieldsAtDenial {
         }
         Ok(())
     }
-
-    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.inner.delete(session_id).await
-    }
 }
 
 #[tokio::test]
 async fn a_resume_from_the_app_during_a_dismissal_waits_for_it() {
     let ran = Arc::new(AtomicUsize::new(0));
-    let store = Arc::new(YieldsAtDenial { inner: MemStore::new(), denied: tokio::sync::Notify::new() });
+    let yields = YieldsAtDenial { denied: tokio::sync::Notify::new() };
+    let store = Arc::new(Wrapped::new(Arc::new(MemStore::new()), yields));
     let model = Arc::new(Script::new(vec![calls(&[("a", "wipe", "{}")]), answer("asked again")]));
     let agent = AgentBuilder::new(model.clone(), store.clone()).tools(registry(&ran, false)).build();
     let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
@@ -219,7 +215,7 @@ async fn a_resume_from_the_app_during_a_dismissal_waits_for_it() {
     let (events, signal) = (EventLog::new(), CancellationSignal::new());
     let app = async {
         // The dismissal has just denied the item; the app resumes the session meanwhile.
-        store.denied.notified().await;
+        store.hooks.denied.notified().await;
         agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await
     };
     let (dismissed, resumed) = tokio::join!(agent.dismiss("s", "moved on", &events, &signal), app);

@@ -13,10 +13,10 @@
 
 #[path = "support/delegation.rs"]
 mod delegation;
-#[path = "support/dying_store.rs"]
-mod dying;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{EventLog, RunOutcome};
 use arkagent::state::StateStore;
@@ -109,7 +109,7 @@ async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_run
     let mem = Arc::new(MemoryStore::new());
     // The worker sends its text and answers; the process dies before the parent saves its batch.
     let dying = agent_on(
-        Arc::new(dying::DiesAtBatchEnd::new(mem.clone(), "parent")),
+        Arc::new(wrapped::DiesAtBatchEnd::wrap(mem.clone(), "parent")),
         vec![
             calls(&[("d1", DELEGATE_TASK, r#"{"task":"notify"}"#)]),
             calls(&[("w1", "send_sms", "{}")]),
@@ -124,7 +124,7 @@ async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_run
     let worker = parent.workers[0].clone();
 
     // A new process deletes the session; the deletion is cut short after the worker.
-    let again = agent_on(Arc::new(KeepsOne(mem.clone(), "parent".into())), vec![answer("parent done")]);
+    let again = agent_on(keeps_one(&mem, "parent"), vec![answer("parent done")]);
     assert_eq!(again.delete_session("parent").await.unwrap_err().code, "state_io");
     assert_eq!(mem.load(&worker).await.unwrap(), None, "the worker went first");
     // The session is still there, no longer resumable: resuming it would run its delegation
@@ -163,40 +163,6 @@ async fn a_deletion_refused_because_a_worker_is_busy_leaves_the_session_as_it_wa
     assert_eq!(store.load(&worker).await.unwrap(), None);
 }
 
-/// A memory store that "dies" when a worker that itself delegated (a middle worker) completes a
-/// batch: from that commit on, every commit is refused, as if the process had been killed.
-struct DiesInTheMiddle {
-    inner: Arc<arkagent::state::MemoryStore>,
-    dead: std::sync::atomic::AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl StateStore for DiesInTheMiddle {
-    async fn load(&self, id: &str) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
-        self.inner.load(id).await
-    }
-    async fn commit(
-        &self,
-        state: &arkagent::state::AgentState,
-        events: &[arkagent::state::StateEvent],
-    ) -> Result<(), arkagent::AgentError> {
-        let completes =
-            events.iter().any(|e| matches!(e, arkagent::state::StateEvent::BatchCompleted { .. }));
-        let middle = state.delegation.is_some() && !state.workers.is_empty();
-        if self.dead.load(Ordering::SeqCst) || (middle && completes) {
-            self.dead.store(true, Ordering::SeqCst);
-            return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
-        }
-        self.inner.commit(state, events).await
-    }
-    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, arkagent::AgentError> {
-        self.inner.delete(id).await
-    }
-}
-
 /// An agent with delegation on `store`, answering with `script`, whose one tool `send_sms` counts
 /// the texts it sends in `sent`.
 fn sms_agent(
@@ -233,35 +199,23 @@ fn sms_agent(
 }
 
 /// The inner store, whose deletion of one session fails (the process died there).
-struct KeepsOne(Arc<arkagent::state::MemoryStore>, String);
+struct KeepsOne(String);
 
 #[async_trait::async_trait]
-impl StateStore for KeepsOne {
-    async fn load(&self, id: &str) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
-        self.0.load(id).await
-    }
-    async fn load_unrepaired(
-        &self,
-        id: &str,
-    ) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
-        self.0.load_unrepaired(id).await
-    }
-    async fn commit(
-        &self,
-        state: &arkagent::state::AgentState,
-        events: &[arkagent::state::StateEvent],
-    ) -> Result<(), arkagent::AgentError> {
-        self.0.commit(state, events).await
-    }
-    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
-        self.0.save_snapshot(state).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, arkagent::AgentError> {
-        if id == self.1 {
+impl wrapped::StoreHooks for KeepsOne {
+    const FORWARD: wrapped::Forward =
+        wrapped::Forward { load_unrepaired: true, ..wrapped::Forward::REQUIRED };
+
+    async fn delete(&self, inner: &dyn StateStore, id: &str) -> Result<bool, arkagent::AgentError> {
+        if id == self.0 {
             return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
         }
-        self.0.delete(id).await
+        inner.delete(id).await
     }
+}
+
+fn keeps_one(mem: &Arc<arkagent::state::MemoryStore>, id: &str) -> Arc<wrapped::Wrapped<KeepsOne>> {
+    Arc::new(wrapped::Wrapped::new(mem.clone(), KeepsOne(id.into())))
 }
 
 #[tokio::test]
@@ -276,7 +230,10 @@ async fn a_middle_worker_left_running_by_a_deletion_cut_short_never_runs_its_del
     // The deepest worker sends its text and answers; the process dies before the middle worker
     // saves its batch's end: the parent and the middle worker are both left running.
     let dying = agent_on(
-        Arc::new(DiesInTheMiddle { inner: mem.clone(), dead: Default::default() }),
+        // A worker that itself delegated (a middle worker) completes a batch.
+        Arc::new(wrapped::DiesAtBatchEnd::wrap_when(mem.clone(), |state| {
+            state.delegation.is_some() && !state.workers.is_empty()
+        })),
         vec![
             calls(&[("d1", DELEGATE_TASK, r#"{"task":"notify"}"#)]),
             calls(&[("d2", DELEGATE_TASK, r#"{"task":"really notify"}"#)]),
@@ -293,7 +250,7 @@ async fn a_middle_worker_left_running_by_a_deletion_cut_short_never_runs_its_del
 
     // A new process deletes the session; the deletion is cut short after the deepest worker.
     let again = agent_on(
-        Arc::new(KeepsOne(mem.clone(), middle.clone())),
+        keeps_one(&mem, &middle),
         vec![calls(&[("w1", "send_sms", "{}")]), answer("deepest again"), answer("middle done")],
     );
     assert_eq!(again.delete_session("parent").await.unwrap_err().code, "state_io");

@@ -5,6 +5,8 @@
 
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog};
 use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
@@ -17,37 +19,34 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{answer, calls, Script};
+use wrapped::{StoreHooks, Wrapped};
 
 /// A file store that dies (refuses every later commit) at the first commit whose events match.
 struct DiesAt {
-    inner: FileStore,
     when: fn(&StateEvent) -> bool,
     dead: AtomicBool,
 }
 
 #[async_trait::async_trait]
-impl StateStore for DiesAt {
-    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
-        self.inner.load(session_id).await
-    }
-
-    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+impl StoreHooks for DiesAt {
+    async fn commit(
+        &self,
+        inner: &dyn StateStore,
+        state: &AgentState,
+        events: &[StateEvent],
+    ) -> Result<(), AgentError> {
         if self.dead.load(Ordering::SeqCst) || events.iter().any(self.when) {
             self.dead.store(true, Ordering::SeqCst);
             return Err(AgentError::of(codes::STATE_IO, "the process died"));
         }
-        self.inner.commit(state, events).await
+        inner.commit(state, events).await
     }
 
-    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+    async fn save_snapshot(&self, inner: &dyn StateStore, state: &AgentState) -> Result<(), AgentError> {
         if self.dead.load(Ordering::SeqCst) {
             return Err(AgentError::of(codes::STATE_IO, "the process died"));
         }
-        self.inner.save_snapshot(state).await
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.inner.delete(session_id).await
+        inner.save_snapshot(state).await
     }
 }
 
@@ -107,7 +106,8 @@ async fn die_then_resume(
     hook: bool,
 ) -> (RunStatus, usize, usize, AgentState) {
     let executions = Arc::new(AtomicUsize::new(0));
-    let store = Arc::new(DiesAt { inner: FileStore::new(dir), when: dies_at, dead: AtomicBool::new(false) });
+    let dies = DiesAt { when: dies_at, dead: AtomicBool::new(false) };
+    let store = Arc::new(Wrapped::new(Arc::new(FileStore::new(dir)), dies));
     let model = Arc::new(Script::new(vec![calls(first), answer("asked again")]));
     let mut builder = AgentBuilder::new(model, store).config(one_at_a_time()).tools(tools(&executions));
     if hook {

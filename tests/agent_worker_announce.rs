@@ -11,6 +11,8 @@
 mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::approval::PendingApprovalBatch;
@@ -20,6 +22,7 @@ use arkagent::CancellationSignal;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use support::{calls, MemStore, Script};
+use wrapped::{StoreHooks, Wrapped};
 
 /// Records the approval ids of each batch announced to `on_approval_required`, with its session.
 #[derive(Default)]
@@ -129,7 +132,7 @@ async fn a_worker_batch_frozen_inside_its_delegation_is_announced_by_the_parent_
     let heard = Arc::new(Heard::default());
     let mem = Arc::new(MemStore::new());
     let dying = setup(
-        Arc::new(DiesAtMirror { inner: mem.clone() }),
+        Arc::new(Wrapped::new(mem.clone(), DiesAtMirror)),
         heard.clone(),
         vec![
             calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
@@ -152,21 +155,13 @@ async fn a_worker_batch_frozen_inside_its_delegation_is_announced_by_the_parent_
 
 /// Refuses the parent's commit of its mirror (`ApprovalRequested` on `parent`): the process died
 /// just before it.
-struct DiesAtMirror {
-    inner: Arc<MemStore>,
-}
+struct DiesAtMirror;
 
 #[async_trait::async_trait]
-impl StateStore for DiesAtMirror {
-    async fn load(
-        &self,
-        session_id: &str,
-    ) -> Result<Option<arkagent::state::AgentState>, arkagent::AgentError> {
-        self.inner.load(session_id).await
-    }
-
+impl StoreHooks for DiesAtMirror {
     async fn commit(
         &self,
+        inner: &dyn StateStore,
         state: &arkagent::state::AgentState,
         events: &[StateEvent],
     ) -> Result<(), arkagent::AgentError> {
@@ -175,15 +170,7 @@ impl StateStore for DiesAtMirror {
         {
             return Err(arkagent::AgentError::of(arkagent::codes::STATE_IO, "the process died"));
         }
-        self.inner.commit(state, events).await
-    }
-
-    async fn save_snapshot(&self, state: &arkagent::state::AgentState) -> Result<(), arkagent::AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<bool, arkagent::AgentError> {
-        self.inner.delete(session_id).await
+        inner.commit(state, events).await
     }
 }
 

@@ -5,10 +5,10 @@
 //! (`AgentState::run_error`, `StatusChanged.error`; optional, so states saved before it load as
 //! before and answer with the status).
 
-#[path = "support/dying_store.rs"]
-mod dying_store;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{Agent, AgentBuilder, EventLog, DELEGATE_TASK};
 use arkagent::hook::{AgentHook, BeforeToolCall, HookContext};
@@ -17,9 +17,9 @@ use arkagent::provider::ScriptStep;
 use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{AgentError, CancellationSignal, ErrorLayer, ToolDefinition, ToolRegistry, ToolResult};
-use dying_store::DiesAtBatchEnd;
 use std::sync::Arc;
 use support::{answer, calls, tool_messages, MemStore, Script};
+use wrapped::DiesAtBatchEnd;
 
 /// `explode`: its call is aborted by [`AbortExplode`] before it runs.
 fn tools() -> ToolRegistry {
@@ -95,7 +95,7 @@ async fn live_and_again(
     assert_eq!(out.status(), RunStatus::Completed);
 
     let mem = Arc::new(MemStore::new());
-    let dying = agent(script(worker()), Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent")));
+    let dying = agent(script(worker()), Arc::new(DiesAtBatchEnd::wrap(mem.clone(), "parent")));
     let died = dying.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await;
     assert_eq!(died.unwrap_err().code, "state_io");
     let worker_id = mem.load("parent").await.unwrap().unwrap().workers[0].clone();
@@ -131,7 +131,7 @@ async fn a_worker_state_saved_before_run_errors_were_kept_still_loads_and_answer
     let mem = Arc::new(MemStore::new());
     let dying = agent(
         script(vec![ScriptStep::Fail(provider_down())]),
-        Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent")),
+        Arc::new(DiesAtBatchEnd::wrap(mem.clone(), "parent")),
     );
     let died = dying.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await;
     assert_eq!(died.unwrap_err().code, "state_io");

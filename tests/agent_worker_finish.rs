@@ -3,19 +3,19 @@
 //! live run did: a worker whose last answer was cut off or filtered is an error naming the finish
 //! reason, not the tool results it ended on; one a tool's stop ended still answers with them.
 
-#[path = "support/dying_store.rs"]
-mod dying_store;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{Agent, AgentBuilder, EventLog, DELEGATE_TASK};
 use arkagent::provider::ModelResponse;
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
-use dying_store::DiesAtBatchEnd;
 use std::sync::Arc;
 use support::{answer, calls, tool_messages, MemStore, Script};
+use wrapped::DiesAtBatchEnd;
 
 /// `query_stock` (answers `<sku>: 12 件`) and `submit` (answers `submitted` and stops the run).
 fn tools() -> ToolRegistry {
@@ -76,7 +76,7 @@ async fn live_and_again(tool: &str, last: Option<ModelResponse>) -> ((String, bo
     let mem = Arc::new(MemStore::new());
     let dying = agent(
         Arc::new(Script::new(script(tool, last))),
-        Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent")),
+        Arc::new(DiesAtBatchEnd::wrap(mem.clone(), "parent")),
     );
     let died = dying.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await;
     assert_eq!(died.unwrap_err().code, "state_io");
@@ -108,7 +108,7 @@ async fn a_worker_state_saved_before_finish_reasons_were_kept_still_loads_and_an
     let mem = Arc::new(MemStore::new());
     let dying = agent(
         Arc::new(Script::new(script("query_stock", Some(empty(Some("length")))))),
-        Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent")),
+        Arc::new(DiesAtBatchEnd::wrap(mem.clone(), "parent")),
     );
     let died = dying.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await;
     assert_eq!(died.unwrap_err().code, "state_io");

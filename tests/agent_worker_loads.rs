@@ -6,60 +6,44 @@
 mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{AgentBuilder, EventLog, RunOutcome, DELEGATE_TASK};
-use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
+use arkagent::state::RunStatus;
 use arkagent::tool::FnExecutor;
-use arkagent::{AgentError, CancellationSignal, ToolDefinition, ToolResult};
+use arkagent::{CancellationSignal, ToolDefinition, ToolResult};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use support::{answer, calls, tool_messages, MemStore, Script};
+use wrapped::{Forward, StoreHooks, Wrapped};
 
-/// A memory store counting the loads of each session (`load` and `load_unrepaired` alike).
+/// Counts the loads of each session (`load` and `load_unrepaired` alike) of a memory store.
 #[derive(Default)]
 struct Counting {
-    inner: MemStore,
     loads: Mutex<HashMap<String, usize>>,
 }
 
 impl Counting {
-    fn loads_of(&self, session: &str) -> usize {
-        self.loads.lock().unwrap().get(session).copied().unwrap_or(0)
+    fn store() -> Wrapped<Counting> {
+        Wrapped::new(Arc::new(MemStore::new()), Counting::default())
     }
+}
 
-    fn count(&self, session: &str) {
-        *self.loads.lock().unwrap().entry(session.to_string()).or_default() += 1;
+impl Wrapped<Counting> {
+    fn loads_of(&self, session: &str) -> usize {
+        self.hooks.loads.lock().unwrap().get(session).copied().unwrap_or(0)
     }
 }
 
 #[async_trait::async_trait]
-impl StateStore for Counting {
-    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
-        self.count(session_id);
-        self.inner.load(session_id).await
-    }
+impl StoreHooks for Counting {
+    // Not a load: `exists` is answered without reading the state (a stat for the `FileStore`).
+    const FORWARD: Forward = Forward { load_unrepaired: true, exists: true, lease: false };
 
-    async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
-        self.count(session_id);
-        self.inner.load_unrepaired(session_id).await
-    }
-
-    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        self.inner.commit(state, events).await
-    }
-
-    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.inner.delete(session_id).await
-    }
-
-    // Not a load: a store answers it without reading the state (a stat for the `FileStore`).
-    async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.inner.exists(session_id).await
+    fn on_load(&self, session_id: &str) {
+        *self.loads.lock().unwrap().entry(session_id.to_string()).or_default() += 1;
     }
 }
 
@@ -80,7 +64,7 @@ async fn a_new_worker_with_inherited_metadata_that_a_stop_ended_is_loaded_once()
         calls(&[("w1", "submit", "{}")]),
         answer("parent answer"),
     ]));
-    let store = Arc::new(Counting::default());
+    let store = Arc::new(Counting::store());
     let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(tools).build());
     agent.enable_delegation(None).unwrap();
     agent.set_metadata("parent", "userId", serde_json::json!("u-1")).await.unwrap();
@@ -106,7 +90,7 @@ async fn a_worker_frozen_decided_and_continued_is_loaded_once_per_step() {
         answer("worker: 已清空"),
         answer("parent answer"),
     ]));
-    let store = Arc::new(Counting::default());
+    let store = Arc::new(Counting::store());
     let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(delegation::tools(&cleared)).build());
     agent.enable_delegation(None).unwrap();
     let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();

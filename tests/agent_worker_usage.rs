@@ -7,10 +7,10 @@
 
 #[path = "support/delegation.rs"]
 mod delegation;
-#[path = "support/dying_store.rs"]
-mod dying_store;
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::message::Usage;
@@ -19,11 +19,11 @@ use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, ToolDefinition, ToolResult};
 use delegation::agent;
-use dying_store::DiesAtBatchEnd;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use support::{answer, calls, MemStore, Script};
+use wrapped::DiesAtBatchEnd;
 
 /// `response` reporting `prompt` + `completion` tokens.
 fn costing(mut response: ModelResponse, prompt: u64, completion: u64) -> ModelResponse {
@@ -119,7 +119,7 @@ async fn died_at_the_delegations_end(cleared: &Arc<AtomicUsize>) -> Arc<MemStore
         costing(answer("worker answer"), 200, 20),                            // worker
     ]));
     let mem = Arc::new(MemStore::new());
-    let dying = Arc::new(DiesAtBatchEnd::new(mem.clone(), "parent"));
+    let dying = Arc::new(DiesAtBatchEnd::wrap(mem.clone(), "parent"));
     let died = agent(model, dying, cleared, 1).run("parent", "q", &EventLog::new(), &none()).await;
     assert_eq!(died.unwrap_err().code, "state_io");
     mem

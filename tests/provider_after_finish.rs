@@ -4,24 +4,20 @@
 //! reasoning models), and the answer is kept. What comes within it is still read. An event stream
 //! mislabelled as JSON is streamed and treated the same.
 
+#[path = "support/after_finish.rs"]
+mod after_finish;
 #[path = "support/drain.rs"]
 mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
 
+use after_finish::{answer, request, CALL, DONE, FINISH, USAGE};
 use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient, RetryPolicy,
-    Timeouts,
+    ChatModel, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
 };
-use arkagent::{codes, AgentError, ChatMessage, ErrorLayer, ToolCall};
+use arkagent::{codes, AgentError, ErrorLayer, ToolCall};
 use mock_server::{End, MockServer, Reply};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const CALL: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\",\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n";
-const FINISH: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n";
-const USAGE_DONE: &str =
-    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n";
 
 fn client(server: &MockServer, model: &str, timeouts: Option<Timeouts>) -> OpenAiCompatibleClient {
     let mut config =
@@ -43,10 +39,6 @@ fn reasoning_like(idle: Duration, after_finish: Duration) -> Timeouts {
     }
 }
 
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
-}
-
 /// The events and error of a streamed answer, and how long it took; fails if it takes `limit`.
 async fn timed(
     client: &OpenAiCompatibleClient,
@@ -57,13 +49,6 @@ async fn timed(
         .await
         .unwrap_or_else(|_| panic!("still waiting after {limit:?}"));
     (events, e, t0.elapsed())
-}
-
-fn answer(events: &[ModelEvent]) -> &ModelResponse {
-    match events.last() {
-        Some(ModelEvent::Finished(r)) => r,
-        other => panic!("last event {other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -111,7 +96,7 @@ async fn what_comes_after_the_finish_reason_within_the_limit_is_still_read() {
     // limit: tests/provider_after_finish_pings.rs.)
     let mut parts = vec![format!("{CALL}{FINISH}").into_bytes()];
     parts.extend((0..3).map(|_| b": keep-alive\n\n".to_vec()));
-    parts.push(USAGE_DONE.as_bytes().to_vec());
+    parts.push(format!("{USAGE}{DONE}").into_bytes());
     let server =
         MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(80), end: End::Stall }]).await;
     let c = client(&server, "m", Some(reasoning_like(Duration::from_secs(30), Duration::from_millis(700))));

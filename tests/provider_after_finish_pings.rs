@@ -6,23 +6,20 @@
 //! now it is handed out at the limit. Providers that send finish reasons early keep the idle limit
 //! (tests/provider_early_finish.rs), pings included. Short configured limits, no long sleeps.
 
+#[path = "support/after_finish.rs"]
+mod after_finish;
 #[path = "support/drain.rs"]
 mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
 
+use after_finish::{answer, request, CALL, DONE, FINISH, USAGE};
 use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient, RetryPolicy,
-    Timeouts,
+    ChatModel, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
 };
-use arkagent::{AgentError, ChatMessage, ToolCall};
+use arkagent::{AgentError, ToolCall};
 use mock_server::{End, MockServer, Reply};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const CALL: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\",\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n";
-const FINISH: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n";
-const USAGE: &str = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3}}\n\n";
 
 /// The keep-alives gateways send: comments, blank lines, an empty payload, a named ping event, an
 /// empty delta, the finish reason again.
@@ -51,23 +48,12 @@ fn client(server: &MockServer, after_finish: Duration) -> OpenAiCompatibleClient
     OpenAiCompatibleClient::new(config).expect("client")
 }
 
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
-}
-
 async fn timed(client: &OpenAiCompatibleClient) -> (Vec<ModelEvent>, Option<AgentError>, Duration) {
     let t0 = Instant::now();
     let (events, e) = tokio::time::timeout(Duration::from_secs(10), drain::drain(client, &request()))
         .await
         .expect("the stream never ended");
     (events, e, t0.elapsed())
-}
-
-fn answer(events: &[ModelEvent]) -> &ModelResponse {
-    match events.last() {
-        Some(ModelEvent::Finished(r)) => r,
-        other => panic!("last event {other:?}"),
-    }
 }
 
 fn pinging(parts: &[&str], delay: Duration, ping: &str, every: Duration) -> Reply {
@@ -127,7 +113,7 @@ async fn keep_alives_that_outlast_the_limit_do_not_hold_the_answer_for_a_late_us
     // `[DONE]`: the answer is handed out at the limit, without the usage that came too late.
     let mut parts = vec![format!("{CALL}{FINISH}").into_bytes()];
     parts.extend((0..4).map(|_| b": keep-alive\n\n".to_vec()));
-    parts.push(format!("{USAGE}data: [DONE]\n\n").into_bytes());
+    parts.push(format!("{USAGE}{DONE}").into_bytes());
     let server =
         MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(150), end: End::Stall }])
             .await;
@@ -154,7 +140,7 @@ async fn early_finish_reasons_with_pings_between_the_calls_keep_every_call() {
     let mut parts = vec![call(0, "a"), call(1, "b")];
     parts.extend((0..9).map(|_| ": keep-alive\n\n".to_string()));
     parts.push(call(2, "c"));
-    parts.push("data: [DONE]\n\n".to_string());
+    parts.push(DONE.to_string());
     let server = MockServer::start([Reply::Stream {
         parts: parts.into_iter().map(String::into_bytes).collect(),
         delay: Duration::from_millis(100),
@@ -196,7 +182,7 @@ async fn a_usage_chunk_that_trickles_in_after_the_finish_reason_is_kept() {
         \"rejected_prediction_tokens\":0},\"num_sources_used\":0},\"system_fingerprint\":\"fp_2a885414fb\"}\n\n";
     let mut parts = vec![format!("{CALL}{FINISH}").into_bytes()];
     parts.extend(usage.as_bytes().chunks(20).map(<[u8]>::to_vec));
-    parts.push(b"data: [DONE]\n\n".to_vec());
+    parts.push(DONE.as_bytes().to_vec());
     let server =
         MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(60), end: End::Complete }])
             .await;

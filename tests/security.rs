@@ -15,6 +15,8 @@
 //! accepted only when the CA is passed as an extra root (tests/provider_tls.rs); the basic
 //! loopback rule and `allow_insecure_http` (tests/provider_requests.rs).
 
+#[path = "support/log_capture.rs"]
+mod log_capture;
 #[path = "support/mock_server.rs"]
 mod mock_server;
 
@@ -27,38 +29,14 @@ use arkagent::{
     codes, CancellationSignal, ChatMessage, RiskLevel, ToolCall, ToolContext, ToolDefinition, ToolRegistry,
     ToolResult,
 };
+use log_capture::capture;
 use mock_server::{End, MockServer, Reply};
 use serde_json::json;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const KEY: &str = "sk-SENTINEL-9f8e7d6c5b4a";
-
-// ---------------------------------------------------------------------------------------------
-// A raw logger: every line as formatted, before any redaction.
-
-struct Capture(Mutex<Vec<String>>);
-
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        self.0.lock().unwrap().push(format!("{} {}: {}", record.level(), record.target(), record.args()));
-    }
-    fn flush(&self) {}
-}
-
-fn capture() -> &'static Capture {
-    static C: OnceLock<&'static Capture> = OnceLock::new();
-    C.get_or_init(|| {
-        let c: &'static Capture = Box::leak(Box::new(Capture(Mutex::new(Vec::new()))));
-        log::set_logger(c).expect("the only logger of this test binary");
-        log::set_max_level(log::LevelFilter::Trace);
-        c
-    })
-}
 
 // ---------------------------------------------------------------------------------------------
 // The key never leaks
@@ -272,7 +250,7 @@ async fn the_api_key_never_reaches_state_events_logs_or_errors() {
     }
     // Every log line, unredacted (so the code must never format the key, not merely rely on the
     // redactor).
-    let lines = logs.0.lock().unwrap().clone();
+    let lines = logs.lines();
     // The retries of the echoing 500/429 were logged with the server's message (so this check
     // sees real lines, not an empty log).
     assert!(

@@ -14,13 +14,15 @@
 //! SIGKILL stops the process, not the machine: the page cache survives. Torn writes that only a
 //! power cut leaves are covered by tests/state_recovery.rs, which cuts the journal at every byte.
 
+#[path = "support/crash_harness.rs"]
+mod crash_harness;
 mod state_support;
 
 use arkagent::approval::ApprovalDecision;
 use arkagent::state::{check_pairing, AgentState, FileStore, FileStoreOptions, StateStore};
+use crash_harness::{run_child_then_kill, CrashRun};
 use state_support::turn;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 const SESSION: &str = "crash";
@@ -64,19 +66,9 @@ fn main() {
         child(root);
         return;
     }
-    let long = std::env::var("ARKAGENT_LONG").is_ok_and(|v| v == "1");
-    let kills: usize = std::env::var("ARKAGENT_CRASH_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if long { 500 } else { 50 });
-    let seed: u64 = std::env::var("ARKAGENT_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    println!("state_crash: {kills} kills, seed {seed} (ARKAGENT_CRASH_SEED={seed} replays the kill moments)");
+    let CrashRun { kills, seed } = CrashRun::from_env("state_crash", 50, 500);
     let mut rng = fastrand::Rng::with_seed(seed);
     let root = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 
     let started = Instant::now();
@@ -85,29 +77,12 @@ fn main() {
     let (mut ahead, mut reported_total, mut decided_checked, mut mid_compaction) =
         (0usize, 0u64, 0usize, 0usize);
     for kill in 0..kills {
-        let mut child = Command::new(&exe)
-            .env("ARKAGENT_CRASH_CHILD", root.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut max = None;
-            for line in BufReader::new(stdout).lines() {
-                let line = line.unwrap();
-                let k: u64 = line.strip_prefix("committed ").unwrap().parse().unwrap();
-                max = Some(k);
-            }
-            max
-        });
         // A quarter of the kills land during start-up and loading, the rest during the commit loop.
         let delay = if rng.u8(0..4) == 0 { rng.u64(0..3_000) } else { rng.u64(3_000..120_000) };
-        std::thread::sleep(Duration::from_micros(delay));
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        assert!(!status.success(), "kill {kill}: the child must have been killed, not exited ({status})");
-        let reported = reader.join().unwrap();
+        let lines =
+            run_child_then_kill("ARKAGENT_CRASH_CHILD", root.path(), Duration::from_micros(delay), kill);
+        let reported =
+            lines.iter().map(|line| line.strip_prefix("committed ").unwrap().parse::<u64>().unwrap()).max();
         if let Some(k) = reported {
             assert!(k >= last_reported, "kill {kill}: sequence went backwards");
             reported_total += k - last_reported;

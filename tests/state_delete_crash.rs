@@ -14,12 +14,14 @@
 //! - `ARKAGENT_CRASH_KILLS=<n>`: any number of kills.
 //! - `ARKAGENT_CRASH_SEED=<u64>`: replay a run (the seed is printed).
 
+#[path = "support/crash_harness.rs"]
+mod crash_harness;
 mod state_support;
 
 use arkagent::state::{AgentState, FileStore, FileStoreOptions, StateStore};
+use crash_harness::{run_child_then_kill, tmpfs_tempdir, CrashRun};
 use state_support::{state_after, turn};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 const SESSION: &str = "doomed";
@@ -57,59 +59,22 @@ fn child(root: String) {
     });
 }
 
-fn temp_root() -> tempfile::TempDir {
-    // On tmpfs when there is one: syncs cost nothing there, so more kills land in a deletion.
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(dir) = tempfile::tempdir_in(shm) {
-            return dir;
-        }
-    }
-    tempfile::tempdir().unwrap()
-}
-
 fn main() {
     if let Ok(root) = std::env::var("ARKAGENT_DELETE_CHILD") {
         child(root);
         return;
     }
-    let long = std::env::var("ARKAGENT_LONG").is_ok_and(|v| v == "1");
-    let kills: usize = std::env::var("ARKAGENT_CRASH_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if long { 400 } else { 60 });
-    let seed: u64 = std::env::var("ARKAGENT_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    println!("state_delete_crash: {kills} kills, seed {seed} (ARKAGENT_CRASH_SEED={seed} replays the kill moments)");
+    let CrashRun { kills, seed } = CrashRun::from_env("state_delete_crash", 60, 400);
     let mut rng = fastrand::Rng::with_seed(seed);
-    let root = temp_root();
-    let exe = std::env::current_exe().unwrap();
+    let root = tmpfs_tempdir();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let whole = state_after(SESSION, TURNS);
     let started = Instant::now();
     let (mut gone, mut kept, mut cycles, mut deleting_kills) = (0usize, 0usize, 0u64, 0usize);
     for kill in 0..kills {
-        let mut child = Command::new(&exe)
-            .env("ARKAGENT_DELETE_CHILD", root.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut last = None;
-            for line in BufReader::new(stdout).lines() {
-                last = Some(line.unwrap());
-            }
-            last
-        });
-        std::thread::sleep(Duration::from_micros(rng.u64(2_000..60_000)));
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        assert!(!status.success(), "kill {kill}: the child must have been killed, not exited ({status})");
-        let last = reader.join().unwrap().unwrap_or_default();
+        let delay = Duration::from_micros(rng.u64(2_000..60_000));
+        let last =
+            run_child_then_kill("ARKAGENT_DELETE_CHILD", root.path(), delay, kill).pop().unwrap_or_default();
         cycles = cycles.max(last.rsplit(' ').next().and_then(|k| k.parse::<u64>().ok()).unwrap_or(0));
         // `built k` last: the kill came while the whole session was being deleted (or just
         // before): it is gone or whole. Otherwise it came while the next one was being built: a

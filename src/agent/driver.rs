@@ -17,8 +17,8 @@ use crate::loop_detect::{
 use crate::message::{make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
-    approx_tokens, repair_pairing, tool_result_message, trim_history_keeping, AgentState, Delegation,
-    RepairPolicy, RunStatus, StateEvent, StateStore, ToolRunRecord,
+    approx_tokens, mark_failed_results, repair_pairing, tool_result_message, trim_history_keeping,
+    AgentState, Delegation, RepairPolicy, RunStatus, StateEvent, StateStore, ToolRunRecord,
 };
 use crate::tool::{
     CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult,
@@ -1513,7 +1513,8 @@ impl<'a> Run<'a> {
             ),
             None => Arc::clone(&messages),
         };
-        let sent = join_successive_questions(sent);
+        // A failed result saved before results were marked is marked in what is sent.
+        let sent = mark_failed_results(join_successive_questions(sent));
         let request = ChatRequest {
             messages: sent,
             tools: Arc::clone(tools.definitions()),

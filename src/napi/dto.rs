@@ -126,29 +126,7 @@ unsafe fn read_id(env: sys::napi_env, value: sys::napi_value, name: &str) -> nap
     Ok(text)
 }
 
-impl<K: ArgName> ValidateNapiValue for Id<K> {
-    unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<sys::napi_value> {
-        // SAFETY: as `from_napi_value`.
-        unsafe { <String as ValidateNapiValue>::validate(env, value) }
-    }
-}
-
-impl<K: ArgName> ToNapiValue for Id<K> {
-    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
-        // SAFETY: called by napi's glue on the JS thread with this env.
-        unsafe { String::to_napi_value(env, value.0) }
-    }
-}
-
-impl<K: ArgName> TypeName for Id<K> {
-    fn type_name() -> &'static str {
-        String::type_name()
-    }
-
-    fn value_type() -> napi_ohos::ValueType {
-        String::value_type()
-    }
-}
+super::text::napi_as_string!(Id);
 
 /// A tool definition as ArkTS gives it.
 #[napi(object)]

@@ -40,7 +40,7 @@
 //! the same.
 
 use super::engine_utf8::decode_engine_utf8;
-use napi_ohos::bindgen_prelude::{FromNapiValue, ToNapiValue, TypeName, ValidateNapiValue};
+use napi_ohos::bindgen_prelude::FromNapiValue;
 use napi_ohos::{sys, Status};
 use std::marker::PhantomData;
 
@@ -210,26 +210,42 @@ impl<K: ArgName> FromNapiValue for Text<K> {
     }
 }
 
-impl<K: ArgName> ValidateNapiValue for Text<K> {
-    unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<sys::napi_value> {
-        // SAFETY: as `from_napi_value`.
-        unsafe { <String as ValidateNapiValue>::validate(env, value) }
-    }
-}
+/// The napi traits a string newtype over [`String`] (`$ty<K>(pub String, ..)`: [`Text`],
+/// [`Id`](super::dto::Id)) shares with `String`: validated, written and named as a string. Its
+/// reading ([`FromNapiValue`]) is its own.
+macro_rules! napi_as_string {
+    ($ty:ident) => {
+        impl<K: $crate::napi::text::ArgName> napi_ohos::bindgen_prelude::ValidateNapiValue for $ty<K> {
+            unsafe fn validate(
+                env: napi_ohos::sys::napi_env,
+                value: napi_ohos::sys::napi_value,
+            ) -> napi_ohos::Result<napi_ohos::sys::napi_value> {
+                // SAFETY: called by napi's glue (or the binding) on the JS thread with this env and value.
+                unsafe { <String as napi_ohos::bindgen_prelude::ValidateNapiValue>::validate(env, value) }
+            }
+        }
 
-impl<K: ArgName> ToNapiValue for Text<K> {
-    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
-        // SAFETY: called by napi's glue on the JS thread with this env.
-        unsafe { String::to_napi_value(env, value.0) }
-    }
-}
+        impl<K: $crate::napi::text::ArgName> napi_ohos::bindgen_prelude::ToNapiValue for $ty<K> {
+            unsafe fn to_napi_value(
+                env: napi_ohos::sys::napi_env,
+                value: Self,
+            ) -> napi_ohos::Result<napi_ohos::sys::napi_value> {
+                // SAFETY: called by napi's glue on the JS thread with this env.
+                unsafe { <String as napi_ohos::bindgen_prelude::ToNapiValue>::to_napi_value(env, value.0) }
+            }
+        }
 
-impl<K: ArgName> TypeName for Text<K> {
-    fn type_name() -> &'static str {
-        String::type_name()
-    }
+        impl<K: $crate::napi::text::ArgName> napi_ohos::bindgen_prelude::TypeName for $ty<K> {
+            fn type_name() -> &'static str {
+                <String as napi_ohos::bindgen_prelude::TypeName>::type_name()
+            }
 
-    fn value_type() -> napi_ohos::ValueType {
-        String::value_type()
-    }
+            fn value_type() -> napi_ohos::ValueType {
+                <String as napi_ohos::bindgen_prelude::TypeName>::value_type()
+            }
+        }
+    };
 }
+pub(crate) use napi_as_string;
+
+napi_as_string!(Text);

@@ -12,10 +12,21 @@
 //! `max(compact_min_bytes, size of the snapshot)` bytes, the commit also compacts: a new generation
 //! is written (its empty journal created and synced, then the snapshot to a temp file, `fsync`,
 //! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
-//! compaction that fails does not fail its commit, whose events were durable before it began
-//! (logged; the next commit tries again). A
 //! snapshot is rewritten at most once per its own size in journal bytes, so the amortised cost of
 //! a commit stays bounded by a constant factor of its own bytes. `save_snapshot` compacts at once.
+//!
+//! A compaction that fails (a full disk lets the small append through, not the whole snapshot)
+//! does not fail its commit, whose events were durable before it began. What it left is removed
+//! (a temp file, the new generation's empty journal: no load reads them) and the commits go on
+//! appending to the same journal, which the loads keep reading whole. The writer then backs off:
+//! it tries again only once its journal has grown by as many bytes as it holds and as the
+//! snapshot that failed (so the journal at least doubles between two tries), each try logged once
+//! as a warning. While compactions keep failing, a commit still serialises nothing unless a try is
+//! due, and the tries' cost stays within a constant factor of the bytes committed between them;
+//! their number grows with the logarithm of the journal's size. A compaction that succeeds starts
+//! a fresh writer, with no backoff. Should a failure leave the new generation in place (its
+//! snapshot renamed, the directory not synced), the writer is dropped and the next commit reopens
+//! the session from what is on disk, appending to the newest journal.
 //! The first commit of a session in a process also reads the session once (to find the end of its
 //! journal and drop a torn tail) and serialises the state once (in case a snapshot must be started).
 //!
@@ -23,7 +34,10 @@
 //! `delete` moves the session's directory into `..trash` under the root in one `rename` (the root
 //! then synced) and removes it there: a kill at any point leaves the session whole or gone, never
 //! an older generation alone (which loads as the session stood before its last compaction).
-//! Leftovers in the trash are read by nothing and swept by the next deletion.
+//! Leftovers in the trash are read by nothing and swept by the next deletion. A load by another
+//! store (loads take no lease) that the move catches part way finds files gone under it: it looks
+//! at the directory again and answers `None` when it is gone (the load came after the deletion),
+//! never `state_io`, `state_corrupt` or the older state of a snapshot read without its journal.
 //!
 //! # Loads and recovery
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
@@ -104,6 +118,10 @@ struct Writer {
     journal: File,
     journal_len: u64,
     snapshot_len: u64,
+    /// Compactions of this generation that failed in a row (see "Writes" in the module docs).
+    failed_compactions: u32,
+    /// The journal length before which no compaction is tried again after a failure (0: none).
+    retry_at: u64,
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Writer>>>;
@@ -176,6 +194,13 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, AgentError> {
     }
 }
 
+/// [`read_optional`] of a file a listing named: its absence is noted in `vanished`.
+fn read_listed(path: &Path, vanished: &mut bool) -> Result<Option<Vec<u8>>, AgentError> {
+    let bytes = read_optional(path)?;
+    *vanished |= bytes.is_none();
+    Ok(bytes)
+}
+
 /// A session as found on disk.
 struct Scan {
     state: AgentState,
@@ -190,17 +215,62 @@ struct Scan {
     snapshot_len: u64,
 }
 
-/// Reads a session: newest good snapshot + the journals from its generation on. Never writes.
-fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError> {
+/// How many times [`scan_session`] reads a session whose files vanished while it read them and
+/// whose directory still stands (another writer compacted meanwhile, or the session was deleted
+/// and made again) before it answers with what it read.
+const SCAN_ATTEMPTS: usize = 3;
+
+/// The identity of a directory: `None` when it does not exist.
+fn dir_identity(dir: &Path) -> Result<Option<(u64, u64)>, AgentError> {
+    use std::os::unix::fs::MetadataExt as _;
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display())))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("cannot open", dir, e)),
+        Ok(m) if m.is_dir() => Ok(Some((m.dev(), m.ino()))),
+        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("cannot open", dir, e)),
     }
-    let snaps = list_generations(dir)?.snaps;
+}
+
+/// Reads a session: newest good snapshot + the journals from its generation on. Never writes.
+///
+/// Another store (another process) may delete the session meanwhile: `delete` moves the whole
+/// directory away in one rename, so files listed, or read in part, vanish under the read, which
+/// then finds no snapshot, cannot list the directory, or folds a snapshot without its journal
+/// (an older state). Whenever something vanished or failed, the directory is looked at again:
+/// gone, the session is `None` (the load came after the deletion); another directory in its
+/// place, or files gone from the same one, it is read again (up to [`SCAN_ATTEMPTS`] times).
+/// A read during which nothing vanished saw every file whole, before any move.
+fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let Some(identity) = dir_identity(dir)? else { return Ok(None) };
+        let mut vanished = false;
+        let result = scan_files(dir, session_id, &mut vanished);
+        if result.is_ok() && !vanished {
+            return result;
+        }
+        let again = match dir_identity(dir) {
+            Ok(None) => return Ok(None),
+            Ok(Some(now)) => vanished || now != identity,
+            Err(_) => false,
+        };
+        if !again || attempts >= SCAN_ATTEMPTS {
+            return result;
+        }
+    }
+}
+
+/// [`scan_session`]'s one read of the files of `dir` (which existed just before); `vanished` is
+/// set when a listed file, or the directory itself, was gone when it was read.
+fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Option<Scan>, AgentError> {
+    let snaps = match list_generations(dir) {
+        Ok(listing) => listing.snaps,
+        Err(e) => {
+            *vanished = true;
+            return Err(e);
+        }
+    };
     if snaps.is_empty() {
         let legacy = dir.join(LEGACY_STATE_FILE);
         let Some(bytes) = read_optional(&legacy)? else { return Ok(None) };
@@ -223,7 +293,7 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
     let mut first_error: Option<AgentError> = None;
     for (idx, &gen) in snaps.iter().enumerate().rev() {
         let path = snapshot_path(dir, gen);
-        let Some(bytes) = read_optional(&path)? else { continue };
+        let Some(bytes) = read_listed(&path, vanished)? else { continue };
         let mut state = match decode_snapshot(&bytes) {
             Ok(s) if s.session_id == session_id => s,
             Ok(_) => {
@@ -245,7 +315,7 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
         let mut journal_valid_len = 0;
         for &g in &snaps[idx..] {
             let jpath = journal_path(dir, g);
-            let bytes = read_optional(&jpath)?.unwrap_or_default();
+            let bytes = read_listed(&jpath, vanished)?.unwrap_or_default();
             let scan = decode_journal(&bytes)?;
             for event in &scan.events {
                 state.apply(event);
@@ -301,7 +371,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
     journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
     journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
     let spath = snapshot_path(dir, gen);
-    let tmp = dir.join(format!("snapshot-{gen:020}.tmp"));
+    let tmp = snapshot_temp_path(dir, gen);
     {
         let mut f = File::create(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
         f.write_all(payload).map_err(|e| io_err("cannot write", &tmp, e))?;
@@ -329,7 +399,14 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         journal,
         journal_len: JOURNAL_HEADER_LEN as u64,
         snapshot_len: payload.len() as u64,
+        failed_compactions: 0,
+        retry_at: 0,
     })
+}
+
+/// The temp file a snapshot of generation `gen` is written to before its rename.
+fn snapshot_temp_path(dir: &Path, gen: u64) -> PathBuf {
+    dir.join(format!("snapshot-{gen:020}.tmp"))
 }
 
 /// Opens the session's newest journal for appending, truncating a torn or corrupt tail. Returns
@@ -371,6 +448,8 @@ fn ensure_open(
                 journal,
                 journal_len: valid,
                 snapshot_len: scan.snapshot_len,
+                failed_compactions: 0,
+                retry_at: 0,
             });
             return Ok(false);
         }
@@ -434,8 +513,55 @@ impl Writer {
         Ok(())
     }
 
-    fn compaction_due(&self, min_bytes: u64) -> bool {
-        self.journal_len >= min_bytes.max(self.snapshot_len)
+    /// The compaction a commit whose events are durable starts (see "Writes" in the module
+    /// docs): a failure is not the commit's. Returns false when this writer must not append
+    /// again (a failure left the new generation in place): the caller drops it, and the next
+    /// commit reopens the session from disk.
+    fn compact_after_commit(&mut self, payload: &[u8], session_id: &str) -> bool {
+        let failures = self.failed_compactions;
+        let e = match self.compact(payload) {
+            Ok(()) => {
+                if failures > 0 {
+                    log::info!(
+                        "arkagent: the journal of session {session_id} was compacted after {failures} failed tries"
+                    );
+                }
+                return true;
+            }
+            Err(e) => e,
+        };
+        let next = self.gen + 1;
+        match fs::symlink_metadata(snapshot_path(&self.dir, next)) {
+            Err(nf) if nf.kind() == io::ErrorKind::NotFound => {}
+            _ => {
+                // The new snapshot is in place (only syncing its directory failed, or it cannot
+                // be told): loads read the new generation, so this journal is no longer theirs.
+                log::warn!(
+                    "arkagent: the journal of session {session_id} was compacted, but not durably \
+                     (reopened from disk at its next commit): {e}"
+                );
+                return false;
+            }
+        }
+        // Not made: no load reads what it left, which may hold the space a full disk lacks.
+        let _ = fs::remove_file(snapshot_temp_path(&self.dir, next));
+        let _ = fs::remove_file(journal_path(&self.dir, next));
+        self.failed_compactions = failures.saturating_add(1);
+        let grow = self.journal_len.max(payload.len() as u64);
+        self.retry_at = self.journal_len.saturating_add(grow);
+        log::warn!(
+            "arkagent: the journal of session {session_id} could not be compacted ({} failed tries in a \
+             row; its commits go on, and the next try comes once the journal reaches {} bytes): {e}",
+            self.failed_compactions,
+            self.retry_at
+        );
+        true
+    }
+
+    /// The journal length at which a compaction is due: `max(compact_min_bytes, snapshot size)`,
+    /// or later while backing off after a failure.
+    fn compact_at(&self, min_bytes: u64) -> u64 {
+        min_bytes.max(self.snapshot_len).max(self.retry_at)
     }
 }
 
@@ -645,7 +771,7 @@ impl StateStore for FileStore {
         let min = self.options.compact_min_bytes;
         let need_payload = match guard.as_ref() {
             None => true,
-            Some(w) => w.journal_len + records.len() as u64 >= min.max(w.snapshot_len),
+            Some(w) => w.journal_len + records.len() as u64 >= w.compact_at(min),
         };
         // Serialising the whole state happens only when a snapshot may be written.
         let payload = if need_payload { Some(encode_snapshot(state)?) } else { None };
@@ -654,34 +780,26 @@ impl StateStore for FileStore {
         tokio::task::spawn_blocking(move || {
             let result = (|| {
                 if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
-                    return Ok(Ok(()));
+                    return Ok(());
                 }
-                let Some(w) = guard.as_mut() else { return Ok(Ok(())) };
+                let Some(w) = guard.as_mut() else { return Ok(()) };
                 if !records.is_empty() {
                     w.append(&records)?;
                 }
-                match payload.as_deref() {
-                    Some(p) if w.compaction_due(min) => Ok(w.compact(p)),
-                    _ => Ok(Ok(())),
+                // The events are durable (appended and synced): the commit succeeds whatever the
+                // compaction does.
+                if let Some(p) = payload.as_deref() {
+                    if w.journal_len >= w.compact_at(min) && !w.compact_after_commit(p, &id) {
+                        *guard = None;
+                    }
                 }
+                Ok(())
             })();
-            match result {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => {
-                    // The events are durable (appended and synced above): the commit succeeded.
-                    // The compaction may have stopped anywhere (a new generation half made, or
-                    // made but its directory entry not synced): reopen from what is on disk next
-                    // time, which tries it again. Loads read the events either way.
-                    log::warn!("arkagent: the journal of session {id} could not be compacted (tried again at its next commit): {e}");
-                    *guard = None;
-                    Ok(())
-                }
-                Err(e) => {
-                    // The journal may end in a partial record: reopen (and truncate it) next time.
-                    *guard = None;
-                    Err(e)
-                }
+            if result.is_err() {
+                // The journal may end in a partial record: reopen (and truncate it) next time.
+                *guard = None;
             }
+            result
         })
         .await
         .map_err(join_error)?

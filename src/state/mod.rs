@@ -31,7 +31,9 @@ pub mod trim;
 pub use file_store::{FileStore, FileStoreOptions, LOCK_DIR, TRASH_DIR};
 pub use memory_store::MemoryStore;
 pub use metadata::{check_metadata_entry, MAX_METADATA_BYTES, MAX_METADATA_KEY_LEN, METADATA_VALUE_LIMITS};
-pub use repair::{check_pairing, repair_pairing, tool_result_message, RepairPolicy, RepairReport};
+pub use repair::{
+    check_pairing, mark_failed_results, repair_pairing, tool_result_message, RepairPolicy, RepairReport,
+};
 pub use session_id::{validate_session_id, MAX_SESSION_ID_LEN};
 pub use trim::{approx_tokens, trim_history, trim_history_keeping, TrimmedHistory};
 

@@ -140,17 +140,40 @@ impl RepairReport {
 /// app.
 pub fn tool_result_message(call: &ToolCall, result: &ToolResult) -> ChatMessage {
     let text = result.to_model_text();
-    let content = if result.is_error && !crate::message::reads_as_error(&text) {
-        format!("error: {text}")
-    } else {
-        text
-    };
+    let content = if needs_error_mark(&text, result.is_error) { format!("error: {text}") } else { text };
     ChatMessage::Tool {
         tool_call_id: call.id.clone(),
         name: call.name.clone(),
         content,
         is_error: result.is_error,
     }
+}
+
+/// Whether a tool message's text must be shown as `error: <text>` (see [`tool_result_message`]).
+fn needs_error_mark(text: &str, is_error: bool) -> bool {
+    is_error && !crate::message::reads_as_error(text)
+}
+
+/// The history as the model is shown it: every failed result's text marked as
+/// [`tool_result_message`] marks it. Results appended since the mark exists already carry it in
+/// their content; results saved by earlier versions (a session resumed after an update) do not,
+/// and would reach the model word for word like a success. They are marked here, in what is sent,
+/// not in the state: the saved history keeps its text as it was written. Without such a result
+/// (every history written since) the same `Arc` is returned and nothing is copied.
+pub fn mark_failed_results(messages: Arc<Vec<ChatMessage>>) -> Arc<Vec<ChatMessage>> {
+    let unmarked = |m: &ChatMessage| matches!(m, ChatMessage::Tool { content, is_error, .. } if needs_error_mark(content, *is_error));
+    if !messages.iter().any(unmarked) {
+        return messages;
+    }
+    let mut marked = Arc::unwrap_or_clone(messages);
+    for m in &mut marked {
+        if let ChatMessage::Tool { content, is_error, .. } = m {
+            if needs_error_mark(content, *is_error) {
+                *content = format!("error: {content}");
+            }
+        }
+    }
+    Arc::new(marked)
 }
 
 /// The result given to a call that started but never finished.
@@ -318,4 +341,35 @@ pub fn check_pairing(messages: &[ChatMessage], pending: &[&str]) -> Result<(), A
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(id: &str, content: &str, is_error: bool) -> ChatMessage {
+        ChatMessage::Tool { tool_call_id: id.into(), name: "t".into(), content: content.into(), is_error }
+    }
+
+    #[test]
+    fn mark_failed_results_marks_only_unmarked_failures_and_copies_nothing_without_one() {
+        let current = Arc::new(vec![
+            ChatMessage::user("q"),
+            result("a", "error: unknown record: r9", true),
+            result("b", "unknown record: r9", false),
+            result("c", "ERROR [tool_timeout]: slow", true),
+        ]);
+        assert!(Arc::ptr_eq(&mark_failed_results(Arc::clone(&current)), &current));
+        let old =
+            Arc::new(vec![result("a", "unknown record: r9", true), result("b", "errors found: 2", true)]);
+        let marked = mark_failed_results(old);
+        assert_eq!(
+            *marked,
+            vec![result("a", "error: unknown record: r9", true), result("b", "error: errors found: 2", true)]
+        );
+        assert!(
+            Arc::ptr_eq(&mark_failed_results(Arc::clone(&marked)), &marked),
+            "marking twice changes nothing"
+        );
+    }
 }
