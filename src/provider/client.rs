@@ -6,15 +6,22 @@
 //! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and never once a
 //! response was accepted (a stream that started is never replayed). Whether an error response is
 //! retried is decided in this order:
-//! 1. a body that says the error lasts (an exhausted quota or balance, a locked account:
-//!    [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is never retried, whatever the
-//!    headers say: no wait of seconds changes it, and a gateway that adds `x-should-retry: true`
-//!    to every 429 would otherwise spend the retries and the user's time on a certain failure;
+//! 1. an error that lasts (an exhausted quota or balance, a 402, a refused key or locked account
+//!    named by the body's code: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is
+//!    never retried, whatever the headers say: no wait of seconds changes it, and a gateway that
+//!    adds `x-should-retry: true` to every 429 would otherwise spend the retries and the user's
+//!    time on a certain failure;
 //! 2. `x-should-retry: false` is never retried, `x-should-retry: true` is retried whatever the
 //!    status (a 400 included), as the official OpenAI SDKs obey it (`_should_retry` of
 //!    openai-python, `shouldRetry` of openai-node; this client also takes either value in any
 //!    case and with blank space around, and ignores any other value);
 //! 3. otherwise the status decides ([`is_retried_status`]).
+//!
+//! The error's code is the one the body's own code names
+//! ([`stable_code`](super::wire::ProviderErrorDetail::stable_code): `provider_auth`,
+//! `provider_rate_limited`, `provider_quota_exhausted`), else the status's (401/403 auth, 402
+//! quota exhausted, 429 rate limited, any other `provider_http_status`); an error body sent with
+//! a 2xx (MiniMax's `base_resp`, Baidu's `error_code`...) is read the same way, and not retried.
 //!
 //! The wait before a retry is what the server asks for: `retry-after-ms` (milliseconds, not a
 //! standard header; the SDKs prefer it to `Retry-After`, which only has whole seconds in its
@@ -253,8 +260,10 @@ impl OpenAiCompatibleClient {
     /// condition that a retry cannot change ([`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)).
     async fn status_error(&self, mut resp: reqwest::Response, deadline: Instant) -> (AgentError, bool) {
         let status = resp.status();
-        let code = match status.as_u16() {
+        let by_status = match status.as_u16() {
             401 | 403 => codes::PROVIDER_AUTH,
+            // Payment Required: DeepSeek's "Insufficient Balance", OpenRouter's credits.
+            402 => codes::PROVIDER_QUOTA_EXHAUSTED,
             429 => codes::PROVIDER_RATE_LIMITED,
             _ => codes::PROVIDER_HTTP_STATUS,
         };
@@ -276,7 +285,12 @@ impl OpenAiCompatibleClient {
         // (BENCHMARKS.md, "Size of the stripped release `.so`"). A body that is not UTF-8 is shown
         // raw.
         let parsed = std::str::from_utf8(&body).ok().and_then(ProviderErrorDetail::of_body);
-        let lasting = parsed.as_ref().is_some_and(ProviderErrorDetail::is_lasting);
+        // The body's own code is more precise than the status (Zhipu sends an exhausted balance
+        // and a locked account with a 429, as it does its rate limits). An exhausted quota lasts
+        // whether the body or the status (a 402) says so.
+        let code = parsed.as_ref().and_then(ProviderErrorDetail::stable_code).unwrap_or(by_status);
+        let lasting = code == codes::PROVIDER_QUOTA_EXHAUSTED
+            || parsed.as_ref().is_some_and(ProviderErrorDetail::is_lasting);
         let detail = match parsed {
             Some(e) => e.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
