@@ -687,6 +687,13 @@ struct StreamState {
     /// comes (what a complete answer may still gain); keep-alives (comments, blank lines, empty
     /// payloads and deltas, a repeated finish reason) do not move it. `None` otherwise.
     complete_since: Option<Instant>,
+    /// While the bytes of an event are coming after the answer looked complete: `complete_since`
+    /// as it was before they began. The limit counts from the latest of those bytes while they
+    /// come (a usage chunk read a few bytes at a time is no keep-alive), and if the event turns
+    /// out to be one (an empty payload, a named ping, an empty delta: no usage, no answer data),
+    /// the limit from before it is put back: a keep-alive split across two reads extends the
+    /// limit no more than a whole one.
+    before_event: Option<Option<Instant>>,
     config: Arc<ClientConfig>,
 }
 
@@ -701,6 +708,7 @@ impl StreamState {
             deadline,
             timer: Box::pin(tokio::time::sleep_until(deadline.min(Instant::now() + config.timeouts.idle))),
             complete_since: None,
+            before_event: None,
             config,
         }
     }
@@ -771,15 +779,24 @@ impl StreamState {
                         let usage = self.decoder.usage();
                         let partial = self.decoder.pending_event_bytes();
                         let fed = self.decoder.feed(&chunk, &mut self.scratch);
-                        if !self.decoder.answer_looks_complete()
-                            || self.decoder.usage() != usage
-                            || self.decoder.pending_event_bytes() > partial
-                        {
-                            // Not a keep-alive of a complete answer (an event that comes in
-                            // pieces, the usage chunk read a few bytes at a time on a slow link,
-                            // is no keep-alive): the limit after the finish reason (if it
-                            // applies) counts from now.
+                        let pending = self.decoder.pending_event_bytes();
+                        if !self.decoder.answer_looks_complete() || self.decoder.usage() != usage {
+                            // Not a keep-alive of a complete answer: the limit after the finish
+                            // reason (if it applies) counts from now.
                             self.complete_since = None;
+                            self.before_event = None;
+                        } else if pending > partial {
+                            // Bytes of an event still coming (the usage chunk read a few bytes
+                            // at a time on a slow link, or a keep-alive split across reads): the
+                            // limit counts from them for now.
+                            self.before_event.get_or_insert(self.complete_since);
+                            self.complete_since = None;
+                        } else if pending == 0 {
+                            if let Some(before) = self.before_event.take() {
+                                // The event ended and was a keep-alive: no usage came and the
+                                // answer still looks complete. The limit counts as before it.
+                                self.complete_since = before;
+                            }
                         }
                         fed
                     }
