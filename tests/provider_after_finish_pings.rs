@@ -240,3 +240,23 @@ async fn keep_alives_split_across_reads_do_not_extend_the_limit() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_usage_event_whose_name_line_comes_alone_is_waited_for() {
+    // The finish reason, then `event: message` alone, then the usage data 350 ms later: the named
+    // event is being read from its first line, so the limit counts from that line, not from the
+    // finish reason (whose 600 ms ran out before the data came, losing the usage).
+    let parts = vec![
+        format!("{CALL}{FINISH}").into_bytes(),
+        b"event: message\n".to_vec(),
+        USAGE.as_bytes().to_vec(),
+        b"data: [DONE]\n\n".to_vec(),
+    ];
+    let server =
+        MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(350), end: End::Complete }])
+            .await;
+    let (events, e, _) = timed(&client(&server, Duration::from_millis(600))).await;
+    assert!(e.is_none(), "{e:?}");
+    let r = answer(&events);
+    assert_eq!(r.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), Some((4, 3)), "{events:?}");
+}
