@@ -217,13 +217,22 @@ async fn the_key_echoed_in_a_minimax_or_baidu_body_is_redacted() {
         json!({"error_code": 110, "error_msg": format!("token {KEY} invalid")}),
         json!({"error": true, "message": format!("bad key {KEY}")}),
     ] {
-        let server = MockServer::start([Reply::json(200, &body), Reply::json(401, &body)]).await;
+        let server = MockServer::start([
+            Reply::json(200, &body),
+            Reply::json(401, &body),
+            Reply::sse(format!("data: {body}\n\n").as_bytes()),
+        ])
+        .await;
         let c = client(&server, 0);
         for _ in 0..2 {
             let e = c.complete(&request()).await.unwrap_err();
             let text = format!("{e} {e:?}");
             assert!(!text.contains(KEY) && text.contains("<redacted>"), "{text}");
         }
+        // In a stream.
+        let e = drain::drain(&c, &request()).await.1.expect("an error");
+        let text = format!("{e} {e:?}");
+        assert!(!text.contains(KEY) && text.contains("<redacted>"), "{text}");
     }
 }
 
