@@ -253,11 +253,22 @@ error_codes! {
     PROVIDER_CONNECT = "provider_connect" => Provider;
     /// A timeout (connect, first byte, idle between chunks, total).
     PROVIDER_TIMEOUT = "provider_timeout" => Provider;
-    /// The provider answered 429 (after the retries).
+    /// The provider is limiting the rate of requests: a 429, or an error body whose code says so
+    /// (Zhipu 1302/1303/1305, MiniMax 1002, Qianfan 18/336501...), after the retries. Passing:
+    /// slow down, or try again later.
     PROVIDER_RATE_LIMITED = "provider_rate_limited" => Provider;
+    /// The account's quota or balance is used up, or its plan's limit for the day (or other
+    /// period) is reached: a 402, or an error body whose code says so (OpenAI
+    /// `insufficient_quota`, DeepSeek's 402 "Insufficient Balance", Moonshot
+    /// `exceeded_current_quota_error`, Zhipu 1113/1304/1308-1310, MiniMax 1008, Qianfan 17/19).
+    /// Lasting: never retried, as no wait of seconds changes it; someone must top up the account
+    /// or raise its limit.
+    PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted" => Provider;
     /// The provider answered with an HTTP error status (the code of its error body when it has one).
     PROVIDER_HTTP_STATUS = "provider_http_status" => Provider;
-    /// 401 / 403.
+    /// 401 / 403, or an error body whose code says the key or account is refused (an invalid or
+    /// expired key, a locked or inactive account: Zhipu 1000-1004/1110-1112/1121, MiniMax
+    /// 1004/2049, Qianfan 110/111...). Never retried.
     PROVIDER_AUTH = "provider_auth" => Provider;
     /// A response or chunk that could not be decoded (the raw body is kept, truncated).
     PROVIDER_DECODE = "provider_decode" => Provider;

@@ -192,3 +192,57 @@ async fn a_usage_chunk_that_trickles_in_after_the_finish_reason_is_kept() {
     assert_eq!(r.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), Some((291, 26)), "{events:?}");
     assert_eq!(r.tool_calls.len(), 1);
 }
+
+#[tokio::test]
+async fn keep_alives_split_across_reads_do_not_extend_the_limit() {
+    // Each keep-alive comes in two reads 100 ms apart, for 3 s. Its first piece is bytes of an
+    // event still coming, which held the limit open: each split keep-alive restarted the 300 ms
+    // limit, so a gateway pinging this way held the answer until the pings stopped (or the idle
+    // and total limits). Now the limit from before a split keep-alive is put back once it turns
+    // out to be one.
+    for (first, second) in [
+        ("data: ", "\n\n"),
+        ("event: ping\nda", "ta: {}\n\n"),
+        ("data: {\"choices\":[{\"index\":0,\"de", "lta\":{\"content\":\"\"}}]}\n\n"),
+        (": keep", "-alive\n\n"),
+    ] {
+        let mut parts = vec![format!("{CALL}{FINISH}").into_bytes()];
+        for _ in 0..15 {
+            parts.push(first.as_bytes().to_vec());
+            parts.push(second.as_bytes().to_vec());
+        }
+        let server =
+            MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(100), end: End::Stall }])
+                .await;
+        let (events, e, took) = timed(&client(&server, Duration::from_millis(300))).await;
+        assert!(e.is_none(), "{first:?}: {e:?}");
+        let r = answer(&events);
+        assert_eq!((r.content.as_deref(), r.tool_calls.len()), (Some("ok"), 1), "{first:?}");
+        // At the limit counted from the finish chunk (100 ms + 300 ms), well before the pings
+        // end (3.1 s); the bound is loose for a loaded machine.
+        assert!(
+            took >= Duration::from_millis(390) && took < Duration::from_millis(1800),
+            "{first:?}: {took:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_usage_event_whose_name_line_comes_alone_is_waited_for() {
+    // The finish reason, then `event: message` alone, then the usage data 350 ms later: the named
+    // event is being read from its first line, so the limit counts from that line, not from the
+    // finish reason (whose 600 ms ran out before the data came, losing the usage).
+    let parts = vec![
+        format!("{CALL}{FINISH}").into_bytes(),
+        b"event: message\n".to_vec(),
+        USAGE.as_bytes().to_vec(),
+        b"data: [DONE]\n\n".to_vec(),
+    ];
+    let server =
+        MockServer::start([Reply::Stream { parts, delay: Duration::from_millis(350), end: End::Complete }])
+            .await;
+    let (events, e, _) = timed(&client(&server, Duration::from_millis(600))).await;
+    assert!(e.is_none(), "{e:?}");
+    let r = answer(&events);
+    assert_eq!(r.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), Some((4, 3)), "{events:?}");
+}

@@ -129,7 +129,7 @@ async fn a_lasting_error_is_not_retried_in_either_form() {
     for body in bodies {
         let server = MockServer::start([Reply::json(429, &body), Reply::json(200, &json!({}))]).await;
         let e = client(&server, 3).complete(&request()).await.unwrap_err();
-        assert_eq!(e.code, codes::PROVIDER_RATE_LIMITED, "{body}: {e}");
+        assert_eq!(e.code, codes::PROVIDER_QUOTA_EXHAUSTED, "{body}: {e}");
         assert!(e.message.contains("lasts until the account"), "{body}: {e}");
         assert_eq!(server.requests().len(), 1, "{body}");
     }

@@ -141,7 +141,8 @@ async fn a_429_that_lasts_until_the_account_is_seen_to_is_not_retried() {
         let server = MockServer::start([reply, Reply::json(200, &ok_body("never asked"))]).await;
         let c = client(&server.base_url(), fast_retry(3), timeouts(2000, 10_000));
         let e = c.complete(&request()).await.unwrap_err();
-        assert_provider(&e, codes::PROVIDER_RATE_LIMITED);
+        // Not "slow down" but "top up the account": its own code.
+        assert_provider(&e, codes::PROVIDER_QUOTA_EXHAUSTED);
         assert!(e.message.contains(what) && e.message.contains("not retried"), "{e}");
         assert_eq!(server.requests().len(), 1, "{what}");
     }

@@ -139,7 +139,8 @@ async fn a_streamed_request_answered_with_a_body_that_is_no_event_stream_says_wh
         let (events, e) = drain(&c).await;
         let e = e.expect("the error in the body");
         assert!(events.is_empty());
-        assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+        // The provider's error, of the kind its code names.
+        assert_provider(&e, codes::PROVIDER_QUOTA_EXHAUSTED);
         assert!(e.message.contains("[1113, insufficient_quota] quota exhausted"), "{e}");
     }
     let (_, e) = drain(&c).await;

@@ -69,7 +69,10 @@ fn text_body(text: &str) -> Vec<u8> {
 
 /// What an echoing provider says about a bad key.
 fn echo_error(status: u16) -> Reply {
-    Reply::error(status, "invalid_api_key", &format!("Incorrect API key provided: {KEY}. Bearer {KEY}"))
+    // `invalid_api_key` only with the 401: with a 500 or 429 the code would name a refused key,
+    // which is not retried, where these are the passing faults a retry gets past.
+    let code = if status == 401 { "invalid_api_key" } else { "upstream_error" };
+    Reply::error(status, code, &format!("Incorrect API key provided: {KEY}. Bearer {KEY}"))
 }
 
 type Seen = Arc<Mutex<Vec<String>>>;

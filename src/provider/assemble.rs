@@ -155,8 +155,10 @@ impl StreamAssembler {
         }
         match serde_json::from_str::<ChatCompletionChunk<'_>>(data) {
             Ok(chunk) => {
-                if let Some(err) = &chunk.error {
-                    return Err(stream_error(err));
+                if let Some(err) = chunk.error {
+                    // The whole payload read as an error body: `{"error": true, ...}` has the
+                    // error's details beside the flag.
+                    return Err(stream_error(&ProviderErrorDetail::of_body(data).unwrap_or(*err)));
                 }
                 if is_error_event {
                     return Err(AgentError::of(
@@ -419,9 +421,12 @@ impl StreamAssembler {
     }
 }
 
-/// The error of a provider that reported a failure inside its stream.
+/// The error of a provider that reported a failure inside its stream: the stable code its own
+/// code names ([`ProviderErrorDetail::stable_code`]: auth, rate limit, quota exhausted), else
+/// `provider_http_status`.
 fn stream_error(err: &ProviderErrorDetail) -> AgentError {
-    AgentError::of(codes::PROVIDER_HTTP_STATUS, format!("error in stream: {}", err.describe()))
+    let code = err.stable_code().unwrap_or(codes::PROVIDER_HTTP_STATUS);
+    AgentError::of(code, format!("error in stream: {}", err.describe()))
 }
 
 /// A payload with neither choices nor usage that is an error at the top level (`{"code",

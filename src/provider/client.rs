@@ -6,15 +6,22 @@
 //! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and never once a
 //! response was accepted (a stream that started is never replayed). Whether an error response is
 //! retried is decided in this order:
-//! 1. a body that says the error lasts (an exhausted quota or balance, a locked account:
-//!    [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is never retried, whatever the
-//!    headers say: no wait of seconds changes it, and a gateway that adds `x-should-retry: true`
-//!    to every 429 would otherwise spend the retries and the user's time on a certain failure;
+//! 1. an error that lasts (an exhausted quota or balance, a 402, a refused key or locked account
+//!    named by the body's code: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is
+//!    never retried, whatever the headers say: no wait of seconds changes it, and a gateway that
+//!    adds `x-should-retry: true` to every 429 would otherwise spend the retries and the user's
+//!    time on a certain failure;
 //! 2. `x-should-retry: false` is never retried, `x-should-retry: true` is retried whatever the
 //!    status (a 400 included), as the official OpenAI SDKs obey it (`_should_retry` of
 //!    openai-python, `shouldRetry` of openai-node; this client also takes either value in any
 //!    case and with blank space around, and ignores any other value);
 //! 3. otherwise the status decides ([`is_retried_status`]).
+//!
+//! The error's code is the one the body's own code names
+//! ([`stable_code`](super::wire::ProviderErrorDetail::stable_code): `provider_auth`,
+//! `provider_rate_limited`, `provider_quota_exhausted`), else the status's (401/403 auth, 402
+//! quota exhausted, 429 rate limited, any other `provider_http_status`); an error body sent with
+//! a 2xx (MiniMax's `base_resp`, Baidu's `error_code`...) is read the same way, and not retried.
 //!
 //! The wait before a retry is what the server asks for: `retry-after-ms` (milliseconds, not a
 //! standard header; the SDKs prefer it to `Retry-After`, which only has whole seconds in its
@@ -253,8 +260,10 @@ impl OpenAiCompatibleClient {
     /// condition that a retry cannot change ([`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)).
     async fn status_error(&self, mut resp: reqwest::Response, deadline: Instant) -> (AgentError, bool) {
         let status = resp.status();
-        let code = match status.as_u16() {
+        let by_status = match status.as_u16() {
             401 | 403 => codes::PROVIDER_AUTH,
+            // Payment Required: DeepSeek's "Insufficient Balance", OpenRouter's credits.
+            402 => codes::PROVIDER_QUOTA_EXHAUSTED,
             429 => codes::PROVIDER_RATE_LIMITED,
             _ => codes::PROVIDER_HTTP_STATUS,
         };
@@ -276,7 +285,12 @@ impl OpenAiCompatibleClient {
         // (BENCHMARKS.md, "Size of the stripped release `.so`"). A body that is not UTF-8 is shown
         // raw.
         let parsed = std::str::from_utf8(&body).ok().and_then(ProviderErrorDetail::of_body);
-        let lasting = parsed.as_ref().is_some_and(ProviderErrorDetail::is_lasting);
+        // The body's own code is more precise than the status (Zhipu sends an exhausted balance
+        // and a locked account with a 429, as it does its rate limits). An exhausted quota lasts
+        // whether the body or the status (a 402) says so.
+        let code = parsed.as_ref().and_then(ProviderErrorDetail::stable_code).unwrap_or(by_status);
+        let lasting = code == codes::PROVIDER_QUOTA_EXHAUSTED
+            || parsed.as_ref().is_some_and(ProviderErrorDetail::is_lasting);
         let detail = match parsed {
             Some(e) => e.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
@@ -673,6 +687,13 @@ struct StreamState {
     /// comes (what a complete answer may still gain); keep-alives (comments, blank lines, empty
     /// payloads and deltas, a repeated finish reason) do not move it. `None` otherwise.
     complete_since: Option<Instant>,
+    /// While the bytes of an event are coming after the answer looked complete: `complete_since`
+    /// as it was before they began. The limit counts from the latest of those bytes while they
+    /// come (a usage chunk read a few bytes at a time is no keep-alive), and if the event turns
+    /// out to be one (an empty payload, a named ping, an empty delta: no usage, no answer data),
+    /// the limit from before it is put back: a keep-alive split across two reads extends the
+    /// limit no more than a whole one.
+    before_event: Option<Option<Instant>>,
     config: Arc<ClientConfig>,
 }
 
@@ -687,6 +708,7 @@ impl StreamState {
             deadline,
             timer: Box::pin(tokio::time::sleep_until(deadline.min(Instant::now() + config.timeouts.idle))),
             complete_since: None,
+            before_event: None,
             config,
         }
     }
@@ -757,15 +779,24 @@ impl StreamState {
                         let usage = self.decoder.usage();
                         let partial = self.decoder.pending_event_bytes();
                         let fed = self.decoder.feed(&chunk, &mut self.scratch);
-                        if !self.decoder.answer_looks_complete()
-                            || self.decoder.usage() != usage
-                            || self.decoder.pending_event_bytes() > partial
-                        {
-                            // Not a keep-alive of a complete answer (an event that comes in
-                            // pieces, the usage chunk read a few bytes at a time on a slow link,
-                            // is no keep-alive): the limit after the finish reason (if it
-                            // applies) counts from now.
+                        let pending = self.decoder.pending_event_bytes();
+                        if !self.decoder.answer_looks_complete() || self.decoder.usage() != usage {
+                            // Not a keep-alive of a complete answer: the limit after the finish
+                            // reason (if it applies) counts from now.
                             self.complete_since = None;
+                            self.before_event = None;
+                        } else if pending > partial {
+                            // Bytes of an event still coming (the usage chunk read a few bytes
+                            // at a time on a slow link, or a keep-alive split across reads): the
+                            // limit counts from them for now.
+                            self.before_event.get_or_insert(self.complete_since);
+                            self.complete_since = None;
+                        } else if pending == 0 {
+                            if let Some(before) = self.before_event.take() {
+                                // The event ended and was a keep-alive: no usage came and the
+                                // answer still looks complete. The limit counts as before it.
+                                self.complete_since = before;
+                            }
                         }
                         fed
                     }

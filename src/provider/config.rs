@@ -542,14 +542,37 @@ impl ClientConfig {
         self
     }
 
-    /// Checks that the API key can go into the `Authorization` header: no line break, NUL, DEL or
-    /// other control character (a tab is allowed, as in any header value). A key pasted with its
-    /// newline is refused here, when the client is built, rather than failing every request.
+    /// Whether requests go to the preset's own cloud endpoint (its default base URL, give or
+    /// take a trailing `/`), which refuses every request without a key. A custom base URL (a
+    /// local server, a gateway) may need none.
+    pub fn uses_preset_endpoint(&self) -> bool {
+        let norm = |u: &str| u.trim().trim_end_matches('/').to_ascii_lowercase();
+        self.preset.default_base_url().is_some_and(|d| norm(d) == norm(&self.base_url))
+    }
+
+    /// Checks the API key: a preset's own cloud endpoint needs one (see
+    /// [`uses_preset_endpoint`](Self::uses_preset_endpoint)), so a config without one is refused
+    /// when the client is built rather than at its first request (with `provider_auth`); and the
+    /// key must go into the `Authorization` header: no line break, NUL, DEL or other control
+    /// character (a tab is allowed, as in any header value). A key pasted with its newline is
+    /// refused here too, rather than failing every request.
     ///
     /// # Errors
-    /// `config_invalid` naming `api_key` and the kind of character (never the key).
+    /// `config_invalid` naming `api_key`: missing (empty or blank) for a preset's endpoint, or the
+    /// kind of character it holds (never the key).
     pub fn check_api_key(&self) -> Result<(), AgentError> {
         let key = self.api_key.expose();
+        if key.trim().is_empty() && self.uses_preset_endpoint() {
+            return Err(AgentError::of(
+                codes::CONFIG_INVALID,
+                format!(
+                    "api_key: required for the {} preset's endpoint ({}); only a custom base URL \
+                     (a local server, a gateway) may go without one",
+                    self.preset.name(),
+                    self.base_url.trim()
+                ),
+            ));
+        }
         // What the HTTP client checks when it builds the header (`Bearer <key>`).
         if key.is_empty() || reqwest::header::HeaderValue::from_str(key).is_ok() {
             return Ok(());

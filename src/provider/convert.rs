@@ -230,12 +230,21 @@ pub fn normalise_arguments(raw: String) -> String {
     }
 }
 
+/// The error of a 2xx body that is an error: the stable code the provider's own code names
+/// ([`ProviderErrorDetail::stable_code`]), else `provider_http_status`; the message keeps the
+/// provider's code and message.
+fn body_error(err: &ProviderErrorDetail) -> AgentError {
+    AgentError::of(err.stable_code().unwrap_or(codes::PROVIDER_HTTP_STATUS), err.describe())
+}
+
 /// Parses a non-streaming response body.
 ///
 /// # Errors
 /// `provider_decode` (with an excerpt of the raw body) when the body is not a chat completion;
-/// `provider_http_status` when it is an error body, `{"error": ...}` or a top-level
-/// `{"code", "message"}` with no choices ([`ProviderErrorDetail::of_body`]).
+/// when it is an error body (`{"error": ...}`, a top-level `{"code", "message"}`, MiniMax's
+/// `base_resp`, Baidu's `error_code`: [`ProviderErrorDetail::of_body`]), the code its own code
+/// names (`provider_auth`, `provider_rate_limited`, `provider_quota_exhausted`), else
+/// `provider_http_status`.
 pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
     // A UTF-8 byte order mark some gateways put first is no JSON.
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
@@ -249,7 +258,7 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
         Ok(w) => w,
         Err(e) => {
             if let Some(err) = ProviderErrorDetail::of_body(text) {
-                return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.describe()));
+                return Err(body_error(&err));
             }
             return Err(AgentError::of(
                 codes::PROVIDER_DECODE,
@@ -259,7 +268,7 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
     };
     let Some(choice) = wire.choices.into_iter().next() else {
         if let Some(err) = ProviderErrorDetail::of_body(text) {
-            return Err(AgentError::of(codes::PROVIDER_HTTP_STATUS, err.describe()));
+            return Err(body_error(&err));
         }
         return Err(AgentError::of(
             codes::PROVIDER_DECODE,

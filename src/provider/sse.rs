@@ -173,12 +173,15 @@ impl SseParser {
         self.dispatch(None, &mut on_event)
     }
 
-    /// The bytes of the event being read that are buffered, not yet handed out: its data so far
+    /// The bytes of the event being read that are buffered, not yet handed out: its data so far,
+    /// its `event:` name (counted as one byte more than its length, so an empty name counts too)
     /// and an unfinished line, unless that line is a comment (`:`, a keep-alive). It grows while
-    /// an event comes in pieces, which a client tells from silence.
+    /// an event comes in pieces, which a client tells from silence, and is 0 only between events
+    /// (an event's `event:` line complete but not its data is still an event being read).
     pub fn pending_event_bytes(&self) -> usize {
         let line = if self.line.first() == Some(&b':') { 0 } else { self.line.len() };
-        line + if self.has_data { self.data.len() } else { 0 }
+        let name = if self.has_event { self.event.len() + 1 } else { 0 };
+        line + name + if self.has_data { self.data.len() } else { 0 }
     }
 
     /// True when bytes of an unfinished line are buffered.
@@ -339,6 +342,26 @@ mod tests {
             sizes.push(p.pending_event_bytes());
         }
         assert_eq!(sizes, [0, 0, 10, 7, 0, 4, 0]);
+        // An event named before its data: between its lines it is still being read.
+        let mut sizes = Vec::new();
+        for piece in [
+            &b"event: ping
+"[..],
+            b": note
+",
+            b"data: {}
+",
+            b"
+",
+            b"event:
+",
+            b"
+",
+        ] {
+            p.feed(piece, |_| Ok(())).unwrap();
+            sizes.push(p.pending_event_bytes());
+        }
+        assert_eq!(sizes, [5, 5, 7, 0, 1, 0]);
     }
 
     #[test]

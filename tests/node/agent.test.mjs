@@ -160,7 +160,11 @@ test('config: provider, model, base URL, script and state dir are checked', () =
     [{ provider: 'nope', model: 'm' }, 'config_invalid', /provider/],
     [{ provider: 'scripted' }, 'config_invalid', /scriptJson/],
     [{ provider: 'scripted', scriptJson: '{"not":"an array"}' }, 'config_invalid', /scriptJson/],
-    [{ provider: 'openai' }, 'config_invalid', /model/],
+    [{ provider: 'openai', apiKey: 'k' }, 'config_invalid', /model/],
+    // A preset's own cloud endpoint refuses every request without a key: refused here, not at the
+    // first request.
+    [{ provider: 'GLM', model: 'glm-4' }, 'config_invalid', /^apiKey: required for the zhipu preset/],
+    [{ provider: 'deepseek', model: 'deepseek-chat', apiKey: ' ' }, 'config_invalid', /apiKey: required/],
     [{ provider: 'custom', model: 'm' }, 'config_invalid', /base_url/],
     [{ provider: 'custom', model: 'm', baseUrl: 'http://example.com/v1' }, 'insecure_url', /http/],
     [{ provider: 'scripted', scriptJson: '[]', stateDir: '' }, 'config_invalid', /stateDir/],
@@ -171,7 +175,9 @@ test('config: provider, model, base URL, script and state dir are checked', () =
   }
   assert.ok(new Agent({ provider: 'custom', model: 'm', baseUrl: 'http://example.com/v1', allowInsecureHttp: true }));
   assert.ok(new Agent({ provider: 'deepseek', model: 'deepseek-chat', apiKey: 'k' }));
-  assert.ok(new Agent({ provider: 'GLM', model: 'glm-4' }));
+  assert.ok(new Agent({ provider: 'GLM', model: 'glm-4', apiKey: 'k' }));
+  // A base URL of its own (a local server, a gateway) may go without a key.
+  assert.ok(new Agent({ provider: 'GLM', model: 'glm-4', baseUrl: 'http://127.0.0.1:9/v1' }));
 });
 
 test('enableDelegation registers delegate_task; a worker answers through it', async () => {

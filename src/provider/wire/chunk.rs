@@ -25,8 +25,9 @@ pub struct ChatCompletionChunk<'a> {
     /// Usage (a final chunk with `stream_options.include_usage`, or on the last choice chunk).
     #[serde(default)]
     pub usage: Option<WireUsage>,
-    /// An error sent inside the stream.
-    #[serde(default)]
+    /// An error sent inside the stream (`"error": false` is none; `"error": true` one whose
+    /// details are beside the flag, read by [`ProviderErrorDetail::of_body`]).
+    #[serde(default, deserialize_with = "super::error::error_field")]
     pub error: Option<Box<ProviderErrorDetail>>,
 }
 

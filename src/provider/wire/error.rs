@@ -1,7 +1,17 @@
-//! The OpenAI-style error body, `{"error": {"message", "type", "code", "param"}}`, which most
-//! compatible providers also use (some put a number in `code`, some send a bare string), and the
-//! top-level form others use (`{"code", "message"}`: see [`ProviderErrorDetail::of_body`]).
+//! The error bodies of compatible providers, read into one [`ProviderErrorDetail`]:
+//! - the OpenAI-style `{"error": {"message", "type", "code", "param"}}`, which most compatible
+//!   providers also use (some put a number in `code`, some send a bare string);
+//! - the top-level form others use (`{"code", "message"}`), and `{"error": true, ...}` with the
+//!   error's fields beside the flag;
+//! - MiniMax's `{"base_resp": {"status_code", "status_msg"}}` and Baidu's (ERNIE, Qianfan's older
+//!   API) `{"error_code", "error_msg"}`, both also sent with an HTTP 200.
+//!
+//! See [`ProviderErrorDetail::of_body`]. [`ProviderErrorDetail::stable_code`] maps the provider's
+//! own code to the crate's stable codes (auth, rate limit, quota exhausted), reading a numeric code
+//! in the table of the form it came in: numbers mean different things to different providers
+//! (1002 is a rate limit to MiniMax and an invalid token to Zhipu).
 
+use crate::error::codes;
 use serde::Deserialize;
 
 /// `{"error": ...}` as an HTTP error body or as an SSE payload.
@@ -9,6 +19,19 @@ use serde::Deserialize;
 pub struct ProviderErrorBody {
     /// The error.
     pub error: ProviderErrorDetail,
+}
+
+/// The form an error body came in, which says whose table its numeric `code` belongs to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ErrorBodyForm {
+    /// `{"error": ...}` or an error at the top level (`{"code", "message"}`): OpenAI and the
+    /// OpenAI-compatible providers (Zhipu's numeric codes, DashScope's, Qianfan's rate limits).
+    #[default]
+    Standard,
+    /// MiniMax's `{"base_resp": {"status_code", "status_msg"}}`.
+    MiniMax,
+    /// Baidu's `{"error_code", "error_msg"}` (ERNIE / Qianfan's older API, Baidu AI Cloud).
+    Baidu,
 }
 
 /// The inside of an error body. Every field is optional; a bare string becomes the message.
@@ -22,22 +45,50 @@ pub struct ProviderErrorDetail {
     pub code: Option<String>,
     /// The offending parameter, if named.
     pub param: Option<String>,
+    /// The form the body came in (whose table `code` is read in).
+    pub form: ErrorBodyForm,
+}
+
+/// A string or a number as text.
+fn as_text(v: Option<&serde_json::Value>) -> Option<String> {
+    match v {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The first of `keys` whose value is text.
+fn first_string(map: &serde_json::Map<String, serde_json::Value>, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| match map.get(*k) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    })
+}
+
+/// Whether a status code (a number, or a number as text) is other than 0, the success of MiniMax's
+/// `base_resp` and of Baidu's `error_code`.
+fn is_failure_code(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Number(n) => n.as_f64().is_some_and(|c| c != 0.0),
+        serde_json::Value::String(s) => {
+            let s = s.trim();
+            !s.is_empty() && s != "0"
+        }
+        _ => false,
+    }
 }
 
 impl<'de> Deserialize<'de> for ProviderErrorDetail {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = serde_json::Value::deserialize(d)?;
-        let text = |v: Option<&serde_json::Value>| match v {
-            Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-            _ => None,
-        };
         Ok(match &v {
             serde_json::Value::Object(m) => ProviderErrorDetail {
-                message: text(m.get("message")),
-                kind: text(m.get("type")),
-                code: text(m.get("code")),
-                param: text(m.get("param")),
+                message: as_text(m.get("message")),
+                kind: as_text(m.get("type")),
+                code: as_text(m.get("code")),
+                param: as_text(m.get("param")),
+                form: ErrorBodyForm::Standard,
             },
             serde_json::Value::String(s) => {
                 ProviderErrorDetail { message: Some(s.clone()), ..Default::default() }
@@ -47,16 +98,102 @@ impl<'de> Deserialize<'de> for ProviderErrorDetail {
     }
 }
 
+/// A chunk's or body's `error` field: `null` and `false` say there is none (`{"error": false,
+/// ...}` is a success flag); `true` is an error whose details are beside the flag (read with
+/// [`ProviderErrorDetail::of_body`]); anything else is the error.
+pub(crate) fn error_field<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Box<ProviderErrorDetail>>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(match v {
+        serde_json::Value::Null | serde_json::Value::Bool(false) => None,
+        serde_json::Value::Bool(true) => Some(Box::default()),
+        other => Some(Box::new(serde_json::from_value(other).map_err(serde::de::Error::custom)?)),
+    })
+}
+
+/// Provider codes (or types) that name an exhausted quota or balance, a used-up plan limit.
+const QUOTA_CODES: &[&str] = &[
+    // OpenAI (a 429 "You exceeded your current quota").
+    "insufficient_quota",
+    // Moonshot: a 429 for an exhausted quota or balance ("You exceeded your current quota,
+    // please check your plan and billing details", forum.moonshot.ai/t/429-insufficient-balance/244).
+    "exceeded_current_quota_error",
+    // MiniMax's type in an `{"error": ...}` body ("insufficient balance (1008)").
+    "insufficient_balance_error",
+    // DashScope: the account is in arrears.
+    "Arrearage",
+    // Zhipu (docs.bigmodel.cn/cn/api/api-code): 1113 in arrears, 1304 the day's call limit,
+    // 1308 a usage limit until its reset, 1309 the plan expired, 1310 the week's or month's limit.
+    "1113",
+    "1304",
+    "1308",
+    "1309",
+    "1310",
+];
+
+/// Provider codes (or types) that name a refused key or an unusable account.
+const AUTH_CODES: &[&str] = &[
+    "invalid_api_key",
+    "authentication_error",
+    // Moonshot.
+    "invalid_authentication_error",
+    // DashScope.
+    "InvalidApiKey",
+    // Zhipu: 1000-1004 authentication failed (missing, invalid, expired token); 1110 inactive,
+    // 1111 no such account, 1112 locked, 1121 locked for irregular activity.
+    "1000",
+    "1001",
+    "1002",
+    "1003",
+    "1004",
+    "1110",
+    "1111",
+    "1112",
+    "1121",
+];
+
+/// Provider codes (or types) that name a passing rate limit.
+const RATE_CODES: &[&str] = &[
+    "rate_limit_exceeded",
+    "rate_limit_error",
+    // Moonshot.
+    "rate_limit_reached_error",
+    "engine_overloaded_error",
+    // Qianfan (cloud.baidu.com/doc/WENXINWORKSHOP/s/hlzic283e: sent with an HTTP 200).
+    "rpm_rate_limit_exceeded",
+    "tpm_rate_limit_exceeded",
+    "336501",
+    "336502",
+    // DashScope.
+    "Throttling",
+    "Throttling.RateQuota",
+    // Zhipu: 1302 too many concurrent requests, 1303 too frequent, 1305 the API's traffic limit,
+    // 1312 the model is too busy, try later.
+    "1302",
+    "1303",
+    "1305",
+    "1312",
+];
+
 impl ProviderErrorDetail {
     /// The error a JSON body describes, if it describes one:
     /// - `{"error": ...}` (OpenAI and most compatible providers: GLM, Qwen's compatible mode,
-    ///   Moonshot, DeepSeek), read as [`ProviderErrorBody`] reads it;
-    /// - otherwise an object with no choices whose `message` (or `msg`) is text and whose `code`
-    ///   or `success` does not say it succeeded (`"code":0,"message":"Success"` is iFlytek
-    ///   Spark's every chunk, not an error; see `says_success`): the error at the top level, with its `code`, `type` and `param` (DashScope's native errors
-    ///   `{"code": "DataInspectionFailed", "message": ..., "request_id": ...}`, Zhipu's older API
-    ///   `{"code": 1261, "msg": ..., "success": false}`, vLLM's `{"object": "error", ...}`,
-    ///   gateways such as one-api `{"code": 500, "message": ..., "data": null}`).
+    ///   Moonshot, DeepSeek), read as [`ProviderErrorBody`] reads it; `{"error": true, ...}` is the
+    ///   error at the top level (its `message`, `msg`, `error_msg`..., `code` or `error_code`,
+    ///   `type`), and `{"error": false, ...}` says there is none;
+    /// - otherwise, for an object with no choices:
+    ///   - MiniMax's `base_resp` whose `status_code` is not 0 (`status_msg` the message; MiniMax
+    ///     sends it with an HTTP 200 too);
+    ///   - Baidu's `error_code` other than 0 (`error_msg` the message; ERNIE / Qianfan's older API
+    ///     answers an HTTP 200 with it);
+    ///   - an object whose `message` (or `msg`) is text and whose `code` or `success` does not say
+    ///     it succeeded (`"code":0,"message":"Success"` is iFlytek Spark's every chunk, not an
+    ///     error; see `says_success`): the error at the top level, with its `code`, `type` and
+    ///     `param` (DashScope's native errors `{"code": "DataInspectionFailed", "message": ...,
+    ///     "request_id": ...}`, Zhipu's older API `{"code": 1261, "msg": ..., "success": false}`,
+    ///     Qianfan's rate limits `{"code": 336501, "msg": ...}`, vLLM's `{"object": "error", ...}`,
+    ///     gateways such as one-api `{"code": 500, "message": ..., "data": null}`).
     ///
     /// `None` for anything else (not JSON, not an object, a chat completion).
     pub fn of_body(text: &str) -> Option<ProviderErrorDetail> {
@@ -65,6 +202,8 @@ impl ProviderErrorDetail {
         };
         match map.remove("error") {
             Some(serde_json::Value::Null) | None => {}
+            Some(serde_json::Value::Bool(false)) => return None,
+            Some(serde_json::Value::Bool(true)) => return Some(Self::beside_a_flag(&map)),
             Some(error) => return serde_json::from_value(error).ok(),
         }
         let has_choices = match map.get("choices") {
@@ -72,29 +211,101 @@ impl ProviderErrorDetail {
             Some(serde_json::Value::Null) | None => false,
             Some(_) => true,
         };
-        let message = ["message", "msg"].into_iter().find_map(|k| match map.get(k) {
-            Some(serde_json::Value::String(s)) => Some(s.clone()),
-            _ => None,
-        });
-        let message = message?;
-        if has_choices || says_success(&map, &message) {
+        if has_choices {
+            return None;
+        }
+        if let Some(serde_json::Value::Object(base)) = map.get("base_resp") {
+            if base.get("status_code").is_some_and(is_failure_code) {
+                return Some(ProviderErrorDetail {
+                    message: first_string(base, &["status_msg", "message"]),
+                    code: as_text(base.get("status_code")),
+                    form: ErrorBodyForm::MiniMax,
+                    ..Default::default()
+                });
+            }
+        }
+        if map.get("error_code").is_some_and(is_failure_code) {
+            return Some(ProviderErrorDetail {
+                message: first_string(&map, &["error_msg", "message", "msg"]),
+                code: as_text(map.get("error_code")),
+                form: ErrorBodyForm::Baidu,
+                ..Default::default()
+            });
+        }
+        let message = first_string(&map, &["message", "msg"])?;
+        if says_success(&map, &message) {
             return None;
         }
         map.insert("message".into(), message.into());
         serde_json::from_value(serde_json::Value::Object(map)).ok()
     }
 
-    /// Whether the error lasts until someone sees to the account, so retrying only delays it:
-    /// OpenAI's `insufficient_quota` (sent with a 429), Moonshot's `exceeded_current_quota_error`
-    /// (a 429 for an exhausted quota or balance: "You exceeded your current quota, please check
-    /// your plan and billing details", forum.moonshot.ai/t/429-insufficient-balance/244; its
-    /// passing limits are `rate_limit_reached_error` and `engine_overloaded_error`), and Zhipu's
-    /// account codes, also sent with a 429 (docs.z.ai/api-reference/api-code: 1110 inactive, 1111
-    /// no such account, 1112 locked, 1113 in arrears, 1121 locked for irregular activity).
+    /// The error of `{"error": true, ...}`: its fields beside the flag.
+    fn beside_a_flag(map: &serde_json::Map<String, serde_json::Value>) -> ProviderErrorDetail {
+        ProviderErrorDetail {
+            message: first_string(
+                map,
+                &["message", "msg", "error_msg", "error_message", "errmsg", "detail", "reason"],
+            ),
+            kind: as_text(map.get("type")),
+            code: as_text(map.get("code")).or_else(|| as_text(map.get("error_code"))),
+            param: as_text(map.get("param")),
+            form: ErrorBodyForm::Standard,
+        }
+    }
+
+    /// The crate's stable code for what the provider's own code (or type) names, when it names
+    /// one of these: [`PROVIDER_QUOTA_EXHAUSTED`](codes::PROVIDER_QUOTA_EXHAUSTED) (a used-up
+    /// quota, balance or plan limit), [`PROVIDER_AUTH`](codes::PROVIDER_AUTH) (a refused key, an
+    /// unusable account), [`PROVIDER_RATE_LIMITED`](codes::PROVIDER_RATE_LIMITED) (a passing
+    /// limit). `None` for any other code: the HTTP status decides then.
+    ///
+    /// A numeric code is read in the table of its body's [`form`](Self::form): MiniMax
+    /// (platform.minimax.io/docs/api-reference/errorcode: 1002 rate limit, 1039 token limit, 1004
+    /// not authorized, 2049 invalid API key, 1008 insufficient balance), Baidu (17 the day's
+    /// request limit, 19 the total limit, 4 and 18 the cluster's and the QPS limit, 336501/336502
+    /// RPM/TPM, 6/13/14 no permission or failed authentication, 110/111 an invalid or expired
+    /// access token), or else Zhipu's and the OpenAI-compatible providers' (see the tables).
+    pub fn stable_code(&self) -> Option<&'static str> {
+        let code = self.code.as_deref().map(str::trim);
+        match self.form {
+            ErrorBodyForm::MiniMax => {
+                return match code? {
+                    "1008" => Some(codes::PROVIDER_QUOTA_EXHAUSTED),
+                    "1004" | "2049" => Some(codes::PROVIDER_AUTH),
+                    "1002" | "1039" => Some(codes::PROVIDER_RATE_LIMITED),
+                    _ => None,
+                }
+            }
+            ErrorBodyForm::Baidu => {
+                return match code? {
+                    "17" | "19" => Some(codes::PROVIDER_QUOTA_EXHAUSTED),
+                    "6" | "13" | "14" | "110" | "111" => Some(codes::PROVIDER_AUTH),
+                    "4" | "18" | "336501" | "336502" => Some(codes::PROVIDER_RATE_LIMITED),
+                    _ => None,
+                }
+            }
+            ErrorBodyForm::Standard => {}
+        }
+        let names = [code, self.kind.as_deref().map(str::trim)];
+        let any_in = |table: &[&str]| names.iter().flatten().any(|c| table.contains(c));
+        if any_in(QUOTA_CODES) {
+            Some(codes::PROVIDER_QUOTA_EXHAUSTED)
+        } else if any_in(AUTH_CODES) {
+            Some(codes::PROVIDER_AUTH)
+        } else if any_in(RATE_CODES) {
+            Some(codes::PROVIDER_RATE_LIMITED)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the error lasts until someone sees to the account, so retrying only delays it: an
+    /// exhausted quota or balance or a used-up plan limit, a refused key or an unusable account
+    /// ([`stable_code`](Self::stable_code) is `provider_quota_exhausted` or `provider_auth`),
+    /// whatever status it came with (Zhipu sends its account codes with a 429).
     pub fn is_lasting(&self) -> bool {
-        const LASTING: [&str; 7] =
-            ["insufficient_quota", "exceeded_current_quota_error", "1110", "1111", "1112", "1113", "1121"];
-        [&self.code, &self.kind].into_iter().flatten().any(|c| LASTING.contains(&c.as_str()))
+        matches!(self.stable_code(), Some(codes::PROVIDER_QUOTA_EXHAUSTED | codes::PROVIDER_AUTH))
     }
 
     /// `[code, type] message` in one line (the parts the provider gave).
@@ -199,5 +410,73 @@ mod tests {
         assert!(lasting(r#"{"error":{"type":"exceeded_current_quota_error","message":"m"}}"#));
         assert!(lasting(r#"{"code":1113,"msg":"arrears"}"#));
         assert!(!lasting(r#"{"error":{"type":"rate_limit_reached_error","message":"m"}}"#));
+    }
+
+    #[test]
+    fn minimax_baidu_and_flagged_bodies() {
+        let of = |t: &str| ProviderErrorDetail::of_body(t).map(|d| (d.describe(), d.form));
+        assert_eq!(
+            of(r#"{"id":"x","choices":null,"base_resp":{"status_code":1004,"status_msg":"login fail"}}"#),
+            Some(("[1004] login fail".into(), ErrorBodyForm::MiniMax))
+        );
+        assert_eq!(
+            of(r#"{"error_code":110,"error_msg":"Access token invalid or no longer valid"}"#),
+            Some(("[110] Access token invalid or no longer valid".into(), ErrorBodyForm::Baidu))
+        );
+        assert_eq!(
+            of(r#"{"error":true,"msg":"quota used up","code":"E42"}"#),
+            Some(("[E42] quota used up".into(), ErrorBodyForm::Standard))
+        );
+        assert_eq!(
+            of(r#"{"error":true,"error_message":"down","choices":[{"delta":{}}]}"#).map(|d| d.0),
+            Some("down".into())
+        );
+        assert_eq!(of(r#"{"error":true}"#).map(|d| d.0), Some("(no message)".into()));
+        // Success: base_resp 0 (MiniMax puts it on every answer), error_code 0, `"error": false`,
+        // and any of them beside choices.
+        for t in [
+            r#"{"choices":[],"base_resp":{"status_code":0,"status_msg":"success"}}"#,
+            r#"{"base_resp":{"status_code":"0","status_msg":""}}"#,
+            r#"{"error_code":0,"error_msg":"","result":"x"}"#,
+            r#"{"error":false,"message":"fine","data":{}}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"base_resp":{"status_code":1002,"status_msg":"m"}}"#,
+        ] {
+            assert_eq!(of(t), None, "{t}");
+        }
+    }
+
+    #[test]
+    fn provider_codes_are_read_in_the_table_of_their_form() {
+        let code = |t: &str| ProviderErrorDetail::of_body(t).and_then(|d| d.stable_code());
+        let quota = Some(codes::PROVIDER_QUOTA_EXHAUSTED);
+        let auth = Some(codes::PROVIDER_AUTH);
+        let rate = Some(codes::PROVIDER_RATE_LIMITED);
+        for (t, want) in [
+            (r#"{"error":{"code":"insufficient_quota","type":"insufficient_quota","message":"m"}}"#, quota),
+            (r#"{"error":{"type":"exceeded_current_quota_error","message":"m"}}"#, quota),
+            (r#"{"error":{"http_code":"429","type":"insufficient_balance_error","message":"m"}}"#, quota),
+            (r#"{"error":{"code":"1113","message":"m"}}"#, quota),
+            (r#"{"code":1308,"msg":"limit until 12:00"}"#, quota),
+            (r#"{"code":"Arrearage","message":"m"}"#, quota),
+            (r#"{"base_resp":{"status_code":1008,"status_msg":"insufficient balance"}}"#, quota),
+            (r#"{"error_code":17,"error_msg":"Open api daily request limit reached"}"#, quota),
+            (r#"{"error":{"code":"invalid_api_key","message":"m"}}"#, auth),
+            (r#"{"error":{"code":"1002","message":"m"}}"#, auth),
+            (r#"{"error":{"code":"1112","message":"locked"}}"#, auth),
+            (r#"{"base_resp":{"status_code":2049,"status_msg":"invalid api key"}}"#, auth),
+            (r#"{"error_code":111,"error_msg":"Access token expired"}"#, auth),
+            (r#"{"error":{"code":"rate_limit_exceeded","message":"m"}}"#, rate),
+            (r#"{"code":336501,"msg":"Rate limit reached for RPM"}"#, rate),
+            (r#"{"error":{"code":"1302","message":"m"}}"#, rate),
+            (r#"{"base_resp":{"status_code":1002,"status_msg":"rate limit"}}"#, rate),
+            (r#"{"error_code":18,"error_msg":"Open api qps request limit reached"}"#, rate),
+            // Codes these tables do not know: the status decides.
+            (r#"{"error":{"code":"1301","message":"unsafe"}}"#, None),
+            (r#"{"base_resp":{"status_code":1026,"status_msg":"sensitive"}}"#, None),
+            (r#"{"error_code":336003,"error_msg":"invalid"}"#, None),
+            (r#"{"error":{"code":"17","message":"not Baidu's"}}"#, None),
+        ] {
+            assert_eq!(code(t), want, "{t}");
+        }
     }
 }

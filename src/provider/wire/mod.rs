@@ -12,7 +12,7 @@ pub mod request;
 pub mod response;
 
 pub use chunk::{ChatCompletionChunk, ChunkChoice, ChunkDelta, ChunkFunction, ChunkToolCall};
-pub use error::{ProviderErrorBody, ProviderErrorDetail};
+pub use error::{ErrorBodyForm, ProviderErrorBody, ProviderErrorDetail};
 pub use request::{
     ChatCompletionRequest, StreamOptions, WireFunction, WireFunctionCall, WireMessage, WireTool,
     WireToolCall, WireToolChoice, WireToolChoiceFunction,
