@@ -281,6 +281,9 @@ error_codes! {
     STATE_MIGRATION_FAILED = "state_migration_failed" => Persistence;
     /// The session does not exist.
     SESSION_NOT_FOUND = "session_not_found" => Persistence;
+    /// The state store cannot list its sessions (an app's own `StateStore` that does not
+    /// implement `list`); nothing was read. The listing is not empty: it is unknown.
+    STATE_LIST_UNSUPPORTED = "state_list_unsupported" => Persistence;
     /// Another agent or process is writing the session (a run, a resume or a decision in
     /// progress); nothing was done. Try again once it has finished.
     SESSION_BUSY = "session_busy" => Persistence;
