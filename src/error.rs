@@ -148,6 +148,8 @@ error_codes! {
     MESSAGE_INVALID = "message_invalid" => Decode;
     /// A run outcome lacks its status or a field the status needs.
     RUN_OUTCOME_INVALID = "run_outcome_invalid" => Decode;
+    /// A session summary (`Agent.listSessions`) lacks a field or has one of the wrong type.
+    SESSION_SUMMARY_INVALID = "session_summary_invalid" => Decode;
     /// A run status the bindings do not know.
     RUN_STATUS_UNKNOWN = "run_status_unknown" => Decode;
     /// A tool call lacks its id, name or arguments.
