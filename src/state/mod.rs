@@ -398,8 +398,9 @@ pub trait StateStore: Send + Sync {
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError>;
 
     /// The ids of the sessions the store holds, sorted (byte order of the ids), for an app that
-    /// shows its conversations or looks for the run a kill cut short. Never writes, takes no
-    /// lease. A session listed may be one no load reads (`state_corrupt`,
+    /// shows its conversations or looks for the run a kill cut short. Writes no session and takes
+    /// no lease (a store may tidy what is no session: a [`FileStore`]'s first listing sweeps what
+    /// killed deletions left in its trash). A session listed may be one no load reads (`state_corrupt`,
     /// `state_version_unsupported`): the listing names what is there, `load` tells what it holds.
     /// Sessions a deletion removed are not listed, nor what holds no state a load would return.
     ///
