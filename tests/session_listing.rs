@@ -100,6 +100,8 @@ async fn a_file_store_lists_its_conversations_sorted_with_their_summaries() {
     assert_eq!(b.status, Some(RunStatus::Completed));
     assert_eq!(b.title.as_deref(), Some("第一个问题"));
     assert_eq!(b.message_count, 2, "the question and the answer");
+    assert_eq!(b.last_message.as_deref(), Some("你好"), "the answer is the preview");
+    assert_eq!(b.run_error, None);
     assert!(!b.approval_pending && !b.interrupted && b.error.is_none() && b.parent_session.is_none());
     let a = entry(&list, "chat-a");
     let title = a.title.as_deref().unwrap();
@@ -309,6 +311,23 @@ async fn a_run_a_kill_cut_short_is_interrupted_and_resume_continues_it() {
     assert_eq!(trip.status, Some(RunStatus::Completed));
     assert!(!trip.interrupted);
     assert_eq!(trip.message_count, 2);
+}
+
+#[tokio::test]
+async fn a_run_that_failed_says_why_in_its_summary() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+    // The script runs out at the first round: the run fails with the model's error.
+    let agent = agent_on(store, vec![]);
+    let outcome = run(&agent, "s", "anyone there?").await;
+    let RunOutcome::Finished { status: RunStatus::Failed, error: Some(e), .. } = outcome else {
+        panic!("not failed: {outcome:?}")
+    };
+    let s = agent.list_sessions().await.unwrap().remove(0);
+    assert_eq!(s.status, Some(RunStatus::Failed));
+    assert_eq!(s.run_error.as_ref().map(|r| r.code.as_ref()), Some(e.code.as_ref()));
+    assert_eq!(s.error, None, "the session itself reads fine");
+    assert_eq!(s.last_message.as_deref(), Some("anyone there?"));
+    assert!(!s.interrupted, "a failed run is over: nothing to continue");
 }
 
 #[tokio::test]

@@ -265,6 +265,8 @@ test('the Chats list: most recent first, state in words with its age, Continue o
     entry({ session_id: 'd', status: null, error: { layer: 'persistence', code: 'state_corrupt', message: 'x' },
       updated_at_ms: now - 2 * 86_400_000 }),
     entry({ session_id: 'e', status: 'idle', updated_at_ms: null }),
+    entry({ session_id: 'f', status: 'failed', title: 'Order?', last_message: 'Order?', updated_at_ms: null,
+      run_error: { layer: 'provider', code: 'provider_auth', message: '401' } }),
   ]));
   const rows = D.ConversationRow.fromSummaries(summaries, 'a', now);
   assert.deepEqual(rows.map((r) => [r.sessionId, r.title, r.detail, r.canContinue, r.needsApproval, r.damaged, r.current]), [
@@ -273,7 +275,9 @@ test('the Chats list: most recent first, state in words with its age, Continue o
     ['b', 'Clear the cache', 'interrupted: tap Continue · 3 h ago', true, false, false, false],
     ['d', 'd', 'unreadable (state_corrupt) · 2 d ago', false, false, true, false],
     ['e', 'e', 'new', false, false, false, false],
+    ['f', 'Order?', 'failed (provider_auth)', false, false, false, false],
   ]);
+  assert.deepEqual(rows.map((r) => r.preview), ['', '', '', '', '', 'Order?']);
   assert.equal(D.ConversationRow.find(rows, 'b').canContinue, true);
   assert.equal(D.ConversationRow.find(rows, 'zz'), undefined);
   assert.notEqual(rows[0].key(), D.ConversationRow.fromSummaries(summaries, 'c', now)[0].key(), 'a new current redraws');

@@ -206,6 +206,7 @@ test('the conversations list after a restart: titles, the approval one waits for
   assert.deepEqual([hi.status, hi.messageCount, hi.title, hi.approvalPending, hi.interrupted, hi.parentSession],
     [B.RunStatus.completed, 3, 'hello there', false, false, undefined]);
   assert.equal(typeof hi.updatedAtMs, 'number');
+  assert.deepEqual([hi.lastMessage, hi.runError], ['Hi!', undefined], 'the answer is the preview line');
   assert.deepEqual([waiting.status, waiting.approvalPending, waiting.canContinue()], [B.RunStatus.awaitingApproval, true, false]);
   assert.deepEqual(agent.definitions(), [], 'this agent registered no tool');
   assert.deepEqual(await agent.listSessions(true), list, 'no workers here');
@@ -214,11 +215,14 @@ test('the conversations list after a restart: titles, the approval one waits for
 test('SessionSummary reads the native listing strictly, and one unknown status does not hide the others', () => {
   const entry = { session_id: 'a', status: 'completed', approval_pending: false, interrupted: false, message_count: 2,
     updated_at_ms: 5, title: 't', parent_session: null, error: null };
-  const future = { ...entry, session_id: 'b', status: 'hibernating', updated_at_ms: 9 };
+  const future = { ...entry, session_id: 'b', status: 'hibernating', updated_at_ms: 9, last_message: 'bye',
+    run_error: { layer: 'provider', code: 'provider_auth', message: '401' } };
   const list = B.SessionSummary.listFromJsonString(JSON.stringify([entry, future]));
   assert.deepEqual(list.map((s) => [s.sessionId, s.status, s.error?.code]),
     [['a', B.RunStatus.completed, undefined], ['b', undefined, 'run_status_unknown']]);
   assert.deepEqual(B.SessionSummary.byRecency(list).map((s) => s.sessionId), ['b', 'a']);
+  assert.deepEqual([list[1].lastMessage, list[1].runError.code, list[0].lastMessage, list[0].runError],
+    ['bye', 'provider_auth', undefined, undefined]);
   const bad = (o) => {
     try {
       B.SessionSummary.listFromJsonString(JSON.stringify(o));

@@ -55,6 +55,14 @@ pub struct SessionSummary {
     /// The first user message, on one line (whitespace runs made one space), at most
     /// [`SESSION_TITLE_CHARS`] characters; `None` before any user message.
     pub title: Option<String>,
+    /// The last visible message (the user's, or an answer's text; tool results and calls without
+    /// text skipped), on one line and cut as the title: the preview line of a chat list. `None`
+    /// before any.
+    pub last_message: Option<String>,
+    /// The error that ended the last run (`failed`, `aborted`...: [`AgentState::run_error`]), e.g.
+    /// `provider_auth`, so a list can say why a conversation stopped. Not a load error (that is
+    /// [`error`](Self::error)).
+    pub run_error: Option<AgentError>,
     /// For a worker session (a `delegate_task` call's): the session that delegated. Known from
     /// the worker's state ([`AgentState::delegation`]) or, for workers saved before it existed
     /// and for an unreadable worker, from the parent session naming it in its
@@ -73,14 +81,30 @@ pub(crate) fn session_title(messages: &[ChatMessage]) -> Option<String> {
         ChatMessage::User { content } => Some(content.as_str()),
         _ => None,
     })?;
+    Some(one_line_cut(text))
+}
+
+/// The preview of a history: its last user message or answer text, cut as the title.
+pub(crate) fn session_preview(messages: &[ChatMessage]) -> Option<String> {
+    let text = messages.iter().rev().find_map(|m| match m {
+        ChatMessage::User { content } => Some(content.as_str()),
+        ChatMessage::Assistant { content: Some(text), .. } if !text.trim().is_empty() => Some(text.as_str()),
+        _ => None,
+    })?;
+    Some(one_line_cut(text))
+}
+
+/// `text` on one line (whitespace runs made one space), at most [`SESSION_TITLE_CHARS`]
+/// characters, cut on a character boundary with `…`.
+fn one_line_cut(text: &str) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= SESSION_TITLE_CHARS {
-        return Some(one_line);
+        return one_line;
     }
     let mut cut: String = one_line.chars().take(SESSION_TITLE_CHARS - 1).collect();
     cut.truncate(cut.trim_end().len());
     cut.push('…');
-    Some(cut)
+    cut
 }
 
 impl Agent {
@@ -152,6 +176,8 @@ impl Agent {
                     message_count: 0,
                     updated_at_ms: *updated_at_ms,
                     title: None,
+                    last_message: None,
+                    run_error: None,
                     parent_session: named_parent,
                     error: Some(e.clone()),
                 },
@@ -169,6 +195,8 @@ impl Agent {
                         message_count: state.messages.len(),
                         updated_at_ms: *updated_at_ms,
                         title: session_title(&state.messages),
+                        last_message: session_preview(&state.messages),
+                        run_error: state.run_error.clone(),
                         parent_session: state
                             .delegation
                             .as_ref()
@@ -197,6 +225,26 @@ mod tests {
         ];
         assert_eq!(session_title(&messages).as_deref(), Some("帮我 烤 一个 蛋糕"));
         assert_eq!(session_title(&[ChatMessage::system("s")]), None);
+    }
+
+    #[test]
+    fn the_preview_is_the_last_visible_message() {
+        let call = crate::message::ToolCall::new("c1", "t", "{}");
+        let messages = vec![
+            ChatMessage::user("first"),
+            ChatMessage::assistant_text("an   answer\n"),
+            ChatMessage::user("second question"),
+            ChatMessage::Assistant { content: None, reasoning_content: None, tool_calls: vec![call] },
+            ChatMessage::Tool {
+                tool_call_id: "c1".into(),
+                name: "t".into(),
+                content: "r".into(),
+                is_error: false,
+            },
+        ];
+        assert_eq!(session_preview(&messages).as_deref(), Some("second question"));
+        assert_eq!(session_preview(&messages[..2]).as_deref(), Some("an answer"));
+        assert_eq!(session_preview(&[ChatMessage::system("s")]), None);
     }
 
     #[test]

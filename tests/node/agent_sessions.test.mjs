@@ -38,6 +38,8 @@ test('a fresh Agent over a stateDir lists its conversations with their summaries
     { status: 'completed', title: 'first question', count: 2, pending: false, interrupted: false },
   );
   assert.equal(b.error, null);
+  assert.equal(b.run_error, null);
+  assert.equal(b.last_message, 'hello back', 'the answer is the preview line');
   assert.equal(b.parent_session, null);
   assert.ok(Math.abs(b.updated_at_ms - Date.now()) < 60_000, `updated_at_ms ${b.updated_at_ms}`);
   assert.deepEqual({ status: a.status, pending: a.approval_pending }, { status: 'awaiting_approval', pending: true });
@@ -49,6 +51,14 @@ test('a fresh Agent over a stateDir lists its conversations with their summaries
   const memory = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'x' }]) });
   await memory.run('m1', 'hi');
   assert.deepEqual(JSON.parse(await memory.listSessionsJson()).map((s) => [s.session_id, s.status]), [['m1', 'completed']]);
+});
+
+test('a run that failed carries its run_error; the session reads fine', async () => {
+  const agent = new Agent({ provider: 'scripted', scriptJson: '[]' }); // no answer: the first round fails
+  const out = await agent.run('s', 'anyone?');
+  assert.equal(out.status, 'failed');
+  const [s] = JSON.parse(await agent.listSessionsJson());
+  assert.deepEqual([s.status, s.run_error.code, s.error, s.last_message], ['failed', out.errorCode, null, 'anyone?']);
 });
 
 test('a corrupt session is an entry with its error; a bad argument is argument_invalid', async (t) => {

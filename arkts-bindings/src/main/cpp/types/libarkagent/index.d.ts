@@ -511,7 +511,9 @@ export declare class Agent {
    * approval_pending (a frozen batch has undecided items); interrupted (the run stopped part way, a
    * kill or a crash, and this Agent is not running it: resume() continues it); message_count;
    * updated_at_ms (last write, ms since the epoch, or null); title (the first user message on one
-   * line, at most 60 characters, or null); parent_session (a sub-agent worker's parent, else null);
+   * line, at most 60 characters, or null); last_message (the last user message or answer text, cut
+   * the same way, or null: a chat list's preview line); run_error (null, or {layer, code, message}
+   * of the error that ended the last run: failed, aborted...); parent_session (a sub-agent worker's parent, else null);
    * error (null, or {layer, code, message} of a session that cannot be read: state_corrupt,
    * state_version_unsupported...; it is listed all the same). Without includeWorkers (or false),
    * only conversations: sub-agent worker sessions are left out. Reads only: no session is locked or
