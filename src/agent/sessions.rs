@@ -26,8 +26,9 @@ enum Loaded {
 }
 
 /// One session of a listing ([`Agent::list_sessions`]). Serialised with snake_case keys, as
-/// [`AgentState`] is (the bindings' `listSessionsJson`).
+/// [`AgentState`] is (the bindings' `listSessionsJson`). Non-exhaustive: fields may be added.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct SessionSummary {
     /// The session id.
     pub session_id: String,
