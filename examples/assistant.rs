@@ -7,11 +7,12 @@
 //! preset's quirks: openai, deepseek, zhipu, qwen, moonshot; default custom).
 //!
 //! ```text
-//! cargo run --release --example assistant [-- [--approve|--deny|--later] [--resume] [--state-dir DIR] [--session ID] [PROMPT]]
+//! cargo run --release --example assistant [-- [--approve|--deny|--later] [--resume] [--list] [--state-dir DIR] [--session ID] [PROMPT]]
 //! ```
 //! The approval is asked on the terminal; when stdin is not a terminal, `--approve` or `--deny`
 //! decides (deny by default); `--later` leaves it pending and exits. State goes to `--state-dir` (default `.arkagent-demo`); after a
-//! suspension (Ctrl-C at the prompt, or a kill), `--resume` continues the session.
+//! suspension (Ctrl-C at the prompt, or a kill), `--resume` continues the session. `--list` shows the
+//! conversations of the state directory (status, what each waits for, its first question) and exits.
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, RunOutcome};
 use arkagent::provider::{
@@ -162,6 +163,7 @@ struct Options {
     approve: Option<bool>,
     later: bool,
     resume: bool,
+    list: bool,
     state_dir: String,
     session: String,
     prompt: Option<String>,
@@ -172,6 +174,7 @@ fn parse_options() -> Result<Options, String> {
         approve: None,
         later: false,
         resume: false,
+        list: false,
         state_dir: ".arkagent-demo".into(),
         session: "demo".into(),
         prompt: None,
@@ -182,10 +185,11 @@ fn parse_options() -> Result<Options, String> {
             "--approve" => o.approve = Some(true),
             "--deny" => o.approve = Some(false),
             "--resume" => o.resume = true,
+            "--list" => o.list = true,
             "--later" => o.later = true,
             "--state-dir" => o.state_dir = args.next().ok_or("--state-dir needs a directory")?,
             "--session" => o.session = args.next().ok_or("--session needs an id")?,
-            "-h" | "--help" => return Err("usage: assistant [--approve|--deny|--later] [--resume] [--state-dir DIR] [--session ID] [PROMPT]".into()),
+            "-h" | "--help" => return Err("usage: assistant [--approve|--deny|--later] [--resume] [--list] [--state-dir DIR] [--session ID] [PROMPT]".into()),
             other if other.starts_with("--") => return Err(format!("unknown option {other}")),
             other => o.prompt = Some(other.to_string()),
         }
@@ -293,6 +297,24 @@ async fn decide_and_resume(
     Ok(outcome)
 }
 
+/// `--list`: the conversations of the state directory, one line each, and what to do with them.
+async fn list_conversations(agent: &Agent, o: &Options) -> Result<(), AgentError> {
+    let sessions = agent.list_sessions().await?;
+    println!("{} conversation(s) in {}", sessions.len(), o.state_dir);
+    for s in sessions {
+        let what = match (&s.error, s.status) {
+            (Some(e), _) => format!("unreadable ({})", e.code),
+            _ if s.approval_pending => "awaiting approval: --resume to decide".into(),
+            _ if s.interrupted => "interrupted: --resume to continue".into(),
+            (None, Some(status)) => format!("{status:?}"),
+            (None, None) => "unknown".into(),
+        };
+        let title = s.title.as_deref().unwrap_or("");
+        println!("  {:<12} {what:<38} {:>3} msg  {title}", s.session_id, s.message_count);
+    }
+    Ok(())
+}
+
 async fn main_async(o: Options) -> Result<(), AgentError> {
     let (model, label) = model_from_env()?;
     let store = Arc::new(FileStore::new(&o.state_dir));
@@ -302,6 +324,9 @@ async fn main_async(o: Options) -> Result<(), AgentError> {
     };
     let agent = AgentBuilder::new(model, store).config(config).build();
     demo_tools(&agent)?;
+    if o.list {
+        return list_conversations(&agent, &o).await;
+    }
     println!("arkagent demo — model: {label}; state: {}/{}", o.state_dir, o.session);
     let cancel = CancellationSignal::new();
     let sink = print_event;

@@ -148,6 +148,8 @@ error_codes! {
     MESSAGE_INVALID = "message_invalid" => Decode;
     /// A run outcome lacks its status or a field the status needs.
     RUN_OUTCOME_INVALID = "run_outcome_invalid" => Decode;
+    /// A session summary (`Agent.listSessions`) lacks a field or has one of the wrong type.
+    SESSION_SUMMARY_INVALID = "session_summary_invalid" => Decode;
     /// A run status the bindings do not know.
     RUN_STATUS_UNKNOWN = "run_status_unknown" => Decode;
     /// A tool call lacks its id, name or arguments.
@@ -292,6 +294,9 @@ error_codes! {
     STATE_MIGRATION_FAILED = "state_migration_failed" => Persistence;
     /// The session does not exist.
     SESSION_NOT_FOUND = "session_not_found" => Persistence;
+    /// The state store cannot list its sessions (an app's own `StateStore` that does not
+    /// implement `list`); nothing was read. The listing is not empty: it is unknown.
+    STATE_LIST_UNSUPPORTED = "state_list_unsupported" => Persistence;
     /// Another agent or process is writing the session (a run, a resume or a decision in
     /// progress); nothing was done. Try again once it has finished.
     SESSION_BUSY = "session_busy" => Persistence;

@@ -17,10 +17,12 @@
 //! - [`logging`]: the process logger behind the `log` facade (hilog on OHOS, stderr elsewhere)
 //!   and the redaction of secrets from every line.
 //! - [`loop_detect`]: the loop detector.
-//! - [`state`]: the versioned state, its journal events and the [`StateStore`](state::StateStore).
+//! - [`state`]: the versioned state, its journal events and the [`StateStore`](state::StateStore)
+//!   (load, commit, delete, lease, list).
 //! - [`provider`]: the [`ChatModel`](provider::ChatModel) trait, the OpenAI-compatible client, SSE
 //!   assembly and the scripted model.
-//! - [`agent`]: the run state machine and its driver.
+//! - [`agent`]: the run state machine and its driver, and the listing of stored sessions
+//!   ([`Agent::list_sessions`](agent::Agent::list_sessions)).
 //! - `napi` (feature `napi`): the binding to ArkTS; adapters only.
 
 pub mod agent;

@@ -18,7 +18,8 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
 const DEMO_ETS = path.join(ROOT, 'entry-demo', 'entry', 'src', 'main', 'ets');
 const EVENTS = path.join(ROOT, 'tests', 'fixtures', 'agent_events', 'events.jsonl');
-export const DEMO_LOGIC = ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario', 'demo/Transcript'];
+export const DEMO_LOGIC = ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario', 'demo/Transcript',
+  'demo/Conversations'];
 
 let B; // the bindings
 let D; // the demo's logic modules
@@ -253,6 +254,38 @@ test('the transcript of a persisted session (after the app was killed)', () => {
 // reference of the manifests resolves to a resource, every page and ability source exists, and the
 // modules and dependencies point at real folders. (No HAP can be built here; this is what can be
 // checked of the layout without the SDK.)
+test('the Chats list: most recent first, state in words with its age, Continue only for a cut-short run', () => {
+  const now = 1_000_000_000;
+  const entry = (o) => ({ approval_pending: false, interrupted: false, message_count: 3, updated_at_ms: now,
+    title: null, parent_session: null, error: null, status: 'completed', ...o });
+  const summaries = B.SessionSummary.listFromJsonString(JSON.stringify([
+    entry({ session_id: 'a', title: 'Where is order 20261010?', updated_at_ms: now - 5 * 60_000 }),
+    entry({ session_id: 'b', status: 'running', interrupted: true, title: 'Clear the cache', updated_at_ms: now - 3 * 3_600_000 }),
+    entry({ session_id: 'c', status: 'awaiting_approval', approval_pending: true, title: 'Wipe it', updated_at_ms: now - 1000 }),
+    entry({ session_id: 'd', status: null, error: { layer: 'persistence', code: 'state_corrupt', message: 'x' },
+      updated_at_ms: now - 2 * 86_400_000 }),
+    entry({ session_id: 'e', status: 'idle', updated_at_ms: null }),
+    entry({ session_id: 'f', status: 'failed', title: 'Order?', last_message: 'Order?', updated_at_ms: null,
+      run_error: { layer: 'provider', code: 'provider_auth', message: '401' } }),
+  ]));
+  const rows = D.ConversationRow.fromSummaries(summaries, 'a', now);
+  assert.deepEqual(rows.map((r) => [r.sessionId, r.title, r.detail, r.canContinue, r.needsApproval, r.damaged, r.current]), [
+    ['c', 'Wipe it', 'waiting for your approval · just now', false, true, false, false],
+    ['a', 'Where is order 20261010?', 'answered · 5 min ago', false, false, false, true],
+    ['b', 'Clear the cache', 'interrupted: tap Continue · 3 h ago', true, false, false, false],
+    ['d', 'd', 'unreadable (state_corrupt) · 2 d ago', false, false, true, false],
+    ['e', 'e', 'new', false, false, false, false],
+    ['f', 'Order?', 'failed (provider_auth)', false, false, false, false],
+  ]);
+  assert.deepEqual(rows.map((r) => r.preview), ['', '', '', '', '', 'Order?']);
+  assert.equal(D.ConversationRow.find(rows, 'b').canContinue, true);
+  assert.equal(D.ConversationRow.find(rows, 'zz'), undefined);
+  assert.notEqual(rows[0].key(), D.ConversationRow.fromSummaries(summaries, 'c', now)[0].key(), 'a new current redraws');
+  assert.equal(D.statusText(B.RunStatus.maxRounds), 'stopped: too many steps');
+  assert.equal(D.ageText(now - 59_999, now), 'just now');
+  assert.equal(D.ageText(now + 5000, now), 'just now', 'a clock that went back');
+});
+
 test('the DevEco project layout is complete and every reference in it resolves', async () => {
   const { createRequire } = await import('node:module');
   const JSON5 = createRequire(import.meta.url)('json5');

@@ -168,6 +168,77 @@ test('the recipe app: rewrite hook, every event rendered, approval after a resta
     assert.equal(second.lines.length, 0, 'no run started');
   });
 
+test('the conversations list after a restart: titles, the approval one waits for, a damaged one; the tools sheet', async () => {
+  const stateDir = tempDir('arkagent-journey-list-');
+  const book = new J.RecipeBook();
+  const kitchen = new J.RecipeScreen(RUN_SCRIPT, stateDir, 'kitchen', book);
+  assert.deepEqual(await kitchen.conversationList(), [], 'no conversation yet');
+  await kitchen.send('Find the baguette,\nthen delete the bagel');
+  assert.equal(kitchen.lastOutcome.status, B.RunStatus.awaitingApproval);
+  const hello = new J.RecipeScreen(JSON.stringify([{ content: 'Hi!' }]), stateDir, 'hello', book);
+  await hello.send('hello there');
+  const broken = new J.RecipeScreen(JSON.stringify([{ content: 'ok' }]), stateDir, 'broken', book);
+  await broken.send('soon damaged');
+  for (const name of fs.readdirSync(path.join(stateDir, 'broken'))) {
+    fs.writeFileSync(path.join(stateDir, 'broken', name), 'not a snapshot');
+  }
+  // The app starts again: a new screen over the same directory lists every conversation.
+  const reopened = new J.RecipeScreen('[]', stateDir, 'kitchen', book);
+  const rows = await reopened.conversationList();
+  assert.deepEqual([...rows].sort(), [
+    'broken: damaged (state_corrupt)',
+    'hello: hello there (3 messages)',
+    'kitchen: Find the baguette, then delete the bagel [needs your approval]',
+  ]);
+  // The most recently written first (broken's files were rewritten last).
+  assert.equal(rows[0], 'broken: damaged (state_corrupt)');
+  assert.deepEqual(reopened.toolSheet(), ['lookup_recipe (safe)', 'delete_recipe (dangerous)', 'slow_search (safe)']);
+
+  // The typed summaries themselves, through the bindings' Agent.
+  const config = B.AgentConfig.scripted('[]');
+  config.stateDir = stateDir;
+  const agent = new B.Agent(config);
+  const list = await agent.listSessions();
+  assert.ok(list.every((s) => s instanceof B.SessionSummary));
+  assert.deepEqual(list.map((s) => s.sessionId), ['broken', 'hello', 'kitchen']);
+  const [bad, hi, waiting] = list;
+  assert.deepEqual([bad.status, bad.error.code, bad.error.layer, bad.canContinue()], [undefined, 'state_corrupt', 'persistence', false]);
+  assert.deepEqual([hi.status, hi.messageCount, hi.title, hi.approvalPending, hi.interrupted, hi.parentSession],
+    [B.RunStatus.completed, 3, 'hello there', false, false, undefined]);
+  assert.equal(typeof hi.updatedAtMs, 'number');
+  assert.deepEqual([hi.lastMessage, hi.runError], ['Hi!', undefined], 'the answer is the preview line');
+  assert.deepEqual([waiting.status, waiting.approvalPending, waiting.canContinue()], [B.RunStatus.awaitingApproval, true, false]);
+  assert.deepEqual(agent.definitions(), [], 'this agent registered no tool');
+  assert.deepEqual(await agent.listSessions(true), list, 'no workers here');
+});
+
+test('SessionSummary reads the native listing strictly, and one unknown status does not hide the others', () => {
+  const entry = { session_id: 'a', status: 'completed', approval_pending: false, interrupted: false, message_count: 2,
+    updated_at_ms: 5, title: 't', parent_session: null, error: null };
+  const future = { ...entry, session_id: 'b', status: 'hibernating', updated_at_ms: 9, last_message: 'bye',
+    run_error: { layer: 'provider', code: 'provider_auth', message: '401' } };
+  const list = B.SessionSummary.listFromJsonString(JSON.stringify([entry, future]));
+  assert.deepEqual(list.map((s) => [s.sessionId, s.status, s.error?.code]),
+    [['a', B.RunStatus.completed, undefined], ['b', undefined, 'run_status_unknown']]);
+  assert.deepEqual(B.SessionSummary.byRecency(list).map((s) => s.sessionId), ['b', 'a']);
+  assert.deepEqual([list[1].lastMessage, list[1].runError.code, list[0].lastMessage, list[0].runError],
+    ['bye', 'provider_auth', undefined, undefined]);
+  const bad = (o) => {
+    try {
+      B.SessionSummary.listFromJsonString(JSON.stringify(o));
+    } catch (e) {
+      return e instanceof B.JsonError ? e.code : `not a JsonError: ${e}`;
+    }
+    return 'no error';
+  };
+  assert.equal(bad({}), 'session_summary_invalid');
+  assert.equal(bad([1]), 'session_summary_invalid');
+  assert.equal(bad([{ ...entry, session_id: undefined }]), 'session_summary_invalid');
+  assert.equal(bad([{ ...entry, interrupted: 'no' }]), 'session_summary_invalid');
+  assert.equal(bad([{ ...entry, message_count: '2' }]), 'session_summary_invalid');
+  assert.equal(bad([{ ...entry, status: null }]), 'session_summary_invalid', 'neither a status nor an error');
+});
+
 test('the recipe app: the Cancel button ends a run whose tool waits, and the history stays valid', async () => {
   const stateDir = tempDir('arkagent-journey-cancel-');
   const script = JSON.stringify([{ tool_calls: [{ id: 'k1', name: 'slow_search', arguments: '{"query":"rye"}' }] },
@@ -380,6 +451,11 @@ test('after a kill while a tool ran: status() says running, messages() shows the
   const reopened = new B.Agent(onDisk);
   assert.equal(await agent.status('pantry'), undefined, 'another (in-memory) agent does not see it');
   assert.equal(await reopened.status('pantry'), B.RunStatus.running);
+  // The listing after the restart offers Continue for it.
+  assert.deepEqual(await agent.listSessions(), []);
+  const [cut] = await reopened.listSessions();
+  assert.deepEqual([cut.sessionId, cut.status, cut.interrupted, cut.canContinue(), cut.approvalPending],
+    ['pantry', B.RunStatus.running, true, true, false]);
   // The history read back is already valid: the unfinished call is answered as interrupted.
   const before = await reopened.messages('pantry');
   assert.deepEqual(before.map((m) => m.role), ['system', 'user', 'assistant', 'tool']);
@@ -392,4 +468,6 @@ test('after a kill while a tool ran: status() says running, messages() shows the
   assert.deepEqual(after.map((m) => m.role), ['system', 'user', 'assistant', 'tool', 'assistant']);
   assert.equal(after[4].content, 'Cut short.');
   assert.equal(await reopened.status('pantry'), B.RunStatus.completed);
+  const [finished] = await reopened.listSessions();
+  assert.deepEqual([finished.status, finished.interrupted, finished.canContinue()], [B.RunStatus.completed, false, false]);
 });

@@ -32,7 +32,7 @@ before(async () => {
   let barrel;
   ({ native, bindings: B, dir, barrel } = await realBindings('arkagent-native-'));
   D = {};
-  for (const rel of ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario']) {
+  for (const rel of ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario', 'demo/Conversations']) {
     const out = path.join(dir, 'demo', `${rel}.mjs`);
     transpileFile(path.join(DEMO_ETS, `${rel}.ets`), out, { '@arkagent/bindings': barrel });
     Object.assign(D, await import(pathToFileURL(out).href));
@@ -318,9 +318,18 @@ test('the offline scenario through the ArkTS Agent: suspend, kill, reload, appro
     const second = build(D.offlineResumeScript());
     const pending = await second.agent.pendingApproval('demo-1');
     assert.equal(pending.batchId, suspended.batch.batchId);
+    const chats = async (agent) => D.ConversationRow.fromSummaries(await agent.listSessions(), 'demo-1', Date.now())
+      .map((r) => [r.sessionId, r.title, r.detail, r.needsApproval, r.canContinue]);
+    assert.deepEqual(await chats(second.agent),
+      [['demo-1', D.OFFLINE_PROMPT.slice(0, 59) + '…', 'waiting for your approval · just now', true, false]]);
     const decided = await second.agent.approve('demo-1', pending.items[0].approvalId);
     assert.equal(decided.pendingItems().length, 0);
+    // Killed again between the decision and Resume: the Chats list offers Continue.
+    const third = build(D.offlineResumeScript());
+    assert.deepEqual((await chats(third.agent)).map((r) => r.slice(2)),
+      [['interrupted: tap Continue · just now', false, true]]);
     const done = await second.agent.resume('demo-1');
+    assert.deepEqual((await chats(third.agent)).map((r) => r.slice(2)), [['answered · just now', false, false]]);
     assert.equal(done.status, 'completed');
     assert.match(done.finalText, /20261010/);
     assert.equal(second.store.cachedEntries, 0, 'the approved call ran');

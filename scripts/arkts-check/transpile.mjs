@@ -42,7 +42,7 @@ export function transpileTree(srcDir, outDir, aliases = {}) {
 /** The logic modules of arkts-bindings/src/main/ets (every module but ArkUI code; there is none). */
 export const BINDINGS_MODULES = ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'approval/Policy',
   'hook/Hook', 'event/Events', 'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/PolicyAdapter',
-  'agent/Agent', 'agent/ToolRegistry', 'error/ArkAgentError'];
+  'agent/Agent', 'agent/ToolRegistry', 'agent/SessionSummary', 'error/ArkAgentError'];
 
 /**
  * Transpiles the bindings into outDir/bindings and writes outDir/bindings.mjs, a barrel exporting

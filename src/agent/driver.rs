@@ -487,6 +487,18 @@ impl Agent {
         })
     }
 
+    /// Whether a call of this agent (or of a worker agent it built) holds the session now (a run,
+    /// resume, dismissal, decision or deletion), or reserved its turn on it and has not finished.
+    /// Creates no lock for a session that has none, and never takes one: a call holding or
+    /// waiting for a session's lock holds a clone of it (see [`session_lock`](Self::session_lock)),
+    /// so a lock shared beyond the map is in use. (Taking it to look would make a deletion asked
+    /// for at that instant fail with `session_busy`.)
+    pub(super) fn session_in_use(&self, session_id: &str) -> bool {
+        let sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.reserved.contains_key(session_id)
+            || sessions.locks.get(session_id).is_some_and(|lock| Arc::strong_count(lock) > 1)
+    }
+
     /// Whether a call reserved its turn on the session and has not finished ([`Agent::reserve_turn`]).
     pub(super) fn turn_reserved(&self, session_id: &str) -> bool {
         let sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());

@@ -518,6 +518,55 @@ impl JsAgent {
         })
     }
 
+    /// The sessions of the store as a JSON array of `SessionSummary` (snake_case keys:
+    /// `session_id`, `status`, `approval_pending`, `interrupted`, `message_count`,
+    /// `updated_at_ms`, `title`, `parent_session`, `error`), sorted by id: the conversations
+    /// (`Agent::list_sessions`), or every session, the sub-agents' workers included, when
+    /// `includeWorkers` is true (`Agent::list_all_sessions`). Reads only (no lease, nothing
+    /// written); an unreadable session is an entry with its `error`, not a rejection.
+    ///
+    /// # Errors
+    /// Rejects with `argument_invalid` (`includeWorkers` not a boolean), `state_io` (the
+    /// `stateDir` cannot be read).
+    #[napi]
+    pub fn list_sessions_json<'env>(
+        &self,
+        env: &'env Env,
+        include_workers: Arg<Option<bool>>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        let Arg(include_workers) = include_workers;
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            spawn_guarded(
+                env,
+                async move {
+                    let list = if include_workers.unwrap_or(false) {
+                        core.list_all_sessions().await?
+                    } else {
+                        core.list_sessions().await?
+                    };
+                    Ok(to_json(&list))
+                },
+                same,
+            )
+        })
+    }
+
+    /// The registered tool definitions as a JSON array, in registration order, in the core's
+    /// serialised shape (as `ToolRegistry.definitionsJson`).
+    ///
+    /// # Errors
+    /// `internal_panic` if a definition does not serialise (none can).
+    #[napi]
+    pub fn definitions_json(&self, env: Env) -> napi_ohos::Result<String> {
+        guard(&env, || {
+            let snapshot = self.core.tools();
+            serde_json::to_string(&snapshot.definitions()[..]).map_err(|e| {
+                AgentError::of(codes::INTERNAL_PANIC, format!("definitions did not serialise: {e}"))
+            })
+        })
+    }
+
     /// Deletes a session; resolves to whether it existed.
     ///
     /// # Errors

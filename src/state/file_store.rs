@@ -34,10 +34,12 @@
 //! `delete` moves the session's directory into `..trash` under the root in one `rename` (the root
 //! then synced) and removes it there: a kill at any point leaves the session whole or gone, never
 //! an older generation alone (which loads as the session stood before its last compaction).
-//! Leftovers in the trash are read by nothing and swept by the next deletion. A load by another
-//! store (loads take no lease) that the move catches part way finds files gone under it: it looks
-//! at the directory again and answers `None` when it is gone (the load came after the deletion),
-//! never `state_io`, `state_corrupt` or the older state of a snapshot read without its journal.
+//! Leftovers in the trash (a kill between the rename and the removal) are read by nothing and
+//! swept by [`FileStore::open`], by a store's first [`list`](StateStore::list) and by each deletion.
+//! A load by another store (loads take no lease) that the move catches part way finds files gone
+//! under it: it looks at the directory again and answers `None` when it is gone (the load came
+//! after the deletion), never `state_io`, `state_corrupt` or the older state of a snapshot read
+//! without its journal.
 //!
 //! # Loads and recovery
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
@@ -137,6 +139,8 @@ pub struct FileStore {
     // A std Mutex: held only to find or insert a session's slot, never across an await. The slot's
     // own lock (tokio) is held across the blocking I/O of one operation.
     sessions: std::sync::Mutex<HashMap<String, Slot>>,
+    // Whether this store swept the trash already (at `open` or its first `list`).
+    trash_swept: std::sync::atomic::AtomicBool,
 }
 
 fn io_err(what: &str, path: &Path, e: io::Error) -> AgentError {
@@ -355,6 +359,93 @@ fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(io_err("cannot open", dir, e)),
     }
+}
+
+/// Whether a session directory holds a state a load reads or refuses: a snapshot file, or a
+/// version-1 `state.json`. A directory a first commit cut short (its journal made, its snapshot
+/// not yet renamed in place: only a temp file) holds none: `load` answers `None` for it, so it is
+/// no session to list. A directory that cannot be read is counted in: its load tells the error.
+fn holds_state(dir: &Path) -> bool {
+    match list_generations(dir) {
+        Ok(listing) => !listing.snaps.is_empty() || dir.join(LEGACY_STATE_FILE).exists(),
+        Err(_) => true,
+    }
+}
+
+/// The sessions under `root` (see [`StateStore::list`]): the directories whose names are valid
+/// session ids (so never [`TRASH_DIR`] or [`LOCK_DIR`]) and that hold a state, sorted. A root
+/// that does not exist holds none. Never writes.
+fn list_session_dirs(root: &Path) -> Result<Vec<String>, AgentError> {
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("cannot list", root, e)),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_err("cannot list", root, e))?;
+        let name = entry.file_name();
+        // A name that is not UTF-8 or not a valid id was not made by this store for a session.
+        let Some(name) = name.to_str() else { continue };
+        if validate_session_id(name).is_err() {
+            continue;
+        }
+        let path = entry.path();
+        // As `session_on_disk` sees it (links followed); anything else is not a session.
+        if !fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        if holds_state(&path) {
+            ids.push(name.to_string());
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// The newest modification time (ms since the epoch) of the files a load reads in a session's
+/// directory (snapshots, journals, `state.json`); `None` when there are none. Never writes.
+fn last_written_ms(dir: &Path) -> Result<Option<u64>, AgentError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("cannot list", dir, e)),
+    };
+    let mut newest: Option<u64> = None;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let read_by_load = name == LEGACY_STATE_FILE
+            || ((name.starts_with("snapshot-") || name.starts_with("journal-")) && name.ends_with(".ark"));
+        if !read_by_load {
+            continue;
+        }
+        let Ok(modified) = entry.metadata().and_then(|m| m.modified()) else { continue };
+        let ms = modified.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        newest = Some(newest.map_or(ms, |n| n.max(ms)));
+    }
+    Ok(newest)
+}
+
+/// Removes what deletions left in [`TRASH_DIR`] (a kill between a deletion's rename and its
+/// removal); returns how many entries went. Best effort: an entry that cannot be removed stays for
+/// the next sweep. Safe at any time: nothing reads the trash, and a session enters it only whole,
+/// in one rename, already gone for every load.
+fn sweep_trash(root: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(root.join(TRASH_DIR)) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let gone = if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        if gone.is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Writes generation `gen` with `payload` as its snapshot and an empty journal, then prunes the
@@ -586,11 +677,7 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
     }
     sync_dir(root)?;
     // Best effort from here: the session is gone for every load.
-    if let Ok(entries) = fs::read_dir(&trash) {
-        for entry in entries.flatten() {
-            let _ = fs::remove_dir_all(entry.path());
-        }
-    }
+    sweep_trash(root);
     Ok(true)
 }
 
@@ -691,7 +778,12 @@ impl FileStore {
 
     /// A store under `root` with the given options.
     pub fn with_options(root: impl Into<PathBuf>, options: FileStoreOptions) -> Self {
-        FileStore { root: root.into(), options, sessions: std::sync::Mutex::new(HashMap::new()) }
+        FileStore {
+            root: root.into(),
+            options,
+            sessions: std::sync::Mutex::new(HashMap::new()),
+            trash_swept: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// Creates `root` (and its parents) if needed and returns a store under it.
@@ -706,11 +798,28 @@ impl FileStore {
             if !fs::metadata(&r).map_err(|e| io_err("cannot open", &r, e))?.is_dir() {
                 return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", r.display())));
             }
+            sweep_trash(&r);
             Ok(())
         })
         .await
         .map_err(join_error)??;
-        Ok(FileStore::with_options(root, options))
+        let store = FileStore::with_options(root, options);
+        store.trash_swept.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(store)
+    }
+
+    /// Removes what deletions cut short by a kill left in [`TRASH_DIR`] (see "Deletion" in the
+    /// module docs); returns how many entries went. Done by [`open`](Self::open), by the first
+    /// [`list`](StateStore::list) of a store, and by each deletion; best effort (an entry that
+    /// cannot be removed stays for the next sweep). Touches nothing a load reads.
+    ///
+    /// # Errors
+    /// None so far (the `Result` leaves room for a store that must report one).
+    pub async fn sweep_trash(&self) -> Result<usize, AgentError> {
+        let root = self.root.clone();
+        let removed = tokio::task::spawn_blocking(move || sweep_trash(&root)).await.map_err(join_error)?;
+        self.trash_swept.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(removed)
     }
 
     /// The root directory.
@@ -829,6 +938,29 @@ impl StateStore for FileStore {
         })
         .await
         .map_err(join_error)?
+    }
+
+    /// The directories under the root that are sessions holding a state (see
+    /// [`StateStore::list`]): [`TRASH_DIR`], [`LOCK_DIR`], names no session id can take and
+    /// directories a first commit cut short (no snapshot yet) are skipped. Takes no lease and
+    /// writes no session: the first listing of a store sweeps the trash (what deletions a kill cut
+    /// short left there, already gone for every load), as [`open`](FileStore::open) does.
+    async fn list(&self) -> Result<Vec<String>, AgentError> {
+        let root = self.root.clone();
+        let sweep = !self.trash_swept.swap(true, std::sync::atomic::Ordering::Relaxed);
+        tokio::task::spawn_blocking(move || {
+            if sweep {
+                sweep_trash(&root);
+            }
+            list_session_dirs(&root)
+        })
+        .await
+        .map_err(join_error)?
+    }
+
+    async fn updated_at_ms(&self, session_id: &str) -> Result<Option<u64>, AgentError> {
+        let dir = self.session_dir(session_id)?;
+        tokio::task::spawn_blocking(move || last_written_ms(&dir)).await.map_err(join_error)?
     }
 
     async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {

@@ -15,7 +15,17 @@ pub struct MemoryStore {
     sessions: Mutex<HashMap<String, AgentState>>,
     // The sessions under a lease (shared with the leases, which remove themselves when dropped).
     leased: Arc<Mutex<HashSet<String>>>,
+    // When each session was last committed or saved (ms since the epoch), for `updated_at_ms`.
+    // A std Mutex, never held across an await (nor together with `sessions`).
+    written: Mutex<HashMap<String, u64>>,
     repair: RepairPolicy,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// A MemoryStore lease: the session's entry in the leased set, removed on drop.
@@ -47,6 +57,10 @@ impl MemoryStore {
         let mut ids: Vec<String> = self.lock().keys().cloned().collect();
         ids.sort();
         ids
+    }
+
+    fn touch(&self, session_id: &str) {
+        self.written.lock().unwrap_or_else(|p| p.into_inner()).insert(session_id.to_string(), now_ms());
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AgentState>> {
@@ -86,18 +100,34 @@ impl StateStore for MemoryStore {
                 sessions.insert(state.session_id.clone(), state.clone());
             }
         }
+        drop(sessions);
+        self.touch(&state.session_id);
         Ok(())
     }
 
     async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
         validate_session_id(&state.session_id)?;
         self.lock().insert(state.session_id.clone(), state.clone());
+        self.touch(&state.session_id);
         Ok(())
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
         validate_session_id(session_id)?;
-        Ok(self.lock().remove(session_id).is_some())
+        let existed = self.lock().remove(session_id).is_some();
+        self.written.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+        Ok(existed)
+    }
+
+    /// [`session_ids`](MemoryStore::session_ids): every stored session, sorted.
+    async fn list(&self) -> Result<Vec<String>, AgentError> {
+        Ok(self.session_ids())
+    }
+
+    /// The time of the session's last commit or snapshot in this process.
+    async fn updated_at_ms(&self, session_id: &str) -> Result<Option<u64>, AgentError> {
+        validate_session_id(session_id)?;
+        Ok(self.written.lock().unwrap_or_else(|p| p.into_inner()).get(session_id).copied())
     }
 
     async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {

@@ -38,7 +38,7 @@ pub use session_id::{validate_session_id, MAX_SESSION_ID_LEN};
 pub use trim::{approx_tokens, trim_history, trim_history_keeping, TrimmedHistory};
 
 use crate::approval::{ApprovalDecision, PendingApprovalBatch};
-use crate::error::AgentError;
+use crate::error::{codes, AgentError};
 use crate::message::{ChatMessage, Usage};
 use crate::tool::{ReadonlyAgentState, ToolResult};
 use async_trait::async_trait;
@@ -398,6 +398,41 @@ pub trait StateStore: Send + Sync {
     /// # Errors
     /// `session_id_invalid`, `state_io`.
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError>;
+
+    /// The ids of the sessions the store holds, sorted (byte order of the ids), for an app that
+    /// shows its conversations or looks for the run a kill cut short. Writes no session and takes
+    /// no lease (a store may tidy what is no session: a [`FileStore`]'s first listing sweeps what
+    /// killed deletions left in its trash). A session listed may be one no load reads (`state_corrupt`,
+    /// `state_version_unsupported`): the listing names what is there, `load` tells what it holds.
+    /// Sessions a deletion removed are not listed, nor what holds no state a load would return.
+    ///
+    /// The default refuses with `state_list_unsupported`, not an empty list: a store written before
+    /// this method existed may hold sessions, and an empty list would tell the app it has no
+    /// conversations (a chat app would show none, and never offer to continue an interrupted run)
+    /// where the truth is "unknown". A refusal with a stable code lets the app say so, or fall back
+    /// to ids it keeps itself.
+    ///
+    /// # Errors
+    /// `state_list_unsupported` (the default), `state_io`.
+    async fn list(&self) -> Result<Vec<String>, AgentError> {
+        Err(AgentError::of(
+            codes::STATE_LIST_UNSUPPORTED,
+            "this state store does not list its sessions (StateStore::list is not implemented)",
+        ))
+    }
+
+    /// When the session was last written, in ms since the Unix epoch, when the store knows
+    /// (`None` otherwise, and for a session it does not hold): [`AgentState`] holds no time, so it
+    /// is the store's to tell. [`FileStore`] answers with the newest modification time of the
+    /// session's files, [`MemoryStore`] with the time of its last commit. The default knows
+    /// nothing. Never writes.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io`.
+    async fn updated_at_ms(&self, session_id: &str) -> Result<Option<u64>, AgentError> {
+        validate_session_id(session_id)?;
+        Ok(None)
+    }
 
     /// Reserves a session for one writer until the lease is dropped. The runtime takes a lease for
     /// each run, resume, decision and deletion, so two agents (or two processes) sharing a store

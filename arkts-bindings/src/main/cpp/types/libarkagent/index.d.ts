@@ -429,6 +429,11 @@ export declare class Agent {
   unregisterTool(name: string): boolean;
   /** The registered tool names, in registration order. */
   toolNames(): Array<string>;
+  /**
+   * The registered tool definitions as a JSON array, in registration order (as
+   * ToolRegistry.definitionsJson: name, description, parameters, risk_level, idempotent, timeout in ms).
+   */
+  definitionsJson(): string;
   /** Adds a hook after the others (hooks run in the order added). */
   addHook(hook: AgentHookObject): void;
   /** Sets the event listener (replaces the previous one). */
@@ -504,6 +509,21 @@ export declare class Agent {
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /** The pending approval batch of a session as JSON, or null. */
   pendingApprovalJson(sessionId: string): Promise<string | null>;
+  /**
+   * The sessions the store holds, as a JSON array sorted by session id, one object per session with
+   * snake_case keys: session_id; status (a run status, null when the session cannot be read);
+   * approval_pending (a frozen batch has undecided items); interrupted (the run stopped part way, a
+   * kill or a crash, and this Agent is not running it: resume() continues it); message_count;
+   * updated_at_ms (last write, ms since the epoch, or null); title (the first user message on one
+   * line, at most 60 characters, or null); last_message (the last user message or answer text, cut
+   * the same way, or null: a chat list's preview line); run_error (null, or {layer, code, message}
+   * of the error that ended the last run: failed, aborted...); parent_session (a sub-agent worker's parent, else null);
+   * error (null, or {layer, code, message} of a session that cannot be read: state_corrupt,
+   * state_version_unsupported...; it is listed all the same). Without includeWorkers (or false),
+   * only conversations: sub-agent worker sessions are left out. Reads only: no session is locked or
+   * written. Rejects with argument_invalid (includeWorkers not a boolean) or state_io.
+   */
+  listSessionsJson(includeWorkers?: boolean): Promise<string>;
   /**
    * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
    * existed (a missing session is not touched; a corrupt one is deleted too). Rejects with

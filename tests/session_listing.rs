@@ -1,0 +1,451 @@
+//! Listing the sessions a store holds (`StateStore::list`, `Agent::list_sessions`): what a chat app
+//! shows after a restart. On a `FileStore`: the trash, the lock directory, names no session id can
+//! take and directories a first commit cut short are not sessions; a corrupt session or one a
+//! newer version wrote is listed with its error, never failing the listing; worker sessions are
+//! left out of the conversations (listed with their parent by `list_all_sessions`); a deleted
+//! session is gone; a run a kill cut short is `interrupted` and `resume` continues it. Listing
+//! writes nothing and takes no lease. The same on a `MemoryStore`; a store that does not list
+//! refuses with `state_list_unsupported`.
+
+#[path = "support/delegation.rs"]
+mod delegation;
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{Agent, AgentBuilder, EventLog, RunOutcome, SessionSummary, DELEGATE_TASK};
+use arkagent::error::codes;
+use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
+use arkagent::state::codec::encode_snapshot;
+use arkagent::state::{
+    AgentState, FileStore, MemoryStore, RunStatus, SessionLease, StateEvent, StateStore, LOCK_DIR, TRASH_DIR,
+};
+use arkagent::{AgentError, CancellationSignal, ChatMessage};
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use support::{answer, calls, Script};
+
+fn agent_on(store: Arc<dyn StateStore>, script: Vec<ModelResponse>) -> Arc<Agent> {
+    delegation::agent(Arc::new(Script::new(script)), store, &Arc::new(AtomicUsize::new(0)), 1)
+}
+
+async fn run(agent: &Agent, session: &str, input: &str) -> RunOutcome {
+    agent.run(session, input, &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+}
+
+fn ids(list: &[SessionSummary]) -> Vec<&str> {
+    list.iter().map(|s| s.session_id.as_str()).collect()
+}
+
+fn entry<'a>(list: &'a [SessionSummary], id: &str) -> &'a SessionSummary {
+    list.iter().find(|s| s.session_id == id).unwrap_or_else(|| panic!("{id} not in {:?}", ids(list)))
+}
+
+/// Every path under `root` with its size and modification time: what a read-only call must leave
+/// as it was.
+fn tree(root: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            let key = entry.path().strip_prefix(root).unwrap().display().to_string();
+            out.insert(key, (meta.len(), meta.modified().unwrap()));
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
+/// A model that never answers: a run on it stands `running` until its future is dropped (as a
+/// killed process leaves it).
+struct Hang;
+
+#[async_trait]
+impl ChatModel for Hang {
+    async fn complete(&self, _request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        std::future::pending().await
+    }
+
+    async fn stream(&self, _request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_file_store_lists_its_conversations_sorted_with_their_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let script = vec![
+        answer("你好"),
+        answer("好的"),
+        calls(&[("c1", "clear_baking_cache", "{}")]), // the third session freezes on it
+    ];
+    let agent = agent_on(store.clone(), script);
+    assert!(agent.list_sessions().await.unwrap().is_empty(), "an empty root lists nothing");
+    run(&agent, "chat-b", "第一个问题").await;
+    run(&agent, "chat-a", &format!("{}\n第二行", "长".repeat(100))).await;
+    let outcome = run(&agent, "chat-c", "清空缓存").await;
+    assert!(matches!(outcome, RunOutcome::Suspended { .. }), "{outcome:?}");
+
+    assert_eq!(store.list().await.unwrap(), ["chat-a", "chat-b", "chat-c"]);
+    let list = agent.list_sessions().await.unwrap();
+    assert_eq!(ids(&list), ["chat-a", "chat-b", "chat-c"]);
+    let b = entry(&list, "chat-b");
+    assert_eq!(b.status, Some(RunStatus::Completed));
+    assert_eq!(b.title.as_deref(), Some("第一个问题"));
+    assert_eq!(b.message_count, 2, "the question and the answer");
+    assert_eq!(b.last_message.as_deref(), Some("你好"), "the answer is the preview");
+    assert_eq!(b.run_error, None);
+    assert!(!b.approval_pending && !b.interrupted && b.error.is_none() && b.parent_session.is_none());
+    let a = entry(&list, "chat-a");
+    let title = a.title.as_deref().unwrap();
+    assert_eq!(title.chars().count(), arkagent::agent::SESSION_TITLE_CHARS);
+    assert!(title.starts_with("长长") && title.ends_with('…'), "{title}");
+    let c = entry(&list, "chat-c");
+    assert_eq!(c.status, Some(RunStatus::AwaitingApproval));
+    assert!(c.approval_pending && !c.interrupted);
+    // The time of the session's last write, from its files.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    for s in &list {
+        let at = s.updated_at_ms.unwrap_or_else(|| panic!("{} has no time", s.session_id));
+        assert!(at <= now + 1000 && at + 60_000 > now, "{}: {at} vs {now}", s.session_id);
+    }
+    // Its serialised shape (what the bindings read): snake_case keys, absent fields null.
+    let json = serde_json::to_value(c).unwrap();
+    assert_eq!(json["session_id"], "chat-c");
+    assert_eq!(json["status"], "awaiting_approval");
+    assert_eq!(json["approval_pending"], true);
+    assert_eq!(json["error"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn trash_locks_stray_names_and_half_created_directories_are_not_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store = Arc::new(FileStore::new(root));
+    let agent = agent_on(store.clone(), vec![answer("ok")]);
+    run(&agent, "real", "hi").await;
+    // A session's lease leaves its lock file while the session exists.
+    assert!(root.join(LOCK_DIR).join("real").exists());
+    // What a deletion killed between its rename and its removal leaves in the trash.
+    let grave = root.join(TRASH_DIR).join("gone.0123456789abcdef");
+    std::fs::create_dir_all(&grave).unwrap();
+    std::fs::copy(
+        std::fs::read_dir(root.join("real")).unwrap().next().unwrap().unwrap().path(),
+        grave.join("snapshot-00000000000000000001.ark"),
+    )
+    .unwrap();
+    // A first commit cut short: its journal made, its snapshot still a temp file.
+    let half = root.join("half");
+    std::fs::create_dir(&half).unwrap();
+    std::fs::write(half.join("journal-00000000000000000001.ark"), b"").unwrap();
+    std::fs::write(half.join("snapshot-00000000000000000001.tmp"), b"partial").unwrap();
+    std::fs::create_dir(root.join("empty")).unwrap();
+    // A name no session id can take, and a file that is no directory.
+    std::fs::create_dir(root.join("a..b")).unwrap();
+    std::fs::copy(
+        grave.join("snapshot-00000000000000000001.ark"),
+        root.join("a..b").join("snapshot-00000000000000000001.ark"),
+    )
+    .unwrap();
+    std::fs::write(root.join("notes.txt"), b"not a session").unwrap();
+    // Loads agree: the half-created directories hold no session.
+    assert_eq!(store.load("half").await.unwrap(), None);
+    assert_eq!(store.load("empty").await.unwrap(), None);
+
+    assert_eq!(store.list().await.unwrap(), ["real"]);
+    // The first listing swept the trash (and only the trash).
+    assert_eq!(std::fs::read_dir(root.join(TRASH_DIR)).unwrap().count(), 0, "the trash is swept");
+    assert!(half.exists() && root.join("a..b").exists() && root.join("notes.txt").exists());
+    assert_eq!(ids(&agent.list_all_sessions().await.unwrap()), ["real"]);
+
+    // A trash left after the first listing is swept by the next deletion or an open.
+    std::fs::create_dir_all(&grave).unwrap();
+    assert_eq!(store.list().await.unwrap(), ["real"]);
+    assert!(grave.exists(), "swept once per store");
+    let reopened = FileStore::open(root, Default::default()).await.unwrap();
+    assert!(!grave.exists(), "open sweeps the trash");
+    assert_eq!(reopened.list().await.unwrap(), ["real"]);
+    std::fs::create_dir_all(&grave).unwrap();
+    assert_eq!(reopened.sweep_trash().await.unwrap(), 1);
+    assert!(!grave.exists());
+
+    // A root that does not exist holds no session, and listing does not create it.
+    let missing = root.join("nowhere");
+    assert!(FileStore::new(&missing).list().await.unwrap().is_empty());
+    assert!(!missing.exists());
+}
+
+#[tokio::test]
+async fn an_unreadable_session_is_listed_with_its_error_and_the_others_still_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(root));
+    let agent = agent_on(store.clone(), vec![answer("a"), answer("b")]);
+    run(&agent, "fine", "hello").await;
+    run(&agent, "broken", "hello").await;
+    for entry in std::fs::read_dir(root.join("broken")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "ark") {
+            std::fs::write(&path, b"garbage that is no snapshot").unwrap();
+        }
+    }
+    // A session a newer version wrote.
+    let mut newer = AgentState::new("newer");
+    newer.schema_version = 99;
+    std::fs::create_dir(root.join("newer")).unwrap();
+    std::fs::write(
+        root.join("newer").join("snapshot-00000000000000000001.ark"),
+        encode_snapshot(&newer).unwrap(),
+    )
+    .unwrap();
+
+    let list = agent.list_sessions().await.unwrap();
+    assert_eq!(ids(&list), ["broken", "fine", "newer"]);
+    let broken = entry(&list, "broken");
+    assert_eq!(broken.error.as_ref().map(|e| e.code.as_ref()), Some(codes::STATE_CORRUPT));
+    assert_eq!((broken.status, broken.message_count, broken.title.as_deref()), (None, 0, None));
+    assert!(broken.updated_at_ms.is_some(), "its files still tell when they were written");
+    let newer = entry(&list, "newer");
+    assert_eq!(newer.error.as_ref().map(|e| e.code.as_ref()), Some(codes::STATE_VERSION_UNSUPPORTED));
+    assert_eq!(entry(&list, "fine").status, Some(RunStatus::Completed));
+    assert!(entry(&list, "fine").error.is_none());
+    let json = serde_json::to_value(broken).unwrap();
+    assert_eq!(json["error"]["code"], "state_corrupt");
+    assert_eq!(json["error"]["layer"], "persistence");
+
+    // The app deletes the damaged one; it is gone from the listing.
+    assert!(agent.delete_session("broken").await.unwrap());
+    assert_eq!(ids(&agent.list_sessions().await.unwrap()), ["fine", "newer"]);
+}
+
+#[tokio::test]
+async fn listing_writes_nothing_and_takes_no_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(root));
+    let agent = agent_on(store.clone(), vec![answer("a")]);
+    run(&agent, "done", "hello").await;
+    // A session cut short mid-call (`running`, a started call without a result): a load repairs
+    // it in memory; the listing must not make that repair durable.
+    let mut cut = AgentState::new("cut");
+    let events = [
+        StateEvent::RunStarted { run_id: "r1".into(), delegation: None },
+        StateEvent::MessageAppended { message: ChatMessage::user("clear it") },
+        StateEvent::MessageAppended {
+            message: ChatMessage::Assistant {
+                content: None,
+                reasoning_content: None,
+                tool_calls: vec![arkagent::ToolCall::new("c1", "clear_baking_cache", "{}")],
+            },
+        },
+        StateEvent::ToolStarted {
+            call_id: "c1".into(),
+            name: "clear_baking_cache".into(),
+            worker_session: None,
+        },
+    ];
+    events.iter().for_each(|e| cut.apply(e));
+    store.commit(&cut, &events).await.unwrap();
+    let _ = agent.list_sessions().await.unwrap(); // a first listing may sweep the trash
+    let before = tree(root);
+    let list = agent.list_all_sessions().await.unwrap();
+    assert_eq!(tree(root), before, "the listing changed files");
+    let cut_entry = entry(&list, "cut");
+    assert_eq!(cut_entry.message_count, 3, "read repaired (the interrupted result counted)");
+    assert_eq!(store.load_unrepaired("cut").await.unwrap().unwrap().messages.len(), 2, "stored as it was");
+    // No lease is held or left: every session can be leased at once after the listing.
+    let leases: Vec<SessionLease> =
+        vec![store.lease("done").await.unwrap(), store.lease("cut").await.unwrap()];
+    drop(leases);
+}
+
+#[tokio::test]
+async fn a_run_a_kill_cut_short_is_interrupted_and_resume_continues_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    {
+        // The "process" that dies: its run's future is dropped while the model is asked.
+        let store: Arc<dyn StateStore> = Arc::new(FileStore::new(root));
+        let agent = Arc::new(AgentBuilder::new(Arc::new(Hang), store).build());
+        let running = {
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                agent.run("trip", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
+            })
+        };
+        // While its run goes on here, the session is running, not interrupted.
+        let mut seen = None;
+        for _ in 0..200 {
+            let list = agent.list_sessions().await.unwrap();
+            if let Some(s) = list.into_iter().find(|s| s.session_id == "trip") {
+                seen = Some(s);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let seen = seen.expect("the run's first commit is listed");
+        assert_eq!(seen.status, Some(RunStatus::Running));
+        assert!(!seen.interrupted, "this agent is running it");
+        running.abort();
+        assert!(running.await.unwrap_err().is_cancelled());
+    }
+    // The app starts again: a fresh store and agent over the same directory.
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(root));
+    let agent = agent_on(store.clone(), vec![answer("去杭州")]);
+    let list = agent.list_sessions().await.unwrap();
+    let trip = entry(&list, "trip");
+    assert_eq!(trip.status, Some(RunStatus::Running));
+    assert!(trip.interrupted && !trip.approval_pending, "{trip:?}");
+    assert_eq!(trip.title.as_deref(), Some("plan my trip"));
+    // The app offers "Continue": resume finishes the run.
+    let outcome = agent.resume("trip", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+    let trip = agent.list_sessions().await.unwrap().into_iter().find(|s| s.session_id == "trip").unwrap();
+    assert_eq!(trip.status, Some(RunStatus::Completed));
+    assert!(!trip.interrupted);
+    assert_eq!(trip.message_count, 2);
+}
+
+#[tokio::test]
+async fn a_run_that_failed_says_why_in_its_summary() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+    // The script runs out at the first round: the run fails with the model's error.
+    let agent = agent_on(store, vec![]);
+    let outcome = run(&agent, "s", "anyone there?").await;
+    let RunOutcome::Finished { status: RunStatus::Failed, error: Some(e), .. } = outcome else {
+        panic!("not failed: {outcome:?}")
+    };
+    let s = agent.list_sessions().await.unwrap().remove(0);
+    assert_eq!(s.status, Some(RunStatus::Failed));
+    assert_eq!(s.run_error.as_ref().map(|r| r.code.as_ref()), Some(e.code.as_ref()));
+    assert_eq!(s.error, None, "the session itself reads fine");
+    assert_eq!(s.last_message.as_deref(), Some("anyone there?"));
+    assert!(!s.interrupted, "a failed run is over: nothing to continue");
+}
+
+#[tokio::test]
+async fn a_batch_decided_but_not_resumed_is_interrupted_not_pending() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+    let agent = agent_on(store, vec![calls(&[("c1", "clear_baking_cache", "{}")]), answer("cleared")]);
+    let RunOutcome::Suspended { batch } = run(&agent, "s", "清空").await else { panic!("not suspended") };
+    let s = agent.list_sessions().await.unwrap().remove(0);
+    assert!(s.approval_pending && !s.interrupted);
+    agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    // The app died before resuming: nothing to decide, the run waits to be continued.
+    let s = agent.list_sessions().await.unwrap().remove(0);
+    assert_eq!(s.status, Some(RunStatus::AwaitingApproval));
+    assert!(!s.approval_pending && s.interrupted, "{s:?}");
+    let outcome = agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+}
+
+#[tokio::test]
+async fn worker_sessions_are_listed_only_with_their_parent_and_go_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let script = vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清空缓存"}"#)]), // parent
+        calls(&[("w1", "clear_baking_cache", "{}")]),              // worker: freezes
+    ];
+    let agent = agent_on(store.clone(), script);
+    let outcome = run(&agent, "parent", "请让助手清空缓存").await;
+    assert!(matches!(outcome, RunOutcome::Suspended { .. }), "{outcome:?}");
+    let workers = agent.state("parent").await.unwrap().unwrap().workers;
+    assert_eq!(workers.len(), 1);
+    let worker = workers[0].as_str();
+
+    let top = agent.list_sessions().await.unwrap();
+    assert_eq!(ids(&top), ["parent"], "a chat app lists conversations, not workers");
+    assert!(top[0].approval_pending);
+    let all = agent.list_all_sessions().await.unwrap();
+    let mut expected = vec!["parent", worker];
+    expected.sort();
+    assert_eq!(ids(&all), expected);
+    let w = entry(&all, worker);
+    assert_eq!(w.parent_session.as_deref(), Some("parent"));
+    assert_eq!(w.title.as_deref(), Some("清空缓存"), "the worker's question is its task");
+    assert!(w.approval_pending);
+
+    // Deleting the parent deletes its worker: both are gone from every listing.
+    assert!(agent.delete_session("parent").await.unwrap());
+    assert!(agent.list_all_sessions().await.unwrap().is_empty());
+    assert!(store.list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_worker_saved_without_its_delegation_is_known_by_the_parent_naming_it() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+    // A parent and its worker as a version before `delegation` saved them.
+    let mut parent = AgentState::new("p");
+    parent.messages.push(ChatMessage::user("q"));
+    parent.workers = vec!["w-old".into()];
+    parent.status = RunStatus::Completed;
+    store.save_snapshot(&parent).await.unwrap();
+    let mut worker = AgentState::new("w-old");
+    worker.status = RunStatus::Completed;
+    store.save_snapshot(&worker).await.unwrap();
+    store.save_snapshot(&AgentState::new("other")).await.unwrap();
+    let agent = agent_on(store, vec![]);
+    assert_eq!(ids(&agent.list_sessions().await.unwrap()), ["other", "p"]);
+    let all = agent.list_all_sessions().await.unwrap();
+    assert_eq!(entry(&all, "w-old").parent_session.as_deref(), Some("p"));
+    assert_eq!(entry(&all, "other").status, Some(RunStatus::Idle));
+    assert_eq!(entry(&all, "other").title, None);
+}
+
+#[tokio::test]
+async fn a_memory_store_lists_what_it_holds_and_forgets_what_is_deleted() {
+    let store = Arc::new(MemoryStore::new());
+    let agent = agent_on(store.clone(), vec![answer("1"), answer("2")]);
+    assert!(store.list().await.unwrap().is_empty());
+    run(&agent, "z", "last").await;
+    run(&agent, "m", "middle").await;
+    assert_eq!(store.list().await.unwrap(), ["m", "z"]);
+    let list = agent.list_sessions().await.unwrap();
+    assert_eq!(ids(&list), ["m", "z"]);
+    let (m, z) = (entry(&list, "m"), entry(&list, "z"));
+    assert!(m.updated_at_ms.is_some() && z.updated_at_ms.is_some());
+    assert!(m.updated_at_ms >= z.updated_at_ms, "m was written after z");
+    assert_eq!(m.title.as_deref(), Some("middle"));
+    assert!(agent.delete_session("z").await.unwrap());
+    assert_eq!(ids(&agent.list_sessions().await.unwrap()), ["m"]);
+    assert_eq!(store.updated_at_ms("z").await.unwrap(), None);
+    assert_eq!(store.updated_at_ms("../x").await.unwrap_err().code, codes::SESSION_ID_INVALID);
+}
+
+/// A store of an app written before `list` existed: every other method, `list` left out.
+struct OldStore(MemoryStore);
+
+#[async_trait]
+impl StateStore for OldStore {
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        self.0.load(session_id).await
+    }
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+        self.0.commit(state, events).await
+    }
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+        self.0.save_snapshot(state).await
+    }
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+        self.0.delete(session_id).await
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_list_says_so_instead_of_listing_nothing() {
+    let store = Arc::new(OldStore(MemoryStore::new()));
+    let agent = agent_on(store.clone(), vec![answer("1")]);
+    run(&agent, "s", "hi").await;
+    let err = agent.list_sessions().await.unwrap_err();
+    assert_eq!(err.code, codes::STATE_LIST_UNSUPPORTED);
+    assert_eq!(err.layer, arkagent::ErrorLayer::Persistence);
+    assert_eq!(store.updated_at_ms("s").await.unwrap(), None, "the default knows no time");
+}
