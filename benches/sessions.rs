@@ -11,12 +11,15 @@
 use arkagent::agent::{Agent, AgentBuilder};
 use arkagent::provider::ScriptedModel;
 use arkagent::state::{AgentState, FileStore, RunStatus, StateStore};
-use arkagent::{ChatMessage, ToolCall};
 use criterion::{criterion_group, Criterion};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
+
+#[path = "support/order_history.rs"]
+mod order_history;
+use order_history::order_history;
 
 const SESSIONS: usize = 100;
 const SIZES: [usize; 2] = [20, 400];
@@ -27,34 +30,8 @@ fn runtime() -> Runtime {
 
 /// A completed session of `n` messages: questions, tool calls, results, answers.
 fn session(id: &str, n: usize) -> AgentState {
-    let mut s = AgentState::new(id);
+    let mut s = order_history(id, n, None);
     s.status = RunStatus::Completed;
-    s.messages.push(ChatMessage::system("You are the order assistant. Answer briefly."));
-    let mut i = 0;
-    while s.messages.len() < n {
-        s.messages.push(match i % 4 {
-            0 => ChatMessage::user(format!("Where is order {i}? And is SKU A-{i} in stock?")),
-            1 => ChatMessage::Assistant {
-                content: None,
-                reasoning_content: None,
-                tool_calls: vec![ToolCall::new(
-                    format!("call_{i}"),
-                    "query_order",
-                    format!("{{\"orderId\":{i}}}"),
-                )],
-            },
-            2 => ChatMessage::Tool {
-                tool_call_id: format!("call_{}", i - 1),
-                name: "query_order".into(),
-                content: format!("{{\"orderId\":{},\"status\":\"shipped\",\"eta\":\"2026-12-01\"}}", i - 1),
-                is_error: false,
-            },
-            _ => {
-                ChatMessage::assistant_text(format!("Order {} has shipped and arrives on 1 December.", i - 3))
-            }
-        });
-        i += 1;
-    }
     s
 }
 

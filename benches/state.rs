@@ -12,11 +12,15 @@
 
 use arkagent::state::codec::encode_records;
 use arkagent::state::{AgentState, FileStore, StateEvent, StateStore};
-use arkagent::{ChatMessage, ToolCall, Usage};
+use arkagent::{ChatMessage, Usage};
 use criterion::{criterion_group, Criterion};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
+
+#[path = "support/order_history.rs"]
+mod order_history;
+use order_history::order_history;
 
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 
@@ -26,35 +30,7 @@ fn runtime() -> Runtime {
 
 /// A history of `n` messages: user asks, assistant calls a tool, the tool answers, assistant replies.
 fn history(n: usize) -> AgentState {
-    let mut s = AgentState::new("bench");
-    s.messages.push(ChatMessage::system("You are the order assistant. Answer briefly."));
-    let mut i = 0;
-    while s.messages.len() < n {
-        let m = match i % 4 {
-            0 => ChatMessage::user(format!("Where is order {i}? And is SKU A-{i} in stock?")),
-            1 => ChatMessage::Assistant {
-                content: None,
-                reasoning_content: Some("Look the order up first.".into()),
-                tool_calls: vec![ToolCall::new(
-                    format!("call_{i}"),
-                    "query_order",
-                    format!("{{\"orderId\":{i}}}"),
-                )],
-            },
-            2 => ChatMessage::Tool {
-                tool_call_id: format!("call_{}", i - 1),
-                name: "query_order".into(),
-                content: format!("{{\"orderId\":{},\"status\":\"shipped\",\"eta\":\"2026-12-01\"}}", i - 1),
-                is_error: false,
-            },
-            _ => {
-                ChatMessage::assistant_text(format!("Order {} has shipped and arrives on 1 December.", i - 3))
-            }
-        };
-        s.messages.push(m);
-        i += 1;
-    }
-    s
+    order_history("bench", n, Some("Look the order up first."))
 }
 
 /// One turn's events: the user's message, the answer, the usage.
