@@ -433,18 +433,11 @@ test('an ArkTS executor that resolves to no ToolResult is tool_result_invalid, a
 });
 
 test('after a kill while a tool ran: status() says running, messages() shows the call answered as interrupted, resume() finishes', async () => {
-  const { spawn } = await import('node:child_process');
-  const { buildModule } = await import('../../tests/node/helper.mjs');
+  const { runUntilKilled } = await import('../../tests/node/helper.mjs');
   const stateDir = tempDir('arkagent-journey-killed-');
   // The raw-module app of tests/node/journey_app.mjs, killed once its slow tool runs.
-  const child = spawn(process.execPath, [path.join(ROOT, 'tests', 'node', 'journey_app.mjs'), stateDir, 'search'],
-    { env: { ...process.env, ARKAGENT_SO: buildModule(), JOURNEY_CHILD: '1' }, stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  await until(() => out.includes('SEARCHING\n'), 'the killed app\'s tool to run');
-  const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve(signal ?? code)));
-  child.kill('SIGKILL');
-  assert.equal(await exited, 'SIGKILL');
+  await runUntilKilled([path.join(ROOT, 'tests', 'node', 'journey_app.mjs'), stateDir, 'search'],
+    (out) => out.includes('SEARCHING\n'), 'the killed app\'s tool runs', { env: { JOURNEY_CHILD: '1' } });
   const agent = new B.Agent(B.AgentConfig.scripted(JSON.stringify([{ content: 'Cut short.' }])));
   const onDisk = B.AgentConfig.scripted(JSON.stringify([{ content: 'Cut short.' }]));
   onDisk.stateDir = stateDir;

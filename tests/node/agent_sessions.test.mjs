@@ -5,11 +5,10 @@
 // session listed with its error, a deleted one gone, a bad argument a coded error.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildModule, loadModule, objectSchema, openWipeAgent, rejectsWithCode } from './helper.mjs';
+import { loadModule, objectSchema, openWipeAgent, rejectsWithCode, runUntilKilled } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -125,22 +124,7 @@ setInterval(() => {}, 1000);
 
 test('a run whose process was killed is listed interrupted; resume continues it', async (t) => {
   const dir = tempDir(t);
-  const proc = spawn(process.execPath, ['-e', child, dir], {
-    env: { ...process.env, ARKAGENT_SO: buildModule() },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err += d));
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve(signal ?? code)));
-  const deadline = Date.now() + 10_000;
-  while (!out.includes('started') && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  assert.ok(out.includes('started'), `the child's tool never started: ${err}`);
-  proc.kill('SIGKILL');
-  assert.equal(await exited, 'SIGKILL');
+  await runUntilKilled(['-e', child, dir], (out) => out.includes('started'), "the child's tool runs");
 
   const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'Hangzhou it is' }]), stateDir: dir });
   agent.registerTool({ name: 'slow_lookup', description: 'd', parametersJson: objectSchema }, () => ({ contents: [] }));

@@ -1,6 +1,7 @@
 // Builds the cdylib with the `napi` feature (debug profile, host link shims from build.rs) and
 // loads it with process.dlopen. Set ARKAGENT_SO to load an already built .so instead (scripts/test.sh
 // builds once and sets it, so parallel test files do not each run cargo).
+import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -67,6 +68,31 @@ export async function runNode(args, { env = {}, ms = 20_000 } = {}) {
   const code = await new Promise((resolve) => proc.on('close', (c, signal) => resolve(signal ?? c)));
   clearTimeout(timer);
   return { code, out, err };
+}
+
+/**
+ * Runs `node ...args` with the module's path in ARKAGENT_SO (and `env` on top) until its output
+ * satisfies `ready(out)` (or it exits), then kills it with SIGKILL, as a phone kills an app: asserts
+ * it died of the kill, not on its own, and resolves to its output `{ out, err }`. `what` names the
+ * awaited moment in the timeout error (after `ms`).
+ */
+export async function runUntilKilled(args, ready, what, { env = {}, ms = 15_000 } = {}) {
+  const proc = spawn(process.execPath, args, {
+    env: { ...process.env, ARKAGENT_SO: buildModule(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d));
+  const exited = new Promise((resolve) => proc.on('close', (code, signal) => resolve(signal ?? code)));
+  try {
+    await waitFor(() => ready(out) || proc.exitCode !== null, what, ms);
+  } finally {
+    proc.kill('SIGKILL');
+  }
+  assert.equal(await exited, 'SIGKILL', `killed while ${what}, not ended by itself: ${err}`);
+  return { out, err };
 }
 
 /**

@@ -7,12 +7,11 @@
 // answering null, a setMetadata not awaited) and what index.d.ts says of each.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildModule, loadModule, readDts, throwsWithCode, waitFor } from './helper.mjs';
+import { loadModule, readDts, runUntilKilled, throwsWithCode, waitFor } from './helper.mjs';
 import { CancellationHandle, conversation, DOCUMENTED_EVENT_TYPES, openApp, renderEvent } from './journey_app.mjs';
 
 const APP = fileURLToPath(new URL('./journey_app.mjs', import.meta.url));
@@ -22,18 +21,9 @@ const APP = fileURLToPath(new URL('./journey_app.mjs', import.meta.url));
  * until its slow tool runs), then SIGKILLs it. Returns its first line of output.
  */
 async function runAndKill(stateDir, mode = 'approval') {
-  const child = spawn(process.execPath, [APP, stateDir, mode], {
-    env: { ...process.env, ARKAGENT_SO: buildModule(), JOURNEY_CHILD: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const { out } = await runUntilKilled([APP, stateDir, mode], (o) => o.includes('\n'), 'the app suspends', {
+    env: { JOURNEY_CHILD: '1' },
   });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (err += d));
-  const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve(signal ?? code)));
-  await waitFor(() => out.includes('\n') || child.exitCode !== null, 'the app to suspend', 15_000);
-  child.kill('SIGKILL');
-  assert.equal(await exited, 'SIGKILL', `the app was killed, not ended: ${err}`);
   return out.split('\n')[0];
 }
 
