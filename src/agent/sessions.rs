@@ -137,8 +137,13 @@ impl Agent {
     pub async fn list_all_sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
         let store = self.store();
         let ids = store.list().await?;
-        let loaded: Vec<(String, Loaded, Option<u64>)> = stream::iter(ids)
+        let loaded: Vec<(String, Loaded, Option<u64>, bool)> = stream::iter(ids)
             .map(|id| async move {
+                // Whether a call of this agent holds the session around the load (before it: a
+                // run that ends while the listing goes on left the `running` it read; after it: a
+                // run that began meanwhile). Looked at once all loads are done, a run that ended
+                // in between looked cut short.
+                let in_use_before = self.session_in_use(&id);
                 let loaded = match store.load(&id).await {
                     Ok(Some(state)) => Loaded::Read(Box::new(state)),
                     // Deleted between the listing and the load: not listed.
@@ -149,7 +154,8 @@ impl Agent {
                     (Loaded::Read(_), Err(e)) => (Loaded::Unreadable(e), None),
                     (loaded, updated) => (loaded, updated.ok().flatten()),
                 };
-                (id, loaded, updated)
+                let in_use = in_use_before || self.session_in_use(&id);
+                (id, loaded, updated, in_use)
             })
             .buffered(LOADS_AT_ONCE)
             .collect()
@@ -157,7 +163,7 @@ impl Agent {
         // Workers saved before `delegation` existed, and unreadable ones, are known by the
         // parent that names them.
         let mut named_by: HashMap<&str, &str> = HashMap::new();
-        for (id, state, _) in &loaded {
+        for (id, state, _, _) in &loaded {
             if let Loaded::Read(state) = state {
                 for worker in &state.workers {
                     named_by.entry(worker.as_str()).or_insert(id.as_str());
@@ -165,7 +171,7 @@ impl Agent {
             }
         }
         let mut summaries = Vec::with_capacity(loaded.len());
-        for (id, state, updated_at_ms) in &loaded {
+        for (id, state, updated_at_ms, in_use) in &loaded {
             let named_parent = named_by.get(id.as_str()).map(|p| p.to_string());
             let summary = match state {
                 Loaded::Gone => continue,
@@ -192,7 +198,7 @@ impl Agent {
                         session_id: id.clone(),
                         status: Some(state.status),
                         approval_pending: awaiting && !decided,
-                        interrupted: cut_short && !self.session_in_use(id),
+                        interrupted: cut_short && !in_use,
                         message_count: state.messages.len(),
                         updated_at_ms: *updated_at_ms,
                         title: session_title(&state.messages),
