@@ -111,7 +111,10 @@ fn one_line_cut(text: &str) -> String {
 impl Agent {
     /// The top-level sessions (conversations) the store holds, in the store's order (sorted by
     /// id): one [`SessionSummary`] each. Worker sessions (a `delegate_task` call's, deleted with
-    /// their parent) are left out; [`list_all_sessions`](Self::list_all_sessions) includes them.
+    /// their parent) are left out while their parent is listed; a worker whose parent is gone (a
+    /// corrupt parent deleted leaves its workers) is listed, with its
+    /// [`parent_session`](SessionSummary::parent_session), so the app can delete it.
+    /// [`list_all_sessions`](Self::list_all_sessions) includes every worker.
     ///
     /// Reads only: no lease is taken, nothing is written (no repair made durable), a session this
     /// agent is running is read as its last commit left it (`running`, not `interrupted`). A
@@ -124,7 +127,11 @@ impl Agent {
     /// app's store that cannot list), `state_io` (the root cannot be read).
     pub async fn list_sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
         let mut all = self.list_all_sessions().await?;
-        all.retain(|s| s.parent_session.is_none());
+        // A worker whose parent is gone (its parent's deletion left it: a parent no load read)
+        // goes with nothing: it is listed, so the app can see it and delete it, as
+        // `delete_session` deletes it as any session.
+        let listed: std::collections::HashSet<String> = all.iter().map(|s| s.session_id.clone()).collect();
+        all.retain(|s| s.parent_session.as_ref().is_none_or(|parent| !listed.contains(parent)));
         Ok(all)
     }
 
