@@ -449,3 +449,23 @@ async fn a_store_that_cannot_list_says_so_instead_of_listing_nothing() {
     assert_eq!(err.layer, arkagent::ErrorLayer::Persistence);
     assert_eq!(store.updated_at_ms("s").await.unwrap(), None, "the default knows no time");
 }
+
+#[tokio::test]
+async fn a_worker_whose_parent_is_gone_is_listed_so_the_app_can_delete_it() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+    let script = vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清空缓存"}"#)]), // parent
+        calls(&[("w1", "clear_baking_cache", "{}")]),              // worker: freezes
+    ];
+    let agent = agent_on(store.clone(), script);
+    run(&agent, "parent", "请让助手清空缓存").await;
+    let worker = agent.state("parent").await.unwrap().unwrap().workers[0].clone();
+    assert_eq!(ids(&agent.list_sessions().await.unwrap()), ["parent"]);
+    // The parent gone without its worker (as a deletion of a parent no load read leaves it).
+    assert!(store.delete("parent").await.unwrap());
+    let top = agent.list_sessions().await.unwrap();
+    assert_eq!(ids(&top), [worker.as_str()], "an orphan is no longer hidden behind a parent");
+    assert_eq!(top[0].parent_session.as_deref(), Some("parent"));
+    assert!(agent.delete_session(&worker).await.unwrap());
+    assert!(agent.list_all_sessions().await.unwrap().is_empty());
+}

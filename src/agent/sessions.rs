@@ -111,7 +111,10 @@ fn one_line_cut(text: &str) -> String {
 impl Agent {
     /// The top-level sessions (conversations) the store holds, in the store's order (sorted by
     /// id): one [`SessionSummary`] each. Worker sessions (a `delegate_task` call's, deleted with
-    /// their parent) are left out; [`list_all_sessions`](Self::list_all_sessions) includes them.
+    /// their parent) are left out while their parent is listed; a worker whose parent is gone (a
+    /// corrupt parent deleted leaves its workers) is listed, with its
+    /// [`parent_session`](SessionSummary::parent_session), so the app can delete it.
+    /// [`list_all_sessions`](Self::list_all_sessions) includes every worker.
     ///
     /// Reads only: no lease is taken, nothing is written (no repair made durable), a session this
     /// agent is running is read as its last commit left it (`running`, not `interrupted`). A
@@ -124,7 +127,11 @@ impl Agent {
     /// app's store that cannot list), `state_io` (the root cannot be read).
     pub async fn list_sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
         let mut all = self.list_all_sessions().await?;
-        all.retain(|s| s.parent_session.is_none());
+        // A worker whose parent is gone (its parent's deletion left it: a parent no load read)
+        // goes with nothing: it is listed, so the app can see it and delete it, as
+        // `delete_session` deletes it as any session.
+        let listed: std::collections::HashSet<String> = all.iter().map(|s| s.session_id.clone()).collect();
+        all.retain(|s| s.parent_session.as_ref().is_none_or(|parent| !listed.contains(parent)));
         Ok(all)
     }
 
@@ -137,8 +144,13 @@ impl Agent {
     pub async fn list_all_sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
         let store = self.store();
         let ids = store.list().await?;
-        let loaded: Vec<(String, Loaded, Option<u64>)> = stream::iter(ids)
+        let loaded: Vec<(String, Loaded, Option<u64>, bool)> = stream::iter(ids)
             .map(|id| async move {
+                // Whether a call of this agent holds the session around the load (before it: a
+                // run that ends while the listing goes on left the `running` it read; after it: a
+                // run that began meanwhile). Looked at once all loads are done, a run that ended
+                // in between looked cut short.
+                let in_use_before = self.session_in_use(&id);
                 let loaded = match store.load(&id).await {
                     Ok(Some(state)) => Loaded::Read(Box::new(state)),
                     // Deleted between the listing and the load: not listed.
@@ -149,7 +161,8 @@ impl Agent {
                     (Loaded::Read(_), Err(e)) => (Loaded::Unreadable(e), None),
                     (loaded, updated) => (loaded, updated.ok().flatten()),
                 };
-                (id, loaded, updated)
+                let in_use = in_use_before || self.session_in_use(&id);
+                (id, loaded, updated, in_use)
             })
             .buffered(LOADS_AT_ONCE)
             .collect()
@@ -157,7 +170,7 @@ impl Agent {
         // Workers saved before `delegation` existed, and unreadable ones, are known by the
         // parent that names them.
         let mut named_by: HashMap<&str, &str> = HashMap::new();
-        for (id, state, _) in &loaded {
+        for (id, state, _, _) in &loaded {
             if let Loaded::Read(state) = state {
                 for worker in &state.workers {
                     named_by.entry(worker.as_str()).or_insert(id.as_str());
@@ -165,7 +178,7 @@ impl Agent {
             }
         }
         let mut summaries = Vec::with_capacity(loaded.len());
-        for (id, state, updated_at_ms) in &loaded {
+        for (id, state, updated_at_ms, in_use) in &loaded {
             let named_parent = named_by.get(id.as_str()).map(|p| p.to_string());
             let summary = match state {
                 Loaded::Gone => continue,
@@ -192,7 +205,7 @@ impl Agent {
                         session_id: id.clone(),
                         status: Some(state.status),
                         approval_pending: awaiting && !decided,
-                        interrupted: cut_short && !self.session_in_use(id),
+                        interrupted: cut_short && !in_use,
                         message_count: state.messages.len(),
                         updated_at_ms: *updated_at_ms,
                         title: session_title(&state.messages),

@@ -520,7 +520,7 @@ export declare class Agent {
    * of the error that ended the last run: failed, aborted...); parent_session (a sub-agent worker's parent, else null);
    * error (null, or {layer, code, message} of a session that cannot be read: state_corrupt,
    * state_version_unsupported...; it is listed all the same). Without includeWorkers (or false),
-   * only conversations: sub-agent worker sessions are left out. Reads only: no session is locked or
+   * only conversations: sub-agent worker sessions are left out (but for a worker whose parent is gone, listed so it can be deleted). Reads only: no session is locked or
    * written. Rejects with argument_invalid (includeWorkers not a boolean) or state_io.
    */
   listSessionsJson(includeWorkers?: boolean): Promise<string>;

@@ -1,0 +1,120 @@
+//! A listing that races a run of the same agent: a session whose run this agent held while the
+//! listing read it is never `interrupted`, even when the run ends before the listing does (its
+//! load read the `running` of a run that was going on, not one a kill cut short). The listing
+//! is held on the load of a later session while the run finishes.
+
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{AgentBuilder, EventLog};
+use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
+use arkagent::state::{AgentState, MemoryStore, RunStatus, SessionLease, StateEvent, StateStore};
+use arkagent::{AgentError, CancellationSignal, ChatMessage};
+use async_trait::async_trait;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use support::{answer, Script};
+use tokio::sync::Notify;
+
+/// A model that answers once `go` is notified.
+struct Gated {
+    go: Arc<Notify>,
+}
+
+#[async_trait]
+impl ChatModel for Gated {
+    async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        self.go.notified().await;
+        Script::new([answer("done")]).complete(request).await
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
+        self.go.notified().await;
+        Script::new([answer("done")]).stream(request).await
+    }
+}
+
+/// A memory store whose first load of session `b` says it began, then waits for `release`.
+struct HeldAtB {
+    inner: MemoryStore,
+    held: AtomicBool,
+    entered: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[async_trait]
+impl StateStore for HeldAtB {
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        if session_id == "b" && !self.held.swap(true, Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.load(session_id).await
+    }
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+        self.inner.commit(state, events).await
+    }
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+        self.inner.save_snapshot(state).await
+    }
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+        self.inner.delete(session_id).await
+    }
+    async fn list(&self) -> Result<Vec<String>, AgentError> {
+        self.inner.list().await
+    }
+    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
+        self.inner.lease(session_id).await
+    }
+}
+
+#[tokio::test]
+async fn a_run_that_ends_while_the_listing_goes_on_is_not_interrupted() {
+    let entered = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+    let store = Arc::new(HeldAtB {
+        inner: MemoryStore::new(),
+        held: AtomicBool::new(false),
+        entered: Arc::clone(&entered),
+        release: Arc::clone(&release),
+    });
+    let mut b = AgentState::new("b");
+    let event = StateEvent::MessageAppended { message: ChatMessage::user("hello") };
+    b.apply(&event);
+    store.inner.commit(&b, &[event]).await.unwrap();
+
+    let go = Arc::new(Notify::new());
+    let agent = Arc::new(AgentBuilder::new(Arc::new(Gated { go: Arc::clone(&go) }), store.clone()).build());
+    let run = {
+        let agent = Arc::clone(&agent);
+        tokio::spawn(async move {
+            agent.run("a", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
+        })
+    };
+    // The run's first commit: `a` stands running while the model is asked.
+    for _ in 0..500 {
+        if store.inner.load("a").await.unwrap().is_some_and(|s| s.status == RunStatus::Running) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.inner.load("a").await.unwrap().unwrap().status, RunStatus::Running);
+
+    let listing = {
+        let agent = Arc::clone(&agent);
+        tokio::spawn(async move { agent.list_sessions().await })
+    };
+    // `a` was read (running) and the listing waits on `b`: the run ends now.
+    entered.notified().await;
+    go.notify_one();
+    let outcome = run.await.unwrap().unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+    release.notify_one();
+    let list = listing.await.unwrap().unwrap();
+    let a = list.iter().find(|s| s.session_id == "a").expect("a listed");
+    assert_eq!(a.status, Some(RunStatus::Running), "read while the run went on");
+    assert!(!a.interrupted, "a run this agent held while it was read is no run a kill cut short: {a:?}");
+    // Listed again, the session is as the run left it.
+    let a = agent.list_sessions().await.unwrap().into_iter().find(|s| s.session_id == "a").unwrap();
+    assert_eq!((a.status, a.interrupted), (Some(RunStatus::Completed), false));
+}
