@@ -1,7 +1,8 @@
 //! A listing that races a run of the same agent: a session whose run this agent held while the
 //! listing read it is never `interrupted`, even when the run ends before the listing does (its
 //! load read the `running` of a run that was going on, not one a kill cut short). The listing
-//! is held on the load of a later session while the run finishes.
+//! is held on the load of a later session while the run finishes; or a whole run fits in the
+//! load of its session (the hold count taken around the load tells).
 
 #[path = "support/runtime.rs"]
 mod support;
@@ -117,4 +118,90 @@ async fn a_run_that_ends_while_the_listing_goes_on_is_not_interrupted() {
     // Listed again, the session is as the run left it.
     let a = agent.list_sessions().await.unwrap().into_iter().find(|s| s.session_id == "a").unwrap();
     assert_eq!((a.status, a.interrupted), (Some(RunStatus::Completed), false));
+}
+
+/// A memory store whose first load of session `a` once armed says it began and waits for
+/// `read_now`, reads, says it read and waits for `finish`: a listing's load that a whole run
+/// fits in.
+#[derive(Default)]
+struct HeldAroundA {
+    inner: MemoryStore,
+    armed: AtomicBool,
+    entered: Notify,
+    read_now: Notify,
+    read: Notify,
+    finish: Notify,
+}
+
+#[async_trait]
+impl StateStore for HeldAroundA {
+    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        if session_id == "a" && self.armed.swap(false, Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.read_now.notified().await;
+            let loaded = self.inner.load(session_id).await;
+            self.read.notify_one();
+            self.finish.notified().await;
+            return loaded;
+        }
+        self.inner.load(session_id).await
+    }
+    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+        self.inner.commit(state, events).await
+    }
+    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+        self.inner.save_snapshot(state).await
+    }
+    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+        self.inner.delete(session_id).await
+    }
+    async fn list(&self) -> Result<Vec<String>, AgentError> {
+        self.inner.list().await
+    }
+    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
+        self.inner.lease(session_id).await
+    }
+}
+
+#[tokio::test]
+async fn a_run_that_begins_and_ends_within_the_listings_load_is_not_interrupted() {
+    let store = Arc::new(HeldAroundA::default());
+    let mut a = AgentState::new("a");
+    let event = StateEvent::MessageAppended { message: ChatMessage::user("hello") };
+    a.apply(&event);
+    store.inner.commit(&a, &[event]).await.unwrap();
+    let go = Arc::new(Notify::new());
+    let agent = Arc::new(AgentBuilder::new(Arc::new(Gated { go: Arc::clone(&go) }), store.clone()).build());
+
+    // The listing looks at `a` (nothing holds it) and begins its load...
+    store.armed.store(true, Ordering::SeqCst);
+    let listing = {
+        let agent = Arc::clone(&agent);
+        tokio::spawn(async move { agent.list_sessions().await })
+    };
+    store.entered.notified().await;
+    // ...a run of `a` starts, and stands running while the model is asked...
+    let run = {
+        let agent = Arc::clone(&agent);
+        tokio::spawn(async move {
+            agent.run("a", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
+        })
+    };
+    for _ in 0..500 {
+        if store.inner.load("a").await.unwrap().is_some_and(|s| s.status == RunStatus::Running) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.inner.load("a").await.unwrap().unwrap().status, RunStatus::Running);
+    // ...the load reads it so, and the run ends before the listing looks at `a` again.
+    store.read_now.notify_one();
+    store.read.notified().await;
+    go.notify_one();
+    assert_eq!(run.await.unwrap().unwrap().status(), RunStatus::Completed);
+    store.finish.notify_one();
+    let list = listing.await.unwrap().unwrap();
+    let a = list.iter().find(|s| s.session_id == "a").expect("a listed");
+    assert_eq!(a.status, Some(RunStatus::Running), "read while the run went on");
+    assert!(!a.interrupted, "the run began and ended within the load: no kill cut it short: {a:?}");
 }

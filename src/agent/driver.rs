@@ -126,6 +126,9 @@ struct Sessions {
     locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     // An entry exists exactly while its count is not zero.
     reserved: HashMap<String, usize>,
+    // How many times a call of this agent (or of a worker it built) took the session, ever: a
+    // listing that sees it change around a load knows a call held the session meanwhile.
+    holds: HashMap<String, u64>,
 }
 
 /// A call's place on a session, reserved where the app asks for it ([`Agent::reserve_turn`]):
@@ -239,6 +242,22 @@ impl Drop for TurnReservation {
                 sessions.reserved.remove(&self.session_id);
             }
         }
+    }
+}
+
+/// What [`Agent::session_in_use`] saw of a session: whether a call of this agent holds (or
+/// reserved) it now, and how many times its calls took it so far. Two looks around a read tell
+/// whether a call held the session at any moment in between: in use at either, or taken between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SessionUse {
+    pub(super) now: bool,
+    pub(super) holds: u64,
+}
+
+impl SessionUse {
+    /// Whether a call held the session at some moment from `self` to `later`.
+    pub(super) fn held_until(self, later: SessionUse) -> bool {
+        self.now || later.now || self.holds != later.holds
     }
 }
 
@@ -452,6 +471,10 @@ impl Agent {
             Some(place) => place.acquired().await,
             None => lock.lock_owned().await,
         };
+        {
+            let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+            *sessions.holds.entry(session_id.to_string()).or_default() += 1;
+        }
         let lease = self.store.lease(session_id).await?;
         Ok(SessionHold { _lease: lease, _guard: guard })
     }
@@ -493,10 +516,13 @@ impl Agent {
     /// waiting for a session's lock holds a clone of it (see [`session_lock`](Self::session_lock)),
     /// so a lock shared beyond the map is in use. (Taking it to look would make a deletion asked
     /// for at that instant fail with `session_busy`.)
-    pub(super) fn session_in_use(&self, session_id: &str) -> bool {
+    pub(super) fn session_in_use(&self, session_id: &str) -> SessionUse {
         let sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.reserved.contains_key(session_id)
-            || sessions.locks.get(session_id).is_some_and(|lock| Arc::strong_count(lock) > 1)
+        SessionUse {
+            now: sessions.reserved.contains_key(session_id)
+                || sessions.locks.get(session_id).is_some_and(|lock| Arc::strong_count(lock) > 1),
+            holds: sessions.holds.get(session_id).copied().unwrap_or(0),
+        }
     }
 
     /// Whether a call reserved its turn on the session and has not finished ([`Agent::reserve_turn`]).

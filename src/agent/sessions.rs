@@ -146,11 +146,12 @@ impl Agent {
         let ids = store.list().await?;
         let loaded: Vec<(String, Loaded, Option<u64>, bool)> = stream::iter(ids)
             .map(|id| async move {
-                // Whether a call of this agent holds the session around the load (before it: a
-                // run that ends while the listing goes on left the `running` it read; after it: a
-                // run that began meanwhile). Looked at once all loads are done, a run that ended
+                // Whether a call of this agent held the session at any moment around the load
+                // (before it: a run that ends while the listing goes on left the `running` it
+                // read; after it: a run that began meanwhile; taken in between: a run that began
+                // and ended within the load). Looked at once all loads are done, a run that ended
                 // in between looked cut short.
-                let in_use_before = self.session_in_use(&id);
+                let before = self.session_in_use(&id);
                 let loaded = match store.load(&id).await {
                     Ok(Some(state)) => Loaded::Read(Box::new(state)),
                     // Deleted between the listing and the load: not listed.
@@ -161,7 +162,7 @@ impl Agent {
                     (Loaded::Read(_), Err(e)) => (Loaded::Unreadable(e), None),
                     (loaded, updated) => (loaded, updated.ok().flatten()),
                 };
-                let in_use = in_use_before || self.session_in_use(&id);
+                let in_use = before.held_until(self.session_in_use(&id));
                 (id, loaded, updated, in_use)
             })
             .buffered(LOADS_AT_ONCE)
