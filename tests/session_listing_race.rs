@@ -6,16 +6,19 @@
 
 #[path = "support/runtime.rs"]
 mod support;
+#[path = "support/wrapped_store.rs"]
+mod wrapped_store;
 
 use arkagent::agent::{AgentBuilder, EventLog};
 use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
-use arkagent::state::{AgentState, MemoryStore, RunStatus, SessionLease, StateEvent, StateStore};
+use arkagent::state::{AgentState, MemoryStore, RunStatus, StateEvent, StateStore};
 use arkagent::{AgentError, CancellationSignal, ChatMessage};
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use support::{answer, Script};
 use tokio::sync::Notify;
+use wrapped_store::{StoreHooks, Wrapped};
 
 /// A model that answers once `go` is notified.
 struct Gated {
@@ -35,37 +38,22 @@ impl ChatModel for Gated {
     }
 }
 
-/// A memory store whose first load of session `b` says it began, then waits for `release`.
+/// Hooks of a memory store whose first load of session `b` says it began, then waits for
+/// `release`.
 struct HeldAtB {
-    inner: MemoryStore,
     held: AtomicBool,
     entered: Arc<Notify>,
     release: Arc<Notify>,
 }
 
 #[async_trait]
-impl StateStore for HeldAtB {
-    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+impl StoreHooks for HeldAtB {
+    async fn load(&self, inner: &dyn StateStore, session_id: &str) -> Result<Option<AgentState>, AgentError> {
         if session_id == "b" && !self.held.swap(true, Ordering::SeqCst) {
             self.entered.notify_one();
             self.release.notified().await;
         }
-        self.inner.load(session_id).await
-    }
-    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        self.inner.commit(state, events).await
-    }
-    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.inner.delete(session_id).await
-    }
-    async fn list(&self) -> Result<Vec<String>, AgentError> {
-        self.inner.list().await
-    }
-    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
-        self.inner.lease(session_id).await
+        inner.load(session_id).await
     }
 }
 
@@ -73,12 +61,14 @@ impl StateStore for HeldAtB {
 async fn a_run_that_ends_while_the_listing_goes_on_is_not_interrupted() {
     let entered = Arc::new(Notify::new());
     let release = Arc::new(Notify::new());
-    let store = Arc::new(HeldAtB {
-        inner: MemoryStore::new(),
-        held: AtomicBool::new(false),
-        entered: Arc::clone(&entered),
-        release: Arc::clone(&release),
-    });
+    let store = Arc::new(Wrapped::new(
+        Arc::new(MemoryStore::new()),
+        HeldAtB {
+            held: AtomicBool::new(false),
+            entered: Arc::clone(&entered),
+            release: Arc::clone(&release),
+        },
+    ));
     let mut b = AgentState::new("b");
     let event = StateEvent::MessageAppended { message: ChatMessage::user("hello") };
     b.apply(&event);
@@ -120,12 +110,11 @@ async fn a_run_that_ends_while_the_listing_goes_on_is_not_interrupted() {
     assert_eq!((a.status, a.interrupted), (Some(RunStatus::Completed), false));
 }
 
-/// A memory store whose first load of session `a` once armed says it began and waits for
-/// `read_now`, reads, says it read and waits for `finish`: a listing's load that a whole run
+/// Hooks of a memory store whose first load of session `a` once armed says it began and waits
+/// for `read_now`, reads, says it read and waits for `finish`: a listing's load that a whole run
 /// fits in.
 #[derive(Default)]
 struct HeldAroundA {
-    inner: MemoryStore,
     armed: AtomicBool,
     entered: Notify,
     read_now: Notify,
@@ -134,38 +123,23 @@ struct HeldAroundA {
 }
 
 #[async_trait]
-impl StateStore for HeldAroundA {
-    async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+impl StoreHooks for HeldAroundA {
+    async fn load(&self, inner: &dyn StateStore, session_id: &str) -> Result<Option<AgentState>, AgentError> {
         if session_id == "a" && self.armed.swap(false, Ordering::SeqCst) {
             self.entered.notify_one();
             self.read_now.notified().await;
-            let loaded = self.inner.load(session_id).await;
+            let loaded = inner.load(session_id).await;
             self.read.notify_one();
             self.finish.notified().await;
             return loaded;
         }
-        self.inner.load(session_id).await
-    }
-    async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        self.inner.commit(state, events).await
-    }
-    async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
-        self.inner.save_snapshot(state).await
-    }
-    async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
-        self.inner.delete(session_id).await
-    }
-    async fn list(&self) -> Result<Vec<String>, AgentError> {
-        self.inner.list().await
-    }
-    async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
-        self.inner.lease(session_id).await
+        inner.load(session_id).await
     }
 }
 
 #[tokio::test]
 async fn a_run_that_begins_and_ends_within_the_listings_load_is_not_interrupted() {
-    let store = Arc::new(HeldAroundA::default());
+    let store = Arc::new(Wrapped::new(Arc::new(MemoryStore::new()), HeldAroundA::default()));
     let mut a = AgentState::new("a");
     let event = StateEvent::MessageAppended { message: ChatMessage::user("hello") };
     a.apply(&event);
@@ -174,12 +148,12 @@ async fn a_run_that_begins_and_ends_within_the_listings_load_is_not_interrupted(
     let agent = Arc::new(AgentBuilder::new(Arc::new(Gated { go: Arc::clone(&go) }), store.clone()).build());
 
     // The listing looks at `a` (nothing holds it) and begins its load...
-    store.armed.store(true, Ordering::SeqCst);
+    store.hooks.armed.store(true, Ordering::SeqCst);
     let listing = {
         let agent = Arc::clone(&agent);
         tokio::spawn(async move { agent.list_sessions().await })
     };
-    store.entered.notified().await;
+    store.hooks.entered.notified().await;
     // ...a run of `a` starts, and stands running while the model is asked...
     let run = {
         let agent = Arc::clone(&agent);
@@ -195,11 +169,11 @@ async fn a_run_that_begins_and_ends_within_the_listings_load_is_not_interrupted(
     }
     assert_eq!(store.inner.load("a").await.unwrap().unwrap().status, RunStatus::Running);
     // ...the load reads it so, and the run ends before the listing looks at `a` again.
-    store.read_now.notify_one();
-    store.read.notified().await;
+    store.hooks.read_now.notify_one();
+    store.hooks.read.notified().await;
     go.notify_one();
     assert_eq!(run.await.unwrap().unwrap().status(), RunStatus::Completed);
-    store.finish.notify_one();
+    store.hooks.finish.notify_one();
     let list = listing.await.unwrap().unwrap();
     let a = list.iter().find(|s| s.session_id == "a").expect("a listed");
     assert_eq!(a.status, Some(RunStatus::Running), "read while the run went on");

@@ -34,6 +34,11 @@ pub trait StoreHooks: Send + Sync + 'static {
     /// Called with the session of every load that reaches the inner store.
     fn on_load(&self, _session_id: &str) {}
 
+    /// A load (after [`on_load`](StoreHooks::on_load)); by default the inner store's.
+    async fn load(&self, inner: &dyn StateStore, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        inner.load(session_id).await
+    }
+
     async fn commit(
         &self,
         inner: &dyn StateStore,
@@ -68,7 +73,11 @@ impl<H: StoreHooks> Wrapped<H> {
 impl<H: StoreHooks> StateStore for Wrapped<H> {
     async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
         self.hooks.on_load(session_id);
-        self.inner.load(session_id).await
+        self.hooks.load(&*self.inner, session_id).await
+    }
+
+    async fn list(&self) -> Result<Vec<String>, AgentError> {
+        self.inner.list().await
     }
 
     async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
