@@ -9,7 +9,7 @@ mod support;
 #[path = "support/wrapped_store.rs"]
 mod wrapped_store;
 
-use arkagent::agent::{AgentBuilder, EventLog};
+use arkagent::agent::{Agent, AgentBuilder, EventLog, RunOutcome};
 use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
 use arkagent::state::{AgentState, MemoryStore, RunStatus, StateEvent, StateStore};
 use arkagent::{AgentError, CancellationSignal, ChatMessage};
@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use support::{answer, Script};
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use wrapped_store::{StoreHooks, Wrapped};
 
 /// A model that answers once `go` is notified.
@@ -57,6 +58,25 @@ impl StoreHooks for HeldAtB {
     }
 }
 
+/// Starts a run of session `a` and waits until `store` shows it running (its first commit made,
+/// its model asked).
+async fn start_run(agent: &Arc<Agent>, store: &dyn StateStore) -> JoinHandle<Result<RunOutcome, AgentError>> {
+    let run = {
+        let agent = Arc::clone(agent);
+        tokio::spawn(async move {
+            agent.run("a", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
+        })
+    };
+    for _ in 0..500 {
+        if store.load("a").await.unwrap().is_some_and(|s| s.status == RunStatus::Running) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.load("a").await.unwrap().unwrap().status, RunStatus::Running);
+    run
+}
+
 #[tokio::test]
 async fn a_run_that_ends_while_the_listing_goes_on_is_not_interrupted() {
     let entered = Arc::new(Notify::new());
@@ -76,20 +96,8 @@ async fn a_run_that_ends_while_the_listing_goes_on_is_not_interrupted() {
 
     let go = Arc::new(Notify::new());
     let agent = Arc::new(AgentBuilder::new(Arc::new(Gated { go: Arc::clone(&go) }), store.clone()).build());
-    let run = {
-        let agent = Arc::clone(&agent);
-        tokio::spawn(async move {
-            agent.run("a", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
-        })
-    };
     // The run's first commit: `a` stands running while the model is asked.
-    for _ in 0..500 {
-        if store.inner.load("a").await.unwrap().is_some_and(|s| s.status == RunStatus::Running) {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(store.inner.load("a").await.unwrap().unwrap().status, RunStatus::Running);
+    let run = start_run(&agent, &*store.inner).await;
 
     let listing = {
         let agent = Arc::clone(&agent);
@@ -155,19 +163,7 @@ async fn a_run_that_begins_and_ends_within_the_listings_load_is_not_interrupted(
     };
     store.hooks.entered.notified().await;
     // ...a run of `a` starts, and stands running while the model is asked...
-    let run = {
-        let agent = Arc::clone(&agent);
-        tokio::spawn(async move {
-            agent.run("a", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
-        })
-    };
-    for _ in 0..500 {
-        if store.inner.load("a").await.unwrap().is_some_and(|s| s.status == RunStatus::Running) {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(store.inner.load("a").await.unwrap().unwrap().status, RunStatus::Running);
+    let run = start_run(&agent, &*store.inner).await;
     // ...the load reads it so, and the run ends before the listing looks at `a` again.
     store.hooks.read_now.notify_one();
     store.hooks.read.notified().await;
