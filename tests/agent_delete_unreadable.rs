@@ -11,7 +11,7 @@ mod support;
 #[path = "support/wrapped_store.rs"]
 mod wrapped;
 
-use arkagent::agent::{EventLog, RunOutcome};
+use arkagent::agent::EventLog;
 use arkagent::state::{FileStore, StateStore, LOCK_DIR};
 use arkagent::CancellationSignal;
 use std::path::Path;
@@ -36,11 +36,8 @@ async fn a_corrupt_session_and_a_parent_with_a_corrupt_worker_are_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent =
-        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
+    let agent = delegation::clear_agent(store.clone(), &cleared);
+    let (_, worker) = delegation::suspend_in_worker(&agent).await;
 
     // The worker's files are corrupt: the parent is still deleted, with it.
     corrupt(&dir.path().join(&worker));

@@ -34,11 +34,8 @@ async fn a_session_whose_deletion_was_cut_short_is_neither_decided_nor_resumed()
     for decided_first in [false, true] {
         let store = Arc::new(MemStore::new());
         let cleared = Arc::new(AtomicUsize::new(0));
-        let agent =
-            delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
-        let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-        let worker = batch.worker_session.clone().unwrap();
+        let agent = delegation::clear_agent(store.clone(), &cleared);
+        let (batch, worker) = delegation::suspend_in_worker(&agent).await;
         let id = batch.items[0].approval_id.clone();
         if decided_first {
             agent.approve("parent", &id).await.unwrap();
@@ -145,11 +142,8 @@ async fn a_run_interrupted_in_its_delegation_and_then_deleted_part_way_never_run
 async fn a_deletion_refused_because_a_worker_is_busy_leaves_the_session_as_it_was() {
     let store = Arc::new(MemStore::new());
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent =
-        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
+    let agent = delegation::clear_agent(store.clone(), &cleared);
+    let (_, worker) = delegation::suspend_in_worker(&agent).await;
     let before = store.load_unrepaired("parent").await.unwrap().unwrap();
     // The worker is being written elsewhere (the app resumed it directly on another agent).
     let held = store.lease(&worker).await.unwrap();

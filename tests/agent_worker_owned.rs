@@ -12,13 +12,13 @@ mod delegation;
 #[path = "support/runtime.rs"]
 mod support;
 
-use arkagent::agent::{EventLog, RunOutcome};
+use arkagent::agent::EventLog;
 use arkagent::state::{FileStore, RunStatus, StateStore, LOCK_DIR};
 use arkagent::CancellationSignal;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use support::{MemStore, Script};
+use support::MemStore;
 
 fn none() -> CancellationSignal {
     CancellationSignal::new()
@@ -29,12 +29,9 @@ async fn a_worker_session_is_not_deleted_nor_changed_apart_from_its_parent() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent =
-        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
+    let agent = delegation::clear_agent(store.clone(), &cleared);
     agent.set_metadata("parent", "userId", json!("u-1")).await.unwrap();
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
+    let (batch, worker) = delegation::suspend_in_worker(&agent).await;
     let before = store.load(&worker).await.unwrap().unwrap();
 
     let e = agent.delete_session(&worker).await.unwrap_err();
@@ -65,11 +62,8 @@ async fn a_worker_session_is_not_deleted_nor_changed_apart_from_its_parent() {
 async fn a_worker_whose_parent_is_gone_is_deleted_as_any_session() {
     let store = Arc::new(MemStore::new());
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent =
-        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
+    let agent = delegation::clear_agent(store.clone(), &cleared);
+    let (_, worker) = delegation::suspend_in_worker(&agent).await;
     // The parent's state is gone (removed from the store itself, not by `delete_session`).
     assert!(store.delete("parent").await.unwrap());
     assert!(agent.delete_session(&worker).await.unwrap());
@@ -92,11 +86,8 @@ async fn a_worker_is_owned_by_the_parent_that_lists_it_not_by_a_new_session_of_t
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
     let cleared = Arc::new(AtomicUsize::new(0));
-    let agent =
-        delegation::agent(Arc::new(Script::new(delegation::clear_script())), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
+    let agent = delegation::clear_agent(store.clone(), &cleared);
+    let (_, worker) = delegation::suspend_in_worker(&agent).await;
 
     // While the parent is there but unreadable, it may still be the worker's (read back from a
     // copy, it would resume it): refused, naming it.

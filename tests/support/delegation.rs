@@ -71,3 +71,20 @@ pub fn clear_script() -> Vec<arkagent::provider::ModelResponse> {
         answer("parent done"),
     ]
 }
+
+/// The delegating agent over `store` that plays [`clear_script`] (workers one level deep).
+pub fn clear_agent(store: Arc<dyn StateStore>, cleared: &Arc<AtomicUsize>) -> Arc<Agent> {
+    agent(Arc::new(crate::support::Script::new(clear_script())), store, cleared, 1)
+}
+
+/// Runs session `parent` of a [`clear_agent`] into the freeze of its worker's dangerous call:
+/// the frozen batch and the worker's session.
+pub async fn suspend_in_worker(agent: &Agent) -> (arkagent::approval::PendingApprovalBatch, String) {
+    let out = agent
+        .run("parent", "q", &arkagent::agent::EventLog::new(), &arkagent::CancellationSignal::new())
+        .await
+        .unwrap();
+    let arkagent::agent::RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    (batch, worker)
+}
