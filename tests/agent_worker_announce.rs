@@ -63,6 +63,16 @@ fn setup(
     agent
 }
 
+/// The parent delegates (`d1`); its worker freezes on the dangerous `w1` and, once that ran,
+/// on `w2`.
+fn two_worker_freezes() -> Vec<arkagent::provider::ModelResponse> {
+    vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w2", "clear_baking_cache", "{}")]),
+    ]
+}
+
 /// The approval ids of the top-level `approval_required` events of a run.
 fn announced(log: &EventLog) -> Vec<Vec<String>> {
     log.events()
@@ -80,15 +90,7 @@ fn announced(log: &EventLog) -> Vec<Vec<String>> {
 async fn a_worker_batch_announced_by_its_direct_resume_is_not_announced_again_by_the_parent() {
     let heard = Arc::new(Heard::default());
     let store = Arc::new(MemStore::new());
-    let agent = setup(
-        store.clone(),
-        heard.clone(),
-        vec![
-            calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
-            calls(&[("w1", "clear_baking_cache", "{}")]),
-            calls(&[("w2", "clear_baking_cache", "{}")]),
-        ],
-    );
+    let agent = setup(store.clone(), heard.clone(), two_worker_freezes());
     // The worker freezes inside its delegation: the parent announces it, once.
     let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch: first } = out else { panic!("{out:?}") };
@@ -228,15 +230,7 @@ async fn the_save_that_marks_a_worker_batch_announced_is_inspected_and_reported_
     let heard = Arc::new(Heard::default());
     let inspected = Arc::new(Inspected::default());
     let store = Arc::new(MemStore::new());
-    let agent = setup(
-        store.clone(),
-        heard.clone(),
-        vec![
-            calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
-            calls(&[("w1", "clear_baking_cache", "{}")]),
-            calls(&[("w2", "clear_baking_cache", "{}")]),
-        ],
-    );
+    let agent = setup(store.clone(), heard.clone(), two_worker_freezes());
     agent.add_hook(inspected.clone());
     let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch: first } = out else { panic!("{out:?}") };
