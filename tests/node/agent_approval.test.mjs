@@ -5,11 +5,10 @@
 // by itself.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildModule, loadModule, openWipeAgent as open, rejectsWithCode } from './helper.mjs';
+import { loadModule, openWipeAgent as open, rejectsWithCode, runNode, runUntilKilled } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -151,40 +150,20 @@ agent.registerTool(
 })();
 `;
 
-function startChild(so, mode, dir) {
-  const proc = spawn(process.execPath, ['-e', child, mode, dir], {
-    env: { ...process.env, ARKAGENT_SO: so },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const io = { out: '', err: '' };
-  proc.stdout.on('data', (d) => (io.out += d));
-  proc.stderr.on('data', (d) => (io.err += d));
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve(signal ?? code)));
-  return { proc, io, exited };
-}
-
 test('a process killed with SIGKILL while suspended; a fresh process approves, resumes and exits by itself', async (t) => {
-  const so = buildModule();
   const dir = tempDir(t);
 
-  const first = startChild(so, 'suspend', dir);
-  const deadline = Date.now() + 10_000;
-  while (!first.io.out.includes('\n') && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  const suspended = JSON.parse(first.io.out.trim());
-  assert.deepEqual({ status: suspended.status, runs: suspended.runs }, { status: 'awaiting_approval', runs: 0 }, first.io.err);
-  first.proc.kill('SIGKILL');
-  assert.equal(await first.exited, 'SIGKILL');
+  const first = await runUntilKilled(['-e', child, 'suspend', dir], (out) => out.includes('\n'), 'the child suspends', {
+    ms: 10_000,
+  });
+  const suspended = JSON.parse(first.out.trim());
+  assert.deepEqual({ status: suspended.status, runs: suspended.runs }, { status: 'awaiting_approval', runs: 0 }, first.err);
 
   const started = Date.now();
-  const second = startChild(so, 'finish', dir);
-  const timer = setTimeout(() => second.proc.kill('SIGKILL'), 10_000);
-  const code = await second.exited;
-  clearTimeout(timer);
-  assert.equal(code, 0, `exit ${code}; stderr: ${second.io.err}`);
+  const second = await runNode(['-e', child, 'finish', dir], { ms: 10_000 });
+  assert.equal(second.code, 0, `exit ${second.code}; stderr: ${second.err}`);
   assert.ok(Date.now() - started < 5000, 'the fresh process exited by itself, quickly');
-  assert.deepEqual(JSON.parse(second.io.out.trim()), { status: 'completed', finalText: 'wiped after a restart', runs: 1 });
+  assert.deepEqual(JSON.parse(second.out.trim()), { status: 'completed', finalText: 'wiped after a restart', runs: 1 });
 
   // The state on disk is final: this process sees the completed session with one tool result.
   const reader = new Agent({ provider: 'scripted', scriptJson: '[]', stateDir: dir });

@@ -51,23 +51,33 @@ export function buildPanicModule() {
 }
 
 /**
+ * Starts `node ...args` with the module's path in ARKAGENT_SO (and `env` on top): the process, its
+ * output so far (`io.out`, `io.err`, growing as it writes) and `closed`, which resolves once it has
+ * exited and closed its output, to its exit code or the signal that ended it.
+ */
+function startNode(args, env) {
+  const proc = spawn(process.execPath, args, {
+    env: { ...process.env, ARKAGENT_SO: buildModule(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const io = { out: '', err: '' };
+  proc.stdout.on('data', (d) => (io.out += d));
+  proc.stderr.on('data', (d) => (io.err += d));
+  const closed = new Promise((resolve) => proc.on('close', (code, signal) => resolve(signal ?? code)));
+  return { proc, io, closed };
+}
+
+/**
  * Runs `node ...args` with the module's path in ARKAGENT_SO (and `env` on top) and resolves once it
  * has exited and closed its output: `code` (the exit code, or the signal that ended it), `out`,
  * `err`. A child still running after `ms` is killed (code 'SIGKILL').
  */
 export async function runNode(args, { env = {}, ms = 20_000 } = {}) {
-  const proc = spawn(process.execPath, args, {
-    env: { ...process.env, ARKAGENT_SO: buildModule(), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err += d));
+  const { proc, io, closed } = startNode(args, env);
   const timer = setTimeout(() => proc.kill('SIGKILL'), ms);
-  const code = await new Promise((resolve) => proc.on('close', (c, signal) => resolve(signal ?? c)));
+  const code = await closed;
   clearTimeout(timer);
-  return { code, out, err };
+  return { code, out: io.out, err: io.err };
 }
 
 /**
@@ -77,22 +87,14 @@ export async function runNode(args, { env = {}, ms = 20_000 } = {}) {
  * awaited moment in the timeout error (after `ms`).
  */
 export async function runUntilKilled(args, ready, what, { env = {}, ms = 15_000 } = {}) {
-  const proc = spawn(process.execPath, args, {
-    env: { ...process.env, ARKAGENT_SO: buildModule(), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err += d));
-  const exited = new Promise((resolve) => proc.on('close', (code, signal) => resolve(signal ?? code)));
+  const { proc, io, closed } = startNode(args, env);
   try {
-    await waitFor(() => ready(out) || proc.exitCode !== null, what, ms);
+    await waitFor(() => ready(io.out) || proc.exitCode !== null, what, ms);
   } finally {
     proc.kill('SIGKILL');
   }
-  assert.equal(await exited, 'SIGKILL', `killed while ${what}, not ended by itself: ${err}`);
-  return { out, err };
+  assert.equal(await closed, 'SIGKILL', `killed while ${what}, not ended by itself: ${io.err}`);
+  return { out: io.out, err: io.err };
 }
 
 /**
