@@ -156,6 +156,10 @@ fn journal_path(dir: &Path, gen: u64) -> PathBuf {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), AgentError> {
+    #[cfg(test)]
+    if tests::dir_sync_fails(dir) {
+        return Err(io_err("cannot sync the directory", dir, io::Error::other("injected by a test")));
+    }
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err("cannot sync the directory", dir, e))
 }
 
@@ -1005,6 +1009,73 @@ impl StateStore for FileStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::ChatMessage;
+    use std::sync::Mutex;
+
+    /// The directory whose syncs fail ([`sync_dir`]), for the test that needs a compaction whose
+    /// snapshot is renamed in place but whose directory cannot be synced: a failure no file
+    /// placed from outside the store can cause. Keyed by path, so tests running at the same time
+    /// (each in its own temp directory) are not touched.
+    static FAILING_DIR_SYNC: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+    pub(super) fn dir_sync_fails(dir: &Path) -> bool {
+        FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(dir)
+    }
+
+    fn fail_dir_sync(dir: Option<&Path>) {
+        *FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()) = dir.map(Path::to_path_buf);
+    }
+
+    #[tokio::test]
+    async fn a_compaction_renamed_in_place_but_not_synced_leaves_the_commits_on_the_new_generation() {
+        let root = tempfile::tempdir().unwrap();
+        let opts = FileStoreOptions { compact_min_bytes: 1024, ..FileStoreOptions::default() };
+        let store = FileStore::with_options(root.path(), opts);
+        let dir = root.path().join("s");
+        let mut state = AgentState::new("s");
+        let mut commit = |k: usize| {
+            let event = StateEvent::MessageAppended {
+                message: ChatMessage::user(format!("{k} {}", "x".repeat(200))),
+            };
+            state.apply(&event);
+            (state.clone(), vec![event])
+        };
+        // Generation 1, then commits until the next one compacts.
+        let (saved, events) = commit(0);
+        store.commit(&saved, &events).await.unwrap();
+        let mut k = 1;
+        while !snapshot_path(&dir, 2).exists() {
+            if k == 3 {
+                // The compaction this commit starts renames its snapshot, then cannot sync the
+                // directory.
+                fail_dir_sync(Some(&dir));
+            }
+            let (saved, events) = commit(k);
+            store.commit(&saved, &events).await.unwrap_or_else(|e| panic!("commit {k}: {e}"));
+            k += 1;
+            assert!(k < 50, "no compaction");
+        }
+        fail_dir_sync(None);
+        let compacted_at = k - 1;
+        assert!(compacted_at >= 3, "the failing sync was armed before the compaction ({compacted_at})");
+        // The commit succeeded, and the writer was dropped: the next commits reopen the session
+        // from disk and append to generation 2's journal. Neither is generation 1's journal, which
+        // loads no longer read, written again, nor generation 2's removed as a failed
+        // compaction's leftover (the commits after it would then be read by no load).
+        let journal_1 = fs::metadata(journal_path(&dir, 1)).unwrap().len();
+        for _ in 0..3 {
+            let (saved, events) = commit(k);
+            store.commit(&saved, &events).await.unwrap();
+            k += 1;
+            let other = FileStore::new(root.path()).load_unrepaired("s").await.unwrap().unwrap();
+            assert_eq!(other, saved, "another store reads every commit (after {k})");
+        }
+        let journal_2 = fs::metadata(journal_path(&dir, 2)).unwrap().len();
+        assert!(journal_2 > JOURNAL_HEADER_LEN as u64, "the later commits are in generation 2's journal");
+        assert_eq!(fs::metadata(journal_path(&dir, 1)).unwrap().len(), journal_1);
+        assert!(!snapshot_path(&dir, 3).exists());
+        assert_eq!(store.load_unrepaired("s").await.unwrap().unwrap(), state);
+    }
 
     #[test]
     fn a_lock_taken_on_a_file_its_holder_removed_is_retaken_on_the_current_one() {
