@@ -469,3 +469,141 @@ async fn a_worker_whose_parent_is_gone_is_listed_so_the_app_can_delete_it() {
     assert!(agent.delete_session(&worker).await.unwrap());
     assert!(agent.list_all_sessions().await.unwrap().is_empty());
 }
+
+/// Corner states a crash between two commits, or an older version, may leave: the summary says
+/// what `resume` does with them (it follows the run's `machine::phase`), whatever the status alone
+/// suggests.
+mod resume_agrees {
+    use super::*;
+    use arkagent::agent::machine::{phase, Phase};
+    use arkagent::provider::ScriptedModel;
+
+    /// An agent on `store` replaying `script`, with the model kept to count what it was asked.
+    fn agent_counting(
+        store: Arc<dyn StateStore>,
+        script: Vec<ModelResponse>,
+    ) -> (Arc<Agent>, Arc<ScriptedModel>) {
+        let model = Arc::new(ScriptedModel::new(script));
+        (delegation::agent(model.clone(), store, &Arc::new(AtomicUsize::new(0)), 1), model)
+    }
+
+    /// A session saved as is: `status` over `messages`, no batch.
+    async fn saved(store: &dyn StateStore, id: &str, status: RunStatus, messages: Vec<ChatMessage>) {
+        let mut state = AgentState::new(id);
+        state.status = status;
+        state.run_id = Some("r1".into());
+        state.messages = messages;
+        store.save_snapshot(&state).await.unwrap();
+    }
+
+    async fn summary(agent: &Agent, id: &str) -> SessionSummary {
+        entry(&agent.list_all_sessions().await.unwrap(), id).clone()
+    }
+
+    async fn resume(agent: &Agent, id: &str) -> Result<RunOutcome, AgentError> {
+        agent.resume(id, &EventLog::new(), &CancellationSignal::new()).await
+    }
+
+    fn stock_call() -> ChatMessage {
+        ChatMessage::Assistant {
+            content: None,
+            reasoning_content: None,
+            tool_calls: vec![arkagent::ToolCall::new("c1", "query_stock", r#"{"sku":"egg"}"#)],
+        }
+    }
+
+    #[tokio::test]
+    async fn awaiting_approval_without_a_batch_is_interrupted_when_resume_continues_it() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let user = || ChatMessage::user("how many eggs?");
+        // The status says "awaiting approval", but no batch is frozen: nothing to decide. Resume
+        // goes on from the history: asks the model (after answering the last answer's calls), or
+        // completes with the answer that came.
+        saved(&*store, "ask", RunStatus::AwaitingApproval, vec![user()]).await;
+        saved(
+            &*store,
+            "answered",
+            RunStatus::AwaitingApproval,
+            vec![user(), ChatMessage::assistant_text("12")],
+        )
+        .await;
+        saved(&*store, "calls", RunStatus::AwaitingApproval, vec![user(), stock_call()]).await;
+        let (agent, model) = agent_counting(store.clone(), vec![answer("three"), answer("12 left")]);
+        for id in ["ask", "answered", "calls"] {
+            let s = summary(&agent, id).await;
+            assert_eq!(s.status, Some(RunStatus::AwaitingApproval));
+            assert!(s.interrupted && !s.approval_pending, "{id}: resume continues it: {s:?}");
+        }
+
+        let out = resume(&agent, "ask").await.unwrap();
+        assert_eq!((out.status(), model.requests().len()), (RunStatus::Completed, 1), "the model was asked");
+        let out = resume(&agent, "answered").await.unwrap();
+        let RunOutcome::Finished { status: RunStatus::Completed, final_text, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(final_text.as_deref(), Some("12"), "completed with the answer that came");
+        assert_eq!(model.requests().len(), 1, "without asking the model");
+        // The call of a batch no status says was running is answered as not run (never run
+        // blind), and the model is asked with that answer.
+        let out = resume(&agent, "calls").await.unwrap();
+        assert_eq!((out.status(), model.requests().len()), (RunStatus::Completed, 2));
+        let state = agent.state("calls").await.unwrap().unwrap();
+        let results = support::tool_messages(&state.messages);
+        assert_eq!(results.len(), 1);
+        assert!(results[0].2 && results[0].1.contains("did not run"), "{results:?}");
+        for id in ["ask", "answered", "calls"] {
+            let s = summary(&agent, id).await;
+            assert_eq!((s.status, s.interrupted), (Some(RunStatus::Completed), false), "{id}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_with_nothing_to_do_is_not_interrupted_and_resume_does_nothing() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        // `running` (or awaiting approval with no batch) over an empty history: the run's phase
+        // is inactive, so resume finds nothing to continue.
+        saved(&*store, "empty", RunStatus::Running, vec![]).await;
+        saved(&*store, "empty-awaiting", RunStatus::AwaitingApproval, vec![]).await;
+        let (agent, model) = agent_counting(store.clone(), vec![answer("never asked")]);
+        for id in ["empty", "empty-awaiting"] {
+            let before = store.load(id).await.unwrap().unwrap();
+            assert_eq!(phase(&before), Phase::Inactive);
+            let s = summary(&agent, id).await;
+            assert!(!s.interrupted && !s.approval_pending, "{id}: nothing to continue: {s:?}");
+            let out = resume(&agent, id).await.unwrap();
+            let RunOutcome::Finished { status, final_text: None, error: None, .. } = out else {
+                panic!("{out:?}")
+            };
+            assert_eq!(status, RunStatus::Running, "{id}: the run stands where it stood");
+            assert!(model.requests().is_empty(), "{id}: no model asked");
+            assert_eq!(store.load(id).await.unwrap().unwrap(), before, "{id}: nothing written");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_running_session_with_an_undecided_batch_waits_for_approval() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let (agent, model) =
+            agent_counting(store.clone(), vec![calls(&[("c1", "clear_baking_cache", "{}")]), answer("done")]);
+        let RunOutcome::Suspended { batch } = run(&agent, "s", "清空").await else {
+            panic!("not suspended")
+        };
+        // The batch is frozen and undecided, the status says `running`.
+        let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
+        state.status = RunStatus::Running;
+        store.save_snapshot(&state).await.unwrap();
+        let s = summary(&agent, "s").await;
+        assert!(s.approval_pending && !s.interrupted, "a decision waits, nothing to continue: {s:?}");
+        // Resume runs nothing: the batch is returned suspended again.
+        let out = resume(&agent, "s").await.unwrap();
+        let RunOutcome::Suspended { batch: again } = out else { panic!("{out:?}") };
+        assert_eq!(again.items, batch.items);
+        assert_eq!(model.requests().len(), 1);
+        // Decided, it is a run to continue.
+        agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+        let s = summary(&agent, "s").await;
+        assert!(!s.approval_pending && s.interrupted, "{s:?}");
+        assert_eq!(resume(&agent, "s").await.unwrap().status(), RunStatus::Completed);
+        assert_eq!(model.requests().len(), 2);
+    }
+}

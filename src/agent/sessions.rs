@@ -4,6 +4,7 @@
 //! restart to offer to continue a run a kill cut short ([`SessionSummary::interrupted`]).
 
 use super::driver::Agent;
+use super::machine::{phase, Phase};
 use crate::error::AgentError;
 use crate::message::ChatMessage;
 use crate::state::{AgentState, RunStatus};
@@ -35,16 +36,21 @@ pub struct SessionSummary {
     /// Where its run stands ([`AgentState::status`]); `None` when the session could not be read
     /// (see [`error`](Self::error)).
     pub status: Option<RunStatus>,
-    /// A frozen batch waits for the user's decisions (at least one item undecided): show
-    /// approve / deny, then [`Agent::resume`].
+    /// A frozen batch waits for the user's decisions (at least one item undecided: the run's
+    /// [`phase`] is [`Phase::AwaitingApproval`]): show approve / deny, then [`Agent::resume`]
+    /// (which, before every item is decided, refuses with `approval_pending` or returns the batch
+    /// suspended again, running nothing).
     pub approval_pending: bool,
-    /// The run stopped part way and nothing of this agent continues it now: the session is
-    /// `running` (the process died or was killed mid-run), or awaits approval with every item
-    /// decided (killed between the last decision and the resume). [`Agent::resume`] continues it
-    /// (a call that had started and not finished is answered `tool_interrupted`, never run
-    /// twice); a new [`Agent::run`] message also moves on from it. Another agent or process
-    /// running the session at this moment cannot be told apart from a kill: `resume` then fails
-    /// with `session_busy`, nothing done.
+    /// The run stopped part way, [`Agent::resume`] continues it, and nothing of this agent
+    /// continues it now: the session is `running` (the process died or was killed mid-run), or
+    /// awaits approval with nothing left to decide (killed between the last decision and the
+    /// resume), and its [`phase`] has something to do: ask the model, run or settle the calls
+    /// of its last answer (a call that had started and not finished is answered
+    /// `tool_interrupted`, never run twice), or complete the run with the answer that came. A
+    /// `running` session with nothing to do (no history) is not interrupted: `resume` would
+    /// only find it so. A new [`Agent::run`] message also moves on from an interrupted run.
+    /// Another agent or process running the session at this moment cannot be told apart from a
+    /// kill: `resume` then fails with `session_busy`, nothing done.
     pub interrupted: bool,
     /// Messages in its history (system, user, answers, tool results), as [`Agent::state`] reads
     /// it (repaired: an interrupted call counts its `tool_interrupted` result).
@@ -73,6 +79,22 @@ pub struct SessionSummary {
     /// `state_io`...), its code stable: the session is listed all the same (an app may show it as
     /// damaged and offer to delete it), its state fields empty.
     pub error: Option<AgentError>,
+}
+
+/// What [`Agent::resume`] does with a session read as `state` (see [`SessionSummary`]): whether
+/// it waits for decisions (resume refuses with `approval_pending`, or returns the batch suspended
+/// again), and whether resume continues a run (asks the model, runs or settles a batch, or
+/// completes the run with the answer that came). Follows [`phase`], as the resumed run does; a
+/// session that is neither has nothing to resume (ended, idle, or a run with no history).
+fn resume_would(state: &AgentState) -> (bool, bool) {
+    match phase(state) {
+        Phase::AwaitingApproval => (true, false),
+        Phase::Inactive => (false, false),
+        Phase::NeedsModel
+        | Phase::ToolBatch { .. }
+        | Phase::ApprovedBatch { .. }
+        | Phase::Answered { .. } => (false, true),
+    }
 }
 
 /// The title of a history: its first user message, whitespace runs made one space, cut to
@@ -197,16 +219,12 @@ impl Agent {
                     error: Some(e.clone()),
                 },
                 Loaded::Read(state) => {
-                    let batch = state.pending_approval.as_ref();
-                    let awaiting = state.status == RunStatus::AwaitingApproval;
-                    let decided = batch.is_none_or(|b| b.is_fully_decided());
-                    let cut_short =
-                        state.status == RunStatus::Running || (awaiting && batch.is_some() && decided);
+                    let (approval_pending, continues) = resume_would(state);
                     SessionSummary {
                         session_id: id.clone(),
                         status: Some(state.status),
-                        approval_pending: awaiting && !decided,
-                        interrupted: cut_short && !in_use,
+                        approval_pending,
+                        interrupted: continues && !in_use,
                         message_count: state.messages.len(),
                         updated_at_ms: *updated_at_ms,
                         title: session_title(&state.messages),
