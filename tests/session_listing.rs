@@ -607,3 +607,127 @@ mod resume_agrees {
         assert_eq!(model.requests().len(), 2);
     }
 }
+
+/// A session another agent or process holds now (its store's lease) is `busy`, not
+/// `interrupted`: it is being run, not cut short, and its resume here is `session_busy`. Once the
+/// holder lets go (a killed process's lock goes with it), it is interrupted and resume continues it.
+mod busy {
+    use super::*;
+
+    /// A run cut short as a kill leaves it: `running`, the question asked, no answer yet.
+    async fn cut_short(store: &dyn StateStore, id: &str) {
+        let mut state = AgentState::new(id);
+        let events = [
+            StateEvent::RunStarted { run_id: "r1".into(), delegation: None },
+            StateEvent::MessageAppended { message: ChatMessage::user("plan my trip") },
+        ];
+        events.iter().for_each(|e| state.apply(e));
+        store.commit(&state, &events).await.unwrap();
+    }
+
+    async fn resume(agent: &Agent, id: &str) -> Result<RunOutcome, AgentError> {
+        agent.resume(id, &EventLog::new(), &CancellationSignal::new()).await
+    }
+
+    #[tokio::test]
+    async fn a_session_another_file_store_holds_is_busy_until_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two stores over one root: another process's, and this app's.
+        let other = FileStore::new(dir.path());
+        let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+        cut_short(&other, "trip").await;
+        cut_short(&other, "free").await;
+        let agent = agent_on(store.clone(), vec![answer("去杭州"), answer("好")]);
+        let held = other.lease("trip").await.unwrap();
+        assert_eq!(store.lease_held("trip").await.unwrap(), Some(true));
+        assert_eq!(store.lease_held("free").await.unwrap(), Some(false));
+
+        let list = agent.list_sessions().await.unwrap();
+        let trip = entry(&list, "trip");
+        assert_eq!(trip.status, Some(RunStatus::Running));
+        assert!(trip.busy && !trip.interrupted && !trip.approval_pending, "{trip:?}");
+        let free = entry(&list, "free");
+        assert!(!free.busy && free.interrupted, "{free:?}");
+        assert_eq!(serde_json::to_value(trip).unwrap()["busy"], true);
+        let e = resume(&agent, "trip").await.unwrap_err();
+        assert_eq!(e.code, codes::SESSION_BUSY);
+
+        // The holder lets go (a killed process's lock is released by the kernel).
+        drop(held);
+        let trip = agent.list_sessions().await.unwrap().into_iter().find(|s| s.session_id == "trip").unwrap();
+        assert!(!trip.busy && trip.interrupted, "{trip:?}");
+        assert_eq!(resume(&agent, "trip").await.unwrap().status(), RunStatus::Completed);
+        // Probing created no lock file for a session no lease took, nor held any.
+        assert_eq!(store.lease_held("never").await.unwrap(), Some(false));
+        assert!(!dir.path().join(LOCK_DIR).join("never").exists());
+    }
+
+    #[tokio::test]
+    async fn a_session_another_agent_runs_is_busy_for_this_one_and_running_for_its_own() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        // The other agent of the app, on the same store, runs `trip` on a model that never answers.
+        let runner = Arc::new(AgentBuilder::new(Arc::new(Hang), store.clone()).build());
+        let running = {
+            let runner = runner.clone();
+            tokio::spawn(async move {
+                runner.run("trip", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
+            })
+        };
+        for _ in 0..500 {
+            if store.load("trip").await.unwrap().is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let agent = agent_on(store.clone(), vec![answer("去杭州")]);
+        let trip = agent.list_sessions().await.unwrap().remove(0);
+        assert_eq!(trip.status, Some(RunStatus::Running));
+        assert!(trip.busy && !trip.interrupted, "held by the other agent: {trip:?}");
+        // The agent running it lists it running: neither busy (its own call) nor interrupted.
+        let own = runner.list_sessions().await.unwrap().remove(0);
+        assert!(!own.busy && !own.interrupted, "{own:?}");
+
+        running.abort();
+        assert!(running.await.unwrap_err().is_cancelled());
+        let trip = agent.list_sessions().await.unwrap().remove(0);
+        assert!(!trip.busy && trip.interrupted, "{trip:?}");
+        assert_eq!(resume(&agent, "trip").await.unwrap().status(), RunStatus::Completed);
+    }
+
+    /// A store that cannot tell whether a lease is held (an app's own, written before
+    /// `lease_held`): nothing is busy, a cut-short run is interrupted as before.
+    #[tokio::test]
+    async fn a_store_that_cannot_tell_lists_nothing_busy() {
+        let inner = MemoryStore::new();
+        cut_short(&inner, "trip").await;
+        let _held = inner.lease("trip").await.unwrap();
+        let store = Arc::new(ListingOldStore(inner));
+        assert_eq!(store.lease_held("trip").await.unwrap(), None, "the default knows nothing");
+        assert_eq!(store.lease_held("../x").await.unwrap_err().code, codes::SESSION_ID_INVALID);
+        let agent = agent_on(store, vec![]);
+        let trip = agent.list_sessions().await.unwrap().remove(0);
+        assert!(!trip.busy && trip.interrupted, "{trip:?}");
+    }
+
+    /// A store of an app written before `lease_held` existed (it lists, leases nothing).
+    struct ListingOldStore(MemoryStore);
+
+    #[async_trait]
+    impl StateStore for ListingOldStore {
+        async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+            self.0.load(session_id).await
+        }
+        async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+            self.0.commit(state, events).await
+        }
+        async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+            self.0.save_snapshot(state).await
+        }
+        async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+            self.0.delete(session_id).await
+        }
+        async fn list(&self) -> Result<Vec<String>, AgentError> {
+            self.0.list().await
+        }
+    }
+}
