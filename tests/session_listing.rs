@@ -3,9 +3,11 @@
 //! take and directories a first commit cut short are not sessions; a corrupt session or one a
 //! newer version wrote is listed with its error, never failing the listing; worker sessions are
 //! left out of the conversations (listed with their parent by `list_all_sessions`); a deleted
-//! session is gone; a run a kill cut short is `interrupted` and `resume` continues it. Listing
-//! writes nothing and takes no lease. The same on a `MemoryStore`; a store that does not list
-//! refuses with `state_list_unsupported`.
+//! session is gone; a run a kill cut short is `interrupted` and `resume` continues it, and in
+//! corner states the summary says what `resume` does (it follows the run's phase, not the status
+//! alone); a session another store, agent or process holds now is `busy`, not interrupted.
+//! Listing writes nothing and takes no lease. The same on a `MemoryStore`; a store that does not
+//! list refuses with `state_list_unsupported`.
 
 #[path = "support/delegation.rs"]
 mod delegation;

@@ -48,8 +48,9 @@ pub struct SessionSummary {
     /// resume), and its [`phase`] has something to do: ask the model, run or settle the calls
     /// of its last answer (a call that had started and not finished is answered
     /// `tool_interrupted`, never run twice), or complete the run with the answer that came. A
-    /// `running` session with nothing to do (no history) is not interrupted: `resume` would
-    /// only find it so. A new [`Agent::run`] message also moves on from an interrupted run.
+    /// `running` session with nothing to do (no history) is not interrupted: `resume` returns it
+    /// as it stands, running nothing. A new [`Agent::run`] message also moves on from an
+    /// interrupted run.
     /// Never with [`busy`](Self::busy): a session another agent or process is running now was
     /// not cut short (its `resume` would fail with `session_busy`). A store that cannot tell
     /// ([`StateStore::lease_held`](crate::state::StateStore::lease_held) answers unknown: an
