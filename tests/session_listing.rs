@@ -3,9 +3,11 @@
 //! take and directories a first commit cut short are not sessions; a corrupt session or one a
 //! newer version wrote is listed with its error, never failing the listing; worker sessions are
 //! left out of the conversations (listed with their parent by `list_all_sessions`); a deleted
-//! session is gone; a run a kill cut short is `interrupted` and `resume` continues it. Listing
-//! writes nothing and takes no lease. The same on a `MemoryStore`; a store that does not list
-//! refuses with `state_list_unsupported`.
+//! session is gone; a run a kill cut short is `interrupted` and `resume` continues it, and in
+//! corner states the summary says what `resume` does (it follows the run's phase, not the status
+//! alone); a session another store, agent or process holds now is `busy`, not interrupted.
+//! Listing writes nothing and takes no lease. The same on a `MemoryStore`; a store that does not
+//! list refuses with `state_list_unsupported`.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -468,4 +470,266 @@ async fn a_worker_whose_parent_is_gone_is_listed_so_the_app_can_delete_it() {
     assert_eq!(top[0].parent_session.as_deref(), Some("parent"));
     assert!(agent.delete_session(&worker).await.unwrap());
     assert!(agent.list_all_sessions().await.unwrap().is_empty());
+}
+
+/// Corner states a crash between two commits, or an older version, may leave: the summary says
+/// what `resume` does with them (it follows the run's `machine::phase`), whatever the status alone
+/// suggests.
+mod resume_agrees {
+    use super::*;
+    use arkagent::agent::machine::{phase, Phase};
+    use arkagent::provider::ScriptedModel;
+
+    /// An agent on `store` replaying `script`, with the model kept to count what it was asked.
+    fn agent_counting(
+        store: Arc<dyn StateStore>,
+        script: Vec<ModelResponse>,
+    ) -> (Arc<Agent>, Arc<ScriptedModel>) {
+        let model = Arc::new(ScriptedModel::new(script));
+        (delegation::agent(model.clone(), store, &Arc::new(AtomicUsize::new(0)), 1), model)
+    }
+
+    /// A session saved as is: `status` over `messages`, no batch.
+    async fn saved(store: &dyn StateStore, id: &str, status: RunStatus, messages: Vec<ChatMessage>) {
+        let mut state = AgentState::new(id);
+        state.status = status;
+        state.run_id = Some("r1".into());
+        state.messages = messages;
+        store.save_snapshot(&state).await.unwrap();
+    }
+
+    async fn summary(agent: &Agent, id: &str) -> SessionSummary {
+        entry(&agent.list_all_sessions().await.unwrap(), id).clone()
+    }
+
+    async fn resume(agent: &Agent, id: &str) -> Result<RunOutcome, AgentError> {
+        agent.resume(id, &EventLog::new(), &CancellationSignal::new()).await
+    }
+
+    fn stock_call() -> ChatMessage {
+        ChatMessage::Assistant {
+            content: None,
+            reasoning_content: None,
+            tool_calls: vec![arkagent::ToolCall::new("c1", "query_stock", r#"{"sku":"egg"}"#)],
+        }
+    }
+
+    #[tokio::test]
+    async fn awaiting_approval_without_a_batch_is_interrupted_when_resume_continues_it() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let user = || ChatMessage::user("how many eggs?");
+        // The status says "awaiting approval", but no batch is frozen: nothing to decide. Resume
+        // goes on from the history: asks the model (after answering the last answer's calls), or
+        // completes with the answer that came.
+        saved(&*store, "ask", RunStatus::AwaitingApproval, vec![user()]).await;
+        saved(
+            &*store,
+            "answered",
+            RunStatus::AwaitingApproval,
+            vec![user(), ChatMessage::assistant_text("12")],
+        )
+        .await;
+        saved(&*store, "calls", RunStatus::AwaitingApproval, vec![user(), stock_call()]).await;
+        let (agent, model) = agent_counting(store.clone(), vec![answer("three"), answer("12 left")]);
+        for id in ["ask", "answered", "calls"] {
+            let s = summary(&agent, id).await;
+            assert_eq!(s.status, Some(RunStatus::AwaitingApproval));
+            assert!(s.interrupted && !s.approval_pending, "{id}: resume continues it: {s:?}");
+        }
+
+        let out = resume(&agent, "ask").await.unwrap();
+        assert_eq!((out.status(), model.requests().len()), (RunStatus::Completed, 1), "the model was asked");
+        let out = resume(&agent, "answered").await.unwrap();
+        let RunOutcome::Finished { status: RunStatus::Completed, final_text, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(final_text.as_deref(), Some("12"), "completed with the answer that came");
+        assert_eq!(model.requests().len(), 1, "without asking the model");
+        // The call of a batch no status says was running is answered as not run (never run
+        // blind), and the model is asked with that answer.
+        let out = resume(&agent, "calls").await.unwrap();
+        assert_eq!((out.status(), model.requests().len()), (RunStatus::Completed, 2));
+        let state = agent.state("calls").await.unwrap().unwrap();
+        let results = support::tool_messages(&state.messages);
+        assert_eq!(results.len(), 1);
+        assert!(results[0].2 && results[0].1.contains("did not run"), "{results:?}");
+        for id in ["ask", "answered", "calls"] {
+            let s = summary(&agent, id).await;
+            assert_eq!((s.status, s.interrupted), (Some(RunStatus::Completed), false), "{id}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_with_nothing_to_do_is_not_interrupted_and_resume_does_nothing() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        // `running` (or awaiting approval with no batch) over an empty history: the run's phase
+        // is inactive, so resume finds nothing to continue.
+        saved(&*store, "empty", RunStatus::Running, vec![]).await;
+        saved(&*store, "empty-awaiting", RunStatus::AwaitingApproval, vec![]).await;
+        let (agent, model) = agent_counting(store.clone(), vec![answer("never asked")]);
+        for id in ["empty", "empty-awaiting"] {
+            let before = store.load(id).await.unwrap().unwrap();
+            assert_eq!(phase(&before), Phase::Inactive);
+            let s = summary(&agent, id).await;
+            assert!(!s.interrupted && !s.approval_pending, "{id}: nothing to continue: {s:?}");
+            let out = resume(&agent, id).await.unwrap();
+            let RunOutcome::Finished { status, final_text: None, error: None, .. } = out else {
+                panic!("{out:?}")
+            };
+            assert_eq!(status, RunStatus::Running, "{id}: the run stands where it stood");
+            assert!(model.requests().is_empty(), "{id}: no model asked");
+            assert_eq!(store.load(id).await.unwrap().unwrap(), before, "{id}: nothing written");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_running_session_with_an_undecided_batch_waits_for_approval() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let (agent, model) =
+            agent_counting(store.clone(), vec![calls(&[("c1", "clear_baking_cache", "{}")]), answer("done")]);
+        let RunOutcome::Suspended { batch } = run(&agent, "s", "清空").await else {
+            panic!("not suspended")
+        };
+        // The batch is frozen and undecided, the status says `running`.
+        let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
+        state.status = RunStatus::Running;
+        store.save_snapshot(&state).await.unwrap();
+        let s = summary(&agent, "s").await;
+        assert!(s.approval_pending && !s.interrupted, "a decision waits, nothing to continue: {s:?}");
+        // Resume runs nothing: the batch is returned suspended again.
+        let out = resume(&agent, "s").await.unwrap();
+        let RunOutcome::Suspended { batch: again } = out else { panic!("{out:?}") };
+        assert_eq!(again.items, batch.items);
+        assert_eq!(model.requests().len(), 1);
+        // Decided, it is a run to continue.
+        agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+        let s = summary(&agent, "s").await;
+        assert!(!s.approval_pending && s.interrupted, "{s:?}");
+        assert_eq!(resume(&agent, "s").await.unwrap().status(), RunStatus::Completed);
+        assert_eq!(model.requests().len(), 2);
+    }
+}
+
+/// A session another agent or process holds now (its store's lease) is `busy`, not
+/// `interrupted`: it is being run, not cut short, and its resume here is `session_busy`. Once the
+/// holder lets go (a killed process's lock goes with it), it is interrupted and resume continues it.
+mod busy {
+    use super::*;
+
+    /// A run cut short as a kill leaves it: `running`, the question asked, no answer yet.
+    async fn cut_short(store: &dyn StateStore, id: &str) {
+        let mut state = AgentState::new(id);
+        let events = [
+            StateEvent::RunStarted { run_id: "r1".into(), delegation: None },
+            StateEvent::MessageAppended { message: ChatMessage::user("plan my trip") },
+        ];
+        events.iter().for_each(|e| state.apply(e));
+        store.commit(&state, &events).await.unwrap();
+    }
+
+    async fn resume(agent: &Agent, id: &str) -> Result<RunOutcome, AgentError> {
+        agent.resume(id, &EventLog::new(), &CancellationSignal::new()).await
+    }
+
+    #[tokio::test]
+    async fn a_session_another_file_store_holds_is_busy_until_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two stores over one root: another process's, and this app's.
+        let other = FileStore::new(dir.path());
+        let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+        cut_short(&other, "trip").await;
+        cut_short(&other, "free").await;
+        let agent = agent_on(store.clone(), vec![answer("去杭州"), answer("好")]);
+        let held = other.lease("trip").await.unwrap();
+        assert_eq!(store.lease_held("trip").await.unwrap(), Some(true));
+        assert_eq!(store.lease_held("free").await.unwrap(), Some(false));
+
+        let list = agent.list_sessions().await.unwrap();
+        let trip = entry(&list, "trip");
+        assert_eq!(trip.status, Some(RunStatus::Running));
+        assert!(trip.busy && !trip.interrupted && !trip.approval_pending, "{trip:?}");
+        let free = entry(&list, "free");
+        assert!(!free.busy && free.interrupted, "{free:?}");
+        assert_eq!(serde_json::to_value(trip).unwrap()["busy"], true);
+        let e = resume(&agent, "trip").await.unwrap_err();
+        assert_eq!(e.code, codes::SESSION_BUSY);
+
+        // The holder lets go (a killed process's lock is released by the kernel).
+        drop(held);
+        let trip = agent.list_sessions().await.unwrap().into_iter().find(|s| s.session_id == "trip").unwrap();
+        assert!(!trip.busy && trip.interrupted, "{trip:?}");
+        assert_eq!(resume(&agent, "trip").await.unwrap().status(), RunStatus::Completed);
+        // Probing created no lock file for a session no lease took, nor held any.
+        assert_eq!(store.lease_held("never").await.unwrap(), Some(false));
+        assert!(!dir.path().join(LOCK_DIR).join("never").exists());
+    }
+
+    #[tokio::test]
+    async fn a_session_another_agent_runs_is_busy_for_this_one_and_running_for_its_own() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        // The other agent of the app, on the same store, runs `trip` on a model that never answers.
+        let runner = Arc::new(AgentBuilder::new(Arc::new(Hang), store.clone()).build());
+        let running = {
+            let runner = runner.clone();
+            tokio::spawn(async move {
+                runner.run("trip", "plan my trip", &EventLog::new(), &CancellationSignal::new()).await
+            })
+        };
+        for _ in 0..500 {
+            if store.load("trip").await.unwrap().is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let agent = agent_on(store.clone(), vec![answer("去杭州")]);
+        let trip = agent.list_sessions().await.unwrap().remove(0);
+        assert_eq!(trip.status, Some(RunStatus::Running));
+        assert!(trip.busy && !trip.interrupted, "held by the other agent: {trip:?}");
+        // The agent running it lists it running: neither busy (its own call) nor interrupted.
+        let own = runner.list_sessions().await.unwrap().remove(0);
+        assert!(!own.busy && !own.interrupted, "{own:?}");
+
+        running.abort();
+        assert!(running.await.unwrap_err().is_cancelled());
+        let trip = agent.list_sessions().await.unwrap().remove(0);
+        assert!(!trip.busy && trip.interrupted, "{trip:?}");
+        assert_eq!(resume(&agent, "trip").await.unwrap().status(), RunStatus::Completed);
+    }
+
+    /// A store that cannot tell whether a lease is held (an app's own, written before
+    /// `lease_held`): nothing is busy, a cut-short run is interrupted as before.
+    #[tokio::test]
+    async fn a_store_that_cannot_tell_lists_nothing_busy() {
+        let inner = MemoryStore::new();
+        cut_short(&inner, "trip").await;
+        let _held = inner.lease("trip").await.unwrap();
+        let store = Arc::new(ListingOldStore(inner));
+        assert_eq!(store.lease_held("trip").await.unwrap(), None, "the default knows nothing");
+        assert_eq!(store.lease_held("../x").await.unwrap_err().code, codes::SESSION_ID_INVALID);
+        let agent = agent_on(store, vec![]);
+        let trip = agent.list_sessions().await.unwrap().remove(0);
+        assert!(!trip.busy && trip.interrupted, "{trip:?}");
+    }
+
+    /// A store of an app written before `lease_held` existed (it lists, leases nothing).
+    struct ListingOldStore(MemoryStore);
+
+    #[async_trait]
+    impl StateStore for ListingOldStore {
+        async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+            self.0.load(session_id).await
+        }
+        async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+            self.0.commit(state, events).await
+        }
+        async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+            self.0.save_snapshot(state).await
+        }
+        async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+            self.0.delete(session_id).await
+        }
+        async fn list(&self) -> Result<Vec<String>, AgentError> {
+            self.0.list().await
+        }
+    }
 }

@@ -28,7 +28,7 @@ before(async () => {
   transpileTree(ETS, dir, { 'libarkagent.so': FAKE });
   M = await importModules(dir, ['json/Json', 'message/Message', 'tool/Tool', 'approval/Approval', 'hook/Hook', 'event/Events',
     'agent/AgentConfig', 'agent/RunOutcome', 'agent/Adapters', 'agent/Agent', 'agent/ToolRegistry',
-    'error/ArkAgentError']);
+    'agent/SessionSummary', 'error/ArkAgentError']);
   Native = await import(pathToFileURL(FAKE).href);
 });
 
@@ -663,4 +663,89 @@ test('approvals, the pending batch, the state and deletion are decoded from the 
   assert.equal((await agent.state('s1')).getString('session_id'), 's1');
   native.answers.deleteSession = true;
   assert.equal(await agent.deleteSession('s1'), true);
+});
+
+test('listSessions() reads every field of the native listing: busy, interrupted, an unreadable session\'s error', async () => {
+  const { agent, native } = newAgent();
+  const at = 1_764_000_000_000;
+  native.sessions = [
+    Native.sessionSummaryJson({ session_id: 'answered', message_count: 2, updated_at_ms: at, title: 'where is 20261010?',
+      last_message: 'on its way' }),
+    Native.sessionSummaryJson({ session_id: 'broken', status: null, updated_at_ms: at - 5,
+      error: { layer: 'persistence', code: 'state_corrupt', message: 'snapshot checksum mismatch' } }),
+    Native.sessionSummaryJson({ session_id: 'cut', status: 'running', interrupted: true, message_count: 3, title: 'clear it' }),
+    Native.sessionSummaryJson({ session_id: 'elsewhere', status: 'running', busy: true, message_count: 1, title: 'plan' }),
+    Native.sessionSummaryJson({ session_id: 'failed', status: 'failed', message_count: 1,
+      run_error: { layer: 'provider', code: 'provider_auth', message: '401' } }),
+    Native.sessionSummaryJson({ session_id: 'waiting', status: 'awaiting_approval', approval_pending: true, message_count: 2 }),
+    Native.sessionSummaryJson({ session_id: 'w0123', status: 'awaiting_approval', approval_pending: true,
+      parent_session: 'waiting', title: 'wipe the cache' }),
+  ];
+  const list = await agent.listSessions();
+  assert.deepEqual(native.calls.at(-1), ['listSessionsJson', false]);
+  assert.ok(list.every((s) => s instanceof M.SessionSummary));
+  assert.deepEqual(list.map((s) => [s.sessionId, s.status, s.approvalPending, s.interrupted, s.busy, s.canContinue()]), [
+    ['answered', M.RunStatus.completed, false, false, false, false],
+    ['broken', undefined, false, false, false, false],
+    ['cut', M.RunStatus.running, false, true, false, true],
+    ['elsewhere', M.RunStatus.running, false, false, true, false],
+    ['failed', M.RunStatus.failed, false, false, false, false],
+    ['waiting', M.RunStatus.awaitingApproval, true, false, false, false],
+  ], 'the worker is left out, its parent listed');
+  const [answered, broken] = list;
+  assert.deepEqual([answered.messageCount, answered.updatedAtMs, answered.title, answered.lastMessage, answered.runError,
+    answered.parentSession, answered.error], [2, at, 'where is 20261010?', 'on its way', undefined, undefined, undefined]);
+  assert.deepEqual([broken.error.layer, broken.error.code, broken.error.message, broken.messageCount, broken.title],
+    ['persistence', 'state_corrupt', 'snapshot checksum mismatch', 0, undefined]);
+  assert.equal(list[4].runError.code, 'provider_auth');
+  assert.deepEqual(M.SessionSummary.byRecency(list).slice(0, 2).map((s) => s.sessionId), ['answered', 'broken']);
+
+  const all = await agent.listSessions(true);
+  assert.deepEqual(native.calls.at(-1), ['listSessionsJson', true]);
+  const worker = all.find((s) => s.sessionId === 'w0123');
+  assert.deepEqual([worker.parentSession, worker.approvalPending, worker.title], ['waiting', true, 'wipe the cache']);
+
+  // What the native side rejects with keeps its code; an answer of another shape is a JsonError.
+  native.answers.listSessionsJson = Object.assign(new Error('cannot read the state dir'), { code: 'state_io', layer: 'persistence' });
+  await assert.rejects(agent.listSessions(), (e) => M.agentErrorOf(e).code === 'state_io');
+  const invalid = async (text) => {
+    native.answers.listSessionsJson = text;
+    try {
+      await agent.listSessions();
+    } catch (e) {
+      return e instanceof M.JsonError ? e.code : `not a JsonError: ${e}`;
+    }
+    return 'no error';
+  };
+  assert.equal(await invalid('{}'), 'session_summary_invalid');
+  const { busy, ...withoutBusy } = Native.sessionSummaryJson();
+  assert.equal(busy, false);
+  assert.equal(await invalid(JSON.stringify([withoutBusy])), 'session_summary_invalid', 'busy is required');
+  assert.equal(await invalid(JSON.stringify([Native.sessionSummaryJson({ busy: 'yes' })])), 'session_summary_invalid');
+  native.answers.listSessionsJson = '[]';
+  assert.deepEqual(await agent.listSessions(), []);
+});
+
+test('definitions() reads the native definitionsJson of the registered tools, in order', () => {
+  const { agent, native } = newAgent();
+  assert.deepEqual(agent.definitions(), []);
+  class Noop { async execute() { return M.ToolResult.text('ok'); } }
+  agent.registerTool(new M.ToolDefinition('query_order', 'Queries an order', schema()), new Noop());
+  agent.registerTool(new M.ToolDefinition('clear_baking_cache', 'Clears', '{"type":"object"}', M.ToolRiskLevel.dangerous,
+    true, 1500), new Noop());
+  const text = native.definitionsJson();
+  assert.deepEqual(JSON.parse(text)[1], { name: 'clear_baking_cache', description: 'Clears', parameters: { type: 'object' },
+    risk_level: 'dangerous', idempotent: true, timeout: 1500 }, 'the core\'s serialised shape');
+  const defs = agent.definitions();
+  assert.ok(defs.every((d) => d instanceof M.ToolDefinition));
+  assert.deepEqual(defs.map((d) => [d.name, d.description, d.riskLevel, d.idempotent, d.timeoutMs]), [
+    ['query_order', 'Queries an order', M.ToolRiskLevel.safe, false, undefined],
+    ['clear_baking_cache', 'Clears', M.ToolRiskLevel.dangerous, true, 1500],
+  ]);
+  assert.equal(defs[0].parametersJson(), schema().toJsonString());
+  // An answer of another shape is a JsonError tool_definition_invalid.
+  for (const bad of ['{}', '[1]', '[{"name":"x"}]']) {
+    native.answers.definitionsJson = bad;
+    assert.throws(() => agent.definitions(), (e) => e instanceof M.JsonError && e.code === 'tool_definition_invalid', bad);
+  }
 });

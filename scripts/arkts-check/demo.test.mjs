@@ -256,7 +256,7 @@ test('the transcript of a persisted session (after the app was killed)', () => {
 // checked of the layout without the SDK.)
 test('the Chats list: most recent first, state in words with its age, Continue only for a cut-short run', () => {
   const now = 1_000_000_000;
-  const entry = (o) => ({ approval_pending: false, interrupted: false, message_count: 3, updated_at_ms: now,
+  const entry = (o) => ({ approval_pending: false, interrupted: false, busy: false, message_count: 3, updated_at_ms: now,
     title: null, parent_session: null, error: null, status: 'completed', ...o });
   const summaries = B.SessionSummary.listFromJsonString(JSON.stringify([
     entry({ session_id: 'a', title: 'Where is order 20261010?', updated_at_ms: now - 5 * 60_000 }),
@@ -267,17 +267,19 @@ test('the Chats list: most recent first, state in words with its age, Continue o
     entry({ session_id: 'e', status: 'idle', updated_at_ms: null }),
     entry({ session_id: 'f', status: 'failed', title: 'Order?', last_message: 'Order?', updated_at_ms: null,
       run_error: { layer: 'provider', code: 'provider_auth', message: '401' } }),
+    entry({ session_id: 'g', status: 'running', busy: true, title: 'Elsewhere', updated_at_ms: now - 2 * 60_000 }),
   ]));
   const rows = D.ConversationRow.fromSummaries(summaries, 'a', now);
   assert.deepEqual(rows.map((r) => [r.sessionId, r.title, r.detail, r.canContinue, r.needsApproval, r.damaged, r.current]), [
     ['c', 'Wipe it', 'waiting for your approval · just now', false, true, false, false],
+    ['g', 'Elsewhere', 'in use by another window · 2 min ago', false, false, false, false],
     ['a', 'Where is order 20261010?', 'answered · 5 min ago', false, false, false, true],
     ['b', 'Clear the cache', 'interrupted: tap Continue · 3 h ago', true, false, false, false],
     ['d', 'd', 'unreadable (state_corrupt) · 2 d ago', false, false, true, false],
     ['e', 'e', 'new', false, false, false, false],
     ['f', 'Order?', 'failed (provider_auth)', false, false, false, false],
   ]);
-  assert.deepEqual(rows.map((r) => r.preview), ['', '', '', '', '', 'Order?']);
+  assert.deepEqual(rows.map((r) => r.preview), ['', '', '', '', '', '', 'Order?']);
   assert.equal(D.ConversationRow.find(rows, 'b').canContinue, true);
   assert.equal(D.ConversationRow.find(rows, 'zz'), undefined);
   assert.notEqual(rows[0].key(), D.ConversationRow.fromSummaries(summaries, 'c', now)[0].key(), 'a new current redraws');

@@ -213,7 +213,7 @@ test('the conversations list after a restart: titles, the approval one waits for
 });
 
 test('SessionSummary reads the native listing strictly, and one unknown status does not hide the others', () => {
-  const entry = { session_id: 'a', status: 'completed', approval_pending: false, interrupted: false, message_count: 2,
+  const entry = { session_id: 'a', status: 'completed', approval_pending: false, interrupted: false, busy: false, message_count: 2,
     updated_at_ms: 5, title: 't', parent_session: null, error: null };
   const future = { ...entry, session_id: 'b', status: 'hibernating', updated_at_ms: 9, last_message: 'bye',
     run_error: { layer: 'provider', code: 'provider_auth', message: '401' } };
@@ -235,6 +235,7 @@ test('SessionSummary reads the native listing strictly, and one unknown status d
   assert.equal(bad([1]), 'session_summary_invalid');
   assert.equal(bad([{ ...entry, session_id: undefined }]), 'session_summary_invalid');
   assert.equal(bad([{ ...entry, interrupted: 'no' }]), 'session_summary_invalid');
+  assert.equal(bad([{ ...entry, busy: undefined }]), 'session_summary_invalid', 'busy is always written');
   assert.equal(bad([{ ...entry, message_count: '2' }]), 'session_summary_invalid');
   assert.equal(bad([{ ...entry, status: null }]), 'session_summary_invalid', 'neither a status nor an error');
 });

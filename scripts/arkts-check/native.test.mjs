@@ -519,3 +519,23 @@ test('AgentConfig provider timeouts through the real module: provider_timeout, a
   assert.deepEqual([info.code, info.layer], ['config_invalid', 'config']);
   assert.match(info.message, /^idleTimeoutMs \(6000\) is above totalTimeoutMs \(5000\)/);
 });
+
+// The fake native module of the host tests (fakes/libarkagent.mjs) answers listSessionsJson and
+// definitionsJson in the real module's shapes: the same keys, in the same order, for a session; the
+// same text for the same tools.
+test('the fake native Agent lists sessions and definitions in the real module\'s shapes', async () => {
+  const Fake = await import(pathToFileURL(path.join(HERE, 'fakes', 'libarkagent.mjs')).href);
+  const real = new native.Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'hi' }]) });
+  const fake = new Fake.Agent({ provider: 'scripted', scriptJson: '[]' });
+  await real.run('s', 'hello');
+  const [entry] = JSON.parse(await real.listSessionsJson());
+  assert.deepEqual(Object.keys(entry), Object.keys(Fake.sessionSummaryJson()));
+  assert.deepEqual(entry, Fake.sessionSummaryJson({ session_id: 's', message_count: 2, updated_at_ms: entry.updated_at_ms,
+    title: 'hello', last_message: 'hi' }));
+  for (const agent of [real, fake]) {
+    agent.registerTool({ name: 'plain', description: 'P', parametersJson: '{"type":"object"}' }, () => ({ contents: [] }));
+    agent.registerTool({ name: 'risky', description: 'R', parametersJson: '{"type":"object","properties":{}}',
+      riskLevel: 'dangerous', idempotent: true, timeoutMs: 1500 }, () => ({ contents: [] }));
+  }
+  assert.deepEqual(JSON.parse(fake.definitionsJson()), JSON.parse(real.definitionsJson()));
+});

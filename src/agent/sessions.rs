@@ -1,12 +1,14 @@
 //! The listing of the sessions an agent's store holds ([`Agent::list_sessions`]): one
 //! [`SessionSummary`] per session, what a chat app shows in its list of conversations (a title,
 //! the status, whether a decision waits, when it was last written) and what it needs after a
-//! restart to offer to continue a run a kill cut short ([`SessionSummary::interrupted`]).
+//! restart to offer to continue a run a kill cut short ([`SessionSummary::interrupted`]), told
+//! apart from a run another process is going on with now ([`SessionSummary::busy`]).
 
 use super::driver::Agent;
+use super::machine::{phase, Phase};
 use crate::error::AgentError;
 use crate::message::ChatMessage;
-use crate::state::{AgentState, RunStatus};
+use crate::state::{AgentState, RunStatus, StateStore};
 use futures_util::stream::{self, StreamExt};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -35,17 +37,33 @@ pub struct SessionSummary {
     /// Where its run stands ([`AgentState::status`]); `None` when the session could not be read
     /// (see [`error`](Self::error)).
     pub status: Option<RunStatus>,
-    /// A frozen batch waits for the user's decisions (at least one item undecided): show
-    /// approve / deny, then [`Agent::resume`].
+    /// A frozen batch waits for the user's decisions (at least one item undecided: the run's
+    /// [`phase`] is [`Phase::AwaitingApproval`]): show approve / deny, then [`Agent::resume`]
+    /// (which, before every item is decided, refuses with `approval_pending` or returns the batch
+    /// suspended again, running nothing).
     pub approval_pending: bool,
-    /// The run stopped part way and nothing of this agent continues it now: the session is
-    /// `running` (the process died or was killed mid-run), or awaits approval with every item
-    /// decided (killed between the last decision and the resume). [`Agent::resume`] continues it
-    /// (a call that had started and not finished is answered `tool_interrupted`, never run
-    /// twice); a new [`Agent::run`] message also moves on from it. Another agent or process
-    /// running the session at this moment cannot be told apart from a kill: `resume` then fails
-    /// with `session_busy`, nothing done.
+    /// The run stopped part way, [`Agent::resume`] continues it, and nothing of this agent
+    /// continues it now: the session is `running` (the process died or was killed mid-run), or
+    /// awaits approval with nothing left to decide (killed between the last decision and the
+    /// resume), and its [`phase`] has something to do: ask the model, run or settle the calls
+    /// of its last answer (a call that had started and not finished is answered
+    /// `tool_interrupted`, never run twice), or complete the run with the answer that came. A
+    /// `running` session with nothing to do (no history) is not interrupted: `resume` returns it
+    /// as it stands, running nothing. A new [`Agent::run`] message also moves on from an
+    /// interrupted run.
+    /// Never with [`busy`](Self::busy): a session another agent or process is running now was
+    /// not cut short (its `resume` would fail with `session_busy`). A store that cannot tell
+    /// ([`StateStore::lease_held`](crate::state::StateStore::lease_held) answers unknown: an
+    /// app's own store) lists such a session interrupted.
     pub interrupted: bool,
+    /// Another agent or process holds the session now (its store's lease, e.g. a process on the
+    /// same [`FileStore`](crate::state::FileStore) root running it, or another [`Agent`] on the
+    /// same store), not a call of this agent: it is being run or decided elsewhere, so it is not
+    /// [`interrupted`](Self::interrupted), and `resume`, `run` or a decision fails with
+    /// `session_busy` until it is released (list again later: a holder that was killed releases
+    /// it). Its fields are as that holder last wrote them. Held at either of two looks, before
+    /// and after the session's load; false when the store cannot tell.
+    pub busy: bool,
     /// Messages in its history (system, user, answers, tool results), as [`Agent::state`] reads
     /// it (repaired: an interrupted call counts its `tool_interrupted` result).
     pub message_count: usize,
@@ -73,6 +91,34 @@ pub struct SessionSummary {
     /// `state_io`...), its code stable: the session is listed all the same (an app may show it as
     /// damaged and offer to delete it), its state fields empty.
     pub error: Option<AgentError>,
+}
+
+/// What [`Agent::resume`] does with a session read as `state` (see [`SessionSummary`]): whether
+/// it waits for decisions (resume refuses with `approval_pending`, or returns the batch suspended
+/// again), and whether resume continues a run (asks the model, runs or settles a batch, or
+/// completes the run with the answer that came). Follows [`phase`], as the resumed run does; a
+/// session that is neither has nothing to resume (ended, idle, or a run with no history).
+fn resume_would(state: &AgentState) -> (bool, bool) {
+    match phase(state) {
+        Phase::AwaitingApproval => (true, false),
+        Phase::Inactive => (false, false),
+        Phase::NeedsModel
+        | Phase::ToolBatch { .. }
+        | Phase::ApprovedBatch { .. }
+        | Phase::Answered { .. } => (false, true),
+    }
+}
+
+/// Whether the store says a lease holds the session now; `false` when it cannot tell or the look
+/// fails (logged: a listing never fails for it).
+async fn lease_held(store: &dyn StateStore, session_id: &str) -> bool {
+    match store.lease_held(session_id).await {
+        Ok(held) => held.unwrap_or(false),
+        Err(e) => {
+            log::warn!("arkagent: whether session {session_id} is held could not be told: {e}");
+            false
+        }
+    }
 }
 
 /// The title of a history: its first user message, whitespace runs made one space, cut to
@@ -117,7 +163,9 @@ impl Agent {
     /// [`list_all_sessions`](Self::list_all_sessions) includes every worker.
     ///
     /// Reads only: no lease is taken, nothing is written (no repair made durable), a session this
-    /// agent is running is read as its last commit left it (`running`, not `interrupted`). A
+    /// agent is running is read as its last commit left it (`running`, not `interrupted`), one
+    /// another agent or process holds is [`busy`](SessionSummary::busy) (the store tells, from
+    /// its leases: [`StateStore::lease_held`](crate::state::StateStore::lease_held)). A
     /// session that cannot be read is listed with its [`error`](SessionSummary::error) instead of
     /// failing the listing. (A [`FileStore`](crate::state::FileStore)'s first listing sweeps
     /// what killed deletions left in its trash; see [`StateStore::list`](crate::state::StateStore::list).)
@@ -144,7 +192,7 @@ impl Agent {
     pub async fn list_all_sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
         let store = self.store();
         let ids = store.list().await?;
-        let loaded: Vec<(String, Loaded, Option<u64>, bool)> = stream::iter(ids)
+        let loaded: Vec<(String, Loaded, Option<u64>, bool, bool)> = stream::iter(ids)
             .map(|id| async move {
                 // Whether a call of this agent held the session at any moment around the load
                 // (before it: a run that ends while the listing goes on left the `running` it
@@ -152,6 +200,10 @@ impl Agent {
                 // and ended within the load). Looked at once all loads are done, a run that ended
                 // in between looked cut short.
                 let before = self.session_in_use(&id);
+                // Whether a lease (anyone's: this agent's too) held the session at either look,
+                // before and after the load, as for this agent's calls; unknown (an error, or a
+                // store that cannot tell) is not held.
+                let held_before = lease_held(&**store, &id).await;
                 let loaded = match store.load(&id).await {
                     Ok(Some(state)) => Loaded::Read(Box::new(state)),
                     // Deleted between the listing and the load: not listed.
@@ -162,8 +214,12 @@ impl Agent {
                     (Loaded::Read(_), Err(e)) => (Loaded::Unreadable(e), None),
                     (loaded, updated) => (loaded, updated.ok().flatten()),
                 };
+                let held = held_before || lease_held(&**store, &id).await;
                 let in_use = before.held_until(self.session_in_use(&id));
-                (id, loaded, updated, in_use)
+                // A lease this agent's call did not take: another agent's or process's. (When this
+                // agent held the session at some moment, the lease is taken for its own.)
+                let busy = held && !in_use;
+                (id, loaded, updated, in_use, busy)
             })
             .buffered(LOADS_AT_ONCE)
             .collect()
@@ -171,7 +227,7 @@ impl Agent {
         // Workers saved before `delegation` existed, and unreadable ones, are known by the
         // parent that names them.
         let mut named_by: HashMap<&str, &str> = HashMap::new();
-        for (id, state, _, _) in &loaded {
+        for (id, state, _, _, _) in &loaded {
             if let Loaded::Read(state) = state {
                 for worker in &state.workers {
                     named_by.entry(worker.as_str()).or_insert(id.as_str());
@@ -179,7 +235,7 @@ impl Agent {
             }
         }
         let mut summaries = Vec::with_capacity(loaded.len());
-        for (id, state, updated_at_ms, in_use) in &loaded {
+        for (id, state, updated_at_ms, in_use, busy) in &loaded {
             let named_parent = named_by.get(id.as_str()).map(|p| p.to_string());
             let summary = match state {
                 Loaded::Gone => continue,
@@ -188,6 +244,7 @@ impl Agent {
                     status: None,
                     approval_pending: false,
                     interrupted: false,
+                    busy: *busy,
                     message_count: 0,
                     updated_at_ms: *updated_at_ms,
                     title: None,
@@ -197,16 +254,13 @@ impl Agent {
                     error: Some(e.clone()),
                 },
                 Loaded::Read(state) => {
-                    let batch = state.pending_approval.as_ref();
-                    let awaiting = state.status == RunStatus::AwaitingApproval;
-                    let decided = batch.is_none_or(|b| b.is_fully_decided());
-                    let cut_short =
-                        state.status == RunStatus::Running || (awaiting && batch.is_some() && decided);
+                    let (approval_pending, continues) = resume_would(state);
                     SessionSummary {
                         session_id: id.clone(),
                         status: Some(state.status),
-                        approval_pending: awaiting && !decided,
-                        interrupted: cut_short && !in_use,
+                        approval_pending,
+                        interrupted: continues && !in_use && !busy,
+                        busy: *busy,
                         message_count: state.messages.len(),
                         updated_at_ms: *updated_at_ms,
                         title: session_title(&state.messages),

@@ -519,11 +519,12 @@ impl JsAgent {
     }
 
     /// The sessions of the store as a JSON array of `SessionSummary` (snake_case keys:
-    /// `session_id`, `status`, `approval_pending`, `interrupted`, `message_count`,
-    /// `updated_at_ms`, `title`, `parent_session`, `error`), sorted by id: the conversations
-    /// (`Agent::list_sessions`), or every session, the sub-agents' workers included, when
-    /// `includeWorkers` is true (`Agent::list_all_sessions`). Reads only (no lease, nothing
-    /// written); an unreadable session is an entry with its `error`, not a rejection.
+    /// `session_id`, `status`, `approval_pending`, `interrupted`, `busy`, `message_count`,
+    /// `updated_at_ms`, `title`, `last_message`, `run_error`, `parent_session`, `error`), sorted
+    /// by id: the conversations (`Agent::list_sessions`), or every session, the sub-agents'
+    /// workers included, when `includeWorkers` is true (`Agent::list_all_sessions`). Reads only
+    /// (no lease, nothing written); an unreadable session is an entry with its `error`, not a
+    /// rejection.
     ///
     /// # Errors
     /// Rejects with `argument_invalid` (`includeWorkers` not a boolean), `state_io` (the

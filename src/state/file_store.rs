@@ -70,6 +70,14 @@
 //! it lives). On taking a lease, the store checks that the journal it keeps open is still the
 //! session's newest and that nobody appended to it; otherwise it reopens the session at its next
 //! commit, so a store never appends after another writer's compaction.
+//!
+//! [`StateStore::lease_held`] (what a listing asks to tell a session another process runs now
+//! from one a kill cut short) probes the lock file without creating it: a shared try-lock, which
+//! fails only under a lease's exclusive lock, released at once. A lease whose lock meets only such
+//! shared locks tries again after a short pause (for 50 ms at most) instead of
+//! answering `session_busy`; one held by another lease is still busy at once. Versions before
+//! this one do not try again, and a probe may make their lease busy: another reason processes
+//! of an older and a newer version must not share a root.
 
 use super::codec::{
     decode_journal, decode_snapshot, decode_state_json, encode_records, encode_snapshot, journal_header,
@@ -689,6 +697,13 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
 /// again) by the holder it waited behind, before it gives up with `session_busy`.
 const LOCK_ATTEMPTS: usize = 16;
 
+/// How long a lease waits, at most, while only [`probe_lock`]s hold its lock file (each for the
+/// instant of a try-lock), before it gives up with `session_busy`; and its first pause (doubled
+/// up to [`PROBE_PAUSE_MAX`]). A lease held by a writer is answered at once, without waiting.
+const PROBE_PATIENCE: std::time::Duration = std::time::Duration::from_millis(50);
+const PROBE_PAUSE: std::time::Duration = std::time::Duration::from_micros(100);
+const PROBE_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// A held lease's lock file (see "Writers" in the module docs): locked, and still the file its
 /// path names. When dropped while the session does not exist (it never came to exist, or it was
 /// deleted under this lease), the lock file is removed before the lock is released.
@@ -726,8 +741,31 @@ fn is_current_lock(file: &File, path: &Path) -> bool {
     }
 }
 
+/// Whether a lease holds the lock file at `path` at this moment ([`StateStore::lease_held`]):
+/// `None` on a file system without locks. Takes nothing a lease waits for: the file is opened
+/// read-only and never created (a session no lease took has no lock file, nor one whose lease
+/// was dropped while it did not exist), and its lock is tried shared, which fails only under a
+/// lease's exclusive lock. A shared lock taken is released at once (the file closed on return); a
+/// lease that meets it in that instant sees that only a probe holds the file and tries again
+/// (see [`lock_session`]). The kernel releases the lock of a process that died, so a held lock
+/// is a live holder.
+fn probe_lock(path: &Path) -> Result<Option<bool>, AgentError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(false)),
+        Err(e) => return Err(io_err("cannot open", path, e)),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(false)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(Some(true)),
+        Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err("cannot lock", path, e)),
+    }
+}
+
 /// Takes the lease lock of session `id` at `path` (in `dir`, created if needed): `None` on a file
-/// system without locks.
+/// system without locks. A lock that only [`probe_lock`]s hold is tried again for up to
+/// [`PROBE_PATIENCE`]; one a lease holds is `session_busy` at once.
 fn lock_session(
     dir: &Path,
     path: PathBuf,
@@ -743,7 +781,10 @@ fn lock_session(
         )
     };
     fs::create_dir_all(dir).map_err(|e| io_err("cannot create", dir, e))?;
-    for _ in 0..LOCK_ATTEMPTS {
+    let mut attempts = 0;
+    let mut probed_since: Option<std::time::Instant> = None;
+    let mut pause = PROBE_PAUSE;
+    while attempts < LOCK_ATTEMPTS {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -756,8 +797,22 @@ fn lock_session(
                 return Ok(Some(SessionLock { file, path, session_dir }));
             }
             // The holder it waited behind removed the file: try again on the current one.
-            Ok(()) => continue,
-            Err(std::fs::TryLockError::WouldBlock) => return Err(busy()),
+            Ok(()) => attempts += 1,
+            // Held exclusively by a lease, or shared by `lease_held` probes, each for the
+            // instant of its try-lock (see `probe_lock`): a shared try-lock tells them apart. It
+            // fails only under an exclusive lock, a lease's: busy at once. It succeeds only
+            // while nothing but probes hold the file: released at once (`file` closed), and the
+            // lock tried again after a pause, so a listing never makes a lease fail. (Versions
+            // before this one answer busy to a probe's lock too: see the module docs.)
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let waited = probed_since.get_or_insert_with(std::time::Instant::now).elapsed();
+                if waited >= PROBE_PATIENCE || file.try_lock_shared().is_err() {
+                    return Err(busy());
+                }
+                drop(file);
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(PROBE_PAUSE_MAX);
+            }
             // A file system without locks: the per-store lock still serialises this store.
             Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
                 log::warn!(
@@ -989,6 +1044,14 @@ impl StateStore for FileStore {
             .map_err(join_error)?;
         }
         Ok(lock.map(SessionLease::holding).unwrap_or_default())
+    }
+
+    /// Probes the session's lock file (see "Writers" in the module docs): held while a lease of
+    /// any store or process on this root is alive, this store's included.
+    async fn lease_held(&self, session_id: &str) -> Result<Option<bool>, AgentError> {
+        validate_session_id(session_id)?;
+        let path = self.root.join(LOCK_DIR).join(session_id);
+        tokio::task::spawn_blocking(move || probe_lock(&path)).await.map_err(join_error)?
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {

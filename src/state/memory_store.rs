@@ -146,4 +146,11 @@ impl StateStore for MemoryStore {
             session_id: session_id.to_string(),
         }))
     }
+
+    /// Whether a lease of this store holds the session now (a `MemoryStore` is shared by the
+    /// agents of one process, never across processes).
+    async fn lease_held(&self, session_id: &str) -> Result<Option<bool>, AgentError> {
+        validate_session_id(session_id)?;
+        Ok(Some(self.leased.lock().unwrap_or_else(|p| p.into_inner()).contains(session_id)))
+    }
 }

@@ -447,6 +447,25 @@ pub trait StateStore: Send + Sync {
         validate_session_id(session_id)?;
         Ok(SessionLease::default())
     }
+
+    /// Whether a [lease](StateStore::lease) on the session is alive at this moment, whoever holds
+    /// it (another store or process on the same root, or a lease of this very store):
+    /// `Some(true)` held, `Some(false)` free, `None` when the store cannot tell. A look at one
+    /// moment: a lease may be taken or released right after. It takes no lease, creates and
+    /// writes nothing, and never makes a concurrent [`lease`](StateStore::lease) fail. The
+    /// listing ([`Agent::list_sessions`](crate::agent::Agent::list_sessions)) asks it to tell a
+    /// session another agent or process is running now
+    /// ([`SessionSummary::busy`](crate::agent::SessionSummary::busy)) from a run a kill cut
+    /// short: a killed process holds no lease. [`FileStore`] probes the session's lock file,
+    /// [`MemoryStore`] its table of leases. The default answers `None` (unknown), so a store
+    /// written before this method existed keeps compiling: its sessions are never listed busy.
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io`.
+    async fn lease_held(&self, session_id: &str) -> Result<Option<bool>, AgentError> {
+        validate_session_id(session_id)?;
+        Ok(None)
+    }
 }
 
 /// A session reserved for one writer ([`StateStore::lease`]); dropping it releases the session.

@@ -1,14 +1,15 @@
 // Agent.listSessionsJson(includeWorkers?) and Agent.definitionsJson() through the real .so: the
 // conversations of a stateDir after a restart (a fresh Agent), their summaries (status, pending
 // approval, title, message count, time), a run whose process was killed with SIGKILL listed as
-// interrupted and continued by resume(), sub-agent workers only with includeWorkers, a corrupt
+// interrupted and continued by resume(), a session another live process is running listed busy (not
+// interrupted) until that process is killed, sub-agent workers only with includeWorkers, a corrupt
 // session listed with its error, a deleted one gone, a bad argument a coded error.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadModule, objectSchema, openWipeAgent, rejectsWithCode, runUntilKilled } from './helper.mjs';
+import { loadModule, objectSchema, openWipeAgent, rejectsWithCode, runUntilKilled, startUntil } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -143,4 +144,35 @@ test('a run whose process was killed is listed interrupted; resume continues it'
   const result = state.messages.find((m) => m.role === 'tool');
   assert.equal(result.is_error, true);
   assert.match(result.content, /interrupt/);
+});
+
+test('a session another process is running is busy, not interrupted; once that process is killed it is', async (t) => {
+  const dir = tempDir(t);
+  // The other process (another instance of the app on the same stateDir) is inside the slow tool.
+  const other = await startUntil(['-e', child, dir], (out) => out.includes('started'), "the child's tool runs");
+  let killed = false;
+  t.after(async () => {
+    if (!killed) await other.kill();
+  });
+
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'Hangzhou it is' }]), stateDir: dir });
+  agent.registerTool({ name: 'slow_lookup', description: 'd', parametersJson: objectSchema }, () => ({ contents: [] }));
+  const [trip] = JSON.parse(await agent.listSessionsJson());
+  assert.deepEqual(
+    { id: trip.session_id, status: trip.status, busy: trip.busy, interrupted: trip.interrupted, pending: trip.approval_pending },
+    { id: 'trip', status: 'running', busy: true, interrupted: false, pending: false },
+  );
+  await rejectsWithCode(assert, agent.resume('trip'), 'session_busy', 'persistence');
+  // Listing took nothing from the other process: it is still running its tool.
+  assert.equal(other.io.out.match(/started/g).length, 1);
+
+  await other.kill();
+  killed = true;
+  const [cut] = JSON.parse(await agent.listSessionsJson());
+  assert.deepEqual([cut.status, cut.busy, cut.interrupted], ['running', false, true]);
+  const outcome = await agent.resume('trip');
+  assert.equal(outcome.status, 'completed');
+  assert.equal(outcome.finalText, 'Hangzhou it is');
+  const [after] = JSON.parse(await agent.listSessionsJson());
+  assert.deepEqual([after.status, after.busy, after.interrupted], ['completed', false, false]);
 });

@@ -81,20 +81,40 @@ export async function runNode(args, { env = {}, ms = 20_000 } = {}) {
 }
 
 /**
+ * Starts `node ...args` with the module's path in ARKAGENT_SO (and `env` on top) and resolves once
+ * its output satisfies `ready(out)`, the child still running: `io` (its output so far, growing) and
+ * `kill()`, which kills it with SIGKILL, as a phone kills an app, asserts it died of the kill, not on
+ * its own, and resolves to its output `{ out, err }`. A child that exits first, or is not ready
+ * within `ms` (`what` names the awaited moment in the timeout error), is killed and fails the call.
+ */
+export async function startUntil(args, ready, what, { env = {}, ms = 15_000 } = {}) {
+  const { proc, io, closed } = startNode(args, env);
+  const kill = async () => {
+    proc.kill('SIGKILL');
+    assert.equal(await closed, 'SIGKILL', `killed while ${what}, not ended by itself: ${io.err}`);
+    return { out: io.out, err: io.err };
+  };
+  try {
+    await waitFor(() => ready(io.out) || proc.exitCode !== null, what, ms);
+  } catch (e) {
+    proc.kill('SIGKILL');
+    throw e;
+  }
+  if (!ready(io.out)) {
+    await kill();
+  }
+  return { io, kill };
+}
+
+/**
  * Runs `node ...args` with the module's path in ARKAGENT_SO (and `env` on top) until its output
  * satisfies `ready(out)` (or it exits), then kills it with SIGKILL, as a phone kills an app: asserts
  * it died of the kill, not on its own, and resolves to its output `{ out, err }`. `what` names the
  * awaited moment in the timeout error (after `ms`).
  */
-export async function runUntilKilled(args, ready, what, { env = {}, ms = 15_000 } = {}) {
-  const { proc, io, closed } = startNode(args, env);
-  try {
-    await waitFor(() => ready(io.out) || proc.exitCode !== null, what, ms);
-  } finally {
-    proc.kill('SIGKILL');
-  }
-  assert.equal(await closed, 'SIGKILL', `killed while ${what}, not ended by itself: ${io.err}`);
-  return { out: io.out, err: io.err };
+export async function runUntilKilled(args, ready, what, options = {}) {
+  const { kill } = await startUntil(args, ready, what, options);
+  return kill();
 }
 
 /**

@@ -10,6 +10,28 @@ function codedError(code, layer, message) {
   return e;
 }
 
+/**
+ * The definitions of registered tools (`{ definition, executor }` by name) as the native
+ * definitionsJson() writes them: the core's serialised ToolDefinition (src/tool/definition.rs), in
+ * registration order, `timeout` (ms) only when set.
+ */
+function definitionsJsonOf(tools) {
+  return JSON.stringify([...tools.values()].map(({ definition: d }) => ({ name: d.name, description: d.description,
+    parameters: JSON.parse(d.parametersJson), risk_level: d.riskLevel ?? 'safe', idempotent: d.idempotent ?? false,
+    ...(d.timeoutMs === undefined ? {} : { timeout: d.timeoutMs }) })));
+}
+
+/**
+ * One entry of a native listSessionsJson() with `fields` on top: every key the core's
+ * SessionSummary writes (src/agent/sessions.rs), in its order, absent values null. A completed,
+ * readable session by default.
+ */
+export function sessionSummaryJson(fields = {}) {
+  return { session_id: 's', status: 'completed', approval_pending: false, interrupted: false, busy: false,
+    message_count: 0, updated_at_ms: null, title: null, last_message: null, run_error: null, parent_session: null,
+    error: null, ...fields };
+}
+
 export class CancellationHandle {
   #cancelled = false;
   #reason = null;
@@ -50,6 +72,11 @@ export class Agent {
     this.calls = [];
     /** What the async methods resolve to (or reject with, when an Error), by method name. */
     this.answers = {};
+    /**
+     * The sessions the store holds, for listSessionsJson (entries of sessionSummaryJson, in the
+     * listing's order: by session id).
+     */
+    this.sessions = [];
     Agent.instances.push(this);
   }
 
@@ -97,6 +124,31 @@ export class Agent {
   pendingApprovalJson(sessionId) { return this.#answer('pendingApprovalJson', sessionId); }
 
   deleteSession(sessionId) { return this.#answer('deleteSession', sessionId); }
+
+  /**
+   * As the native listing: `sessions` as JSON text, without the workers whose parent is listed
+   * unless includeWorkers is true. An `answers.listSessionsJson` set (text, or an Error to reject
+   * with) is answered instead.
+   */
+  listSessionsJson(includeWorkers) {
+    if ('listSessionsJson' in this.answers) {
+      return this.#answer('listSessionsJson', includeWorkers);
+    }
+    this.calls.push(['listSessionsJson', includeWorkers]);
+    const listed = new Set(this.sessions.map((s) => s.session_id));
+    const shown = includeWorkers === true ? this.sessions
+      : this.sessions.filter((s) => s.parent_session === null || !listed.has(s.parent_session));
+    return Promise.resolve(JSON.stringify(shown));
+  }
+
+  /**
+   * The registered tools' definitions as the native definitionsJson() writes them (synchronous, as
+   * the native method); an `answers.definitionsJson` text is answered instead.
+   */
+  definitionsJson() {
+    this.calls.push(['definitionsJson']);
+    return this.answers.definitionsJson ?? definitionsJsonOf(this.tools);
+  }
 }
 
 export class ToolRegistry {
@@ -123,11 +175,7 @@ export class ToolRegistry {
 
   names() { return [...this.tools.keys()]; }
 
-  definitionsJson() {
-    return JSON.stringify([...this.tools.values()].map(({ definition: d }) => ({ name: d.name, description: d.description,
-      parameters: JSON.parse(d.parametersJson), risk_level: d.riskLevel ?? 'safe', idempotent: d.idempotent ?? false,
-      ...(d.timeoutMs === undefined ? {} : { timeout: d.timeoutMs }) })));
-  }
+  definitionsJson() { return definitionsJsonOf(this.tools); }
 
   copyInto(target) { this.copyIntoExcluding(target, []); }
 

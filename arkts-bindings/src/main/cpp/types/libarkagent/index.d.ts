@@ -513,7 +513,10 @@ export declare class Agent {
    * The sessions the store holds, as a JSON array sorted by session id, one object per session with
    * snake_case keys: session_id; status (a run status, null when the session cannot be read);
    * approval_pending (a frozen batch has undecided items); interrupted (the run stopped part way, a
-   * kill or a crash, and this Agent is not running it: resume() continues it); message_count;
+   * kill or a crash, and neither this Agent nor anyone else is running it: resume() continues it);
+   * busy (another Agent or process on the same stateDir holds the session now, e.g. runs it: not
+   * interrupted, and resume() rejects with session_busy until it lets go; a killed process lets go
+   * at once); message_count;
    * updated_at_ms (last write, ms since the epoch, or null); title (the first user message on one
    * line, at most 60 characters, or null); last_message (the last user message or answer text, cut
    * the same way, or null: a chat list's preview line); run_error (null, or {layer, code, message}
