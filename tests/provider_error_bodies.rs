@@ -9,14 +9,14 @@
 mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
+#[path = "support/request.rs"]
+mod request;
 
-use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts,
-};
-use arkagent::{codes, AgentError, ChatMessage, ErrorLayer};
+use arkagent::provider::{ChatModel, ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
+use arkagent::{codes, AgentError, ErrorLayer};
 use mock_server::{End, MockServer, Reply};
+use request::request;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 const KEY: &str = "sk-error-bodies-key-0123456789";
@@ -33,10 +33,6 @@ fn client(server: &MockServer, max_retries: u32) -> OpenAiCompatibleClient {
         ClientConfig::custom(server.base_url(), "m", KEY).with_retry(retry).with_timeouts(timeouts),
     )
     .expect("client")
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
 }
 
 /// The bodies of a 200 that is an error, and what the error must say.
