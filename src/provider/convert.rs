@@ -237,6 +237,14 @@ fn body_error(err: &ProviderErrorDetail) -> AgentError {
     AgentError::of(err.stable_code().unwrap_or(codes::PROVIDER_HTTP_STATUS), err.describe())
 }
 
+/// The provider's error a body [`parse_response`] refused holds, when it holds one (the error
+/// [`parse_response`] returned is made of it): the client reads its code and form to decide on a
+/// retry.
+pub(crate) fn error_of_body(body: &[u8]) -> Option<ProviderErrorDetail> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    std::str::from_utf8(body).ok().and_then(ProviderErrorDetail::of_body)
+}
+
 /// Parses a non-streaming response body.
 ///
 /// # Errors
@@ -532,6 +540,7 @@ mod tests {
             (e.code.as_ref(), e.message.as_str()),
             (codes::PROVIDER_CONTENT_FILTERED, "[1027] output new_sensitive")
         );
+        assert_eq!(error_of_body(cut).and_then(|d| d.equivalent_status()), Some(400));
         for ok in [
             r#"{"choices":[{"message":{"content":"fine"}}],"base_resp":{"status_code":0,"status_msg":"success"}}"#,
             r#"{"choices":[{"message":{"content":"fine"}}],"base_resp":"odd"}"#,
