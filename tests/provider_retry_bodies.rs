@@ -289,3 +289,42 @@ async fn a_first_piece_sent_a_few_bytes_at_a_time_comes_once() {
     assert_eq!(answer_text(&events), (Some("slow".into()), 1));
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_failed_base_resp_beside_choices_is_the_error_not_the_answer() {
+    // MiniMax's 1027 (output withheld by moderation) on the chunk that would end the answer: the
+    // stream ends with it after the piece handed out, and it is not retried.
+    let first = json!({"choices": [{"index": 0, "delta": {"content": "Here is how"}}]});
+    let last = json!({"choices": [{"index": 0, "delta": {"content": " to"}, "finish_reason": "stop"}],
+                      "base_resp": {"status_code": 1027, "status_msg": "output new_sensitive"}});
+    let parts = vec![
+        format!("data: {first}\n\n").into_bytes(),
+        format!("data: {last}\n\ndata: [DONE]\n\n").into_bytes(),
+    ];
+    let reply = Reply::Stream { parts, delay: Duration::from_millis(30), end: End::Complete };
+    let server = MockServer::start([reply, streamed("never")]).await;
+    let (events, e) = drain::drain(&client(&server, 3), &request()).await;
+    assert_eq!(events, [ModelEvent::TextDelta("Here is how".into())]);
+    assert_error(
+        &e.expect("an error"),
+        codes::PROVIDER_CONTENT_FILTERED,
+        &["[1027] output new_sensitive"],
+        "stream",
+    );
+    assert_eq!(server.requests().len(), 1);
+    // Whole: the cut answer is not handed out either.
+    let whole = json!({"choices": [{"index": 0, "message": {"content": "Here is how"}, "finish_reason": "stop"}],
+                       "base_resp": {"status_code": 1027, "status_msg": "output new_sensitive"}});
+    let server = MockServer::start([Reply::json(200, &whole), ok("never")]).await;
+    let e = client(&server, 3).complete(&request()).await.unwrap_err();
+    assert_error(&e, codes::PROVIDER_CONTENT_FILTERED, &["[1027] output new_sensitive"], "complete");
+    assert_eq!(server.requests().len(), 1);
+    // A rate limit beside choices, before any piece: retried.
+    let limited = json!({"choices": [{"index": 0, "delta": {"content": "x"}}],
+                         "base_resp": {"status_code": 1002, "status_msg": "rate limit"}});
+    let server = MockServer::start([as_event(&limited), streamed("after one retry")]).await;
+    let (events, e) = drain::drain(&client(&server, 3), &request()).await;
+    assert!(e.is_none(), "{e:?}");
+    assert_eq!(answer_text(&events), (Some("after one retry".into()), 1));
+    assert_eq!(server.requests().len(), 2);
+}

@@ -180,6 +180,13 @@ impl StreamAssembler {
                     // error's details beside the flag.
                     return Err(self.fail(ProviderErrorDetail::of_body(data).unwrap_or(*err)));
                 }
+                if chunk.failed_base_resp {
+                    // MiniMax's failed status, beside choices too (1027: the answer withheld by
+                    // moderation; see `wire::error`): the stream's error, not more of the answer.
+                    if let Some(detail) = ProviderErrorDetail::of_body(data) {
+                        return Err(self.fail(detail));
+                    }
+                }
                 if is_error_event {
                     return Err(AgentError::of(
                         codes::PROVIDER_HTTP_STATUS,
@@ -822,6 +829,45 @@ mod tests {
                 "{}",
             ] {
                 assert!(!push(p).0.unwrap(), "{p} (in place {in_place})");
+            }
+        }
+    }
+
+    /// MiniMax's failed `base_resp` beside choices (1027: output withheld by moderation) ends the
+    /// stream with its error, in both readings; nothing of that payload is handed out, and the
+    /// provider's error is kept for the client. A `base_resp` of 0, or not an object, is a chunk's.
+    #[test]
+    fn a_failed_base_resp_beside_choices_is_the_streams_error_in_both_readings() {
+        for in_place in [true, false] {
+            let push = |p: &str| {
+                let mut a = StreamAssembler::new();
+                let mut out = Vec::new();
+                let r = if in_place {
+                    a.push_payload(None, p, &mut out)
+                } else {
+                    a.push_payload_derived(None, p, &mut out)
+                };
+                (r, out, a.provider_error().cloned())
+            };
+            let cut = r#"{"choices":[{"index":0,"delta":{"content":"the rest"},"finish_reason":"stop"}],"base_resp":{"status_code":1027,"status_msg":"output new_sensitive"}}"#;
+            let (r, out, detail) = push(cut);
+            let e = r.unwrap_err();
+            assert_eq!(
+                (&*e.code, e.message.as_str()),
+                (codes::PROVIDER_CONTENT_FILTERED, "error in stream: [1027] output new_sensitive"),
+                "in place {in_place}"
+            );
+            assert!(out.is_empty(), "{out:?}");
+            assert_eq!(detail.and_then(|d| d.equivalent_status()), Some(400));
+            for p in [
+                r#"{"choices":[{"delta":{"content":"x"}}],"base_resp":{"status_code":0,"status_msg":""}}"#,
+                r#"{"choices":[{"delta":{"content":"x"}}],"base_resp":"odd"}"#,
+                r#"{"choices":[{"delta":{"content":"x"}}],"base_resp":null}"#,
+            ] {
+                let (r, out, detail) = push(p);
+                assert!(!r.unwrap(), "{p}");
+                assert_eq!(out, [ModelEvent::TextDelta("x".into())], "{p} (in place {in_place})");
+                assert!(detail.is_none());
             }
         }
     }

@@ -19,8 +19,9 @@
 //! part written before the filter cut it (MiniMax's table says to change the input, not to use the
 //! output), and MiniMax's own CLI reports such a body as an error, never as an answer. So the whole
 //! body is that error, whatever its choices hold: an answer cut by moderation or a failure is not
-//! one the agent may act on (its tool calls may be incomplete). Streamed chunks are not read for
-//! `base_resp` (their deltas were handed out as they came).
+//! one the agent may act on (its tool calls may be incomplete). The same holds for a streamed
+//! chunk: one with a failed `base_resp` is the stream's error, and its deltas are not handed out
+//! (those of earlier chunks were, as they came; the error ends the stream).
 
 use crate::error::codes;
 use serde::Deserialize;

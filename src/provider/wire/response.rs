@@ -41,6 +41,11 @@ impl WireBaseResp {
     }
 }
 
+/// Whether a `base_resp` says the request failed; anything but an object says nothing.
+pub(crate) fn failed_base_resp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(object_or_none::<D, WireBaseResp>(d)?.is_some_and(|b| b.failed()))
+}
+
 /// One choice.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ResponseChoice<'a> {
