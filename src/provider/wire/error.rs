@@ -13,15 +13,17 @@
 //! [`ProviderErrorDetail::equivalent_status`] says which HTTP status the error stands for, so an
 //! error body sent with a 2xx is retried (or not) as that status would be.
 //!
-//! MiniMax's `base_resp` beside choices: MiniMax puts `base_resp` on every answer, 0 for success.
-//! A non-zero `status_code` there says the request failed even when choices came with it: 1027
-//! ("output new_sensitive") is the answer withheld by moderation, whose choices hold at most the
-//! part written before the filter cut it (MiniMax's table says to change the input, not to use the
-//! output), and MiniMax's own CLI reports such a body as an error, never as an answer. So the whole
-//! body is that error, whatever its choices hold: an answer cut by moderation or a failure is not
-//! one the agent may act on (its tool calls may be incomplete). The same holds for a streamed
-//! chunk: one with a failed `base_resp` is the stream's error, and its deltas are not handed out
-//! (those of earlier chunks were, as they came; the error ends the stream).
+//! MiniMax's `base_resp` beside choices (a decision): MiniMax puts `base_resp` on its answers, 0
+//! for success, and its published table gives every other code as a failure with a remedy (retry
+//! later, check the key, change the input); none says the answer beside it is usable. 1027
+//! ("output new_sensitive") is the output refused by moderation: choices beside it hold at most
+//! what was written before the filter stopped it, and the table's remedy is to change the input
+//! (MiniMax's own CLI reports 1027 as "output withheld by content moderation"). So a non-zero
+//! `status_code` makes the whole body that error, whatever its choices hold: an answer cut by
+//! moderation or by a failure is not one the agent may act on (its text may end mid-sentence, its
+//! tool calls be incomplete). The same holds for a streamed chunk: one with a failed `base_resp`
+//! is the stream's error and its deltas are not handed out (those of earlier chunks were, as they
+//! came; the error ends the stream).
 
 use crate::error::codes;
 use serde::Deserialize;
@@ -297,7 +299,9 @@ impl ProviderErrorDetail {
     ///
     /// A numeric code is read in the table of its body's [`form`](Self::form): MiniMax (its
     /// published table, platform.minimax.io/docs/api-reference/errorcode: 1002 rate limit, 1039
-    /// token limit (a TPM limit; "retry later"), 1041 connection limit, 2045 rate growth limit,
+    /// token limit (read as a tokens-per-minute limit, as the English table's "retry later" says;
+    /// the Chinese table says to adjust max_tokens, which a retry does not do, but the retries are
+    /// bounded), 1041 connection limit, 2045 rate growth limit,
     /// 1004 not authorized, 2049 invalid API key, 1008 insufficient balance, 2056 the Coding
     /// Plan's usage limit until the next 5-hour window, 1026/1027 input/output "new_sensitive";
     /// 1000/1001/1013/1024/1033 are failures on its side, see
@@ -344,9 +348,9 @@ impl ProviderErrorDetail {
     }
 
     /// Whether the provider's code (or type) names a failure on its side that a later attempt may
-    /// not meet: MiniMax 1000 (unknown error), 1001 (request timeout), 1013 (internal service
-    /// error, its older table), 1024 (internal error) and 1033 (system error), each "retry
-    /// later" in its table; Baidu 1 (unknown error), 2 (service temporarily unavailable), 336000
+    /// not meet: MiniMax 1000 (unknown error), 1001 (request timeout), 1024 (internal error) and
+    /// 1033 (system error), each "retry later" in its table, and 1013 (internal service error in
+    /// its older table, gone from the current one); Baidu 1 (unknown error), 2 (service temporarily unavailable), 336000
     /// (internal error) and 336100 (try again later); else the table above.
     fn is_server_side(&self) -> bool {
         let code = self.code.as_deref().map(str::trim);
