@@ -256,16 +256,21 @@ error_codes! {
     /// A timeout (connect, first byte, idle between chunks, total).
     PROVIDER_TIMEOUT = "provider_timeout" => Provider;
     /// The provider is limiting the rate of requests: a 429, or an error body whose code says so
-    /// (Zhipu 1302/1303/1305, MiniMax 1002, Qianfan 18/336501...), after the retries. Passing:
-    /// slow down, or try again later.
+    /// (Zhipu 1302/1303/1305, MiniMax 1002/1039/1041/2045, Qianfan 18/336501...), any status,
+    /// a 200 included, after the retries. Passing: slow down, or try again later.
     PROVIDER_RATE_LIMITED = "provider_rate_limited" => Provider;
     /// The account's quota or balance is used up, or its plan's limit for the day (or other
     /// period) is reached: a 402, or an error body whose code says so (OpenAI
     /// `insufficient_quota`, DeepSeek's 402 "Insufficient Balance", Moonshot
-    /// `exceeded_current_quota_error`, Zhipu 1113/1304/1308-1310, MiniMax 1008, Qianfan 17/19).
+    /// `exceeded_current_quota_error`, Zhipu 1113/1304/1308-1310, MiniMax 1008/2056, Qianfan 17/19).
     /// Lasting: never retried, as no wait of seconds changes it; someone must top up the account
     /// or raise its limit.
     PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted" => Provider;
+    /// The provider's moderation refused the request's input or withheld the answer (MiniMax
+    /// 1026/1027 "new_sensitive", Zhipu 1301, DashScope `DataInspectionFailed`, Azure OpenAI
+    /// `content_filter`), whatever status it came with. Never retried: the same request meets the
+    /// same filter; change the input (or tell the user to).
+    PROVIDER_CONTENT_FILTERED = "provider_content_filtered" => Provider;
     /// The provider answered with an HTTP error status (the code of its error body when it has one).
     PROVIDER_HTTP_STATUS = "provider_http_status" => Provider;
     /// 401 / 403, or an error body whose code says the key or account is refused (an invalid or

@@ -9,12 +9,11 @@
 
 #[path = "support/drain.rs"]
 mod drain;
+#[path = "support/request.rs"]
+mod request;
 
-use arkagent::provider::{
-    ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
-};
-use arkagent::ChatMessage;
-use std::sync::Arc;
+use arkagent::provider::{ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts};
+use request::request;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -67,10 +66,6 @@ fn client(base: &str, idle: Duration, after_finish: Duration) -> OpenAiCompatibl
         .with_retry(RetryPolicy::none())
         .with_timeouts(timeouts);
     OpenAiCompatibleClient::new(config).unwrap()
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
 }
 
 fn call_ids(events: &[ModelEvent]) -> Vec<String> {

@@ -2,21 +2,22 @@
 //! local mock server: `{"error": {...}}` (OpenAI, GLM, Qwen's compatible mode, Moonshot) and a
 //! top-level `{"code", "message"}` or `{"code", "msg"}` (DashScope's native errors, Zhipu's older
 //! API, gateways such as one-api). Either is a provider error naming the provider's code and
-//! message (`provider_http_status`), not an undecodable answer; an error that lasts (an exhausted
-//! quota, Moonshot's `exceeded_current_quota_error`) is not retried, whichever form it takes.
+//! message (`provider_http_status`, or `provider_content_filtered` when its code says moderation
+//! refused it), not an undecodable answer; an error that lasts (an exhausted quota, Moonshot's
+//! `exceeded_current_quota_error`) is not retried, whichever form it takes.
 
 #[path = "support/drain.rs"]
 mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
+#[path = "support/request.rs"]
+mod request;
 
-use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts,
-};
-use arkagent::{codes, AgentError, ChatMessage, ErrorLayer};
+use arkagent::provider::{ChatModel, ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
+use arkagent::{codes, AgentError, ErrorLayer};
 use mock_server::{End, MockServer, Reply};
+use request::request;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 const KEY: &str = "sk-error-bodies-key-0123456789";
@@ -35,50 +36,50 @@ fn client(server: &MockServer, max_retries: u32) -> OpenAiCompatibleClient {
     .expect("client")
 }
 
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
-}
-
-/// The bodies of a 200 that is an error, and what the error must say.
-fn error_bodies_with_200() -> Vec<(serde_json::Value, &'static str)> {
+/// The bodies of a 200 that is an error, the code of the error and what it must say.
+fn error_bodies_with_200() -> Vec<(serde_json::Value, &'static str, &'static str)> {
     vec![
-        // GLM: a numeric code inside `error`.
+        // GLM: a numeric code inside `error` (1301: moderation refused the input or output).
         (
             json!({"error": {"code": "1301", "message": "系统检测到输入或生成内容可能包含不安全或敏感内容"}}),
+            codes::PROVIDER_CONTENT_FILTERED,
             "[1301] 系统检测到",
         ),
         // Moonshot: a type and no code.
         (
             json!({"error": {"message": "Invalid request: tool_call_id is not found", "type": "invalid_request_error"}}),
+            codes::PROVIDER_HTTP_STATUS,
             "[invalid_request_error] Invalid request: tool_call_id",
         ),
         // DashScope's native error, at the top level, with its request id.
         (
             json!({"code": "DataInspectionFailed", "message": "Input data may contain inappropriate content.", "request_id": "5c3f-1"}),
+            codes::PROVIDER_CONTENT_FILTERED,
             "[DataInspectionFailed] Input data may contain inappropriate content.",
         ),
         // A gateway's numeric code at the top level.
         (
             json!({"code": 500, "message": "upstream error: no available channel", "data": null}),
+            codes::PROVIDER_HTTP_STATUS,
             "[500] upstream error",
         ),
         // Zhipu's older API: `msg`, not `message`.
-        (json!({"code": 1261, "msg": "Prompt 超长", "success": false}), "[1261] Prompt 超长"),
+        (
+            json!({"code": 1261, "msg": "Prompt 超长", "success": false}),
+            codes::PROVIDER_HTTP_STATUS,
+            "[1261] Prompt 超长",
+        ),
     ]
 }
 
-fn assert_provider_error(e: &AgentError, want: &str, context: &str) {
-    assert_eq!(
-        (e.layer, e.code.as_ref()),
-        (ErrorLayer::Provider, codes::PROVIDER_HTTP_STATUS),
-        "{context}: {e}"
-    );
+fn assert_provider_error(e: &AgentError, code: &str, want: &str, context: &str) {
+    assert_eq!((e.layer, e.code.as_ref()), (ErrorLayer::Provider, code), "{context}: {e}");
     assert!(e.message.contains(want), "{context}: {e}");
 }
 
 #[tokio::test]
 async fn a_200_with_an_error_body_is_a_provider_error_naming_its_code() {
-    for (body, want) in error_bodies_with_200() {
+    for (body, code, want) in error_bodies_with_200() {
         let server = MockServer::start([
             Reply::json(200, &body),
             Reply::json(200, &body),
@@ -92,14 +93,15 @@ async fn a_200_with_an_error_body_is_a_provider_error_naming_its_code() {
         .await;
         let c = client(&server, 2);
         let e = c.complete(&request()).await.unwrap_err();
-        assert_provider_error(&e, want, &format!("complete {body}"));
+        assert_provider_error(&e, code, want, &format!("complete {body}"));
         // Streamed: labelled JSON, and the same body sent as an event stream.
         for how in ["json", "event-stream"] {
             let (events, e) = drain::drain(&c, &request()).await;
             assert!(events.is_empty(), "{how} {body}: {events:?}");
-            assert_provider_error(&e.expect("an error"), want, &format!("stream ({how}) {body}"));
+            assert_provider_error(&e.expect("an error"), code, want, &format!("stream ({how}) {body}"));
         }
-        // A 200 is an answer: it is not retried.
+        // None of these is a rate limit or a failure on the provider's side: not retried (see
+        // tests/provider_retry_bodies.rs for those).
         assert_eq!(server.requests().len(), 3, "{body}");
     }
 }
@@ -193,7 +195,7 @@ async fn an_error_payload_at_the_top_level_inside_a_stream_is_the_streams_error(
         let server = MockServer::start([Reply::sse(body.as_bytes())]).await;
         let (events, e) = drain::drain(&client(&server, 0), &request()).await;
         let e = e.unwrap_or_else(|| panic!("{error}: no error, events {events:?}"));
-        assert_provider_error(&e, want, error);
+        assert_provider_error(&e, codes::PROVIDER_HTTP_STATUS, want, error);
         assert!(e.message.contains("error in stream"), "{e}");
     }
     // Keep-alive payloads with no message stay keep-alives.
@@ -249,5 +251,5 @@ async fn a_top_level_code_or_message_that_says_success_is_no_error() {
         MockServer::start([Reply::json(200, &json!({"code": 1, "msg": "Success? no", "success": false}))])
             .await;
     let e = client(&server, 0).complete(&request()).await.unwrap_err();
-    assert_provider_error(&e, "[1] Success? no", "code 1");
+    assert_provider_error(&e, codes::PROVIDER_HTTP_STATUS, "[1] Success? no", "code 1");
 }

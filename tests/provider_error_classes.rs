@@ -56,11 +56,17 @@ fn bodies_with_200() -> Vec<(serde_json::Value, &'static str, Vec<&'static str>)
             codes::PROVIDER_RATE_LIMITED,
             vec!["[1002] rate limit"],
         ),
-        // MiniMax: a code no table here knows (sensitive input): still MiniMax's error.
+        // MiniMax: sensitive input, refused by moderation.
         (
             json!({"base_resp": {"status_code": 1026, "status_msg": "input new_sensitive"}}),
-            codes::PROVIDER_HTTP_STATUS,
+            codes::PROVIDER_CONTENT_FILTERED,
             vec!["[1026] input new_sensitive"],
+        ),
+        // MiniMax: a code no table here knows (invalid params): still MiniMax's error.
+        (
+            json!({"base_resp": {"status_code": 2013, "status_msg": "invalid params"}}),
+            codes::PROVIDER_HTTP_STATUS,
+            vec!["[2013] invalid params"],
         ),
         // Baidu ERNIE: an invalid access token, the day's limit, the QPS limit.
         (
@@ -112,7 +118,9 @@ async fn error_bodies_with_a_200_are_provider_errors_of_their_kind() {
             },
         ])
         .await;
-        let c = client(&server, 2);
+        // No retries: a rate limit sent with a 200 is retried as a 429 is
+        // (tests/provider_retry_bodies.rs); here each body is read once.
+        let c = client(&server, 0);
         let e = c.complete(&request()).await.unwrap_err();
         assert_error(&e, code, &words, &format!("complete {body}"));
         // Streamed: the body labelled JSON, and the body as an event of a stream.
@@ -121,7 +129,6 @@ async fn error_bodies_with_a_200_are_provider_errors_of_their_kind() {
             assert!(events.is_empty(), "{how} {body}: {events:?}");
             assert_error(&e.expect("an error"), code, &words, &format!("stream ({how}) {body}"));
         }
-        // A 200 is an answer: none is retried.
         assert_eq!(server.requests().len(), 3, "{body}");
     }
 }

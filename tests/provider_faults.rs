@@ -9,16 +9,18 @@ mod drain;
 mod mock_server;
 #[path = "support/recordings.rs"]
 mod recordings;
+#[path = "support/request.rs"]
+mod request;
 
 use arkagent::provider::{
-    decode_sse_body, ChatModel, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient,
-    RetryPolicy, Timeouts,
+    decode_sse_body, ChatModel, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient, RetryPolicy,
+    Timeouts,
 };
-use arkagent::{codes, AgentError, ChatMessage, ErrorLayer};
+use arkagent::{codes, AgentError, ErrorLayer};
 use futures_util::StreamExt;
 use mock_server::{End, MockServer, Reply};
+use request::request;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn fast_retry(max_retries: u32) -> RetryPolicy {
@@ -46,10 +48,6 @@ fn client(base_url: &str, retry: RetryPolicy, t: Timeouts) -> OpenAiCompatibleCl
         ClientConfig::custom(base_url, "test-model", "sk-test-key-000").with_retry(retry).with_timeouts(t),
     )
     .expect("client")
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
 }
 
 fn ok_body(text: &str) -> serde_json::Value {

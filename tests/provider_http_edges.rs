@@ -9,13 +9,15 @@
 mod drain;
 #[path = "support/mock_server.rs"]
 mod mock_server;
+#[path = "support/request.rs"]
+mod request;
 
 use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
+    ChatModel, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
 };
-use arkagent::{codes, AgentError, ChatMessage, ErrorLayer};
+use arkagent::{codes, AgentError, ErrorLayer};
 use mock_server::{End, MockServer, Reply};
-use std::sync::Arc;
+use request::request;
 use std::time::Duration;
 
 /// A key of the length of the providers' own (48 bytes, like Moonshot's and Zhipu's).
@@ -35,10 +37,6 @@ fn client(server: &MockServer, idle: Duration) -> OpenAiCompatibleClient {
             .with_timeouts(timeouts),
     )
     .expect("client")
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
 }
 
 /// The events of a streamed answer before its first error, and the error.

@@ -6,15 +6,17 @@
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
+#[path = "support/request.rs"]
+mod request;
 
 use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient, RetryPolicy,
+    ChatModel, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient, RetryPolicy,
 };
-use arkagent::{codes, AgentError, ChatMessage, ErrorLayer, ToolCall, Usage};
+use arkagent::{codes, AgentError, ErrorLayer, ToolCall, Usage};
 use futures_util::StreamExt;
 use mock_server::{MockServer, Reply};
+use request::request;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 fn client(server: &MockServer, max_response_bytes: usize) -> OpenAiCompatibleClient {
     OpenAiCompatibleClient::new(
@@ -23,10 +25,6 @@ fn client(server: &MockServer, max_response_bytes: usize) -> OpenAiCompatibleCli
             .with_max_response_bytes(max_response_bytes),
     )
     .unwrap()
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
 }
 
 /// Every event of a stream, or the error (at the start or as an item).

@@ -9,17 +9,18 @@
 mod mock_server;
 #[path = "support/recordings.rs"]
 mod recordings;
+#[path = "support/request.rs"]
+mod request;
 
 use arkagent::provider::{
-    decode_sse_body, ChatModel, ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy,
-    Timeouts,
+    decode_sse_body, ChatModel, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy, Timeouts,
 };
-use arkagent::{ChatMessage, Usage};
+use arkagent::Usage;
 use futures_util::StreamExt;
 use mock_server::{End, MockServer, Reply};
 use recordings::{sse_body, streaming_entries};
+use request::request;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The usage a recording reports: its last `usage` object, at the top level or in choice 0, read
@@ -60,10 +61,6 @@ fn client(server: &MockServer) -> OpenAiCompatibleClient {
         .with_retry(RetryPolicy::none())
         .with_timeouts(timeouts);
     OpenAiCompatibleClient::new(config).unwrap()
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
 }
 
 /// One recording through the client: streamed in pieces of 1, 7 and 61 bytes (a character or a

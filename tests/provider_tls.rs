@@ -7,10 +7,13 @@
 mod mock_server;
 #[path = "support/recordings.rs"]
 mod recordings;
+#[path = "support/request.rs"]
+mod request;
 
-use arkagent::provider::{ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy};
-use arkagent::{codes, ChatMessage, ErrorLayer};
+use arkagent::provider::{ChatModel, ClientConfig, OpenAiCompatibleClient, RetryPolicy};
+use arkagent::{codes, ErrorLayer};
 use mock_server::{MockServer, Reply};
+use request::request;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -43,10 +46,6 @@ fn pki(alpn: &[&[u8]]) -> TestPki {
             .unwrap();
     server_config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     TestPki { ca_pem: ca_cert.pem(), server_config }
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
 }
 
 fn ok_body() -> serde_json::Value {

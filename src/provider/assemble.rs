@@ -24,7 +24,7 @@
 //! whole payload was read.
 
 use super::chunk_read::{read_chunk, ChunkRecord};
-use super::convert::{normalise_arguments, parse_response, raw_excerpt};
+use super::convert::{error_of_body, normalise_arguments, parse_response, raw_excerpt};
 use super::sse::SseParser;
 use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments};
 use super::{ModelEvent, ModelResponse};
@@ -58,6 +58,9 @@ pub struct StreamAssembler {
     /// sends finish reasons before the end (Gemini's intermediate tool-call chunks through some
     /// gateways, a finish reason after every call), so none of them says the answer is complete.
     data_after_finish: bool,
+    /// The provider's error that ended the stream, when it sent one (see
+    /// [`provider_error`](Self::provider_error)).
+    failure: Option<ProviderErrorDetail>,
 }
 
 impl StreamAssembler {
@@ -83,6 +86,21 @@ impl StreamAssembler {
     /// True once [`finish`](Self::finish) ran.
     pub fn is_finished(&self) -> bool {
         self.finished
+    }
+
+    /// The error the provider sent inside the stream, when a payload was one (its code and form,
+    /// which the error returned for it keeps only as text): the client reads it to retry a rate
+    /// limit or a failure on the provider's side that came before any answer data.
+    pub fn provider_error(&self) -> Option<&ProviderErrorDetail> {
+        self.failure.as_ref()
+    }
+
+    /// The error of the provider's error `detail`, which is kept (see
+    /// [`provider_error`](Self::provider_error)).
+    fn fail(&mut self, detail: ProviderErrorDetail) -> AgentError {
+        let e = stream_error(&detail);
+        self.failure = Some(detail);
+        e
     }
 
     /// The last usage report so far (what [`finish`](Self::finish) will report).
@@ -147,7 +165,9 @@ impl StreamAssembler {
             // The usual payload is read in place; anything else is read below, which decides.
             if let Ok(record) = read_chunk(data) {
                 if record.choice.is_none() && record.usage.is_none() {
-                    top_level_error(data)?;
+                    if let Some(detail) = top_level_error(data) {
+                        return Err(self.fail(detail));
+                    }
                 }
                 self.push_record(record, out);
                 return Ok(false);
@@ -158,7 +178,14 @@ impl StreamAssembler {
                 if let Some(err) = chunk.error {
                     // The whole payload read as an error body: `{"error": true, ...}` has the
                     // error's details beside the flag.
-                    return Err(stream_error(&ProviderErrorDetail::of_body(data).unwrap_or(*err)));
+                    return Err(self.fail(ProviderErrorDetail::of_body(data).unwrap_or(*err)));
+                }
+                if chunk.failed_base_resp {
+                    // MiniMax's failed status, beside choices too (1027: the answer withheld by
+                    // moderation; see `wire::error`): the stream's error, not more of the answer.
+                    if let Some(detail) = ProviderErrorDetail::of_body(data) {
+                        return Err(self.fail(detail));
+                    }
                 }
                 if is_error_event {
                     return Err(AgentError::of(
@@ -167,7 +194,9 @@ impl StreamAssembler {
                     ));
                 }
                 if chunk.choices.is_empty() && chunk.usage.is_none() {
-                    top_level_error(data)?;
+                    if let Some(detail) = top_level_error(data) {
+                        return Err(self.fail(detail));
+                    }
                 }
                 self.push_chunk(chunk, out);
                 Ok(false)
@@ -434,11 +463,8 @@ fn stream_error(err: &ProviderErrorDetail) -> AgentError {
 /// the stream's error, not a chunk that adds nothing (which left a cut answer, or an empty one
 /// before `[DONE]`, and hid the reason). Read only for such payloads (keep-alives, odd chunks),
 /// never for the usual chunk.
-fn top_level_error(data: &str) -> Result<(), AgentError> {
-    match ProviderErrorDetail::of_body(data) {
-        Some(err) => Err(stream_error(&err)),
-        None => Ok(()),
-    }
+fn top_level_error(data: &str) -> Option<ProviderErrorDetail> {
+    ProviderErrorDetail::of_body(data)
 }
 
 /// SSE framing plus assembly: the bytes of a streamed body in, events out.
@@ -458,6 +484,8 @@ pub struct StreamDecoder {
     /// Set once the body is known to be an event stream (an event came, or its first bytes are
     /// those of one): `whole_body` is no longer kept.
     is_event_stream: bool,
+    /// The error body a gateway sent whole (not as an event stream), when the body was one.
+    whole_body_error: Option<ProviderErrorDetail>,
 }
 
 impl StreamDecoder {
@@ -486,6 +514,12 @@ impl StreamDecoder {
     /// See [`StreamAssembler::usage`]: the last usage report so far.
     pub fn usage(&self) -> Option<Usage> {
         self.assembler.usage()
+    }
+
+    /// The provider's error that ended the answer, when it sent one: an error inside the stream
+    /// (see [`StreamAssembler::provider_error`]) or the error body a gateway sent whole.
+    pub fn provider_error(&self) -> Option<&ProviderErrorDetail> {
+        self.whole_body_error.as_ref().or(self.assembler.provider_error())
     }
 
     /// See [`SseParser::pending_event_bytes`]: the buffered bytes of an event still coming.
@@ -551,12 +585,16 @@ impl StreamDecoder {
         }
         if !self.is_event_stream && starts_as_event_stream(&self.whole_body) == Some(false) {
             // Not an event stream: the body a gateway sent whole.
-            let response = parse_response(&self.whole_body).map_err(|mut e| {
-                if e.code == codes::PROVIDER_DECODE {
-                    e.message = format!("the streamed response is not an event stream: {}", e.message);
+            let response = match parse_response(&self.whole_body) {
+                Ok(response) => response,
+                Err(mut e) => {
+                    if e.code == codes::PROVIDER_DECODE {
+                        e.message = format!("the streamed response is not an event stream: {}", e.message);
+                    }
+                    self.whole_body_error = error_of_body(&self.whole_body);
+                    return Err(e);
                 }
-                e
-            })?;
+            };
             out.extend(ModelEvent::for_whole_answer(response));
             self.assembler.finished = true;
             return Ok(());
@@ -791,6 +829,45 @@ mod tests {
                 "{}",
             ] {
                 assert!(!push(p).0.unwrap(), "{p} (in place {in_place})");
+            }
+        }
+    }
+
+    /// MiniMax's failed `base_resp` beside choices (1027: output withheld by moderation) ends the
+    /// stream with its error, in both readings; nothing of that payload is handed out, and the
+    /// provider's error is kept for the client. A `base_resp` of 0, or not an object, is a chunk's.
+    #[test]
+    fn a_failed_base_resp_beside_choices_is_the_streams_error_in_both_readings() {
+        for in_place in [true, false] {
+            let push = |p: &str| {
+                let mut a = StreamAssembler::new();
+                let mut out = Vec::new();
+                let r = if in_place {
+                    a.push_payload(None, p, &mut out)
+                } else {
+                    a.push_payload_derived(None, p, &mut out)
+                };
+                (r, out, a.provider_error().cloned())
+            };
+            let cut = r#"{"choices":[{"index":0,"delta":{"content":"the rest"},"finish_reason":"stop"}],"base_resp":{"status_code":1027,"status_msg":"output new_sensitive"}}"#;
+            let (r, out, detail) = push(cut);
+            let e = r.unwrap_err();
+            assert_eq!(
+                (&*e.code, e.message.as_str()),
+                (codes::PROVIDER_CONTENT_FILTERED, "error in stream: [1027] output new_sensitive"),
+                "in place {in_place}"
+            );
+            assert!(out.is_empty(), "{out:?}");
+            assert_eq!(detail.and_then(|d| d.equivalent_status()), Some(400));
+            for p in [
+                r#"{"choices":[{"delta":{"content":"x"}}],"base_resp":{"status_code":0,"status_msg":""}}"#,
+                r#"{"choices":[{"delta":{"content":"x"}}],"base_resp":"odd"}"#,
+                r#"{"choices":[{"delta":{"content":"x"}}],"base_resp":null}"#,
+            ] {
+                let (r, out, detail) = push(p);
+                assert!(!r.unwrap(), "{p}");
+                assert_eq!(out, [ModelEvent::TextDelta("x".into())], "{p} (in place {in_place})");
+                assert!(detail.is_none());
             }
         }
     }

@@ -7,14 +7,15 @@
 //! [`WireArguments`], [`WireUsage`]; strings are borrowed from the payload when they hold no
 //! escapes), so whatever it reads, the derived parse reads as the same chunk. Everything else makes
 //! it give up ([`read_chunk`] returns an error, whose text is not used): any JSON error, an `error`
-//! that is not `null`, a repeated field (the derived parse rejects it), a struct written as an array
+//! that is not `null`, a `base_resp` that is not an object or whose `status_code` is not 0, a
+//! repeated field (the derived parse rejects it), a struct written as an array
 //! (which the derived parse accepts), `tool_calls`, a call fragment or a `function` of another JSON
 //! type than the usual (which the derived parse reads leniently), a second choice 0, more than [`INLINE_FRAGMENTS`] call
 //! fragments in one choice. The caller then parses the payload the derived way, which decides: the
 //! same chunk, the same errors and the same error texts as before, and the assembler is only changed
 //! once a payload was read whole.
 
-use super::wire::{WireArguments, WireUsage};
+use super::wire::{WireArguments, WireBaseResp, WireUsage};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
@@ -101,6 +102,9 @@ enum Field<'r, 'a> {
     Node(Node<'r, 'a>),
     /// The chunk's `error`: `null`, or the parse gives up (the derived one reports it).
     Error,
+    /// MiniMax's `base_resp`: a status of 0 (or none), or the parse gives up (the derived one
+    /// reports a failed one, and reads one that is not an object as none).
+    BaseResp,
     Skip,
 }
 
@@ -135,6 +139,7 @@ impl<'de, 'r> Visitor<'de> for Node<'r, 'de> {
                 (Node::Chunk(r), "choices") => (1, Field::Node(Node::Choices(r))),
                 (Node::Chunk(r), "usage") => (2, Field::Usage(&mut r.usage)),
                 (Node::Chunk(_), "error") => (4, Field::Error),
+                (Node::Chunk(_), "base_resp") => (8, Field::BaseResp),
                 (Node::Choice(c), "index") => (1, Field::Index(&mut c.index)),
                 (Node::Choice(c), "delta") => (2, Field::Node(Node::Delta(c))),
                 (Node::Choice(c), "finish_reason") => (4, Field::Str(&mut c.finish_reason)),
@@ -161,6 +166,11 @@ impl<'de, 'r> Visitor<'de> for Node<'r, 'de> {
                 Field::Node(node) => map.next_value_seed(NullOr(node))?,
                 Field::Error => {
                     if map.next_value::<Option<IgnoredAny>>()?.is_some() {
+                        return Err(give_up());
+                    }
+                }
+                Field::BaseResp => {
+                    if map.next_value::<Option<WireBaseResp>>()?.is_some_and(|b| b.failed()) {
                         return Err(give_up());
                     }
                 }
@@ -343,6 +353,10 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":null}]}}]}"#,
             r#"{}"#,
+            // MiniMax's status of success (on its last chunk), or none.
+            r#"{"choices":[],"base_resp":{"status_code":0,"status_msg":""}}"#,
+            r#"{"choices":[],"base_resp":{"status_code":"0"}}"#,
+            r#"{"choices":[],"base_resp":null}"#,
         ] {
             let r = fast(payload);
             assert!(r.choice.map_or(0, |c| c.fragment_count) <= 1, "{payload}");
@@ -366,6 +380,10 @@ mod tests {
             // An error in the stream, whatever its place or shape.
             r#"{"error":{"message":"boom"}}"#,
             r#"{"choices":[{"delta":{"content":"x"}}],"error":"boom"}"#,
+            // MiniMax's failed status (beside choices too), or one that is not an object.
+            r#"{"choices":[{"delta":{"content":"x"}}],"base_resp":{"status_code":1027}}"#,
+            r#"{"base_resp":{"status_code":"1002","status_msg":"rate limit"}}"#,
+            r#"{"choices":[],"base_resp":"odd"}"#,
             // Repeated fields (the derived parse rejects them).
             r#"{"choices":[],"choices":[]}"#,
             r#"{"error":null,"error":null}"#,

@@ -3,9 +3,10 @@
 //! OpenAI-compatible chat-completions endpoint.
 //!
 //! Faults: connect errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter
-//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and never once a
-//! response was accepted (a stream that started is never replayed). Whether an error response is
-//! retried is decided in this order:
+//! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and so is an error
+//! body sent with a 2xx that stands for one of them (below); never once a piece of the answer was
+//! handed out (a stream that started is never replayed). Whether an error response is retried is
+//! decided in this order:
 //! 1. an error that lasts (an exhausted quota or balance, a 402, a refused key or locked account
 //!    named by the body's code: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is
 //!    never retried, whatever the headers say: no wait of seconds changes it, and a gateway that
@@ -19,9 +20,26 @@
 //!
 //! The error's code is the one the body's own code names
 //! ([`stable_code`](super::wire::ProviderErrorDetail::stable_code): `provider_auth`,
-//! `provider_rate_limited`, `provider_quota_exhausted`), else the status's (401/403 auth, 402
-//! quota exhausted, 429 rate limited, any other `provider_http_status`); an error body sent with
-//! a 2xx (MiniMax's `base_resp`, Baidu's `error_code`...) is read the same way, and not retried.
+//! `provider_rate_limited`, `provider_quota_exhausted`, `provider_content_filtered`), else the
+//! status's (401/403 auth, 402 quota exhausted, 429 rate limited, any other
+//! `provider_http_status`).
+//!
+//! An error body sent with a 2xx (MiniMax's `base_resp`, Baidu's `error_code`, `{"error": ...}`,
+//! whole or as an event of a stream) is read the same way, and retried as a response with the
+//! status it stands for would be
+//! ([`equivalent_status`](super::wire::ProviderErrorDetail::equivalent_status): a rate limit such
+//! as Qianfan's 336501/18/4 or MiniMax's 1002 as a 429, a failure on the provider's side such as
+//! MiniMax's 1000/1001/1013 as a 5xx; an exhausted quota, a refused key, content refused by
+//! moderation or a code no table knows not), by the same rules, under the 2xx's headers, counted
+//! against the same retry limit as the statuses' retries, with the same waits, log line and
+//! cancellation. Any other failure of a 2xx answer (a timeout, a broken or undecodable body) is
+//! not retried. A streamed answer is read ahead until its first piece (text, reasoning, a tool
+//! call, or its end; a usage report is held back with it): an error before it may be retried, as
+//! nothing was handed out; once the first piece is handed out, an error ends the stream as an item
+//! and is never retried (the caller would get the answer twice). Events of the read that brought
+//! an error are dropped with it, so a piece that came in the same read is never handed out
+//! either. [`complete`](ChatModel::complete) hands out nothing before the end, so a stream
+//! answering it is retried on such an error wherever it comes.
 //!
 //! The wait before a retry is what the server asks for: `retry-after-ms` (milliseconds, not a
 //! standard header; the SDKs prefer it to `Retry-After`, which only has whole seconds in its
@@ -47,9 +65,9 @@
 //! The API key is only ever put in the `Authorization` header (marked sensitive); it is scrubbed
 //! from every error message as a last guard.
 
-use super::assemble::{decode_sse_body, starts_as_event_stream, StreamDecoder};
+use super::assemble::{starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
-use super::convert::{parse_response, raw_excerpt, raw_excerpt_of_prefix};
+use super::convert::{error_of_body, parse_response, raw_excerpt, raw_excerpt_of_prefix};
 use super::wire::ProviderErrorDetail;
 use super::{tls, ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
 use crate::error::{codes, AgentError};
@@ -152,58 +170,62 @@ impl OpenAiCompatibleClient {
             .map_err(|e| AgentError::of(codes::CONFIG_INVALID, format!("request cannot be serialised: {e}")))
     }
 
-    /// Sends with retries until a 2xx response head arrives.
+    /// Sends with retries until a 2xx response head arrives. `retries` counts the retries of
+    /// the whole call (a 2xx error body retried by the caller counts too).
     async fn send(
         &self,
         body: bytes::Bytes,
         stream: bool,
         deadline: Instant,
+        retries: &mut u32,
     ) -> Result<reqwest::Response, AgentError> {
-        let policy = self.config.retry;
-        let mut retries = 0u32;
         loop {
-            let (error, retry_after) = match self.send_once(body.clone(), stream, deadline).await {
+            let (error, wait) = match self.send_once(body.clone(), stream, deadline).await {
                 Ok(resp) if resp.status().is_success() => return Ok(resp),
                 Ok(resp) => {
                     let status = resp.status();
                     let advice = RetryAdvice::of(resp.headers());
                     let (error, lasting) = self.status_error(resp, deadline).await;
-                    match advice.should_retry {
-                        Some(false) if is_retried_status(status) => {
-                            return Err(with_note(
-                                error,
-                                "not retried: the server said x-should-retry: false",
-                            ))
-                        }
-                        Some(false) => return Err(error),
-                        None if !is_retried_status(status) => return Err(error),
-                        Some(true) | None => {}
-                    }
-                    if lasting {
-                        return Err(with_note(error, "not retried: it lasts until the account is seen to"));
-                    }
-                    (error, advice.wait)
+                    retry_verdict(error, is_retried_status(status), lasting, advice)?
                 }
                 Err(AttemptError { error, retryable: false }) => return Err(error),
                 Err(AttemptError { error, retryable: true }) => (error, None),
             };
-            if retries >= policy.max_retries {
-                return Err(with_attempts(error, retries));
-            }
-            let wait = match retry_after {
-                Some((d, header)) if d > policy.max_retry_after => {
-                    return Err(with_note(error, &format!("{header} {d:?} exceeds the limit; not retried")))
-                }
-                Some((d, _)) => d,
-                None => policy.backoff(retries),
-            };
-            if Instant::now().checked_add(wait).is_none_or(|at| at >= deadline) {
-                return Err(with_note(error, "no time left before the total timeout to retry"));
-            }
-            log::info!("provider: {} - retry {} in {wait:?}", error, retries + 1);
-            tokio::time::sleep(wait).await;
-            retries += 1;
+            self.wait_to_retry(error, wait, retries, deadline).await?;
         }
+    }
+
+    /// Waits before retry number `*retries + 1` and counts it, or returns the error when the
+    /// policy allows no further attempt: the retry limit is reached, the wait the server asked
+    /// for is over [`RetryPolicy::max_retry_after`](super::config::RetryPolicy::max_retry_after),
+    /// or the wait would end past the total timeout. `wait` is the server's (and the header that
+    /// asked), else the policy's backoff applies. Dropping the future during the wait cancels
+    /// the call.
+    async fn wait_to_retry(
+        &self,
+        error: AgentError,
+        wait: AskedWait,
+        retries: &mut u32,
+        deadline: Instant,
+    ) -> Result<(), AgentError> {
+        let policy = self.config.retry;
+        if *retries >= policy.max_retries {
+            return Err(with_attempts(error, *retries));
+        }
+        let wait = match wait {
+            Some((d, header)) if d > policy.max_retry_after => {
+                return Err(with_note(error, &format!("{header} {d:?} exceeds the limit; not retried")))
+            }
+            Some((d, _)) => d,
+            None => policy.backoff(*retries),
+        };
+        if Instant::now().checked_add(wait).is_none_or(|at| at >= deadline) {
+            return Err(with_note(error, "no time left before the total timeout to retry"));
+        }
+        log::info!("provider: {} - retry {} in {wait:?}", error, *retries + 1);
+        tokio::time::sleep(wait).await;
+        *retries += 1;
+        Ok(())
     }
 
     async fn send_once(
@@ -306,28 +328,27 @@ impl OpenAiCompatibleClient {
     /// any other body whole. A body that ended before its first bytes told is whole too.
     ///
     /// # Errors
-    /// The timeout, broken body and size errors of reading it, or of decoding its first bytes as
-    /// an event stream (the key redacted).
-    async fn read_answer(
-        &self,
-        mut resp: reqwest::Response,
-        deadline: Instant,
-    ) -> Result<Answer, AgentError> {
+    /// The timeout, broken body and size errors of reading it, or the error of decoding its first
+    /// bytes as an event stream (with the provider's error, when an event was one); the key
+    /// redacted.
+    async fn read_answer(&self, mut resp: reqwest::Response, deadline: Instant) -> Result<Answer, Failed> {
         let key = self.config.api_key.expose();
         let (limit, idle) = (self.config.max_response_bytes, self.config.timeouts.idle);
         let mut bytes = Vec::new();
         let tells = |b: &[u8]| starts_as_event_stream(b).is_some();
         let ended = read_into(&mut resp, &mut bytes, limit, idle, deadline, tells)
             .await
-            .map_err(|e| redact_error(e, key))?;
+            .map_err(|e| Failed::bare(redact_error(e, key)))?;
         if ended {
             return Ok(Answer::Whole(bytes));
         }
         if starts_as_event_stream(&bytes) == Some(true) {
             let mut state = StreamState::new(resp, deadline, self.config.clone());
             state.received = bytes.len();
-            let finished =
-                state.decoder.feed(&bytes, &mut state.scratch).map_err(|e| redact_error(e, key))?;
+            let finished = state.decoder.feed(&bytes, &mut state.scratch).map_err(|e| Failed {
+                error: redact_error(e, key),
+                detail: state.decoder.provider_error().cloned(),
+            })?;
             state.pending.extend(state.scratch.drain(..));
             if finished {
                 state.resp = None;
@@ -336,7 +357,7 @@ impl OpenAiCompatibleClient {
         }
         read_into(&mut resp, &mut bytes, limit, idle, deadline, |_| false)
             .await
-            .map_err(|e| redact_error(e, key))?;
+            .map_err(|e| Failed::bare(redact_error(e, key)))?;
         Ok(Answer::Whole(bytes))
     }
 
@@ -439,6 +460,9 @@ pub fn is_retried_status(status: reqwest::StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error()
 }
 
+/// The wait a server asked for before a retry and the header that asked, if it asked.
+type AskedWait = Option<(Duration, &'static str)>;
+
 /// What an error response's headers say about retrying it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct RetryAdvice {
@@ -447,7 +471,7 @@ struct RetryAdvice {
     should_retry: Option<bool>,
     /// The wait the server asks for and the header that asked: `retry-after-ms` when it holds a
     /// number of milliseconds (finite, not negative), else `Retry-After`.
-    wait: Option<(Duration, &'static str)>,
+    wait: AskedWait,
 }
 
 impl RetryAdvice {
@@ -595,70 +619,237 @@ async fn read_into(
     }
 }
 
-#[async_trait]
-impl ChatModel for OpenAiCompatibleClient {
-    async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
-        let deadline = Instant::now() + self.config.timeouts.total;
-        let body = self.body(request, false)?;
-        let resp = self.send(body, false, deadline).await?;
+impl OpenAiCompatibleClient {
+    /// The answer of a 2xx response to a non-streamed request, or its error with the provider's
+    /// error body when it was one (for [`body_retry_verdict`]).
+    async fn answer(&self, resp: reqwest::Response, deadline: Instant) -> Result<ModelResponse, Failed> {
+        let key = self.config.api_key.expose();
         let bytes = match self.read_answer(resp, deadline).await? {
             Answer::Whole(bytes) => bytes,
             Answer::Stream(state) => {
                 // A gateway that streams whatever `stream` says, still streaming: the answer the
                 // stream holds, read as a stream is (the limit after the finish reason too).
                 log::debug!("provider: a non-streamed request is answered with an event stream");
-                let mut events = std::pin::pin!(futures_util::stream::unfold(*state, StreamState::next));
-                while let Some(event) = futures_util::StreamExt::next(&mut events).await {
-                    if let ModelEvent::Finished(response) = event? {
-                        return Ok(response);
+                let mut state = *state;
+                loop {
+                    match state.next().await {
+                        Some((Ok(ModelEvent::Finished(response)), _)) => return Ok(response),
+                        Some((Ok(_), next)) => state = next,
+                        Some((Err(error), state)) => {
+                            return Err(Failed { error, detail: state.decoder.provider_error().cloned() })
+                        }
+                        None => {
+                            return Err(Failed::bare(AgentError::of(
+                                codes::PROVIDER_STREAM_INTERRUPTED,
+                                "the event stream ended without finishing",
+                            )))
+                        }
                     }
                 }
-                return Err(AgentError::of(
-                    codes::PROVIDER_STREAM_INTERRUPTED,
-                    "the event stream ended without finishing",
-                ));
             }
         };
         if starts_as_event_stream(&bytes) == Some(true) {
             // A gateway that streams whatever `stream` says: the answer the stream holds.
             log::debug!("provider: a non-streamed request was answered with an event stream");
-            let events =
-                decode_sse_body(&bytes).map_err(|e| redact_error(e, self.config.api_key.expose()))?;
-            if let Some(ModelEvent::Finished(response)) = events.into_iter().last() {
-                return Ok(response);
+            let (events, decoder) = decode_whole_stream(&bytes);
+            match events {
+                Ok(events) => {
+                    if let Some(ModelEvent::Finished(response)) = events.into_iter().last() {
+                        return Ok(response);
+                    }
+                }
+                Err(e) => {
+                    let detail = decoder.provider_error().cloned();
+                    return Err(Failed { error: redact_error(e, key), detail });
+                }
             }
         }
-        parse_response(&bytes).map_err(|e| redact_error(e, self.config.api_key.expose()))
+        parse_response(&bytes)
+            .map_err(|e| Failed { error: redact_error(e, key), detail: error_of_body(&bytes) })
+    }
+
+    /// The events of a 2xx response to a streamed request, once the first piece of the answer
+    /// came (text, reasoning, a call, or the end): until then nothing is handed out, so an error
+    /// the provider sends before it may be retried. A usage report before it is held back with
+    /// it. An error after it is a stream item, never retried (the caller has part of the answer).
+    async fn open_stream(&self, resp: reqwest::Response, deadline: Instant) -> Opened {
+        if !is_json(resp.headers()) {
+            return Opened::first_piece(StreamState::new(resp, deadline, self.config.clone())).await;
+        }
+        // A gateway that ignores `stream: true` (a whole `chat.completion`), or an error body
+        // sent with a 200: read as a non-streamed answer, under the same limits. Its errors are
+        // those of the call, not stream items.
+        log::debug!("provider: a streamed request was answered with a JSON body");
+        let key = self.config.api_key.expose();
+        let bytes = match self.read_answer(resp, deadline).await {
+            Err(failed) => return Opened::Failed(failed, None),
+            Ok(Answer::Stream(state)) => {
+                // An event stream mislabelled as JSON (some proxies), still coming.
+                return Opened::first_piece(*state).await;
+            }
+            Ok(Answer::Whole(bytes)) => bytes,
+        };
+        if starts_as_event_stream(&bytes) == Some(true) {
+            // An event stream mislabelled as JSON that ended in its first read: decoded as one.
+            let (events, decoder) = decode_whole_stream(&bytes);
+            return match events {
+                Ok(events) => Opened::Ready(Box::pin(futures_util::stream::iter(events.into_iter().map(Ok)))),
+                Err(e) => Opened::Failed(
+                    Failed { error: redact_error(e, key), detail: decoder.provider_error().cloned() },
+                    None,
+                ),
+            };
+        }
+        match parse_response(&bytes) {
+            Ok(response) => {
+                let events = ModelEvent::for_whole_answer(response).into_iter().map(Ok);
+                Opened::Ready(Box::pin(futures_util::stream::iter(events)))
+            }
+            Err(e) => {
+                Opened::Failed(Failed { error: redact_error(e, key), detail: error_of_body(&bytes) }, None)
+            }
+        }
+    }
+}
+
+/// The error of an answer that came with a 2xx, and the provider's error body it is made of,
+/// when it is one (what [`body_retry_verdict`] decides on).
+struct Failed {
+    error: AgentError,
+    detail: Option<ProviderErrorDetail>,
+}
+
+impl Failed {
+    /// An error that is not the provider's error body (a timeout, a broken or oversized body).
+    fn bare(error: AgentError) -> Failed {
+        Failed { error, detail: None }
+    }
+}
+
+/// A streamed answer as [`OpenAiCompatibleClient::open_stream`] opened it.
+enum Opened {
+    /// Its events (the first piece of the answer included, or all of them).
+    Ready(ModelEventStream),
+    /// It failed before any piece of the answer came. With the events held back (usage reports),
+    /// it failed as a stream (the error is handed out after them as an item, when not retried);
+    /// with `None`, as a whole body (the error is the call's).
+    Failed(Failed, Option<Vec<ModelEvent>>),
+}
+
+impl Opened {
+    /// Reads `state` until the first piece of the answer or an error.
+    async fn first_piece(mut state: StreamState) -> Opened {
+        let mut held = Vec::new();
+        loop {
+            match state.next().await {
+                None => return Opened::Ready(Box::pin(futures_util::stream::iter(held.into_iter().map(Ok)))),
+                Some((Ok(event), next)) => {
+                    let answer_began = !matches!(event, ModelEvent::Usage(_));
+                    held.push(event);
+                    if answer_began {
+                        let rest = futures_util::stream::unfold(next, StreamState::next);
+                        let events = futures_util::stream::iter(held.into_iter().map(Ok));
+                        return Opened::Ready(Box::pin(futures_util::StreamExt::chain(events, rest)));
+                    }
+                    state = next;
+                }
+                Some((Err(error), state)) => {
+                    let detail = state.decoder.provider_error().cloned();
+                    return Opened::Failed(Failed { error, detail }, Some(held));
+                }
+            }
+        }
+    }
+}
+
+/// Decodes a whole event-stream body, keeping the decoder (for the provider's error).
+fn decode_whole_stream(bytes: &[u8]) -> (Result<Vec<ModelEvent>, AgentError>, StreamDecoder) {
+    let mut decoder = StreamDecoder::new();
+    let mut events = Vec::new();
+    let result = decoder.feed(bytes, &mut events).and_then(|_| decoder.finish(&mut events)).map(|()| events);
+    (result, decoder)
+}
+
+#[async_trait]
+impl ChatModel for OpenAiCompatibleClient {
+    async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        let deadline = Instant::now() + self.config.timeouts.total;
+        let body = self.body(request, false)?;
+        let mut retries = 0;
+        loop {
+            let resp = self.send(body.clone(), false, deadline, &mut retries).await?;
+            let advice = RetryAdvice::of(resp.headers());
+            let failed = match self.answer(resp, deadline).await {
+                Ok(response) => return Ok(response),
+                Err(failed) => failed,
+            };
+            let (error, wait) = body_retry_verdict(failed, advice)?;
+            self.wait_to_retry(error, wait, &mut retries, deadline).await?;
+        }
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
         let deadline = Instant::now() + self.config.timeouts.total;
         let body = self.body(request, true)?;
-        let resp = self.send(body, true, deadline).await?;
-        if is_json(resp.headers()) {
-            // A gateway that ignores `stream: true` (a whole `chat.completion`), or an error body
-            // sent with a 200: read as a non-streamed answer, under the same limits.
-            log::debug!("provider: a streamed request was answered with a JSON body");
-            let key = self.config.api_key.expose();
-            let bytes = match self.read_answer(resp, deadline).await? {
-                Answer::Stream(state) => {
-                    // An event stream mislabelled as JSON (some proxies), still coming.
-                    return Ok(Box::pin(futures_util::stream::unfold(*state, StreamState::next)));
-                }
-                Answer::Whole(bytes) => bytes,
+        let mut retries = 0;
+        loop {
+            let resp = self.send(body.clone(), true, deadline, &mut retries).await?;
+            let advice = RetryAdvice::of(resp.headers());
+            let (failed, held) = match self.open_stream(resp, deadline).await {
+                Opened::Ready(events) => return Ok(events),
+                Opened::Failed(failed, held) => (failed, held),
             };
-            if starts_as_event_stream(&bytes) == Some(true) {
-                // An event stream mislabelled as JSON that ended in its first read: decoded as one.
-                let events = decode_sse_body(&bytes).map_err(|e| redact_error(e, key))?;
-                return Ok(Box::pin(futures_util::stream::iter(events.into_iter().map(Ok))));
-            }
-            let response = parse_response(&bytes).map_err(|e| redact_error(e, key))?;
-            let events = ModelEvent::for_whole_answer(response).into_iter().map(Ok);
-            return Ok(Box::pin(futures_util::stream::iter(events)));
+            let verdict = match body_retry_verdict(failed, advice) {
+                Ok((error, wait)) => self.wait_to_retry(error, wait, &mut retries, deadline).await,
+                Err(error) => Err(error),
+            };
+            let Err(error) = verdict else { continue };
+            // Not retried: the error as it would have come without retries.
+            return match held {
+                None => Err(error),
+                Some(held) => {
+                    let events = held.into_iter().map(Ok).chain(std::iter::once(Err(error)));
+                    Ok(Box::pin(futures_util::stream::iter(events)))
+                }
+            };
         }
-        let state = StreamState::new(resp, deadline, self.config.clone());
-        Ok(Box::pin(futures_util::stream::unfold(state, StreamState::next)))
     }
+}
+
+/// Whether a failed answer is retried, by the rules of the module docs in their order: a
+/// lasting error never, then `x-should-retry`, then the status (`retried_status`). `Ok` with the
+/// wait the server asked for when it is, `Err` with the error to return when not.
+fn retry_verdict(
+    error: AgentError,
+    retried_status: bool,
+    lasting: bool,
+    advice: RetryAdvice,
+) -> Result<(AgentError, AskedWait), AgentError> {
+    match advice.should_retry {
+        Some(false) if retried_status => {
+            return Err(with_note(error, "not retried: the server said x-should-retry: false"))
+        }
+        Some(false) => return Err(error),
+        None if !retried_status => return Err(error),
+        Some(true) | None => {}
+    }
+    if lasting {
+        return Err(with_note(error, "not retried: it lasts until the account is seen to"));
+    }
+    Ok((error, advice.wait))
+}
+
+/// [`retry_verdict`] for the error of an answer sent with a 2xx: only an error body of the
+/// provider's may be retried, as a response with the status it stands for
+/// ([`equivalent_status`](ProviderErrorDetail::equivalent_status)) would be, under the headers
+/// of the 2xx; any other error (a timeout, a broken or undecodable body) is not.
+fn body_retry_verdict(failed: Failed, advice: RetryAdvice) -> Result<(AgentError, AskedWait), AgentError> {
+    let Some(detail) = failed.detail else { return Err(failed.error) };
+    let retried_status = detail
+        .equivalent_status()
+        .and_then(|s| reqwest::StatusCode::from_u16(s).ok())
+        .is_some_and(is_retried_status);
+    retry_verdict(failed.error, retried_status, detail.is_lasting(), advice)
 }
 
 /// A 2xx body as [`OpenAiCompatibleClient::read_answer`] read it.

@@ -416,9 +416,10 @@ impl Timeouts {
 }
 
 /// Retries on connect errors, 408, 409, 429 and 5xx (see
-/// [`is_retried_status`](super::client::is_retried_status)) or as a response's `x-should-retry`
-/// header says, before anything was received (the order of the rules: the
-/// [`client`](super::client) module doc).
+/// [`is_retried_status`](super::client::is_retried_status)), an error body sent with a 2xx that
+/// stands for one of them, or as a response's `x-should-retry` header says, before anything of
+/// the answer was handed out (the order of the rules: the [`client`](super::client) module doc).
+/// One limit for all of them: `max_retries` counts every retry of a call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (0 = no retry).

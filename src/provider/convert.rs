@@ -237,6 +237,14 @@ fn body_error(err: &ProviderErrorDetail) -> AgentError {
     AgentError::of(err.stable_code().unwrap_or(codes::PROVIDER_HTTP_STATUS), err.describe())
 }
 
+/// The provider's error a body [`parse_response`] refused holds, when it holds one (the error
+/// [`parse_response`] returned is made of it): the client reads its code and form to decide on a
+/// retry.
+pub(crate) fn error_of_body(body: &[u8]) -> Option<ProviderErrorDetail> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    std::str::from_utf8(body).ok().and_then(ProviderErrorDetail::of_body)
+}
+
 /// Parses a non-streaming response body.
 ///
 /// # Errors
@@ -266,6 +274,13 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
             ));
         }
     };
+    if wire.base_resp.as_ref().is_some_and(|b| b.failed()) {
+        // MiniMax's failed status beside choices (1027: the answer withheld by moderation): the
+        // body is that error, not an answer (see `wire::error`).
+        if let Some(err) = ProviderErrorDetail::of_body(text) {
+            return Err(body_error(&err));
+        }
+    }
     let Some(choice) = wire.choices.into_iter().next() else {
         if let Some(err) = ProviderErrorDetail::of_body(text) {
             return Err(body_error(&err));
@@ -513,6 +528,26 @@ mod tests {
         let ids: Vec<&str> = r.tool_calls.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["x", "x_1", "call_2"]);
         assert_eq!(r.tool_calls[1].arguments, r#"{"a":2}"#);
+    }
+
+    /// MiniMax's failed `base_resp` beside choices is the error, not the (cut) answer; a `base_resp`
+    /// of 0, or one that is not an object, is an answer's.
+    #[test]
+    fn parse_response_reads_a_failed_base_resp_beside_choices_as_the_error() {
+        let cut = br#"{"choices":[{"finish_reason":"stop","message":{"content":"Here is how to"}}],"base_resp":{"status_code":1027,"status_msg":"output new_sensitive"}}"#;
+        let e = parse_response(cut).unwrap_err();
+        assert_eq!(
+            (e.code.as_ref(), e.message.as_str()),
+            (codes::PROVIDER_CONTENT_FILTERED, "[1027] output new_sensitive")
+        );
+        assert_eq!(error_of_body(cut).and_then(|d| d.equivalent_status()), Some(400));
+        for ok in [
+            r#"{"choices":[{"message":{"content":"fine"}}],"base_resp":{"status_code":0,"status_msg":"success"}}"#,
+            r#"{"choices":[{"message":{"content":"fine"}}],"base_resp":"odd"}"#,
+            r#"{"choices":[{"message":{"content":"fine"}}],"base_resp":{"status_msg":"no code"}}"#,
+        ] {
+            assert_eq!(parse_response(ok.as_bytes()).unwrap().content.as_deref(), Some("fine"), "{ok}");
+        }
     }
 
     #[test]

@@ -3,9 +3,7 @@
 //! usage report, the request, and the answer a stream ended with.
 #![allow(dead_code)]
 
-use arkagent::provider::{ChatRequest, ModelEvent, ModelResponse};
-use arkagent::ChatMessage;
-use std::sync::Arc;
+use arkagent::provider::{ModelEvent, ModelResponse};
 
 /// A chunk with text and one whole tool call (`c1`, `f`, `{}`).
 pub const CALL: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\",\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n";
@@ -17,10 +15,10 @@ pub const USAGE: &str = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"
 /// The end of the stream.
 pub const DONE: &str = "data: [DONE]\n\n";
 
+#[path = "request.rs"]
+mod request;
 /// One user message, no tools.
-pub fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
-}
+pub use request::request;
 
 /// The answer a stream's events end with (fails when they end otherwise).
 pub fn answer(events: &[ModelEvent]) -> &ModelResponse {

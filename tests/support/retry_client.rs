@@ -3,9 +3,7 @@
 //! total; plus the one request and the plain answer those tests use.
 
 use super::mock_server::{MockServer, Reply};
-use arkagent::provider::{ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
-use arkagent::ChatMessage;
-use std::sync::Arc;
+use arkagent::provider::{ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
 use std::time::Duration;
 
 /// The client, retrying at most `max_retries` times, with `key` as its API key.
@@ -30,10 +28,10 @@ pub fn client(server: &MockServer, max_retries: u32, key: &str) -> OpenAiCompati
     .expect("client")
 }
 
+#[path = "request.rs"]
+mod request;
 /// One user message, no tools.
-pub fn request() -> ChatRequest {
-    ChatRequest::new(Arc::from(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()))
-}
+pub use request::request;
 
 /// A whole answer of `text`.
 pub fn ok(text: &str) -> Reply {

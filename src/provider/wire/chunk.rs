@@ -29,6 +29,11 @@ pub struct ChatCompletionChunk<'a> {
     /// details are beside the flag, read by [`ProviderErrorDetail::of_body`]).
     #[serde(default, deserialize_with = "super::error::error_field")]
     pub error: Option<Box<ProviderErrorDetail>>,
+    /// MiniMax's `base_resp` says the request failed (a `status_code` other than 0): the payload
+    /// is the stream's error, choices or not (see [`wire::error`](super::error)). A `base_resp`
+    /// that is not an object says nothing.
+    #[serde(rename = "base_resp", default, deserialize_with = "super::response::failed_base_resp")]
+    pub failed_base_resp: bool,
 }
 
 /// One choice of a chunk.

@@ -7,9 +7,23 @@
 //!   API) `{"error_code", "error_msg"}`, both also sent with an HTTP 200.
 //!
 //! See [`ProviderErrorDetail::of_body`]. [`ProviderErrorDetail::stable_code`] maps the provider's
-//! own code to the crate's stable codes (auth, rate limit, quota exhausted), reading a numeric code
-//! in the table of the form it came in: numbers mean different things to different providers
-//! (1002 is a rate limit to MiniMax and an invalid token to Zhipu).
+//! own code to the crate's stable codes (auth, rate limit, quota exhausted, content filtered),
+//! reading a numeric code in the table of the form it came in: numbers mean different things to
+//! different providers (1002 is a rate limit to MiniMax and an invalid token to Zhipu).
+//! [`ProviderErrorDetail::equivalent_status`] says which HTTP status the error stands for, so an
+//! error body sent with a 2xx is retried (or not) as that status would be.
+//!
+//! MiniMax's `base_resp` beside choices (a decision): MiniMax puts `base_resp` on its answers, 0
+//! for success, and its published table gives every other code as a failure with a remedy (retry
+//! later, check the key, change the input); none says the answer beside it is usable. 1027
+//! ("output new_sensitive") is the output refused by moderation: choices beside it hold at most
+//! what was written before the filter stopped it, and the table's remedy is to change the input
+//! (MiniMax's own CLI reports 1027 as "output withheld by content moderation"). So a non-zero
+//! `status_code` makes the whole body that error, whatever its choices hold: an answer cut by
+//! moderation or by a failure is not one the agent may act on (its text may end mid-sentence, its
+//! tool calls be incomplete). The same holds for a streamed chunk: one with a failed `base_resp`
+//! is the stream's error and its deltas are not handed out (those of earlier chunks were, as they
+//! came; the error ends the stream).
 
 use crate::error::codes;
 use serde::Deserialize;
@@ -68,7 +82,7 @@ fn first_string(map: &serde_json::Map<String, serde_json::Value>, keys: &[&str])
 
 /// Whether a status code (a number, or a number as text) is other than 0, the success of MiniMax's
 /// `base_resp` and of Baidu's `error_code`.
-fn is_failure_code(v: &serde_json::Value) -> bool {
+pub(crate) fn is_failure_code(v: &serde_json::Value) -> bool {
     match v {
         serde_json::Value::Number(n) => n.as_f64().is_some_and(|c| c != 0.0),
         serde_json::Value::String(s) => {
@@ -176,15 +190,37 @@ const RATE_CODES: &[&str] = &[
     "1312",
 ];
 
+/// Provider codes (or types) that name input or output refused by the provider's moderation.
+const CONTENT_CODES: &[&str] = &[
+    // Azure OpenAI: a prompt (or completion) filtered by its content management policy.
+    "content_filter",
+    // DashScope: "Input or output data may contain inappropriate content."
+    "DataInspectionFailed",
+    // Zhipu: the input or the generated content may be unsafe or sensitive.
+    "1301",
+];
+
+/// Provider codes (or types) that name a failure on the provider's side that a later attempt may
+/// not meet, as a 5xx does.
+const SERVER_CODES: &[&str] = &[
+    // OpenAI, inside a stream: "The server had an error while processing your request".
+    "server_error",
+    // Anthropic's type through compatible gateways: the service is overloaded.
+    "overloaded_error",
+    // DashScope: "An internal error has occured, please try again later."
+    "InternalError",
+];
+
 impl ProviderErrorDetail {
     /// The error a JSON body describes, if it describes one:
     /// - `{"error": ...}` (OpenAI and most compatible providers: GLM, Qwen's compatible mode,
     ///   Moonshot, DeepSeek), read as [`ProviderErrorBody`] reads it; `{"error": true, ...}` is the
     ///   error at the top level (its `message`, `msg`, `error_msg`..., `code` or `error_code`,
     ///   `type`), and `{"error": false, ...}` says there is none;
+    /// - MiniMax's `base_resp` whose `status_code` is not 0 (`status_msg` the message; MiniMax
+    ///   sends it with an HTTP 200 too), with or without choices (see the module docs: a failed
+    ///   `base_resp` beside choices is still the error);
     /// - otherwise, for an object with no choices:
-    ///   - MiniMax's `base_resp` whose `status_code` is not 0 (`status_msg` the message; MiniMax
-    ///     sends it with an HTTP 200 too);
     ///   - Baidu's `error_code` other than 0 (`error_msg` the message; ERNIE / Qianfan's older API
     ///     answers an HTTP 200 with it);
     ///   - an object whose `message` (or `msg`) is text and whose `code` or `success` does not say
@@ -206,14 +242,6 @@ impl ProviderErrorDetail {
             Some(serde_json::Value::Bool(true)) => return Some(Self::beside_a_flag(&map)),
             Some(error) => return serde_json::from_value(error).ok(),
         }
-        let has_choices = match map.get("choices") {
-            Some(serde_json::Value::Array(choices)) => !choices.is_empty(),
-            Some(serde_json::Value::Null) | None => false,
-            Some(_) => true,
-        };
-        if has_choices {
-            return None;
-        }
         if let Some(serde_json::Value::Object(base)) = map.get("base_resp") {
             if base.get("status_code").is_some_and(is_failure_code) {
                 return Some(ProviderErrorDetail {
@@ -223,6 +251,14 @@ impl ProviderErrorDetail {
                     ..Default::default()
                 });
             }
+        }
+        let has_choices = match map.get("choices") {
+            Some(serde_json::Value::Array(choices)) => !choices.is_empty(),
+            Some(serde_json::Value::Null) | None => false,
+            Some(_) => true,
+        };
+        if has_choices {
+            return None;
         }
         if map.get("error_code").is_some_and(is_failure_code) {
             return Some(ProviderErrorDetail {
@@ -258,11 +294,19 @@ impl ProviderErrorDetail {
     /// one of these: [`PROVIDER_QUOTA_EXHAUSTED`](codes::PROVIDER_QUOTA_EXHAUSTED) (a used-up
     /// quota, balance or plan limit), [`PROVIDER_AUTH`](codes::PROVIDER_AUTH) (a refused key, an
     /// unusable account), [`PROVIDER_RATE_LIMITED`](codes::PROVIDER_RATE_LIMITED) (a passing
-    /// limit). `None` for any other code: the HTTP status decides then.
+    /// limit), [`PROVIDER_CONTENT_FILTERED`](codes::PROVIDER_CONTENT_FILTERED) (input or output
+    /// refused by moderation). `None` for any other code: the HTTP status decides then.
     ///
-    /// A numeric code is read in the table of its body's [`form`](Self::form): MiniMax
-    /// (platform.minimax.io/docs/api-reference/errorcode: 1002 rate limit, 1039 token limit, 1004
-    /// not authorized, 2049 invalid API key, 1008 insufficient balance), Baidu (17 the day's
+    /// A numeric code is read in the table of its body's [`form`](Self::form): MiniMax (its
+    /// published table, platform.minimax.io/docs/api-reference/errorcode: 1002 rate limit, 1039
+    /// token limit (read as a tokens-per-minute limit, as the English table's "retry later" says;
+    /// the Chinese table says to adjust max_tokens, which a retry does not do, but the retries are
+    /// bounded), 1041 connection limit, 2045 rate growth limit,
+    /// 1004 not authorized, 2049 invalid API key, 1008 insufficient balance, 2056 the Coding
+    /// Plan's usage limit until the next 5-hour window, 1026/1027 input/output "new_sensitive";
+    /// 1000/1001/1013/1024/1033 are failures on its side, see
+    /// [`equivalent_status`](Self::equivalent_status); 2013 invalid params and 1042 too many
+    /// invisible characters are the request's fault and left to the status), Baidu (17 the day's
     /// request limit, 19 the total limit, 4 and 18 the cluster's and the QPS limit, 336501/336502
     /// RPM/TPM, 6/13/14 no permission or failed authentication, 110/111 an invalid or expired
     /// access token), or else Zhipu's and the OpenAI-compatible providers' (see the tables).
@@ -271,9 +315,10 @@ impl ProviderErrorDetail {
         match self.form {
             ErrorBodyForm::MiniMax => {
                 return match code? {
-                    "1008" => Some(codes::PROVIDER_QUOTA_EXHAUSTED),
+                    "1008" | "2056" => Some(codes::PROVIDER_QUOTA_EXHAUSTED),
                     "1004" | "2049" => Some(codes::PROVIDER_AUTH),
-                    "1002" | "1039" => Some(codes::PROVIDER_RATE_LIMITED),
+                    "1002" | "1039" | "1041" | "2045" => Some(codes::PROVIDER_RATE_LIMITED),
+                    "1026" | "1027" => Some(codes::PROVIDER_CONTENT_FILTERED),
                     _ => None,
                 }
             }
@@ -295,8 +340,43 @@ impl ProviderErrorDetail {
             Some(codes::PROVIDER_AUTH)
         } else if any_in(RATE_CODES) {
             Some(codes::PROVIDER_RATE_LIMITED)
+        } else if any_in(CONTENT_CODES) {
+            Some(codes::PROVIDER_CONTENT_FILTERED)
         } else {
             None
+        }
+    }
+
+    /// Whether the provider's code (or type) names a failure on its side that a later attempt may
+    /// not meet: MiniMax 1000 (unknown error), 1001 (request timeout), 1024 (internal error) and
+    /// 1033 (system error), each "retry later" in its table, and 1013 (internal service error in
+    /// its older table, gone from the current one); Baidu 1 (unknown error), 2 (service temporarily unavailable), 336000
+    /// (internal error) and 336100 (try again later); else the table above.
+    fn is_server_side(&self) -> bool {
+        let code = self.code.as_deref().map(str::trim);
+        match self.form {
+            ErrorBodyForm::MiniMax => matches!(code, Some("1000" | "1001" | "1013" | "1024" | "1033")),
+            ErrorBodyForm::Baidu => matches!(code, Some("1" | "2" | "336000" | "336100")),
+            ErrorBodyForm::Standard => {
+                [code, self.kind.as_deref().map(str::trim)].iter().flatten().any(|c| SERVER_CODES.contains(c))
+            }
+        }
+    }
+
+    /// The HTTP status this error stands for, when the provider's code (or type) names one: 401
+    /// a refused key or account, 402 an exhausted quota, 429 a rate limit, 400 content refused by
+    /// moderation, 500 a failure on the provider's side ([`stable_code`](Self::stable_code) and
+    /// the tables of `is_server_side`); `None` for a code these tables do not know. An error body
+    /// sent with a 2xx is retried as a response with this status would be (the client's rules:
+    /// 429 and 5xx are, a lasting error never is); with `None` it is not, as any 4xx.
+    pub fn equivalent_status(&self) -> Option<u16> {
+        match self.stable_code() {
+            Some(codes::PROVIDER_AUTH) => Some(401),
+            Some(codes::PROVIDER_QUOTA_EXHAUSTED) => Some(402),
+            Some(codes::PROVIDER_RATE_LIMITED) => Some(429),
+            Some(codes::PROVIDER_CONTENT_FILTERED) => Some(400),
+            _ if self.is_server_side() => Some(500),
+            _ => None,
         }
     }
 
@@ -439,7 +519,8 @@ mod tests {
             r#"{"base_resp":{"status_code":"0","status_msg":""}}"#,
             r#"{"error_code":0,"error_msg":"","result":"x"}"#,
             r#"{"error":false,"message":"fine","data":{}}"#,
-            r#"{"choices":[{"message":{"content":"x"}}],"base_resp":{"status_code":1002,"status_msg":"m"}}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"base_resp":{"status_code":0,"status_msg":""}}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"error_code":336003,"error_msg":"m"}"#,
         ] {
             assert_eq!(of(t), None, "{t}");
         }
@@ -451,6 +532,7 @@ mod tests {
         let quota = Some(codes::PROVIDER_QUOTA_EXHAUSTED);
         let auth = Some(codes::PROVIDER_AUTH);
         let rate = Some(codes::PROVIDER_RATE_LIMITED);
+        let filtered = Some(codes::PROVIDER_CONTENT_FILTERED);
         for (t, want) in [
             (r#"{"error":{"code":"insufficient_quota","type":"insufficient_quota","message":"m"}}"#, quota),
             (r#"{"error":{"type":"exceeded_current_quota_error","message":"m"}}"#, quota),
@@ -470,13 +552,97 @@ mod tests {
             (r#"{"error":{"code":"1302","message":"m"}}"#, rate),
             (r#"{"base_resp":{"status_code":1002,"status_msg":"rate limit"}}"#, rate),
             (r#"{"error_code":18,"error_msg":"Open api qps request limit reached"}"#, rate),
+            (r#"{"error":{"code":"1301","message":"unsafe"}}"#, filtered),
+            (r#"{"code":"DataInspectionFailed","message":"inappropriate content"}"#, filtered),
+            (r#"{"error":{"code":"content_filter","message":"filtered","status":400}}"#, filtered),
+            (r#"{"base_resp":{"status_code":1026,"status_msg":"input new_sensitive"}}"#, filtered),
             // Codes these tables do not know: the status decides.
-            (r#"{"error":{"code":"1301","message":"unsafe"}}"#, None),
-            (r#"{"base_resp":{"status_code":1026,"status_msg":"sensitive"}}"#, None),
+            (r#"{"base_resp":{"status_code":2013,"status_msg":"invalid params"}}"#, None),
             (r#"{"error_code":336003,"error_msg":"invalid"}"#, None),
             (r#"{"error":{"code":"17","message":"not Baidu's"}}"#, None),
         ] {
             assert_eq!(code(t), want, "{t}");
         }
+    }
+    /// MiniMax's published table (platform.minimax.io/docs/api-reference/errorcode), each code
+    /// of a chat completion with its stable code and the status it stands for (which decides a
+    /// retry of a 200 that carries it).
+    #[test]
+    fn minimax_codes_of_its_published_table() {
+        let quota = Some(codes::PROVIDER_QUOTA_EXHAUSTED);
+        let auth = Some(codes::PROVIDER_AUTH);
+        let rate = Some(codes::PROVIDER_RATE_LIMITED);
+        let filtered = Some(codes::PROVIDER_CONTENT_FILTERED);
+        for (code, want, status) in [
+            (1000, None, Some(500)),
+            (1001, None, Some(500)),
+            (1002, rate, Some(429)),
+            (1004, auth, Some(401)),
+            (1008, quota, Some(402)),
+            (1013, None, Some(500)),
+            (1024, None, Some(500)),
+            (1026, filtered, Some(400)),
+            (1027, filtered, Some(400)),
+            (1033, None, Some(500)),
+            (1039, rate, Some(429)),
+            (1041, rate, Some(429)),
+            (1042, None, None),
+            (2013, None, None),
+            (2045, rate, Some(429)),
+            (2049, auth, Some(401)),
+            (2056, quota, Some(402)),
+        ] {
+            let body = format!(r#"{{"base_resp":{{"status_code":{code},"status_msg":"m"}}}}"#);
+            let d = ProviderErrorDetail::of_body(&body).unwrap();
+            assert_eq!((d.stable_code(), d.equivalent_status()), (want, status), "{code}");
+            // The same number in another form is another provider's code.
+            let standard = ProviderErrorDetail { code: Some(code.to_string()), ..Default::default() };
+            if matches!(code, 1002 | 1004) {
+                assert_eq!(standard.stable_code(), auth, "Zhipu's {code}");
+            } else if status.is_some() {
+                assert_ne!(standard.equivalent_status(), status, "{code} outside MiniMax's form");
+            }
+        }
+    }
+
+    #[test]
+    fn the_status_an_error_body_stands_for() {
+        let status = |t: &str| ProviderErrorDetail::of_body(t).and_then(|d| d.equivalent_status());
+        for (t, want) in [
+            (r#"{"error_code":336501,"error_msg":"Rate limit reached for RPM"}"#, Some(429)),
+            (r#"{"error_code":18,"error_msg":"Open api qps request limit reached"}"#, Some(429)),
+            (r#"{"error_code":4,"error_msg":"Open api request limit reached"}"#, Some(429)),
+            (r#"{"error_code":2,"error_msg":"Service temporarily unavailable"}"#, Some(500)),
+            (r#"{"error_code":336100,"error_msg":"try again later"}"#, Some(500)),
+            (r#"{"error_code":17,"error_msg":"daily request limit reached"}"#, Some(402)),
+            (r#"{"error_code":336003,"error_msg":"invalid"}"#, None),
+            (r#"{"code":336501,"msg":"Rate limit reached for RPM"}"#, Some(429)),
+            (r#"{"error":{"type":"server_error","message":"The server had an error"}}"#, Some(500)),
+            (r#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#, Some(500)),
+            (r#"{"code":"InternalError","message":"try again later"}"#, Some(500)),
+            (r#"{"error":{"code":"insufficient_quota","message":"m"}}"#, Some(402)),
+            (r#"{"error":{"code":"invalid_request_error","message":"m"}}"#, None),
+            (r#"{"error":{"code":"2","message":"not Baidu's"}}"#, None),
+        ] {
+            assert_eq!(status(t), want, "{t}");
+        }
+    }
+
+    /// A failed `base_resp` beside choices is the error (see the module docs): MiniMax's 1027
+    /// with the part of the answer written before moderation withheld the rest.
+    #[test]
+    fn a_failed_base_resp_beside_choices_is_the_error() {
+        let body = r#"{"id":"x","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Here is how to"}}],"base_resp":{"status_code":1027,"status_msg":"output new_sensitive"}}"#;
+        let d = ProviderErrorDetail::of_body(body).unwrap();
+        assert_eq!(d.describe(), "[1027] output new_sensitive");
+        assert_eq!(
+            (d.form, d.stable_code()),
+            (ErrorBodyForm::MiniMax, Some(codes::PROVIDER_CONTENT_FILTERED))
+        );
+        let rate = r#"{"choices":[{"message":{"content":"x"}}],"base_resp":{"status_code":"1002","status_msg":"rate limit"}}"#;
+        assert_eq!(
+            ProviderErrorDetail::of_body(rate).and_then(|d| d.stable_code()),
+            Some(codes::PROVIDER_RATE_LIMITED)
+        );
     }
 }

@@ -18,7 +18,8 @@ pub use request::{
     WireToolCall, WireToolChoice, WireToolChoiceFunction,
 };
 pub use response::{
-    ChatCompletionResponse, ResponseChoice, ResponseFunction, ResponseMessage, ResponseToolCall, WireUsage,
+    ChatCompletionResponse, ResponseChoice, ResponseFunction, ResponseMessage, ResponseToolCall,
+    WireBaseResp, WireUsage,
 };
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};

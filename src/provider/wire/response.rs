@@ -19,6 +19,31 @@ pub struct ChatCompletionResponse<'a> {
     /// Token usage.
     #[serde(default)]
     pub usage: Option<WireUsage>,
+    /// MiniMax's status block (`status_code` 0 on success): one with another code makes the body
+    /// an error, choices or not (see [`ProviderErrorDetail::of_body`](super::ProviderErrorDetail::of_body)).
+    /// Anything but an object is none.
+    #[serde(default, deserialize_with = "object_or_none")]
+    pub base_resp: Option<WireBaseResp>,
+}
+
+/// MiniMax's `base_resp`, only its `status_code` (a number or a number as text).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WireBaseResp {
+    /// 0 on success.
+    #[serde(default)]
+    pub status_code: Option<serde_json::Value>,
+}
+
+impl WireBaseResp {
+    /// Whether `status_code` says the request failed (it is there and other than 0).
+    pub fn failed(&self) -> bool {
+        self.status_code.as_ref().is_some_and(super::error::is_failure_code)
+    }
+}
+
+/// Whether a `base_resp` says the request failed; anything but an object says nothing.
+pub(crate) fn failed_base_resp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(object_or_none::<D, WireBaseResp>(d)?.is_some_and(|b| b.failed()))
 }
 
 /// One choice.
