@@ -61,8 +61,11 @@ pub struct SessionSummary {
     /// same store), not a call of this agent: it is being run or decided elsewhere, so it is not
     /// [`interrupted`](Self::interrupted), and `resume`, `run` or a decision fails with
     /// `session_busy` until it is released (list again later: a holder that was killed releases
-    /// it). Its fields are as that holder last wrote them. Held at either of two looks, before
-    /// and after the session's load; false when the store cannot tell.
+    /// it). Its fields are as that holder last wrote them. Looked at, once the session is
+    /// loaded, for a run that stands part way (`running` or awaiting approval) only: a session
+    /// whose last commit ended its run is never busy (another process changing its metadata, or
+    /// a run there that has not yet written its start, is not seen). False when the store cannot
+    /// tell, and for an unreadable session.
     pub busy: bool,
     /// Messages in its history (system, user, answers, tool results), as [`Agent::state`] reads
     /// it (repaired: an interrupted call counts its `tool_interrupted` result).
@@ -107,6 +110,26 @@ fn resume_would(state: &AgentState) -> (bool, bool) {
         | Phase::ApprovedBatch { .. }
         | Phase::Answered { .. } => (false, true),
     }
+}
+
+/// A session's state as a listing reads it, with when it was last written.
+async fn load_one(store: &dyn StateStore, id: &str) -> (Loaded, Option<u64>) {
+    let loaded = match store.load(id).await {
+        Ok(Some(state)) => Loaded::Read(Box::new(state)),
+        // Deleted between the listing and the load: not listed.
+        Ok(None) => Loaded::Gone,
+        Err(e) => Loaded::Unreadable(e),
+    };
+    match (loaded, store.updated_at_ms(id).await) {
+        (Loaded::Read(_), Err(e)) => (Loaded::Unreadable(e), None),
+        (loaded, updated) => (loaded, updated.ok().flatten()),
+    }
+}
+
+/// Whether the state's run stands part way (running, or awaiting approval): only such a run can
+/// be going on elsewhere now, or have been cut short.
+fn part_way(state: &AgentState) -> bool {
+    matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval)
 }
 
 /// Whether the store says a lease holds the session now; `false` when it cannot tell or the look
@@ -200,25 +223,24 @@ impl Agent {
                 // and ended within the load). Looked at once all loads are done, a run that ended
                 // in between looked cut short.
                 let before = self.session_in_use(&id);
-                // Whether a lease (anyone's: this agent's too) held the session at either look,
-                // before and after the load, as for this agent's calls; unknown (an error, or a
-                // store that cannot tell) is not held.
-                let held_before = lease_held(&**store, &id).await;
-                let loaded = match store.load(&id).await {
-                    Ok(Some(state)) => Loaded::Read(Box::new(state)),
-                    // Deleted between the listing and the load: not listed.
-                    Ok(None) => Loaded::Gone,
-                    Err(e) => Loaded::Unreadable(e),
-                };
-                let (loaded, updated) = match (loaded, store.updated_at_ms(&id).await) {
-                    (Loaded::Read(_), Err(e)) => (Loaded::Unreadable(e), None),
-                    (loaded, updated) => (loaded, updated.ok().flatten()),
-                };
-                let held = held_before || lease_held(&**store, &id).await;
-                let in_use = before.held_until(self.session_in_use(&id));
-                // A lease this agent's call did not take: another agent's or process's. (When this
-                // agent held the session at some moment, the lease is taken for its own.)
-                let busy = held && !in_use;
+                let (mut loaded, mut updated) = load_one(&**store, &id).await;
+                let mut in_use = before.held_until(self.session_in_use(&id));
+                // Whether another agent or process holds the session (a lease this agent's calls
+                // did not take). Only a run that stands part way can be going on elsewhere or
+                // have been cut short, so only such a session's lease is looked at (a file probe
+                // each: most sessions have ended). Unknown (an error, or a store that cannot
+                // tell) is not held.
+                let mut busy = false;
+                if !in_use && matches!(&loaded, Loaded::Read(state) if part_way(state)) {
+                    busy = lease_held(&**store, &id).await;
+                    if !busy {
+                        // Free now: a holder that let go since the load may have moved the run on
+                        // (ended it): what is listed is read after the look.
+                        let again = self.session_in_use(&id);
+                        (loaded, updated) = load_one(&**store, &id).await;
+                        in_use = again.held_until(self.session_in_use(&id));
+                    }
+                }
                 (id, loaded, updated, in_use, busy)
             })
             .buffered(LOADS_AT_ONCE)
