@@ -9,6 +9,9 @@ cargo test --all-targets --locked
 echo "== cargo test --doc (README.md's Rust example compiles as written: ReadmeDoctests in src/lib.rs)"
 cargo test --doc --locked
 
+echo "== cargo doc (the API docs build, every intra-doc link resolves)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
+
 echo "== cargo test --features http2,gzip (the HTTP/2 and gzip client, off by default) of the provider"
 cargo test --features http2,gzip --locked --test provider_tls --test provider_faults --test provider_requests
 

@@ -3,7 +3,7 @@
 //! through `serde_json::Value`).
 //!
 //! `tool_calls` and each fragment's `function` are read leniently, as in a whole answer (see
-//! [`lenient`](super::lenient)): `tool_calls` that is not an array holds no fragment, an entry
+//! `wire::lenient`): `tool_calls` that is not an array holds no fragment, an entry
 //! that is not an object is left out, and a `function` that is not an object is none.
 //!
 //! The rare parts (an error's details, a usage block inside a choice) are boxed: a chunk and a

@@ -2,7 +2,7 @@
 //!
 //! `message.tool_calls` is read as the seed's `ResponseParser` reads it: anything but an array
 //! (`null`, an object, a string...) is no calls, an entry that is not an object is left out, and a
-//! `function` that is not an object is none (see [`lenient`](super::lenient)); the runtime then
+//! `function` that is not an object is none (see `wire::lenient`); the runtime then
 //! leaves out an entry without a `function` (see `convert::parse_response`).
 
 use super::lenient::{object_or_none, objects_or_none};
