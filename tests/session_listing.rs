@@ -696,6 +696,84 @@ mod busy {
         assert_eq!(resume(&agent, "trip").await.unwrap().status(), RunStatus::Completed);
     }
 
+    /// A call of the listing agent's own that takes the session between the listing's load and
+    /// its look at the lease: the lease the look finds is that call's, not another agent's or
+    /// process's, so the session is not busy (nor interrupted: the agent runs it).
+    #[tokio::test]
+    async fn a_lease_this_agent_took_after_the_load_is_not_busy() {
+        let store = Arc::new(SlowLook::default());
+        cut_short(&store.inner, "trip").await;
+        let agent = Arc::new(AgentBuilder::new(Arc::new(Hang), store.clone()).build());
+        let listing = {
+            let agent = agent.clone();
+            tokio::spawn(async move { agent.list_sessions().await })
+        };
+        // The listing loaded `trip` (running, not in use) and is about to look at its lease.
+        store.entered.notified().await;
+        let resumed = {
+            let agent = agent.clone();
+            tokio::spawn(async move { resume(&agent, "trip").await })
+        };
+        for _ in 0..10_000 {
+            if store.inner.lease_held("trip").await.unwrap() == Some(true) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(store.inner.lease_held("trip").await.unwrap(), Some(true), "the resume holds it");
+        store.go.notify_one();
+        let trip = listing.await.unwrap().unwrap().remove(0);
+        assert_eq!(trip.status, Some(RunStatus::Running));
+        assert!(!trip.busy && !trip.interrupted, "this agent's own call holds it: {trip:?}");
+        resumed.abort();
+        assert!(resumed.await.unwrap_err().is_cancelled());
+    }
+
+    /// A `MemoryStore` whose `lease_held` tells the test it was asked and waits for its word
+    /// before it looks.
+    #[derive(Default)]
+    struct SlowLook {
+        inner: MemoryStore,
+        entered: tokio::sync::Notify,
+        go: tokio::sync::Notify,
+    }
+
+    #[async_trait]
+    impl StateStore for SlowLook {
+        async fn load(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+            self.inner.load(session_id).await
+        }
+        async fn load_unrepaired(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+            self.inner.load_unrepaired(session_id).await
+        }
+        async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
+            self.inner.exists(session_id).await
+        }
+        async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
+            self.inner.commit(state, events).await
+        }
+        async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
+            self.inner.save_snapshot(state).await
+        }
+        async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {
+            self.inner.delete(session_id).await
+        }
+        async fn list(&self) -> Result<Vec<String>, AgentError> {
+            self.inner.list().await
+        }
+        async fn updated_at_ms(&self, session_id: &str) -> Result<Option<u64>, AgentError> {
+            self.inner.updated_at_ms(session_id).await
+        }
+        async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
+            self.inner.lease(session_id).await
+        }
+        async fn lease_held(&self, session_id: &str) -> Result<Option<bool>, AgentError> {
+            self.entered.notify_one();
+            self.go.notified().await;
+            self.inner.lease_held(session_id).await
+        }
+    }
+
     /// A store that cannot tell whether a lease is held (an app's own, written before
     /// `lease_held`): nothing is busy, a cut-short run is interrupted as before.
     #[tokio::test]

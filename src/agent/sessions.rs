@@ -233,7 +233,13 @@ impl Agent {
                 let mut busy = false;
                 if !in_use && matches!(&loaded, Loaded::Read(state) if part_way(state)) {
                     busy = lease_held(&**store, &id).await;
-                    if !busy {
+                    if busy {
+                        // A call of this agent that took the session since the load holds the
+                        // lease the look found: its own, not another's (`holds` counts a hold
+                        // before its lease is taken).
+                        in_use = before.held_until(self.session_in_use(&id));
+                        busy = !in_use;
+                    } else {
                         // Free now: a holder that let go since the load may have moved the run on
                         // (ended it): what is listed is read after the look.
                         let again = self.session_in_use(&id);
