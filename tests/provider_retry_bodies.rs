@@ -226,6 +226,44 @@ async fn a_lasting_or_refused_200_error_is_never_retried() {
     assert_eq!(server.requests().len(), 1);
 }
 
+/// Content refused by moderation is never retried, as `provider_content_filtered` says: the same
+/// request meets the same filter, whatever the status it came with or `x-should-retry` says.
+#[tokio::test]
+async fn content_refused_by_moderation_is_never_retried_whatever_the_headers_or_status() {
+    let minimax = json!({"base_resp": {"status_code": 1026, "status_msg": "input new_sensitive"}});
+    let azure = json!({"error": {"code": "content_filter", "message": "filtered by the content policy"}});
+    let cases = [
+        (Reply::json(200, &minimax).with_header("x-should-retry", "true"), "a 200, x-should-retry: true"),
+        (Reply::json(400, &azure).with_header("x-should-retry", "true"), "a 400, x-should-retry: true"),
+        (Reply::json(500, &azure), "a 500"),
+        (Reply::json(503, &minimax), "a 503"),
+    ];
+    for (reply, what) in cases {
+        let server = MockServer::start([reply, ok("never")]).await;
+        let e = client(&server, 3).complete(&request()).await.unwrap_err();
+        assert_error(&e, codes::PROVIDER_CONTENT_FILTERED, &["not retried"], what);
+        assert_eq!(server.requests().len(), 1, "{what}");
+    }
+    // In a stream, before its first piece.
+    let event = json!({"choices": [{"index": 0, "delta": {"content": "cut"}}], "base_resp": {"status_code": 1027, "status_msg": "output new_sensitive"}});
+    let server = MockServer::start([
+        Reply::Full {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), "text/event-stream".into()),
+                ("x-should-retry".into(), "true".into()),
+            ],
+            body: format!("data: {event}\n\n").into_bytes(),
+        },
+        streamed("never"),
+    ])
+    .await;
+    let (events, e) = drain::drain(&client(&server, 3), &request()).await;
+    assert_error(&e.expect("an error"), codes::PROVIDER_CONTENT_FILTERED, &["not retried"], "stream");
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(server.requests().len(), 1);
+}
+
 #[tokio::test]
 async fn a_200_error_obeys_the_retry_headers() {
     let body = json!({"base_resp": {"status_code": 1002, "status_msg": "rate limit"}});

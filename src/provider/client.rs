@@ -11,7 +11,8 @@
 //!    named by the body's code: [`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)) is
 //!    never retried, whatever the headers say: no wait of seconds changes it, and a gateway that
 //!    adds `x-should-retry: true` to every 429 would otherwise spend the retries and the user's
-//!    time on a certain failure;
+//!    time on a certain failure; nor is content refused by the provider's moderation
+//!    (`provider_content_filtered`, whatever the status): the same request meets the same filter;
 //! 2. `x-should-retry: false` is never retried, `x-should-retry: true` is retried whatever the
 //!    status (a 400 included), as the official OpenAI SDKs obey it (`_should_retry` of
 //!    openai-python, `shouldRetry` of openai-node; this client also takes either value in any
@@ -185,8 +186,8 @@ impl OpenAiCompatibleClient {
                 Ok(resp) => {
                     let status = resp.status();
                     let advice = RetryAdvice::of(resp.headers());
-                    let (error, lasting) = self.status_error(resp, deadline).await;
-                    retry_verdict(error, is_retried_status(status), lasting, advice)?
+                    let (error, never) = self.status_error(resp, deadline).await;
+                    retry_verdict(error, is_retried_status(status), never, advice)?
                 }
                 Err(AttemptError { error, retryable: false }) => return Err(error),
                 Err(AttemptError { error, retryable: true }) => (error, None),
@@ -278,9 +279,13 @@ impl OpenAiCompatibleClient {
         }
     }
 
-    /// The error of a response with an error status, and whether its body names a lasting
-    /// condition that a retry cannot change ([`is_lasting`](super::wire::ProviderErrorDetail::is_lasting)).
-    async fn status_error(&self, mut resp: reqwest::Response, deadline: Instant) -> (AgentError, bool) {
+    /// The error of a response with an error status, and why no retry may change it when it
+    /// names such a condition ([`never_retried`]).
+    async fn status_error(
+        &self,
+        mut resp: reqwest::Response,
+        deadline: Instant,
+    ) -> (AgentError, Option<&'static str>) {
         let status = resp.status();
         let by_status = match status.as_u16() {
             401 | 403 => codes::PROVIDER_AUTH,
@@ -313,13 +318,14 @@ impl OpenAiCompatibleClient {
         let code = parsed.as_ref().and_then(ProviderErrorDetail::stable_code).unwrap_or(by_status);
         let lasting = code == codes::PROVIDER_QUOTA_EXHAUSTED
             || parsed.as_ref().is_some_and(ProviderErrorDetail::is_lasting);
+        let never = never_retried(code, lasting);
         let detail = match parsed {
             Some(e) => e.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
             None if whole => format!("raw body: {}", raw_excerpt(&body)),
             None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
         };
-        (AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16()))), lasting)
+        (AgentError::of(code, self.redact(format!("HTTP {}: {detail}{redirect}", status.as_u16()))), never)
     }
 
     /// Reads the body of a 2xx answer under the size limit, the idle timeout and the deadline: a
@@ -816,13 +822,27 @@ impl ChatModel for OpenAiCompatibleClient {
     }
 }
 
-/// Whether a failed answer is retried, by the rules of the module docs in their order: a
-/// lasting error never, then `x-should-retry`, then the status (`retried_status`). `Ok` with the
-/// wait the server asked for when it is, `Err` with the error to return when not.
+/// Why no retry may change an error of stable code `code` (`lasting`: it lasts until the account
+/// is seen to, [`is_lasting`](ProviderErrorDetail::is_lasting)), when none may: the note its
+/// error gets when a status or `x-should-retry` would have had it retried.
+fn never_retried(code: &str, lasting: bool) -> Option<&'static str> {
+    if lasting {
+        Some("not retried: it lasts until the account is seen to")
+    } else if code == codes::PROVIDER_CONTENT_FILTERED {
+        Some("not retried: the provider's moderation refused it, and the same request meets the same filter")
+    } else {
+        None
+    }
+}
+
+/// Whether a failed answer is retried, by the rules of the module docs in their order: an error
+/// no retry may change never (`never`, the note saying why: [`never_retried`]), then
+/// `x-should-retry`, then the status (`retried_status`). `Ok` with the wait the server asked for
+/// when it is, `Err` with the error to return when not.
 fn retry_verdict(
     error: AgentError,
     retried_status: bool,
-    lasting: bool,
+    never: Option<&'static str>,
     advice: RetryAdvice,
 ) -> Result<(AgentError, AskedWait), AgentError> {
     match advice.should_retry {
@@ -833,8 +853,8 @@ fn retry_verdict(
         None if !retried_status => return Err(error),
         Some(true) | None => {}
     }
-    if lasting {
-        return Err(with_note(error, "not retried: it lasts until the account is seen to"));
+    if let Some(why) = never {
+        return Err(with_note(error, why));
     }
     Ok((error, advice.wait))
 }
@@ -849,7 +869,9 @@ fn body_retry_verdict(failed: Failed, advice: RetryAdvice) -> Result<(AgentError
         .equivalent_status()
         .and_then(|s| reqwest::StatusCode::from_u16(s).ok())
         .is_some_and(is_retried_status);
-    retry_verdict(failed.error, retried_status, detail.is_lasting(), advice)
+    let never =
+        never_retried(detail.stable_code().unwrap_or(codes::PROVIDER_HTTP_STATUS), detail.is_lasting());
+    retry_verdict(failed.error, retried_status, never, advice)
 }
 
 /// A 2xx body as [`OpenAiCompatibleClient::read_answer`] read it.
