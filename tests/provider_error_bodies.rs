@@ -57,11 +57,12 @@ fn error_bodies_with_200() -> Vec<(serde_json::Value, &'static str, &'static str
             codes::PROVIDER_CONTENT_FILTERED,
             "[DataInspectionFailed] Input data may contain inappropriate content.",
         ),
-        // A gateway's numeric code at the top level.
+        // A gateway's numeric code at the top level (a status no retry gets past; a 5xx one is
+        // retried: tests/provider_retry_bodies.rs).
         (
-            json!({"code": 500, "message": "upstream error: no available channel", "data": null}),
+            json!({"code": 400, "message": "invalid request: model not found", "data": null}),
             codes::PROVIDER_HTTP_STATUS,
-            "[500] upstream error",
+            "[400] invalid request",
         ),
         // Zhipu's older API: `msg`, not `message`.
         (

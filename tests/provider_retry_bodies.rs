@@ -1,7 +1,7 @@
 //! An error body sent with an HTTP 200 is retried as the status it stands for would be, against
 //! the local mock server (counting the requests it saw): a rate limit (Qianfan/Baidu 336501, 18,
 //! 4; MiniMax 1002) as a 429, a failure on the provider's side (MiniMax 1000/1001/1013, Baidu 2,
-//! OpenAI's `server_error` in a stream) as a 5xx, with the same limit, backoff, `Retry-After`,
+//! OpenAI's `server_error` in a stream) as a 5xx, OpenRouter's `error.code` as the status it is, with the same limit, backoff, `Retry-After`,
 //! `x-should-retry` and cancellation. Streamed, only while nothing of the answer was handed out:
 //! once a piece of it was, an error ends the stream and is never retried (a retry would repeat
 //! it). An exhausted quota, a refused key and content refused by moderation are never retried.
@@ -67,6 +67,13 @@ fn passing_bodies() -> Vec<Value> {
         json!({"base_resp": {"status_code": 1013, "status_msg": "internal service error"}}),
         json!({"error_code": 2, "error_msg": "Service temporarily unavailable"}),
         json!({"error": {"message": "The server had an error while processing your request", "type": "server_error"}}),
+        // OpenRouter: the code is the HTTP status the error stands for, also inside a stream
+        // that began with a 200.
+        json!({"error": {"code": 502, "message": "Provider returned error", "metadata": {"provider_name": "x"}}}),
+        json!({"error": {"code": 429, "message": "Rate limit exceeded"}}),
+        json!({"error": {"code": "503", "message": "No instances available"}}),
+        // A gateway's (one-api's) numeric code at the top level.
+        json!({"code": 500, "message": "upstream error: no available channel", "data": null}),
     ]
 }
 
@@ -205,6 +212,10 @@ async fn a_lasting_or_refused_200_error_is_never_retried() {
             json!({"base_resp": {"status_code": 2013, "status_msg": "invalid params"}}),
             codes::PROVIDER_HTTP_STATUS,
         ),
+        // OpenRouter's codes that are statuses no retry gets past.
+        (json!({"error": {"code": 401, "message": "No auth credentials found"}}), codes::PROVIDER_AUTH),
+        (json!({"error": {"code": 402, "message": "Insufficient credits"}}), codes::PROVIDER_QUOTA_EXHAUSTED),
+        (json!({"error": {"code": 400, "message": "Invalid model"}}), codes::PROVIDER_HTTP_STATUS),
     ];
     for (body, code) in bodies {
         // A retry would find an answer: the error must not be retried into it.

@@ -30,7 +30,8 @@
 //! status it stands for would be
 //! ([`equivalent_status`](super::wire::ProviderErrorDetail::equivalent_status): a rate limit such
 //! as Qianfan's 336501/18/4 or MiniMax's 1002 as a 429, a failure on the provider's side such as
-//! MiniMax's 1000/1001/1013 as a 5xx; an exhausted quota, a refused key, content refused by
+//! MiniMax's 1000/1001/1013 as a 5xx, a code that is an HTTP status (OpenRouter's `error.code`,
+//! a gateway's top-level `code`) as that status; an exhausted quota, a refused key, content refused by
 //! moderation or a code no table knows not), by the same rules, under the 2xx's headers, counted
 //! against the same retry limit as the statuses' retries, with the same waits, log line and
 //! cancellation. Any other failure of a 2xx answer (a timeout, a broken or undecodable body) is

@@ -343,8 +343,28 @@ impl ProviderErrorDetail {
         } else if any_in(CONTENT_CODES) {
             Some(codes::PROVIDER_CONTENT_FILTERED)
         } else {
-            None
+            match self.http_status_code()? {
+                401 | 403 => Some(codes::PROVIDER_AUTH),
+                402 => Some(codes::PROVIDER_QUOTA_EXHAUSTED),
+                429 => Some(codes::PROVIDER_RATE_LIMITED),
+                _ => None,
+            }
         }
+    }
+
+    /// The HTTP status a standard body's code is, when it is one: a code of three digits from
+    /// 400 to 599 that no table above knows (OpenRouter's `error.code`, also in an error it sends
+    /// inside a stream that began with a 200: `{"error": {"code": 502, "message": ...}}`; the
+    /// providers of the tables use codes of other lengths or words).
+    fn http_status_code(&self) -> Option<u16> {
+        if self.form != ErrorBodyForm::Standard {
+            return None;
+        }
+        let code = self.code.as_deref()?.trim();
+        if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        code.parse().ok().filter(|status| (400..600).contains(status))
     }
 
     /// Whether the provider's code (or type) names a failure on its side that a later attempt may
@@ -366,7 +386,8 @@ impl ProviderErrorDetail {
     /// The HTTP status this error stands for, when the provider's code (or type) names one: 401
     /// a refused key or account, 402 an exhausted quota, 429 a rate limit, 400 content refused by
     /// moderation, 500 a failure on the provider's side ([`stable_code`](Self::stable_code) and
-    /// the tables of `is_server_side`); `None` for a code these tables do not know. An error body
+    /// the tables of `is_server_side`), else the status a standard body's code is (OpenRouter's
+    /// 502, 408...); `None` for a code these tables do not know. An error body
     /// sent with a 2xx is retried as a response with this status would be (the client's rules:
     /// 429 and 5xx are, a lasting error never is); with `None` it is not, as any 4xx.
     pub fn equivalent_status(&self) -> Option<u16> {
@@ -376,7 +397,7 @@ impl ProviderErrorDetail {
             Some(codes::PROVIDER_RATE_LIMITED) => Some(429),
             Some(codes::PROVIDER_CONTENT_FILTERED) => Some(400),
             _ if self.is_server_side() => Some(500),
-            _ => None,
+            _ => self.http_status_code(),
         }
     }
 
