@@ -268,18 +268,22 @@ test('the Chats list: most recent first, state in words with its age, Continue o
     entry({ session_id: 'f', status: 'failed', title: 'Order?', last_message: 'Order?', updated_at_ms: null,
       run_error: { layer: 'provider', code: 'provider_auth', message: '401' } }),
     entry({ session_id: 'g', status: 'running', busy: true, title: 'Elsewhere', updated_at_ms: now - 2 * 60_000 }),
+    // Frozen, and another window holds it now (deciding or resuming it): no dialog here.
+    entry({ session_id: 'h', status: 'awaiting_approval', approval_pending: true, busy: true, title: 'Decided elsewhere',
+      updated_at_ms: now - 10 * 60_000 }),
   ]));
   const rows = D.ConversationRow.fromSummaries(summaries, 'a', now);
   assert.deepEqual(rows.map((r) => [r.sessionId, r.title, r.detail, r.canContinue, r.needsApproval, r.damaged, r.current]), [
     ['c', 'Wipe it', 'waiting for your approval · just now', false, true, false, false],
     ['g', 'Elsewhere', 'in use by another window · 2 min ago', false, false, false, false],
     ['a', 'Where is order 20261010?', 'answered · 5 min ago', false, false, false, true],
+    ['h', 'Decided elsewhere', 'in use by another window · 10 min ago', false, false, false, false],
     ['b', 'Clear the cache', 'interrupted: tap Continue · 3 h ago', true, false, false, false],
     ['d', 'd', 'unreadable (state_corrupt) · 2 d ago', false, false, true, false],
     ['e', 'e', 'new', false, false, false, false],
     ['f', 'Order?', 'failed (provider_auth)', false, false, false, false],
   ]);
-  assert.deepEqual(rows.map((r) => r.preview), ['', '', '', '', '', '', 'Order?']);
+  assert.deepEqual(rows.map((r) => r.preview), ['', '', '', '', '', '', '', 'Order?']);
   assert.equal(D.ConversationRow.find(rows, 'b').canContinue, true);
   assert.equal(D.ConversationRow.find(rows, 'zz'), undefined);
   assert.notEqual(rows[0].key(), D.ConversationRow.fromSummaries(summaries, 'c', now)[0].key(), 'a new current redraws');
