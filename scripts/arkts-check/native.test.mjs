@@ -538,4 +538,15 @@ test('the fake native Agent lists sessions and definitions in the real module\'s
       riskLevel: 'dangerous', idempotent: true, timeoutMs: 1500 }, () => ({ contents: [] }));
   }
   assert.deepEqual(JSON.parse(fake.definitionsJson()), JSON.parse(real.definitionsJson()));
+  // Both refuse an includeWorkers that is not a boolean, alike.
+  const refusal = async (agent) => {
+    try {
+      await agent.listSessionsJson('yes');
+    } catch (e) {
+      return [e.code, e.layer];
+    }
+    return 'listed';
+  };
+  assert.deepEqual(await refusal(fake), await refusal(real));
+  assert.deepEqual(await refusal(real), ['argument_invalid', 'config']);
 });

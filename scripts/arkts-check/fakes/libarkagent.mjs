@@ -127,10 +127,14 @@ export class Agent {
 
   /**
    * As the native listing: `sessions` as JSON text, without the workers whose parent is listed
-   * unless includeWorkers is true. An `answers.listSessionsJson` set (text, or an Error to reject
+   * unless includeWorkers is true; an includeWorkers that is not a boolean (nor absent) is
+   * refused with argument_invalid, as the native one does. An `answers.listSessionsJson` set (text, or an Error to reject
    * with) is answered instead.
    */
   listSessionsJson(includeWorkers) {
+    if (includeWorkers !== undefined && includeWorkers !== null && typeof includeWorkers !== 'boolean') {
+      return Promise.reject(codedError('argument_invalid', 'config', 'includeWorkers must be a boolean'));
+    }
     if ('listSessionsJson' in this.answers) {
       return this.#answer('listSessionsJson', includeWorkers);
     }
