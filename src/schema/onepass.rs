@@ -78,6 +78,28 @@ fn put(slot: &mut Value, value: Value) {
     std::mem::forget(old);
 }
 
+/// Writes a finished array into its slot (which holds `Null`): the tag, then the vector's own
+/// three words. `put(slot, Value::Array(items))` compiled to a copy of the enum's bytes 1..32
+/// through a temporary, whose unaligned 16-byte load stalled on the stores just made to it.
+#[inline]
+fn put_array(slot: &mut Value, items: Vec<Value>) {
+    put(slot, Value::Array(Vec::new()));
+    if let Value::Array(empty) = slot {
+        *empty = items;
+    }
+}
+
+/// [`put_array`] for an object.
+#[inline]
+fn put_object(slot: &mut Value, map: Map<String, Value>) {
+    put(slot, Value::Object(Map::new()));
+    if let Value::Object(empty) = slot {
+        // The empty map owns nothing: not dropped (the compiler did not see that and called the
+        // map's drop).
+        std::mem::forget(std::mem::replace(empty, map));
+    }
+}
+
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         let mut items = std::mem::take(&mut self.items);
@@ -530,7 +552,7 @@ impl<'a> Parser<'a> {
         }
         self.depth -= 1;
         let Some(node) = node else {
-            put(dest, Value::Object(out));
+            put_object(dest, out);
             return Ok(());
         };
         if !self.sink.done() && !node.required.is_empty() {
@@ -539,7 +561,7 @@ impl<'a> Parser<'a> {
                 _ => check_required(node, &out, path, &mut self.sink),
             }
         }
-        put(dest, Value::Object(out));
+        put_object(dest, out);
         if node.value_checks && !self.sink.done() {
             check_value(node, dest, path, &mut self.sink);
         }
@@ -562,8 +584,10 @@ impl<'a> Parser<'a> {
                 // The item is parsed into its slot on the stack. (Parsing it into a local pushed
                 // afterwards made the small benchmark object 1-2 % faster but our parse of the
                 // large one 15-20 % slower, in alternated runs.)
-                self.items.push(Value::Null);
-                let last = self.items.len() - 1;
+                // The placeholder is written straight into the stack's buffer (`push` built it
+                // aside and copied it in, reading back its one-byte store: a stall).
+                let last = self.items.len();
+                self.items.resize_with(last + 1, || Value::Null);
                 // The slot holds `Null`: not read back (`take` stalled on the store just made).
                 let mut item = Value::Null;
                 self.value(s, &item_path, &mut item)?;
@@ -585,13 +609,13 @@ impl<'a> Parser<'a> {
         // item through the stack in pieces, which stalled on reading them back).
         let out = self.items.split_off(base);
         let Some(node) = node else {
-            put(dest, Value::Array(out));
+            put_array(dest, out);
             return Ok(());
         };
         if !self.sink.done() && (node.min_items.is_some() || node.max_items.is_some() || node.unique_items) {
             check_array(node, &out, path, &mut self.sink);
         }
-        put(dest, Value::Array(out));
+        put_array(dest, out);
         if node.value_checks && !self.sink.done() {
             check_value(node, dest, path, &mut self.sink);
         }
