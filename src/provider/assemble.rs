@@ -798,17 +798,27 @@ mod tests {
         assert!(e.message.contains("invalid type: map, expected a sequence"), "{e}");
     }
 
+    /// One payload pushed into a new assembler, read in place or the derived way: what the push
+    /// answered, the events it handed out, and the provider's error it kept.
+    fn push_one(
+        in_place: bool,
+        p: &str,
+    ) -> (Result<bool, AgentError>, Vec<ModelEvent>, Option<ProviderErrorDetail>) {
+        let mut a = StreamAssembler::new();
+        let mut out = Vec::new();
+        let r = if in_place {
+            a.push_payload(None, p, &mut out)
+        } else {
+            a.push_payload_derived(None, p, &mut out)
+        };
+        (r, out, a.provider_error().cloned())
+    }
+
     #[test]
     fn a_top_level_error_payload_is_an_error_in_both_readings() {
         for in_place in [true, false] {
             let push = |p: &str| {
-                let mut a = StreamAssembler::new();
-                let mut out = Vec::new();
-                let r = if in_place {
-                    a.push_payload(None, p, &mut out)
-                } else {
-                    a.push_payload_derived(None, p, &mut out)
-                };
+                let (r, out, _) = push_one(in_place, p);
                 (r, out)
             };
             for (p, want) in [
@@ -839,16 +849,7 @@ mod tests {
     #[test]
     fn a_failed_base_resp_beside_choices_is_the_streams_error_in_both_readings() {
         for in_place in [true, false] {
-            let push = |p: &str| {
-                let mut a = StreamAssembler::new();
-                let mut out = Vec::new();
-                let r = if in_place {
-                    a.push_payload(None, p, &mut out)
-                } else {
-                    a.push_payload_derived(None, p, &mut out)
-                };
-                (r, out, a.provider_error().cloned())
-            };
+            let push = |p: &str| push_one(in_place, p);
             let cut = r#"{"choices":[{"index":0,"delta":{"content":"the rest"},"finish_reason":"stop"}],"base_resp":{"status_code":1027,"status_msg":"output new_sensitive"}}"#;
             let (r, out, detail) = push(cut);
             let e = r.unwrap_err();

@@ -3,8 +3,8 @@
 //! total; plus the one request and the plain answer those tests use.
 
 use super::mock_server::{MockServer, Reply};
-use arkagent::provider::{ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
-use std::time::Duration;
+use arkagent::provider::{ChatModel, ClientConfig, OpenAiCompatibleClient, RetryPolicy, Timeouts};
+use std::time::{Duration, Instant};
 
 /// The client, retrying at most `max_retries` times, with `key` as its API key.
 pub fn client(server: &MockServer, max_retries: u32, key: &str) -> OpenAiCompatibleClient {
@@ -36,4 +36,17 @@ pub use request::request;
 /// A whole answer of `text`.
 pub fn ok(text: &str) -> Reply {
     Reply::json(200, &serde_json::json!({"choices":[{"message":{"content":text},"finish_reason":"stop"}]}))
+}
+
+/// Completes [`request`] on `c`, which must answer `text` once the server's `Retry-After: 1` was
+/// waited for (at least 950 ms).
+#[allow(dead_code)] // not every test binary that includes this file uses it
+pub async fn completes_after_retry_after_1(c: &OpenAiCompatibleClient, text: &str) {
+    let t0 = Instant::now();
+    assert_eq!(c.complete(&request()).await.unwrap().content.as_deref(), Some(text));
+    assert!(
+        t0.elapsed() >= Duration::from_millis(950),
+        "Retry-After: 1 was not honoured: {:?}",
+        t0.elapsed()
+    );
 }
