@@ -304,6 +304,8 @@ async fn list_conversations(agent: &Agent, o: &Options) -> Result<(), AgentError
     for s in sessions {
         let what = match (&s.error, s.status) {
             (Some(e), _) => format!("unreadable ({})", e.code),
+            // Another process holds it (runs or decides it): --resume would be session_busy.
+            _ if s.busy => "busy: in use by another process".into(),
             _ if s.approval_pending => "awaiting approval: --resume to decide".into(),
             _ if s.interrupted => "interrupted: --resume to continue".into(),
             (None, Some(status)) => format!("{status:?}"),

@@ -24,6 +24,15 @@ rm -rf "$demo_dir"
 for expected in "query_order → {" "tool_not_found" "tool_argument_type_mismatch" "需要确认" "已清空" "run finished: Completed"; do
   grep -qF -- "$expected" <<<"$demo_out" || { echo "demo output lacks: $expected" >&2; echo "$demo_out" >&2; exit 1; }
 done
+# --list: a session left pending waits for approval; while another process holds its lease (flock
+# on the FileStore's lock file, as a running assistant does), it is busy, not "--resume to decide".
+demo_dir="$(mktemp -d)"
+"$target_dir/debug/examples/assistant" --later --state-dir "$demo_dir" </dev/null >/dev/null
+list_free="$("$target_dir/debug/examples/assistant" --list --state-dir "$demo_dir")"
+list_held="$(flock -x "$demo_dir/..locks/demo" "$target_dir/debug/examples/assistant" --list --state-dir "$demo_dir")"
+rm -rf "$demo_dir"
+grep -qF "awaiting approval: --resume to decide" <<<"$list_free" || { echo "demo --list: $list_free" >&2; exit 1; }
+grep -qF "busy: in use by another process" <<<"$list_held" || { echo "demo --list (held): $list_held" >&2; exit 1; }
 echo "demo: ok"
 
 echo "== cargo check --features napi,napi-ohos/arkvm-test (HarmonyOS-only branches of napi-ohos)"
