@@ -516,7 +516,8 @@ export declare class Agent {
    * kill or a crash, and neither this Agent nor anyone else is running it: resume() continues it);
    * busy (another Agent or process on the same stateDir holds the session now, e.g. runs it: not
    * interrupted, and resume() rejects with session_busy until it lets go; a killed process lets go
-   * at once); message_count;
+   * at once; looked at only for a run that stands part way, running or awaiting approval: a session
+   * whose run ended is never busy); message_count;
    * updated_at_ms (last write, ms since the epoch, or null); title (the first user message on one
    * line, at most 60 characters, or null); last_message (the last user message or answer text, cut
    * the same way, or null: a chat list's preview line); run_error (null, or {layer, code, message}
