@@ -211,7 +211,8 @@ error_codes! {
     // --- cancellation
     /// The call was cancelled before or while it ran.
     TOOL_CANCELLED = "tool_cancelled" => Cancelled;
-    /// The run was cancelled.
+    /// The run was cancelled. Not returned at present: a cancelled run ends with status
+    /// `cancelled` and no error (a cancelled call is `tool_cancelled`).
     RUN_CANCELLED = "run_cancelled" => Cancelled;
 
     // --- runtime
@@ -241,7 +242,8 @@ error_codes! {
     NO_PENDING_APPROVAL = "no_pending_approval" => Runtime;
     /// Resume was asked while decisions are still pending.
     APPROVAL_PENDING = "approval_pending" => Runtime;
-    /// A run was started while another is active on the same session.
+    /// A run was started while another is active on the same session. Not returned at present:
+    /// that run, resume or decision fails with `session_busy`.
     RUN_IN_PROGRESS = "run_in_progress" => Runtime;
     /// The sub-agent depth limit was reached.
     DELEGATION_DEPTH_EXCEEDED = "delegation_depth_exceeded" => Runtime;
@@ -256,7 +258,7 @@ error_codes! {
     /// A timeout (connect, first byte, idle between chunks, total).
     PROVIDER_TIMEOUT = "provider_timeout" => Provider;
     /// The provider is limiting the rate of requests: a 429, or an error body whose code says so
-    /// (Zhipu 1302/1303/1305, MiniMax 1002/1039/1041/2045, Qianfan 18/336501...), any status,
+    /// (Zhipu 1302/1303/1305/1312, MiniMax 1002/1039/1041/2045, Qianfan 18/336501...), any status,
     /// a 200 included, after the retries. Passing: slow down, or try again later.
     PROVIDER_RATE_LIMITED = "provider_rate_limited" => Provider;
     /// The account's quota or balance is used up, or its plan's limit for the day (or other
@@ -271,7 +273,9 @@ error_codes! {
     /// `content_filter`), whatever status it came with. Never retried: the same request meets the
     /// same filter; change the input (or tell the user to).
     PROVIDER_CONTENT_FILTERED = "provider_content_filtered" => Provider;
-    /// The provider answered with an HTTP error status (the code of its error body when it has one).
+    /// The provider answered with an HTTP error status (the code of its error body when it has one),
+    /// or sent an error body with a 2xx, whole or inside its stream, whose code names none of the
+    /// kinds above (an unknown provider code, a gateway's `{"code": 500, ...}`).
     PROVIDER_HTTP_STATUS = "provider_http_status" => Provider;
     /// 401 / 403, or an error body whose code says the key or account is refused (an invalid or
     /// expired key, a locked or inactive account: Zhipu 1000-1004/1110-1112/1121, MiniMax

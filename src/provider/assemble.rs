@@ -451,8 +451,8 @@ impl StreamAssembler {
 }
 
 /// The error of a provider that reported a failure inside its stream: the stable code its own
-/// code names ([`ProviderErrorDetail::stable_code`]: auth, rate limit, quota exhausted), else
-/// `provider_http_status`.
+/// code names ([`ProviderErrorDetail::stable_code`]: auth, rate limit, quota exhausted, content
+/// filtered), else `provider_http_status`.
 fn stream_error(err: &ProviderErrorDetail) -> AgentError {
     let code = err.stable_code().unwrap_or(codes::PROVIDER_HTTP_STATUS);
     AgentError::of(code, format!("error in stream: {}", err.describe()))
