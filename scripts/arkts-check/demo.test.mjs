@@ -285,6 +285,8 @@ test('the Chats list: most recent first, state in words with its age, Continue o
   ]);
   assert.deepEqual(rows.map((r) => r.preview), ['', '', '', '', '', '', '', 'Order?']);
   assert.equal(D.ConversationRow.find(rows, 'b').canContinue, true);
+  // Held by another window: the page then shows a notice instead of the approval dialog.
+  assert.deepEqual(rows.filter((r) => r.heldElsewhere).map((r) => r.sessionId), ['g', 'h']);
   assert.equal(D.ConversationRow.find(rows, 'zz'), undefined);
   assert.notEqual(rows[0].key(), D.ConversationRow.fromSummaries(summaries, 'c', now)[0].key(), 'a new current redraws');
   assert.equal(D.statusText(B.RunStatus.maxRounds), 'stopped: too many steps');
