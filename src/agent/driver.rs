@@ -663,7 +663,7 @@ impl Agent {
     /// The caller holds its lease. Written on the state as stored (no repair made durable).
     async fn end_before_deletion(&self, session_id: &str) -> Result<(), AgentError> {
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else { return Ok(()) };
-        if !matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval) {
+        if !state.status.is_part_way() {
             return Ok(());
         }
         let mut events = vec![StateEvent::StatusChanged {
@@ -1013,7 +1013,7 @@ impl Agent {
         mut state: AgentState,
         rerun_idempotent: bool,
     ) -> Result<AgentState, AgentError> {
-        if rerun_idempotent && !matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval) {
+        if rerun_idempotent && !state.status.is_part_way() {
             // Nothing to resume: `resume` refuses it, and a refused call writes nothing. (The
             // resume policy would also leave an idempotent call unanswered behind the others'
             // answers, so the next run's repair answered it out of call order.)

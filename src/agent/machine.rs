@@ -12,7 +12,7 @@
 //! happened as [`StateEvent`](crate::state::StateEvent)s.
 
 use crate::message::{ChatMessage, ToolCall};
-use crate::state::{AgentState, RunStatus};
+use crate::state::AgentState;
 use std::collections::HashSet;
 
 /// What the run needs next.
@@ -52,9 +52,8 @@ pub fn unanswered_calls(messages: &[ChatMessage]) -> Vec<ToolCall> {
 
 /// Where the run stands.
 pub fn phase(state: &AgentState) -> Phase {
-    match state.status {
-        RunStatus::Running | RunStatus::AwaitingApproval => {}
-        _ => return Phase::Inactive,
+    if !state.status.is_part_way() {
+        return Phase::Inactive;
     }
     if let Some(batch) = &state.pending_approval {
         if !batch.is_fully_decided() {

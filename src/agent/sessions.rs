@@ -126,12 +126,6 @@ async fn load_one(store: &dyn StateStore, id: &str) -> (Loaded, Option<u64>) {
     }
 }
 
-/// Whether the state's run stands part way (running, or awaiting approval): only such a run can
-/// be going on elsewhere now, or have been cut short.
-fn part_way(state: &AgentState) -> bool {
-    matches!(state.status, RunStatus::Running | RunStatus::AwaitingApproval)
-}
-
 /// Whether the store says a lease holds the session now; `false` when it cannot tell or the look
 /// fails (logged: a listing never fails for it).
 async fn lease_held(store: &dyn StateStore, session_id: &str) -> bool {
@@ -231,7 +225,7 @@ impl Agent {
                 // each: most sessions have ended). Unknown (an error, or a store that cannot
                 // tell) is not held.
                 let mut busy = false;
-                if !in_use && matches!(&loaded, Loaded::Read(state) if part_way(state)) {
+                if !in_use && matches!(&loaded, Loaded::Read(state) if state.status.is_part_way()) {
                     busy = lease_held(&**store, &id).await;
                     if busy {
                         // A call of this agent that took the session since the load holds the

@@ -77,7 +77,13 @@ pub enum RunStatus {
 impl RunStatus {
     /// True for the states a run ends in.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, RunStatus::Idle | RunStatus::Running | RunStatus::AwaitingApproval)
+        self != RunStatus::Idle && !self.is_part_way()
+    }
+
+    /// True while a run stands part way: `running`, or awaiting approval (what `resume` may
+    /// continue, what a deletion must end first, what may be going on elsewhere or cut short).
+    pub fn is_part_way(self) -> bool {
+        matches!(self, RunStatus::Running | RunStatus::AwaitingApproval)
     }
 }
 
