@@ -483,10 +483,13 @@ impl JsAgent {
             spawn_guarded(
                 env,
                 async move {
-                    let turn = turn?;
                     // Text up to the general limit parses; the value's own (smaller) limits are
-                    // the core's, on its compact form.
+                    // the core's, on its compact form. Both before the turn: a bad value is
+                    // refused as such while the session is busy too, as `Agent::set_metadata`
+                    // does (the soak found json_invalid answered session_busy).
                     let value = crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
+                    crate::state::metadata::check_metadata_entry(&Default::default(), &key, &value)?;
+                    let turn = turn?;
                     core.set_metadata_in_turn(turn, &key, value).await
                 },
                 same,

@@ -120,6 +120,10 @@ test('while a run holds the session setMetadata rejects with session_busy; after
   const run = agent.run('s', 'go');
   await running;
   await rejectsWithCode(assert, agent.setMetadata('s', 'userId', '"during"'), 'session_busy', 'persistence');
+  // A bad value is refused as such, busy or not: the app learns to fix it, not to wait.
+  await rejectsWithCode(assert, agent.setMetadata('s', 'userId', '{"unclosed"'), 'json_invalid', 'decode');
+  await rejectsWithCode(assert, agent.setMetadata('s', 'userId', '['.repeat(70) + ']'.repeat(70)), 'json_too_deep', 'decode');
+  await rejectsWithCode(assert, agent.setMetadata('s', 'x'.repeat(129), '1'), 'metadata_key_invalid', 'config');
   await agent.setMetadata('other', 'userId', '"free"');
   release();
   assert.equal((await run).status, 'completed');
