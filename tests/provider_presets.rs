@@ -1,7 +1,7 @@
 //! What each preset's quirks put on the wire, seen by a local mock server: Moonshot and DeepSeek
 //! send `reasoning_content` back for tool calls (also in later turns), Moonshot and OpenAI's
-//! reasoning models get no default temperature, and `stream_usage: false` leaves
-//! `stream_options` out of streamed requests.
+//! reasoning models get no default temperature, `stream_usage: false` leaves `stream_options` out
+//! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed.
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -133,4 +133,31 @@ async fn stream_usage_off_leaves_stream_options_out() {
     let body = reqs[1].json();
     assert_eq!(body["stream"], true);
     assert!(body.get("stream_options").is_none(), "{body}");
+}
+
+/// DashScope refuses a non-streamed request to an open-source Qwen3 model unless it turns thinking
+/// off: 400 "parameter.enable_thinking must be set to false for non-streaming calls"
+/// (docs.qwencloud.com/api-reference/preparation/error-messages). Streamed requests leave it alone.
+#[tokio::test]
+async fn qwen3_open_source_models_turn_thinking_off_when_not_streamed() {
+    let request = two_turns();
+    let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3-235b-a22b", "k"), &request).await;
+    assert_eq!(body["enable_thinking"], false, "{body}");
+    // A model whose non-streamed thinking works, or is off by default, is sent no switch.
+    for model in ["qwen3-max", "qwen3.5-plus", "qwen-plus"] {
+        let body = sent(ClientConfig::new(ProviderPreset::Qwen, model, "k"), &request).await;
+        assert!(body.get("enable_thinking").is_none(), "{model}: {body}");
+    }
+    // Streamed: thinking stays on (its reasoning is streamed).
+    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let server = MockServer::start([Reply::sse(stream)]).await;
+    let config = ClientConfig::new(ProviderPreset::Qwen, "qwen3-32b", "k").with_base_url(server.base_url());
+    let client = OpenAiCompatibleClient::new(config).unwrap();
+    let mut s = client.stream(&request).await.unwrap();
+    while let Some(item) = s.next().await {
+        item.unwrap();
+    }
+    let body = server.requests()[0].json();
+    assert_eq!(body["stream"], true);
+    assert!(body.get("enable_thinking").is_none(), "{body}");
 }

@@ -144,17 +144,43 @@ impl ProviderPreset {
         }
     }
 
-    /// The preset's quirks for one model: [`quirks`](Self::quirks), except that OpenAI's reasoning
-    /// models (`o1`, `o3`, `o4-mini`..., `gpt-5*` but not `gpt-5-chat*`) get no default
-    /// temperature, since they refuse any value but their default ("Unsupported value:
-    /// 'temperature' does not support 0.2 with this model. Only the default (1) value is
-    /// supported"; o3-mini refuses the parameter itself).
+    /// The preset's quirks for one model: [`quirks`](Self::quirks), except that
+    /// - OpenAI's reasoning models (`o1`, `o3`, `o4-mini`..., `gpt-5*` but not `gpt-5-chat*`) get
+    ///   no default temperature, since they refuse any value but their default ("Unsupported
+    ///   value: 'temperature' does not support 0.2 with this model. Only the default (1) value is
+    ///   supported"; o3-mini refuses the parameter itself);
+    /// - Qwen's open-source Qwen3 hybrid models on DashScope (`qwen3-32b`, `qwen3-235b-a22b`...)
+    ///   get [`thinking_off_unstreamed`](ProviderQuirks::thinking_off_unstreamed).
     pub fn quirks_for_model(self, model: &str) -> ProviderQuirks {
         let mut quirks = self.quirks();
         if self == ProviderPreset::OpenAi && is_openai_reasoning_model(model) {
             quirks.default_tool_temperature = None;
         }
+        if self == ProviderPreset::Qwen && is_qwen3_open_source_hybrid(model) {
+            quirks.thinking_off_unstreamed = true;
+        }
         quirks
+    }
+}
+
+/// True for DashScope's names of the open-source Qwen3 hybrid-thinking models: `qwen3-<n>b`, or
+/// `qwen3-<n>b-a<m>b` for the MoE ones (`qwen3-32b`, `qwen3-1.7b`, `qwen3-235b-a22b`), nothing
+/// after. Not the 2507 `-instruct-` (no thinking) and `-thinking-` (thinking only: "The value of
+/// the enable_thinking parameter is restricted to True") models, nor `qwen3-max`, `qwen3.5-*`...
+fn is_qwen3_open_source_hybrid(model: &str) -> bool {
+    // `<digits>[.<digits>]b`: a parameter count.
+    fn size(s: &str) -> bool {
+        let Some(n) = s.strip_suffix('b') else { return false };
+        let mut parts = n.split('.');
+        let digits =
+            |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        digits(parts.next()) && parts.next().is_none_or(|p| digits(Some(p))) && parts.next().is_none()
+    }
+    let m = model.trim().to_ascii_lowercase();
+    let Some(rest) = m.strip_prefix("qwen3-") else { return false };
+    match rest.split_once("-a") {
+        Some((total, active)) => size(total) && size(active),
+        None => size(rest),
     }
 }
 
@@ -224,6 +250,16 @@ pub struct ProviderQuirks {
     /// `None` sends no temperature unless the request sets one: for models that only accept their
     /// own default (OpenAI o-series and gpt-5, Kimi K2.5+).
     pub default_tool_temperature: Option<f32>,
+    /// Send `"enable_thinking": false` on non-streamed requests (default false; set by
+    /// [`ProviderPreset::quirks_for_model`] for DashScope's open-source Qwen3 models). Their
+    /// thinking needs a stream ("Qwen3 open-source models require streaming":
+    /// https://docs.qwencloud.com/developer-guides/text-generation/thinking), and a non-streamed
+    /// request that does not turn it off is refused with 400 "parameter.enable_thinking must be
+    /// set to false for non-streaming calls"
+    /// (https://docs.qwencloud.com/api-reference/preparation/error-messages). Such a model answers
+    /// non-streamed requests (`AgentConfig::streaming` off, the loop diagnosis) without
+    /// reasoning; streamed requests leave the switch to its default.
+    pub thinking_off_unstreamed: bool,
 }
 
 impl Default for ProviderQuirks {
@@ -235,6 +271,7 @@ impl Default for ProviderQuirks {
             max_tokens_field: MaxTokensField::MaxTokens,
             tool_choice: ToolChoiceSupport::Full,
             default_tool_temperature: Some(0.2),
+            thinking_off_unstreamed: false,
         }
     }
 }
@@ -914,6 +951,33 @@ mod tests {
         // Only the OpenAI preset reads the model name.
         let c = ClientConfig::new(ProviderPreset::Custom, "o3-mini", "k");
         assert_eq!(c.quirks.default_tool_temperature, Some(0.2));
+    }
+
+    #[test]
+    fn only_qwen3_open_source_hybrid_models_turn_thinking_off_when_not_streamed() {
+        for model in ["qwen3-32b", "qwen3-235b-a22b", "Qwen3-30B-A3B", "qwen3-1.7b", "qwen3-0.6b", "qwen3-8b"]
+        {
+            assert!(ProviderPreset::Qwen.quirks_for_model(model).thinking_off_unstreamed, "{model}");
+        }
+        for model in [
+            "qwen3-max",
+            "qwen3-235b-a22b-thinking-2507",
+            "qwen3-235b-a22b-instruct-2507",
+            "qwen3-coder-plus",
+            "qwen3-vl-32b",
+            "qwen3.5-397b-a17b",
+            "qwen3.5-plus",
+            "qwen-plus",
+            "qwq-plus",
+            "qwen3-b",
+            "qwen3-1..7b",
+            "qwen3-32b-a",
+        ] {
+            assert!(!ProviderPreset::Qwen.quirks_for_model(model).thinking_off_unstreamed, "{model}");
+        }
+        // Only the Qwen preset reads the model name for it.
+        assert!(!ProviderPreset::Custom.quirks_for_model("qwen3-32b").thinking_off_unstreamed);
+        assert!(!ProviderPreset::Qwen.quirks().thinking_off_unstreamed);
     }
 
     #[test]

@@ -78,6 +78,7 @@ pub(crate) fn wire_envelope<'a>(
         max_completion_tokens,
         stream,
         stream_options: (stream && quirks.stream_usage).then_some(StreamOptions { include_usage: true }),
+        enable_thinking: (!stream && quirks.thinking_off_unstreamed).then_some(false),
     }
 }
 
