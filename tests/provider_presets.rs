@@ -1,5 +1,5 @@
-//! What each preset's quirks put on the wire, seen by a local mock server: Moonshot and DeepSeek
-//! send `reasoning_content` back for tool calls (also in later turns), Moonshot and OpenAI's
+//! What each preset's quirks put on the wire, seen by a local mock server: Moonshot, DeepSeek and
+//! Zhipu send `reasoning_content` back for tool calls (also in later turns), Moonshot and OpenAI's
 //! reasoning models get no default temperature, `stream_usage: false` leaves `stream_options` out
 //! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed.
 
@@ -76,11 +76,15 @@ fn reasoning_of(body: &Value) -> Vec<Option<&str>> {
 }
 
 #[tokio::test]
-async fn moonshot_and_deepseek_send_the_reasoning_of_tool_calls_back_in_every_turn() {
+async fn moonshot_deepseek_and_zhipu_send_the_reasoning_of_tool_calls_back_in_every_turn() {
     let request = two_turns();
-    for (preset, model) in
-        [(ProviderPreset::Moonshot, "kimi-k2.5"), (ProviderPreset::DeepSeek, "deepseek-chat")]
-    {
+    // GLM thinks between tool calls and its guide says that reasoning must go back with the tool
+    // results: https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode
+    for (preset, model) in [
+        (ProviderPreset::Moonshot, "kimi-k2.5"),
+        (ProviderPreset::DeepSeek, "deepseek-chat"),
+        (ProviderPreset::Zhipu, "glm-4.7"),
+    ] {
         let body = sent(ClientConfig::new(preset, model, "k"), &request).await;
         assert_eq!(
             reasoning_of(&body),

@@ -122,7 +122,7 @@ impl ProviderPreset {
 
     /// The preset's quirk settings.
     ///
-    /// - DeepSeek and Moonshot send `reasoning_content` back (see
+    /// - DeepSeek, Moonshot and Zhipu send `reasoning_content` back (see
     ///   [`ProviderQuirks::send_reasoning_content`] for the rule and its sources).
     /// - Moonshot sends no default temperature: Kimi K2.5 and later accept only their fixed value
     ///   (1.0 thinking, 0.6 otherwise) and answer 400 "invalid temperature: only 1 is allowed for
@@ -136,7 +136,11 @@ impl ProviderPreset {
                 ProviderQuirks { max_tokens_field: MaxTokensField::MaxCompletionTokens, ..base }
             }
             ProviderPreset::DeepSeek => ProviderQuirks { send_reasoning_content: true, ..base },
-            ProviderPreset::Zhipu => ProviderQuirks { tool_choice: ToolChoiceSupport::AutoOnly, ..base },
+            ProviderPreset::Zhipu => ProviderQuirks {
+                tool_choice: ToolChoiceSupport::AutoOnly,
+                send_reasoning_content: true,
+                ..base
+            },
             ProviderPreset::Moonshot => {
                 ProviderQuirks { send_reasoning_content: true, default_tool_temperature: None, ..base }
             }
@@ -231,7 +235,13 @@ pub struct ProviderQuirks {
     /// "Missing `reasoning_content` field in the assistant message". Moonshot's thinking models
     /// (kimi-k2-thinking, kimi-k2.5+) answer 400 "thinking is enabled but reasoning_content is
     /// missing in assistant tool call message at index N" (continuedev/continue#11600) and their
-    /// guide says to keep `reasoning_content` in the context. The legacy deepseek-reasoner (R1)
+    /// guide says to keep `reasoning_content` in the context. Zhipu's GLM-4.5+ think between tool
+    /// calls ("interleaved thinking", on by default), and their guide says the reasoning content
+    /// must be kept and returned with the tool results
+    /// (https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode,
+    /// https://docs.z.ai/guides/capabilities/thinking-mode); the reasoning of earlier turns is
+    /// cleared by the standard endpoint anyway ("preserved thinking" is off there). The legacy
+    /// deepseek-reasoner (R1)
     /// refused reasoning_content in input but had no tool calls, so the rule never sent it any.
     /// Other providers may reject the field: off by default.
     pub send_reasoning_content: bool,
@@ -778,9 +788,12 @@ mod tests {
         let deepseek = ProviderPreset::DeepSeek.quirks();
         assert!(deepseek.send_reasoning_content);
         assert_eq!(deepseek.default_tool_temperature, Some(0.2));
+        assert!(ProviderPreset::Zhipu.quirks().send_reasoning_content, "GLM's interleaved thinking");
+        for p in [ProviderPreset::OpenAi, ProviderPreset::Qwen, ProviderPreset::Custom] {
+            assert!(!p.quirks().send_reasoning_content, "{p:?}");
+        }
         for p in [ProviderPreset::OpenAi, ProviderPreset::Zhipu, ProviderPreset::Qwen, ProviderPreset::Custom]
         {
-            assert!(!p.quirks().send_reasoning_content, "{p:?}");
             assert_eq!(p.quirks().default_tool_temperature, Some(0.2), "{p:?}");
             assert!(p.quirks().stream_usage, "{p:?}");
         }
