@@ -1,5 +1,6 @@
 //! What each preset's quirks put on the wire, seen by a local mock server: Moonshot, DeepSeek and
-//! Zhipu send `reasoning_content` back for tool calls (also in later turns), Moonshot and OpenAI's
+//! Zhipu send `reasoning_content` back for tool calls (also in later turns; Moonshot for every
+//! assistant message), Moonshot and OpenAI's
 //! reasoning models get no default temperature, `stream_usage: false` leaves `stream_options` out
 //! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed.
 
@@ -80,11 +81,7 @@ async fn moonshot_deepseek_and_zhipu_send_the_reasoning_of_tool_calls_back_in_ev
     let request = two_turns();
     // GLM thinks between tool calls and its guide says that reasoning must go back with the tool
     // results: https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode
-    for (preset, model) in [
-        (ProviderPreset::Moonshot, "kimi-k2.5"),
-        (ProviderPreset::DeepSeek, "deepseek-chat"),
-        (ProviderPreset::Zhipu, "glm-4.7"),
-    ] {
+    for (preset, model) in [(ProviderPreset::DeepSeek, "deepseek-chat"), (ProviderPreset::Zhipu, "glm-4.7")] {
         let body = sent(ClientConfig::new(preset, model, "k"), &request).await;
         assert_eq!(
             reasoning_of(&body),
@@ -92,6 +89,14 @@ async fn moonshot_deepseek_and_zhipu_send_the_reasoning_of_tool_calls_back_in_ev
             "{preset:?}: the earlier turn's tool call keeps its reasoning, its final answer does not"
         );
     }
+    // Kimi keeps the reasoning of every assistant message, earlier final answers too: "you must
+    // keep the reasoning_content of every historical assistant message in messages as-is"
+    // (https://platform.kimi.ai/docs/guide/use-kimi-k2-thinking-model, kimi-k2.7-code).
+    let body = sent(ClientConfig::new(ProviderPreset::Moonshot, "kimi-k2.7-code", "k"), &request).await;
+    assert_eq!(
+        reasoning_of(&body),
+        [None, Some("need the order tool"), None, Some("answer it"), None, Some("again the tool"), None],
+    );
     let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k"), &request).await;
     assert!(reasoning_of(&body).iter().all(Option::is_none), "{body}");
 }

@@ -60,7 +60,7 @@ pub enum ProviderPreset {
     Zhipu,
     /// Qwen through DashScope's OpenAI-compatible mode.
     Qwen,
-    /// Moonshot (Kimi: reasoning_content of tool calls must go back; K2.5+ fix their temperature).
+    /// Moonshot (Kimi: reasoning_content goes back, every turn's; K2.5+ fix their temperature).
     Moonshot,
     /// Any other OpenAI-compatible gateway (Pangu...): the base URL must be given.
     Custom,
@@ -123,7 +123,8 @@ impl ProviderPreset {
     /// The preset's quirk settings.
     ///
     /// - DeepSeek, Moonshot and Zhipu send `reasoning_content` back (see
-    ///   [`ProviderQuirks::send_reasoning_content`] for the rule and its sources).
+    ///   [`ProviderQuirks::send_reasoning_content`] for the rule and its sources); Moonshot every
+    ///   turn's ([`ProviderQuirks::reasoning_of_every_turn`]).
     /// - Moonshot sends no default temperature: Kimi K2.5 and later accept only their fixed value
     ///   (1.0 thinking, 0.6 otherwise) and answer 400 "invalid temperature: only 1 is allowed for
     ///   this model" to 0.2; older moonshot-v1 models then use their own default.
@@ -141,9 +142,12 @@ impl ProviderPreset {
                 send_reasoning_content: true,
                 ..base
             },
-            ProviderPreset::Moonshot => {
-                ProviderQuirks { send_reasoning_content: true, default_tool_temperature: None, ..base }
-            }
+            ProviderPreset::Moonshot => ProviderQuirks {
+                send_reasoning_content: true,
+                reasoning_of_every_turn: true,
+                default_tool_temperature: None,
+                ..base
+            },
             ProviderPreset::Qwen | ProviderPreset::Custom => base,
         }
     }
@@ -245,6 +249,13 @@ pub struct ProviderQuirks {
     /// refused reasoning_content in input but had no tool calls, so the rule never sent it any.
     /// Other providers may reject the field: off by default.
     pub send_reasoning_content: bool,
+    /// With [`send_reasoning_content`](Self::send_reasoning_content): send the reasoning of every
+    /// assistant message, earlier turns' final answers too (default false). For Moonshot: Kimi's
+    /// guide says that with kimi-k2.7-code (whose "Preserved Thinking" is always on) "you must keep
+    /// the reasoning_content of every historical assistant message in messages as-is"
+    /// (https://platform.kimi.ai/docs/guide/use-kimi-k2-thinking-model); kimi-k2.6 keeps it when
+    /// asked (`thinking.keep`) and otherwise leaves it out itself.
+    pub reasoning_of_every_turn: bool,
     /// Send `stream_options: {"include_usage": true}` on streamed requests (default true). Turn it
     /// off for gateways that reject the parameter (new-api "Unknown parameter:
     /// 'stream_options'", Mistral 422); the run then has no token usage unless the provider
@@ -276,6 +287,7 @@ impl Default for ProviderQuirks {
     fn default() -> Self {
         ProviderQuirks {
             send_reasoning_content: false,
+            reasoning_of_every_turn: false,
             stream_usage: true,
             tool_message_name: false,
             max_tokens_field: MaxTokensField::MaxTokens,
@@ -784,6 +796,10 @@ mod tests {
     fn preset_quirks() {
         let moonshot = ProviderPreset::Moonshot.quirks();
         assert!(moonshot.send_reasoning_content, "Kimi thinking models want reasoning_content back");
+        assert!(moonshot.reasoning_of_every_turn, "kimi-k2.7-code keeps every turn's reasoning");
+        for p in ProviderPreset::ALL.into_iter().filter(|p| *p != ProviderPreset::Moonshot) {
+            assert!(!p.quirks().reasoning_of_every_turn, "{p:?}");
+        }
         assert_eq!(moonshot.default_tool_temperature, None, "Kimi K2.5+ only accept their fixed temperature");
         let deepseek = ProviderPreset::DeepSeek.quirks();
         assert!(deepseek.send_reasoning_content);
