@@ -242,8 +242,8 @@ pub struct ProviderQuirks {
     /// guide says to keep `reasoning_content` in the context. Zhipu's GLM-4.5+ think between tool
     /// calls ("interleaved thinking", on by default), and their guide says the reasoning content
     /// must be kept and returned with the tool results
-    /// (https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode,
-    /// https://docs.z.ai/guides/capabilities/thinking-mode); the reasoning of earlier turns is
+    /// (<https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode>,
+    /// <https://docs.z.ai/guides/capabilities/thinking-mode>); the reasoning of earlier turns is
     /// cleared by the standard endpoint anyway ("preserved thinking" is off there). The legacy
     /// deepseek-reasoner (R1)
     /// refused reasoning_content in input but had no tool calls, so the rule never sent it any.
@@ -253,7 +253,7 @@ pub struct ProviderQuirks {
     /// assistant message, earlier turns' final answers too (default false). For Moonshot: Kimi's
     /// guide says that with kimi-k2.7-code (whose "Preserved Thinking" is always on) "you must keep
     /// the reasoning_content of every historical assistant message in messages as-is"
-    /// (https://platform.kimi.ai/docs/guide/use-kimi-k2-thinking-model); kimi-k2.6 keeps it when
+    /// (<https://platform.kimi.ai/docs/guide/use-kimi-k2-thinking-model>); kimi-k2.6 keeps it when
     /// asked (`thinking.keep`) and otherwise leaves it out itself.
     pub reasoning_of_every_turn: bool,
     /// Send `stream_options: {"include_usage": true}` on streamed requests (default true). Turn it
@@ -274,10 +274,10 @@ pub struct ProviderQuirks {
     /// Send `"enable_thinking": false` on non-streamed requests (default false; set by
     /// [`ProviderPreset::quirks_for_model`] for DashScope's open-source Qwen3 models). Their
     /// thinking needs a stream ("Qwen3 open-source models require streaming":
-    /// https://docs.qwencloud.com/developer-guides/text-generation/thinking), and a non-streamed
+    /// <https://docs.qwencloud.com/developer-guides/text-generation/thinking>), and a non-streamed
     /// request that does not turn it off is refused with 400 "parameter.enable_thinking must be
     /// set to false for non-streaming calls"
-    /// (https://docs.qwencloud.com/api-reference/preparation/error-messages). Such a model answers
+    /// (<https://docs.qwencloud.com/api-reference/preparation/error-messages>). Such a model answers
     /// non-streamed requests (`AgentConfig::streaming` off, the loop diagnosis) without
     /// reasoning; streamed requests leave the switch to its default.
     pub thinking_off_unstreamed: bool,
