@@ -2,12 +2,15 @@
 //! Zhipu send `reasoning_content` back for tool calls (also in later turns; Moonshot for every
 //! assistant message), Moonshot and OpenAI's
 //! reasoning models get no default temperature, `stream_usage: false` leaves `stream_options` out
-//! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed.
+//! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed
+//! (Qwen's thinking models also for a forced tool call).
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
 
-use arkagent::provider::{ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset};
+use arkagent::provider::{
+    ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset, ToolChoice,
+};
 use arkagent::{ChatMessage, ToolCall, ToolDefinition};
 use futures_util::StreamExt;
 use mock_server::{MockServer, Reply};
@@ -169,4 +172,34 @@ async fn qwen3_open_source_models_turn_thinking_off_when_not_streamed() {
     let body = server.requests()[0].json();
     assert_eq!(body["stream"], true);
     assert!(body.get("enable_thinking").is_none(), "{body}");
+}
+
+/// DashScope's thinking mode takes only `tool_choice` "auto" or "none": a forced tool call to a model
+/// that thinks by default turns thinking off, or the request is refused with 400 "tool_choice is one
+/// of the strings that should be [\"none\", \"auto\"]"
+/// (docs.qwencloud.com/developer-guides/text-generation/function-calling).
+#[tokio::test]
+async fn qwen_thinking_models_turn_thinking_off_for_a_forced_tool_call() {
+    for choice in [ToolChoice::Required, ToolChoice::Function("query_order".into())] {
+        let mut request = two_turns();
+        request.tool_choice = Some(choice.clone());
+        let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3.5-plus", "k"), &request).await;
+        assert_eq!(body["enable_thinking"], false, "{choice:?}: {body}");
+        assert!(body.get("tool_choice").is_some(), "{body}");
+        // Other presets, and Qwen models whose thinking is off by default, are sent no switch.
+        for config in [
+            ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k"),
+            ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "k"),
+        ] {
+            let body = sent(config, &request).await;
+            assert!(body.get("enable_thinking").is_none(), "{choice:?}: {body}");
+        }
+    }
+    // "auto" and "none" work in thinking mode: thinking stays as it is.
+    for choice in [ToolChoice::Auto, ToolChoice::None] {
+        let mut request = two_turns();
+        request.tool_choice = Some(choice.clone());
+        let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3.5-plus", "k"), &request).await;
+        assert!(body.get("enable_thinking").is_none(), "{choice:?}: {body}");
+    }
 }

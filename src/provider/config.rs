@@ -158,7 +158,10 @@ impl ProviderPreset {
     ///   value: 'temperature' does not support 0.2 with this model. Only the default (1) value is
     ///   supported"; o3-mini refuses the parameter itself);
     /// - Qwen's open-source Qwen3 hybrid models on DashScope (`qwen3-32b`, `qwen3-235b-a22b`...)
-    ///   get [`thinking_off_unstreamed`](ProviderQuirks::thinking_off_unstreamed).
+    ///   get [`thinking_off_unstreamed`](ProviderQuirks::thinking_off_unstreamed);
+    /// - those and the Qwen3.5 and later models (`qwen3.5-plus`, `qwen3.7-max`..., thinking on by
+    ///   default) get
+    ///   [`thinking_off_for_forced_tool_choice`](ProviderQuirks::thinking_off_for_forced_tool_choice).
     pub fn quirks_for_model(self, model: &str) -> ProviderQuirks {
         let mut quirks = self.quirks();
         if self == ProviderPreset::OpenAi && is_openai_reasoning_model(model) {
@@ -166,6 +169,10 @@ impl ProviderPreset {
         }
         if self == ProviderPreset::Qwen && is_qwen3_open_source_hybrid(model) {
             quirks.thinking_off_unstreamed = true;
+            quirks.thinking_off_for_forced_tool_choice = true;
+        }
+        if self == ProviderPreset::Qwen && is_qwen3_point_release(model) {
+            quirks.thinking_off_for_forced_tool_choice = true;
         }
         quirks
     }
@@ -190,6 +197,17 @@ fn is_qwen3_open_source_hybrid(model: &str) -> bool {
         Some((total, active)) => size(total) && size(active),
         None => size(rest),
     }
+}
+
+/// True for DashScope's names of the Qwen3.x models (`qwen3.5-plus`, `qwen3.6-plus-2026-04-02`,
+/// `qwen3.7-max`, `qwen3.5-397b-a17b`...), hybrid-thinking models with thinking on by default
+/// ("Qwen3.7, Qwen3.6, Qwen3.5 (enabled by default)":
+/// <https://docs.qwencloud.com/developer-guides/text-generation/thinking>); not a `-thinking`
+/// (thinking-only) variant, which refuses to turn thinking off.
+fn is_qwen3_point_release(model: &str) -> bool {
+    let m = model.trim().to_ascii_lowercase();
+    m.strip_prefix("qwen3.").is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        && !m.contains("thinking")
 }
 
 /// True for OpenAI model names of its reasoning families: `o<digit>` alone or followed by `-`,
@@ -281,6 +299,15 @@ pub struct ProviderQuirks {
     /// non-streamed requests (`AgentConfig::streaming` off, the loop diagnosis) without
     /// reasoning; streamed requests leave the switch to its default.
     pub thinking_off_unstreamed: bool,
+    /// Send `"enable_thinking": false` when the request forces a tool call (`tool_choice`
+    /// `"required"` or a named function; default false; set by
+    /// [`ProviderPreset::quirks_for_model`] for DashScope's Qwen3 hybrid-thinking models). Their
+    /// thinking mode "only supports `tool_choice` set to "auto" or "none". To force a specific
+    /// tool, disable thinking mode first by setting `enable_thinking` to `false`"
+    /// (<https://docs.qwencloud.com/developer-guides/text-generation/function-calling>); otherwise
+    /// the request is refused with 400 "tool_choice is one of the strings that should be
+    /// ["none", "auto"]" (<https://docs.qwencloud.com/api-reference/preparation/error-messages>).
+    pub thinking_off_for_forced_tool_choice: bool,
 }
 
 impl Default for ProviderQuirks {
@@ -294,6 +321,7 @@ impl Default for ProviderQuirks {
             tool_choice: ToolChoiceSupport::Full,
             default_tool_temperature: Some(0.2),
             thinking_off_unstreamed: false,
+            thinking_off_for_forced_tool_choice: false,
         }
     }
 }
@@ -1007,6 +1035,29 @@ mod tests {
         // Only the Qwen preset reads the model name for it.
         assert!(!ProviderPreset::Custom.quirks_for_model("qwen3-32b").thinking_off_unstreamed);
         assert!(!ProviderPreset::Qwen.quirks().thinking_off_unstreamed);
+    }
+
+    #[test]
+    fn qwen_hybrid_thinking_models_turn_thinking_off_for_a_forced_tool_choice() {
+        for model in
+            ["qwen3.5-plus", "qwen3.6-plus-2026-04-02", "Qwen3.7-Max", "qwen3.5-397b-a17b", "qwen3-32b"]
+        {
+            assert!(
+                ProviderPreset::Qwen.quirks_for_model(model).thinking_off_for_forced_tool_choice,
+                "{model}"
+            );
+        }
+        for model in
+            ["qwen3-max", "qwen-plus", "qwen3.5-thinking", "qwen3-235b-a22b-thinking-2507", "qwen3.x"]
+        {
+            assert!(
+                !ProviderPreset::Qwen.quirks_for_model(model).thinking_off_for_forced_tool_choice,
+                "{model}"
+            );
+        }
+        assert!(!ProviderPreset::Custom.quirks_for_model("qwen3.5-plus").thinking_off_for_forced_tool_choice);
+        // Only the open-source Qwen3 models need a stream for their thinking.
+        assert!(!ProviderPreset::Qwen.quirks_for_model("qwen3.5-plus").thinking_off_unstreamed);
     }
 
     #[test]

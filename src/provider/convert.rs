@@ -72,14 +72,21 @@ pub(crate) fn wire_envelope<'a>(
         model,
         messages: Vec::new(),
         tools,
-        tool_choice,
         temperature,
         max_tokens,
         max_completion_tokens,
         stream,
         stream_options: (stream && quirks.stream_usage).then_some(StreamOptions { include_usage: true }),
-        enable_thinking: (!stream && quirks.thinking_off_unstreamed).then_some(false),
+        enable_thinking: ((!stream && quirks.thinking_off_unstreamed)
+            || (forces_a_call(tool_choice.as_ref()) && quirks.thinking_off_for_forced_tool_choice))
+            .then_some(false),
+        tool_choice,
     }
+}
+
+/// True for a `tool_choice` that makes the model call a tool (`"required"`, a named function).
+fn forces_a_call(choice: Option<&WireToolChoice<'_>>) -> bool {
+    matches!(choice, Some(WireToolChoice::Mode("required") | WireToolChoice::Function { .. }))
 }
 
 /// Where the current turn starts: the position of the last user message (0 without one).
