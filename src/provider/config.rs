@@ -263,9 +263,8 @@ pub struct ProviderQuirks {
     /// (<https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode>,
     /// <https://docs.z.ai/guides/capabilities/thinking-mode>); the reasoning of earlier turns is
     /// cleared by the standard endpoint anyway ("preserved thinking" is off there). The legacy
-    /// deepseek-reasoner (R1)
-    /// refused reasoning_content in input but had no tool calls, so the rule never sent it any.
-    /// Other providers may reject the field: off by default.
+    /// deepseek-reasoner (R1) refused reasoning_content in input but had no tool calls, so the rule
+    /// never sent it any. Other providers may reject the field: off by default.
     pub send_reasoning_content: bool,
     /// With [`send_reasoning_content`](Self::send_reasoning_content): send the reasoning of every
     /// assistant message, earlier turns' final answers too (default false). For Moonshot: Kimi's
