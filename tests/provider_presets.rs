@@ -1,12 +1,16 @@
-//! What each preset's quirks put on the wire, seen by a local mock server: Moonshot and DeepSeek
-//! send `reasoning_content` back for tool calls (also in later turns), Moonshot and OpenAI's
-//! reasoning models get no default temperature, and `stream_usage: false` leaves
-//! `stream_options` out of streamed requests.
+//! What each preset's quirks put on the wire, seen by a local mock server: Moonshot, DeepSeek and
+//! Zhipu send `reasoning_content` back for tool calls (also in later turns; Moonshot for every
+//! assistant message), Moonshot and OpenAI's
+//! reasoning models get no default temperature, `stream_usage: false` leaves `stream_options` out
+//! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed
+//! (Qwen's thinking models also for a forced tool call).
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
 
-use arkagent::provider::{ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset};
+use arkagent::provider::{
+    ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset, ToolChoice,
+};
 use arkagent::{ChatMessage, ToolCall, ToolDefinition};
 use futures_util::StreamExt;
 use mock_server::{MockServer, Reply};
@@ -76,11 +80,11 @@ fn reasoning_of(body: &Value) -> Vec<Option<&str>> {
 }
 
 #[tokio::test]
-async fn moonshot_and_deepseek_send_the_reasoning_of_tool_calls_back_in_every_turn() {
+async fn moonshot_deepseek_and_zhipu_send_the_reasoning_of_tool_calls_back_in_every_turn() {
     let request = two_turns();
-    for (preset, model) in
-        [(ProviderPreset::Moonshot, "kimi-k2.5"), (ProviderPreset::DeepSeek, "deepseek-chat")]
-    {
+    // GLM thinks between tool calls and its guide says that reasoning must go back with the tool
+    // results: https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode
+    for (preset, model) in [(ProviderPreset::DeepSeek, "deepseek-chat"), (ProviderPreset::Zhipu, "glm-4.7")] {
         let body = sent(ClientConfig::new(preset, model, "k"), &request).await;
         assert_eq!(
             reasoning_of(&body),
@@ -88,6 +92,14 @@ async fn moonshot_and_deepseek_send_the_reasoning_of_tool_calls_back_in_every_tu
             "{preset:?}: the earlier turn's tool call keeps its reasoning, its final answer does not"
         );
     }
+    // Kimi keeps the reasoning of every assistant message, earlier final answers too: "you must
+    // keep the reasoning_content of every historical assistant message in messages as-is"
+    // (https://platform.kimi.ai/docs/guide/use-kimi-k2-thinking-model, kimi-k2.7-code).
+    let body = sent(ClientConfig::new(ProviderPreset::Moonshot, "kimi-k2.7-code", "k"), &request).await;
+    assert_eq!(
+        reasoning_of(&body),
+        [None, Some("need the order tool"), None, Some("answer it"), None, Some("again the tool"), None],
+    );
     let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k"), &request).await;
     assert!(reasoning_of(&body).iter().all(Option::is_none), "{body}");
 }
@@ -133,4 +145,61 @@ async fn stream_usage_off_leaves_stream_options_out() {
     let body = reqs[1].json();
     assert_eq!(body["stream"], true);
     assert!(body.get("stream_options").is_none(), "{body}");
+}
+
+/// DashScope refuses a non-streamed request to an open-source Qwen3 model unless it turns thinking
+/// off: 400 "parameter.enable_thinking must be set to false for non-streaming calls"
+/// (docs.qwencloud.com/api-reference/preparation/error-messages). Streamed requests leave it alone.
+#[tokio::test]
+async fn qwen3_open_source_models_turn_thinking_off_when_not_streamed() {
+    let request = two_turns();
+    let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3-235b-a22b", "k"), &request).await;
+    assert_eq!(body["enable_thinking"], false, "{body}");
+    // A model whose non-streamed thinking works, or is off by default, is sent no switch.
+    for model in ["qwen3-max", "qwen3.5-plus", "qwen-plus"] {
+        let body = sent(ClientConfig::new(ProviderPreset::Qwen, model, "k"), &request).await;
+        assert!(body.get("enable_thinking").is_none(), "{model}: {body}");
+    }
+    // Streamed: thinking stays on (its reasoning is streamed).
+    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let server = MockServer::start([Reply::sse(stream)]).await;
+    let config = ClientConfig::new(ProviderPreset::Qwen, "qwen3-32b", "k").with_base_url(server.base_url());
+    let client = OpenAiCompatibleClient::new(config).unwrap();
+    let mut s = client.stream(&request).await.unwrap();
+    while let Some(item) = s.next().await {
+        item.unwrap();
+    }
+    let body = server.requests()[0].json();
+    assert_eq!(body["stream"], true);
+    assert!(body.get("enable_thinking").is_none(), "{body}");
+}
+
+/// DashScope's thinking mode takes only `tool_choice` "auto" or "none": a forced tool call to a model
+/// that thinks by default turns thinking off, or the request is refused with 400 "tool_choice is one
+/// of the strings that should be [\"none\", \"auto\"]"
+/// (docs.qwencloud.com/developer-guides/text-generation/function-calling).
+#[tokio::test]
+async fn qwen_thinking_models_turn_thinking_off_for_a_forced_tool_call() {
+    for choice in [ToolChoice::Required, ToolChoice::Function("query_order".into())] {
+        let mut request = two_turns();
+        request.tool_choice = Some(choice.clone());
+        let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3.5-plus", "k"), &request).await;
+        assert_eq!(body["enable_thinking"], false, "{choice:?}: {body}");
+        assert!(body.get("tool_choice").is_some(), "{body}");
+        // Other presets, and Qwen models whose thinking is off by default, are sent no switch.
+        for config in [
+            ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k"),
+            ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "k"),
+        ] {
+            let body = sent(config, &request).await;
+            assert!(body.get("enable_thinking").is_none(), "{choice:?}: {body}");
+        }
+    }
+    // "auto" and "none" work in thinking mode: thinking stays as it is.
+    for choice in [ToolChoice::Auto, ToolChoice::None] {
+        let mut request = two_turns();
+        request.tool_choice = Some(choice.clone());
+        let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3.5-plus", "k"), &request).await;
+        assert!(body.get("enable_thinking").is_none(), "{choice:?}: {body}");
+    }
 }

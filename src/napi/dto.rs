@@ -554,7 +554,7 @@ pub struct AgentConfigObject {
     pub context_budget_tokens: Option<f64>,
     /// Send `stream_options: {include_usage: true}` on streamed requests (default true).
     pub stream_usage: Option<bool>,
-    /// Send assistant `reasoning_content` back (default: the preset's; on for DeepSeek, Moonshot).
+    /// Send assistant `reasoning_content` back (default: the preset's; on for DeepSeek, Moonshot, Zhipu).
     pub send_reasoning_content: Option<bool>,
     /// `auto`, `none`, `required`, or the name of a tool the model must call.
     pub tool_choice: Option<Text>,

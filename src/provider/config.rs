@@ -60,7 +60,7 @@ pub enum ProviderPreset {
     Zhipu,
     /// Qwen through DashScope's OpenAI-compatible mode.
     Qwen,
-    /// Moonshot (Kimi: reasoning_content of tool calls must go back; K2.5+ fix their temperature).
+    /// Moonshot (Kimi: reasoning_content goes back, every turn's; K2.5+ fix their temperature).
     Moonshot,
     /// Any other OpenAI-compatible gateway (Pangu...): the base URL must be given.
     Custom,
@@ -122,8 +122,9 @@ impl ProviderPreset {
 
     /// The preset's quirk settings.
     ///
-    /// - DeepSeek and Moonshot send `reasoning_content` back (see
-    ///   [`ProviderQuirks::send_reasoning_content`] for the rule and its sources).
+    /// - DeepSeek, Moonshot and Zhipu send `reasoning_content` back (see
+    ///   [`ProviderQuirks::send_reasoning_content`] for the rule and its sources); Moonshot every
+    ///   turn's ([`ProviderQuirks::reasoning_of_every_turn`]).
     /// - Moonshot sends no default temperature: Kimi K2.5 and later accept only their fixed value
     ///   (1.0 thinking, 0.6 otherwise) and answer 400 "invalid temperature: only 1 is allowed for
     ///   this model" to 0.2; older moonshot-v1 models then use their own default.
@@ -136,26 +137,77 @@ impl ProviderPreset {
                 ProviderQuirks { max_tokens_field: MaxTokensField::MaxCompletionTokens, ..base }
             }
             ProviderPreset::DeepSeek => ProviderQuirks { send_reasoning_content: true, ..base },
-            ProviderPreset::Zhipu => ProviderQuirks { tool_choice: ToolChoiceSupport::AutoOnly, ..base },
-            ProviderPreset::Moonshot => {
-                ProviderQuirks { send_reasoning_content: true, default_tool_temperature: None, ..base }
-            }
+            ProviderPreset::Zhipu => ProviderQuirks {
+                tool_choice: ToolChoiceSupport::AutoOnly,
+                send_reasoning_content: true,
+                ..base
+            },
+            ProviderPreset::Moonshot => ProviderQuirks {
+                send_reasoning_content: true,
+                reasoning_of_every_turn: true,
+                default_tool_temperature: None,
+                ..base
+            },
             ProviderPreset::Qwen | ProviderPreset::Custom => base,
         }
     }
 
-    /// The preset's quirks for one model: [`quirks`](Self::quirks), except that OpenAI's reasoning
-    /// models (`o1`, `o3`, `o4-mini`..., `gpt-5*` but not `gpt-5-chat*`) get no default
-    /// temperature, since they refuse any value but their default ("Unsupported value:
-    /// 'temperature' does not support 0.2 with this model. Only the default (1) value is
-    /// supported"; o3-mini refuses the parameter itself).
+    /// The preset's quirks for one model: [`quirks`](Self::quirks), except that
+    /// - OpenAI's reasoning models (`o1`, `o3`, `o4-mini`..., `gpt-5*` but not `gpt-5-chat*`) get
+    ///   no default temperature, since they refuse any value but their default ("Unsupported
+    ///   value: 'temperature' does not support 0.2 with this model. Only the default (1) value is
+    ///   supported"; o3-mini refuses the parameter itself);
+    /// - Qwen's open-source Qwen3 hybrid models on DashScope (`qwen3-32b`, `qwen3-235b-a22b`...)
+    ///   get [`thinking_off_unstreamed`](ProviderQuirks::thinking_off_unstreamed);
+    /// - those and the Qwen3.5 and later models (`qwen3.5-plus`, `qwen3.7-max`..., thinking on by
+    ///   default) get
+    ///   [`thinking_off_for_forced_tool_choice`](ProviderQuirks::thinking_off_for_forced_tool_choice).
     pub fn quirks_for_model(self, model: &str) -> ProviderQuirks {
         let mut quirks = self.quirks();
         if self == ProviderPreset::OpenAi && is_openai_reasoning_model(model) {
             quirks.default_tool_temperature = None;
         }
+        if self == ProviderPreset::Qwen && is_qwen3_open_source_hybrid(model) {
+            quirks.thinking_off_unstreamed = true;
+            quirks.thinking_off_for_forced_tool_choice = true;
+        }
+        if self == ProviderPreset::Qwen && is_qwen3_point_release(model) {
+            quirks.thinking_off_for_forced_tool_choice = true;
+        }
         quirks
     }
+}
+
+/// True for DashScope's names of the open-source Qwen3 hybrid-thinking models: `qwen3-<n>b`, or
+/// `qwen3-<n>b-a<m>b` for the MoE ones (`qwen3-32b`, `qwen3-1.7b`, `qwen3-235b-a22b`), nothing
+/// after. Not the 2507 `-instruct-` (no thinking) and `-thinking-` (thinking only: "The value of
+/// the enable_thinking parameter is restricted to True") models, nor `qwen3-max`, `qwen3.5-*`...
+fn is_qwen3_open_source_hybrid(model: &str) -> bool {
+    // `<digits>[.<digits>]b`: a parameter count.
+    fn size(s: &str) -> bool {
+        let Some(n) = s.strip_suffix('b') else { return false };
+        let mut parts = n.split('.');
+        let digits =
+            |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        digits(parts.next()) && parts.next().is_none_or(|p| digits(Some(p))) && parts.next().is_none()
+    }
+    let m = model.trim().to_ascii_lowercase();
+    let Some(rest) = m.strip_prefix("qwen3-") else { return false };
+    match rest.split_once("-a") {
+        Some((total, active)) => size(total) && size(active),
+        None => size(rest),
+    }
+}
+
+/// True for DashScope's names of the Qwen3.x models (`qwen3.5-plus`, `qwen3.6-plus-2026-04-02`,
+/// `qwen3.7-max`, `qwen3.5-397b-a17b`...), hybrid-thinking models with thinking on by default
+/// ("Qwen3.7, Qwen3.6, Qwen3.5 (enabled by default)":
+/// <https://docs.qwencloud.com/developer-guides/text-generation/thinking>); not a `-thinking`
+/// (thinking-only) variant, which refuses to turn thinking off.
+fn is_qwen3_point_release(model: &str) -> bool {
+    let m = model.trim().to_ascii_lowercase();
+    m.strip_prefix("qwen3.").is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        && !m.contains("thinking")
 }
 
 /// True for OpenAI model names of its reasoning families: `o<digit>` alone or followed by `-`,
@@ -205,10 +257,22 @@ pub struct ProviderQuirks {
     /// "Missing `reasoning_content` field in the assistant message". Moonshot's thinking models
     /// (kimi-k2-thinking, kimi-k2.5+) answer 400 "thinking is enabled but reasoning_content is
     /// missing in assistant tool call message at index N" (continuedev/continue#11600) and their
-    /// guide says to keep `reasoning_content` in the context. The legacy deepseek-reasoner (R1)
-    /// refused reasoning_content in input but had no tool calls, so the rule never sent it any.
-    /// Other providers may reject the field: off by default.
+    /// guide says to keep `reasoning_content` in the context. Zhipu's GLM-4.5+ think between tool
+    /// calls ("interleaved thinking", on by default), and their guide says the reasoning content
+    /// must be kept and returned with the tool results
+    /// (<https://docs.bigmodel.cn/cn/guide/capabilities/thinking-mode>,
+    /// <https://docs.z.ai/guides/capabilities/thinking-mode>); the reasoning of earlier turns is
+    /// cleared by the standard endpoint anyway ("preserved thinking" is off there). The legacy
+    /// deepseek-reasoner (R1) refused reasoning_content in input but had no tool calls, so the rule
+    /// never sent it any. Other providers may reject the field: off by default.
     pub send_reasoning_content: bool,
+    /// With [`send_reasoning_content`](Self::send_reasoning_content): send the reasoning of every
+    /// assistant message, earlier turns' final answers too (default false). For Moonshot: Kimi's
+    /// guide says that with kimi-k2.7-code (whose "Preserved Thinking" is always on) "you must keep
+    /// the reasoning_content of every historical assistant message in messages as-is"
+    /// (<https://platform.kimi.ai/docs/guide/use-kimi-k2-thinking-model>); kimi-k2.6 keeps it when
+    /// asked (`thinking.keep`) and otherwise leaves it out itself.
+    pub reasoning_of_every_turn: bool,
     /// Send `stream_options: {"include_usage": true}` on streamed requests (default true). Turn it
     /// off for gateways that reject the parameter (new-api "Unknown parameter:
     /// 'stream_options'", Mistral 422); the run then has no token usage unless the provider
@@ -224,17 +288,39 @@ pub struct ProviderQuirks {
     /// `None` sends no temperature unless the request sets one: for models that only accept their
     /// own default (OpenAI o-series and gpt-5, Kimi K2.5+).
     pub default_tool_temperature: Option<f32>,
+    /// Send `"enable_thinking": false` on non-streamed requests (default false; set by
+    /// [`ProviderPreset::quirks_for_model`] for DashScope's open-source Qwen3 models). Their
+    /// thinking needs a stream ("Qwen3 open-source models require streaming":
+    /// <https://docs.qwencloud.com/developer-guides/text-generation/thinking>), and a non-streamed
+    /// request that does not turn it off is refused with 400 "parameter.enable_thinking must be
+    /// set to false for non-streaming calls"
+    /// (<https://docs.qwencloud.com/api-reference/preparation/error-messages>). Such a model answers
+    /// non-streamed requests (`AgentConfig::streaming` off, the loop diagnosis) without
+    /// reasoning; streamed requests leave the switch to its default.
+    pub thinking_off_unstreamed: bool,
+    /// Send `"enable_thinking": false` when the request forces a tool call (`tool_choice`
+    /// `"required"` or a named function; default false; set by
+    /// [`ProviderPreset::quirks_for_model`] for DashScope's Qwen3 hybrid-thinking models). Their
+    /// thinking mode "only supports `tool_choice` set to "auto" or "none". To force a specific
+    /// tool, disable thinking mode first by setting `enable_thinking` to `false`"
+    /// (<https://docs.qwencloud.com/developer-guides/text-generation/function-calling>); otherwise
+    /// the request is refused with 400 "tool_choice is one of the strings that should be
+    /// ["none", "auto"]" (<https://docs.qwencloud.com/api-reference/preparation/error-messages>).
+    pub thinking_off_for_forced_tool_choice: bool,
 }
 
 impl Default for ProviderQuirks {
     fn default() -> Self {
         ProviderQuirks {
             send_reasoning_content: false,
+            reasoning_of_every_turn: false,
             stream_usage: true,
             tool_message_name: false,
             max_tokens_field: MaxTokensField::MaxTokens,
             tool_choice: ToolChoiceSupport::Full,
             default_tool_temperature: Some(0.2),
+            thinking_off_unstreamed: false,
+            thinking_off_for_forced_tool_choice: false,
         }
     }
 }
@@ -737,13 +823,20 @@ mod tests {
     fn preset_quirks() {
         let moonshot = ProviderPreset::Moonshot.quirks();
         assert!(moonshot.send_reasoning_content, "Kimi thinking models want reasoning_content back");
+        assert!(moonshot.reasoning_of_every_turn, "kimi-k2.7-code keeps every turn's reasoning");
+        for p in ProviderPreset::ALL.into_iter().filter(|p| *p != ProviderPreset::Moonshot) {
+            assert!(!p.quirks().reasoning_of_every_turn, "{p:?}");
+        }
         assert_eq!(moonshot.default_tool_temperature, None, "Kimi K2.5+ only accept their fixed temperature");
         let deepseek = ProviderPreset::DeepSeek.quirks();
         assert!(deepseek.send_reasoning_content);
         assert_eq!(deepseek.default_tool_temperature, Some(0.2));
+        assert!(ProviderPreset::Zhipu.quirks().send_reasoning_content, "GLM's interleaved thinking");
+        for p in [ProviderPreset::OpenAi, ProviderPreset::Qwen, ProviderPreset::Custom] {
+            assert!(!p.quirks().send_reasoning_content, "{p:?}");
+        }
         for p in [ProviderPreset::OpenAi, ProviderPreset::Zhipu, ProviderPreset::Qwen, ProviderPreset::Custom]
         {
-            assert!(!p.quirks().send_reasoning_content, "{p:?}");
             assert_eq!(p.quirks().default_tool_temperature, Some(0.2), "{p:?}");
             assert!(p.quirks().stream_usage, "{p:?}");
         }
@@ -914,6 +1007,56 @@ mod tests {
         // Only the OpenAI preset reads the model name.
         let c = ClientConfig::new(ProviderPreset::Custom, "o3-mini", "k");
         assert_eq!(c.quirks.default_tool_temperature, Some(0.2));
+    }
+
+    #[test]
+    fn only_qwen3_open_source_hybrid_models_turn_thinking_off_when_not_streamed() {
+        for model in ["qwen3-32b", "qwen3-235b-a22b", "Qwen3-30B-A3B", "qwen3-1.7b", "qwen3-0.6b", "qwen3-8b"]
+        {
+            assert!(ProviderPreset::Qwen.quirks_for_model(model).thinking_off_unstreamed, "{model}");
+        }
+        for model in [
+            "qwen3-max",
+            "qwen3-235b-a22b-thinking-2507",
+            "qwen3-235b-a22b-instruct-2507",
+            "qwen3-coder-plus",
+            "qwen3-vl-32b",
+            "qwen3.5-397b-a17b",
+            "qwen3.5-plus",
+            "qwen-plus",
+            "qwq-plus",
+            "qwen3-b",
+            "qwen3-1..7b",
+            "qwen3-32b-a",
+        ] {
+            assert!(!ProviderPreset::Qwen.quirks_for_model(model).thinking_off_unstreamed, "{model}");
+        }
+        // Only the Qwen preset reads the model name for it.
+        assert!(!ProviderPreset::Custom.quirks_for_model("qwen3-32b").thinking_off_unstreamed);
+        assert!(!ProviderPreset::Qwen.quirks().thinking_off_unstreamed);
+    }
+
+    #[test]
+    fn qwen_hybrid_thinking_models_turn_thinking_off_for_a_forced_tool_choice() {
+        for model in
+            ["qwen3.5-plus", "qwen3.6-plus-2026-04-02", "Qwen3.7-Max", "qwen3.5-397b-a17b", "qwen3-32b"]
+        {
+            assert!(
+                ProviderPreset::Qwen.quirks_for_model(model).thinking_off_for_forced_tool_choice,
+                "{model}"
+            );
+        }
+        for model in
+            ["qwen3-max", "qwen-plus", "qwen3.5-thinking", "qwen3-235b-a22b-thinking-2507", "qwen3.x"]
+        {
+            assert!(
+                !ProviderPreset::Qwen.quirks_for_model(model).thinking_off_for_forced_tool_choice,
+                "{model}"
+            );
+        }
+        assert!(!ProviderPreset::Custom.quirks_for_model("qwen3.5-plus").thinking_off_for_forced_tool_choice);
+        // Only the open-source Qwen3 models need a stream for their thinking.
+        assert!(!ProviderPreset::Qwen.quirks_for_model("qwen3.5-plus").thinking_off_unstreamed);
     }
 
     #[test]

@@ -72,13 +72,21 @@ pub(crate) fn wire_envelope<'a>(
         model,
         messages: Vec::new(),
         tools,
-        tool_choice,
         temperature,
         max_tokens,
         max_completion_tokens,
         stream,
         stream_options: (stream && quirks.stream_usage).then_some(StreamOptions { include_usage: true }),
+        enable_thinking: ((!stream && quirks.thinking_off_unstreamed)
+            || (forces_a_call(tool_choice.as_ref()) && quirks.thinking_off_for_forced_tool_choice))
+            .then_some(false),
+        tool_choice,
     }
+}
+
+/// True for a `tool_choice` that makes the model call a tool (`"required"`, a named function).
+fn forces_a_call(choice: Option<&WireToolChoice<'_>>) -> bool {
+    matches!(choice, Some(WireToolChoice::Mode("required") | WireToolChoice::Function { .. }))
 }
 
 /// Where the current turn starts: the position of the last user message (0 without one).
@@ -88,7 +96,8 @@ pub(crate) fn turn_start(messages: &[ChatMessage]) -> usize {
 
 /// Whether the assistant message `message` at `index` is sent with its reasoning: with
 /// `send_reasoning_content`, when it called tools (any turn) or belongs to the current turn (after
-/// the last user message). See [`ProviderQuirks::send_reasoning_content`] for why.
+/// the last user message), or always with `reasoning_of_every_turn`. See
+/// [`ProviderQuirks::send_reasoning_content`] for why.
 pub(crate) fn sends_reasoning(
     quirks: &ProviderQuirks,
     message: &ChatMessage,
@@ -96,7 +105,8 @@ pub(crate) fn sends_reasoning(
     turn_start: usize,
 ) -> bool {
     quirks.send_reasoning_content
-        && (index > turn_start
+        && (quirks.reasoning_of_every_turn
+            || index > turn_start
             || matches!(message, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
 }
 
@@ -444,14 +454,26 @@ mod tests {
         });
         next.push(ChatMessage::user("and order 2?"));
         let req = ChatRequest::new(Arc::from(next), Arc::from(tools()));
-        for (preset, model) in
-            [(ProviderPreset::DeepSeek, "deepseek-reasoner"), (ProviderPreset::Moonshot, "kimi-k2.5")]
-        {
-            let v = serde_json::to_value(to_wire_request(&req, model, &preset.quirks(), true)).unwrap();
-            assert_eq!(v["messages"][2]["reasoning_content"], "think", "{preset:?}");
-            assert!(v["messages"][4].get("reasoning_content").is_none(), "{preset:?}: {v}");
-            assert_eq!(v.to_string().matches("reasoning_content").count(), 1, "{v}");
-        }
+        let v = serde_json::to_value(to_wire_request(
+            &req,
+            "deepseek-reasoner",
+            &ProviderPreset::DeepSeek.quirks(),
+            true,
+        ))
+        .unwrap();
+        assert_eq!(v["messages"][2]["reasoning_content"], "think");
+        assert!(v["messages"][4].get("reasoning_content").is_none(), "{v}");
+        assert_eq!(v.to_string().matches("reasoning_content").count(), 1, "{v}");
+        // Kimi keeps every turn's reasoning.
+        let v = serde_json::to_value(to_wire_request(
+            &req,
+            "kimi-k2.6",
+            &ProviderPreset::Moonshot.quirks(),
+            true,
+        ))
+        .unwrap();
+        assert_eq!(v["messages"][2]["reasoning_content"], "think");
+        assert_eq!(v["messages"][4]["reasoning_content"], "r2", "{v}");
         // Without the quirk nothing goes back.
         let v =
             serde_json::to_value(to_wire_request(&req, "qwen3-max", &ProviderPreset::Qwen.quirks(), true))

@@ -33,6 +33,15 @@ pub struct ChatCompletionRequest<'a> {
     /// Streaming options (usage in a final chunk).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// DashScope's thinking switch (not an OpenAI field): only sent as `false`, on the requests of
+    /// the models that need it to be off (see [`ProviderQuirks::thinking_off_unstreamed`] and
+    /// [`ProviderQuirks::thinking_off_for_forced_tool_choice`]).
+    ///
+    /// [`ProviderQuirks::thinking_off_unstreamed`]: crate::provider::ProviderQuirks::thinking_off_unstreamed
+    /// [`ProviderQuirks::thinking_off_for_forced_tool_choice`]:
+    ///     crate::provider::ProviderQuirks::thinking_off_for_forced_tool_choice
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_thinking: Option<bool>,
 }
 
 /// `stream_options`.
