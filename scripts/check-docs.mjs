@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Checks that the concrete references of the docs still name things that exist: README.md,
-// docs/*.md, BENCHMARKS.md, arkts-bindings/README.md, entry-demo/README.md and the comments of
-// the native module's index.d.ts. Mechanical rules only, each precise enough to give no false
+// docs/*.md, BENCHMARKS.md, the READMEs of arkts-bindings/, entry-demo/, entry-demo/entry/libs/
+// and scripts/arkts-check/, and the comments of the native module's index.d.ts. Mechanical rules only, each precise enough to give no false
 // positive on prose; what they leave out is a human's to check. Node 20, no dependencies.
 //
 // Run: node scripts/check-docs.mjs [--root DIR]. Prints each problem as `file:line: message`
@@ -58,7 +58,8 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT_DIRS = ['src', 'tests', 'scripts', 'benches', 'examples', 'docs', 'fuzz', 'arkts-bindings',
   'entry-demo', 'cmake', '.ci', '.cargo'];
-const DOCS = ['README.md', 'BENCHMARKS.md', 'arkts-bindings/README.md', 'entry-demo/README.md'];
+const DOCS = ['README.md', 'BENCHMARKS.md', 'arkts-bindings/README.md', 'entry-demo/README.md', 'entry-demo/entry/libs/README.md',
+  'scripts/arkts-check/README.md'];
 const DTS = 'arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts';
 const SKIP_DIRS = new Set(['node_modules', 'target', '.git', 'oh_modules', '.build', 'build']);
 const SOURCE_EXT = /\.(rs|mjs|js|ts|ets|py|sh|json5?|toml|cmake|txt)$/;
