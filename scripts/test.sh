@@ -53,6 +53,9 @@ cargo build --features napi --lib --locked
 ARKAGENT_SO="$target_dir/debug/libarkagent.so" ARKAGENT_PANIC_SO="$target_dir/panic-test/libarkagent.so" \
   node --test tests/node/
 
+echo "== docs references (paths, test names, error codes, cargo targets and features, flags, env vars)"
+node scripts/check-docs.mjs
+
 echo "== ArkTS check (arkts-bindings/, entry-demo/)"
 if [ ! -d scripts/arkts-check/node_modules ]; then
   npm ci --prefix scripts/arkts-check --no-audit --no-fund
@@ -61,7 +64,8 @@ node scripts/arkts-check/check.mjs
 
 echo "== ArkTS check self-test and bindings tests"
 node --test scripts/arkts-check/selftest.test.mjs scripts/arkts-check/bindings.test.mjs scripts/arkts-check/agent.test.mjs \
-  scripts/arkts-check/demo.test.mjs scripts/arkts-check/policy.test.mjs scripts/arkts-check/readme.test.mjs
+  scripts/arkts-check/demo.test.mjs scripts/arkts-check/policy.test.mjs scripts/arkts-check/readme.test.mjs \
+  scripts/check-docs.test.mjs
 echo "== ArkTS adapters and demo tools against the real .so"
 ARKAGENT_SO="$target_dir/debug/libarkagent.so" node --test scripts/arkts-check/native.test.mjs \
   scripts/arkts-check/policy_native.test.mjs scripts/arkts-check/journey.test.mjs

@@ -242,8 +242,9 @@ export interface AgentConfigObject {
   streamUsage?: boolean;
   /**
    * Send the assistant's reasoning_content back: of every message that called tools (every turn)
-   * and of the current turn. Default: the preset's (true for 'deepseek' and 'moonshot', whose
-   * thinking models answer 400 without it; false elsewhere, where it may be rejected).
+   * and of the current turn ('moonshot': of every message). Default: the preset's (true for
+   * 'deepseek', 'zhipu' and 'moonshot', whose thinking models need it; false elsewhere, where it
+   * may be rejected).
    */
   sendReasoningContent?: boolean;
   /**
