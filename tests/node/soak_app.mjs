@@ -73,8 +73,8 @@ const EVENT_TYPES = new Set(['run_started', 'text_delta', 'reasoning_delta', 'to
 const BUSY = ['session_busy', 'state_io'];
 const DOCUMENTED = {
   run: ['approval_pending', 'invalid_state', 'session_id_invalid', 'config_invalid', ...BUSY],
-  resume: ['session_not_found', 'approval_pending', 'invalid_state', 'session_id_invalid', ...BUSY],
-  dismiss: ['no_pending_approval', 'session_not_found', 'invalid_state', 'session_id_invalid', ...BUSY],
+  resume: ['session_not_found', 'approval_pending', 'invalid_state', 'delegation_depth_exceeded', 'session_id_invalid', ...BUSY],
+  dismiss: ['no_pending_approval', 'session_not_found', 'invalid_state', 'delegation_depth_exceeded', 'session_id_invalid', ...BUSY],
   approve: ['no_pending_approval', 'approval_not_found', 'approval_already_decided', 'session_not_found', 'session_id_invalid', ...BUSY],
   deny: ['no_pending_approval', 'approval_not_found', 'approval_already_decided', 'session_not_found', 'session_id_invalid', ...BUSY],
   setMetadata: ['metadata_key_invalid', 'json_invalid', 'json_too_deep', 'json_too_large', 'metadata_too_large', 'session_id_invalid', 'invalid_state', ...BUSY],
@@ -171,12 +171,15 @@ function planAnswer(body) {
     return { kind: 'text', text: `answer ${hash(key) % 1000} to ${first.slice(0, 20)}`, slow };
   }
   const tools = ['lookup', 'lookup', 'order', 'wipe', 'flaky', 'flaky', 'slow', 'ghost', 'extra'];
+  if (body.tools?.some((t) => t.function.name === 'delegate_task')) tools.push('delegate_task', 'delegate_task');
   const calls = [];
   const n = 1 + Math.floor(r() * 3);
   for (let i = 0; i < n; i++) {
     const name = pick(tools, r);
     const a = r();
     let args = name === 'lookup' ? JSON.stringify({ q: `item ${Math.floor(a * 50)}` }) : '{}';
+    // A sub-agent's conversation starts with its task: unique, so its call ids are too.
+    if (name === 'delegate_task') args = JSON.stringify({ task: `subtask ${hash(key).toString(36)}_${i}: look up and order` });
     if (a < 0.05) args = '{"q": "cut';
     else if (a < 0.08) args = '{"q": 7}';
     calls.push({ id: `c${hash(key).toString(36)}_${messages.length}_${i}`, name, args });
@@ -246,9 +249,19 @@ const mock = await startMock((index, request, res) => answer(res, planAnswer(req
 
 // --- tools: each records its runs; what it does follows from its call id
 const runs = new Map(); // `${dir}|${session}|${call}` -> tool name
-const approveAsked = new Set(); // same keys
-const deniedAcked = new Set();
-const ackedDecisions = new Map(); // same keys -> {decision: 'approved' | 'denied', by: agent serial}
+const approveAsked = new Set(); // `${dir}|${call}`
+// `${dir}|${call}` -> {seq, mirror}: when the denial was acknowledged, and whether on a batch that
+// mirrors a sub-agent's. Such a denial is recorded on the mirror alone when the app had decided the
+// worker's own batch and resumed the worker directly: that decision stood (delegate.rs, point 5),
+// so the call may have run before; nothing may run after.
+const deniedAcked = new Map();
+let seq = 0; // orders runs and acknowledgements
+// `${dir}|${session}|${call}` -> {decision: 'approved' | 'denied', by: agent serial}: by session,
+// since a decision made on a sub-agent's own session stands there and leaves its parent's mirror
+// of the item undecided (delegate.rs, point 5).
+const ackedDecisions = new Map();
+/** `${dir}|${call}` of a `${dir}|${session}|${call}` key. */
+const callKey = (key) => `${key.slice(0, key.indexOf('|'))}|${key.slice(key.lastIndexOf('|') + 1)}`;
 // SOAK_JOURNAL: what the checks know, appended (synchronously, so a SIGKILL loses none of it) as
 // it happens: 'run <key>' before a tool works, 'ask <key>' before an approve() is asked for,
 // 'approved <key>' / 'denied <key>' once acknowledged. A drive (SOAK_MODE=drive) after a kill
@@ -260,11 +273,13 @@ function journal(what, key) {
 if (MODE === 'drive') {
   for (const line of readFileSync(process.env.SOAK_JOURNAL, 'utf8').split('\n').filter(Boolean)) {
     const [what, key] = [line.slice(0, line.indexOf(' ')), line.slice(line.indexOf(' ') + 1)];
-    if (what === 'run') runs.set(key, 'before the kill');
+    seq++;
+    if (what === 'run') runs.set(key, { name: 'before the kill', seq });
     else if (what === 'ask') approveAsked.add(key);
     else {
-      ackedDecisions.set(key, { decision: what, by: 'the killed process' });
-      if (what === 'denied') deniedAcked.add(key);
+      const decision = what === 'approved' ? 'approved' : 'denied';
+      ackedDecisions.set(key, { decision, by: 'the killed process' });
+      if (decision === 'denied') deniedAcked.set(callKey(key), { seq, mirror: what === 'denied_on_mirror' });
     }
   }
 }
@@ -275,9 +290,9 @@ function executorFor(dir, name) {
   return (argsJson, ctx) => {
     const key = `${dir}|${ctx.sessionId}|${ctx.callId}`;
     if (runs.has(key)) violate(`call ${key} ran twice (${name})`);
-    runs.set(key, name);
+    runs.set(key, { name, seq: ++seq });
     journal('run', key);
-    if (GUARDED.has(name) && !approveAsked.has(key)) violate(`${name} call ${key} ran without an approve() asked for`);
+    if (GUARDED.has(name) && !approveAsked.has(`${dir}|${ctx.callId}`)) violate(`${name} call ${key} ran without an approve() asked for`);
     if (contexts.length < 2000) contexts.push(JSON.stringify({ ...ctx, signal: undefined }));
     const h = hash(ctx.callId);
     if (name === 'flaky') {
@@ -356,12 +371,26 @@ let eventCount = 0;
 const deletedRuns = new Set(); // runs whose session was deleted while they were suspended
 const runsOf = new Map(); // `${dir}|${session}` -> run ids
 const runSession = new Map();
+const runSessionId = new Map(); // run id -> its session
+const parentOf = new Map(); // `${dir}|${worker session}` -> `${dir}|${parent session}`
 const onEventOf = (dir) => (eventJson) => {
   eventCount++;
   if (eventJson.includes(KEY)) violate('the API key in an event');
-  const e = JSON.parse(eventJson);
-  if (!EVENT_TYPES.has(e.type) || typeof e.run_id !== 'string') violate(`event ${eventJson.slice(0, 200)}`);
-  if (e.type === 'run_started') runSession.set(e.run_id, `d${dir} ${e.session_id}`);
+  onRunEvent(dir, JSON.parse(eventJson));
+};
+/** Checks one event; a sub-agent's (wrapped in worker_event) as its own run's. */
+function onRunEvent(dir, e) {
+  if (!EVENT_TYPES.has(e.type) || typeof e.run_id !== 'string') violate(`event ${JSON.stringify(e).slice(0, 200)}`);
+  if (e.type === 'worker_event') {
+    // A sub-agent's session goes with its parent's deletion: remember whose it is.
+    if (runSessionId.has(e.run_id)) parentOf.set(`${dir}|${e.session_id}`, `${dir}|${runSessionId.get(e.run_id)}`);
+    onRunEvent(dir, { ...e.event, session_id: e.event.session_id ?? e.session_id });
+    return;
+  }
+  if (e.type === 'run_started') {
+    runSession.set(e.run_id, `d${dir} ${e.session_id}`);
+    runSessionId.set(e.run_id, e.session_id);
+  }
   if (['run_started', 'run_finished', 'approval_required', 'tool_result'].includes(e.type)) {
     note(`${runSession.get(e.run_id)} event ${e.type} ${e.run_id.slice(0, 8)} ${e.status ?? ''} ${e.call_id ?? ''}`);
   }
@@ -385,13 +414,13 @@ const onEventOf = (dir) => (eventJson) => {
     }
     runEvents.set(e.run_id, seen);
   }
-};
+}
 let agentSerial = 0;
 function newAgent(dirIndex, { plain = false } = {}) {
   const agent = new Agent({
     provider: 'custom', baseUrl: mock.baseUrl, model: 'soak-model', apiKey: KEY, stateDir: dirs[dirIndex],
     maxRounds: 5, toolTimeoutMs: 400, maxParallelTools: plain ? 4 : 1 + Math.floor(rng() * 4),
-    streaming: plain ? true : chance(0.7),
+    streaming: plain ? true : chance(0.7), enableDelegation: plain || chance(0.5),
   });
   registerTools(agent, dirs[dirIndex]);
   agent.onEvent(onEventOf(dirIndex));
@@ -427,7 +456,10 @@ async function decide(a, session, approveProbability, andResume = false) {
     }
   }
   for (const item of items.filter((i) => !i.decision || i.decision === 'pending')) {
-    const key = `${dirs[a.dir]}|${session}|${item.tool_call.id}`;
+    // By call id alone: a sub-agent's call is decided on its parent's batch and runs in the
+    // worker's session (call ids are unique: they follow from the conversation's first message).
+    const key = `${dirs[a.dir]}|${item.tool_call.id}`;
+    const ackKey = `${dirs[a.dir]}|${session}|${item.tool_call.id}`;
     let decision;
     if (rng() < approveProbability) {
       // The self-test's sabotage: forgetting approvals must be caught by the executors' check.
@@ -438,16 +470,17 @@ async function decide(a, session, approveProbability, andResume = false) {
       decision = call('approve', () => a.agent.approve(session, item.approval_id), (batch) => {
         const decided = JSON.parse(batch).items.find((i) => i.approval_id === item.approval_id);
         if (decided?.decision !== 'approved') violate(`approve() resolved with ${JSON.stringify(decided)}`);
-        ackedDecisions.set(key, { decision: 'approved', by: a.serial });
-        journal('approved', key);
+        ackedDecisions.set(ackKey, { decision: 'approved', by: a.serial });
+        journal('approved', ackKey);
       });
     } else {
       decision = call('deny', () => a.agent.deny(session, item.approval_id, 'soak says no'), (batch) => {
         const decided = JSON.parse(batch).items.find((i) => i.approval_id === item.approval_id);
         if (decided?.decision !== 'denied') violate(`deny() resolved with ${JSON.stringify(decided)}`);
-        deniedAcked.add(key);
-        ackedDecisions.set(key, { decision: 'denied', by: a.serial });
-        journal('denied', key);
+        const mirror = JSON.parse(batch).worker_session != null;
+        deniedAcked.set(key, { seq: ++seq, mirror });
+        ackedDecisions.set(ackKey, { decision: 'denied', by: a.serial });
+        journal(mirror ? 'denied_on_mirror' : 'denied', ackKey);
       });
     }
     if (andResume) decisions.push(decision);
@@ -465,7 +498,7 @@ async function decide(a, session, approveProbability, andResume = false) {
 
 const OPS = [
   ['run', 14], ['resume', 6], ['decide', 10], ['dismiss', 2], ['cancel', 4], ['setMetadata', 3], ['list', 3],
-  ['state', 3], ['delete', 1], ['register', 2], ['policy', 1], ['replace', 1], ['gc', 1], ['bad', 2],
+  ['state', 3], ['delete', 1], ['register', 2], ['policy', 1], ['replace', 1], ['gc', 1], ['bad', 2], ['worker', 4],
 ];
 const weightSum = OPS.reduce((s, [, w]) => s + w, 0);
 function pickOp() {
@@ -517,7 +550,12 @@ async function steps() {
         break;
       case 'delete':
         call('deleteSession', () => a.agent.deleteSession(session), (existed) => {
-          for (const id of existed ? runsOf.get(`${a.dir}|${session}`) ?? [] : []) deletedRuns.add(id);
+          if (!existed) return;
+        // The session and every sub-agent session under it.
+        const gone = (where) => where === `${a.dir}|${session}` || (parentOf.has(where) && gone(parentOf.get(where)));
+        for (const [where, ids] of runsOf) {
+          if (gone(where)) ids.forEach((id) => deletedRuns.add(id));
+        }
         });
         break;
       case 'register':
@@ -534,6 +572,24 @@ async function steps() {
       case 'policy': a.agent.setApprovalPolicy(chance(0.5) ? null : randomPolicy(`${SEED}|policy|${step}`), 200); break;
       case 'replace': agents[agents.indexOf(a)] = newAgent(a.dir); break;
       case 'gc': globalThis.gc?.(); break;
+    case 'worker': {
+      // The app acts on a sub-agent's session directly (delegate.rs, point 5).
+      const listed = await call('listSessionsJson', () => a.agent.listSessionsJson(true));
+      const workers = JSON.parse(listed ?? '[]').filter((w) => w.parent_session !== null);
+      if (!workers.length) break;
+      const worker = pick(workers).session_id;
+      label = `a${a.serial} d${a.dir} ${worker}`;
+      const handle = new CancellationHandle();
+      switch (pick(['decide', 'decide', 'resume', 'dismiss', 'run', 'delete', 'metadata'])) {
+        case 'decide': decide(a, worker, 0.7, chance(0.5)); break;
+        case 'resume': call('resume', () => a.agent.resume(worker, handle), (o) => checkOutcome('resume', o)); break;
+        case 'dismiss': call('dismiss', () => a.agent.dismiss(worker, 'moved on', handle), (o) => checkOutcome('dismiss', o)); break;
+        case 'run': call('run', () => a.agent.run(worker, 'a message to a worker'), (o) => checkOutcome('run', o)); break;
+        case 'delete': call('deleteSession', () => a.agent.deleteSession(worker)); break;
+        default: call('setMetadata', () => a.agent.setMetadata(worker, 'userId', '"w"')); break;
+      }
+      break;
+    }
       case 'bad': {
         // Refused up front, whatever else goes on: each must reject with one of these codes.
         const expect = (what, p, codes) => {
@@ -626,9 +682,13 @@ for (const f of finals) {
     for (let round = 0; round < 12; round++) {
       summary = JSON.parse(await within('listSessionsJson', f.agent.listSessionsJson(true))).find((s) => s.session_id === id);
       if (summary.busy) violate(`${where} busy with every other agent gone`);
-      if (summary.approval_pending) await within(`deciding ${where}`, decide(f, id, 0.5));
+      // All one way, then all the other: an item a sub-agent's own session decided takes only that
+      // decision on its parent's mirror (the other is approval_already_decided).
+      if (summary.approval_pending) await within(`deciding ${where}`, decide(f, id, round % 2 === 0 ? 1 : 0));
       if (summary.approval_pending || summary.interrupted) {
-        const out = await within(`resume of ${where}`, f.agent.resume(id).catch((e) => rejectedAtEnd.push(`${where} resume: ${e.code} ${e.message}`)));
+        const out = await within(`resume of ${where}`, f.agent.resume(id).catch((e) => {
+          if (e.code !== 'approval_pending') rejectedAtEnd.push(`${where} resume: ${e.code} ${e.message}`);
+        }));
         if (out?.status) checkOutcome('final resume', out);
       } else {
         break;
@@ -648,10 +708,16 @@ for (const f of finals) {
   }
 }
 for (const r of rejectedAtEnd) violate(`with one agent left: ${r}`);
+if (rejectedAtEnd.length && process.env.SOAK_VERBOSE) console.error(trace.slice(-400).join('\n'));
 
 // --- what ran, what the events said, where the key went
-for (const key of deniedAcked) {
-  if (runs.has(key)) violate(`denied call ${key} ran`);
+const ranCalls = new Map([...runs].map(([k, r]) => [callKey(k), r]));
+for (const [key, denial] of deniedAcked) {
+  const ran = ranCalls.get(key);
+  if (ran && (ran.seq > denial.seq || !denial.mirror)) {
+    violate(`denied call ${key} ran ${ran.seq > denial.seq ? 'after' : 'before'} its denial was acknowledged${denial.mirror ? ' on a mirror' : ''}`);
+    if (process.env.SOAK_VERBOSE) console.error(trace.filter((l) => l.includes(key.slice(key.indexOf('|') + 1))).join('\n'));
+  }
 }
 for (const [id, seen] of runEvents) {
   if (seen.open || (seen.finished !== 1 && !deletedRuns.has(id))) violate(`run ${id} did not end with one run_finished: ${JSON.stringify(seen)}`);
