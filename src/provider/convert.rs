@@ -427,21 +427,19 @@ mod tests {
         }
     }
 
+    /// The streamed wire body of `req` for `model` under `preset`'s quirks, as JSON.
+    fn wire_json(req: &ChatRequest, model: &str, preset: ProviderPreset) -> serde_json::Value {
+        serde_json::to_value(to_wire_request(req, model, &preset.quirks(), true)).unwrap()
+    }
+
     #[test]
     fn deepseek_sends_reasoning_back_and_others_do_not() {
         let req = ChatRequest::new(Arc::from(history()), Arc::from(tools()));
-        let v = serde_json::to_value(to_wire_request(
-            &req,
-            "deepseek-reasoner",
-            &ProviderPreset::DeepSeek.quirks(),
-            true,
-        ))
-        .unwrap();
+        let v = wire_json(&req, "deepseek-reasoner", ProviderPreset::DeepSeek);
         assert_eq!(v["messages"][2]["reasoning_content"], "think");
         assert_eq!(v["stream"], true);
         assert_eq!(v["stream_options"], json!({"include_usage": true}));
-        let v = serde_json::to_value(to_wire_request(&req, "gpt-4o", &ProviderPreset::OpenAi.quirks(), true))
-            .unwrap();
+        let v = wire_json(&req, "gpt-4o", ProviderPreset::OpenAi);
         assert!(v["messages"][2].get("reasoning_content").is_none());
         // A later user message starts a new turn: the reasoning of the earlier turn's tool-call
         // message still goes back (DeepSeek and Kimi answer 400 without it), the reasoning of its
@@ -454,30 +452,16 @@ mod tests {
         });
         next.push(ChatMessage::user("and order 2?"));
         let req = ChatRequest::new(Arc::from(next), Arc::from(tools()));
-        let v = serde_json::to_value(to_wire_request(
-            &req,
-            "deepseek-reasoner",
-            &ProviderPreset::DeepSeek.quirks(),
-            true,
-        ))
-        .unwrap();
+        let v = wire_json(&req, "deepseek-reasoner", ProviderPreset::DeepSeek);
         assert_eq!(v["messages"][2]["reasoning_content"], "think");
         assert!(v["messages"][4].get("reasoning_content").is_none(), "{v}");
         assert_eq!(v.to_string().matches("reasoning_content").count(), 1, "{v}");
         // Kimi keeps every turn's reasoning.
-        let v = serde_json::to_value(to_wire_request(
-            &req,
-            "kimi-k2.6",
-            &ProviderPreset::Moonshot.quirks(),
-            true,
-        ))
-        .unwrap();
+        let v = wire_json(&req, "kimi-k2.6", ProviderPreset::Moonshot);
         assert_eq!(v["messages"][2]["reasoning_content"], "think");
         assert_eq!(v["messages"][4]["reasoning_content"], "r2", "{v}");
         // Without the quirk nothing goes back.
-        let v =
-            serde_json::to_value(to_wire_request(&req, "qwen3-max", &ProviderPreset::Qwen.quirks(), true))
-                .unwrap();
+        let v = wire_json(&req, "qwen3-max", ProviderPreset::Qwen);
         assert!(!v.to_string().contains("reasoning_content"), "{v}");
     }
 

@@ -509,7 +509,10 @@ export declare class Agent {
    * await the run first.
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
-  /** The pending approval batch of a session as JSON, or null. */
+  /**
+   * The pending approval batch of a session as JSON, or null. A read: it does not wait for calls
+   * made before it (an approve() not yet resolved may not show yet; await it first).
+   */
   pendingApprovalJson(sessionId: string): Promise<string | null>;
   /**
    * The sessions the store holds, as a JSON array sorted by session id, one object per session with
