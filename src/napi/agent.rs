@@ -484,12 +484,15 @@ impl JsAgent {
                 env,
                 async move {
                     // Text up to the general limit parses; the value's own (smaller) limits are
-                    // the core's, on its compact form. Both before the turn: a bad value is
-                    // refused as such while the session is busy too, as `Agent::set_metadata`
-                    // does (the soak found json_invalid answered session_busy).
+                    // the core's, on its compact form (`set_metadata_in_turn` checks them). A bad
+                    // value is refused as such while the session is busy too, as
+                    // `Agent::set_metadata` does (the soak found json_invalid answered
+                    // session_busy): without a turn, the entry is checked here before the refusal.
                     let value = crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
-                    crate::state::metadata::check_metadata_entry(&Default::default(), &key, &value)?;
-                    let turn = turn?;
+                    let turn = turn.or_else(|busy| {
+                        crate::state::metadata::check_metadata_entry(&Default::default(), &key, &value)
+                            .and(Err(busy))
+                    })?;
                     core.set_metadata_in_turn(turn, &key, value).await
                 },
                 same,
