@@ -70,6 +70,18 @@ async fn sent(config: ClientConfig, request: &ChatRequest) -> Value {
     server.requests()[0].json()
 }
 
+/// The body the server got for one `stream` of `request` through `config`, read to its end.
+async fn sent_streamed(config: ClientConfig, request: &ChatRequest) -> Value {
+    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let server = MockServer::start([Reply::sse(stream)]).await;
+    let client = OpenAiCompatibleClient::new(config.with_base_url(server.base_url())).unwrap();
+    let mut s = client.stream(request).await.unwrap();
+    while let Some(item) = s.next().await {
+        item.unwrap();
+    }
+    server.requests()[0].json()
+}
+
 fn reasoning_of(body: &Value) -> Vec<Option<&str>> {
     body["messages"]
         .as_array()
@@ -128,21 +140,14 @@ async fn temperature_defaults_per_preset_and_model() {
 
 #[tokio::test]
 async fn stream_usage_off_leaves_stream_options_out() {
-    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
-    let server = MockServer::start([Reply::sse(stream), Reply::sse(stream)]).await;
+    let mut bodies = Vec::new();
     for usage in [true, false] {
-        let mut config =
-            ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "k").with_base_url(server.base_url());
+        let mut config = ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "k");
         config.quirks.stream_usage = usage;
-        let client = OpenAiCompatibleClient::new(config).unwrap();
-        let mut s = client.stream(&two_turns()).await.unwrap();
-        while let Some(item) = s.next().await {
-            item.unwrap();
-        }
+        bodies.push(sent_streamed(config, &two_turns()).await);
     }
-    let reqs = server.requests();
-    assert_eq!(reqs[0].json()["stream_options"], json!({"include_usage": true}));
-    let body = reqs[1].json();
+    assert_eq!(bodies[0]["stream_options"], json!({"include_usage": true}));
+    let body = &bodies[1];
     assert_eq!(body["stream"], true);
     assert!(body.get("stream_options").is_none(), "{body}");
 }
@@ -161,15 +166,7 @@ async fn qwen3_open_source_models_turn_thinking_off_when_not_streamed() {
         assert!(body.get("enable_thinking").is_none(), "{model}: {body}");
     }
     // Streamed: thinking stays on (its reasoning is streamed).
-    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
-    let server = MockServer::start([Reply::sse(stream)]).await;
-    let config = ClientConfig::new(ProviderPreset::Qwen, "qwen3-32b", "k").with_base_url(server.base_url());
-    let client = OpenAiCompatibleClient::new(config).unwrap();
-    let mut s = client.stream(&request).await.unwrap();
-    while let Some(item) = s.next().await {
-        item.unwrap();
-    }
-    let body = server.requests()[0].json();
+    let body = sent_streamed(ClientConfig::new(ProviderPreset::Qwen, "qwen3-32b", "k"), &request).await;
     assert_eq!(body["stream"], true);
     assert!(body.get("enable_thinking").is_none(), "{body}");
 }
