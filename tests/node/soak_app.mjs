@@ -10,8 +10,11 @@
 //   table of src/error.rs with a known layer and is one this method documents;
 // - every outcome has a known status, and its error code is in the table;
 // - no tool call (state directory, session, call id) runs twice; a sensitive or dangerous call runs
-//   only after an approve() of it was asked for; a call whose denial was acknowledged never runs;
-// - every run_started event gets exactly one run_finished; events have a known type;
+//   only after an approve() of it was asked for; no call runs after its denial was acknowledged
+//   (nor before, but for a denial on a sub-agent's mirror, see deniedAcked); an acknowledged
+//   decision reads back as made on its session;
+// - events have a known type, and every run's segments (run_started, again on each resume, to
+//   approval_required or run_finished) end with one run_finished (but for a deleted session's);
 // - afterwards a fresh agent brings every session to a terminal status, nothing interrupted,
 //   pending or busy, and every state keeps the pairing invariant (each call answered once, each
 //   tool message answering a call);
@@ -59,10 +62,9 @@ const violations = [];
 const violate = (what) => {
   if (violations.length < 50) violations.push(what);
 };
-const table = new Map(
-  [...readFileSync(join(repoRoot, 'src/error.rs'), 'utf8').matchAll(/=\s*"([a-z0-9_]+)"\s*=>\s*([A-Za-z]+);/g)].map(
-    (m) => [m[1], m[2].toLowerCase()],
-  ),
+// The stable codes: the `codes` table of src/error.rs (`NAME = "code" => Layer;`).
+const CODES = new Set(
+  [...readFileSync(join(repoRoot, 'src/error.rs'), 'utf8').matchAll(/=\s*"([a-z0-9_]+)"\s*=>\s*[A-Za-z]+;/g)].map((m) => m[1]),
 );
 const LAYERS = new Set(['config', 'decode', 'tool', 'cancelled', 'runtime', 'provider', 'persistence', 'internal']);
 const STATUSES = new Set(['idle', 'running', 'awaiting_approval', 'completed', 'cancelled', 'failed', 'loop_detected', 'aborted', 'max_rounds']);
@@ -93,7 +95,7 @@ function checkError(op, e) {
     return;
   }
   count(`${op} rejected ${e.code}`);
-  if (!table.has(e.code) || !LAYERS.has(e.layer)) {
+  if (!CODES.has(e.code) || !LAYERS.has(e.layer)) {
     violate(`${op} rejected with code ${e.code} / layer ${e.layer}: ${e.message}`);
   } else if (!DOCUMENTED[op]?.includes(e.code)) {
     violate(`${op} rejected with ${e.code} (${e.layer}), not documented for it: ${e.message}`);
@@ -105,7 +107,7 @@ function checkOutcome(op, out) {
   count(`${op} ${out.status}${out.errorCode ? ` ${out.errorCode}` : ''}`);
   if (process.env.SOAK_VERBOSE && out.errorCode) console.error(op, out.errorCode, out.errorMessage);
   if (!TERMINAL.has(out.status) && out.status !== 'awaiting_approval') violate(`${op}: status ${out.status}`);
-  if (out.errorCode !== undefined && (!table.has(out.errorCode) || !LAYERS.has(out.errorLayer))) {
+  if (out.errorCode !== undefined && (!CODES.has(out.errorCode) || !LAYERS.has(out.errorLayer))) {
     violate(`${op}: outcome error ${out.errorCode} / ${out.errorLayer}`);
   }
   if (out.status === 'awaiting_approval' && !Array.isArray(JSON.parse(out.batchJson ?? 'null')?.items)) {
@@ -120,26 +122,48 @@ function checkOutcome(op, out) {
 const trace = [];
 let label = '';
 const note = (line) => trace.length < 100_000 && trace.push(line);
-// Every call into the module goes through track(): in flight until it settles.
+const handles = new Set(); // the CancellationHandles of the calls in flight
+// Every call into the module goes through track(): in flight until it settles. A rejection is
+// checked against what `op` documents unless the caller checks it (`onError`).
 const inFlight = new Set();
-function track(op, promise, onValue) {
+function track(op, promise, onValue, onError = (e) => checkError(op, e)) {
   const entry = { op, since: Date.now() };
   const where = label;
   note(`${where} ${op} called`);
-  promise.then((v) => note(`${where} ${op} -> ${typeof v === 'string' ? v.slice(0, 300) : JSON.stringify(v)?.slice(0, 300)}`),
-    (e) => note(`${where} ${op} rejected ${e?.code}`));
   inFlight.add(entry);
   entry.done = promise.then(
     (value) => {
+      note(`${where} ${op} -> ${typeof value === 'string' ? value.slice(0, 300) : JSON.stringify(value)?.slice(0, 300)}`);
       if (onValue) onValue(value);
       return value;
     },
     (e) => {
-      checkError(op, e);
+      note(`${where} ${op} rejected ${e?.code}`);
+      onError(e);
       return undefined;
     },
   ).finally(() => inFlight.delete(entry));
   return entry.done;
+}
+/**
+ * Runs, resumes or dismisses (`op`) through `start(handle)` with a new CancellationHandle that the
+ * 'cancel' operation may pick while the call is in flight.
+ */
+function cancellable(op, start) {
+  const handle = new CancellationHandle();
+  handles.add(handle);
+  return call(op, () => start(handle), (o) => checkOutcome(op, o)).finally(() => handles.delete(handle));
+}
+/** Whether one of `promises` settles within `ms`. */
+async function settlesWithin(promises, ms) {
+  let timer;
+  const LATE = {};
+  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(LATE), ms)));
+  try {
+    return (await Promise.race([...promises, late])) !== LATE;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 /** Calls a method that may also throw synchronously (a bad argument). */
 function call(op, fn, onValue) {
@@ -366,11 +390,10 @@ function randomPolicy(seedText) {
 // --- agents over two state directories (A is shared by two agents)
 // SOAK_DIRS ("a:b"): directories the caller owns and keeps (a drive after a kill reads them).
 const dirs = process.env.SOAK_DIRS?.split(':') ?? [mkdtempSync(join(tmpdir(), 'arkagent-soak-a-')), mkdtempSync(join(tmpdir(), 'arkagent-soak-b-'))];
-const runEvents = new Map(); // run_id -> {started, finished}
+const runEvents = new Map(); // run id -> {open, segments, finished}
 let eventCount = 0;
 const deletedRuns = new Set(); // runs whose session was deleted while they were suspended
-const runsOf = new Map(); // `${dir}|${session}` -> run ids
-const runSession = new Map();
+const runsOf = new Map(); // `${dir}|${session}` -> a Set of run ids
 const runSessionId = new Map(); // run id -> its session
 const parentOf = new Map(); // `${dir}|${worker session}` -> `${dir}|${parent session}`
 const onEventOf = (dir) => (eventJson) => {
@@ -387,12 +410,9 @@ function onRunEvent(dir, e) {
     onRunEvent(dir, { ...e.event, session_id: e.event.session_id ?? e.session_id });
     return;
   }
-  if (e.type === 'run_started') {
-    runSession.set(e.run_id, `d${dir} ${e.session_id}`);
-    runSessionId.set(e.run_id, e.session_id);
-  }
+  if (e.type === 'run_started') runSessionId.set(e.run_id, e.session_id);
   if (['run_started', 'run_finished', 'approval_required', 'tool_result'].includes(e.type)) {
-    note(`${runSession.get(e.run_id)} event ${e.type} ${e.run_id.slice(0, 8)} ${e.status ?? ''} ${e.call_id ?? ''}`);
+    note(`d${dir} ${runSessionId.get(e.run_id)} event ${e.type} ${e.run_id.slice(0, 8)} ${e.status ?? ''} ${e.call_id ?? ''}`);
   }
   if (e.type === 'tool_result') count(`tool result ${e.result.metadata?.code ?? (e.result.is_error ? 'error' : 'ok')}`);
   // A run's segments (events.rs): run_started (again on each resume), then its last event:
@@ -405,12 +425,12 @@ function onRunEvent(dir, e) {
       seen.open = true;
       seen.segments++;
       const where = `${dir}|${e.session_id}`;
-      runsOf.set(where, [...(runsOf.get(where) ?? []), e.run_id]);
+      runsOf.set(where, (runsOf.get(where) ?? new Set()).add(e.run_id));
     } else {
       if (!seen.open || seen.finished) violate(`${e.type} of ${e.run_id} outside a segment`);
       seen.open = false;
       if (e.type === 'run_finished') seen.finished++;
-      if (e.error && !table.has(e.error.code)) violate(`run_finished error ${e.error.code}`);
+      if (e.error && !CODES.has(e.error.code)) violate(`run_finished error ${e.error.code}`);
     }
     runEvents.set(e.run_id, seen);
   }
@@ -432,7 +452,6 @@ function newAgent(dirIndex, { plain = false } = {}) {
 let agents = [newAgent(0), newAgent(0), newAgent(1)];
 
 const sessions = ['s0', 's1', 's2', 's3', 's4'];
-const handles = new Set();
 
 /**
  * Asks to approve (or deny) the undecided items of a session's pending batch; with `andResume`, the
@@ -488,10 +507,7 @@ async function decide(a, session, approveProbability, andResume = false) {
     label = `a${a.serial} d${a.dir} ${session}`;
   }
   if (andResume) {
-    const handle = new CancellationHandle();
-    handles.add(handle);
-    await call('resume', () => a.agent.resume(session, handle), (o) => checkOutcome('resume', o));
-    handles.delete(handle);
+    await cancellable('resume', (handle) => a.agent.resume(session, handle));
     await Promise.all(decisions);
   }
 }
@@ -521,15 +537,9 @@ async function steps() {
     if (step % 50 === 0) progress(`step ${step}, ${inFlight.size} in flight`);
     count(`op ${op}`);
     switch (op) {
-      case 'run': case 'resume': case 'dismiss': {
-        const handle = new CancellationHandle();
-        handles.add(handle);
-        const p = op === 'run' ? call('run', () => a.agent.run(session, `${session}/${step}: bake and order, seed ${SEED}`, handle), (o) => checkOutcome('run', o))
-          : op === 'resume' ? call('resume', () => a.agent.resume(session, handle), (o) => checkOutcome('resume', o))
-            : call('dismiss', () => a.agent.dismiss(session, 'moved on', handle), (o) => checkOutcome('dismiss', o));
-        p.finally(() => handles.delete(handle));
-        break;
-      }
+      case 'run': cancellable('run', (handle) => a.agent.run(session, `${session}/${step}: bake and order, seed ${SEED}`, handle)); break;
+      case 'resume': cancellable('resume', (handle) => a.agent.resume(session, handle)); break;
+      case 'dismiss': cancellable('dismiss', (handle) => a.agent.dismiss(session, 'moved on', handle)); break;
       case 'decide': decide(a, session, 0.75, chance(0.5)); break;
       case 'cancel': if (handles.size) pick([...handles]).cancel(chance(0.5) ? 'user cancelled' : undefined); break;
       case 'setMetadata':
@@ -551,11 +561,11 @@ async function steps() {
       case 'delete':
         call('deleteSession', () => a.agent.deleteSession(session), (existed) => {
           if (!existed) return;
-        // The session and every sub-agent session under it.
-        const gone = (where) => where === `${a.dir}|${session}` || (parentOf.has(where) && gone(parentOf.get(where)));
-        for (const [where, ids] of runsOf) {
-          if (gone(where)) ids.forEach((id) => deletedRuns.add(id));
-        }
+          // The session and every sub-agent session under it.
+          const gone = (where) => where === `${a.dir}|${session}` || (parentOf.has(where) && gone(parentOf.get(where)));
+          for (const [where, ids] of runsOf) {
+            if (gone(where)) ids.forEach((id) => deletedRuns.add(id));
+          }
         });
         break;
       case 'register':
@@ -572,33 +582,28 @@ async function steps() {
       case 'policy': a.agent.setApprovalPolicy(chance(0.5) ? null : randomPolicy(`${SEED}|policy|${step}`), 200); break;
       case 'replace': agents[agents.indexOf(a)] = newAgent(a.dir); break;
       case 'gc': globalThis.gc?.(); break;
-    case 'worker': {
-      // The app acts on a sub-agent's session directly (delegate.rs, point 5).
-      const listed = await call('listSessionsJson', () => a.agent.listSessionsJson(true));
-      const workers = JSON.parse(listed ?? '[]').filter((w) => w.parent_session !== null);
-      if (!workers.length) break;
-      const worker = pick(workers).session_id;
-      label = `a${a.serial} d${a.dir} ${worker}`;
-      const handle = new CancellationHandle();
-      switch (pick(['decide', 'decide', 'resume', 'dismiss', 'run', 'delete', 'metadata'])) {
-        case 'decide': decide(a, worker, 0.7, chance(0.5)); break;
-        case 'resume': call('resume', () => a.agent.resume(worker, handle), (o) => checkOutcome('resume', o)); break;
-        case 'dismiss': call('dismiss', () => a.agent.dismiss(worker, 'moved on', handle), (o) => checkOutcome('dismiss', o)); break;
-        case 'run': call('run', () => a.agent.run(worker, 'a message to a worker'), (o) => checkOutcome('run', o)); break;
-        case 'delete': call('deleteSession', () => a.agent.deleteSession(worker)); break;
-        default: call('setMetadata', () => a.agent.setMetadata(worker, 'userId', '"w"')); break;
+      case 'worker': {
+        // The app acts on a sub-agent's session directly (delegate.rs, point 5).
+        const listed = await call('listSessionsJson', () => a.agent.listSessionsJson(true));
+        const workers = JSON.parse(listed ?? '[]').filter((w) => w.parent_session !== null);
+        if (!workers.length) break;
+        const worker = pick(workers).session_id;
+        label = `a${a.serial} d${a.dir} ${worker}`;
+        switch (pick(['decide', 'decide', 'resume', 'dismiss', 'run', 'delete', 'metadata'])) {
+          case 'decide': decide(a, worker, 0.7, chance(0.5)); break;
+          case 'resume': cancellable('resume', (handle) => a.agent.resume(worker, handle)); break;
+          case 'dismiss': cancellable('dismiss', (handle) => a.agent.dismiss(worker, 'moved on', handle)); break;
+          case 'run': cancellable('run', (handle) => a.agent.run(worker, 'a message to a worker', handle)); break;
+          case 'delete': call('deleteSession', () => a.agent.deleteSession(worker)); break;
+          default: call('setMetadata', () => a.agent.setMetadata(worker, 'userId', '"w"')); break;
+        }
+        break;
       }
-      break;
-    }
       case 'bad': {
         // Refused up front, whatever else goes on: each must reject with one of these codes.
-        const expect = (what, p, codes) => {
-          const entry = { op: what, since: Date.now() };
-          inFlight.add(entry);
-          entry.done = p.then(() => violate(`${what} resolved`), (e) => {
-            if (!codes.includes(e?.code)) violate(`${what}: ${e?.code} ${e?.message}`);
-          }).finally(() => inFlight.delete(entry));
-        };
+        const expect = (what, p, codes) => track(what, p, () => violate(`${what} resolved`), (e) => {
+          if (!codes.includes(e?.code)) violate(`${what}: ${e?.code} ${e?.message}`);
+        });
         const bad = pick(['../up', '', 'a/b', 'x'.repeat(200)]);
         expect(`run of session id ${JSON.stringify(bad).slice(0, 12)}`, a.agent.run(bad, 'hi'), ['session_id_invalid']);
         expect('stateJson of a bad id', a.agent.stateJson(bad), ['session_id_invalid']);
@@ -611,14 +616,10 @@ async function steps() {
     }
     if (inFlight.size > 10 || (inFlight.size > 0 && chance(0.3))) {
       // Something settles within 20 s, or the soak stops here and says what hangs.
-      let timer;
-      const STUCK = {};
-      const stuck = new Promise((resolve) => (timer = setTimeout(() => resolve(STUCK), 20_000)));
-      if ((await Promise.race([...[...inFlight].map((e) => e.done), stuck])) === STUCK) {
+      if (!(await settlesWithin([...inFlight].map((e) => e.done), 20_000))) {
         for (const e of inFlight) violate(`step ${step}: ${e.op} unsettled for ${Date.now() - e.since} ms`);
         break;
       }
-      clearTimeout(timer);
     }
     if (chance(0.2)) await new Promise((resolve) => setTimeout(resolve, Math.floor(rng() * 20)));
   }
@@ -659,52 +660,47 @@ function checkPairing(where, state) {
 const rejectedAtEnd = [];
 /** The promise's value, or a violation (and undefined) when it has not settled within 20 s. */
 async function within(what, promise) {
-  let timer;
-  const LATE = {};
-  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(LATE), 20_000)));
-  const value = await Promise.race([promise, late]);
-  clearTimeout(timer);
-  if (value === LATE) {
+  if (!(await settlesWithin([promise], 20_000))) {
     violate(`${what} never settled with one agent left`);
     throw new Error(`${what} hung`);
   }
-  return value;
+  return promise;
 }
 const finals = dirs.map((_, i) => newAgent(i, { plain: true }));
 const endStatuses = {};
 for (const f of finals) {
   const listed = JSON.parse(await within('listSessionsJson', f.agent.listSessionsJson(true)));
   for (const { session_id: id } of listed) {
-   try {
-    const where = `${dirs[f.dir]}|${id}`;
-    progress(`driving ${where}`);
-    let summary;
-    for (let round = 0; round < 12; round++) {
-      summary = JSON.parse(await within('listSessionsJson', f.agent.listSessionsJson(true))).find((s) => s.session_id === id);
-      if (summary.busy) violate(`${where} busy with every other agent gone`);
-      // All one way, then all the other: an item a sub-agent's own session decided takes only that
-      // decision on its parent's mirror (the other is approval_already_decided).
-      if (summary.approval_pending) await within(`deciding ${where}`, decide(f, id, round % 2 === 0 ? 1 : 0));
-      if (summary.approval_pending || summary.interrupted) {
-        const out = await within(`resume of ${where}`, f.agent.resume(id).catch((e) => {
-          if (e.code !== 'approval_pending') rejectedAtEnd.push(`${where} resume: ${e.code} ${e.message}`);
-        }));
-        if (out?.status) checkOutcome('final resume', out);
-      } else {
-        break;
+    try {
+      const where = `${dirs[f.dir]}|${id}`;
+      progress(`driving ${where}`);
+      let summary;
+      for (let round = 0; round < 12; round++) {
+        summary = JSON.parse(await within('listSessionsJson', f.agent.listSessionsJson(true))).find((s) => s.session_id === id);
+        if (summary.busy) violate(`${where} busy with every other agent gone`);
+        // All one way, then all the other: an item a sub-agent's own session decided takes only that
+        // decision on its parent's mirror (the other is approval_already_decided).
+        if (summary.approval_pending) await within(`deciding ${where}`, decide(f, id, round % 2 === 0 ? 1 : 0));
+        if (summary.approval_pending || summary.interrupted) {
+          const out = await within(`resume of ${where}`, f.agent.resume(id).catch((e) => {
+            if (e.code !== 'approval_pending') rejectedAtEnd.push(`${where} resume: ${e.code} ${e.message}`);
+          }));
+          if (out?.status) checkOutcome('final resume', out);
+        } else {
+          break;
+        }
       }
+      summary = JSON.parse(await within('listSessionsJson', f.agent.listSessionsJson(true))).find((s) => s.session_id === id);
+      endStatuses[summary.status] = (endStatuses[summary.status] ?? 0) + 1;
+      if (summary.approval_pending || summary.interrupted || summary.busy || summary.error || !(TERMINAL.has(summary.status) || summary.status === 'idle')) {
+        violate(`${where} not brought to an end: ${JSON.stringify(summary)}`);
+      }
+      const state = JSON.parse(await within(`stateJson of ${where}`, f.agent.stateJson(id)));
+      checkPairing(where, state);
+      if (await within(`pendingApprovalJson of ${where}`, f.agent.pendingApprovalJson(id))) violate(`${where}: a batch still pending`);
+    } catch (e) {
+      if (!String(e.message).endsWith('hung')) throw e;
     }
-    summary = JSON.parse(await within('listSessionsJson', f.agent.listSessionsJson(true))).find((s) => s.session_id === id);
-    endStatuses[summary.status] = (endStatuses[summary.status] ?? 0) + 1;
-    if (summary.approval_pending || summary.interrupted || summary.busy || summary.error || !(TERMINAL.has(summary.status) || summary.status === 'idle')) {
-      violate(`${where} not brought to an end: ${JSON.stringify(summary)}`);
-    }
-    const state = JSON.parse(await within(`stateJson of ${where}`, f.agent.stateJson(id)));
-    checkPairing(where, state);
-    if (await within(`pendingApprovalJson of ${where}`, f.agent.pendingApprovalJson(id))) violate(`${where}: a batch still pending`);
-   } catch (e) {
-     if (!String(e.message).endsWith('hung')) throw e;
-   }
   }
 }
 for (const r of rejectedAtEnd) violate(`with one agent left: ${r}`);
