@@ -3,7 +3,8 @@
 //! assistant message), Moonshot and OpenAI's
 //! reasoning models get no default temperature, `stream_usage: false` leaves `stream_options` out
 //! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed
-//! (Qwen's thinking models also for a forced tool call).
+//! (Qwen's thinking models also for a forced tool call); Zhipu, which takes only `tool_choice`
+//! "auto", is sent no tools for "none".
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -199,4 +200,32 @@ async fn qwen_thinking_models_turn_thinking_off_for_a_forced_tool_call() {
         let body = sent(ClientConfig::new(ProviderPreset::Qwen, "qwen3.5-plus", "k"), &request).await;
         assert!(body.get("enable_thinking").is_none(), "{choice:?}: {body}");
     }
+}
+
+/// Zhipu takes only `tool_choice` "auto" (docs.bigmodel.cn, chat completions): "none" cannot be
+/// sent, so the tools are left out instead and the model has nothing to call; the history keeps its
+/// tool calls and results. Other choices are left out with the tools still offered.
+#[tokio::test]
+async fn zhipu_tool_choice_none_leaves_the_tools_out() {
+    let zhipu = || ClientConfig::new(ProviderPreset::Zhipu, "glm-4.6", "k");
+    let mut request = two_turns();
+    request.tool_choice = Some(ToolChoice::None);
+    for body in [sent(zhipu(), &request).await, sent_streamed(zhipu(), &request).await] {
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none(), "{body}");
+        assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "call_1", "{body}");
+        assert_eq!(body["messages"][2]["tool_call_id"], "call_1", "{body}");
+    }
+    for choice in [ToolChoice::Auto, ToolChoice::Required, ToolChoice::Function("query_order".into())] {
+        request.tool_choice = Some(choice.clone());
+        let body = sent(zhipu(), &request).await;
+        assert_eq!(body["tools"][0]["function"]["name"], "query_order", "{choice:?}: {body}");
+        assert_eq!(body.get("tool_choice").is_some(), choice == ToolChoice::Auto, "{choice:?}: {body}");
+    }
+    // A provider that takes "none" is sent it with the tools.
+    request.tool_choice = Some(ToolChoice::None);
+    let body = sent(ClientConfig::new(ProviderPreset::DeepSeek, "deepseek-chat", "k"), &request).await;
+    assert_eq!(
+        (&body["tool_choice"], &body["tools"][0]["function"]["name"]),
+        (&json!("none"), &json!("query_order"))
+    );
 }

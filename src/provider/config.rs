@@ -238,7 +238,8 @@ pub enum ToolChoiceSupport {
     /// auto, none, required and a named function.
     #[default]
     Full,
-    /// Only `"auto"`: other choices are left out (with a warning in the log).
+    /// Only `"auto"`: `"none"` sends no tools at all (so no call can come back), `"required"` and a
+    /// named function are left out (with a warning in the log) and the model chooses.
     AutoOnly,
 }
 

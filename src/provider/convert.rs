@@ -52,17 +52,28 @@ pub(crate) fn wire_envelope<'a>(
     quirks: &ProviderQuirks,
     stream: bool,
 ) -> ChatCompletionRequest<'a> {
-    let tools: Vec<WireTool<'a>> = request
-        .tools
-        .iter()
-        .map(|t| WireTool {
-            kind: "function",
-            function: WireFunction { name: &t.name, description: &t.description, parameters: &t.parameters },
-        })
-        .collect();
-    let has_tools = !tools.is_empty();
-    let tool_choice =
-        if has_tools { request.tool_choice.as_ref().and_then(|c| wire_tool_choice(c, quirks)) } else { None };
+    let has_tools = !request.tools.is_empty();
+    let tools: Vec<WireTool<'a>> = if offers_tools(request, quirks) {
+        request
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireFunction {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let tool_choice = if !tools.is_empty() {
+        request.tool_choice.as_ref().and_then(|c| wire_tool_choice(c, quirks))
+    } else {
+        None
+    };
     let temperature = request.temperature.or(if has_tools { quirks.default_tool_temperature } else { None });
     let (max_tokens, max_completion_tokens) = match quirks.max_tokens_field {
         MaxTokensField::MaxTokens => (request.max_tokens, None),
@@ -82,6 +93,18 @@ pub(crate) fn wire_envelope<'a>(
             .then_some(false),
         tool_choice,
     }
+}
+
+/// Whether the request's tools go on the wire. They do but for `tool_choice` "none" to a provider
+/// that takes only "auto" ([`ToolChoiceSupport::AutoOnly`]: Zhipu): "none" would be left out and the
+/// model could still call a tool, which the runtime would then run. Without the tools it cannot
+/// call one, which is what "none" means ("the model will not call any tool": OpenAI's reference,
+/// and its default when no tools are present); AgentScope's GLM adapter does the same
+/// (java.agentscope.io/v2/en/integration/model/glm: "ToolChoice.None removes tools from the
+/// request"). The history keeps its tool calls and results. The temperature stays the one of a
+/// request with tools.
+fn offers_tools(request: &ChatRequest, quirks: &ProviderQuirks) -> bool {
+    !(quirks.tool_choice == ToolChoiceSupport::AutoOnly && request.tool_choice == Some(ToolChoice::None))
 }
 
 /// True for a `tool_choice` that makes the model call a tool (`"required"`, a named function).
@@ -161,6 +184,7 @@ pub fn wire_arguments(arguments: &str) -> &str {
 
 fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<WireToolChoice<'a>> {
     if quirks.tool_choice == ToolChoiceSupport::AutoOnly && *c != ToolChoice::Auto {
+        // "none" never gets here: the tools are left out instead (`offers_tools`).
         log::warn!("provider only supports tool_choice \"auto\"; tool_choice {c:?} left out");
         return None;
     }
@@ -497,10 +521,23 @@ mod tests {
             let v = serde_json::to_value(to_wire_request(&req, "m", &q, false)).unwrap();
             assert_eq!(v["tool_choice"], want);
         }
-        let v =
-            serde_json::to_value(to_wire_request(&req, "glm-4.6", &ProviderPreset::Zhipu.quirks(), false))
-                .unwrap();
+        // Zhipu takes only "auto": a forced choice is left out (the tools stay offered)...
+        let zhipu = ProviderPreset::Zhipu.quirks();
+        let v = serde_json::to_value(to_wire_request(&req, "glm-4.6", &zhipu, false)).unwrap();
         assert!(v.get("tool_choice").is_none());
+        assert_eq!(v["tools"][0]["function"]["name"], "query_order");
+        // ...and "none" leaves the tools out, so that no call can come back.
+        req.tool_choice = Some(ToolChoice::None);
+        let v = serde_json::to_value(to_wire_request(&req, "glm-4.6", &zhipu, true)).unwrap();
+        assert!(v.get("tool_choice").is_none() && v.get("tools").is_none(), "{v}");
+        assert_eq!(v["temperature"], serde_json::to_value(zhipu.default_tool_temperature).unwrap());
+        assert_eq!(v["messages"][0]["content"], "hi");
+        // A provider that takes "none" gets it, with the tools.
+        let v = serde_json::to_value(to_wire_request(&req, "m", &q, true)).unwrap();
+        assert_eq!(
+            (&v["tool_choice"], &v["tools"][0]["function"]["name"]),
+            (&json!("none"), &json!("query_order"))
+        );
     }
 
     #[test]

@@ -250,7 +250,8 @@ export interface AgentConfigObject {
   /**
    * tool_choice of every request with tools: 'auto', 'none', 'required', or any other text as the
    * name of the tool the model must call. Omitted: not sent (the provider's default, auto).
-   * 'zhipu' only accepts 'auto' (other choices are left out). A tool name must be registered when
+   * 'zhipu' only accepts 'auto': for 'none' no tools are sent (the model has nothing to call),
+   * 'required' and a tool name are left out. A tool name must be registered when
    * the agent has tools: run() and resume() reject with config_invalid otherwise (dismiss(), which
    * asks no model, does not).
    */
