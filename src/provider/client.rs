@@ -2,7 +2,8 @@
 //! keep-alive; HTTP/2 by ALPN and gzip with the cargo features `http2` and `gzip`) for any
 //! OpenAI-compatible chat-completions endpoint.
 //!
-//! Faults: connect errors, 408, 409, 429 and 5xx are retried with exponential backoff and jitter
+//! Faults: connect errors, a connection that breaks before the response head
+//! ([`broke_before_head`]), 408, 409, 429 and 5xx are retried with exponential backoff and jitter
 //! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and so is an error
 //! body sent with a 2xx that stands for one of them (below); never once a piece of the answer was
 //! handed out (a stream that started is never replayed). Whether an error response is retried is
@@ -274,6 +275,15 @@ impl OpenAiCompatibleClient {
         if e.is_timeout() {
             return AttemptError { error: AgentError::of(codes::PROVIDER_TIMEOUT, text), retryable: false };
         }
+        if broke_before_head(e) {
+            return AttemptError {
+                error: AgentError::of(
+                    codes::PROVIDER_CONNECT,
+                    format!("the connection broke before the response: {text}"),
+                ),
+                retryable: true,
+            };
+        }
         AttemptError {
             error: AgentError::of(codes::PROVIDER_CONNECT, format!("request failed: {text}")),
             retryable: false,
@@ -450,6 +460,38 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
     while let Some(s) = source {
         if is_tls(s) {
             return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// Whether the request failed because the connection was closed or reset before a response head
+/// came: hyper's "connection closed before message completed", or a reset, abort, broken pipe or
+/// end of stream under it. A server's keep-alive timeout racing a new request on a kept connection
+/// meets it (hyper's pool resends a request only when the connection closed before it was
+/// written), so does a phone whose network changed while a connection sat idle, and a gateway
+/// restarting. Nothing of an answer came, so a new attempt hands nothing out twice; the request may
+/// have reached the model, and a retry then costs one answer's tokens, as a retried 5xx does. The
+/// official SDKs retry it as a connection error (openai-python's `APIConnectionError`,
+/// openai-node's `APIConnectionError`).
+fn broke_before_head(e: &reqwest::Error) -> bool {
+    use std::io::ErrorKind;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
+            return true;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
+            ) {
+                return true;
+            }
         }
         source = s.source();
     }

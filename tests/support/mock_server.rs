@@ -49,6 +49,8 @@ pub enum Reply {
     Pinging { parts: Vec<Vec<u8>>, delay: Duration, ping: Vec<u8>, every: Duration },
     /// Close the connection right after reading the request.
     Close,
+    /// Reset the connection (RST) right after reading the request.
+    ResetAtOnce,
     /// These bytes exactly (status line, headers, body: any framing, any content type), then
     /// close.
     Verbatim(Vec<u8>),
@@ -401,6 +403,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, shared: &Share
                 }
             }
             Reply::Close => Ok(Ending::Close),
+            Reply::ResetAtOnce => Ok(Ending::Reset),
         }
     }
     .await;
