@@ -109,9 +109,9 @@ async fn a_worker_batch_announced_by_its_direct_resume_is_not_announced_again_by
     assert_eq!(heard.0.lock().unwrap()[1], (worker.clone(), second_ids.clone()));
     assert_eq!(announced(&direct), std::slice::from_ref(&second_ids));
     assert!(store.load(&worker).await.unwrap().unwrap().approval_announced);
-    // The parent, settled on its stale mirror, runs its delegating call again and finds the
-    // worker frozen on the batch already announced: it mirrors it without announcing it again.
-    agent.approve("parent", &first.items[0].approval_id).await.unwrap();
+    // The parent, settled by the decision made on its worker (it reached the parent's mirror),
+    // runs its delegating call again and finds the worker frozen on the batch already announced:
+    // it mirrors it without announcing it again.
     let parent_log = EventLog::new();
     let out = agent.resume("parent", &parent_log, &none()).await.unwrap();
     let RunOutcome::Suspended { batch: mirror } = out else { panic!("{out:?}") };

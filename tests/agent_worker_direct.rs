@@ -12,12 +12,13 @@ mod delegation;
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK};
-use arkagent::approval::PendingApprovalBatch;
+use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
 use arkagent::hook::{AgentHook, HookContext};
 use arkagent::provider::ChatRequest;
 use arkagent::state::{AgentState, Delegation, FileStore, RunStatus, StateEvent, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
+use delegation::decision_on;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -144,9 +145,10 @@ async fn a_worker_dismissed_directly_runs_its_approved_calls_with_the_worker_too
     assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
     assert_eq!(s.model.requests().len(), 2, "the dismissal asked no model");
     assert_eq!((s.sandboxed.load(Ordering::SeqCst), s.cleared.load(Ordering::SeqCst)), (1, 0));
-    // The parent settles as for a worker resumed directly: the delegation is answered with the
-    // results the dismissed worker ended on.
-    s.agent.approve("parent", &id).await.unwrap();
+    // The approval on the worker reached the parent's batch (the dismissal denied nothing: no
+    // item was left pending), which settles as for a worker resumed directly: the delegation is
+    // answered with the results the dismissed worker ended on.
+    assert_eq!(decision_on(s.store.as_ref(), "parent", &id).await, ApprovalDecision::Approved);
     let out = s.agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Finished { final_text, .. } = out else { panic!("{out:?}") };
     assert_eq!(final_text.as_deref(), Some("parent answer"));
@@ -194,8 +196,11 @@ async fn a_worker_of_a_worker_resumed_directly_cannot_delegate_again() {
     assert_eq!(tool_names(&requests[3]), tool_names(&requests[2]), "resumed at depth 2");
     assert_eq!((s.sandboxed.load(Ordering::SeqCst), s.cleared.load(Ordering::SeqCst)), (1, 0));
 
-    // The chain above still settles (module docs, point 5).
-    s.agent.approve("parent", &id).await.unwrap();
+    // The decision on the worker's worker reached every batch above that mirrors it, and the
+    // chain above settles (module docs, point 5).
+    for above in [first.as_str(), "parent"] {
+        assert_eq!(decision_on(s.store.as_ref(), above, &id).await, ApprovalDecision::Approved, "{above}");
+    }
     let out = s.agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Finished { final_text, .. } = out else { panic!("{out:?}") };
     assert_eq!(final_text.as_deref(), Some("parent: 已清空"));
@@ -210,7 +215,7 @@ async fn a_new_message_on_a_worker_session_is_refused() {
             calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
             calls(&[("w1", "clear_baking_cache", "{}")]),
             answer("worker: 已清空"),
-            answer("never asked"),
+            answer("parent answer"),
         ],
         1,
     );
@@ -231,8 +236,13 @@ async fn a_new_message_on_a_worker_session_is_refused() {
     assert_eq!(err.code, "invalid_state", "{err}");
     assert_eq!(s.model.requests().len(), asked, "no model was asked");
     assert_eq!(s.store.load(&worker).await.unwrap().unwrap(), before, "nothing written");
-    // The parent itself takes the decision and its worker's answer as before.
-    s.agent.approve("parent", &id).await.unwrap();
+    // The parent took the decision made on its worker, and reads the worker's answer.
+    assert_eq!(decision_on(s.store.as_ref(), "parent", &id).await, ApprovalDecision::Approved);
+    let out = s.agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!(final_text.as_deref(), Some("parent answer"));
+    let parent = s.store.load("parent").await.unwrap().unwrap();
+    assert_eq!(tool_messages(&parent.messages), [("p1".to_string(), "worker: 已清空".to_string(), false)]);
 }
 
 #[tokio::test]

@@ -1,9 +1,13 @@
-//! A parent frozen on its worker's batch when the app settled that batch on the worker session
-//! itself (decided it there and resumed the worker directly): the worker has moved on (completed,
-//! or frozen on a later batch), and the parent can still be settled. A decision on the parent is
-//! then recorded on its mirror alone, and its resume runs the delegating call again, which reads
-//! the worker's answer (or freezes on the worker's new batch); a dismissal does the same without
-//! the parent's model. A parent resumed while the app's own resume of its worker runs waits for it.
+//! A parent frozen on its worker's batch when the app acts on that batch on the worker session
+//! itself (decides it there, resumes or dismisses the worker directly). The decision reaches the
+//! parent's batch that mirrors it, at every level of a nested delegation, so the parent shows it
+//! and a different decision there is refused; the parent's resume then reads the worker's answer.
+//! Where it could not reach the parent (held by another process meanwhile), the worker has moved
+//! on (completed, or frozen on a later batch) while the parent still awaits, and the parent can
+//! still be settled: a decision on it is recorded on its mirror alone, and its resume runs the
+//! delegating call again, which reads the worker's answer (or freezes on the worker's new batch);
+//! a dismissal does the same without the parent's model. A parent resumed while the app's own
+//! resume of its worker runs waits for it.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -11,11 +15,11 @@ mod delegation;
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK};
-use arkagent::approval::PendingApprovalBatch;
+use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
-use delegation::agent;
+use delegation::{agent, decision_on};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,19 +31,26 @@ fn none() -> CancellationSignal {
 }
 
 /// Runs `parent` until it freezes on its worker's batch, then approves that batch's first item on
-/// the worker session and resumes the worker directly, as an app may. Returns the parent's batch,
+/// the worker session while another process holds `parent` (so the decision does not reach the
+/// parent's batch), and resumes the worker directly, as an app may. Returns the parent's batch,
 /// the worker session and the worker's outcome.
-async fn worker_settled_directly(agent: &Agent) -> (PendingApprovalBatch, String, RunOutcome) {
+async fn worker_settled_directly(
+    agent: &Agent,
+    store: &MemStore,
+) -> (PendingApprovalBatch, String, RunOutcome) {
     let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
     let worker = batch.worker_session.clone().unwrap();
+    let elsewhere = store.lease("parent").await.unwrap();
     agent.approve(&worker, &batch.items[0].approval_id).await.unwrap();
+    drop(elsewhere);
+    assert_eq!(decision_on(store, "parent", &batch.items[0].approval_id).await, ApprovalDecision::Pending);
     let worker_out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
     (batch, worker, worker_out)
 }
 
 #[tokio::test]
-async fn a_parent_whose_worker_was_decided_and_resumed_directly_can_still_be_settled() {
+async fn a_parent_the_workers_decision_missed_can_still_be_settled() {
     for approve in [true, false] {
         let cleared = Arc::new(AtomicUsize::new(0));
         let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
@@ -55,12 +66,15 @@ async fn a_parent_whose_worker_was_decided_and_resumed_directly_can_still_be_set
         let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
         let worker = batch.worker_session.clone().unwrap();
         let id = batch.items[0].approval_id.clone();
-        // The app decides on the worker session and resumes it itself.
+        // The app decides on the worker session, while another process holds the parent (the
+        // decision cannot reach its batch), and resumes the worker itself.
+        let elsewhere = store.lease("parent").await.unwrap();
         if approve {
             agent.approve(&worker, &id).await.unwrap();
         } else {
             agent.deny(&worker, &id, "不要清").await.unwrap();
         }
+        drop(elsewhere);
         let out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
         let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
         assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some(worker_answer)));
@@ -99,7 +113,7 @@ async fn dismissing_such_a_parent_gives_it_the_worker_answer_without_its_model()
     ]));
     let store = Arc::new(MemStore::new());
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    worker_settled_directly(&agent).await;
+    worker_settled_directly(&agent, &store).await;
     let asked = model.requests().len();
 
     let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
@@ -131,7 +145,7 @@ async fn a_worker_that_moved_on_to_a_new_batch_freezes_the_parent_on_it() {
     ]));
     let store = Arc::new(MemStore::new());
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let (batch, worker, out) = worker_settled_directly(&agent).await;
+    let (batch, worker, out) = worker_settled_directly(&agent, &store).await;
     let first = batch.items[0].approval_id.clone();
     let RunOutcome::Suspended { batch: second } = out else { panic!("{out:?}") };
     assert_eq!(second.items[0].tool_call.id, "w2");
@@ -150,7 +164,7 @@ async fn a_worker_that_moved_on_to_a_new_batch_freezes_the_parent_on_it() {
 }
 
 #[tokio::test]
-async fn a_workers_worker_resumed_directly_leaves_every_level_settleable() {
+async fn a_workers_worker_the_decision_missed_leaves_every_level_settleable() {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![
         calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
@@ -167,7 +181,13 @@ async fn a_workers_worker_resumed_directly_leaves_every_level_settleable() {
     let middle = batch.worker_session.clone().unwrap();
     let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
     let id = batch.items[0].approval_id.clone();
+    // The middle session is held elsewhere: the decision stops below it.
+    let elsewhere = store.lease(&middle).await.unwrap();
     agent.approve(&inner, &id).await.unwrap();
+    drop(elsewhere);
+    for above in [middle.as_str(), "parent"] {
+        assert_eq!(decision_on(store.as_ref(), above, &id).await, ApprovalDecision::Pending, "{above}");
+    }
     let out = agent.resume(&inner, &EventLog::new(), &none()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
 
@@ -192,7 +212,7 @@ async fn dismissing_a_parent_whose_worker_froze_again_returns_the_new_batch() {
     ]));
     let store = Arc::new(MemStore::new());
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let (_, _, out) = worker_settled_directly(&agent).await;
+    let (_, _, out) = worker_settled_directly(&agent, &store).await;
     let RunOutcome::Suspended { batch: second } = out else { panic!("the worker freezes again") };
     let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
@@ -275,4 +295,113 @@ async fn the_parent_waits_for_the_workers_direct_resume() {
     let state = store.load("parent").await.unwrap().unwrap();
     let results = tool_messages(&state.messages);
     assert_eq!(results, vec![("d1".to_string(), "worker done".to_string(), false)]);
+}
+
+#[tokio::test]
+async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
+    for approve in [true, false] {
+        let cleared = Arc::new(AtomicUsize::new(0));
+        let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
+        let model = Arc::new(Script::new(vec![
+            calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+            calls(&[("w1", "clear_baking_cache", "{}")]),
+            answer(worker_answer),
+            answer("parent answer"),
+        ]));
+        let store = Arc::new(MemStore::new());
+        let agent = agent(model.clone(), store.clone(), &cleared, 1);
+        let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+        let worker = batch.worker_session.clone().unwrap();
+        let id = batch.items[0].approval_id.clone();
+        let (made, other) = if approve {
+            (agent.approve(&worker, &id).await, agent.deny("parent", &id, "不要清").await)
+        } else {
+            (agent.deny(&worker, &id, "不要清").await, agent.approve("parent", &id).await)
+        };
+        made.unwrap();
+        let shown = store.load("parent").await.unwrap().unwrap();
+        let item = shown.pending_approval.as_ref().unwrap().item(&id).unwrap().clone();
+        let want = if approve { ApprovalDecision::Approved } else { ApprovalDecision::Denied };
+        assert_eq!(item.decision, want, "approve={approve}: the parent shows the worker's decision");
+        assert_eq!(item.deny_reason.as_deref(), (!approve).then_some("不要清"));
+        // The other decision on the parent is refused: the worker's stands.
+        assert_eq!(other.unwrap_err().code, "approval_already_decided", "approve={approve}");
+        assert_eq!(store.load("parent").await.unwrap().unwrap(), shown, "nothing written");
+
+        // The worker resumed directly moves on; the parent still refuses the other decision
+        // (recorded alone, it would say the opposite of what ran), and its resume needs none.
+        let out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
+        let late = if approve {
+            agent.deny("parent", &id, "不要清").await
+        } else {
+            agent.approve("parent", &id).await
+        };
+        assert_eq!(late.unwrap_err().code, "approval_already_decided", "approve={approve}");
+        let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+        assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+        let parent = store.load("parent").await.unwrap().unwrap();
+        assert_eq!(tool_messages(&parent.messages), [("p1".to_string(), worker_answer.to_string(), false)]);
+        assert_eq!(cleared.load(Ordering::SeqCst), usize::from(approve));
+        assert_eq!(model.remaining(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_decision_on_a_workers_worker_reaches_every_level_above() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("inner done"),
+        answer("middle done"),
+        answer("parent done"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model.clone(), store.clone(), &cleared, 2);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let middle = batch.worker_session.clone().unwrap();
+    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
+    let id = batch.items[0].approval_id.clone();
+    agent.approve(&inner, &id).await.unwrap();
+    for above in [middle.as_str(), "parent"] {
+        assert_eq!(decision_on(store.as_ref(), above, &id).await, ApprovalDecision::Approved, "{above}");
+    }
+    // The parent's resume continues the chain down to the approved call, which runs once.
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent done")));
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn dismissing_the_worker_session_denies_its_items_in_the_parents_batch() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("parent answer"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    let id = batch.items[0].approval_id.clone();
+    let out = agent.dismiss(&worker, "算了", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let item = parent.pending_approval.unwrap().item(&id).unwrap().clone();
+    assert_eq!((item.decision, item.deny_reason.as_deref()), (ApprovalDecision::Denied, Some("算了")));
+    assert_eq!(agent.approve("parent", &id).await.unwrap_err().code, "approval_already_decided");
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    assert_eq!(model.remaining(), 0);
 }

@@ -21,12 +21,16 @@
 //!    that ended it (its state saves it: `AgentState::run_error`), not only with its status. The rest of the parent's batch continues as it stood when
 //!    the worker froze (the mirror keeps it): calls already allowed or approved run without being
 //!    asked again, and what the parent's after-hooks injected or asked (a stop) is kept.
-//! 5. The app may also decide on the worker's session and resume the worker directly. The
-//!    worker then moves on (completes, or freezes on a later batch) while the parent still
-//!    awaits its mirror. The parent stays settleable: a decision on it finds the worker's batch
-//!    gone and is recorded on the mirror alone (the worker's own decision stood), and the
-//!    parent's resume runs the delegating call again, which reads the worker's answer as the
-//!    call's result (or mirrors the worker's new batch). A dismissal of such a parent does the
+//! 5. The app may also decide on the worker's session and resume the worker directly. A
+//!    decision made there (or the denials of a dismissal of the worker) reaches the parent's
+//!    mirror, and the mirror above that, once the worker's session is let go
+//!    (`Agent::decide_above`): the parent shows it, and refuses a different decision. The
+//!    worker then moves on (completes, or freezes on a later batch); the parent's resume runs the
+//!    delegating call again, which reads the worker's answer as the call's result (or mirrors
+//!    the worker's new batch). Where the decision could not reach the parent (held by another
+//!    process then), the parent still awaits its mirror and stays settleable: a decision on it
+//!    finds the worker's batch gone and is recorded on the mirror alone (the worker's own
+//!    decision stood), and its resume goes on as above. A dismissal of such a parent does the
 //!    same, without the parent's model. This holds at any depth.
 //!
 //! A worker session stays a worker's when the app acts on it directly: its state records where it

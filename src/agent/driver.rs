@@ -819,8 +819,10 @@ impl Agent {
     /// first denial to the end: a `resume`, decision or run of the app meanwhile waits for it.
     ///
     /// A worker session may be dismissed directly: it settles as [`resume`](Self::resume) runs it
-    /// (the worker's tools and depth) and completes; its parent, still awaiting its mirror, then
-    /// settles as for a worker resumed directly (the delegating call reads the worker's answer).
+    /// (the worker's tools and depth) and completes; the denials then reach the batch of its
+    /// parent that mirrors it (as a [`deny`](Self::deny) on a worker does), whose resume or
+    /// dismissal settles it as for a worker resumed directly (the delegating call reads the
+    /// worker's answer).
     ///
     /// # Errors
     /// `no_pending_approval` when the session is not suspended, otherwise as
@@ -840,7 +842,7 @@ impl Agent {
         // One hold of the session from the first denial to the settled batch: a resume from the
         // app in between would settle the denials without this dismissal and ask the model.
         self.check_exists(session_id).await?;
-        let _held = self.hold(session_id).await?;
+        let held = self.hold(session_id).await?;
         let state = self.load_existing(session_id).await?;
         // A worker session this agent cannot run as its delegation does is refused before any
         // denial is written.
@@ -849,8 +851,11 @@ impl Agent {
             (RunStatus::AwaitingApproval, Some(batch)) => batch,
             _ => return Err(AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending")),
         };
+        let parent = state.delegation.map(|d| d.parent_session);
+        let deny = UserDecision::Deny(reason.to_string());
+        // The items this dismissal denied, for the parent's mirror of a worker dismissed directly.
+        let mut denied = Vec::new();
         for item in batch.pending_items() {
-            let deny = UserDecision::Deny(reason.to_string());
             match self.decide_held(session_id, &item.approval_id, &deny, false).await {
                 // Decided meanwhile (another call of the app): that decision stands. A worker's
                 // batch decided on the worker session directly: the mirror takes its decision.
@@ -884,10 +889,16 @@ impl Agent {
                 }
                 other => {
                     other?;
+                    denied.push(item.approval_id.clone());
                 }
             }
         }
-        self.resume_held(session_id, sink, cancel, Some(reason)).await
+        let outcome = self.resume_held(session_id, sink, cancel, Some(reason)).await;
+        drop(held);
+        for approval_id in &denied {
+            self.decide_above(session_id, parent.clone(), approval_id, &deny).await;
+        }
+        outcome
     }
 
     /// [`resume`](Self::resume); with a dismissal's reason, the run completes once the batch is
@@ -1204,12 +1215,17 @@ impl Agent {
     ///
     /// On a batch that mirrors a worker's (`worker_session`), the worker's batch is decided
     /// first. When the worker has moved on (the app decided its batch on the worker session and
-    /// resumed the worker directly), the decision is recorded on the mirror alone: the worker's
-    /// own decision stood, and [`resume`](Self::resume) runs the delegating call again, which
-    /// reads the worker's answer, or freezes this session on the worker's new batch.
+    /// resumed the worker directly, and that decision could not reach this mirror then: below),
+    /// the decision is recorded on the mirror alone: the worker's own decision stood, and
+    /// [`resume`](Self::resume) runs the delegating call again, which reads the worker's answer,
+    /// or freezes this session on the worker's new batch.
     ///
-    /// On a worker session itself the decision is recorded as on any session (nothing runs); its
-    /// [`resume`](Self::resume) runs it with the worker's tools.
+    /// On a worker session itself the decision is recorded as on any session (nothing runs; its
+    /// [`resume`](Self::resume) runs it with the worker's tools), then on the batch of its parent
+    /// that mirrors it, and so on up, where the item still waits: the parent shows what was
+    /// decided, and a different decision there is `approval_already_decided`. A parent that
+    /// cannot take it at that moment (held by another process, a store error) is logged and
+    /// left; the worker's decision is durable all the same.
     ///
     /// # Errors
     /// `session_not_found` (no such session, or the worker session a mirrored batch names is gone:
@@ -1250,7 +1266,55 @@ impl Agent {
     ) -> Result<PendingApprovalBatch, AgentError> {
         self.check_exists(session_id).await?;
         let decided = self.decide(session_id, approval_id, decision, false).await?;
-        decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))
+        let Decided { batch, parent } =
+            decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
+        self.decide_above(session_id, parent, approval_id, decision).await;
+        Ok(batch)
+    }
+
+    /// Records a decision made on a worker session on the batch of its parent that mirrors it,
+    /// and so on up a nested delegation, so the parent's batch shows what the app decided (and a
+    /// different decision on it later is `approval_already_decided`, as it is on the worker: the
+    /// worker's decision stands, and may already have been acted on). Only where that item still
+    /// waits there. Each parent is taken after the worker was let go (a parent's run takes its
+    /// worker while it holds itself). Best effort: the worker's decision is durable already; a
+    /// parent that cannot take it now (held by another process, a store error: logged) catches up
+    /// as before, when a decision on it reaches the worker or finds it moved on (`decide`).
+    async fn decide_above(
+        &self,
+        worker: &str,
+        parent: Option<String>,
+        approval_id: &str,
+        decision: &UserDecision,
+    ) {
+        let (mut worker, mut parent) = (worker.to_string(), parent);
+        while let Some(above) = parent.take() {
+            let mirrors = |state: &AgentState| {
+                state.pending_approval.as_ref().is_some_and(|b| {
+                    b.worker_session.as_deref() == Some(worker.as_str())
+                        && b.item(approval_id).is_some_and(|i| i.decision == ApprovalDecision::Pending)
+                })
+            };
+            let decided = async {
+                // A look first: a parent that does not wait on this item is not held at all.
+                if !self.store.load(&above).await?.as_ref().is_some_and(mirrors) {
+                    return Ok(None);
+                }
+                let _held = self.hold(&above).await?;
+                self.decide_held(&above, approval_id, decision, false).await
+            };
+            match decided.await {
+                Ok(Some(d)) => parent = d.parent,
+                Ok(None) => return,
+                // Decided there meanwhile: by the app, on the parent, which reached this worker.
+                Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => return,
+                Err(e) => {
+                    log::warn!("arkagent: a worker's decision did not reach its parent's batch yet: {e}");
+                    return;
+                }
+            }
+            worker = above;
+        }
     }
 
     /// Applies one decision, durably. A batch that mirrors a worker's (`worker_session`) has the
@@ -1272,7 +1336,7 @@ impl Agent {
         approval_id: &str,
         decision: &UserDecision,
         mirrored: bool,
-    ) -> Result<Option<PendingApprovalBatch>, AgentError> {
+    ) -> Result<Option<Decided>, AgentError> {
         let _held = self.hold(session_id).await?;
         self.decide_held(session_id, approval_id, decision, mirrored).await
     }
@@ -1284,7 +1348,7 @@ impl Agent {
         approval_id: &str,
         decision: &UserDecision,
         mirrored: bool,
-    ) -> Result<Option<PendingApprovalBatch>, AgentError> {
+    ) -> Result<Option<Decided>, AgentError> {
         let mut state = if mirrored {
             match self.store.load(session_id).await? {
                 Some(state) => state,
@@ -1305,7 +1369,7 @@ impl Agent {
             .ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
         let decided = batch.item(approval_id).map(|i| i.decision);
         if mirrored && decided == Some(decision.outcome()) {
-            return Ok(Some(batch.clone()));
+            return Ok(Some(Decided { batch: batch.clone(), parent: None }));
         }
         if let Some(worker) = batch.worker_session.clone() {
             if mirrored || decided == Some(ApprovalDecision::Pending) {
@@ -1318,7 +1382,8 @@ impl Agent {
             .decided_event()
             .expect("a decided item has a decision event");
         self.store.commit(&state, std::slice::from_ref(&event)).await?;
-        Ok(state.pending_approval.clone())
+        let parent = state.delegation.map(|d| d.parent_session);
+        Ok(state.pending_approval.map(|batch| Decided { batch, parent }))
     }
 
     /// A worker session's state as saved, for what its parent reads of it (its usage, its frozen
@@ -1381,6 +1446,14 @@ impl Agent {
         }
         Ok((false, usage))
     }
+}
+
+/// A decision recorded on a session ([`Agent::decide`]): its batch as it now stands, and the
+/// session that delegated to it when it is a worker's (whose mirror takes the decision too:
+/// [`Agent::decide_above`]).
+struct Decided {
+    batch: PendingApprovalBatch,
+    parent: Option<String>,
 }
 
 // One value per step of the driver, moved once: its size costs nothing, a box would cost an

@@ -2,7 +2,8 @@
 // batch as worker_session): its state names its parent; a new message on it is refused with
 // invalid_state (its parent would never read the answer) and writes nothing; an Agent without
 // enableDelegation refuses to resume it (it does not know the worker's tools); a delegating Agent
-// resumes it, and the approved call runs once, in the worker.
+// resumes it, and the approved call runs once, in the worker. A decision on it reaches the parent's
+// batch.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -30,6 +31,11 @@ test('a worker session acted on directly stays a worker', async (t) => {
   assert.equal(await first.stateJson(worker), saved, 'nothing written');
 
   await first.approve(worker, batch.items[0].approval_id);
+  // The decision reached the parent's batch, which mirrors the worker's: shown there, and the
+  // other decision is refused.
+  const mirror = JSON.parse(await first.stateJson('p')).pending_approval;
+  assert.equal(mirror.items[0].decision, 'approved');
+  await rejectsWithCode(assert, first.deny('p', batch.items[0].approval_id, 'no'), 'approval_already_decided', 'runtime');
   const plain = open(dir, [{ content: 'never' }], runs);
   await rejectsWithCode(assert, plain.resume(worker), 'invalid_state', 'runtime');
   assert.deepEqual(runs, [], 'nothing ran');

@@ -88,3 +88,15 @@ pub async fn suspend_in_worker(agent: &Agent) -> (arkagent::approval::PendingApp
     let worker = batch.worker_session.clone().unwrap();
     (batch, worker)
 }
+
+/// The decision the pending batch of `session` holds for `approval_id` (panics when the session,
+/// its batch or the item is missing).
+pub async fn decision_on(
+    store: &dyn StateStore,
+    session: &str,
+    approval_id: &str,
+) -> arkagent::approval::ApprovalDecision {
+    let state = store.load(session).await.unwrap().unwrap_or_else(|| panic!("no session {session}"));
+    let batch = state.pending_approval.unwrap_or_else(|| panic!("{session} has no batch"));
+    batch.item(approval_id).unwrap_or_else(|| panic!("{session} has no {approval_id}")).decision
+}

@@ -481,9 +481,13 @@ export declare class Agent {
    * delegation_depth_exceeded as there).
    */
   dismiss(sessionId: string, reason: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
-  /** Approves one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */
+  /**
+   * Approves one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run.
+   * Rejects with approval_already_decided when the item was decided. On a sub-agent's worker session the
+   * decision also reaches the parent's batch that mirrors it (so a different decision there is refused).
+   */
   approve(sessionId: string, approvalId: string): Promise<string>;
-  /** Denies one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run. */
+  /** Denies one pending item (durable when this resolves); resolves to the batch JSON; as approve() otherwise. */
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /** The persisted state of a session as JSON (AgentState, snake_case), or null. */
   stateJson(sessionId: string): Promise<string | null>;
