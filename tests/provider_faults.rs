@@ -322,6 +322,40 @@ async fn a_silent_server_hits_the_first_byte_timeout_and_the_total_timeout() {
 }
 
 #[tokio::test]
+async fn a_streamed_request_without_a_head_in_time_is_sent_again_a_whole_one_is_not() {
+    // A streaming server sends its head as it starts: none in time is a request stuck on the way.
+    let good = b"data: {\"choices\":[{\"delta\":{\"content\":\"at last\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let server = MockServer::start([Reply::Hang, Reply::sse(good)]).await;
+    let t = Timeouts { first_byte: Duration::from_millis(200), ..timeouts(1000, 10_000) };
+    let c = client(&server.base_url(), fast_retry(2), t);
+    let (events, e) = drain(&c).await;
+    assert!(e.is_none(), "{e:?}");
+    assert!(events.iter().any(|ev| matches!(ev, ModelEvent::TextDelta(t) if t == "at last")), "{events:?}");
+    assert_eq!(server.requests().len(), 2);
+    // Every attempt silent: the first-byte error once the retries are spent.
+    let server = MockServer::start([Reply::Hang, Reply::Hang, Reply::sse(good)]).await;
+    let c = client(&server.base_url(), fast_retry(1), t);
+    let (_, e) = drain(&c).await;
+    let e = e.expect("first byte timeout");
+    assert_provider(&e, codes::PROVIDER_TIMEOUT);
+    assert!(e.message.contains("first byte") && e.message.contains("after 1 retries"), "{e}");
+    assert_eq!(server.requests().len(), 2);
+    // The total timeout reached while waiting for the head: no retry.
+    let server = MockServer::start([Reply::Hang, Reply::sse(good)]).await;
+    let c = client(&server.base_url(), fast_retry(2), timeouts(1000, 300));
+    let (_, e) = drain(&c).await;
+    let e = e.expect("total timeout");
+    assert!(e.message.contains("total") && !e.message.contains("retr"), "{e}");
+    assert_eq!(server.requests().len(), 1);
+    // A non-streamed request's head waits for the whole answer: not sent again.
+    let server = MockServer::start([Reply::Hang, Reply::json(200, &ok_body("paid twice"))]).await;
+    let c = client(&server.base_url(), fast_retry(2), t);
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_provider(&e, codes::PROVIDER_TIMEOUT);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
 async fn a_50_mb_body_is_refused_at_the_size_limit() {
     let server =
         MockServer::start([Reply::Large { len: 50 * 1024 * 1024 }, Reply::Large { len: 50 * 1024 * 1024 }])

@@ -3,7 +3,8 @@
 //! OpenAI-compatible chat-completions endpoint.
 //!
 //! Faults: connect errors, a connection that breaks before the response head
-//! ([`broke_before_head`]), 408, 409, 429 and 5xx are retried with exponential backoff and jitter
+//! ([`broke_before_head`]), a streamed request's first-byte timeout, 408, 409, 429 and 5xx are
+//! retried with exponential backoff and jitter
 //! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and so is an error
 //! body sent with a 2xx that stands for one of them (below); never once a piece of the answer was
 //! handed out (a stream that started is never replayed). Whether an error response is retried is
@@ -248,9 +249,15 @@ impl OpenAiCompatibleClient {
         }
         let until = deadline.min(Instant::now() + self.config.timeouts.first_byte);
         match tokio::time::timeout_at(until, rb.send()).await {
+            // A streaming server sends its head as it starts answering: none within the limit is
+            // a request stuck on the way (a gateway or balancer that lost it), and nothing came,
+            // so it is sent again, as the official SDKs retry a timeout. Not a non-streamed one:
+            // its head waits for the whole answer, which the model is likely still writing (a
+            // new attempt would pay for it twice and meet the same limit). The total timeout
+            // bounds both (no retry once it is reached).
             Err(_) => Err(AttemptError {
                 error: self.timeout_error(deadline, "first byte", self.config.timeouts.first_byte),
-                retryable: false,
+                retryable: stream && Instant::now() < deadline,
             }),
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(self.classify(&e)),

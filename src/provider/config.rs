@@ -331,7 +331,9 @@ impl Default for ProviderQuirks {
 pub struct Timeouts {
     /// TCP + TLS connection set-up.
     pub connect: Duration,
-    /// From sending a request to the response head (includes connecting).
+    /// From sending a request to the response head (includes connecting). Reached by a streamed
+    /// request, the attempt is retried; by a non-streamed one (whose head waits for the whole
+    /// answer), not.
     pub first_byte: Duration,
     /// Longest silence between two body chunks (SSE keep-alive comments count as data).
     pub idle: Duration,
@@ -502,8 +504,8 @@ impl Timeouts {
     }
 }
 
-/// Retries on connect errors, a connection that broke before the response head, 408, 409, 429
-/// and 5xx (see [`is_retried_status`](super::client::is_retried_status)), an error body sent
+/// Retries on connect errors, a connection that broke before the response head, a streamed
+/// request's first-byte timeout, 408, 409, 429 and 5xx (see [`is_retried_status`](super::client::is_retried_status)), an error body sent
 /// with a 2xx that stands for one of them, or as a response's `x-should-retry` header says,
 /// before anything of the answer was handed out (the order of the rules: the
 /// [`client`](super::client) module doc).

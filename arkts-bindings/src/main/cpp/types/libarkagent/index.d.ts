@@ -279,6 +279,7 @@ export interface AgentConfigObject {
    * ms; for OpenAI's reasoning models, o1/o3/o4-mini and gpt-5 but not gpt-5-chat, the total, as
    * they send nothing while they reason: there it follows totalTimeoutMs). Raise it for a slow
    * model or gateway; with streaming: false the head comes only once the whole answer is ready.
+   * A streamed request that reaches it is retried (within totalTimeoutMs); a non-streamed one is not.
    */
   firstByteTimeoutMs?: number;
   /**
