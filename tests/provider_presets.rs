@@ -118,6 +118,41 @@ async fn moonshot_deepseek_and_zhipu_send_the_reasoning_of_tool_calls_back_in_ev
 }
 
 #[tokio::test]
+async fn a_tool_call_without_reasoning_goes_back_with_an_empty_one_where_reasoning_goes_back() {
+    // DeepSeek answers 400 "Missing `reasoning_content` field in the assistant message" for a
+    // tool-calling message without the field, also when the model gave none (an empty
+    // `reasoning_content` from deepseek-v4-flash, a turn made in non-thinking mode): HKUDS/nanobot#946
+    // (the same report for Kimi K2.5), agentjido/req_llm#660, continuedev/continue#11290.
+    let mut request = two_turns();
+    let mut messages = request.messages.to_vec();
+    for m in &mut messages {
+        if let ChatMessage::Assistant { reasoning_content, .. } = m {
+            *reasoning_content = None;
+        }
+    }
+    request.messages = Arc::from(messages);
+    for (preset, model) in [
+        (ProviderPreset::DeepSeek, "deepseek-v4-flash"),
+        (ProviderPreset::Zhipu, "glm-4.7"),
+        (ProviderPreset::Moonshot, "kimi-k2.5"),
+    ] {
+        let body = sent(ClientConfig::new(preset, model, "k"), &request).await;
+        assert_eq!(
+            reasoning_of(&body),
+            [None, Some(""), None, None, None, Some(""), None],
+            "{preset:?}: the tool calls carry an empty reasoning, the final answer none"
+        );
+    }
+    for preset in [ProviderPreset::OpenAi, ProviderPreset::Qwen] {
+        let body = sent(ClientConfig::new(preset, "m", "k"), &request).await;
+        assert!(
+            body["messages"].as_array().unwrap().iter().all(|m| m.get("reasoning_content").is_none()),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn temperature_defaults_per_preset_and_model() {
     let request = two_turns();
     let body = sent(ClientConfig::new(ProviderPreset::Moonshot, "kimi-k2.5", "k"), &request).await;

@@ -249,8 +249,10 @@ pub enum ToolChoiceSupport {
 pub struct ProviderQuirks {
     /// Send assistant `reasoning_content` back: for every assistant message that called tools (in
     /// every turn) and for every assistant message of the current turn (after the last user
-    /// message); the reasoning of earlier turns' final answers stays out. Messages without
-    /// reasoning are sent without the field.
+    /// message); the reasoning of earlier turns' final answers stays out. A message that called
+    /// tools without reasoning (a model or mode that gave none, an empty `reasoning_content`
+    /// from DeepSeek V4) is sent with an empty one; other messages without reasoning are sent
+    /// without the field.
     ///
     /// Why this rule: DeepSeek's thinking mode requires the reasoning of a turn that called tools
     /// "in all subsequent requests" and ignores that of turns without tool calls
@@ -265,7 +267,12 @@ pub struct ProviderQuirks {
     /// <https://docs.z.ai/guides/capabilities/thinking-mode>); the reasoning of earlier turns is
     /// cleared by the standard endpoint anyway ("preserved thinking" is off there). The legacy
     /// deepseek-reasoner (R1) refused reasoning_content in input but had no tool calls, so the rule
-    /// never sent it any. Other providers may reject the field: off by default.
+    /// never sent it any. The empty field: DeepSeek answers that same 400 for a tool-calling
+    /// message without the field even when the model gave no reasoning (HKUDS/nanobot#946, whose
+    /// fix keeps an empty `reasoning_content`, with the same report for Kimi K2.5;
+    /// agentjido/req_llm#660: "requires the reasoning_content field ... even if the value is
+    /// empty"; continuedev/continue#11290 sends an empty string). Other providers may reject the
+    /// field: off by default.
     pub send_reasoning_content: bool,
     /// With [`send_reasoning_content`](Self::send_reasoning_content): send the reasoning of every
     /// assistant message, earlier turns' final answers too (default false). For Moonshot: Kimi's

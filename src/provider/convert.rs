@@ -148,7 +148,14 @@ pub(crate) fn wire_message<'a>(
         ChatMessage::User { content } => WireMessage::User { content },
         ChatMessage::Assistant { content, reasoning_content, tool_calls } => WireMessage::Assistant {
             content: content.as_deref(),
-            reasoning_content: if send_reasoning { reasoning_content.as_deref() } else { None },
+            // A message that called tools carries the field even without reasoning (empty): the
+            // providers that want it back refuse such a message without it
+            // ([`ProviderQuirks::send_reasoning_content`]).
+            reasoning_content: if send_reasoning {
+                reasoning_content.as_deref().or((!tool_calls.is_empty()).then_some(""))
+            } else {
+                None
+            },
             tool_calls: tool_calls
                 .iter()
                 .map(|c| WireToolCall {

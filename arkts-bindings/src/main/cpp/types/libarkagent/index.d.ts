@@ -241,8 +241,8 @@ export interface AgentConfigObject {
    */
   streamUsage?: boolean;
   /**
-   * Send the assistant's reasoning_content back: of every message that called tools (every turn)
-   * and of the current turn ('moonshot': of every message). Default: the preset's (true for
+   * Send the assistant's reasoning_content back: of every message that called tools (every turn;
+   * empty when it has none) and of the current turn ('moonshot': of every message). Default: the preset's (true for
    * 'deepseek', 'zhipu' and 'moonshot', whose thinking models need it; false elsewhere, where it
    * may be rejected).
    */
