@@ -3,8 +3,9 @@
 //! assistant message), Moonshot and OpenAI's
 //! reasoning models get no default temperature, `stream_usage: false` leaves `stream_options` out
 //! of streamed requests, and Qwen's open-source Qwen3 models turn thinking off when not streamed
-//! (Qwen's thinking models also for a forced tool call); Zhipu, which takes only `tool_choice`
-//! "auto", is sent no tools for "none".
+//! (Qwen's thinking models also for a forced tool call) and its thinking-only models are asked with
+//! a stream even for a whole answer; Zhipu, which takes only `tool_choice` "auto", is sent no tools
+//! for "none".
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -263,4 +264,35 @@ async fn zhipu_tool_choice_none_leaves_the_tools_out() {
         (&body["tool_choice"], &body["tools"][0]["function"]["name"]),
         (&json!("none"), &json!("query_order"))
     );
+}
+
+#[tokio::test]
+async fn a_dashscope_thinking_only_model_is_asked_with_a_stream_even_for_a_whole_answer() {
+    // DashScope refuses a non-streamed request to its thinking-only models ("This model only
+    // support stream mode"): the call goes out streamed and the answer is read whole.
+    let stream = concat!(
+        "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"reasoning_content\":\"先查订单\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"type\":\"function\",",
+        "\"function\":{\"name\":\"query_order\",\"arguments\":\"{\\\"orderId\\\":\\\"3\\\"}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":4,\"total_tokens\":13}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let server = MockServer::start([Reply::sse(stream.as_bytes())]).await;
+    let config = ClientConfig::new(ProviderPreset::Qwen, "qwq-plus", "k").with_base_url(server.base_url());
+    let client = OpenAiCompatibleClient::new(config).unwrap();
+    let answer = client.complete(&two_turns()).await.unwrap();
+    assert_eq!(answer.reasoning_content.as_deref(), Some("先查订单"));
+    assert_eq!(answer.tool_calls, [ToolCall::new("c1", "query_order", r#"{"orderId":"3"}"#)]);
+    assert_eq!(answer.usage.map(|u| u.total_tokens), Some(13));
+    let sent = server.requests()[0].json();
+    assert_eq!((&sent["stream"], &sent["stream_options"]), (&json!(true), &json!({"include_usage": true})));
+    assert!(sent.get("enable_thinking").is_none(), "its thinking cannot be turned off: {sent}");
+    // A hybrid model is still asked without a stream, its thinking off.
+    let body = sent_whole_to(ProviderPreset::Qwen, "qwen3-32b").await;
+    assert!(body["stream"] != json!(true) && body["enable_thinking"] == json!(false), "{body}");
+}
+
+async fn sent_whole_to(preset: ProviderPreset, model: &str) -> Value {
+    sent(ClientConfig::new(preset, model, "k"), &two_turns()).await
 }

@@ -3,7 +3,7 @@
 //! OpenAI-compatible chat-completions endpoint.
 //!
 //! Faults: connect errors, a connection that breaks before the response head
-//! ([`broke_before_head`]), a streamed request's first-byte timeout, 408, 409, 429 and 5xx are
+//! (`broke_before_head`), a streamed request's first-byte timeout, 408, 409, 429 and 5xx are
 //! retried with exponential backoff and jitter
 //! (the statuses the official OpenAI SDKs retry, see [`is_retried_status`]), and so is an error
 //! body sent with a 2xx that stands for one of them (below); never once a piece of the answer was
@@ -830,10 +830,13 @@ fn decode_whole_stream(bytes: &[u8]) -> (Result<Vec<ModelEvent>, AgentError>, St
 impl ChatModel for OpenAiCompatibleClient {
     async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
         let deadline = Instant::now() + self.config.timeouts.total;
-        let body = self.body(request, false)?;
+        // A model that answers only streamed requests is asked with one, and its answer read whole
+        // from the stream (`answer` reads an event stream).
+        let stream = self.config.quirks.stream_only;
+        let body = self.body(request, stream)?;
         let mut retries = 0;
         loop {
-            let resp = self.send(body.clone(), false, deadline, &mut retries).await?;
+            let resp = self.send(body.clone(), stream, deadline, &mut retries).await?;
             let advice = RetryAdvice::of(resp.headers());
             let failed = match self.answer(resp, deadline).await {
                 Ok(response) => return Ok(response),

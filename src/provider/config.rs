@@ -161,7 +161,9 @@ impl ProviderPreset {
     ///   get [`thinking_off_unstreamed`](ProviderQuirks::thinking_off_unstreamed);
     /// - those and the Qwen3.5 and later models (`qwen3.5-plus`, `qwen3.7-max`..., thinking on by
     ///   default) get
-    ///   [`thinking_off_for_forced_tool_choice`](ProviderQuirks::thinking_off_for_forced_tool_choice).
+    ///   [`thinking_off_for_forced_tool_choice`](ProviderQuirks::thinking_off_for_forced_tool_choice);
+    /// - DashScope's thinking-only models (`qwq-*`, `qvq-*`, `*-thinking*`) get
+    ///   [`stream_only`](ProviderQuirks::stream_only).
     pub fn quirks_for_model(self, model: &str) -> ProviderQuirks {
         let mut quirks = self.quirks();
         if self == ProviderPreset::OpenAi && is_openai_reasoning_model(model) {
@@ -174,8 +176,20 @@ impl ProviderPreset {
         if self == ProviderPreset::Qwen && is_qwen3_point_release(model) {
             quirks.thinking_off_for_forced_tool_choice = true;
         }
+        if self == ProviderPreset::Qwen && is_dashscope_thinking_only(model) {
+            quirks.stream_only = true;
+        }
         quirks
     }
+}
+
+/// True for DashScope's names of its thinking-only models: QwQ and QVQ (`qwq-plus`, `qwq-32b`,
+/// `qvq-max`...) and the `-thinking` variants (`qwen3-235b-a22b-thinking-2507`,
+/// `qwen3-next-80b-a3b-thinking`, `qwen3-vl-plus-thinking`...), whose thinking cannot be turned off
+/// (help.aliyun.com/zh/model-studio/deep-thinking: "仅思考模式").
+fn is_dashscope_thinking_only(model: &str) -> bool {
+    let m = model.trim().to_ascii_lowercase();
+    m.starts_with("qwq-") || m.starts_with("qvq-") || m.contains("-thinking")
 }
 
 /// True for DashScope's names of the open-source Qwen3 hybrid-thinking models: `qwen3-<n>b`, or
@@ -315,6 +329,16 @@ pub struct ProviderQuirks {
     /// the request is refused with 400 "tool_choice is one of the strings that should be
     /// ["none", "auto"]" (<https://docs.qwencloud.com/api-reference/preparation/error-messages>).
     pub thinking_off_for_forced_tool_choice: bool,
+    /// Send a non-streamed call ([`ChatModel::complete`](super::ChatModel::complete)) as a streamed
+    /// request and read the answer whole from the stream (default false; set by
+    /// [`ProviderPreset::quirks_for_model`] for DashScope's thinking-only models). DashScope says
+    /// most deep-thinking models answer only streamed requests ("多数模型仅支持流式输出":
+    /// help.aliyun.com/zh/model-studio/deep-thinking), and refuses a non-streamed one with 400
+    /// "This model only support stream mode, please enable the stream parameter to access the
+    /// model" (qwq-32b: browser-use/web-ui#390); the hybrid ones are answered non-streamed with
+    /// their thinking off instead ([`thinking_off_unstreamed`](Self::thinking_off_unstreamed)),
+    /// which the thinking-only ones refuse.
+    pub stream_only: bool,
 }
 
 impl Default for ProviderQuirks {
@@ -329,6 +353,7 @@ impl Default for ProviderQuirks {
             default_tool_temperature: Some(0.2),
             thinking_off_unstreamed: false,
             thinking_off_for_forced_tool_choice: false,
+            stream_only: false,
         }
     }
 }
@@ -1068,6 +1093,21 @@ mod tests {
         assert!(!ProviderPreset::Custom.quirks_for_model("qwen3.5-plus").thinking_off_for_forced_tool_choice);
         // Only the open-source Qwen3 models need a stream for their thinking.
         assert!(!ProviderPreset::Qwen.quirks_for_model("qwen3.5-plus").thinking_off_unstreamed);
+    }
+
+    #[test]
+    fn dashscope_thinking_only_models_are_asked_with_a_stream() {
+        for model in
+            ["qwq-plus", "QwQ-32B", "qvq-max", "qwen3-235b-a22b-thinking-2507", "qwen3-vl-plus-thinking"]
+        {
+            assert!(ProviderPreset::Qwen.quirks_for_model(model).stream_only, "{model}");
+        }
+        for model in ["qwen3-max", "qwen3-32b", "qwen3.5-plus", "qwen-plus", "qwen3-235b-a22b-instruct-2507"]
+        {
+            assert!(!ProviderPreset::Qwen.quirks_for_model(model).stream_only, "{model}");
+        }
+        assert!(!ProviderPreset::Custom.quirks_for_model("qwq-plus").stream_only);
+        assert!(!ProviderPreset::Qwen.quirks().stream_only);
     }
 
     #[test]

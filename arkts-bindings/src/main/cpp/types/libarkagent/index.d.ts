@@ -206,7 +206,8 @@ export interface AgentConfigObject {
   /**
    * Stream the model's answer as events (default true). false: no text_delta, reasoning_delta or
    * tool_call_* events; the text arrives whole in run_finished's final_text (RunOutcome.finalText),
-   * each call's result in its tool_result event.
+   * each call's result in its tool_result event. (A model that answers only streamed requests, the
+   * 'qwen' preset's thinking-only models, is still asked with a stream, read whole.)
    */
   streaming?: boolean;
   /**
