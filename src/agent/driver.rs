@@ -1306,8 +1306,18 @@ impl Agent {
             match decided.await {
                 Ok(Some(d)) => parent = d.parent,
                 Ok(None) => return,
-                // Decided there meanwhile: by the app, on the parent, which reached this worker.
-                Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => return,
+                // Decided there meanwhile (by the app, on the parent, which reached this worker),
+                // or the parent moved on between the look and the hold (settled, dismissed).
+                Err(e)
+                    if matches!(
+                        e.code.as_ref(),
+                        codes::APPROVAL_ALREADY_DECIDED
+                            | codes::APPROVAL_NOT_FOUND
+                            | codes::NO_PENDING_APPROVAL
+                    ) =>
+                {
+                    return
+                }
                 Err(e) => {
                     log::warn!("arkagent: a worker's decision did not reach its parent's batch yet: {e}");
                     return;
