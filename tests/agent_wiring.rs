@@ -1,6 +1,7 @@
 //! What the runtime hands to tools and hooks, checked through a whole agent run: an after-hook's
 //! abort ends the run at once, the tool list is read again every round, the app's services reach
-//! the executor, and the calls of one batch share a batch id that the next batch does not.
+//! the executor, the calls of one batch share a batch id that the next batch does not, and the
+//! config's request options reach every request.
 
 #[path = "support/runtime.rs"]
 mod support;
@@ -125,6 +126,25 @@ async fn the_tool_list_is_read_again_every_round() {
     assert!(agent.unregister_tool("extra"));
     agent.run("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(tool_names(&model.requests()[3]), ["unlock"], "an unregistered tool is gone the next round");
+}
+
+#[tokio::test]
+async fn the_configs_request_options_reach_every_request() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (definition, executor) = counting("count", &runs);
+    let mut tools = ToolRegistry::new();
+    tools.register(definition, executor).unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("c", "count", "{}")]), answer("done")]));
+    let config =
+        AgentConfig { parallel_tool_calls: Some(false), max_tokens: Some(99), ..AgentConfig::default() };
+    let agent =
+        AgentBuilder::new(model.clone(), Arc::new(MemStore::new())).tools(tools).config(config).build();
+    agent.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    for r in &requests {
+        assert_eq!((r.parallel_tool_calls, r.max_tokens), (Some(false), Some(99)));
+    }
 }
 
 struct Bakery {

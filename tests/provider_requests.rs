@@ -125,6 +125,23 @@ async fn options_and_the_deepseek_quirk() {
     assert!(oa.get("max_tokens").is_none());
 }
 
+#[tokio::test]
+async fn parallel_tool_calls_goes_only_with_tools() {
+    let server = MockServer::start([ok(), ok(), ok()]).await;
+    let client = OpenAiCompatibleClient::new(ClientConfig::custom(server.base_url(), "m", "k")).unwrap();
+    let mut req = conversation();
+    req.parallel_tool_calls = Some(true);
+    client.complete(&req).await.unwrap();
+    // OpenAI refuses it without tools ("only allowed when 'tools' are specified").
+    req.tools = Arc::from(Vec::new());
+    client.complete(&req).await.unwrap();
+    client.complete(&conversation()).await.unwrap();
+    let reqs = server.requests();
+    assert_eq!(reqs[0].json()["parallel_tool_calls"], true);
+    assert!(reqs[1].json().get("parallel_tool_calls").is_none(), "{}", reqs[1].json());
+    assert!(reqs[2].json().get("parallel_tool_calls").is_none(), "not set: {}", reqs[2].json());
+}
+
 #[test]
 fn plain_http_only_to_loopback_unless_allowed() {
     for ok in

@@ -37,6 +37,11 @@ pub struct AgentConfig {
     /// Tool choice sent with every request (when tools are registered). A named function must be
     /// a registered tool when a run starts.
     pub tool_choice: Option<ToolChoice>,
+    /// `parallel_tool_calls` sent with every request that has tools: `Some(true)` lets the model
+    /// call several tools in one answer where the provider's default is one,
+    /// `Some(false)` asks for one at a time; `None` (default) leaves it out, the provider's
+    /// default.
+    pub parallel_tool_calls: Option<bool>,
     /// Loop detector window (default 5; from `MIN_WINDOW` 2 to `MAX_WINDOW` 1000): this many
     /// identical calls of the model in a row are a loop.
     pub loop_window: usize,
@@ -63,6 +68,7 @@ impl Default for AgentConfig {
             temperature: None,
             max_tokens: None,
             tool_choice: None,
+            parallel_tool_calls: None,
             loop_window: 5,
             loop_max_cycle_period: DEFAULT_MAX_CYCLE_PERIOD,
             max_delegation_depth: 1,

@@ -1642,6 +1642,7 @@ impl<'a> Run<'a> {
             tool_choice: if tools.definitions().is_empty() { None } else { config.tool_choice.clone() },
             temperature: config.temperature,
             max_tokens: config.max_tokens,
+            parallel_tool_calls: config.parallel_tool_calls,
         };
         let (s, r, _) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };

@@ -558,6 +558,8 @@ pub struct AgentConfigObject {
     pub send_reasoning_content: Option<bool>,
     /// `auto`, `none`, `required`, or the name of a tool the model must call.
     pub tool_choice: Option<Text>,
+    /// `parallel_tool_calls` with every request that has tools (absent: not sent).
+    pub parallel_tool_calls: Option<bool>,
     /// Ask the agent's own model whether the session is looping, on a schedule.
     pub loop_diagnosis: Option<LoopDiagnosisObject>,
 
@@ -704,6 +706,7 @@ impl AgentConfigObject {
         if let Some(choice) = self.tool_choice.as_deref() {
             config.tool_choice = Some(tool_choice(choice)?);
         }
+        config.parallel_tool_calls = self.parallel_tool_calls;
         // Everything above is checked with the ArkTS names; this keeps any check of the core's
         // that has no field here yet (a run would refuse the config anyway, later).
         config.validate()?;
@@ -886,6 +889,8 @@ pub(crate) struct ChatRequestView<'a> {
     pub temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 /// JSON text of a core value (plain serde data: serialising it cannot fail).

@@ -10,7 +10,8 @@
 //! | `beforePersistState(contextJson, stateJson)` | `'persist'` or `'skip'` (a skip of a terminal state or a frozen batch is ignored) |
 //! | `onRunStart(contextJson)`, `beforeModelCall(contextJson, requestJson)`, `afterModelResponse(contextJson, responseJson)`, `onApprovalRequired(contextJson, batchJson)`, `onRunEnd(contextJson, status, finalText \| null)`, `onError(contextJson, errorJson)` | ignored |
 //!
-//! `requestJson` is `{"messages","tools","tool_choice"?,"temperature"?,"max_tokens"?}` (the
+//! `requestJson` is `{"messages","tools","tool_choice"?,"temperature"?,"max_tokens"?,
+//! "parallel_tool_calls"?}` (the
 //! request as the runtime hands it to the client: no endpoint, no key); `errorJson` is
 //! `{"layer","code","message"}`. A value is serialized only for a method the object has, so a hook
 //! without `beforePersistState` costs no serialization of the state at each save.
@@ -330,6 +331,7 @@ impl AgentHook for JsHook {
                 tool_choice: request.tool_choice.as_ref(),
                 temperature: request.temperature,
                 max_tokens: request.max_tokens,
+                parallel_tool_calls: request.parallel_tool_calls,
             };
             HookArgs::new(ctx, [Some(to_json(&view))])
         })

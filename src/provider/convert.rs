@@ -79,9 +79,11 @@ pub(crate) fn wire_envelope<'a>(
         MaxTokensField::MaxTokens => (request.max_tokens, None),
         MaxTokensField::MaxCompletionTokens => (None, request.max_tokens),
     };
+    let parallel_tool_calls = if tools.is_empty() { None } else { request.parallel_tool_calls };
     ChatCompletionRequest {
         model,
         messages: Vec::new(),
+        parallel_tool_calls,
         tools,
         temperature,
         max_tokens,

@@ -69,12 +69,22 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Completion token limit.
     pub max_tokens: Option<u32>,
+    /// `parallel_tool_calls`: whether the model may call several tools in one answer; `None`
+    /// leaves it out (the provider's default). Sent only with tools.
+    pub parallel_tool_calls: Option<bool>,
 }
 
 impl ChatRequest {
     /// A request with the messages and tools and every option left to the client.
     pub fn new(messages: Arc<Vec<ChatMessage>>, tools: Arc<[ToolDefinition]>) -> Self {
-        ChatRequest { messages, tools, tool_choice: None, temperature: None, max_tokens: None }
+        ChatRequest {
+            messages,
+            tools,
+            tool_choice: None,
+            temperature: None,
+            max_tokens: None,
+            parallel_tool_calls: None,
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 // The provider options of the Agent config, checked on the request bodies a local mock
 // OpenAI-compatible server (127.0.0.1:0) receives: temperature (a number, absent = the preset's
-// default, null = not sent), toolChoice, streamUsage, sendReasoningContent (and the Moonshot
+// default, null = not sent), toolChoice, parallelToolCalls, streamUsage, sendReasoningContent (and the Moonshot
 // preset's defaults), and contextBudgetTokens (history trimmed in the request, the question kept).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -67,6 +67,13 @@ test('toolChoice: a mode or a tool name', async (t) => {
   }
   const [first] = await bodiesOf(t, { toolChoice: 'lookup' });
   assert.deepEqual(first.tool_choice, { type: 'function', function: { name: 'lookup' } });
+});
+
+test('parallelToolCalls: sent as given with the tools, absent when not set', async (t) => {
+  for (const value of [true, false]) {
+    for (const body of await bodiesOf(t, { parallelToolCalls: value })) assert.equal(body.parallel_tool_calls, value);
+  }
+  for (const body of await bodiesOf(t, {})) assert.ok(!('parallel_tool_calls' in body), JSON.stringify(body));
 });
 
 test('sendReasoningContent sends the reasoning of the tool call back; the Moonshot preset does by default', async (t) => {

@@ -18,6 +18,10 @@ pub struct ChatCompletionRequest<'a> {
     /// Tool choice (only sent with tools).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<WireToolChoice<'a>>,
+    /// Whether the model may call several tools in one answer (only sent with tools: OpenAI
+    /// refuses it without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
     /// Sampling temperature.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,

@@ -258,6 +258,12 @@ export interface AgentConfigObject {
    */
   toolChoice?: string;
   /**
+   * parallel_tool_calls sent with every request that has tools: true lets the model call several
+   * tools in one answer where the provider's default is one, false asks for one at
+   * a time. Omitted: not sent (the provider's default).
+   */
+  parallelToolCalls?: boolean;
+  /**
    * Also ask the agent's own model (same provider, endpoint, key and model name; no tools, not
    * streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
    * A verdict {"is_loop": true, "confidence" > minConfidence} ends the run 'loop_detected' (errorCode
