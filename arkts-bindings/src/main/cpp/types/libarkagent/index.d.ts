@@ -375,7 +375,7 @@ export type AgentEventListener = (eventJson: string) => void;
  * - onRunStart(contextJson), beforeModelCall(contextJson, requestJson), afterModelResponse(contextJson,
  *   responseJson), onApprovalRequired(contextJson, batchJson), onRunEnd(contextJson, status, finalText | null),
  *   onError(contextJson, errorJson): notifications, answers ignored. requestJson = {"messages","tools",
- *   "tool_choice"?,"temperature"?,"max_tokens"?}; errorJson = {"layer","code","message"}.
+ *   "tool_choice"?,"temperature"?,"max_tokens"?,"parallel_tool_calls"?}; errorJson = {"layer","code","message"}.
  * An answer of undefined (a method that returns nothing, or resolves to nothing) changes nothing:
  * beforeToolCall and afterToolCall proceed with the call or result as it is, beforePersistState
  * persists. null is not nothing: it is a wrong shape, a failure as above. A method property that is
