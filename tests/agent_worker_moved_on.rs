@@ -49,23 +49,44 @@ async fn worker_settled_directly(
     (batch, worker, worker_out)
 }
 
+/// A parent whose worker's dangerous call froze it (one level deep); the worker answers as if its
+/// call was approved (`approve`) or denied, then the parent answers `parent answer`.
+struct OneDeep {
+    agent: Arc<Agent>,
+    model: Arc<Script>,
+    /// Runs of the dangerous call.
+    cleared: Arc<AtomicUsize>,
+    /// The worker's session.
+    worker: String,
+    /// The frozen call's approval id.
+    id: String,
+    /// What the worker answers once its call was decided.
+    worker_answer: &'static str,
+}
+
+async fn frozen_one_deep(store: &Arc<MemStore>, approve: bool) -> OneDeep {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer(worker_answer),
+        answer("parent answer"),
+    ]));
+    let agent = agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    let id = batch.items[0].approval_id.clone();
+    OneDeep { agent, model, cleared, worker, id, worker_answer }
+}
+
 #[tokio::test]
 async fn a_parent_the_workers_decision_missed_can_still_be_settled() {
     for approve in [true, false] {
-        let cleared = Arc::new(AtomicUsize::new(0));
-        let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
-        let model = Arc::new(Script::new(vec![
-            calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
-            calls(&[("w1", "clear_baking_cache", "{}")]),
-            answer(worker_answer),
-            answer("parent answer"),
-        ]));
         let store = Arc::new(MemStore::new());
-        let agent = agent(model.clone(), store.clone(), &cleared, 1);
-        let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-        let worker = batch.worker_session.clone().unwrap();
-        let id = batch.items[0].approval_id.clone();
+        let OneDeep { agent, model, cleared, worker, id, worker_answer } =
+            frozen_one_deep(&store, approve).await;
         // The app decides on the worker session, while another process holds the parent (the
         // decision cannot reach its batch), and resumes the worker itself.
         let elsewhere = store.lease("parent").await.unwrap();
@@ -163,8 +184,22 @@ async fn a_worker_that_moved_on_to_a_new_batch_freezes_the_parent_on_it() {
     assert_eq!(model.remaining(), 0);
 }
 
-#[tokio::test]
-async fn a_workers_worker_the_decision_missed_leaves_every_level_settleable() {
+/// A parent that delegates to a worker that delegates again (depth 2), run until the inner
+/// worker's dangerous call freezes every level.
+struct TwoDeep {
+    agent: Arc<Agent>,
+    model: Arc<Script>,
+    /// Runs of the dangerous call.
+    cleared: Arc<AtomicUsize>,
+    /// The first worker's session.
+    middle: String,
+    /// Its worker's session.
+    inner: String,
+    /// The frozen call's approval id (the same at every level).
+    id: String,
+}
+
+async fn frozen_two_deep(store: &Arc<MemStore>) -> TwoDeep {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![
         calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
@@ -174,13 +209,19 @@ async fn a_workers_worker_the_decision_missed_leaves_every_level_settleable() {
         answer("middle done"),
         answer("parent done"),
     ]));
-    let store = Arc::new(MemStore::new());
     let agent = agent(model.clone(), store.clone(), &cleared, 2);
     let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
     let middle = batch.worker_session.clone().unwrap();
     let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
     let id = batch.items[0].approval_id.clone();
+    TwoDeep { agent, model, cleared, middle, inner, id }
+}
+
+#[tokio::test]
+async fn a_workers_worker_the_decision_missed_leaves_every_level_settleable() {
+    let store = Arc::new(MemStore::new());
+    let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store).await;
     // The middle session is held elsewhere: the decision stops below it.
     let elsewhere = store.lease(&middle).await.unwrap();
     agent.approve(&inner, &id).await.unwrap();
@@ -300,20 +341,9 @@ async fn the_parent_waits_for_the_workers_direct_resume() {
 #[tokio::test]
 async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
     for approve in [true, false] {
-        let cleared = Arc::new(AtomicUsize::new(0));
-        let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
-        let model = Arc::new(Script::new(vec![
-            calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
-            calls(&[("w1", "clear_baking_cache", "{}")]),
-            answer(worker_answer),
-            answer("parent answer"),
-        ]));
         let store = Arc::new(MemStore::new());
-        let agent = agent(model.clone(), store.clone(), &cleared, 1);
-        let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-        let worker = batch.worker_session.clone().unwrap();
-        let id = batch.items[0].approval_id.clone();
+        let OneDeep { agent, model, cleared, worker, id, worker_answer } =
+            frozen_one_deep(&store, approve).await;
         let (made, other) = if approve {
             (agent.approve(&worker, &id).await, agent.deny("parent", &id, "不要清").await)
         } else {
@@ -351,22 +381,8 @@ async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
 
 #[tokio::test]
 async fn a_decision_on_a_workers_worker_reaches_every_level_above() {
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
-        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("inner done"),
-        answer("middle done"),
-        answer("parent done"),
-    ]));
     let store = Arc::new(MemStore::new());
-    let agent = agent(model.clone(), store.clone(), &cleared, 2);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let middle = batch.worker_session.clone().unwrap();
-    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
-    let id = batch.items[0].approval_id.clone();
+    let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store).await;
     agent.approve(&inner, &id).await.unwrap();
     for above in [middle.as_str(), "parent"] {
         assert_eq!(decision_on(store.as_ref(), above, &id).await, ApprovalDecision::Approved, "{above}");
