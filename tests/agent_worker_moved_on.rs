@@ -1,7 +1,8 @@
 //! A parent frozen on its worker's batch when the app acts on that batch on the worker session
 //! itself (decides it there, resumes or dismisses the worker directly). The decision reaches the
-//! parent's batch that mirrors it, at every level of a nested delegation, so the parent shows it
-//! and a different decision there is refused; the parent's resume then reads the worker's answer.
+//! parent's batch that mirrors it (checked on both stores), at every level of a nested
+//! delegation, so the parent shows it and a different decision there is refused; the parent's
+//! resume then reads the worker's answer.
 //! Where it could not reach the parent (held by another process meanwhile), the worker has moved
 //! on (completed, or frozen on a later batch) while the parent still awaits, and the parent can
 //! still be settled: a decision on it is recorded on its mirror alone, and its resume runs the
@@ -16,7 +17,7 @@ mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, WorkerFactory, DELEGATE_TASK};
 use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
-use arkagent::state::{RunStatus, StateStore};
+use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
 use delegation::{agent, decision_on};
@@ -64,7 +65,7 @@ struct OneDeep {
     worker_answer: &'static str,
 }
 
-async fn frozen_one_deep(store: &Arc<MemStore>, approve: bool) -> OneDeep {
+async fn frozen_one_deep(store: &Arc<dyn StateStore>, approve: bool) -> OneDeep {
     let cleared = Arc::new(AtomicUsize::new(0));
     let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
     let model = Arc::new(Script::new(vec![
@@ -84,7 +85,7 @@ async fn frozen_one_deep(store: &Arc<MemStore>, approve: bool) -> OneDeep {
 #[tokio::test]
 async fn a_parent_the_workers_decision_missed_can_still_be_settled() {
     for approve in [true, false] {
-        let store = Arc::new(MemStore::new());
+        let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
         let OneDeep { agent, model, cleared, worker, id, worker_answer } =
             frozen_one_deep(&store, approve).await;
         // The app decides on the worker session, while another process holds the parent (the
@@ -199,7 +200,7 @@ struct TwoDeep {
     id: String,
 }
 
-async fn frozen_two_deep(store: &Arc<MemStore>) -> TwoDeep {
+async fn frozen_two_deep(store: &Arc<dyn StateStore>) -> TwoDeep {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![
         calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
@@ -220,7 +221,7 @@ async fn frozen_two_deep(store: &Arc<MemStore>) -> TwoDeep {
 
 #[tokio::test]
 async fn a_workers_worker_the_decision_missed_leaves_every_level_settleable() {
-    let store = Arc::new(MemStore::new());
+    let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
     let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store).await;
     // The middle session is held elsewhere: the decision stops below it.
     let elsewhere = store.lease(&middle).await.unwrap();
@@ -340,8 +341,9 @@ async fn the_parent_waits_for_the_workers_direct_resume() {
 
 #[tokio::test]
 async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
-    for approve in [true, false] {
-        let store = Arc::new(MemStore::new());
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let cases = [true, false].into_iter().zip(&dirs);
+    for (approve, store) in cases.flat_map(|(a, dir)| both_stores(dir.path()).map(|s| (a, s))) {
         let OneDeep { agent, model, cleared, worker, id, worker_answer } =
             frozen_one_deep(&store, approve).await;
         let (made, other) = if approve {
@@ -381,43 +383,52 @@ async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
 
 #[tokio::test]
 async fn a_decision_on_a_workers_worker_reaches_every_level_above() {
-    let store = Arc::new(MemStore::new());
-    let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store).await;
-    agent.approve(&inner, &id).await.unwrap();
-    for above in [middle.as_str(), "parent"] {
-        assert_eq!(decision_on(store.as_ref(), above, &id).await, ApprovalDecision::Approved, "{above}");
+    let dir = tempfile::tempdir().unwrap();
+    for store in both_stores(dir.path()) {
+        let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store).await;
+        agent.approve(&inner, &id).await.unwrap();
+        for above in [middle.as_str(), "parent"] {
+            assert_eq!(decision_on(store.as_ref(), above, &id).await, ApprovalDecision::Approved, "{above}");
+        }
+        // The parent's resume continues the chain down to the approved call, which runs once.
+        let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+        assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent done")));
+        assert_eq!(cleared.load(Ordering::SeqCst), 1);
+        assert_eq!(model.remaining(), 0);
     }
-    // The parent's resume continues the chain down to the approved call, which runs once.
-    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
-    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent done")));
-    assert_eq!(cleared.load(Ordering::SeqCst), 1);
-    assert_eq!(model.remaining(), 0);
+}
+
+/// A memory store and a file store in `dir`, for the tests that run on both.
+fn both_stores(dir: &std::path::Path) -> [Arc<dyn StateStore>; 2] {
+    [Arc::new(MemStore::new()), Arc::new(FileStore::new(dir))]
 }
 
 #[tokio::test]
 async fn dismissing_the_worker_session_denies_its_items_in_the_parents_batch() {
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("parent answer"),
-    ]));
-    let store = Arc::new(MemStore::new());
-    let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
-    let id = batch.items[0].approval_id.clone();
-    let out = agent.dismiss(&worker, "算了", &EventLog::new(), &none()).await.unwrap();
-    assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
-    let parent = store.load("parent").await.unwrap().unwrap();
-    let item = parent.pending_approval.unwrap().item(&id).unwrap().clone();
-    assert_eq!((item.decision, item.deny_reason.as_deref()), (ApprovalDecision::Denied, Some("算了")));
-    assert_eq!(agent.approve("parent", &id).await.unwrap_err().code, "approval_already_decided");
-    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
-    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
-    assert_eq!(cleared.load(Ordering::SeqCst), 0);
-    assert_eq!(model.remaining(), 0);
+    let dir = tempfile::tempdir().unwrap();
+    for store in both_stores(dir.path()) {
+        let cleared = Arc::new(AtomicUsize::new(0));
+        let model = Arc::new(Script::new(vec![
+            calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+            calls(&[("w1", "clear_baking_cache", "{}")]),
+            answer("parent answer"),
+        ]));
+        let agent = agent(model.clone(), store.clone(), &cleared, 1);
+        let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+        let worker = batch.worker_session.clone().unwrap();
+        let id = batch.items[0].approval_id.clone();
+        let out = agent.dismiss(&worker, "算了", &EventLog::new(), &none()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
+        let parent = store.load("parent").await.unwrap().unwrap();
+        let item = parent.pending_approval.unwrap().item(&id).unwrap().clone();
+        assert_eq!((item.decision, item.deny_reason.as_deref()), (ApprovalDecision::Denied, Some("算了")));
+        assert_eq!(agent.approve("parent", &id).await.unwrap_err().code, "approval_already_decided");
+        let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+        assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+        assert_eq!(cleared.load(Ordering::SeqCst), 0);
+        assert_eq!(model.remaining(), 0);
+    }
 }
