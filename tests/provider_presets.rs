@@ -11,7 +11,7 @@
 mod mock_server;
 
 use arkagent::provider::{
-    ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset, ToolChoice,
+    ChatModel, ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, ProviderPreset, ToolChoice,
 };
 use arkagent::{ChatMessage, ToolCall, ToolDefinition};
 use futures_util::StreamExt;
@@ -295,4 +295,101 @@ async fn a_dashscope_thinking_only_model_is_asked_with_a_stream_even_for_a_whole
 
 async fn sent_whole_to(preset: ProviderPreset, model: &str) -> Value {
     sent(ClientConfig::new(preset, model, "k"), &two_turns()).await
+}
+
+/// A request offering `tools` (each taking anything), with one earlier call of `search` and its
+/// result in the history.
+fn offering(tools: &[&str]) -> ChatRequest {
+    let messages = vec![
+        ChatMessage::user("找一下配方"),
+        ChatMessage::Assistant {
+            content: None,
+            reasoning_content: None,
+            tool_calls: vec![ToolCall::new("call_1", "search", r#"{"q":"配方"}"#)],
+        },
+        ChatMessage::Tool {
+            tool_call_id: "call_1".into(),
+            name: "search".into(),
+            content: "[]".into(),
+            is_error: false,
+        },
+    ];
+    let tools: Vec<_> =
+        tools.iter().map(|n| ToolDefinition::new(*n, "d", json!({"type":"object"}))).collect();
+    ChatRequest::new(Arc::from(messages), Arc::from(tools))
+}
+
+#[tokio::test]
+async fn qwen_sends_a_tool_named_search_under_another_name_and_hands_its_calls_back_under_its_own() {
+    // DashScope: 400 "Tool names are not allowed to be [search]" (agno-agi/agno#4846,
+    // QwenLM/qwen-code#384).
+    let whole = json!({"choices":[{"message":{"tool_calls":[{"id":"c2","type":"function",
+        "function":{"name":"search_tool","arguments":"{\"q\":\"面包\"}"}}]},"finish_reason":"tool_calls"}]});
+    let streamed = concat!(
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c3\",\"type\":\"function\",",
+        "\"function\":{\"name\":\"search_tool\",\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
+    );
+    let server = MockServer::start([Reply::json(200, &whole), Reply::sse(streamed.as_bytes())]).await;
+    let config = ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k").with_base_url(server.base_url());
+    let client = OpenAiCompatibleClient::new(config).unwrap();
+    let mut request = offering(&["query_order", "search"]);
+    request.tool_choice = Some(ToolChoice::Function("search".into()));
+    let answer = client.complete(&request).await.unwrap();
+    assert_eq!(answer.tool_calls, [ToolCall::new("c2", "search", r#"{"q":"面包"}"#)]);
+    let mut events = Vec::new();
+    let mut s = client.stream(&request).await.unwrap();
+    while let Some(e) = s.next().await {
+        events.push(e.unwrap());
+    }
+    let names: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::ToolCallStarted { name, .. } => Some(name.as_str()),
+            ModelEvent::ToolCallFinished { call, .. } => Some(call.name.as_str()),
+            ModelEvent::Finished(r) => Some(r.tool_calls[0].name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, ["search", "search", "search"]);
+    for sent in server.requests() {
+        let body = sent.json();
+        let tools: Vec<&str> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(tools, ["query_order", "search_tool"]);
+        assert_eq!(
+            body["messages"][1]["tool_calls"][0]["function"]["name"], "search_tool",
+            "the history too"
+        );
+        assert_eq!(body["tool_choice"]["function"]["name"], "search_tool");
+        assert!(!body.to_string().contains("\"search\""), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_renamed_tool_is_left_alone_where_it_is_not_offered_or_not_refused() {
+    // Only a `search_tool` offered: its calls keep their name.
+    let whole = json!({"choices":[{"message":{"tool_calls":[{"id":"c2","type":"function",
+        "function":{"name":"search_tool","arguments":"{}"}}]},"finish_reason":"tool_calls"}]});
+    let server = MockServer::start([Reply::json(200, &whole), ok()]).await;
+    let config = ClientConfig::new(ProviderPreset::Qwen, "qwen3-max", "k").with_base_url(server.base_url());
+    let client = OpenAiCompatibleClient::new(config).unwrap();
+    let answer = client.complete(&offering(&["search_tool"])).await.unwrap();
+    assert_eq!(answer.tool_calls[0].name, "search_tool");
+    // Both names offered: two tools would go by one name; refused before anything is sent.
+    let e = client.complete(&offering(&["search", "search_tool"])).await.unwrap_err();
+    assert_eq!(e.code, "config_invalid", "{e}");
+    assert!(e.message.contains("search_tool"), "{e}");
+    assert_eq!(server.requests().len(), 1);
+    // Other presets send `search` as it is.
+    let body = sent_whole_to_with(ProviderPreset::OpenAi, &offering(&["search"])).await;
+    assert_eq!(body["tools"][0]["function"]["name"], "search");
+}
+
+async fn sent_whole_to_with(preset: ProviderPreset, request: &ChatRequest) -> Value {
+    sent(ClientConfig::new(preset, "m", "k"), request).await
 }

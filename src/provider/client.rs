@@ -71,7 +71,10 @@
 
 use super::assemble::{starts_as_event_stream, StreamDecoder};
 use super::config::ClientConfig;
-use super::convert::{error_of_body, parse_response, raw_excerpt, raw_excerpt_of_prefix};
+use super::convert::{
+    error_of_body, event_with_app_names, parse_response, raw_excerpt, raw_excerpt_of_prefix, renames_of,
+    response_with_app_names,
+};
 use super::wire::ProviderErrorDetail;
 use super::{tls, ChatModel, ChatRequest, ModelEvent, ModelEventStream, ModelResponse};
 use crate::error::{codes, AgentError};
@@ -833,13 +836,17 @@ impl ChatModel for OpenAiCompatibleClient {
         // A model that answers only streamed requests is asked with one, and its answer read whole
         // from the stream (`answer` reads an event stream).
         let stream = self.config.quirks.stream_only;
+        let renames = renames_of(request, &self.config.quirks)?;
         let body = self.body(request, stream)?;
         let mut retries = 0;
         loop {
             let resp = self.send(body.clone(), stream, deadline, &mut retries).await?;
             let advice = RetryAdvice::of(resp.headers());
             let failed = match self.answer(resp, deadline).await {
-                Ok(response) => return Ok(response),
+                Ok(mut response) => {
+                    response_with_app_names(&mut response, &renames);
+                    return Ok(response);
+                }
                 Err(failed) => failed,
             };
             let (error, wait) = body_retry_verdict(failed, advice)?;
@@ -849,13 +856,20 @@ impl ChatModel for OpenAiCompatibleClient {
 
     async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
         let deadline = Instant::now() + self.config.timeouts.total;
+        let renames = renames_of(request, &self.config.quirks)?;
         let body = self.body(request, true)?;
         let mut retries = 0;
         loop {
             let resp = self.send(body.clone(), true, deadline, &mut retries).await?;
             let advice = RetryAdvice::of(resp.headers());
             let (failed, held) = match self.open_stream(resp, deadline).await {
-                Opened::Ready(events) => return Ok(events),
+                Opened::Ready(events) if renames.is_empty() => return Ok(events),
+                Opened::Ready(events) => {
+                    let events = futures_util::StreamExt::map(events, move |e| {
+                        e.map(|e| event_with_app_names(e, &renames))
+                    });
+                    return Ok(Box::pin(events));
+                }
                 Opened::Failed(failed, held) => (failed, held),
             };
             let verdict = match body_retry_verdict(failed, advice) {

@@ -58,7 +58,8 @@ pub enum ProviderPreset {
     DeepSeek,
     /// Zhipu GLM (open.bigmodel.cn, `tool_choice` only supports "auto").
     Zhipu,
-    /// Qwen through DashScope's OpenAI-compatible mode.
+    /// Qwen through DashScope's OpenAI-compatible mode (a tool named `search`, which DashScope
+    /// refuses, goes as `search_tool`: [`ProviderQuirks::renamed_tools`]).
     Qwen,
     /// Moonshot (Kimi: reasoning_content goes back, every turn's; K2.5+ fix their temperature).
     Moonshot,
@@ -148,7 +149,8 @@ impl ProviderPreset {
                 default_tool_temperature: None,
                 ..base
             },
-            ProviderPreset::Qwen | ProviderPreset::Custom => base,
+            ProviderPreset::Qwen => ProviderQuirks { renamed_tools: &[("search", "search_tool")], ..base },
+            ProviderPreset::Custom => base,
         }
     }
 
@@ -339,6 +341,14 @@ pub struct ProviderQuirks {
     /// their thinking off instead ([`thinking_off_unstreamed`](Self::thinking_off_unstreamed)),
     /// which the thinking-only ones refuse.
     pub stream_only: bool,
+    /// Tools sent under another name: `(the app's name, the name on the wire)` pairs (default
+    /// none). The request carries the wire name (the tool, its calls in the history, a
+    /// `tool_choice` naming it) and the answer's calls get the app's name back, so nothing above
+    /// the client sees it. The Qwen preset sends `search` as `search_tool`: DashScope refuses a
+    /// tool named `search` with 400 "Tool names are not allowed to be \[search\]"
+    /// (agno-agi/agno#4846, QwenLM/qwen-code#384, tailcallhq/forgecode#1580). A request that
+    /// also has a tool under a wire name is refused (`config_invalid`) before it is sent.
+    pub renamed_tools: &'static [(&'static str, &'static str)],
 }
 
 impl Default for ProviderQuirks {
@@ -354,6 +364,7 @@ impl Default for ProviderQuirks {
             thinking_off_unstreamed: false,
             thinking_off_for_forced_tool_choice: false,
             stream_only: false,
+            renamed_tools: &[],
         }
     }
 }

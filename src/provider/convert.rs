@@ -7,7 +7,7 @@ use super::wire::{
     ChatCompletionRequest, ChatCompletionResponse, ProviderErrorDetail, StreamOptions, WireFunction,
     WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice, WireToolChoiceFunction,
 };
-use super::{ChatRequest, ModelResponse, ToolChoice};
+use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
 use crate::message::{make_call_ids_unique, ChatMessage, ToolCall};
 
@@ -60,7 +60,7 @@ pub(crate) fn wire_envelope<'a>(
             .map(|t| WireTool {
                 kind: "function",
                 function: WireFunction {
-                    name: &t.name,
+                    name: wire_tool_name(&t.name, quirks),
                     description: &t.description,
                     parameters: &t.parameters,
                 },
@@ -163,16 +163,74 @@ pub(crate) fn wire_message<'a>(
                 .map(|c| WireToolCall {
                     id: &c.id,
                     kind: "function",
-                    function: WireFunctionCall { name: &c.name, arguments: wire_arguments(&c.arguments) },
+                    function: WireFunctionCall {
+                        name: wire_tool_name(&c.name, quirks),
+                        arguments: wire_arguments(&c.arguments),
+                    },
                 })
                 .collect(),
         },
         ChatMessage::Tool { tool_call_id, name, content, .. } => WireMessage::Tool {
             tool_call_id,
             content,
-            name: quirks.tool_message_name.then_some(name.as_str()),
+            name: quirks.tool_message_name.then(|| wire_tool_name(name, quirks)),
         },
     })
+}
+
+/// The name a tool goes by on the wire ([`ProviderQuirks::renamed_tools`]): its own, but for a
+/// tool the provider refuses under it.
+pub(crate) fn wire_tool_name<'a>(name: &'a str, quirks: &ProviderQuirks) -> &'a str {
+    quirks.renamed_tools.iter().find(|(app, _)| *app == name).map_or(name, |(_, wire)| wire)
+}
+
+/// The renames ([`ProviderQuirks::renamed_tools`]) of the tools `request` offers: the answer's
+/// calls by a wire name among them get the app's name back ([`event_with_app_names`]).
+///
+/// # Errors
+/// `config_invalid` when another tool of the request has such a wire name (two tools would go by
+/// one name).
+pub(crate) fn renames_of(
+    request: &ChatRequest,
+    quirks: &ProviderQuirks,
+) -> Result<Vec<(&'static str, &'static str)>, AgentError> {
+    let offers = |name: &str| request.tools.iter().any(|t| t.name == name);
+    let renames: Vec<_> = quirks.renamed_tools.iter().copied().filter(|(app, _)| offers(app)).collect();
+    if let Some((app, wire)) = renames.iter().find(|(_, wire)| offers(wire)) {
+        return Err(AgentError::of(
+            codes::CONFIG_INVALID,
+            format!(
+                "this provider refuses a tool named {app:?}, which is sent as {wire:?}, but a tool of that name is \
+                 registered too: rename one of them"
+            ),
+        ));
+    }
+    Ok(renames)
+}
+
+/// `event` with the app's name on a call it names by a wire name among `renames` (from
+/// [`renames_of`]).
+pub(crate) fn event_with_app_names(mut event: ModelEvent, renames: &[(&str, &str)]) -> ModelEvent {
+    match &mut event {
+        ModelEvent::ToolCallStarted { name, .. } => app_name(name, renames),
+        ModelEvent::ToolCallFinished { call, .. } => app_name(&mut call.name, renames),
+        ModelEvent::Finished(response) => response_with_app_names(response, renames),
+        _ => {}
+    }
+    event
+}
+
+/// `response`'s calls by a wire name among `renames` given the app's name.
+pub(crate) fn response_with_app_names(response: &mut ModelResponse, renames: &[(&str, &str)]) {
+    for call in &mut response.tool_calls {
+        app_name(&mut call.name, renames);
+    }
+}
+
+fn app_name(name: &mut String, renames: &[(&str, &str)]) {
+    if let Some((app, _)) = renames.iter().find(|(_, wire)| *wire == name.as_str()) {
+        *name = (*app).to_string();
+    }
 }
 
 /// A call's arguments as sent back: the text itself when it is a JSON object, else `"{}"`.
@@ -201,9 +259,10 @@ fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<Wi
         ToolChoice::Auto => WireToolChoice::Mode("auto"),
         ToolChoice::None => WireToolChoice::Mode("none"),
         ToolChoice::Required => WireToolChoice::Mode("required"),
-        ToolChoice::Function(name) => {
-            WireToolChoice::Function { kind: "function", function: WireToolChoiceFunction { name } }
-        }
+        ToolChoice::Function(name) => WireToolChoice::Function {
+            kind: "function",
+            function: WireToolChoiceFunction { name: wire_tool_name(name, quirks) },
+        },
     })
 }
 
