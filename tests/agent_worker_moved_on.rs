@@ -51,7 +51,8 @@ async fn worker_settled_directly(
 }
 
 /// A parent whose worker's dangerous call froze it (one level deep); the worker answers as if its
-/// call was approved (`approve`) or denied, then the parent answers `parent answer`.
+/// call was approved (`Some(true)`) or denied (`Some(false)`), or not at all (`None`: it is
+/// dismissed), then the parent answers `parent answer`.
 struct OneDeep {
     agent: Arc<Agent>,
     model: Arc<Script>,
@@ -61,19 +62,26 @@ struct OneDeep {
     worker: String,
     /// The frozen call's approval id.
     id: String,
-    /// What the worker answers once its call was decided.
+    /// What the worker answers once its call was decided (empty: nothing).
     worker_answer: &'static str,
 }
 
-async fn frozen_one_deep(store: &Arc<dyn StateStore>, approve: bool) -> OneDeep {
+async fn frozen_one_deep(store: &Arc<dyn StateStore>, approve: Option<bool>) -> OneDeep {
     let cleared = Arc::new(AtomicUsize::new(0));
-    let worker_answer = if approve { "worker: 已清空" } else { "worker: 用户不让清" };
-    let model = Arc::new(Script::new(vec![
+    let worker_answer = match approve {
+        Some(true) => "worker: 已清空",
+        Some(false) => "worker: 用户不让清",
+        None => "",
+    };
+    let mut script = vec![
         calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
         calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer(worker_answer),
-        answer("parent answer"),
-    ]));
+    ];
+    if approve.is_some() {
+        script.push(answer(worker_answer));
+    }
+    script.push(answer("parent answer"));
+    let model = Arc::new(Script::new(script));
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
     let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
@@ -87,7 +95,7 @@ async fn a_parent_the_workers_decision_missed_can_still_be_settled() {
     for approve in [true, false] {
         let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
         let OneDeep { agent, model, cleared, worker, id, worker_answer } =
-            frozen_one_deep(&store, approve).await;
+            frozen_one_deep(&store, Some(approve)).await;
         // The app decides on the worker session, while another process holds the parent (the
         // decision cannot reach its batch), and resumes the worker itself.
         let elsewhere = store.lease("parent").await.unwrap();
@@ -345,7 +353,7 @@ async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
     let cases = [true, false].into_iter().zip(&dirs);
     for (approve, store) in cases.flat_map(|(a, dir)| both_stores(dir.path()).map(|s| (a, s))) {
         let OneDeep { agent, model, cleared, worker, id, worker_answer } =
-            frozen_one_deep(&store, approve).await;
+            frozen_one_deep(&store, Some(approve)).await;
         let (made, other) = if approve {
             (agent.approve(&worker, &id).await, agent.deny("parent", &id, "不要清").await)
         } else {
@@ -408,17 +416,7 @@ fn both_stores(dir: &std::path::Path) -> [Arc<dyn StateStore>; 2] {
 async fn dismissing_the_worker_session_denies_its_items_in_the_parents_batch() {
     let dir = tempfile::tempdir().unwrap();
     for store in both_stores(dir.path()) {
-        let cleared = Arc::new(AtomicUsize::new(0));
-        let model = Arc::new(Script::new(vec![
-            calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
-            calls(&[("w1", "clear_baking_cache", "{}")]),
-            answer("parent answer"),
-        ]));
-        let agent = agent(model.clone(), store.clone(), &cleared, 1);
-        let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-        let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-        let worker = batch.worker_session.clone().unwrap();
-        let id = batch.items[0].approval_id.clone();
+        let OneDeep { agent, model, cleared, worker, id, .. } = frozen_one_deep(&store, None).await;
         let out = agent.dismiss(&worker, "算了", &EventLog::new(), &none()).await.unwrap();
         assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
         let parent = store.load("parent").await.unwrap().unwrap();
