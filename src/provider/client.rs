@@ -443,13 +443,16 @@ fn with_note(mut e: AgentError, note: &str) -> AgentError {
 /// The error and its causes on one line.
 fn error_chain(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
+    for s in causes(e) {
         text.push_str(": ");
         text.push_str(&s.to_string());
-        source = s.source();
     }
     text
+}
+
+/// The causes of `e`, the nearest first (its `source`, that one's, ...).
+fn causes(e: &reqwest::Error) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(e), |s| s.source())
 }
 
 /// True when a rustls error (bad certificate...) is among the causes. `io::Error::source` and a
@@ -466,14 +469,7 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
         }
         false
     }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if is_tls(s) {
-            return true;
-        }
-        source = s.source();
-    }
-    false
+    causes(e).any(is_tls)
 }
 
 /// Whether the request failed because the connection was closed or reset before a response head
@@ -487,25 +483,18 @@ fn has_tls_cause(e: &reqwest::Error) -> bool {
 /// openai-node's `APIConnectionError`).
 fn broke_before_head(e: &reqwest::Error) -> bool {
     use std::io::ErrorKind;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if s.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
-            return true;
-        }
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                ErrorKind::ConnectionReset
-                    | ErrorKind::ConnectionAborted
-                    | ErrorKind::BrokenPipe
-                    | ErrorKind::UnexpectedEof
-            ) {
-                return true;
-            }
-        }
-        source = s.source();
-    }
-    false
+    causes(e).any(|s| {
+        s.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message)
+            || s.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionAborted
+                        | ErrorKind::BrokenPipe
+                        | ErrorKind::UnexpectedEof
+                )
+            })
+    })
 }
 
 /// Whether a response with this (error) status is retried: 408, 409, 429 and every 5xx, as the

@@ -548,10 +548,10 @@ impl Timeouts {
 }
 
 /// Retries on connect errors, a connection that broke before the response head, a streamed
-/// request's first-byte timeout, 408, 409, 429 and 5xx (see [`is_retried_status`](super::client::is_retried_status)), an error body sent
-/// with a 2xx that stands for one of them, or as a response's `x-should-retry` header says,
-/// before anything of the answer was handed out (the order of the rules: the
-/// [`client`](super::client) module doc).
+/// request's first-byte timeout, 408, 409, 429 and 5xx (see
+/// [`is_retried_status`](super::client::is_retried_status)), an error body sent with a 2xx that
+/// stands for one of them, or as a response's `x-should-retry` header says, before anything of
+/// the answer was handed out (the order of the rules: the [`client`](super::client) module doc).
 /// One limit for all of them: `max_retries` counts every retry of a call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
