@@ -34,6 +34,15 @@ fn counting(name: &str, runs: &Arc<AtomicUsize>) -> (ToolDefinition, Arc<dyn Too
     )
 }
 
+/// A registry with one [`counting`] tool, and its run counter.
+fn counting_registry(name: &str) -> (ToolRegistry, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (definition, executor) = counting(name, &runs);
+    let mut tools = ToolRegistry::new();
+    tools.register(definition, executor).unwrap();
+    (tools, runs)
+}
+
 fn tool_names(request: &arkagent::provider::ChatRequest) -> Vec<String> {
     request.tools.iter().map(|t| t.name.clone()).collect()
 }
@@ -58,10 +67,7 @@ impl AgentHook for AbortAfterFirst {
 
 #[tokio::test]
 async fn an_after_hook_abort_ends_the_run_before_the_next_call() {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let (definition, executor) = counting("step", &runs);
-    let mut tools = ToolRegistry::new();
-    tools.register(definition, executor).unwrap();
+    let (tools, runs) = counting_registry("step");
     let model = Arc::new(Script::new(vec![
         calls(&[("a", "step", r#"{"n":1}"#), ("b", "step", r#"{"n":2}"#)]),
         answer("never asked"),
@@ -130,16 +136,14 @@ async fn the_tool_list_is_read_again_every_round() {
 
 #[tokio::test]
 async fn the_configs_request_options_reach_every_request() {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let (definition, executor) = counting("count", &runs);
-    let mut tools = ToolRegistry::new();
-    tools.register(definition, executor).unwrap();
+    let (tools, runs) = counting_registry("count");
     let model = Arc::new(Script::new(vec![calls(&[("c", "count", "{}")]), answer("done")]));
     let config =
         AgentConfig { parallel_tool_calls: Some(false), max_tokens: Some(99), ..AgentConfig::default() };
     let agent =
         AgentBuilder::new(model.clone(), Arc::new(MemStore::new())).tools(tools).config(config).build();
     agent.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
     let requests = model.requests();
     assert_eq!(requests.len(), 2);
     for r in &requests {
@@ -269,10 +273,7 @@ impl AgentHook for AbortBeforeB {
 async fn a_before_hook_abort_on_a_later_call_runs_nothing_of_the_batch() {
     // Seed 8.1/8.3: abort ends the whole run at once; hooks run before anything of the batch
     // runs, so the call the hook let through first does not run either.
-    let runs = Arc::new(AtomicUsize::new(0));
-    let (definition, executor) = counting("step", &runs);
-    let mut tools = ToolRegistry::new();
-    tools.register(definition, executor).unwrap();
+    let (tools, runs) = counting_registry("step");
     let model = Arc::new(Script::new(vec![
         calls(&[("a", "step", r#"{"n":1}"#), ("b", "step", r#"{"n":2}"#)]),
         answer("never asked"),
