@@ -430,3 +430,60 @@ async fn dismissing_the_worker_session_denies_its_items_in_the_parents_batch() {
         assert_eq!(model.remaining(), 0);
     }
 }
+
+#[tokio::test]
+async fn a_parents_resume_reserved_after_a_decision_on_its_worker_waits_for_it() {
+    // A binding reserves each call's turn where the app makes it: `approve(worker)` and then
+    // `resume("parent")`, neither awaited. The resume's task runs first here (join! polls it
+    // first); it must see the decision the app made before it, not answer `approval_pending`.
+    let dir = tempfile::tempdir().unwrap();
+    for store in both_stores(dir.path()) {
+        let OneDeep { agent, model, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
+        let decision = agent.reserve_turn(&worker).unwrap().within(agent.approve(&worker, &id));
+        let (log, cancel) = (EventLog::new(), none());
+        let resume = agent.reserve_turn("parent").unwrap().within(agent.resume("parent", &log, &cancel));
+        let (out, decided) = tokio::join!(resume, decision);
+        decided.unwrap();
+        let RunOutcome::Finished { status, final_text, .. } = out.unwrap() else { panic!("not finished") };
+        assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+        assert_eq!(cleared.load(Ordering::SeqCst), 1);
+        assert_eq!(model.remaining(), 0);
+    }
+    // Two levels down: the decision on the worker's worker.
+    let dir = tempfile::tempdir().unwrap();
+    for store in both_stores(dir.path()) {
+        let TwoDeep { agent, model, cleared, inner, id, .. } = frozen_two_deep(&store).await;
+        let decision = agent.reserve_turn(&inner).unwrap().within(agent.deny(&inner, &id, "不要清"));
+        let (log, cancel) = (EventLog::new(), none());
+        let resume = agent.reserve_turn("parent").unwrap().within(agent.resume("parent", &log, &cancel));
+        let (out, decided) = tokio::join!(resume, decision);
+        decided.unwrap();
+        assert_eq!(out.unwrap().status(), RunStatus::Completed);
+        assert_eq!(cleared.load(Ordering::SeqCst), 0);
+        let parent = store.load("parent").await.unwrap().unwrap();
+        assert_eq!(tool_messages(&parent.messages), [("d1".to_string(), "middle done".to_string(), false)]);
+        assert_eq!(model.remaining(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_parents_resume_takes_a_decision_that_missed_it_while_the_worker_waits() {
+    // The decision on the worker session could not reach the parent (another process held it),
+    // and the worker was not resumed: the parent's resume takes the decision from below.
+    let dir = tempfile::tempdir().unwrap();
+    for store in both_stores(dir.path()) {
+        let OneDeep { agent, model, cleared, worker, id, worker_answer } =
+            frozen_one_deep(&store, Some(false)).await;
+        let elsewhere = store.lease("parent").await.unwrap();
+        agent.deny(&worker, &id, "不要清").await.unwrap();
+        drop(elsewhere);
+        assert_eq!(decision_on(store.as_ref(), "parent", &id).await, ApprovalDecision::Pending);
+        let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+        let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+        assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+        let parent = store.load("parent").await.unwrap().unwrap();
+        assert_eq!(tool_messages(&parent.messages), [("p1".to_string(), worker_answer.to_string(), false)]);
+        assert_eq!(cleared.load(Ordering::SeqCst), 0);
+        assert_eq!(model.remaining(), 0);
+    }
+}

@@ -781,6 +781,11 @@ impl Agent {
     /// [`WorkerFactory`](super::WorkerFactory) applied) at the worker's depth, never with this
     /// agent's tools.
     ///
+    /// A batch that mirrors a worker's first takes the decisions made on the worker sessions
+    /// below that have not reached it: one the app asked for just before (a binding reserves
+    /// each call's turn: `approve(worker)` and then `resume(parent)`, neither awaited, is waited
+    /// for), or one that could not reach it then (another process held this session).
+    ///
     /// # Errors
     /// `config_invalid` (as [`run`](Self::run)), `session_not_found` (no such session, or its
     /// batch mirrors a worker session that is gone: its deletion was cut short, delete the session
@@ -860,31 +865,8 @@ impl Agent {
                 // Decided meanwhile (another call of the app): that decision stands. A worker's
                 // batch decided on the worker session directly: the mirror takes its decision.
                 Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => {
-                    // The decision may sit at any depth below (a worker's worker).
-                    let mut next = batch.worker_session.clone();
-                    let mut decided = None;
-                    while let Some(worker) = next.take() {
-                        let Some(b) = self.store.load(&worker).await?.and_then(|s| s.pending_approval) else {
-                            break;
-                        };
-                        match b.item(&item.approval_id) {
-                            Some(i) if i.decision != ApprovalDecision::Pending => {
-                                decided = Some(i.clone());
-                                break;
-                            }
-                            _ => next = b.worker_session.clone(),
-                        }
-                    }
-                    match decided.as_ref() {
-                        Some(i) if i.decision == ApprovalDecision::Approved => {
-                            self.decide_held(session_id, &item.approval_id, &UserDecision::Approve, false)
-                                .await?;
-                        }
-                        Some(i) if i.decision == ApprovalDecision::Denied => {
-                            let why = UserDecision::Deny(i.deny_reason.clone().unwrap_or_default());
-                            self.decide_held(session_id, &item.approval_id, &why, false).await?;
-                        }
-                        _ => {}
+                    if let Some(decided) = self.decided_below(&batch, &item.approval_id).await? {
+                        self.decide_held(session_id, &item.approval_id, &decided, false).await?;
                     }
                 }
                 other => {
@@ -917,6 +899,7 @@ impl Agent {
         // A batch mirroring a worker that is gone (a deletion cut short) is not settled: the
         // delegation would run again from scratch (see `decide_held`). Nothing is written.
         self.check_mirrored_worker(&state).await?;
+        let state = self.take_decisions_below(state).await?;
         // A worker session runs as its delegation runs it, on the worker's agent (the lock and
         // lease held here are the session's: that agent takes neither).
         let runner = self.runner_for(&state)?;
@@ -1394,6 +1377,65 @@ impl Agent {
         self.store.commit(&state, std::slice::from_ref(&event)).await?;
         let parent = state.delegation.map(|d| d.parent_session);
         Ok(state.pending_approval.map(|batch| Decided { batch, parent }))
+    }
+
+    /// `state` (held by the caller) once its frozen batch, when it mirrors a worker's, took the
+    /// decisions made below that have not reached it: a decision the app asked for on a worker
+    /// session just before this resume (neither awaited; this waits for the calls of this agent
+    /// on the sessions below), or one that could not reach it then (the parent was held by
+    /// another process). Each is recorded as a decision on this session would be.
+    async fn take_decisions_below(&self, state: AgentState) -> Result<AgentState, AgentError> {
+        let mirror = state.pending_approval.as_ref().filter(|b| b.worker_session.is_some());
+        let Some(batch) = mirror.filter(|_| state.status == RunStatus::AwaitingApproval) else {
+            return Ok(state);
+        };
+        let mut took = false;
+        for item in batch.pending_items() {
+            if let Some(decided) = self.decided_below(batch, &item.approval_id).await? {
+                self.decide_held(&state.session_id, &item.approval_id, &decided, false).await?;
+                took = true;
+            }
+        }
+        if !took {
+            return Ok(state);
+        }
+        self.store.load_unrepaired(&state.session_id).await?.ok_or_else(|| {
+            AgentError::of(codes::SESSION_NOT_FOUND, format!("no session {}", state.session_id))
+        })
+    }
+
+    /// The decision made on `approval_id` below `batch`, a mirror of a worker's: on the first
+    /// session down its chain of workers that holds the item decided (a worker's worker's, at
+    /// any depth). `None` when every session down the chain that holds it still waits, or the
+    /// chain ends (a worker that moved on, or is gone). A call of this agent on a session of the
+    /// chain (a decision reserved before the caller's call) is waited for before it is read;
+    /// the caller holds the session above, so this takes the locks in the order a parent's run
+    /// takes them.
+    async fn decided_below(
+        &self,
+        batch: &PendingApprovalBatch,
+        approval_id: &str,
+    ) -> Result<Option<UserDecision>, AgentError> {
+        let mut next = batch.worker_session.clone();
+        while let Some(worker) = next.take() {
+            if self.session_in_use(&worker).now {
+                drop(self.session_lock(&worker).lock_owned().await);
+            }
+            let Some(b) = self.store.load(&worker).await?.and_then(|s| s.pending_approval) else {
+                return Ok(None);
+            };
+            match b.item(approval_id) {
+                None => return Ok(None),
+                Some(i) => match i.decision {
+                    ApprovalDecision::Pending => next = b.worker_session.clone(),
+                    ApprovalDecision::Approved => return Ok(Some(UserDecision::Approve)),
+                    ApprovalDecision::Denied => {
+                        return Ok(Some(UserDecision::Deny(i.deny_reason.clone().unwrap_or_default())))
+                    }
+                },
+            }
+        }
+        Ok(None)
     }
 
     /// A worker session's state as saved, for what its parent reads of it (its usage, its frozen

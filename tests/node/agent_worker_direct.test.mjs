@@ -3,7 +3,7 @@
 // invalid_state (its parent would never read the answer) and writes nothing; an Agent without
 // enableDelegation refuses to resume it (it does not know the worker's tools); a delegating Agent
 // resumes it, and the approved call runs once, in the worker. A decision on it reaches the parent's
-// batch.
+// batch, also for a resume of the parent called right after it, not awaited.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -45,4 +45,34 @@ test('a worker session acted on directly stays a worker', async (t) => {
   assert.equal(done.status, 'completed');
   assert.equal(done.finalText, 'wiped it');
   assert.deepEqual(runs, [{ scope: 'all' }]);
+});
+
+test('a resume of the parent called right after a decision on its worker, not awaited, sees it', async (t) => {
+  // Each call's turn is reserved where the app makes it; the resume's task may start first. Several
+  // agents, so that some of them do.
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-worker-order-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const runs = [];
+  const agents = [];
+  for (let i = 0; i < 20; i += 1) {
+    const agent = open(join(dir, `${i}`), [
+      { tool_calls: [{ id: 'call_0', name: 'delegate_task', arguments: '{"task":"wipe the cache"}' }] },
+      { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' }] },
+      { content: 'worker wiped it' },
+      { content: 'done' },
+    ], runs, { enableDelegation: true });
+    const out = await agent.run('p', 'have a worker wipe the cache');
+    assert.equal(out.status, 'awaiting_approval');
+    agents.push([agent, JSON.parse(out.batchJson)]);
+  }
+  const both = agents.map(([agent, { worker_session: worker, items }]) => {
+    const decided = agent.approve(worker, items[0].approval_id);
+    const resumed = agent.resume('p');
+    return Promise.all([decided, resumed]);
+  });
+  for (const [, out] of await Promise.all(both)) {
+    assert.equal(out.status, 'completed');
+    assert.equal(out.finalText, 'done');
+  }
+  assert.equal(runs.length, agents.length, 'each approved call ran once');
 });

@@ -492,7 +492,8 @@ export declare class Agent {
   /**
    * Approves one pending item (durable when this resolves); resolves to the batch JSON; session_busy as run.
    * Rejects with approval_already_decided when the item was decided. On a sub-agent's worker session the
-   * decision also reaches the parent's batch that mirrors it (so a different decision there is refused).
+   * decision also reaches the parent's batch that mirrors it (so a different decision there is refused), and
+   * a resume() of the parent called after this one, even not awaited, sees it.
    */
   approve(sessionId: string, approvalId: string): Promise<string>;
   /** Denies one pending item (durable when this resolves); resolves to the batch JSON; as approve() otherwise. */
