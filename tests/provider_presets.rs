@@ -238,6 +238,58 @@ async fn qwen_thinking_models_turn_thinking_off_for_a_forced_tool_call() {
     }
 }
 
+/// Kimi: K2.x takes no "required"; K2.5 and K2.6 take a named function with thinking off (400
+/// "tool_choice 'specified' is incompatible with thinking enabled" otherwise); K3 takes "required"
+/// but no named function; kimi-k2.7-code and kimi-k2-thinking, which always think, take neither.
+/// What is not taken is left out (the model chooses), a named function on K3 goes as "required".
+#[tokio::test]
+async fn kimi_models_are_sent_the_tool_choices_they_take() {
+    let named = || ToolChoice::Function("query_order".into());
+    let named_wire = json!({"type": "function", "function": {"name": "query_order"}});
+    // (model, choice, the tool_choice sent, thinking turned off)
+    let cases = [
+        ("kimi-k2.6", ToolChoice::Required, None, false),
+        ("kimi-k2.6", named(), Some(named_wire.clone()), true),
+        ("kimi-k2.5-preview", named(), Some(named_wire.clone()), true),
+        ("kimi-k2-0905-preview", named(), Some(named_wire.clone()), false),
+        ("kimi-k2-0905-preview", ToolChoice::Required, None, false),
+        ("moonshot-v1-8k", ToolChoice::Required, None, false),
+        ("kimi-k3", ToolChoice::Required, Some(json!("required")), false),
+        ("kimi-k3", named(), Some(json!("required")), false),
+        ("kimi-k2.7-code", ToolChoice::Required, None, false),
+        ("kimi-k2.7-code-highspeed", named(), None, false),
+        ("kimi-k2-thinking-turbo", named(), None, false),
+    ];
+    for (model, choice, want, thinking_off) in cases {
+        let mut request = two_turns();
+        request.tool_choice = Some(choice.clone());
+        for body in [
+            sent(ClientConfig::new(ProviderPreset::Moonshot, model, "k"), &request).await,
+            sent_streamed(ClientConfig::new(ProviderPreset::Moonshot, model, "k"), &request).await,
+        ] {
+            assert_eq!(body.get("tool_choice"), want.as_ref(), "{model} {choice:?}: {body}");
+            assert_eq!(body["tools"][0]["function"]["name"], "query_order", "{model} {choice:?}: {body}");
+            let off = json!({"type": "disabled"});
+            assert_eq!(body.get("thinking") == Some(&off), thinking_off, "{model} {choice:?}: {body}");
+            assert!(body.get("enable_thinking").is_none(), "{model} {choice:?}: {body}");
+        }
+    }
+    // "auto" and "none" are taken by every Kimi model, thinking left as it is.
+    for model in ["kimi-k2.6", "kimi-k3", "kimi-k2.7-code"] {
+        for (choice, wire) in [(ToolChoice::Auto, "auto"), (ToolChoice::None, "none")] {
+            let mut request = two_turns();
+            request.tool_choice = Some(choice);
+            let body = sent(ClientConfig::new(ProviderPreset::Moonshot, model, "k"), &request).await;
+            assert_eq!((&body["tool_choice"], body.get("thinking")), (&json!(wire), None), "{model}: {body}");
+        }
+    }
+    // Another preset is sent Kimi's names as they are: OpenAI's reference takes every choice.
+    let mut request = two_turns();
+    request.tool_choice = Some(ToolChoice::Required);
+    let body = sent(ClientConfig::new(ProviderPreset::Custom, "kimi-k2.6", "k"), &request).await;
+    assert_eq!((&body["tool_choice"], body.get("thinking")), (&json!("required"), None), "{body}");
+}
+
 /// Zhipu takes only `tool_choice` "auto" (docs.bigmodel.cn, chat completions): "none" cannot be
 /// sent, so the tools are left out instead and the model has nothing to call; the history keeps its
 /// tool calls and results. Other choices are left out with the tools still offered.

@@ -130,7 +130,8 @@ impl ProviderPreset {
     ///   (1.0 thinking, 0.6 otherwise) and answer 400 "invalid temperature: only 1 is allowed for
     ///   this model" to 0.2; older moonshot-v1 models then use their own default.
     /// - OpenAI puts the token limit in `max_completion_tokens`; Zhipu takes only `tool_choice:
-    ///   "auto"`.
+    ///   "auto"`; Moonshot takes no `"required"` (Kimi's tool choice guide: only K3 takes it; see
+    ///   [`quirks_for_model`](Self::quirks_for_model) for K3 and the models that always think).
     pub fn quirks(self) -> ProviderQuirks {
         let base = ProviderQuirks::default();
         match self {
@@ -147,6 +148,8 @@ impl ProviderPreset {
                 send_reasoning_content: true,
                 reasoning_of_every_turn: true,
                 default_tool_temperature: None,
+                tool_choice: ToolChoiceSupport::NoRequired,
+                thinking_switch: ThinkingSwitch::ThinkingType,
                 ..base
             },
             ProviderPreset::Qwen => ProviderQuirks { renamed_tools: &[("search", "search_tool")], ..base },
@@ -165,7 +168,17 @@ impl ProviderPreset {
     ///   default) get
     ///   [`thinking_off_for_forced_tool_choice`](ProviderQuirks::thinking_off_for_forced_tool_choice);
     /// - DashScope's thinking-only models (`qwq-*`, `qvq-*`, `*-thinking*`) get
-    ///   [`stream_only`](ProviderQuirks::stream_only).
+    ///   [`stream_only`](ProviderQuirks::stream_only);
+    /// - Moonshot's Kimi K2.5 and K2.6 (`kimi-k2.5*`, `kimi-k2.6*`, thinking on by default) get
+    ///   [`thinking_off_for_forced_tool_choice`](ProviderQuirks::thinking_off_for_forced_tool_choice)
+    ///   (for a named function; they take no `"required"`); Kimi K3 (`kimi-k3*`) takes
+    ///   `"required"` but no named function ([`ToolChoiceSupport::NoNamed`]); the models that
+    ///   always think and cannot turn it off (`kimi-k2.7-code*`, `kimi-k2-thinking*`) take
+    ///   neither ([`ToolChoiceSupport::AutoOrNone`]). Sources: Kimi's tool choice guide as quoted
+    ///   by agentscope-ai/agentscope-java#2320 ("`kimi-k3` supports `auto` / `none` /
+    ///   `required`"), UKGovernmentBEIS/inspect_ai#5152 (a probe of each model: "tool_choice
+    ///   'required' is incompatible with thinking enabled" on kimi-k2.6 and kimi-k2.7-code),
+    ///   AstrBotDevs/AstrBot#7805.
     pub fn quirks_for_model(self, model: &str) -> ProviderQuirks {
         let mut quirks = self.quirks();
         if self == ProviderPreset::OpenAi && is_openai_reasoning_model(model) {
@@ -180,6 +193,16 @@ impl ProviderPreset {
         }
         if self == ProviderPreset::Qwen && is_dashscope_thinking_only(model) {
             quirks.stream_only = true;
+        }
+        if self == ProviderPreset::Moonshot {
+            let m = model.trim().to_ascii_lowercase();
+            if m.starts_with("kimi-k3") {
+                quirks.tool_choice = ToolChoiceSupport::NoNamed;
+            } else if m.starts_with("kimi-k2.7-code") || m.starts_with("kimi-k2-thinking") {
+                quirks.tool_choice = ToolChoiceSupport::AutoOrNone;
+            } else if m.starts_with("kimi-k2.5") || m.starts_with("kimi-k2.6") {
+                quirks.thinking_off_for_forced_tool_choice = true;
+            }
         }
         quirks
     }
@@ -257,6 +280,27 @@ pub enum ToolChoiceSupport {
     /// Only `"auto"`: `"none"` sends no tools at all (so no call can come back), `"required"` and a
     /// named function are left out (with a warning in the log) and the model chooses.
     AutoOnly,
+    /// auto, none and a named function: `"required"` is left out (with a warning in the log) and
+    /// the model chooses (Kimi K2.x).
+    NoRequired,
+    /// auto, none and required: a named function goes as `"required"` (with a warning in the
+    /// log): a call is still forced, but the model picks the tool (Kimi K3).
+    NoNamed,
+    /// auto and none: `"required"` and a named function are left out (with a warning in the log)
+    /// and the model chooses (Kimi's models that always think and take neither).
+    AutoOrNone,
+}
+
+/// How a provider's thinking is turned off, where a quirk asks for it
+/// ([`ProviderQuirks::thinking_off_unstreamed`],
+/// [`ProviderQuirks::thinking_off_for_forced_tool_choice`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ThinkingSwitch {
+    /// DashScope's `"enable_thinking": false`.
+    #[default]
+    EnableThinking,
+    /// `"thinking": {"type": "disabled"}` (Moonshot's Kimi K2.5 and K2.6).
+    ThinkingType,
 }
 
 /// How a provider departs from OpenAI's request format. Responses need no settings: stream
@@ -312,7 +356,7 @@ pub struct ProviderQuirks {
     /// `None` sends no temperature unless the request sets one: for models that only accept their
     /// own default (OpenAI o-series and gpt-5, Kimi K2.5+).
     pub default_tool_temperature: Option<f32>,
-    /// Send `"enable_thinking": false` on non-streamed requests (default false; set by
+    /// Turn thinking off on non-streamed requests (default false; set by
     /// [`ProviderPreset::quirks_for_model`] for DashScope's open-source Qwen3 models). Their
     /// thinking needs a stream ("Qwen3 open-source models require streaming":
     /// <https://docs.qwencloud.com/developer-guides/text-generation/thinking>), and a non-streamed
@@ -322,15 +366,20 @@ pub struct ProviderQuirks {
     /// non-streamed requests (`AgentConfig::streaming` off, the loop diagnosis) without
     /// reasoning; streamed requests leave the switch to its default.
     pub thinking_off_unstreamed: bool,
-    /// Send `"enable_thinking": false` when the request forces a tool call (`tool_choice`
-    /// `"required"` or a named function; default false; set by
-    /// [`ProviderPreset::quirks_for_model`] for DashScope's Qwen3 hybrid-thinking models). Their
+    /// Turn thinking off when the request forces a tool call (`tool_choice` `"required"` or a
+    /// named function, as sent; default false; set by [`ProviderPreset::quirks_for_model`] for
+    /// DashScope's Qwen3 hybrid-thinking models and Moonshot's Kimi K2.5 and K2.6). DashScope's
     /// thinking mode "only supports `tool_choice` set to "auto" or "none". To force a specific
     /// tool, disable thinking mode first by setting `enable_thinking` to `false`"
     /// (<https://docs.qwencloud.com/developer-guides/text-generation/function-calling>); otherwise
     /// the request is refused with 400 "tool_choice is one of the strings that should be
     /// ["none", "auto"]" (<https://docs.qwencloud.com/api-reference/preparation/error-messages>).
+    /// Kimi refuses a named function with thinking on: 400 "tool_choice 'specified' is
+    /// incompatible with thinking enabled" (UKGovernmentBEIS/inspect_ai#5152,
+    /// can1357/oh-my-pi#1077).
     pub thinking_off_for_forced_tool_choice: bool,
+    /// How thinking is turned off (default [`ThinkingSwitch::EnableThinking`]).
+    pub thinking_switch: ThinkingSwitch,
     /// Send a non-streamed call ([`ChatModel::complete`](super::ChatModel::complete)) as a streamed
     /// request and read the answer whole from the stream (default false; set by
     /// [`ProviderPreset::quirks_for_model`] for DashScope's thinking-only models). DashScope says
@@ -363,6 +412,7 @@ impl Default for ProviderQuirks {
             default_tool_temperature: Some(0.2),
             thinking_off_unstreamed: false,
             thinking_off_for_forced_tool_choice: false,
+            thinking_switch: ThinkingSwitch::EnableThinking,
             stream_only: false,
             renamed_tools: &[],
         }

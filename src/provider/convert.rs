@@ -2,10 +2,11 @@
 //! [`ChatCompletionRequest`] under a provider's quirks; a non-streaming response body becomes a
 //! [`ModelResponse`].
 
-use super::config::{MaxTokensField, ProviderQuirks, ToolChoiceSupport};
+use super::config::{MaxTokensField, ProviderQuirks, ThinkingSwitch, ToolChoiceSupport};
 use super::wire::{
-    ChatCompletionRequest, ChatCompletionResponse, ProviderErrorDetail, StreamOptions, WireFunction,
-    WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice, WireToolChoiceFunction,
+    ChatCompletionRequest, ChatCompletionResponse, ProviderErrorDetail, StreamOptions, ThinkingOff,
+    WireFunction, WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice,
+    WireToolChoiceFunction,
 };
 use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
@@ -80,6 +81,8 @@ pub(crate) fn wire_envelope<'a>(
         MaxTokensField::MaxCompletionTokens => (None, request.max_tokens),
     };
     let parallel_tool_calls = if tools.is_empty() { None } else { request.parallel_tool_calls };
+    let thinking_off = (!stream && quirks.thinking_off_unstreamed)
+        || (forces_a_call(tool_choice.as_ref()) && quirks.thinking_off_for_forced_tool_choice);
     ChatCompletionRequest {
         model,
         messages: Vec::new(),
@@ -90,9 +93,10 @@ pub(crate) fn wire_envelope<'a>(
         max_completion_tokens,
         stream,
         stream_options: (stream && quirks.stream_usage).then_some(StreamOptions { include_usage: true }),
-        enable_thinking: ((!stream && quirks.thinking_off_unstreamed)
-            || (forces_a_call(tool_choice.as_ref()) && quirks.thinking_off_for_forced_tool_choice))
+        enable_thinking: (thinking_off && quirks.thinking_switch == ThinkingSwitch::EnableThinking)
             .then_some(false),
+        thinking: (thinking_off && quirks.thinking_switch == ThinkingSwitch::ThinkingType)
+            .then_some(ThinkingOff { kind: "disabled" }),
         tool_choice,
     }
 }
@@ -250,10 +254,32 @@ pub fn wire_arguments(arguments: &str) -> &str {
 }
 
 fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<WireToolChoice<'a>> {
-    if quirks.tool_choice == ToolChoiceSupport::AutoOnly && *c != ToolChoice::Auto {
-        // "none" never gets here: the tools are left out instead (`offers_tools`).
-        log::warn!("provider only supports tool_choice \"auto\"; tool_choice {c:?} left out");
+    let support = quirks.tool_choice;
+    let refused = match c {
+        ToolChoice::Auto => false,
+        // "none" never gets here with `AutoOnly`: the tools are left out instead (`offers_tools`).
+        ToolChoice::None => support == ToolChoiceSupport::AutoOnly,
+        ToolChoice::Required => {
+            matches!(
+                support,
+                ToolChoiceSupport::AutoOnly | ToolChoiceSupport::NoRequired | ToolChoiceSupport::AutoOrNone
+            )
+        }
+        ToolChoice::Function(_) => {
+            matches!(support, ToolChoiceSupport::AutoOnly | ToolChoiceSupport::AutoOrNone)
+        }
+    };
+    if refused {
+        log::warn!(
+            "the provider does not take tool_choice {c:?} for this model; left out, the model chooses"
+        );
         return None;
+    }
+    if support == ToolChoiceSupport::NoNamed && matches!(c, ToolChoice::Function(_)) {
+        log::warn!(
+            "the provider does not take a named tool_choice for this model; sent as \"required\" ({c:?})"
+        );
+        return Some(WireToolChoice::Mode("required"));
     }
     Some(match c {
         ToolChoice::Auto => WireToolChoice::Mode("auto"),

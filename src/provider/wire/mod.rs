@@ -14,7 +14,7 @@ pub mod response;
 pub use chunk::{ChatCompletionChunk, ChunkChoice, ChunkDelta, ChunkFunction, ChunkToolCall};
 pub use error::{ErrorBodyForm, ProviderErrorBody, ProviderErrorDetail};
 pub use request::{
-    ChatCompletionRequest, StreamOptions, WireFunction, WireFunctionCall, WireMessage, WireTool,
+    ChatCompletionRequest, StreamOptions, ThinkingOff, WireFunction, WireFunctionCall, WireMessage, WireTool,
     WireToolCall, WireToolChoice, WireToolChoiceFunction,
 };
 pub use response::{

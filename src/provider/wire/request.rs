@@ -46,6 +46,19 @@ pub struct ChatCompletionRequest<'a> {
     ///     crate::provider::ProviderQuirks::thinking_off_for_forced_tool_choice
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_thinking: Option<bool>,
+    /// Moonshot's thinking switch (not an OpenAI field): only sent as `{"type": "disabled"}`, where
+    /// [`ProviderQuirks::thinking_switch`](crate::provider::ProviderQuirks::thinking_switch) says
+    /// so, for the same reasons as `enable_thinking`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingOff>,
+}
+
+/// `"thinking": {"type": "disabled"}`.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct ThinkingOff {
+    /// Always `"disabled"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
 }
 
 /// `stream_options`.

@@ -252,9 +252,10 @@ export interface AgentConfigObject {
    * tool_choice of every request with tools: 'auto', 'none', 'required', or any other text as the
    * name of the tool the model must call. Omitted: not sent (the provider's default, auto).
    * 'zhipu' only accepts 'auto': for 'none' no tools are sent (the model has nothing to call),
-   * 'required' and a tool name are left out. A tool name must be registered when
-   * the agent has tools: run() and resume() reject with config_invalid otherwise (dismiss(), which
-   * asks no model, does not).
+   * 'required' and a tool name are left out. 'moonshot' sends each Kimi model what it takes (README,
+   * provider presets): 'required' only to kimi-k3, a tool name as 'required' there. A tool name
+   * must be registered when the agent has tools: run() and resume() reject with config_invalid
+   * otherwise (dismiss(), which asks no model, does not).
    */
   toolChoice?: string;
   /**
