@@ -129,6 +129,26 @@ struct Sessions {
     // How many times a call of this agent (or of a worker it built) took the session, ever: a
     // listing that sees it change around a load knows a call held the session meanwhile.
     holds: HashMap<String, u64>,
+    // Decisions the app made on a worker session that are on their way up to the parents'
+    // mirrors ([`Agent::decide_above`]), by approval id (the same at every level): entered
+    // before the worker session is let go, removed once the way up is over. A call on a parent
+    // that meets the item still pending above a worker that has moved on finds it here.
+    rising: HashMap<String, UserDecision>,
+}
+
+/// A decision on its way up ([`Sessions::rising`]): removed when dropped.
+struct Rising {
+    sessions: SessionLocks,
+    approval_ids: Vec<String>,
+}
+
+impl Drop for Rising {
+    fn drop(&mut self) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        for id in &self.approval_ids {
+            sessions.rising.remove(id);
+        }
+    }
 }
 
 /// A call's place on a session, reserved where the app asks for it ([`Agent::reserve_turn`]):
@@ -525,6 +545,22 @@ impl Agent {
         }
     }
 
+    /// Enters `decision` on each of `approval_ids` as on its way up ([`Sessions::rising`]) until
+    /// the returned guard drops.
+    fn rising(&self, approval_ids: Vec<String>, decision: &UserDecision) -> Rising {
+        let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        for id in &approval_ids {
+            sessions.rising.insert(id.clone(), decision.clone());
+        }
+        Rising { sessions: Arc::clone(&self.session_locks), approval_ids }
+    }
+
+    /// The decision on its way up on this item, if any ([`Sessions::rising`]).
+    fn rising_decision(&self, approval_id: &str) -> Option<UserDecision> {
+        let sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.rising.get(approval_id).cloned()
+    }
+
     /// Whether a call reserved its turn on the session and has not finished ([`Agent::reserve_turn`]).
     pub(super) fn turn_reserved(&self, session_id: &str) -> bool {
         let sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
@@ -876,6 +912,8 @@ impl Agent {
             }
         }
         let outcome = self.resume_held(session_id, sink, cancel, Some(reason)).await;
+        // On their way up from before the session is let go (see `decide_here`).
+        let _rising = parent.is_some().then(|| self.rising(denied.clone(), &deny));
         drop(held);
         for approval_id in &denied {
             self.decide_above(session_id, parent.clone(), approval_id, &deny).await;
@@ -899,9 +937,9 @@ impl Agent {
         // A batch mirroring a worker that is gone (a deletion cut short) is not settled: the
         // delegation would run again from scratch (see `decide_held`). Nothing is written.
         self.check_mirrored_worker(&state).await?;
-        let state = self.take_decisions_below(state).await?;
         // A worker session runs as its delegation runs it, on the worker's agent (the lock and
-        // lease held here are the session's: that agent takes neither).
+        // lease held here are the session's: that agent takes neither). One this agent cannot
+        // run is refused before anything is written.
         let runner = self.runner_for(&state)?;
         let agent = match &runner {
             Some(worker) => {
@@ -910,6 +948,7 @@ impl Agent {
             }
             None => self,
         };
+        let state = self.take_decisions_below(state).await?;
         let state = agent.repair_loaded(state, true).await?;
         // The app's own resume: a batch it freezes on is announced to the hooks, also a worker's.
         Ok(agent.resume_loaded(state, sink, cancel, dismissal, true).await?.0)
@@ -1248,9 +1287,14 @@ impl Agent {
         decision: &UserDecision,
     ) -> Result<PendingApprovalBatch, AgentError> {
         self.check_exists(session_id).await?;
-        let decided = self.decide(session_id, approval_id, decision, false).await?;
+        let held = self.hold(session_id).await?;
+        let decided = self.decide_held(session_id, approval_id, decision, false).await?;
         let Decided { batch, parent } =
             decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
+        // On its way up from before the session is let go: a call on a parent that takes this
+        // session next, or waits for it, finds the decision even if the worker moves on first.
+        let _rising = parent.is_some().then(|| self.rising(vec![approval_id.to_string()], decision));
+        drop(held);
         self.decide_above(session_id, parent, approval_id, decision).await;
         Ok(batch)
     }
@@ -1259,7 +1303,8 @@ impl Agent {
     /// and so on up a nested delegation, so the parent's batch shows what the app decided (and a
     /// different decision on it later is `approval_already_decided`, as it is on the worker: the
     /// worker's decision stands, and may already have been acted on). Only where that item still
-    /// waits there. Each parent is taken after the worker was let go (a parent's run takes its
+    /// waits there; a level that no longer waits on it (it took the decision from below and ran
+    /// on) is passed, up to the levels above. Each parent is taken after the worker was let go (a parent's run takes its
     /// worker while it holds itself). Best effort: the worker's decision is durable already; a
     /// parent that cannot take it now (held by another process, a store error: logged) catches up
     /// as before, when a decision on it reaches the worker or finds it moved on (`decide`).
@@ -1280,27 +1325,36 @@ impl Agent {
             };
             let decided = async {
                 // A look first: a parent that does not wait on this item is not held at all.
-                if !self.store.load(&above).await?.as_ref().is_some_and(mirrors) {
-                    return Ok(None);
+                let Some(state) = self.store.load(&above).await? else { return Ok::<_, AgentError>(None) };
+                let waits = mirrors(&state);
+                let next = state.delegation.map(|d| d.parent_session);
+                if !waits {
+                    // Moved on (it took the decision from below and ran on), or never waited:
+                    // a level above may still wait on the item (its mirror of this one).
+                    return Ok(Some(next));
                 }
                 let _held = self.hold(&above).await?;
-                self.decide_held(&above, approval_id, decision, false).await
+                match self.decide_held(&above, approval_id, decision, false).await {
+                    Ok(decided) => Ok(decided.map(|d| d.parent)),
+                    // Decided there meanwhile (it took the decision from below, or the app's
+                    // decision on it reached this worker), or it moved on between the look and
+                    // the hold (settled, dismissed): the levels above may still wait.
+                    Err(e)
+                        if matches!(
+                            e.code.as_ref(),
+                            codes::APPROVAL_ALREADY_DECIDED
+                                | codes::APPROVAL_NOT_FOUND
+                                | codes::NO_PENDING_APPROVAL
+                        ) =>
+                    {
+                        Ok(Some(next))
+                    }
+                    Err(e) => Err(e),
+                }
             };
             match decided.await {
-                Ok(Some(d)) => parent = d.parent,
+                Ok(Some(next)) => parent = next,
                 Ok(None) => return,
-                // Decided there meanwhile (by the app, on the parent, which reached this worker),
-                // or the parent moved on between the look and the hold (settled, dismissed).
-                Err(e)
-                    if matches!(
-                        e.code.as_ref(),
-                        codes::APPROVAL_ALREADY_DECIDED
-                            | codes::APPROVAL_NOT_FOUND
-                            | codes::NO_PENDING_APPROVAL
-                    ) =>
-                {
-                    return
-                }
                 Err(e) => {
                     log::warn!("arkagent: a worker's decision did not reach its parent's batch yet: {e}");
                     return;
@@ -1366,8 +1420,23 @@ impl Agent {
         }
         if let Some(worker) = batch.worker_session.clone() {
             if mirrored || decided == Some(ApprovalDecision::Pending) {
-                // `None`: the worker moved on; this mirror records the decision alone.
-                Box::pin(self.decide(&worker, approval_id, decision, true)).await?;
+                // `None`: the worker moved on; this mirror records the decision alone, unless
+                // the app decided otherwise on the worker session and that decision is still
+                // on its way up (the worker moved on with it).
+                let below = Box::pin(self.decide(&worker, approval_id, decision, true)).await?;
+                if below.is_none() {
+                    if let Some(rising) = self.rising_decision(approval_id) {
+                        if rising.outcome() != decision.outcome() {
+                            return Err(AgentError::of(
+                                codes::APPROVAL_ALREADY_DECIDED,
+                                format!(
+                                    "approval {approval_id} was decided on the worker session already ({:?})",
+                                    rising.outcome()
+                                ),
+                            ));
+                        }
+                    }
+                }
             }
         }
         let event = batch
@@ -1406,8 +1475,10 @@ impl Agent {
 
     /// The decision made on `approval_id` below `batch`, a mirror of a worker's: on the first
     /// session down its chain of workers that holds the item decided (a worker's worker's, at
-    /// any depth). `None` when every session down the chain that holds it still waits, or the
-    /// chain ends (a worker that moved on, or is gone). A call of this agent on a session of the
+    /// any depth), else the app's decision on a worker session still on its way up
+    /// ([`Sessions::rising`]: the worker may have moved on with it). `None` when every session
+    /// down the chain that holds it still waits, or the chain ends (a worker that moved on, or
+    /// is gone), and no decision is on its way up. A call of this agent on a session of the
     /// chain (a decision reserved before the caller's call) is waited for before it is read;
     /// the caller holds the session above, so this takes the locks in the order a parent's run
     /// takes them.
@@ -1422,10 +1493,10 @@ impl Agent {
                 drop(self.session_lock(&worker).lock_owned().await);
             }
             let Some(b) = self.store.load(&worker).await?.and_then(|s| s.pending_approval) else {
-                return Ok(None);
+                break;
             };
             match b.item(approval_id) {
-                None => return Ok(None),
+                None => break,
                 Some(i) => match i.decision {
                     ApprovalDecision::Pending => next = b.worker_session.clone(),
                     ApprovalDecision::Approved => return Ok(Some(UserDecision::Approve)),
@@ -1435,7 +1506,7 @@ impl Agent {
                 },
             }
         }
-        Ok(None)
+        Ok(self.rising_decision(approval_id))
     }
 
     /// A worker session's state as saved, for what its parent reads of it (its usage, its frozen
@@ -1498,6 +1569,17 @@ impl Agent {
         }
         Ok((false, usage))
     }
+}
+
+/// The answer of a call a dismissal (`reason`) did not run.
+fn not_run_dismissed(call: &ToolCall, reason: &str) -> BatchStep {
+    BatchStep::Answer(AnsweredCall {
+        call: call.clone(),
+        result: ToolResult::from_error(&AgentError::of(
+            codes::TOOL_NOT_RUN,
+            format!("not run: the user dismissed the batch ({reason})"),
+        )),
+    })
 }
 
 /// A decision recorded on a session ([`Agent::decide`]): its batch as it now stands, and the
@@ -1945,14 +2027,16 @@ impl<'a> Run<'a> {
         let tools = self.agent.tools();
         let mut dismissal =
             batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.has_denial());
+        // A dismissal whose denial never reached the worker (below).
+        let mut dismissed_after_worker = None;
         if dismissal.is_some() {
             let (moved_on, usage) = self.agent.mirror_worker(&batch).await?;
             if moved_on {
                 // The denial never reached the worker: the app settled the worker's batch on its
                 // session and resumed it directly. The delegating call runs again and reads what
-                // the worker answered (the dismissal still ends the run without this session's
-                // model).
-                dismissal = None;
+                // the worker answered; the calls not run yet stay not run, as in any dismissal
+                // (which still ends the run without this session's model).
+                dismissed_after_worker = dismissal.take();
             } else {
                 // The worker stays as it stands: what it used until it froze counts here, with
                 // the batch's end.
@@ -1962,22 +2046,13 @@ impl<'a> Run<'a> {
         let steps = if let Some(reason) = dismissal {
             // Dismissed: the worker is not continued (its model would be asked), and nothing of
             // the parent's batch runs: what was answered keeps its answer, the rest is not run.
-            let dismissed = |call: &ToolCall| {
-                BatchStep::Answer(AnsweredCall {
-                    call: call.clone(),
-                    result: ToolResult::from_error(&AgentError::of(
-                        codes::TOOL_NOT_RUN,
-                        format!("not run: the user dismissed the batch ({reason})"),
-                    )),
-                })
-            };
             unanswered
                 .iter()
                 .map(|call| match batch.calls.iter().find(|c| c.call.id == call.id).map(|c| &c.plan) {
                     Some(BatchCallPlan::Answer { result }) => {
                         BatchStep::Answer(AnsweredCall { call: call.clone(), result: result.clone() })
                     }
-                    _ => dismissed(call),
+                    _ => not_run_dismissed(call, &reason),
                 })
                 .collect()
         } else if batch.worker_session.is_some() {
@@ -1990,7 +2065,25 @@ impl<'a> Run<'a> {
                 return self.tool_batch(unanswered).await;
             }
             self.stop_requested |= batch.stop_requested;
-            batch.mirrored_steps()
+            let steps = batch.mirrored_steps();
+            match dismissed_after_worker {
+                // Only the delegating call runs (again), to read the worker's answer.
+                Some(reason) => {
+                    let batch_call_id = format!("{}:{}", self.run_id(), self.state.round);
+                    steps
+                        .into_iter()
+                        .map(|step| match step {
+                            BatchStep::Execute(call)
+                                if self.worker_of(&batch_call_id, &call) != batch.worker_session =>
+                            {
+                                not_run_dismissed(&call, &reason)
+                            }
+                            step => step,
+                        })
+                        .collect()
+                }
+                None => steps,
+            }
         } else {
             match batch.settle()? {
                 BatchSettlement::Run(steps) => steps,
