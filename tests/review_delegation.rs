@@ -11,13 +11,13 @@ mod wrapped;
 use arkagent::agent::{Agent, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::approval::ApprovalDecision;
 use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
-use wrapped::{Forward, StoreHooks, Wrapped};
 use arkagent::CancellationSignal;
 use delegation::{agent, decision_on};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{answer, calls, tool_messages, MemStore, Script};
+use wrapped::{Forward, StoreHooks, Wrapped};
 
 fn none() -> CancellationSignal {
     CancellationSignal::new()
@@ -89,7 +89,8 @@ async fn dismiss_worker_then_resume_parent_reserved_in_order() {
     let resume_parent = agent.reserve_turn("parent").unwrap().within(agent.resume("parent", &plog, &c2));
     let (parent, dismissed) = bounded("the two calls", async { tokio::join!(resume_parent, dismiss) }).await;
     assert_eq!(dismissed.unwrap().status(), RunStatus::Completed);
-    let parent = parent.unwrap_or_else(|e| panic!("the parent's resume, reserved after the dismissal: {e:?}"));
+    let parent =
+        parent.unwrap_or_else(|e| panic!("the parent's resume, reserved after the dismissal: {e:?}"));
     assert_eq!(parent.status(), RunStatus::Completed, "{parent:?}");
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
 }
@@ -237,7 +238,8 @@ async fn frozen_with_a_dangerous_call_after_the_delegation(
 #[tokio::test]
 async fn dismissing_the_mirror_does_not_run_the_calls_not_run_yet() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let (agent, _model, cleared, _worker, _id) = frozen_with_a_dangerous_call_after_the_delegation(&store).await;
+    let (agent, _model, cleared, _worker, _id) =
+        frozen_with_a_dangerous_call_after_the_delegation(&store).await;
     let out = agent.dismiss("parent", "算了", &EventLog::new(), &none()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
@@ -390,7 +392,8 @@ async fn frozen_two_deep(store: &Arc<dyn StateStore>, script_tail: &[&str]) -> T
 #[tokio::test]
 async fn dismissing_the_middle_of_three_levels() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store, &["parent done"]).await;
+    let TwoDeep { agent, model, cleared, middle, inner, id } =
+        frozen_two_deep(&store, &["parent done"]).await;
     let out = agent.dismiss(&middle, "算了", &EventLog::new(), &none()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
     assert_eq!(decision_on(store.as_ref(), &inner, &id).await, ApprovalDecision::Denied);
@@ -630,7 +633,9 @@ async fn approve_resume_worker_resume_parent_spawned_like_a_binding() {
     let approve = tokio::spawn(async move { r1.within(a.approve(&w, &i)).await.map(|_| ()) });
     let (a, w) = (agent.clone(), worker.clone());
     let resume_worker =
-        tokio::spawn(async move { r2.within(a.resume(&w, &EventLog::new(), &CancellationSignal::new())).await });
+        tokio::spawn(
+            async move { r2.within(a.resume(&w, &EventLog::new(), &CancellationSignal::new())).await },
+        );
     let a = agent.clone();
     let resume_parent = tokio::spawn(async move {
         r3.within(a.resume("parent", &EventLog::new(), &CancellationSignal::new())).await
@@ -657,7 +662,9 @@ async fn three_levels_reserved_calls_do_not_hang() {
     let approve = tokio::spawn(async move { r1.within(a.approve(&w, &i)).await.map(|_| ()) });
     let (a, m) = (agent.clone(), middle.clone());
     let resume_middle =
-        tokio::spawn(async move { r2.within(a.resume(&m, &EventLog::new(), &CancellationSignal::new())).await });
+        tokio::spawn(
+            async move { r2.within(a.resume(&m, &EventLog::new(), &CancellationSignal::new())).await },
+        );
     let a = agent.clone();
     let resume_parent = tokio::spawn(async move {
         r3.within(a.resume("parent", &EventLog::new(), &CancellationSignal::new())).await

@@ -269,7 +269,14 @@ impl HookPipeline {
                     }
                     current = rewritten;
                 }
-                BeforeToolCall::Deny(result) => return BeforeToolCallOutcome::Deny { call: current, result },
+                BeforeToolCall::Deny(result) => {
+                    // The result is saved with the call: one that could not be read back fails the hook.
+                    if let Err(e) = result.check_depth(&format!("hook #{index} (before_tool_call)")) {
+                        let error = AgentError::of(codes::HOOK_FAILED, e.message);
+                        return BeforeToolCallOutcome::Refused { call: current, error };
+                    }
+                    return BeforeToolCallOutcome::Deny { call: current, result };
+                }
                 BeforeToolCall::Defer(reason) => {
                     return BeforeToolCallOutcome::Defer { call: current, reason }
                 }
@@ -320,7 +327,13 @@ impl HookPipeline {
             outcome.inject.extend(answer.inject);
             match answer.action {
                 AfterToolCallAction::Proceed(None) => {}
-                AfterToolCallAction::Proceed(Some(rewritten)) => outcome.result = rewritten,
+                AfterToolCallAction::Proceed(Some(rewritten)) => {
+                    // Saved as the call's result: one that could not be read back fails the hook.
+                    if let Err(e) = rewritten.check_depth(&format!("hook #{index} (after_tool_call)")) {
+                        return AfterToolCallOutcome::failed(AgentError::of(codes::HOOK_FAILED, e.message));
+                    }
+                    outcome.result = rewritten;
+                }
                 AfterToolCallAction::Stop => {
                     outcome.control = AfterControl::Stop;
                     return outcome;

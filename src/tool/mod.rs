@@ -10,7 +10,7 @@ pub use context::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolServi
 pub use definition::{RiskLevel, ToolDefinition};
 pub(crate) use registry::tool_not_found;
 pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};
-pub use result::{ContentPart, ToolResult};
+pub use result::{ContentPart, ToolResult, MAX_RESULT_DEPTH};
 
 use crate::error::AgentError;
 use async_trait::async_trait;

@@ -304,7 +304,11 @@ impl PreparedCall {
         }
         let fut = self.tool.executor.execute(self.arguments, context);
         match AssertUnwindSafe(fut).catch_unwind().await {
-            Ok(result) => result,
+            Ok(Ok(result)) => {
+                result.check_depth(&format!("the executor of {}", self.tool.definition.name))?;
+                Ok(result)
+            }
+            Ok(Err(e)) => Err(e),
             Err(panic) => Err(AgentError::execution_failed(panic_message(&panic))),
         }
     }

@@ -48,7 +48,40 @@ pub struct ToolResult {
     pub metadata: Option<Map<String, Value>>,
 }
 
+/// How deep a result's JSON may nest: a JSON part's value and the metadata, each counted from its
+/// own root (the root container is level 1). A result is saved inside the journal's records, a
+/// few levels deeper, and serde_json reads back at most 128 levels: a deeper result would be
+/// saved but not read back (the record lost with it). 64 is the arguments' default too
+/// ([`JsonLimits`](crate::json::JsonLimits)).
+pub const MAX_RESULT_DEPTH: usize = 64;
+
 impl ToolResult {
+    /// `tool_result_invalid` when a JSON part or the metadata nests deeper than
+    /// [`MAX_RESULT_DEPTH`] levels (`from` names who made the result, for the message).
+    ///
+    /// # Errors
+    /// `tool_result_invalid`.
+    pub fn check_depth(&self, from: &str) -> Result<(), AgentError> {
+        let too_deep = |value: &Value| crate::json::depth_exceeds(value, MAX_RESULT_DEPTH);
+        let part =
+            self.contents.iter().position(|p| matches!(p, ContentPart::Json { value } if too_deep(value)));
+        let what = match part {
+            Some(i) => format!("contents[{i}].json"),
+            None if self
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.values().any(|v| crate::json::depth_exceeds(v, MAX_RESULT_DEPTH - 1))) =>
+            {
+                "metadata".to_string()
+            }
+            None => return Ok(()),
+        };
+        Err(AgentError::of(
+            crate::error::codes::TOOL_RESULT_INVALID,
+            format!("{from} returned a result whose {what} nests deeper than {MAX_RESULT_DEPTH} levels"),
+        ))
+    }
+
     /// A successful result with one text part.
     pub fn text(text: impl Into<String>) -> Self {
         ToolResult { contents: vec![ContentPart::text(text)], is_error: false, stop: false, metadata: None }

@@ -242,6 +242,20 @@ test('wrong shapes are tool_result_invalid, with what is wrong', async () => {
   }
 });
 
+test('JSON nesting deeper than 64 levels is tool_result_invalid: the state could not read it back', async () => {
+  const nested = (depth) => '['.repeat(depth) + ']'.repeat(depth);
+  const ok = await oneTool(() => ({ contents: [{ type: 'json', json: nested(64) }] }))();
+  assert.equal(ok.contents[0].json, nested(64));
+  for (const depth of [65, 125, 127]) {
+    const part = await rejectsWithCode(
+      assert, oneTool(() => ({ contents: [{ type: 'json', json: nested(depth) }] }))(), 'tool_result_invalid', 'tool');
+    assert.match(part.message, /contents\[0\]\.json nests deeper than 64 levels/);
+    const meta = await rejectsWithCode(
+      assert, oneTool(() => ({ contents: [], metadataJson: `{"x":${nested(depth - 1)}}` }))(), 'tool_result_invalid', 'tool');
+    assert.match(meta.message, /metadata nests deeper than 64 levels/);
+  }
+});
+
 test('a Promise that never settles is tool_timeout, and the executor is told', async () => {
   const reasons = [];
   let contextSignal;
