@@ -78,6 +78,10 @@ fn echo_error(status: u16) -> Reply {
 type Seen = Arc<Mutex<Vec<String>>>;
 
 fn agent_for(root: &Path, base_url: &str, seen: &Seen) -> Agent {
+    agent_with(root, base_url, seen, true)
+}
+
+fn agent_with(root: &Path, base_url: &str, seen: &Seen, streaming: bool) -> Agent {
     let config = ClientConfig::custom(base_url, "sec-model", KEY)
         .with_retry(RetryPolicy {
             max_retries: 3,
@@ -116,7 +120,7 @@ fn agent_for(root: &Path, base_url: &str, seen: &Seen) -> Agent {
     }
     let agent = AgentBuilder::new(Arc::new(client), Arc::new(FileStore::new(root)))
         .tools(tools)
-        .config(AgentConfig { streaming: true, ..AgentConfig::default() })
+        .config(AgentConfig { streaming, ..AgentConfig::default() })
         .build();
     seen.lock().unwrap().push(format!("{agent:?}"));
     agent
@@ -266,6 +270,71 @@ async fn the_api_key_never_reaches_state_events_logs_or_errors() {
     // The provider's own echo did arrive in an error: the run says what went wrong, key removed.
     let joined = outcomes.join("\n");
     assert!(joined.contains("Incorrect API key provided"), "the server's message is kept: {joined}");
+}
+
+/// A gateway that echoes the request's `Authorization` header into a successful answer: in the
+/// text, the reasoning, a call's id and its arguments. Whole and streamed, the key reaches neither
+/// the state, the events, the tool nor the outcome.
+#[tokio::test]
+async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
+    let echoed_calls = |chunks: bool| {
+        let call = json!({"index":0,"id":format!("c-{KEY}"),"type":"function",
+            "function":{"name":"lookup","arguments":format!(r#"{{"q":"Bearer {KEY}"}}"#)}});
+        if chunks {
+            Reply::sse(&sse(&[
+                json!({"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":format!("saw {KEY}")}}]}),
+                json!({"choices":[{"index":0,"delta":{"tool_calls":[call]}}]}),
+                json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
+            ]))
+        } else {
+            Reply::json(
+                200,
+                &json!({"choices":[{"index":0,"message":{"role":"assistant",
+                "reasoning_content":format!("saw {KEY}"),"tool_calls":[call]},"finish_reason":"tool_calls"}]}),
+            )
+        }
+    };
+    let echoed_text = |chunks: bool| {
+        let text = format!("your key is {KEY}");
+        if chunks {
+            Reply::sse(&text_body(&text))
+        } else {
+            Reply::json(
+                200,
+                &json!({"choices":[{"index":0,"message":{"role":"assistant","content":text},
+                "finish_reason":"stop"}]}),
+            )
+        }
+    };
+    for streaming in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let events = Arc::clone(&events);
+            move |e: AgentEvent| events.lock().unwrap().push(e)
+        };
+        let server = MockServer::start([echoed_calls(streaming), echoed_text(streaming)]).await;
+        let agent = agent_with(dir.path(), &server.base_url(), &seen, streaming);
+        let out = agent.run("echo", "hi", &sink, &CancellationSignal::new()).await.unwrap();
+        let RunOutcome::Finished { final_text: Some(text), .. } = &out else { panic!("{out:?}") };
+        // The answer came, with the key taken out.
+        assert_eq!(text, "your key is <redacted>", "streaming={streaming}");
+        let state = agent.state("echo").await.unwrap().unwrap();
+        let mut files = Vec::new();
+        all_bytes_under(dir.path(), &mut files);
+        for (path, bytes) in &files {
+            assert!(!contains(bytes, KEY.as_bytes()), "streaming={streaming}: the key is in {path}");
+        }
+        for e in events.lock().unwrap().iter() {
+            assert!(!serde_json::to_string(e).unwrap().contains(KEY), "streaming={streaming}: {e:?}");
+        }
+        let tool_saw = seen.lock().unwrap().join("\n");
+        assert!(tool_saw.contains("Bearer <redacted>"), "the tool ran with the arguments: {tool_saw}");
+        for text in [format!("{out:?}"), format!("{state:?}"), tool_saw] {
+            assert!(!text.contains(KEY), "streaming={streaming}: {text}");
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

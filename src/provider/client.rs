@@ -415,6 +415,47 @@ fn redact_key(text: String, key: &str) -> String {
     text
 }
 
+/// `text` with the key taken out ([`redact_key`]), in place.
+fn redact_text(text: &mut String, key: &str) {
+    *text = redact_key(std::mem::take(text), key);
+}
+
+/// `response` with the key taken out of what the model's answer carries: a gateway that echoes
+/// the request's `Authorization` header into a successful answer would otherwise put it in the
+/// state, the events and the tools' arguments.
+fn redact_response(response: &mut ModelResponse, key: &str) {
+    for text in [&mut response.content, &mut response.reasoning_content].into_iter().flatten() {
+        redact_text(text, key);
+    }
+    for call in &mut response.tool_calls {
+        for text in [&mut call.id, &mut call.name, &mut call.arguments] {
+            redact_text(text, key);
+        }
+    }
+}
+
+/// `event` with the key taken out ([`redact_response`]). A piece of text is redacted on its own:
+/// a key cut across two pieces reaches the app's listener in those two pieces, but never the
+/// assembled answer, its calls or the state.
+fn redact_event(mut event: ModelEvent, key: &str) -> ModelEvent {
+    match &mut event {
+        ModelEvent::TextDelta(text) | ModelEvent::ReasoningDelta(text) => redact_text(text, key),
+        ModelEvent::ToolCallStarted { id, name, .. } => {
+            redact_text(id, key);
+            redact_text(name, key);
+        }
+        ModelEvent::ToolCallArgumentsDelta { delta, .. } => redact_text(delta, key),
+        ModelEvent::ToolCallFinished { call, .. } => {
+            for text in [&mut call.id, &mut call.name, &mut call.arguments] {
+                redact_text(text, key);
+            }
+        }
+        ModelEvent::Finished(response) => redact_response(response, key),
+        ModelEvent::Usage(_) => {}
+    }
+    event
+}
+
 fn redact_error(mut e: AgentError, key: &str) -> AgentError {
     e.message = redact_key(std::mem::take(&mut e.message), key);
     e
@@ -834,6 +875,7 @@ impl ChatModel for OpenAiCompatibleClient {
             let failed = match self.answer(resp, deadline).await {
                 Ok(mut response) => {
                     response_with_app_names(&mut response, &renames);
+                    redact_response(&mut response, self.config.api_key.expose());
                     return Ok(response);
                 }
                 Err(failed) => failed,
@@ -852,10 +894,10 @@ impl ChatModel for OpenAiCompatibleClient {
             let resp = self.send(body.clone(), true, deadline, &mut retries).await?;
             let advice = RetryAdvice::of(resp.headers());
             let (failed, held) = match self.open_stream(resp, deadline).await {
-                Opened::Ready(events) if renames.is_empty() => return Ok(events),
                 Opened::Ready(events) => {
+                    let key = self.config.api_key.expose().to_string();
                     let events = futures_util::StreamExt::map(events, move |e| {
-                        e.map(|e| event_with_app_names(e, &renames))
+                        e.map(|e| redact_event(event_with_app_names(e, &renames), &key))
                     });
                     return Ok(Box::pin(events));
                 }
