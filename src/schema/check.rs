@@ -198,9 +198,10 @@ pub(crate) fn check_array(node: &Node, items: &[Value], path: &Path<'_>, sink: &
 }
 
 fn first_duplicate(items: &[Value]) -> Option<(usize, usize)> {
+    let keys = std::hash::RandomState::new();
     let mut seen: HashMap<u64, Vec<usize>, FxBuild> = HashMap::with_capacity_and_hasher(items.len(), FxBuild);
     for (j, item) in items.iter().enumerate() {
-        let bucket = seen.entry(json_hash(item)).or_default();
+        let bucket = seen.entry(json_hash(item, &keys)).or_default();
         if let Some(&i) = bucket.iter().find(|&&i| json_eq(&items[i], item)) {
             return Some((i, j));
         }

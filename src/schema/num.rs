@@ -7,7 +7,7 @@
 use crate::json::shortest_decimal;
 use serde_json::{Number, Value};
 use std::cmp::Ordering;
-use std::hash::Hasher;
+use std::hash::{BuildHasher, Hasher, RandomState};
 
 /// A JSON number as serde_json holds it.
 #[derive(Debug, Clone, Copy)]
@@ -156,14 +156,16 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
     true
 }
 
-/// A hash consistent with [`json_eq`]. Object members are combined regardless of order; below a
-/// fixed depth the hash stops looking (equal values still hash equal), so it never recurses far.
-pub(crate) fn json_hash(value: &Value) -> u64 {
-    hash_at(value, 0)
+/// A hash consistent with [`json_eq`], keyed by `keys` (SipHash with random keys: the values are
+/// the model's, and a fixed hash of them could be made to collide, which would make `uniqueItems`
+/// quadratic). Object members are combined regardless of order; below a fixed depth the hash
+/// stops looking (equal values still hash equal), so it never recurses far.
+pub(crate) fn json_hash(value: &Value, keys: &RandomState) -> u64 {
+    hash_at(value, 0, keys)
 }
 
-fn hash_at(value: &Value, depth: u32) -> u64 {
-    let mut h = FxHasher::default();
+fn hash_at(value: &Value, depth: u32, keys: &RandomState) -> u64 {
+    let mut h = keys.build_hasher();
     if depth > 16 {
         h.write_u8(9);
         return h.finish();
@@ -185,16 +187,16 @@ fn hash_at(value: &Value, depth: u32) -> u64 {
             h.write_u8(4);
             h.write_usize(items.len());
             for item in items {
-                h.write_u64(hash_at(item, depth + 1));
+                h.write_u64(hash_at(item, depth + 1, keys));
             }
         }
         Value::Object(map) => {
             h.write_u8(5);
             let mut sum = 0u64;
             for (k, v) in map {
-                let mut e = FxHasher::default();
+                let mut e = keys.build_hasher();
                 e.write(k.as_bytes());
-                e.write_u64(hash_at(v, depth + 1));
+                e.write_u64(hash_at(v, depth + 1, keys));
                 sum = sum.wrapping_add(e.finish());
             }
             h.write_u64(sum);
@@ -203,9 +205,8 @@ fn hash_at(value: &Value, depth: u32) -> u64 {
     h.finish()
 }
 
-/// A small, fast, non-cryptographic hasher (the Fx hash of rustc) for property lookup and
-/// `uniqueItems`; nothing here hashes attacker-chosen keys into a table that can degrade, since
-/// tables are built from the schema and buckets are compared exactly.
+/// A small, fast, non-cryptographic hasher (the Fx hash of rustc) for the property lookup tables
+/// built from a schema (never for the model's values: [`json_hash`]).
 #[derive(Default, Clone, Copy)]
 pub(crate) struct FxHasher {
     hash: u64,
@@ -248,7 +249,10 @@ impl Hasher for FxHasher {
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        // The multiplication leaves the low bits as the input's (zero for most doubles), and
+        // tables pick buckets by the low bits: the well-mixed high bits go there instead (as
+        // rustc-hash 2 does).
+        self.hash.rotate_left(26)
     }
 }
 
@@ -305,11 +309,24 @@ mod tests {
             (json!({"a": 1}), json!({"a": 1, "b": 2}), false),
             (json!("x"), json!("x"), true),
         ];
+        let keys = RandomState::new();
         for (a, b, eq) in pairs {
             assert_eq!(json_eq(&a, &b), eq, "{a} {b}");
             if eq {
-                assert_eq!(json_hash(&a), json_hash(&b));
+                assert_eq!(json_hash(&a, &keys), json_hash(&b, &keys));
             }
         }
+    }
+
+    #[test]
+    fn the_fx_hash_spreads_doubles_over_the_low_bits() {
+        // Doubles such as i + 0.5 have their low 32 bits zero; tables pick buckets by the low bits.
+        let low = |v: f64| {
+            let mut h = FxHasher::default();
+            h.write_u64(v.to_bits());
+            h.finish() & 0xffff
+        };
+        let buckets: std::collections::HashSet<u64> = (0..10_000).map(|i| low(f64::from(i) + 0.5)).collect();
+        assert!(buckets.len() > 5_000, "{} distinct low 16-bit values of 10000", buckets.len());
     }
 }
