@@ -988,3 +988,53 @@ async fn terminal_states_are_persisted_even_when_a_hook_skips_saves() {
     assert_eq!(state.status, RunStatus::LoopDetected, "the terminal state was saved");
     assert_eq!(state.loop_window.len(), 5);
 }
+
+#[tokio::test]
+async fn the_state_read_mid_run_shows_a_running_call_as_running_not_interrupted() {
+    // A chat screen polls the state while a tool runs: the call has started and has no result yet.
+    // The repair a load applies (a call that started and never finished is interrupted) is for
+    // a session no run holds; here the call is running.
+    let started = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let mut tools = ToolRegistry::new();
+    let (s, r) = (started.clone(), release.clone());
+    tools
+        .register(
+            ToolDefinition::new("slow", "d", json!({"type": "object"})),
+            Arc::new(FnExecutor(move |_a: serde_json::Map<String, serde_json::Value>, _c| {
+                let (s, r) = (s.clone(), r.clone());
+                async move {
+                    s.notify_one();
+                    r.notified().await;
+                    Ok(ToolResult::text("ok"))
+                }
+            })),
+        )
+        .unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "slow", "{}")]), answer("done")]));
+    let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(tools).build());
+    let running = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await })
+    };
+    started.notified().await;
+    let mid = agent.state("s").await.unwrap().unwrap();
+    assert_eq!(mid.status, RunStatus::Running);
+    assert!(tool_messages(&mid.messages).is_empty(), "no result yet: {:?}", mid.messages);
+    release.notify_one();
+    assert_eq!(running.await.unwrap().unwrap().status(), RunStatus::Completed);
+    let after = agent.state("s").await.unwrap().unwrap();
+    assert_eq!(tool_messages(&after.messages), [("c1".to_string(), "ok".to_string(), false)]);
+    // With no run holding it, a session saved mid-call (the process died) shows the call
+    // interrupted, as a resume will answer it.
+    let mut died = after.clone();
+    died.session_id = "died".into();
+    died.status = RunStatus::Running;
+    died.messages.truncate(2);
+    died.tool_runs.insert("c1".into(), arkagent::state::ToolRunRecord::Started { name: "slow".into() });
+    store.save_snapshot(&died).await.unwrap();
+    let shown = agent.state("died").await.unwrap().unwrap();
+    let results = tool_messages(&shown.messages);
+    assert!(results.len() == 1 && results[0].1.contains("tool_interrupted"), "{results:?}");
+}

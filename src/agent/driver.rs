@@ -567,11 +567,17 @@ impl Agent {
         sessions.reserved.contains_key(session_id)
     }
 
-    /// The persisted state of a session.
+    /// The persisted state of a session, as [`StateStore::load`] gives it: repaired, so a call that
+    /// started and never finished (the process died) shows the result `tool_interrupted` it will
+    /// get. But while a call of this agent holds the session (a run in progress), its calls that
+    /// started are running, not interrupted: the state is shown as saved, without that repair.
     ///
     /// # Errors
     /// The store's errors.
     pub async fn state(&self, session_id: &str) -> Result<Option<AgentState>, AgentError> {
+        if self.session_in_use(session_id).now {
+            return self.store.load_unrepaired(session_id).await;
+        }
         self.store.load(session_id).await
     }
 

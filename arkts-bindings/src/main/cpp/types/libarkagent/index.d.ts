@@ -499,7 +499,11 @@ export declare class Agent {
   approve(sessionId: string, approvalId: string): Promise<string>;
   /** Denies one pending item (durable when this resolves); resolves to the batch JSON; as approve() otherwise. */
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
-  /** The persisted state of a session as JSON (AgentState, snake_case), or null. */
+  /**
+   * The persisted state of a session as JSON (AgentState, snake_case), or null. A call that started
+   * and never finished (the app was killed) shows its tool_interrupted result; while a run of this
+   * Agent holds the session, its running calls show no result yet.
+   */
   stateJson(sessionId: string): Promise<string | null>;
   /**
    * Sets one key of a session's app metadata (e.g. userId) to a JSON value given as text, or removes
