@@ -20,7 +20,7 @@ use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
 use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
-use delegation::{agent, decision_on};
+use delegation::{agent, decision_on, frozen_one_deep, frozen_two_deep, OneDeep, TwoDeep};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -48,46 +48,6 @@ async fn worker_settled_directly(
     assert_eq!(decision_on(store, "parent", &batch.items[0].approval_id).await, ApprovalDecision::Pending);
     let worker_out = agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
     (batch, worker, worker_out)
-}
-
-/// A parent whose worker's dangerous call froze it (one level deep); the worker answers as if its
-/// call was approved (`Some(true)`) or denied (`Some(false)`), or not at all (`None`: it is
-/// dismissed), then the parent answers `parent answer`.
-struct OneDeep {
-    agent: Arc<Agent>,
-    model: Arc<Script>,
-    /// Runs of the dangerous call.
-    cleared: Arc<AtomicUsize>,
-    /// The worker's session.
-    worker: String,
-    /// The frozen call's approval id.
-    id: String,
-    /// What the worker answers once its call was decided (empty: nothing).
-    worker_answer: &'static str,
-}
-
-async fn frozen_one_deep(store: &Arc<dyn StateStore>, approve: Option<bool>) -> OneDeep {
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let worker_answer = match approve {
-        Some(true) => "worker: 已清空",
-        Some(false) => "worker: 用户不让清",
-        None => "",
-    };
-    let mut script = vec![
-        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-    ];
-    if approve.is_some() {
-        script.push(answer(worker_answer));
-    }
-    script.push(answer("parent answer"));
-    let model = Arc::new(Script::new(script));
-    let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
-    let id = batch.items[0].approval_id.clone();
-    OneDeep { agent, model, cleared, worker, id, worker_answer }
 }
 
 #[tokio::test]
@@ -195,42 +155,11 @@ async fn a_worker_that_moved_on_to_a_new_batch_freezes_the_parent_on_it() {
 
 /// A parent that delegates to a worker that delegates again (depth 2), run until the inner
 /// worker's dangerous call freezes every level.
-struct TwoDeep {
-    agent: Arc<Agent>,
-    model: Arc<Script>,
-    /// Runs of the dangerous call.
-    cleared: Arc<AtomicUsize>,
-    /// The first worker's session.
-    middle: String,
-    /// Its worker's session.
-    inner: String,
-    /// The frozen call's approval id (the same at every level).
-    id: String,
-}
-
-async fn frozen_two_deep(store: &Arc<dyn StateStore>) -> TwoDeep {
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
-        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("inner done"),
-        answer("middle done"),
-        answer("parent done"),
-    ]));
-    let agent = agent(model.clone(), store.clone(), &cleared, 2);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let middle = batch.worker_session.clone().unwrap();
-    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
-    let id = batch.items[0].approval_id.clone();
-    TwoDeep { agent, model, cleared, middle, inner, id }
-}
-
 #[tokio::test]
 async fn a_workers_worker_the_decision_missed_leaves_every_level_settleable() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store).await;
+    let TwoDeep { agent, model, cleared, middle, inner, id } =
+        frozen_two_deep(&store, &["inner done", "middle done", "parent done"]).await;
     // The middle session is held elsewhere: the decision stops below it.
     let elsewhere = store.lease(&middle).await.unwrap();
     agent.approve(&inner, &id).await.unwrap();
@@ -393,7 +322,8 @@ async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
 async fn a_decision_on_a_workers_worker_reaches_every_level_above() {
     let dir = tempfile::tempdir().unwrap();
     for store in both_stores(dir.path()) {
-        let TwoDeep { agent, model, cleared, middle, inner, id } = frozen_two_deep(&store).await;
+        let TwoDeep { agent, model, cleared, middle, inner, id } =
+            frozen_two_deep(&store, &["inner done", "middle done", "parent done"]).await;
         agent.approve(&inner, &id).await.unwrap();
         for above in [middle.as_str(), "parent"] {
             assert_eq!(decision_on(store.as_ref(), above, &id).await, ApprovalDecision::Approved, "{above}");
@@ -452,7 +382,8 @@ async fn a_parents_resume_reserved_after_a_decision_on_its_worker_waits_for_it()
     // Two levels down: the decision on the worker's worker.
     let dir = tempfile::tempdir().unwrap();
     for store in both_stores(dir.path()) {
-        let TwoDeep { agent, model, cleared, inner, id, .. } = frozen_two_deep(&store).await;
+        let TwoDeep { agent, model, cleared, inner, id, .. } =
+            frozen_two_deep(&store, &["inner done", "middle done", "parent done"]).await;
         let decision = agent.reserve_turn(&inner).unwrap().within(agent.deny(&inner, &id, "不要清"));
         let (log, cancel) = (EventLog::new(), none());
         let resume = agent.reserve_turn("parent").unwrap().within(agent.resume("parent", &log, &cancel));

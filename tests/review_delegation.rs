@@ -12,7 +12,7 @@ use arkagent::agent::{Agent, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::approval::ApprovalDecision;
 use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
 use arkagent::CancellationSignal;
-use delegation::{agent, decision_on};
+use delegation::{agent, decision_on, frozen_one_deep, frozen_two_deep, OneDeep, TwoDeep};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,39 +28,13 @@ async fn bounded<F: std::future::Future>(what: &str, f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(10), f).await.unwrap_or_else(|_| panic!("{what} hung"))
 }
 
-struct OneDeep {
-    agent: Arc<Agent>,
-    model: Arc<Script>,
-    cleared: Arc<AtomicUsize>,
-    worker: String,
-    id: String,
-}
-
-/// `parent` delegates `p1`; the worker's dangerous `w1` freezes both. Then the worker answers
-/// `worker answer` and the parent `parent answer`.
-async fn frozen_one_deep(store: &Arc<dyn StateStore>) -> OneDeep {
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("worker answer"),
-        answer("parent answer"),
-    ]));
-    let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let worker = batch.worker_session.clone().unwrap();
-    let id = batch.items[0].approval_id.clone();
-    OneDeep { agent, model, cleared, worker, id }
-}
-
 /// `approve(worker)`, `resume(worker)`, `resume(parent)`, each reserved in that order where the
 /// app asked for it (as a binding does), none awaited. Awaited one after the other, the parent
 /// completes with the worker's answer; reserved, the parent's resume must see the same.
 #[tokio::test]
 async fn approve_then_resume_worker_then_resume_parent_reserved_in_order() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, model, cleared, worker, id } = frozen_one_deep(&store).await;
+    let OneDeep { agent, model, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     let approve = agent.reserve_turn(&worker).unwrap().within(agent.approve(&worker, &id));
     let (wlog, plog) = (EventLog::new(), EventLog::new());
     let (c1, c2) = (none(), none());
@@ -82,7 +56,7 @@ async fn approve_then_resume_worker_then_resume_parent_reserved_in_order() {
 #[tokio::test]
 async fn dismiss_worker_then_resume_parent_reserved_in_order() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, cleared, worker, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, cleared, worker, .. } = frozen_one_deep(&store, Some(true)).await;
     let (wlog, plog) = (EventLog::new(), EventLog::new());
     let (c1, c2) = (none(), none());
     let dismiss = agent.reserve_turn(&worker).unwrap().within(agent.dismiss(&worker, "算了", &wlog, &c1));
@@ -99,7 +73,7 @@ async fn dismiss_worker_then_resume_parent_reserved_in_order() {
 #[tokio::test]
 async fn dismiss_worker_then_resume_parent_awaited() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     agent.dismiss(&worker, "算了", &EventLog::new(), &none()).await.unwrap();
     assert_eq!(decision_on(store.as_ref(), "parent", &id).await, ApprovalDecision::Denied);
     let parent = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
@@ -113,7 +87,7 @@ async fn dismiss_worker_then_resume_parent_awaited() {
 #[tokio::test]
 async fn approve_then_resume_worker_then_resume_parent_awaited() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, model, cleared, worker, id } = frozen_one_deep(&store).await;
+    let OneDeep { agent, model, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     agent.approve(&worker, &id).await.unwrap();
     agent.resume(&worker, &EventLog::new(), &none()).await.unwrap();
     let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
@@ -130,7 +104,7 @@ async fn approve_then_resume_worker_then_resume_parent_awaited() {
 #[tokio::test]
 async fn a_denial_on_the_parent_reserved_after_approve_and_resume_of_the_worker() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     let wlog = EventLog::new();
     let c1 = none();
     let approve = agent.reserve_turn(&worker).unwrap().within(agent.approve(&worker, &id));
@@ -155,7 +129,7 @@ async fn a_denial_on_the_parent_reserved_after_approve_and_resume_of_the_worker(
 async fn a_dismissal_of_the_parent_reserved_after_approve_and_resume_of_the_worker() {
     let recorded = recording();
     let store: Arc<dyn StateStore> = recorded.clone();
-    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     let (wlog, plog) = (EventLog::new(), EventLog::new());
     let (c1, c2) = (none(), none());
     let approve = agent.reserve_turn(&worker).unwrap().within(agent.approve(&worker, &id));
@@ -168,7 +142,7 @@ async fn a_dismissal_of_the_parent_reserved_after_approve_and_resume_of_the_work
     assert_eq!(dismissed.unwrap().status(), RunStatus::Completed);
     assert_eq!(cleared.load(Ordering::SeqCst), 1);
     let parent = store.load("parent").await.unwrap().unwrap();
-    assert_eq!(tool_messages(&parent.messages), [("p1".to_string(), "worker answer".to_string(), false)]);
+    assert_eq!(tool_messages(&parent.messages), [("p1".to_string(), "worker: 已清空".to_string(), false)]);
     // The journal of the parent must not hold a denial of the call that ran.
     let denied_recorded = denial_committed(&recorded, "parent", &id);
     assert!(!denied_recorded, "the parent's journal records a denial of w1, which ran");
@@ -285,21 +259,8 @@ async fn dismissing_a_mirror_whose_worker_moved_on_does_not_run_the_calls_not_ru
 #[tokio::test]
 async fn a_resume_refused_for_an_agent_that_does_not_delegate_writes_nothing() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
-        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("inner done"),
-        answer("middle done"),
-        answer("parent done"),
-    ]));
-    let agent = agent(model.clone(), store.clone(), &cleared, 2);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let middle = batch.worker_session.clone().unwrap();
-    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
-    let id = batch.items[0].approval_id.clone();
+    let TwoDeep { agent, model, cleared, middle, inner, id } =
+        frozen_two_deep(&store, &["inner done", "middle done", "parent done"]).await;
     let elsewhere = store.lease(&middle).await.unwrap();
     agent.approve(&inner, &id).await.unwrap();
     drop(elsewhere);
@@ -326,7 +287,7 @@ async fn a_resume_refused_for_an_agent_that_does_not_delegate_writes_nothing() {
 #[tokio::test]
 async fn deny_parent_and_approve_worker_reserved_together_agree() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     let deny = agent.reserve_turn("parent").unwrap().within(agent.deny("parent", &id, "不要清"));
     let approve = agent.reserve_turn(&worker).unwrap().within(agent.approve(&worker, &id));
     let (approved, denied) = bounded("the two calls", async { tokio::join!(approve, deny) }).await;
@@ -351,7 +312,7 @@ async fn deny_parent_and_approve_worker_reserved_together_agree() {
 #[tokio::test]
 async fn approve_worker_then_deny_parent_reserved_in_order() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, worker, id, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     let approve = agent.reserve_turn(&worker).unwrap().within(agent.approve(&worker, &id));
     let deny = agent.reserve_turn("parent").unwrap().within(agent.deny("parent", &id, "不要清"));
     let (denied, approved) = bounded("the two calls", async { tokio::join!(deny, approve) }).await;
@@ -360,35 +321,6 @@ async fn approve_worker_then_deny_parent_reserved_in_order() {
     assert_eq!(decision_on(store.as_ref(), "parent", &id).await, ApprovalDecision::Approved);
 }
 
-struct TwoDeep {
-    agent: Arc<Agent>,
-    model: Arc<Script>,
-    cleared: Arc<AtomicUsize>,
-    middle: String,
-    inner: String,
-    id: String,
-}
-
-async fn frozen_two_deep(store: &Arc<dyn StateStore>, script_tail: &[&str]) -> TwoDeep {
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let mut script = vec![
-        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
-        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-    ];
-    script.extend(script_tail.iter().map(|t| answer(t)));
-    let model = Arc::new(Script::new(script));
-    let agent = agent(model.clone(), store.clone(), &cleared, 2);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    let middle = batch.worker_session.clone().unwrap();
-    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
-    let id = batch.items[0].approval_id.clone();
-    TwoDeep { agent, model, cleared, middle, inner, id }
-}
-
-/// Dismissing the middle session directly: the inner worker is not continued, the denial reaches
-/// the parent, whose resume reads the middle's answer and asks its own model.
 #[tokio::test]
 async fn dismissing_the_middle_of_three_levels() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
@@ -549,7 +481,7 @@ async fn a_crash_between_the_workers_and_the_parents_decision_commits() {
     for retry_with_deny in [false, true] {
         let store: Arc<dyn StateStore> =
             Arc::new(Wrapped::new(Arc::new(MemStore::new()), FailParentDecisionOnce::default()));
-        let OneDeep { agent, model, cleared, worker, id } = frozen_one_deep(&store).await;
+        let OneDeep { agent, model, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
         let err = agent.approve("parent", &id).await.unwrap_err();
         assert_eq!(err.code, "state_io");
         assert_eq!(decision_on(store.as_ref(), &worker, &id).await, ApprovalDecision::Approved);
@@ -571,7 +503,7 @@ async fn a_crash_between_the_workers_and_the_parents_decision_commits() {
 #[tokio::test]
 async fn the_parents_resume_while_another_process_holds_the_worker() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     let elsewhere = store.lease("parent").await.unwrap();
     agent.approve(&worker, &id).await.unwrap();
     drop(elsewhere);
@@ -592,7 +524,7 @@ async fn the_parents_resume_while_another_process_holds_the_worker() {
 #[tokio::test]
 async fn the_worker_session_gone() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store).await;
+    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
     store.delete(&worker).await.unwrap();
     let err = agent.resume("parent", &EventLog::new(), &none()).await.unwrap_err();
     assert_eq!(err.code, "session_not_found");
@@ -620,30 +552,46 @@ async fn the_inner_worker_of_three_levels_gone() {
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
 }
 
-/// As a binding runs them: each call reserved on the caller's thread, in order, then spawned on
-/// a multi-threaded runtime: `approve(worker)`, `resume(worker)`, `resume(parent)`.
+/// As a binding runs them: `approve(decided)` and then a resume of each of `resumed`, each
+/// reserved on the caller's thread in that order, then spawned on the runtime. The approval's
+/// result and each resume's outcome, none of them hung.
+async fn approve_then_resume_spawned(
+    agent: &Arc<Agent>,
+    decided: &str,
+    id: &str,
+    resumed: [&str; 2],
+) -> (Result<(), arkagent::AgentError>, Vec<Result<RunOutcome, arkagent::AgentError>>) {
+    let reserved = agent.reserve_turn(decided).unwrap();
+    let (a, d, i) = (agent.clone(), decided.to_string(), id.to_string());
+    let approve = tokio::spawn(async move { reserved.within(a.approve(&d, &i)).await.map(|_| ()) });
+    let resumes: Vec<_> = resumed
+        .iter()
+        .map(|session| {
+            let reserved = agent.reserve_turn(session).unwrap();
+            let (a, s) = (agent.clone(), session.to_string());
+            tokio::spawn(async move {
+                reserved.within(a.resume(&s, &EventLog::new(), &CancellationSignal::new())).await
+            })
+        })
+        .collect();
+    let approved = bounded("approve", approve).await.unwrap();
+    let mut outcomes = Vec::new();
+    for resume in resumes {
+        outcomes.push(bounded("resume", resume).await.unwrap());
+    }
+    (approved, outcomes)
+}
+
+/// As a binding runs them: `approve(worker)`, `resume(worker)`, `resume(parent)`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_resume_worker_resume_parent_spawned_like_a_binding() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
-    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store).await;
-    let r1 = agent.reserve_turn(&worker).unwrap();
-    let r2 = agent.reserve_turn(&worker).unwrap();
-    let r3 = agent.reserve_turn("parent").unwrap();
-    let (a, w, i) = (agent.clone(), worker.clone(), id.clone());
-    let approve = tokio::spawn(async move { r1.within(a.approve(&w, &i)).await.map(|_| ()) });
-    let (a, w) = (agent.clone(), worker.clone());
-    let resume_worker =
-        tokio::spawn(
-            async move { r2.within(a.resume(&w, &EventLog::new(), &CancellationSignal::new())).await },
-        );
-    let a = agent.clone();
-    let resume_parent = tokio::spawn(async move {
-        r3.within(a.resume("parent", &EventLog::new(), &CancellationSignal::new())).await
-    });
-    let parent = bounded("parent", resume_parent).await.unwrap();
-    bounded("approve", approve).await.unwrap().unwrap();
-    bounded("worker", resume_worker).await.unwrap().unwrap();
+    let OneDeep { agent, cleared, worker, id, .. } = frozen_one_deep(&store, Some(true)).await;
+    let (approved, outcomes) = approve_then_resume_spawned(&agent, &worker, &id, [&worker, "parent"]).await;
+    approved.unwrap();
     assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    let [worker_out, parent] = <[_; 2]>::try_from(outcomes).unwrap();
+    worker_out.unwrap();
     let parent = parent.unwrap_or_else(|e| panic!("the parent's resume, reserved last: {e:?}"));
     assert_eq!(parent.status(), RunStatus::Completed, "{parent:?}");
 }
@@ -655,24 +603,10 @@ async fn three_levels_reserved_calls_do_not_hang() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
     let TwoDeep { agent, cleared, middle, inner, id, .. } =
         frozen_two_deep(&store, &["inner done", "middle done", "parent done"]).await;
-    let r1 = agent.reserve_turn(&inner).unwrap();
-    let r2 = agent.reserve_turn(&middle).unwrap();
-    let r3 = agent.reserve_turn("parent").unwrap();
-    let (a, w, i) = (agent.clone(), inner.clone(), id.clone());
-    let approve = tokio::spawn(async move { r1.within(a.approve(&w, &i)).await.map(|_| ()) });
-    let (a, m) = (agent.clone(), middle.clone());
-    let resume_middle =
-        tokio::spawn(
-            async move { r2.within(a.resume(&m, &EventLog::new(), &CancellationSignal::new())).await },
-        );
-    let a = agent.clone();
-    let resume_parent = tokio::spawn(async move {
-        r3.within(a.resume("parent", &EventLog::new(), &CancellationSignal::new())).await
-    });
-    let parent = bounded("parent", resume_parent).await.unwrap();
-    bounded("approve", approve).await.unwrap().unwrap();
-    let middle_out = bounded("middle", resume_middle).await.unwrap();
+    let (approved, outcomes) = approve_then_resume_spawned(&agent, &inner, &id, [&middle, "parent"]).await;
+    approved.unwrap();
     assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    let [middle_out, parent] = <[_; 2]>::try_from(outcomes).unwrap();
     assert_eq!(middle_out.unwrap().status(), RunStatus::Completed);
     let parent = parent.unwrap_or_else(|e| panic!("the parent's resume, reserved last: {e:?}"));
     let RunOutcome::Finished { status, final_text, .. } = parent else { panic!("{parent:?}") };

@@ -2,10 +2,12 @@
 //! `clear_baking_cache` (dangerous; each run counted in `cleared`).
 #![allow(dead_code)]
 
-use arkagent::agent::{Agent, AgentBuilder, AgentConfig};
+use crate::support::{answer, calls, Script};
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::provider::ChatModel;
 use arkagent::state::StateStore;
 use arkagent::tool::FnExecutor;
+use arkagent::CancellationSignal;
 use arkagent::{RiskLevel, ToolDefinition, ToolRegistry, ToolResult};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -99,4 +101,80 @@ pub async fn decision_on(
     let state = store.load(session).await.unwrap().unwrap_or_else(|| panic!("no session {session}"));
     let batch = state.pending_approval.unwrap_or_else(|| panic!("{session} has no batch"));
     batch.item(approval_id).unwrap_or_else(|| panic!("{session} has no {approval_id}")).decision
+}
+
+/// A parent whose worker's dangerous call froze it (one level deep); the worker answers as if its
+/// call was approved (`Some(true)`) or denied (`Some(false)`), or not at all (`None`: it is
+/// dismissed), then the parent answers `parent answer`.
+pub struct OneDeep {
+    pub agent: Arc<Agent>,
+    pub model: Arc<Script>,
+    /// Runs of the dangerous call.
+    pub cleared: Arc<AtomicUsize>,
+    /// The worker's session.
+    pub worker: String,
+    /// The frozen call's approval id.
+    pub id: String,
+    /// What the worker answers once its call was decided (empty: nothing).
+    pub worker_answer: &'static str,
+}
+
+pub async fn frozen_one_deep(store: &Arc<dyn StateStore>, approve: Option<bool>) -> OneDeep {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let worker_answer = match approve {
+        Some(true) => "worker: 已清空",
+        Some(false) => "worker: 用户不让清",
+        None => "",
+    };
+    let mut script = vec![
+        calls(&[("p1", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+    ];
+    if approve.is_some() {
+        script.push(answer(worker_answer));
+    }
+    script.push(answer("parent answer"));
+    let model = Arc::new(Script::new(script));
+    let agent = agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let worker = batch.worker_session.clone().unwrap();
+    let id = batch.items[0].approval_id.clone();
+    OneDeep { agent, model, cleared, worker, id, worker_answer }
+}
+
+/// A parent whose worker's worker froze on its dangerous call (`d1`, `d2`, `w1`: two levels
+/// deep); the model answers `tail` after it.
+pub struct TwoDeep {
+    pub agent: Arc<Agent>,
+    pub model: Arc<Script>,
+    /// Runs of the dangerous call.
+    pub cleared: Arc<AtomicUsize>,
+    /// The first worker's session.
+    pub middle: String,
+    /// Its worker's session.
+    pub inner: String,
+    /// The frozen call's approval id (the same at every level).
+    pub id: String,
+}
+
+pub async fn frozen_two_deep(store: &Arc<dyn StateStore>, tail: &[&str]) -> TwoDeep {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(
+        vec![
+            calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+            calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
+            calls(&[("w1", "clear_baking_cache", "{}")]),
+        ]
+        .into_iter()
+        .chain(tail.iter().map(|t| answer(t)))
+        .collect::<Vec<_>>(),
+    ));
+    let agent = agent(model.clone(), store.clone(), &cleared, 2);
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let middle = batch.worker_session.clone().unwrap();
+    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
+    let id = batch.items[0].approval_id.clone();
+    TwoDeep { agent, model, cleared, middle, inner, id }
 }
