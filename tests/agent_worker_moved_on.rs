@@ -276,6 +276,59 @@ async fn the_parent_waits_for_the_workers_direct_resume() {
     assert_eq!(results, vec![("d1".to_string(), "worker done".to_string(), false)]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parent_waits_for_a_worker_another_agent_object_resumes() {
+    // Two Agent objects over one state directory (two windows of an app): B resumes the worker
+    // while A resumes the parent. A's delegating call meets the worker's lease held by B: it waits
+    // for B's resume to end and reads its answer, as it waits for a resume of its own agent.
+    // Before, `session_busy` became the delegating call's result and the parent completed on it.
+    let dir = tempfile::tempdir().unwrap();
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let open = |script: Vec<arkagent::provider::ModelResponse>| {
+        let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+        let agent = Arc::new(
+            AgentBuilder::new(Arc::new(Script::new(script)), store)
+                .config(AgentConfig { max_delegation_depth: 1, ..AgentConfig::default() })
+                .build(),
+        );
+        agent.enable_delegation(Some(Arc::new(Slow(started.clone(), release.clone())))).unwrap();
+        agent
+    };
+    let a = open(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("w1", "slow_clear", "{}")]),
+        answer("parent done"),
+    ]);
+    let b = open(vec![answer("worker done")]);
+    let out = a.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    a.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let worker = batch.worker_session.clone().unwrap();
+    let direct = {
+        let b = b.clone();
+        tokio::spawn(async move { b.resume(&worker, &EventLog::new(), &CancellationSignal::new()).await })
+    };
+    started.notified().await;
+    let parent = {
+        let a = a.clone();
+        tokio::spawn(async move { a.resume("parent", &EventLog::new(), &CancellationSignal::new()).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    release.notify_one();
+    let direct = direct.await.unwrap().unwrap();
+    assert!(
+        matches!(&direct, RunOutcome::Finished { final_text: Some(t), .. } if t == "worker done"),
+        "{direct:?}"
+    );
+    let parent = parent.await.unwrap().unwrap();
+    assert!(
+        matches!(&parent, RunOutcome::Finished { final_text: Some(t), .. } if t == "parent done"),
+        "{parent:?}"
+    );
+    let state = a.state("parent").await.unwrap().unwrap();
+    assert_eq!(tool_messages(&state.messages), [("d1".to_string(), "worker done".to_string(), false)]);
+}
+
 #[tokio::test]
 async fn a_decision_on_the_worker_session_reaches_the_parents_batch() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];

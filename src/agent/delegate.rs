@@ -53,7 +53,10 @@
 //!   announcement a crash cut short, is announced by the parent. The worker
 //!   agents of a delegation share the session locks of the agent that built them, so a parent's
 //!   delegating call that reaches the worker meanwhile waits for that resume to end and reads
-//!   its answer (rather than failing with `session_busy` on its lease).
+//!   its answer (rather than failing with `session_busy` on its lease). A worker session that
+//!   another Agent object or process holds (its lease) is asked for again, with growing pauses,
+//!   until it is free or the call is cancelled (the run's cancel, the call's timeout): the
+//!   delegating call then reads the worker's answer too, instead of taking `session_busy` for it.
 //! - [`approve`](Agent::approve) and [`deny`](Agent::deny) only record a decision (no tool or
 //!   model runs), as on any session.
 //! - [`run`](Agent::run) with a new message is refused with `invalid_state` naming the parent
@@ -406,9 +409,36 @@ impl ToolExecutor for DelegateTask {
         // Running this call again (after the parent's approval of the worker's batch, or after a
         // crash) continues the worker where it stands: the call is idempotent. The worker's
         // session is loaded once, by this.
-        let (outcome, state) = worker
-            .run_worker(&session, &context.session_id, &task, &context.state.metadata, sink, &context.signal)
-            .await?;
+        let mut pause = BUSY_WORKER_FIRST_PAUSE;
+        let (outcome, state) = loop {
+            let ran = worker
+                .run_worker(
+                    &session,
+                    &context.session_id,
+                    &task,
+                    &context.state.metadata,
+                    sink,
+                    &context.signal,
+                )
+                .await;
+            match ran {
+                // Another Agent object or process holds the worker session (the app resumes the
+                // worker there): wait for that to end and read its answer, as a resume of this
+                // agent's is waited for on the session's lock. A lease is taken without waiting,
+                // so it is asked again, until the call is cancelled (the run's cancel, the call's
+                // timeout). Nothing was done when it is refused.
+                Err(e) if e.code == codes::SESSION_BUSY => {
+                    tokio::select! {
+                        () = context.signal.cancelled() => {
+                            return Err(crate::tool::cancelled_error(&context.signal));
+                        }
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(BUSY_WORKER_MAX_PAUSE);
+                }
+                other => break other?,
+            }
+        };
         if let Some(link) = &link {
             link.report(&outcome, &state);
         }
@@ -455,6 +485,11 @@ impl ToolExecutor for DelegateTask {
         }
     }
 }
+
+/// The first pause before a delegating call asks again for a worker session another Agent object
+/// or process holds; it doubles up to [`BUSY_WORKER_MAX_PAUSE`].
+const BUSY_WORKER_FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+const BUSY_WORKER_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The result of a worker a stop ended: the tool results its history ends with (before any
 /// reminders after-hooks injected after them), oldest first, one per line: the successful ones,

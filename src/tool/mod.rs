@@ -8,7 +8,7 @@ mod result;
 
 pub use context::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry};
 pub use definition::{RiskLevel, ToolDefinition};
-pub(crate) use registry::tool_not_found;
+pub(crate) use registry::{cancelled_error, tool_not_found};
 pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};
 pub use result::{ContentPart, ToolResult, MAX_RESULT_DEPTH};
 
