@@ -270,3 +270,56 @@ async fn a_worker_of_delegate_task_starts_with_the_parents_metadata() {
     let worker = agent.state(&parent.workers[0]).await.unwrap().expect("the worker's session");
     assert_eq!(worker.metadata, parent.metadata);
 }
+
+#[tokio::test]
+async fn a_batch_under_way_refuses_metadata_until_it_is_settled() {
+    // [whoami, delegate_task, whoami] run one at a time: the first call runs, then the worker
+    // freezes on its dangerous call and the parent with it. The rest of that batch runs on
+    // resume: a change now would show halfway through it (the worker, started with a copy of
+    // the metadata, and the first call for one user, the last call for another).
+    let seen = Seen::default();
+    let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
+    let script = Script::new(vec![
+        calls(&[
+            ("c1", "whoami", "{}"),
+            ("p1", "delegate_task", r#"{"task":"wipe"}"#),
+            ("c2", "whoami", "{}"),
+        ]),
+        calls(&[("w1", "wipe", "{}")]),
+        answer("wiped"),
+        answer("done"),
+    ]);
+    let config = AgentConfig { max_parallel_tools: 1, ..AgentConfig::default() };
+    let agent = Arc::new(
+        AgentBuilder::new(Arc::new(script), store.clone())
+            .tools(recording_tools(&seen))
+            .config(config)
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    agent.set_metadata("s", "userId", json!("alice")).await.unwrap();
+    let RunOutcome::Suspended { batch } = run(&agent, "s").await else { panic!("expected a frozen batch") };
+    assert!(batch.worker_session.is_some());
+    let before = store.load("s").await.unwrap().unwrap();
+    let e = agent.set_metadata("s", "userId", json!("bob")).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+    assert!(e.message.contains("middle of a batch"), "{e}");
+    assert_eq!(store.load("s").await.unwrap().unwrap(), before, "nothing written");
+
+    agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    let outcome = agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed, "{outcome:?}");
+    let users: Vec<Value> = seen.lock().unwrap().iter().map(|m| m["userId"].clone()).collect();
+    assert_eq!(users, [json!("alice"), json!("alice"), json!("alice")], "one user for the whole batch");
+    // Settled: the change applies.
+    agent.set_metadata("s", "userId", json!("bob")).await.unwrap();
+
+    // A session whose run stopped in the middle of a batch (its process died) is refused too.
+    let mut died = store.load("s").await.unwrap().unwrap();
+    died.session_id = "died".into();
+    died.status = RunStatus::Running;
+    died.tool_runs.insert("c9".into(), arkagent::state::ToolRunRecord::Started { name: "whoami".into() });
+    store.save_snapshot(&died).await.unwrap();
+    let e = agent.set_metadata("died", "userId", json!("carol")).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+}

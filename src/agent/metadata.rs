@@ -9,7 +9,9 @@
 //!   Instead the change is refused at once with `session_busy` while this agent runs, resumes,
 //!   decides or deletes the session, and while another agent or process holds its lease. Nothing
 //!   is written then; the app sets it again once the run is over. A session suspended for
-//!   approval is not held: the change applies and the resumed run sees it.
+//!   approval is not held: the change applies and the resumed run sees it. But a batch under
+//!   way without a run (frozen on a sub-agent's call, or stopped mid-batch by a dead process)
+//!   refuses it with `invalid_state`: the rest of that batch would see it.
 //! - A binding takes the session's turn where the app calls ([`Agent::metadata_turn`], then
 //!   [`Agent::set_metadata_in_turn`] on its runtime), so a run the app asks for right after a
 //!   change it did not await waits for it rather than making it `session_busy`. A change asked
@@ -38,7 +40,7 @@
 
 use super::driver::Agent;
 use crate::error::{codes, AgentError};
-use crate::state::{check_metadata_entry, validate_session_id, AgentState, StateEvent};
+use crate::state::{check_metadata_entry, validate_session_id, AgentState, RunStatus, StateEvent};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{LazyLock, Mutex};
@@ -123,7 +125,10 @@ impl Agent {
     /// Refused while the session is held: a run, resume, decision or deletion of this agent on
     /// it, or another agent or process writing it (its lease); and while a call reserved its turn
     /// on it ([`Agent::reserve_turn`]) and has not finished. Nothing is written then; set it
-    /// again once the run is over. A session suspended for approval is not held. Refused on a
+    /// again once the run is over. A session suspended for approval is not held, but one in the
+    /// middle of a batch is refused with `invalid_state`: frozen on a sub-agent's call (calls
+    /// before it ran, the worker started with a copy of the metadata) or stopped mid-batch (its
+    /// process died); the rest of the batch runs on resume and would see the change. Refused on a
     /// worker session of a `delegate_task` call while its parent session owns it (exists and
     /// names it; see the module docs): set it on the parent.
     ///
@@ -135,7 +140,7 @@ impl Agent {
     /// `session_id_invalid`, `metadata_key_invalid`, `json_too_deep` and `json_too_large` (the
     /// value), `metadata_too_large` (the whole metadata), `session_busy`, the store's errors
     /// (`state_io`, `state_corrupt`, `state_version_unsupported`), `invalid_state` (a worker
-    /// session its parent owns, naming the parent; nothing written).
+    /// session its parent owns, naming the parent; a batch under way; nothing written).
     pub async fn set_metadata(&self, session_id: &str, key: &str, value: Value) -> Result<(), AgentError> {
         validate_session_id(session_id)?;
         // The cheap checks first, so a bad key costs no I/O and takes no lock.
@@ -247,6 +252,15 @@ impl Agent {
                 ),
             ));
         }
+        if let Some(why) = loaded.as_ref().and_then(batch_under_way) {
+            return Err(AgentError::of(
+                codes::INVALID_STATE,
+                format!(
+                    "session {session_id} is in the middle of a batch ({why}): the rest of it would run \
+                     with the new metadata; resume or dismiss it first, then set it"
+                ),
+            ));
+        }
         let mut state = loaded.unwrap_or_else(|| AgentState::new(session_id));
         if value.is_null() && !state.metadata.contains_key(key) {
             // Nothing to remove: nothing is written (and no session is created for it).
@@ -256,5 +270,21 @@ impl Agent {
         let event = StateEvent::MetadataSet { key: key.to_string(), value };
         state.apply(&event);
         self.store().commit(&state, std::slice::from_ref(&event)).await
+    }
+}
+
+/// Why the session's batch is under way, when it is: a batch frozen on a sub-agent's call (the
+/// batch's calls before it ran, and the worker started with a copy of the metadata), or a batch
+/// that started and never finished (its process died). The rest of either runs on resume, so a
+/// metadata change now would show halfway through it.
+fn batch_under_way(state: &AgentState) -> Option<&'static str> {
+    match state.status {
+        RunStatus::AwaitingApproval
+            if state.pending_approval.as_ref().is_some_and(|b| b.worker_session.is_some()) =>
+        {
+            Some("frozen on a sub-agent's call")
+        }
+        RunStatus::Running if !state.tool_runs.is_empty() => Some("its run stopped while it ran"),
+        _ => None,
     }
 }

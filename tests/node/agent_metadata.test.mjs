@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
+import { loadModule, objectSchema, openWipeAgent, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -184,4 +184,27 @@ test('setMetadata A, run R, setMetadata B, none awaited: A applies and R sees it
     assert.deepEqual(seen, [{ userId: 'a' }]);
     assert.deepEqual(JSON.parse(await agent.stateJson('s')).metadata, { userId: 'a' });
   }
+});
+
+test('a session frozen on a sub-agent call is in the middle of a batch: setMetadata is invalid_state', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-meta-batch-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const runs = [];
+  const agent = openWipeAgent(dir, [
+    { tool_calls: [{ id: 'call_0', name: 'delegate_task', arguments: '{"task":"wipe the cache"}' }] },
+    { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' }] },
+    { content: 'worker wiped it' },
+    { content: 'done' },
+  ], runs, { enableDelegation: true });
+  await agent.setMetadata('p', 'userId', '"alice"');
+  const out = await agent.run('p', 'have a worker wipe the cache');
+  assert.equal(out.status, 'awaiting_approval');
+  const before = await agent.stateJson('p');
+  const e = await rejectsWithCode(assert, agent.setMetadata('p', 'userId', '"bob"'), 'invalid_state', 'runtime');
+  assert.match(e.message, /middle of a batch/);
+  assert.equal(await agent.stateJson('p'), before, 'nothing written');
+  await agent.approve('p', JSON.parse(out.batchJson).items[0].approval_id);
+  assert.equal((await agent.resume('p')).status, 'completed');
+  await agent.setMetadata('p', 'userId', '"bob"');
+  assert.equal(JSON.parse(await agent.stateJson('p')).metadata.userId, 'bob');
 });

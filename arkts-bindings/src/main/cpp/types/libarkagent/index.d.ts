@@ -517,7 +517,9 @@ export declare class Agent {
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
    * session (this Agent or another process; nothing is written: set it again once the run is over),
    * or invalid_state on a sub-agent's worker session whose parent session still names it (set it on
-   * the parent; nothing is written). A session suspended for approval is not held. A bad key or
+   * the parent; nothing is written). A session suspended for approval is not held, but one frozen on a
+   * sub-agent's call, or stopped mid-batch by a killed app, is in the middle of a batch: invalid_state
+   * (resume or dismiss it first; nothing is written). A bad key or
    * value is refused as such (its code above) whether or not the session is busy.
    * It takes the session's turn when called: a run(), resume() or decision called after it waits
    * for it, awaited or not (the run sees the value); so does another setMetadata on the session
