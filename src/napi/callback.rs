@@ -111,6 +111,34 @@ fn made_args(env: &Env, made: Result<napi_ohos::Result<Vec<sys::napi_value>>, St
     JsArgs(Vec::new())
 }
 
+/// On the JS thread, in the reply of a call whose answer the binding does not wait for (the event
+/// listener, an `onCancel` callback): `ret` as [`in_reply`]'s body gets it. A throw was contained
+/// already (`threw`); an error of napi-ohos' leaves no exception pending; and an `async` function's
+/// Promise gets a rejection handler that logs the rejection, as a throw is contained: unhandled,
+/// the environment would see it (Node ends the process on an unhandled rejection).
+pub(crate) fn drop_reply(env: &Env, ret: &napi_ohos::Result<Unknown<'static>>, threw: bool, what: &str) {
+    let value = match ret {
+        Err(_) => return clear_pending_exception(env),
+        Ok(_) if threw => return,
+        Ok(value) => value,
+    };
+    if !matches!(value.is_promise(), Ok(true)) {
+        return;
+    }
+    let promise: PromiseRaw<'_, Unknown<'static>> = PromiseRaw::new(env.raw(), value.raw());
+    let what = what.to_string();
+    let attached =
+        promise.catch(move |ctx: napi_ohos::bindgen_prelude::CallbackContext<Unknown<'static>>| {
+            let text = caught(&ctx.env, || thrown(&ctx.env, &ctx.value).text)
+                .unwrap_or_else(|why| format!("<unreadable: {why}>"));
+            log::warn!("arkagent: {what} rejected: {text}; ignored");
+            Ok(())
+        });
+    if attached.is_err() {
+        clear_pending_exception(env);
+    }
+}
+
 /// On the JS thread, first in every reply of a call made through a [`JsFn`]: why the call was
 /// refused (no app function was called, or its answer is lost), else `body` under a panic guard,
 /// told whether the value the reply got is what the app function threw ([`shield`]).

@@ -2,7 +2,8 @@
 //! [`EventSink`]. Each [`AgentEvent`] is serialised (serde, snake_case) on the runtime thread and
 //! queued to the listener through one weak thread-safe function, non-blocking: the queue is FIFO,
 //! so the listener sees a run's events in the order the run emitted them. Its return value is
-//! ignored and a throw is contained (the event is dropped, the run goes on); so is a failure of
+//! ignored and a throw is contained (the event is dropped, the run goes on), as is an async
+//! listener's rejected Promise (logged: unhandled, Node would end the process); so is a failure of
 //! the binding on the JS thread (a panic while the event's argument is made or the reply is
 //! read: the event is dropped, with a warning in the log).
 //!
@@ -131,13 +132,12 @@ impl EventSink for RunEvents {
             move |ret, env| {
                 // Run from napi-ohos' `extern "C"` callback: under the binding's guard, which
                 // turns a refused call or a panic into a dropped event (logged).
-                let replied = super::callback::in_reply(&env, |_threw| {
+                let replied = super::callback::in_reply(&env, |threw| {
                     super::panic_point!(Listener);
-                    // A throw in the listener arrives here as its value (the shield's: `_threw`),
-                    // dropped on the JS thread; an error of napi-ohos' as `ret`.
-                    if ret.is_err() {
-                        super::callback::clear_pending_exception(&env);
-                    }
+                    // A throw in the listener arrives here as its value (the shield's: `threw`),
+                    // dropped on the JS thread; an error of napi-ohos' as `ret`; an async
+                    // listener's rejection is logged and dropped.
+                    super::callback::drop_reply(&env, &ret, threw, "the event listener");
                 });
                 if let Err(why) = replied {
                     log::warn!("arkagent: an event may not have reached the listener: {why}; dropped");

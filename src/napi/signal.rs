@@ -166,11 +166,9 @@ impl CancellationHandle {
                         // The return value (or a throw) is dropped on the JS thread, under the
                         // binding's guard (the reply runs from napi-ohos' `extern "C"` callback).
                         callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
-                            let replied = super::callback::in_reply(&env, |_threw| {
+                            let replied = super::callback::in_reply(&env, |threw| {
                                 super::panic_point!(Cancel);
-                                if ret.is_err() {
-                                    super::callback::clear_pending_exception(&env);
-                                }
+                                super::callback::drop_reply(&env, &ret, threw, "an onCancel callback");
                             });
                             if let Err(why) = replied {
                                 log::warn!("arkagent: an onCancel callback may not have been called: {why}");

@@ -112,6 +112,26 @@ test('a throwing listener is contained: the run completes and later events still
   assert.equal(types.at(-1), 'run_finished');
 });
 
+test('an async listener that rejects is contained as a throw is: no unhandled rejection', async (t) => {
+  // Node ends the process on an unhandled rejection; the binding handles the listener's Promise.
+  const unhandled = [];
+  const record = (reason) => unhandled.push(String(reason));
+  process.on('unhandledRejection', record);
+  t.after(() => process.off('unhandledRejection', record));
+  const agent = scripted([{ content: 'fine' }]);
+  const types = [];
+  agent.onEvent(async (e) => {
+    const { type } = JSON.parse(e);
+    types.push(type);
+    if (type === 'run_started' || type === 'run_finished') throw new Error(`could not save ${type}`);
+  });
+  const out = await agent.run('s', 'hi');
+  assert.equal(out.status, 'completed');
+  assert.equal(types.at(-1), 'run_finished');
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(unhandled, []);
+});
+
 test('onEvent replaces the listener; no listener is fine', async () => {
   const agent = scripted([{ content: 'a' }, { content: 'b' }]);
   assert.equal((await agent.run('s', 'no listener')).finalText, 'a');

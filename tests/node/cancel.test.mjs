@@ -27,6 +27,23 @@ test('CancellationHandle: not cancelled, then cancelled; the first reason wins',
   assert.equal(d.reason, 'cancelled by the app');
 });
 
+test('an async onCancel callback that rejects is contained: no unhandled rejection', async (t) => {
+  const unhandled = [];
+  const record = (reason) => unhandled.push(String(reason));
+  process.on('unhandledRejection', record);
+  t.after(() => process.off('unhandledRejection', record));
+  const h = new CancellationHandle();
+  const heard = [];
+  h.onCancel(async () => {
+    throw new Error('cleanup failed');
+  });
+  h.onCancel((r) => heard.push(r));
+  h.cancel('go');
+  await waitFor(() => heard.length >= 1, 'the healthy listener');
+  await sleep(50);
+  assert.deepEqual(unhandled, []);
+});
+
 test('a throwing onCancel callback is contained', async () => {
   const h = new CancellationHandle();
   const heard = [];

@@ -131,7 +131,10 @@ export declare class CancellationHandle {
   get cancelled(): boolean;
   /** The reason, once cancelled (a call's signal reports the reason of the signal it derives from). */
   get reason(): string | null;
-  /** Calls callback(reason) once when cancelled (soon, if it already is); never keeps the process alive. */
+  /**
+   * Calls callback(reason) once when cancelled (soon, if it already is); never keeps the process alive.
+   * A throw, or an async callback's rejection (logged), is contained.
+   */
   onCancel(callback: (reason: string) => void): void;
 }
 
@@ -356,7 +359,8 @@ export interface RunOutcomeObject {
  * "status", "final_text" (null when none), "usage" ({prompt_tokens, completion_tokens, total_tokens}),
  * "finish_reason"? and, for a run that ended with an error (failed, aborted, loop_detected), "error":
  * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
- * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained.
+ * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained, and so is the
+ * rejection of an async listener's Promise (logged).
  */
 export type AgentEventListener = (eventJson: string) => void;
 
