@@ -15,13 +15,14 @@ use arkagent::agent::{
 use arkagent::approval::PendingApprovalBatch;
 use arkagent::hook::{AgentHook, BeforeToolCall, HookContext};
 use arkagent::message::{ChatMessage, ToolCall};
+use arkagent::provider::ToolChoice;
 use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
 use delegation::tools;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use support::{answer, calls, MemStore, Script};
+use support::{answer, calls, tool_messages, MemStore, Script};
 use wrapped::DiesAtBatchEnd;
 
 fn last_tool_result(messages: &[ChatMessage]) -> (String, bool) {
@@ -697,4 +698,34 @@ async fn deleting_a_session_deletes_the_workers_of_its_delegations_at_every_dept
     assert!(store.load(&other[0]).await.unwrap().is_some(), "another session's worker stays");
     assert_eq!(sessions(dir.path()), 2, "only \"other\" and its worker are left");
     assert!(!agent.delete_session("parent").await.unwrap(), "already gone");
+}
+
+#[tokio::test]
+async fn a_tool_choice_naming_delegate_task_is_not_the_workers() {
+    // The parent is made to delegate (`tool_choice` names `delegate_task`). Its worker has no
+    // `delegate_task`: with that choice inherited, every worker run was refused with
+    // `config_invalid`, and so every delegation failed. The worker asks without a tool choice.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"stock of A1"}"#)]),
+        answer("A1: 12 件"),
+        answer("done"),
+    ]));
+    let agent = Arc::new(
+        AgentBuilder::new(model.clone(), Arc::new(MemStore::new()))
+            .tools(delegation::tools(&cleared))
+            .config(AgentConfig {
+                tool_choice: Some(ToolChoice::Function(DELEGATE_TASK.into())),
+                ..AgentConfig::default()
+            })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
+    let state = agent.state("s").await.unwrap().unwrap();
+    assert_eq!(tool_messages(&state.messages), [("d1".to_string(), "A1: 12 件".to_string(), false)]);
+    let choices: Vec<_> = model.requests().iter().map(|r| r.tool_choice.clone()).collect();
+    let forced = Some(ToolChoice::Function(DELEGATE_TASK.into()));
+    assert_eq!(choices, [forced.clone(), None, forced]);
 }

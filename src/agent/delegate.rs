@@ -88,6 +88,7 @@ use super::events::{AgentEvent, EventSink, NoEvents};
 use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
 use crate::message::{ChatMessage, Usage};
+use crate::provider::ToolChoice;
 use crate::state::{AgentState, RunStatus};
 use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult};
 use async_trait::async_trait;
@@ -174,7 +175,15 @@ impl Agent {
         }
         // Whatever the factory added, the worker cannot delegate with the parent's tool.
         tools.unregister(DELEGATE_TASK);
-        let worker = Arc::new(self.worker_builder().tools(tools).depth(depth).build());
+        // A `tool_choice` naming a tool the worker does not have (`delegate_task`, or one the
+        // factory took away) is not the worker's: it would refuse every run (`config_invalid`).
+        let mut config = self.config().clone();
+        if let Some(ToolChoice::Function(name)) = &config.tool_choice {
+            if tools.definition(name).is_none() {
+                config.tool_choice = None;
+            }
+        }
+        let worker = Arc::new(self.worker_builder().tools(tools).config(config).depth(depth).build());
         if depth < self.config().max_delegation_depth {
             worker.enable_delegation(factory)?;
         }
