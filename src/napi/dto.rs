@@ -477,12 +477,14 @@ impl ExecuteOptions {
     /// The metadata map.
     ///
     /// # Errors
-    /// `config_invalid` when `metadataJson` is not a JSON object.
+    /// `config_invalid` when `metadataJson` is not JSON (also: nested deeper than serde_json's
+    /// 128 levels), or not an object.
     pub fn metadata(&self) -> Result<Map<String, Value>, AgentError> {
         match self.metadata_json.as_deref().map(serde_json::from_str::<Value>) {
             None => Ok(Map::new()),
             Some(Ok(Value::Object(map))) => Ok(map),
-            Some(_) => Err(AgentError::of(codes::CONFIG_INVALID, "metadataJson must be a JSON object")),
+            Some(Ok(_)) => Err(AgentError::of(codes::CONFIG_INVALID, "metadataJson must be a JSON object")),
+            Some(Err(e)) => Err(AgentError::of(codes::CONFIG_INVALID, format!("metadataJson is not JSON: {e}"))),
         }
     }
 }

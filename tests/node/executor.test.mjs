@@ -75,12 +75,14 @@ test('a metadataJson that is not a JSON object rejects the Promise with config_i
     ran++;
     return text('ok');
   });
-  for (const metadataJson of ['[1]', '{', '"x"']) {
+  const deep = `{"x":${'['.repeat(200)}${']'.repeat(200)}}`;
+  for (const [metadataJson, says] of [['[1]', /must be a JSON object/], ['{', /is not JSON/], ['"x"', /must be a JSON object/], [deep, /is not JSON: recursion limit/]]) {
     let pending;
     assert.doesNotThrow(() => {
       pending = run('{}', undefined, { metadataJson });
     }, `execute with metadataJson ${metadataJson} threw instead of rejecting`);
-    await rejectsWithCode(assert, pending, 'config_invalid', 'config');
+    const e = await rejectsWithCode(assert, pending, 'config_invalid', 'config');
+    assert.match(e.message, says);
   }
   assert.equal(ran, 0);
 });
