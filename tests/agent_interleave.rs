@@ -203,7 +203,8 @@ impl Call {
                 codes::APPROVAL_PENDING,
                 codes::INVALID_STATE,
             ],
-            Call::Meta { .. } | Call::Delete { .. } => &[codes::SESSION_BUSY],
+            Call::Meta { .. } => &[codes::SESSION_BUSY, codes::INVALID_STATE],
+            Call::Delete { .. } => &[codes::SESSION_BUSY],
         }
     }
 
@@ -256,7 +257,19 @@ impl Call {
                 Some(s) if awaiting(s) && s.pending_approval.is_some() => None,
                 Some(_) => Some(codes::NO_PENDING_APPROVAL),
             },
-            Call::Meta { .. } | Call::Delete { .. } => None,
+            // A change (not the removal of an absent key) on a session whose batch is under way
+            // without a run: frozen on a worker's, or stopped mid-batch.
+            Call::Meta { key, value, .. } => pre
+                .filter(|s| !(value.is_null() && !s.metadata.contains_key(key)))
+                .filter(|s| match s.status {
+                    RunStatus::AwaitingApproval => {
+                        s.pending_approval.as_ref().is_some_and(|b| b.worker_session.is_some())
+                    }
+                    RunStatus::Running => !s.tool_runs.is_empty(),
+                    _ => false,
+                })
+                .map(|_| codes::INVALID_STATE),
+            Call::Delete { .. } => None,
         }
     }
 }

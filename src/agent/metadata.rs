@@ -252,7 +252,12 @@ impl Agent {
                 ),
             ));
         }
-        if let Some(why) = loaded.as_ref().and_then(batch_under_way) {
+        let mut state = loaded.unwrap_or_else(|| AgentState::new(session_id));
+        if value.is_null() && !state.metadata.contains_key(key) {
+            // Nothing to remove: nothing is written (and no session is created for it).
+            return Ok(());
+        }
+        if let Some(why) = batch_under_way(&state) {
             return Err(AgentError::of(
                 codes::INVALID_STATE,
                 format!(
@@ -261,11 +266,7 @@ impl Agent {
                 ),
             ));
         }
-        let mut state = loaded.unwrap_or_else(|| AgentState::new(session_id));
-        if value.is_null() && !state.metadata.contains_key(key) {
-            // Nothing to remove: nothing is written (and no session is created for it).
-            return Ok(());
-        }
+
         check_metadata_entry(&state.metadata, key, &value)?;
         let event = StateEvent::MetadataSet { key: key.to_string(), value };
         state.apply(&event);

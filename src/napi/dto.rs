@@ -484,7 +484,9 @@ impl ExecuteOptions {
             None => Ok(Map::new()),
             Some(Ok(Value::Object(map))) => Ok(map),
             Some(Ok(_)) => Err(AgentError::of(codes::CONFIG_INVALID, "metadataJson must be a JSON object")),
-            Some(Err(e)) => Err(AgentError::of(codes::CONFIG_INVALID, format!("metadataJson is not JSON: {e}"))),
+            Some(Err(e)) => {
+                Err(AgentError::of(codes::CONFIG_INVALID, format!("metadataJson is not JSON: {e}")))
+            }
         }
     }
 }
