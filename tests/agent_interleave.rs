@@ -260,7 +260,7 @@ impl Call {
             // A change (not the removal of an absent key) on a session whose batch is under way
             // without a run: frozen on a worker's, or stopped mid-batch.
             Call::Meta { key, value, .. } => pre
-                .filter(|s| !(value.is_null() && !s.metadata.contains_key(key)))
+                .filter(|s| !value.is_null() || s.metadata.contains_key(key))
                 .filter(|s| match s.status {
                     RunStatus::AwaitingApproval => {
                         s.pending_approval.as_ref().is_some_and(|b| b.worker_session.is_some())
