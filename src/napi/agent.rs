@@ -488,6 +488,7 @@ impl JsAgent {
                     // value is refused as such while the session is busy too, as
                     // `Agent::set_metadata` does (the soak found json_invalid answered
                     // session_busy): without a turn, the entry is checked here before the refusal.
+                    let value_json = crate::json::lone_surrogate_escapes_replaced(&value_json);
                     let value = crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
                     let turn = turn.or_else(|busy| {
                         crate::state::metadata::check_metadata_entry(&Default::default(), &key, &value)

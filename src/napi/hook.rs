@@ -183,7 +183,8 @@ fn outcome<R>(
 
 /// A ToolResult from a hook's `resultJson`.
 fn parse_result(text: &str) -> Result<ToolResult, String> {
-    let result = serde_json::from_str(text).map_err(|e| format!("resultJson is not a ToolResult: {e}"))?;
+    let result = serde_json::from_str(&crate::json::lone_surrogate_escapes_replaced(text))
+        .map_err(|e| format!("resultJson is not a ToolResult: {e}"))?;
     Ok(redact_result(result))
 }
 
@@ -219,6 +220,13 @@ fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<Befo
     // App text on its way to the state (a frozen batch keeps the rewritten call), the events and
     // the model: without the API key.
     decision.arguments_json.iter_mut().chain(decision.reason.iter_mut()).for_each(redact_text);
+    // JSON.stringify's escape of a lone surrogate reads as U+FFFD, as everywhere JSON text comes
+    // from the app (the gates would refuse it as `json_invalid`).
+    if let Some(text) = decision.arguments_json.as_mut() {
+        if let std::borrow::Cow::Owned(fixed) = crate::json::lone_surrogate_escapes_replaced(text) {
+            *text = fixed;
+        }
+    }
     match decision.action.as_str() {
         "proceed" => {
             let rewritten = match (decision.arguments_json, decision.name) {
@@ -273,8 +281,10 @@ fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String>
     let inject = match decision.inject_json {
         None => Vec::new(),
         Some(text) => {
-            let mut messages = serde_json::from_str::<Vec<ChatMessage>>(&text)
-                .map_err(|e| format!("injectJson is not a JSON array of chat messages: {e}"))?;
+            let mut messages = serde_json::from_str::<Vec<ChatMessage>>(
+                &crate::json::lone_surrogate_escapes_replaced(&text),
+            )
+            .map_err(|e| format!("injectJson is not a JSON array of chat messages: {e}"))?;
             // App text on its way to the state and the model: without the API key. (Another role
             // than user or system fails the hook in the core.)
             for message in &mut messages {

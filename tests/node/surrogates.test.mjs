@@ -110,3 +110,46 @@ test('a real U+FFFD does not hide a lone surrogate elsewhere in the same id', as
   refused(() => agent.setMetadata('s', '\uFFFD\uFFFD\uDBFF', '1'), 'key', /\\uDBFF at index 2/);
   assert.equal(await agent.stateJson('\uFFFDa\uFFFD'), null);
 });
+
+test("JSON text with JSON.stringify's escape of a lone surrogate reads it as U+FFFD, wherever JSON comes from the app", async () => {
+  // 'Cake 🎂'.substring(0, 6): the emoji cut in half. JSON.stringify escapes the lone half.
+  const cut = 'Cake 🎂'.substring(0, 6);
+  const json = JSON.stringify({ note: cut });
+  assert.equal(json, '{"note":"Cake \\ud83c"}');
+  const registry = new ToolRegistry();
+  registry.register({ name: 'r', description: 'd', parametersJson: JSON.stringify({ type: 'object', description: cut }) }, () => ({
+    contents: [{ type: 'json', json }],
+    metadataJson: json,
+  }));
+  const result = await registry.execute({ id: 'c', name: 'r', arguments: '{}' }, undefined, { metadataJson: json });
+  assert.equal(JSON.parse(result.contents[0].json).note, 'Cake \uFFFD');
+  assert.equal(JSON.parse(result.metadataJson).note, 'Cake \uFFFD');
+
+  const agent = scriptedAgent([
+    { tool_calls: [{ id: 'c1', name: 't', arguments: '{}' }] },
+    { content: 'done' },
+  ]);
+  await agent.setMetadata('s', 'note', JSON.stringify(cut));
+  assert.equal(JSON.parse(await agent.stateJson('s')).metadata.note, 'Cake \uFFFD');
+  // A hook's answers: rewritten arguments, a rewritten result, injected messages.
+  const seen = [];
+  agent.unregisterTool('t');
+  agent.registerTool({ name: 't', description: 'd', parametersJson: objectSchema }, (args) => {
+    seen.push(JSON.parse(args).note);
+    return text('ran');
+  });
+  agent.addHook({
+    beforeToolCall: () => ({ action: 'proceed', argumentsJson: json }),
+    afterToolCall: () => ({
+      action: 'proceed',
+      resultJson: JSON.stringify({ contents: [{ type: 'text', text: cut }] }),
+      injectJson: JSON.stringify([{ role: 'user', content: cut }]),
+    }),
+  });
+  const out = await agent.run('s', 'go');
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+  assert.deepEqual(seen, ['Cake \uFFFD']);
+  const messages = JSON.parse(await agent.stateJson('s')).messages;
+  assert.ok(messages.some((m) => m.role === 'tool' && m.content === 'Cake \uFFFD'), JSON.stringify(messages));
+  assert.ok(messages.some((m) => m.role === 'user' && m.content === 'Cake \uFFFD'), JSON.stringify(messages));
+});
