@@ -252,6 +252,25 @@ test('CancellationSignal: the first reason wins and listeners run once', () => {
   assert.equal(ctx.signal.cancelled, true);
 });
 
+test('CancellationSignal: a listener that throws is contained; the ones after it still run', (t) => {
+  const warned = [];
+  t.mock.method(console, 'warn', (line) => warned.push(line));
+  const signal = new M.CancellationSignal();
+  const seen = [];
+  signal.onCancel(() => {
+    throw new Error('cleanup bug');
+  });
+  signal.onCancel((reason) => seen.push(`second:${reason}`));
+  assert.doesNotThrow(() => signal.cancel('user'));
+  assert.doesNotThrow(() => signal.onCancel(() => {
+    throw new Error('late bug');
+  }));
+  signal.onCancel((reason) => seen.push(`late:${reason}`));
+  assert.deepEqual(seen, ['second:user', 'late:user']);
+  assert.equal(warned.length, 2);
+  assert.match(warned[0], /cleanup bug/);
+});
+
 test('ArkAgentError: an Error with a stable code and layer tool; isStableCode is the native rule', () => {
   const e = M.ArkAgentError.tool('plan_todo_status_unknown', "status 'x' is unknown");
   assert.ok(e instanceof Error);
