@@ -76,3 +76,18 @@ fn canonicalize_str_respects_the_limits() {
     assert_eq!(canonicalize_str("[\"0123456789abcdef\"]", &l).unwrap_err().code, "json_too_large");
     assert_eq!(canonicalize_str("{", &l).unwrap_err().code, "json_invalid");
 }
+
+#[test]
+fn a_name_twice_in_an_object_is_refused() {
+    // RFC 8785 canonicalizes I-JSON, which has no duplicate names: keeping one of them would give
+    // two different texts the same canonical form.
+    let l = JsonLimits::default();
+    for text in [r#"{"a":1,"a":2}"#, r#"[{"x":{"b":true,"b":true}}]"#] {
+        let e = canonicalize_str(text, &l).unwrap_err();
+        assert_eq!(e.code, "json_invalid", "{text}: {e}");
+        assert!(e.message.contains("appears twice"), "{e}");
+    }
+    assert_eq!(canonicalize_str(r#"{"a":{"a":1},"b":{"a":2}}"#, &l).unwrap(), r#"{"a":{"a":1},"b":{"a":2}}"#);
+    // Plain parsing (tool arguments) keeps the last, as serde_json and JSON.parse do.
+    assert_eq!(arkagent::json::parse_value(r#"{"a":1,"a":2}"#, &l).unwrap()["a"], 2);
+}

@@ -19,12 +19,13 @@ pub fn canonicalize(value: &Value) -> String {
     out
 }
 
-/// Parses JSON text within the limits and returns its canonical form (used for call signatures).
+/// Parses JSON text within the limits and returns its canonical form. RFC 8785 takes I-JSON, so
+/// an object with a name twice is refused.
 ///
 /// # Errors
-/// `json_too_large`, `json_invalid` or `json_too_deep`.
+/// `json_too_large`, `json_invalid` (also: a name twice in an object) or `json_too_deep`.
 pub fn canonicalize_str(text: &str, limits: &JsonLimits) -> Result<String, AgentError> {
-    Ok(canonicalize(&super::parse_value(text, limits)?))
+    Ok(canonicalize(&super::parse::parse_value_unique(text, limits)?))
 }
 
 /// Formats a double as ECMAScript `Number.prototype.toString` does (the JCS number form).

@@ -14,11 +14,13 @@ pub(crate) struct Depth {
     max: usize,
     current: usize,
     exceeded: bool,
+    // Refuse an object with a name twice (RFC 8785's input, I-JSON), instead of keeping the last.
+    unique_names: bool,
 }
 
 impl Depth {
     pub(crate) fn new(max: usize) -> Self {
-        Depth { max, current: 0, exceeded: false }
+        Depth { max, current: 0, exceeded: false, unique_names: false }
     }
 
     /// Enters a container; fails (and remembers why) past the limit.
@@ -105,6 +107,14 @@ pub fn parse_value(text: &str, limits: &JsonLimits) -> Result<Value, AgentError>
     deserialize_all(text, PlainSeed { depth: &mut depth }).map_err(|e| decode_error(e, &depth, limits))
 }
 
+/// [`parse_value`] for RFC 8785's input (I-JSON): an object with a name twice is `json_invalid`
+/// instead of keeping the last value.
+pub(crate) fn parse_value_unique(text: &str, limits: &JsonLimits) -> Result<Value, AgentError> {
+    check_size(text, limits)?;
+    let mut depth = Depth { unique_names: true, ..Depth::new(limits.max_depth) };
+    deserialize_all(text, PlainSeed { depth: &mut depth }).map_err(|e| decode_error(e, &depth, limits))
+}
+
 /// The JSON type name of a value, as JSON Schema spells it (`integer` is not distinguished here).
 pub(crate) fn kind_name(value: &Value) -> &'static str {
     match value {
@@ -184,6 +194,11 @@ impl<'de> Visitor<'de> for PlainSeed<'_> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let value = map.next_value_seed(PlainSeed { depth: &mut *self.depth })?;
+            if self.depth.unique_names && out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "the name {key:?} appears twice in an object"
+                )));
+            }
             out.insert(key, value);
         }
         self.depth.leave();

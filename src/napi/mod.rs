@@ -90,14 +90,14 @@ pub fn version(env: Env) -> napi_ohos::Result<String> {
 /// The RFC 8785 canonical form of a JSON text (what loop signatures are computed from).
 ///
 /// # Errors
-/// `json_invalid` (layer `decode`) when the text is not JSON.
+/// `json_invalid` (layer `decode`) when the text is not JSON or an object has a name twice
+/// (RFC 8785 takes I-JSON); `json_too_deep` past serde_json's 128 levels.
 #[cfg_attr(test, allow(dead_code))]
 #[napi]
 pub fn canonical_json(env: Env, text: error::Arg<text::Text<dto::TextArg>>) -> napi_ohos::Result<String> {
     let error::Arg(text) = text;
     error::guard(&env, || {
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| crate::AgentError::of(crate::codes::JSON_INVALID, e.to_string()))?;
-        Ok(crate::json::canonicalize(&value))
+        let limits = crate::json::JsonLimits { max_depth: 128, max_bytes: usize::MAX };
+        crate::json::canonicalize_str(&text, &limits)
     })
 }

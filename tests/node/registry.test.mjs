@@ -134,6 +134,12 @@ test('canonicalJson sorts keys at every level and rejects bad JSON with a coded 
   assert.equal(canonicalJson('{"b":1,"a":{"d":[3,{"z":1,"y":2}],"c":"x"}}'), '{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}');
   assert.equal(canonicalJson(' [ true , null ] '), '[true,null]');
   throwsWithCode(assert, () => canonicalJson('{"a":'), 'json_invalid', 'decode');
+  // RFC 8785 takes I-JSON: a name twice in an object is refused, not merged.
+  const twice = throwsWithCode(assert, () => canonicalJson('{"a":1,"a":2}'), 'json_invalid', 'decode');
+  assert.match(twice.message, /appears twice/);
+  // Bigger than the arguments' limits: canonicalized all the same.
+  const big = JSON.stringify({ list: Array.from({ length: 200000 }, (_, i) => i) });
+  assert.equal(canonicalJson(big), big);
 });
 
 // RFC 8785 number forms (ECMAScript Number-to-String).

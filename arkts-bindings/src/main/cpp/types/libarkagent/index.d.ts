@@ -120,7 +120,10 @@ export interface ExecuteOptions {
 /** The crate version. */
 export declare function version(): string;
 
-/** The RFC 8785 canonical form of a JSON text. Throws json_invalid (layer decode). */
+/**
+ * The RFC 8785 canonical form of a JSON text. Throws json_invalid (layer decode), also for an object
+ * with a name twice (RFC 8785 takes I-JSON), and json_too_deep past 128 levels.
+ */
 export declare function canonicalJson(text: string): string;
 
 /** A cancellation signal shared between ArkTS and the runtime. */
