@@ -13,7 +13,9 @@
 //!    A worker session the app resumes (or dismisses) directly that freezes tells the hooks
 //!    (`on_approval_required`) first and saves that it did: one more `StatePersisted` (one
 //!    journal event), then `ApprovalRequired`, still the run's last event.
-//! 4. `RunFinished` last (after the terminal state was persisted), unless the run was suspended.
+//! 4. `RunFinished` last (after the terminal state was persisted), unless the run was suspended,
+//!    or a save failed (the store's error, e.g. `state_io` on a full disk, is then the run's own
+//!    error: `run`/`resume` return it, and no `RunFinished` says the run ended).
 //!
 //! A `delegate_task` call's worker runs between the call's `StatePersisted` (its `started` record)
 //! and the call's `ToolResult`: its own events, in this same order, arrive in between, each wrapped
