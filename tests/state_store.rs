@@ -302,3 +302,37 @@ async fn a_journal_of_the_former_format_is_read_and_never_appended_to() {
     let loaded = FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap();
     assert_eq!(loaded, state_after("s1", 5));
 }
+
+/// The files under `dir` this process holds open (Linux: `/proc/self/fd`).
+fn open_files_under(dir: &std::path::Path) -> usize {
+    fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[tokio::test]
+async fn a_store_keeps_a_bounded_number_of_journals_open() {
+    // One journal per written session stayed open for the store's life: an app with hundreds of
+    // conversations ran out of file descriptors ("Too many open files"), for everything it opens.
+    let root = tempfile::tempdir().unwrap();
+    let dir = fs::canonicalize(root.path()).unwrap();
+    let store = FileStore::new(&dir);
+    let sessions = 3 * arkagent::state::MAX_OPEN_JOURNALS;
+    let mut states: Vec<AgentState> = (0..sessions).map(|n| AgentState::new(format!("c{n}"))).collect();
+    for state in &mut states {
+        play(&store, 1, 2, state).await;
+    }
+    let open = open_files_under(&dir);
+    assert!(open <= arkagent::state::MAX_OPEN_JOURNALS, "{open} files open for {sessions} sessions");
+    // A session whose journal was closed appends at its next commit as before.
+    for state in &mut states {
+        play(&store, 3, 3, state).await;
+    }
+    assert!(open_files_under(&dir) <= arkagent::state::MAX_OPEN_JOURNALS);
+    let fresh = FileStore::new(&dir);
+    for state in &states {
+        assert_eq!(fresh.load_unrepaired(&state.session_id).await.unwrap().as_ref(), Some(state));
+    }
+}

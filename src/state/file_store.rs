@@ -8,7 +8,9 @@
 //!
 //! # Writes
 //! `commit` appends all its events in one write and one `fdatasync` (group commit): its cost does
-//! not depend on the length of the history. When the journal has grown to at least
+//! not depend on the length of the history. The store keeps the journal open between commits, for
+//! the [`MAX_OPEN_JOURNALS`] sessions written last; an older one is closed and reopened at its
+//! session's next commit (as after a restart), so the store holds a bounded number of files. When the journal has grown to at least
 //! `max(compact_min_bytes, size of the snapshot)` bytes, the commit also compacts: a new generation
 //! is written (its empty journal created and synced, then the snapshot to a temp file, `fsync`,
 //! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
@@ -147,9 +149,18 @@ pub struct FileStore {
     // A std Mutex: held only to find or insert a session's slot, never across an await. The slot's
     // own lock (tokio) is held across the blocking I/O of one operation.
     sessions: std::sync::Mutex<HashMap<String, Slot>>,
+    // The sessions whose journal this store may hold open, least recently written first: at most
+    // [`MAX_OPEN_JOURNALS`] stay open (see `keep_open`). A std Mutex, never held across an await.
+    open: std::sync::Mutex<std::collections::VecDeque<String>>,
     // Whether this store swept the trash already (at `open` or its first `list`).
     trash_swept: std::sync::atomic::AtomicBool,
 }
+
+/// How many sessions' journals a store keeps open at most. Each open journal is a file descriptor
+/// for as long as it stays open; an app with many conversations (or a server with one store)
+/// would otherwise run out of them (`Too many open files`, for everything the process opens). A
+/// session whose journal was closed reopens it at its next commit, as after a restart.
+pub const MAX_OPEN_JOURNALS: usize = 64;
 
 fn io_err(what: &str, path: &Path, e: io::Error) -> AgentError {
     AgentError::of(codes::STATE_IO, format!("{what} {}: {e}", path.display()))
@@ -841,6 +852,7 @@ impl FileStore {
             root: root.into(),
             options,
             sessions: std::sync::Mutex::new(HashMap::new()),
+            open: std::sync::Mutex::new(std::collections::VecDeque::new()),
             trash_swept: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -898,6 +910,38 @@ impl FileStore {
     fn slot(&self, session_id: &str) -> Slot {
         let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         map.entry(session_id.to_string()).or_default().clone()
+    }
+
+    /// Notes that `session_id` was just written (its journal may be open), and closes the
+    /// journals of the least recently written sessions beyond [`MAX_OPEN_JOURNALS`]. A session
+    /// in use at that moment (its slot locked: a commit, a load) is passed over this time. Closing
+    /// costs nothing durable: every commit synced its records.
+    fn keep_open(&self, session_id: &str) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = open.iter().position(|s| s == session_id) {
+            open.remove(at);
+        }
+        open.push_back(session_id.to_string());
+        let mut passed = 0;
+        while open.len() > MAX_OPEN_JOURNALS && passed < open.len() - MAX_OPEN_JOURNALS {
+            let Some(oldest) = open.pop_front() else { break };
+            let Some(slot) = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&oldest).cloned()
+            else {
+                continue;
+            };
+            let closed = match slot.try_lock() {
+                Ok(mut writer) => {
+                    *writer = None;
+                    true
+                }
+                Err(_) => false,
+            };
+            if !closed {
+                // Written or read right now: closed another time.
+                open.push_back(oldest);
+                passed += 1;
+            }
+        }
     }
 }
 
@@ -970,7 +1014,9 @@ impl StateStore for FileStore {
             result
         })
         .await
-        .map_err(join_error)?
+        .map_err(join_error)??;
+        self.keep_open(&state.session_id);
+        Ok(())
     }
 
     async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
@@ -996,7 +1042,9 @@ impl StateStore for FileStore {
             result
         })
         .await
-        .map_err(join_error)?
+        .map_err(join_error)??;
+        self.keep_open(&state.session_id);
+        Ok(())
     }
 
     /// The directories under the root that are sessions holding a state (see
