@@ -218,9 +218,21 @@ impl Call {
             Call::Run { .. } => pre.filter(|s| awaiting(s)).map(|_| codes::APPROVAL_PENDING),
             Call::Resume { .. } => match pre {
                 None => Some(codes::SESSION_NOT_FOUND),
+                // An item still pending here that the worker's batch holds decided (a crash
+                // between the two commits) counts as decided: the resume takes it from below.
                 Some(s) if awaiting(s) => {
-                    (!s.pending_approval.as_ref().is_some_and(|b| b.is_fully_decided()))
-                        .then_some(codes::APPROVAL_PENDING)
+                    let below = |id: &str| {
+                        worker
+                            .and_then(|w| w.pending_approval.as_ref())
+                            .and_then(|b| b.item(id))
+                            .is_some_and(|i| i.decision != ApprovalDecision::Pending)
+                    };
+                    let decided = |b: &arkagent::approval::PendingApprovalBatch| {
+                        b.items
+                            .iter()
+                            .all(|i| i.decision != ApprovalDecision::Pending || below(&i.approval_id))
+                    };
+                    (!s.pending_approval.as_ref().is_some_and(decided)).then_some(codes::APPROVAL_PENDING)
                 }
                 Some(s) if s.status == RunStatus::Running => None,
                 Some(_) => Some(codes::INVALID_STATE),
