@@ -1097,11 +1097,7 @@ impl Agent {
     async fn abandoned_workers_usage(&self, state: &AgentState, calls: &[String]) -> Usage {
         let mut usage = Usage::default();
         // (the session, its batch's id, its unfinished delegating calls), down the chain.
-        let mut open = vec![(
-            state.session_id.clone(),
-            format!("{}:{}", state.run_id.clone().unwrap_or_default(), state.round),
-            delegations_of(state, calls),
-        )];
+        let mut open = vec![(state.session_id.clone(), batch_id_of(state), delegations_of(state, calls))];
         // Bounded: a chain is at most the delegation depth long.
         let mut loads = 0usize;
         while let Some((session, batch_call_id, ids)) = open.pop() {
@@ -1115,7 +1111,7 @@ impl Agent {
                 usage.add(&loaded.usage);
                 let below = unanswered_started_delegations(&loaded);
                 if !below.is_empty() {
-                    let batch = format!("{}:{}", loaded.run_id.clone().unwrap_or_default(), loaded.round);
+                    let batch = batch_id_of(&loaded);
                     open.push((worker, batch, below));
                 }
             }
@@ -1575,6 +1571,12 @@ impl Agent {
         }
         Ok((false, usage))
     }
+}
+
+/// The id of the batch `state` runs now, its run's and round's (`ToolContext::batch_call_id`, and
+/// part of a worker's session id: see `worker_session_id`).
+fn batch_id_of(state: &AgentState) -> String {
+    format!("{}:{}", state.run_id.as_deref().unwrap_or_default(), state.round)
 }
 
 /// The answer of a call a dismissal (`reason`) did not run.
@@ -2075,7 +2077,7 @@ impl<'a> Run<'a> {
             match dismissed_after_worker {
                 // Only the delegating call runs (again), to read the worker's answer.
                 Some(reason) => {
-                    let batch_call_id = format!("{}:{}", self.run_id(), self.state.round);
+                    let batch_call_id = batch_id_of(&self.state);
                     steps
                         .into_iter()
                         .map(|step| match step {
@@ -2152,7 +2154,7 @@ impl<'a> Run<'a> {
         let all_safe =
             to_run.iter().all(|c| tools.definition(&c.name).is_none_or(|d| d.risk_level == RiskLevel::Safe));
         let width = if all_safe { self.agent.config.max_parallel_tools.max(1) } else { 1 };
-        let batch_call_id = format!("{}:{}", self.run_id(), self.state.round);
+        let batch_call_id = batch_id_of(&self.state);
         let view = Arc::new(self.state.readonly_view());
         let mut abort: Option<AgentError> = None;
         let mut waiting: Option<PendingApprovalBatch> = None;

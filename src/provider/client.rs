@@ -428,9 +428,14 @@ fn redact_response(response: &mut ModelResponse, key: &str) {
         redact_text(text, key);
     }
     for call in &mut response.tool_calls {
-        for text in [&mut call.id, &mut call.name, &mut call.arguments] {
-            redact_text(text, key);
-        }
+        redact_call(call, key);
+    }
+}
+
+/// `call` with the key taken out of its id, name and arguments ([`redact_response`]).
+fn redact_call(call: &mut crate::message::ToolCall, key: &str) {
+    for text in [&mut call.id, &mut call.name, &mut call.arguments] {
+        redact_text(text, key);
     }
 }
 
@@ -445,11 +450,7 @@ fn redact_event(mut event: ModelEvent, key: &str) -> ModelEvent {
             redact_text(name, key);
         }
         ModelEvent::ToolCallArgumentsDelta { delta, .. } => redact_text(delta, key),
-        ModelEvent::ToolCallFinished { call, .. } => {
-            for text in [&mut call.id, &mut call.name, &mut call.arguments] {
-                redact_text(text, key);
-            }
-        }
+        ModelEvent::ToolCallFinished { call, .. } => redact_call(call, key),
         ModelEvent::Finished(response) => redact_response(response, key),
         ModelEvent::Usage(_) => {}
     }
