@@ -309,11 +309,7 @@ async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
     for streaming in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         let seen: Seen = Arc::new(Mutex::new(Vec::new()));
-        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::new(Mutex::new(Vec::new()));
-        let sink = {
-            let events = Arc::clone(&events);
-            move |e: AgentEvent| events.lock().unwrap().push(e)
-        };
+        let sink = arkagent::agent::EventLog::new();
         let server = MockServer::start([echoed_calls(streaming), echoed_text(streaming)]).await;
         let agent = agent_with(dir.path(), &server.base_url(), &seen, streaming);
         let out = agent.run("echo", "hi", &sink, &CancellationSignal::new()).await.unwrap();
@@ -326,7 +322,7 @@ async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
         for (path, bytes) in &files {
             assert!(!contains(bytes, KEY.as_bytes()), "streaming={streaming}: the key is in {path}");
         }
-        for e in events.lock().unwrap().iter() {
+        for e in sink.events().iter() {
             assert!(!serde_json::to_string(e).unwrap().contains(KEY), "streaming={streaming}: {e:?}");
         }
         let tool_saw = seen.lock().unwrap().join("\n");
