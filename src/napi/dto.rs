@@ -152,14 +152,12 @@ impl ToolDefinitionObject {
     /// `schema_invalid_root` when `parametersJson` is not JSON, `config_invalid` for an unknown risk
     /// level or a zero timeout.
     pub fn into_core(self) -> Result<ToolDefinition, AgentError> {
-        let parameters: Value =
-            serde_json::from_str(&crate::json::lone_surrogate_escapes_replaced(&self.parameters_json))
-                .map_err(|e| {
-                    AgentError::of(
-                        codes::SCHEMA_INVALID_ROOT,
-                        format!("parametersJson of {} is not JSON: {e}", self.name.0),
-                    )
-                })?;
+        let parameters: Value = from_app_json(&self.parameters_json).map_err(|e| {
+            AgentError::of(
+                codes::SCHEMA_INVALID_ROOT,
+                format!("parametersJson of {} is not JSON: {e}", self.name.0),
+            )
+        })?;
         let risk_level = match self.risk_level.as_deref() {
             None | Some("safe") => RiskLevel::Safe,
             Some("sensitive") => RiskLevel::Sensitive,
@@ -369,7 +367,7 @@ impl ToolResultObject {
             contents.push(match (&*part.kind, part.text, part.json) {
                 ("text", Some(text), _) => ContentPart::Text { text: text.into() },
                 ("json", _, Some(json)) => ContentPart::Json {
-                    value: serde_json::from_str(&crate::json::lone_surrogate_escapes_replaced(&json))
+                    value: from_app_json(&json)
                         .map_err(|e| format!("contents[{i}].json is not JSON: {e}"))?,
                 },
                 ("text", None, _) => return Err(format!("contents[{i}] of type text has no string `text`")),
@@ -381,13 +379,11 @@ impl ToolResultObject {
         }
         let metadata = match self.metadata_json {
             None => None,
-            Some(text) => {
-                match serde_json::from_str::<Value>(&crate::json::lone_surrogate_escapes_replaced(&text)) {
-                    Ok(Value::Object(map)) => Some(map),
-                    Ok(_) => return Err("metadataJson must be a JSON object".to_string()),
-                    Err(e) => return Err(format!("metadataJson is not JSON: {e}")),
-                }
-            }
+            Some(text) => match from_app_json::<Value>(&text) {
+                Ok(Value::Object(map)) => Some(map),
+                Ok(_) => return Err("metadataJson must be a JSON object".to_string()),
+                Err(e) => return Err(format!("metadataJson is not JSON: {e}")),
+            },
         };
         Ok(ToolResult {
             contents,
@@ -396,6 +392,16 @@ impl ToolResultObject {
             metadata,
         })
     }
+}
+
+/// JSON text the app passed, decoded: JSON.stringify's `\u` escape of a lone surrogate reads as
+/// U+FFFD ([`lone_surrogate_escapes_replaced`](crate::json::lone_surrogate_escapes_replaced)),
+/// which serde_json alone refuses.
+///
+/// # Errors
+/// serde_json's, for text that is not JSON or not of the shape `T`.
+pub(crate) fn from_app_json<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    serde_json::from_str(&crate::json::lone_surrogate_escapes_replaced(text))
 }
 
 /// A tool call as the model produced it.
@@ -484,11 +490,7 @@ impl ExecuteOptions {
     /// `config_invalid` when `metadataJson` is not JSON (also: nested deeper than serde_json's
     /// 128 levels), or not an object.
     pub fn metadata(&self) -> Result<Map<String, Value>, AgentError> {
-        match self
-            .metadata_json
-            .as_deref()
-            .map(|text| serde_json::from_str::<Value>(&crate::json::lone_surrogate_escapes_replaced(text)))
-        {
+        match self.metadata_json.as_deref().map(from_app_json::<Value>) {
             None => Ok(Map::new()),
             Some(Ok(Value::Object(map))) => Ok(map),
             Some(Ok(_)) => Err(AgentError::of(codes::CONFIG_INVALID, "metadataJson must be a JSON object")),

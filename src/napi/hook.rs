@@ -183,8 +183,8 @@ fn outcome<R>(
 
 /// A ToolResult from a hook's `resultJson`.
 fn parse_result(text: &str) -> Result<ToolResult, String> {
-    let result = serde_json::from_str(&crate::json::lone_surrogate_escapes_replaced(text))
-        .map_err(|e| format!("resultJson is not a ToolResult: {e}"))?;
+    let result =
+        super::dto::from_app_json(text).map_err(|e| format!("resultJson is not a ToolResult: {e}"))?;
     Ok(redact_result(result))
 }
 
@@ -281,10 +281,8 @@ fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String>
     let inject = match decision.inject_json {
         None => Vec::new(),
         Some(text) => {
-            let mut messages = serde_json::from_str::<Vec<ChatMessage>>(
-                &crate::json::lone_surrogate_escapes_replaced(&text),
-            )
-            .map_err(|e| format!("injectJson is not a JSON array of chat messages: {e}"))?;
+            let mut messages = super::dto::from_app_json::<Vec<ChatMessage>>(&text)
+                .map_err(|e| format!("injectJson is not a JSON array of chat messages: {e}"))?;
             // App text on its way to the state and the model: without the API key. (Another role
             // than user or system fails the hook in the core.)
             for message in &mut messages {
