@@ -186,6 +186,86 @@ async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
 }
 
 #[tokio::test]
+async fn a_commit_after_mid_journal_damage_keeps_the_damaged_journal_aside() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    {
+        let store = FileStore::new(root.path());
+        let mut state = AgentState::new("s1");
+        play(&store, 1, 8, &mut state).await;
+    }
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let mut bad = fs::read(&journal).unwrap();
+    let offset = 8 + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
+    bad[offset + 20] ^= 0xff; // inside the record of turn 3: turns 4..=8 follow it whole
+    fs::write(&journal, &bad).unwrap();
+    let copy =
+        dir.join(journal.file_name().unwrap().to_str().unwrap().replace("journal-", "damaged-journal-"));
+
+    // A new process loads turns 1..=2 and goes on: its first commit truncates the damaged tail
+    // of the journal to append after it, but the bytes it cuts are kept, byte for byte.
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 2));
+    play(&store, 3, 3, &mut s).await;
+    assert_eq!(fs::read(&copy).unwrap(), bad, "the damaged journal is kept whole");
+    assert!(fs::metadata(&journal).unwrap().len() < bad.len() as u64, "the journal was truncated");
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 3));
+
+    // Loads and compactions ignore the copy: more commits (compactions included) leave it as it
+    // is, and no second copy is made.
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts);
+    play(&store, 4, 40, &mut s).await;
+    assert!(files(&dir, "snapshot-").len() >= 2);
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 40));
+    assert_eq!(fs::read(&copy).unwrap(), bad);
+    assert_eq!(files(&dir, "damaged-").len(), 1);
+
+    // Deleting the session takes the copy with it.
+    store.delete("s1").await.unwrap();
+    assert!(!dir.exists());
+}
+
+#[tokio::test]
+async fn a_commit_after_a_cut_chain_keeps_the_journals_it_could_not_fold() {
+    let root = tempfile::tempdir().unwrap();
+    let state = two_generations(root.path()).await;
+    let dir = root.path().join("s1");
+    // The newest snapshot is bad, so the load falls back to the older generation, whose journal is
+    // damaged too: the newer journal continues from records the chain lost.
+    let mut snaps = files(&dir, "snapshot-");
+    let newest = snaps.pop().unwrap();
+    let mut b = fs::read(&newest).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 1;
+    fs::write(&newest, b).unwrap();
+    let journals = files(&dir, "journal-");
+    assert_eq!(journals.len(), 2);
+    let mut older = fs::read(&journals[0]).unwrap();
+    let at = older.len() / 2;
+    older[at] ^= 0xff;
+    fs::write(&journals[0], &older).unwrap();
+    let newer = fs::read(&journals[1]).unwrap();
+    let loaded = load(root.path()).await.unwrap().unwrap();
+    assert_ne!(loaded, state, "the chain is cut: the load cannot reach the last state");
+
+    // The next commit starts a fresh generation, which prunes the older one: both journals the
+    // load could not fold whole are kept aside first.
+    let store = FileStore::new(root.path());
+    let mut s = loaded.clone();
+    let ev = arkagent::state::StateEvent::MetadataSet { key: "x".into(), value: 1.into() };
+    s.apply(&ev);
+    store.commit(&s, &[ev]).await.unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), s);
+    let copies = files(&dir, "damaged-journal-");
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    assert_eq!(fs::read(&copies[0]).unwrap(), older);
+    assert_eq!(fs::read(&copies[1]).unwrap(), newer);
+    assert!(!journals[0].exists(), "the older generation was pruned");
+}
+
+#[tokio::test]
 async fn leftovers_of_a_crash_during_compaction_are_ignored() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("s1");

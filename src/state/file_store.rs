@@ -47,7 +47,11 @@
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
 //! its checksum falls back to the previous generation, whose journal holds every event up to the
-//! newer snapshot, followed by the newer journal: nothing committed is lost. A state written by a
+//! newer snapshot, followed by the newer journal: nothing committed is lost. Damage a crash cannot
+//! leave (a bad record with more bytes after it, or an older journal cut when the fallback needs
+//! it) loads the state as it stood before the damage; the first commit after it copies the
+//! journals it cannot fold to `damaged-journal-<gen>.ark` (read by no load, removed with the
+//! session) and logs a warning before it truncates or prunes them. A state written by a
 //! newer schema version is refused with `state_version_unsupported`, and neither `load` nor
 //! `commit` changes any file of it. `load` never writes; the first `commit` of a session in a
 //! process truncates a torn tail before appending after it.
@@ -240,6 +244,19 @@ struct Scan {
     journal_valid_len: u64,
     /// The size of the snapshot the state came from.
     snapshot_len: u64,
+    /// Journals holding bytes the load could not fold (see [`Damage`]).
+    damage: Option<Damage>,
+}
+
+/// Journal bytes a load could not fold, other than a torn last record: a bad record with more
+/// bytes after it in the newest journal, or a journal before the newest one that lost records
+/// (the later journals continue from a state the chain cannot reach). The state loads as it stood
+/// before the damage; the next commit would truncate or prune those bytes, so it first copies the
+/// journals of generations `from_gen` on aside ([`keep_damaged`]).
+struct Damage {
+    from_gen: u64,
+    /// What was found, for the warning: the journal and the offset of its first unread byte.
+    what: String,
 }
 
 /// How many times [`scan_session`] reads a session whose files vanished while it read them and
@@ -314,6 +331,7 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
             appendable: false,
             journal_valid_len: 0,
             snapshot_len: bytes.len() as u64,
+            damage: None,
         }));
     }
     let latest = *snaps.last().unwrap_or(&0);
@@ -340,6 +358,7 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
         };
         let mut appendable = true;
         let mut journal_valid_len = 0;
+        let mut damage = None;
         for &g in &snaps[idx..] {
             let jpath = journal_path(dir, g);
             let bytes = read_listed(&jpath, vanished)?.unwrap_or_default();
@@ -349,6 +368,17 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
             }
             if g == latest {
                 journal_valid_len = scan.valid_len as u64;
+                if scan.tail == JournalTail::Corrupt {
+                    damage = Some(Damage {
+                        from_gen: g,
+                        what: format!(
+                            "{} is damaged at byte {} of {}",
+                            jpath.display(),
+                            scan.valid_len,
+                            bytes.len()
+                        ),
+                    });
+                }
                 // Records are never appended to a journal of an older format (code that knows only
                 // that format would misread them): the next commit starts a new generation.
                 if scan.format != 0 && scan.format < JOURNAL_FORMAT {
@@ -358,6 +388,15 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 // A journal before the newest one lost records: later journals continue from a
                 // state this chain cannot reach. Stop here; the next commit starts a fresh snapshot.
                 appendable = false;
+                damage = Some(Damage {
+                    from_gen: g,
+                    what: format!(
+                        "{} is cut at byte {} of {}; the later journals continue from records it lost",
+                        jpath.display(),
+                        scan.valid_len,
+                        bytes.len()
+                    ),
+                });
                 break;
             }
         }
@@ -367,6 +406,7 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
             appendable,
             journal_valid_len,
             snapshot_len: bytes.len() as u64,
+            damage,
         }));
     }
     let cause = first_error.map(|e| e.message).unwrap_or_else(|| "no snapshot could be read".into());
@@ -536,7 +576,11 @@ fn ensure_open(
     if slot.is_some() {
         return Ok(false);
     }
-    let fresh_gen = match scan_session(dir, session_id) {
+    let scan = scan_session(dir, session_id);
+    if let Ok(Some(Scan { damage: Some(damage), .. })) = &scan {
+        keep_damaged(dir, session_id, damage)?;
+    }
+    let fresh_gen = match scan {
         Ok(Some(scan)) if scan.appendable => {
             let jpath = journal_path(dir, scan.latest_gen);
             let mut journal = OpenOptions::new()
@@ -588,6 +632,42 @@ fn ensure_open(
     })?;
     *slot = Some(write_generation(dir, fresh_gen, payload)?);
     Ok(true)
+}
+
+/// The name a damaged journal's copy takes: read by no load, pruned by no compaction, removed
+/// with the session.
+fn damaged_copy_path(dir: &Path, gen: u64) -> PathBuf {
+    dir.join(format!("damaged-journal-{gen:020}.ark"))
+}
+
+/// Copies the journals of generations `damage.from_gen` on to [`damaged_copy_path`] (synced, then
+/// the directory) before a commit truncates or prunes what no load could read of them, and logs a
+/// warning naming them. A copy already there (a commit that failed after making it) is kept. A
+/// failure fails the commit: the session is not written over until its bytes are kept.
+fn keep_damaged(dir: &Path, session_id: &str, damage: &Damage) -> Result<(), AgentError> {
+    let journals = list_generations(dir)?.journals;
+    let mut kept = Vec::new();
+    for gen in journals.into_iter().filter(|g| *g >= damage.from_gen) {
+        let copy = damaged_copy_path(dir, gen);
+        if fs::symlink_metadata(&copy).is_err() {
+            let from = journal_path(dir, gen);
+            let Some(bytes) = read_optional(&from)? else { continue };
+            let tmp = dir.join(format!("damaged-journal-{gen:020}.tmp"));
+            let mut f = File::create(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
+            f.write_all(&bytes).map_err(|e| io_err("cannot write", &tmp, e))?;
+            f.sync_all().map_err(|e| io_err("cannot sync", &tmp, e))?;
+            fs::rename(&tmp, &copy).map_err(|e| io_err("cannot rename to", &copy, e))?;
+        }
+        kept.push(copy.display().to_string());
+    }
+    sync_dir(dir)?;
+    log::warn!(
+        "arkagent: session {session_id} loads as it stood before damage on disk ({}); the damaged journals \
+         are kept as {}",
+        damage.what,
+        kept.join(", ")
+    );
+    Ok(())
 }
 
 /// One past the highest generation of any file of the session.
