@@ -104,3 +104,42 @@ async fn a_finish_reason_no_data_followed_still_ends_a_stall_at_the_short_limit(
     assert_eq!(call_ids(&events), ["a"], "{events:?}");
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
 }
+
+/// Call `b` announced (id and name, no arguments yet, no finish reason after it).
+fn announced(index: u32, id: &str) -> String {
+    format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index},\"id\":\"{id}\",\
+         \"function\":{{\"name\":\"f\",\"arguments\":\"\"}}}}]}},\"finish_reason\":null}}]}}\n\n"
+    )
+}
+
+#[tokio::test]
+async fn a_stream_cut_after_data_that_followed_an_early_finish_reason_is_interrupted() {
+    // Call `a` with its (early) finish reason, then call `b` begins and the stream ends: by the
+    // body's end (no `[DONE]`), or by a stall past the idle limit. Neither says the answer is
+    // complete: `b` was cut off after its name, and must not be handed out to run with `{}`.
+    let idle = Duration::from_millis(400);
+    for stall in [false, true] {
+        let mut parts = vec![(Duration::ZERO, call(0, "a")), (Duration::from_millis(20), announced(1, "b"))];
+        if stall {
+            parts.push((Duration::from_secs(8), call(2, "late")));
+        }
+        let base = serve(parts).await;
+        let c = client(&base, idle, Duration::from_millis(100));
+        let (events, e) = drain::drain(&c, &request()).await;
+        let e = e.unwrap_or_else(|| panic!("stall {stall}: no error: {events:?}"));
+        let want = if stall {
+            arkagent::codes::PROVIDER_TIMEOUT
+        } else {
+            arkagent::codes::PROVIDER_STREAM_INTERRUPTED
+        };
+        assert_eq!(e.code, want, "stall {stall}: {e}");
+        assert!(!events.iter().any(|ev| matches!(ev, ModelEvent::Finished(_))), "stall {stall}: {events:?}");
+    }
+    // Every call followed by its finish reason, then the body ends without `[DONE]`: complete.
+    let base = serve(vec![(Duration::ZERO, call(0, "a")), (Duration::from_millis(20), call(1, "b"))]).await;
+    let c = client(&base, idle, Duration::from_millis(100));
+    let (events, e) = drain::drain(&c, &request()).await;
+    assert!(e.is_none(), "{e:?}");
+    assert_eq!(call_ids(&events), ["a", "b"], "{events:?}");
+}

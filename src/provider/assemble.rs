@@ -58,6 +58,9 @@ pub struct StreamAssembler {
     /// sends finish reasons before the end (Gemini's intermediate tool-call chunks through some
     /// gateways, a finish reason after every call), so none of them says the answer is complete.
     data_after_finish: bool,
+    /// Answer data came since the last finish reason (or none came yet): a stream cut off here
+    /// may have been cut inside the answer (see [`ends_on_finish_reason`](Self::ends_on_finish_reason)).
+    data_since_finish: bool,
     /// The provider's error that ended the stream, when it sent one (see
     /// [`provider_error`](Self::provider_error)).
     failure: Option<ProviderErrorDetail>,
@@ -81,6 +84,14 @@ impl StreamAssembler {
     /// reason, for the rest).
     pub fn answer_looks_complete(&self) -> bool {
         self.finish_reason.is_some() && !self.data_after_finish
+    }
+
+    /// True when a finish reason came and no answer data after the last one: a stream that ends
+    /// or breaks off here without `[DONE]` is taken as complete. Not when data followed the last
+    /// finish reason (a provider that sends them early, then a call cut off after its name): the
+    /// stream may have been cut inside the answer.
+    pub fn ends_on_finish_reason(&self) -> bool {
+        self.finish_reason.is_some() && !self.data_since_finish
     }
 
     /// True once [`finish`](Self::finish) ran.
@@ -272,8 +283,9 @@ impl StreamAssembler {
     ) {
         let reasoning = reasoning.filter(|s| !s.is_empty());
         let content = content.filter(|s| !s.is_empty());
-        if self.finish_reason.is_some() && (reasoning.is_some() || content.is_some()) {
-            self.data_after_finish = true;
+        if reasoning.is_some() || content.is_some() {
+            self.data_after_finish |= self.finish_reason.is_some();
+            self.data_since_finish = true;
         }
         if let Some(r) = reasoning {
             self.reasoning.push_str(&r);
@@ -288,6 +300,7 @@ impl StreamAssembler {
     fn push_finish_reason(&mut self, reason: Option<Cow<'_, str>>) {
         if let Some(reason) = reason.filter(|s| !s.is_empty()) {
             self.finish_reason = Some(reason.into_owned());
+            self.data_since_finish = false;
         }
     }
 
@@ -303,6 +316,7 @@ impl StreamAssembler {
         out: &mut Vec<ModelEvent>,
     ) {
         self.data_after_finish |= self.finish_reason.is_some();
+        self.data_since_finish = true;
         let id = id.filter(|s| !s.is_empty());
         let name = name.filter(|s| !s.is_empty());
         let arguments = arguments.map(|a| a.0).filter(|s| !s.is_empty());
@@ -499,10 +513,16 @@ impl StreamDecoder {
         self.assembler.is_finished()
     }
 
-    /// True once a chunk reported a finish reason: [`finish`](Self::finish) then completes the
-    /// answer whether or not `[DONE]` came.
+    /// True once a chunk reported a finish reason.
     pub fn saw_finish_reason(&self) -> bool {
         self.assembler.saw_finish_reason()
+    }
+
+    /// See [`StreamAssembler::ends_on_finish_reason`]: [`finish`](Self::finish) then completes
+    /// the answer whether or not `[DONE]` came, and a stream that stalls or breaks off here is
+    /// complete.
+    pub fn ends_on_finish_reason(&self) -> bool {
+        self.assembler.ends_on_finish_reason()
     }
 
     /// See [`StreamAssembler::answer_looks_complete`]: a finish reason came and no answer data
@@ -608,7 +628,7 @@ impl StreamDecoder {
             }
             Ok(())
         })?;
-        if self.saw_done || self.assembler.saw_finish_reason() {
+        if self.saw_done || self.assembler.ends_on_finish_reason() {
             self.assembler.finish(out);
             return Ok(());
         }
@@ -617,7 +637,7 @@ impl StreamDecoder {
             if cut_line {
                 "the stream ended in the middle of a line, before the answer finished"
             } else {
-                "the stream ended before the answer finished (no finish_reason, no [DONE])"
+                "the stream ended before the answer finished (no finish_reason after its last data, no [DONE])"
             },
         ))
     }

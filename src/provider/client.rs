@@ -1064,7 +1064,7 @@ impl StreamState {
                 }
             };
             let step = match chunk {
-                Err(()) | Ok(Err(_)) if self.decoder.saw_finish_reason() => {
+                Err(()) | Ok(Err(_)) if self.decoder.ends_on_finish_reason() => {
                     // The answer is complete (what is missing is at most the usage chunk and
                     // `[DONE]`): a gateway that stalls or breaks the connection instead of ending
                     // the body does not lose it.
