@@ -58,7 +58,9 @@
 //! without a usage report or its end: a few seconds, where idle can be minutes; keep-alives do not
 //! extend it, see [`Timeouts::after_finish`](super::config::Timeouts::after_finish)) and total
 //! (the whole call, retries included). A stream that times out or breaks
-//! off after its finish reason came is complete, as one whose body ends there is. Bodies and
+//! off after its finish reason came is complete, as one whose body ends there is, unless answer
+//! data came after its last finish reason (a provider that sends them early: the stream may have
+//! been cut inside a call, which is then interrupted, never run with what came of it). Bodies and
 //! streams are capped at `max_response_bytes`. A streamed request answered with a JSON body (a
 //! gateway that ignores `stream: true`, an error body sent with a 200) is read as a non-streamed
 //! answer and handed out as the events of one; so is a body under another content type that holds
