@@ -25,7 +25,7 @@ use super::dto::{
     to_json, AgentConfigObject, ApprovalIdArg, Id, InputArg, LoopDiagnosisObject, MetadataKeyArg, ReasonArg,
     RunOutcomeObject, SessionIdArg, Text, ToolDefinitionObject, ToolNameArg, ValueJsonArg,
 };
-use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
+use super::error::{check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
 use super::events::{EventListener, RunEvents};
 use super::hook::JsHook;
 use super::policy::{JsApprovalPolicy, PolicySlot};
@@ -194,11 +194,20 @@ impl JsAgent {
 
 /// The agent: a model, tools, hooks, the approval policy and a state store.
 #[napi(js_name = "Agent")]
+#[repr(C)]
 pub struct JsAgent {
+    // First: which class this is (see `ClassTag`).
+    tag: ClassTag,
     core: Arc<Agent>,
     listener: Arc<EventListener>,
     tool_timeout: Duration,
     policy: Arc<PolicySlot>,
+}
+
+// SAFETY: `#[repr(C)]`, its tag first.
+unsafe impl super::error::JsClass for JsAgent {
+    const JS_NAME: &'static str = "Agent\0";
+    const TAG: ClassTag = ClassTag::AGENT;
 }
 
 #[napi]
@@ -213,7 +222,13 @@ impl JsAgent {
         guard(&env, || {
             let policy = Arc::new(PolicySlot::default());
             let (core, tool_timeout) = core_agent(config, Arc::clone(&policy))?;
-            Ok(JsAgent { core, listener: Arc::new(EventListener::default()), tool_timeout, policy })
+            Ok(JsAgent {
+                tag: ClassTag::AGENT,
+                core,
+                listener: Arc::new(EventListener::default()),
+                tool_timeout,
+                policy,
+            })
         })
     }
 
@@ -229,6 +244,7 @@ impl JsAgent {
         definition: Arg<ToolDefinitionObject>,
         executor: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let (Arg(definition), Arg(executor)) = (definition, executor);
         guard_napi(&env, || {
             let tool = super::executor::js_tool(&env, definition, executor, self.tool_timeout)?;
@@ -242,6 +258,7 @@ impl JsAgent {
     /// Removes a tool; returns whether it was there.
     #[napi]
     pub fn unregister_tool(&self, env: Env, name: Arg<Id<ToolNameArg>>) -> napi_ohos::Result<bool> {
+        check_this(&env, self)?;
         let Arg(Id(name, _)) = name;
         guard(&env, || Ok(self.core.unregister_tool(&name)))
     }
@@ -249,6 +266,7 @@ impl JsAgent {
     /// The registered tool names, in registration order.
     #[napi]
     pub fn tool_names(&self, env: Env) -> napi_ohos::Result<Vec<String>> {
+        check_this(&env, self)?;
         guard(&env, || Ok(self.core.tools().definitions().iter().map(|d| d.name.clone()).collect()))
     }
 
@@ -258,6 +276,7 @@ impl JsAgent {
     /// `config_invalid` when a hook property is not a function.
     #[napi]
     pub fn add_hook(&self, env: Env, hook: Arg<Object<'_>>) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let Arg(hook) = hook;
         guard_napi(&env, || {
             let hook = JsHook::from_object(&env, hook, self.tool_timeout)?;
@@ -282,6 +301,7 @@ impl JsAgent {
         policy: Option<Unknown<'_>>,
         timeout_ms: Arg<Option<f64>>,
     ) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let Arg(timeout_ms) = timeout_ms;
         guard_napi(&env, || {
             let timeout =
@@ -317,6 +337,7 @@ impl JsAgent {
         env: Env,
         listener: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let Arg(listener) = listener;
         guard_napi(&env, || self.listener.set(&env, listener))
     }
@@ -335,6 +356,7 @@ impl JsAgent {
         input: Arg<Text<InputArg>>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(input), signal) = (session_id, input, signal.map(|s| s.0));
         self.run_promise(env, session_id, RunCall::Run(input.into()), signal)
     }
@@ -353,6 +375,7 @@ impl JsAgent {
         session_id: Arg<Id<SessionIdArg>>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        check_this(env, self)?;
         let (Arg(Id(session_id, _)), signal) = (session_id, signal.map(|s| s.0));
         self.run_promise(env, session_id, RunCall::Resume, signal)
     }
@@ -373,6 +396,7 @@ impl JsAgent {
         reason: Arg<Text<ReasonArg>>,
         signal: Option<ArgRef<CancellationHandle>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
+        check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(reason), signal) = (session_id, reason, signal.map(|s| s.0));
         self.run_promise(env, session_id, RunCall::Dismiss(reason.into()), signal)
     }
@@ -389,6 +413,7 @@ impl JsAgent {
         session_id: Arg<Id<SessionIdArg>>,
         approval_id: Arg<Id<ApprovalIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(Id(approval_id, _))) = (session_id, approval_id);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
@@ -417,6 +442,7 @@ impl JsAgent {
         approval_id: Arg<Id<ApprovalIdArg>>,
         reason: Arg<Text<ReasonArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(Id(approval_id, _)), Arg(reason)) =
             (session_id, approval_id, reason);
         let core = Arc::clone(&self.core);
@@ -444,6 +470,7 @@ impl JsAgent {
         env: &'env Env,
         session_id: Arg<Id<SessionIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
+        check_this(env, self)?;
         let Arg(Id(session_id, _)) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
@@ -474,6 +501,7 @@ impl JsAgent {
         key: Arg<Id<MetadataKeyArg>>,
         value_json: Arg<Text<ValueJsonArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ()>> {
+        check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(Id(key, _)), Arg(value_json)) = (session_id, key, value_json);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
@@ -511,6 +539,7 @@ impl JsAgent {
         env: &'env Env,
         session_id: Arg<Id<SessionIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, Option<String>>> {
+        check_this(env, self)?;
         let Arg(Id(session_id, _)) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
@@ -542,6 +571,7 @@ impl JsAgent {
         env: &'env Env,
         include_workers: Arg<Option<bool>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        check_this(env, self)?;
         let Arg(include_workers) = include_workers;
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
@@ -567,6 +597,7 @@ impl JsAgent {
     /// `internal_panic` if a definition does not serialise (none can).
     #[napi]
     pub fn definitions_json(&self, env: Env) -> napi_ohos::Result<String> {
+        check_this(&env, self)?;
         guard(&env, || {
             let snapshot = self.core.tools();
             serde_json::to_string(&snapshot.definitions()[..]).map_err(|e| {
@@ -587,6 +618,7 @@ impl JsAgent {
         env: &'env Env,
         session_id: Arg<Id<SessionIdArg>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, bool>> {
+        check_this(env, self)?;
         let Arg(Id(session_id, _)) = session_id;
         let core = Arc::clone(&self.core);
         guard_napi(env, || spawn_guarded(env, async move { core.delete_session(&session_id).await }, same))

@@ -432,14 +432,72 @@ fn argument_panicked(env: sys::napi_env, payload: Box<dyn std::any::Any + Send>)
     js_error(&env, &panic_error(payload.as_ref()))
 }
 
-/// A class of this module that exports take as an argument ([`ArgRef`]).
-pub trait JsClass: FromNapiRef + 'static {
+/// The first field of every class of the module (each is `#[repr(C)]`): which class the native
+/// object behind a JS object is, read before the object is used as one.
+///
+/// JS can hand a method, a getter or an argument an object of another class: a getter taken off
+/// one class's prototype and called on an instance of another (`Reflect.get(proto, 'reason',
+/// agent)`), or an object whose prototype chain says one class while another's constructor made
+/// it (`CancellationHandle.call(Object.create(ToolRegistry.prototype))`, `Object.setPrototypeOf`),
+/// which `instanceof` takes for the class it claims. napi's unwrap gives back the native pointer
+/// whatever class made it: read as the wrong type, it crashed the process or hung it. Every class
+/// starting with its tag, an object of another class of the module shows a tag that does not
+/// match, and nothing else of it is read.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassTag(u64);
+
+impl ClassTag {
+    pub(crate) const AGENT: ClassTag = ClassTag(0x6172_6b61_6701_a6e7);
+    pub(crate) const TOOL_REGISTRY: ClassTag = ClassTag(0x6172_6b61_6702_7265);
+    pub(crate) const CANCELLATION_HANDLE: ClassTag = ClassTag(0x6172_6b61_6703_6368);
+}
+
+/// A class of this module: exports take it as an argument ([`ArgRef`]), its methods check their
+/// `this` ([`check_this`]).
+///
+/// # Safety
+/// The type is `#[repr(C)]` and its first field is a [`ClassTag`] holding `TAG`, which no other
+/// class of the module holds.
+pub unsafe trait JsClass: FromNapiRef + 'static {
     /// The name it is exported under, NUL-terminated (napi-ohos' key for its constructor).
     const JS_NAME: &'static str;
+    /// Its tag.
+    const TAG: ClassTag;
+}
+
+/// The tag at the start of the native object `ptr` points at.
+///
+/// # Safety
+/// `ptr` is the pointer napi-ohos wrapped into an object of one of the module's classes: each
+/// begins with its [`ClassTag`] ([`JsClass`]).
+unsafe fn tag_at(ptr: *const std::ffi::c_void) -> ClassTag {
+    // SAFETY: by the caller, `ptr` points at a `#[repr(C)]` class whose first field is a tag.
+    unsafe { std::ptr::read(ptr.cast::<ClassTag>()) }
+}
+
+/// Refuses a method or getter of class `T` called on an object of another class (see
+/// [`ClassTag`]) with `argument_invalid`. Called first thing, before `this` is used.
+///
+/// # Errors
+/// `argument_invalid`.
+pub(crate) fn check_this<T: JsClass>(env: &Env, this: &T) -> napi_ohos::Result<()> {
+    // SAFETY: `this` is the pointer napi-ohos unwrapped from the call's `this`, which only
+    // objects of the module's classes carry (see `tag_at`).
+    if unsafe { tag_at((this as *const T).cast()) } == T::TAG {
+        return Ok(());
+    }
+    let name = T::JS_NAME.trim_end_matches('\0');
+    let error = AgentError::of(
+        codes::ARGUMENT_INVALID,
+        format!("wrong this: a method of {name} was called on an object that is not a {name}"),
+    );
+    Err(js_error(env, &error))
 }
 
 /// An export's argument that must be an instance of one of the module's classes, checked with
-/// `instanceof` before it is unwrapped; a wrong value is refused as [`Arg`] refuses it.
+/// `instanceof` and then by its [`ClassTag`] before it is read; a wrong value is refused as
+/// [`Arg`] refuses it.
 ///
 /// napi's own `&T` argument only unwraps: an instance of another class of the module (a
 /// `CancellationHandle` given for a `ToolRegistry`) was then read as the wrong type. And napi's
@@ -464,8 +522,20 @@ impl<T: JsClass> FromNapiValue for ArgRef<T> {
             if !is_instance {
                 return Err(napi_ohos::Error::from_reason(format!("expected a {name}")));
             }
-            // SAFETY: the value is an instance of `T`'s class, which wraps a `T`.
-            unsafe { T::from_napi_ref(env, value) }
+            let mut wrapped = std::ptr::null_mut();
+            // SAFETY: on the JS thread, with this call's env and value.
+            unsafe { napi_ohos::check_status!(sys::napi_unwrap(env, value, &mut wrapped)) }
+                .map_err(|_| napi_ohos::Error::from_reason(format!("expected a {name}")))?;
+            // SAFETY: the value's prototype chain is one of the module's classes, and it wraps a
+            // native object: one of the module's (see `tag_at`). An object of another class (its
+            // prototype changed) shows another tag and is refused before it is read as a `T`.
+            if wrapped.is_null() || unsafe { tag_at(wrapped) } != T::TAG {
+                return Err(napi_ohos::Error::from_reason(format!(
+                    "expected a {name}, got an object of another class"
+                )));
+            }
+            // SAFETY: `wrapped` is a `T` (its tag), which napi-ohos keeps while the object lives.
+            Ok(unsafe { &*wrapped.cast::<T>() })
         })?;
         checked.map(ArgRef).map_err(|e| refused(env, e))
     }

@@ -7,7 +7,7 @@ use super::dto::{
     ExcludedNamesArg, ExecuteOptions, Id, JsArray, ToolCallObject, ToolDefinitionObject, ToolNameArg,
     ToolRegistryOptions, ToolResultObject,
 };
-use super::error::{guard, guard_napi, spawn_guarded, Arg, ArgRef};
+use super::error::{check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::message::ToolCall;
@@ -48,14 +48,19 @@ fn call_context(
 
 /// The tools of an app, shared with the agents built from it.
 #[napi(js_name = "ToolRegistry")]
+#[repr(C)]
 pub struct JsToolRegistry {
+    // First: which class this is (see `ClassTag`).
+    tag: ClassTag,
     // A std Mutex: held only for a registration or to take a snapshot, never across an await.
     inner: Arc<Mutex<ToolRegistry>>,
     default_timeout: Duration,
 }
 
-impl super::error::JsClass for JsToolRegistry {
+// SAFETY: `#[repr(C)]`, its tag first.
+unsafe impl super::error::JsClass for JsToolRegistry {
     const JS_NAME: &'static str = "ToolRegistry\0";
+    const TAG: ClassTag = ClassTag::TOOL_REGISTRY;
 }
 
 impl JsToolRegistry {
@@ -95,6 +100,7 @@ impl JsToolRegistry {
                 None => (Default::default(), None),
             };
             Ok(JsToolRegistry {
+                tag: ClassTag::TOOL_REGISTRY,
                 inner: Arc::new(Mutex::new(ToolRegistry::with_limits(limits))),
                 default_timeout: default_timeout.unwrap_or(DEFAULT_TIMEOUT),
             })
@@ -114,6 +120,7 @@ impl JsToolRegistry {
         definition: Arg<ToolDefinitionObject>,
         executor: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let (Arg(definition), Arg(executor)) = (definition, executor);
         guard_napi(&env, || {
             let tool = super::executor::js_tool(&env, definition, executor, self.default_timeout)?;
@@ -127,6 +134,7 @@ impl JsToolRegistry {
     /// Removes a tool; returns whether it was there.
     #[napi]
     pub fn unregister(&self, env: Env, name: Arg<Id<ToolNameArg>>) -> napi_ohos::Result<bool> {
+        check_this(&env, self)?;
         let Arg(Id(name, _)) = name;
         guard(&env, || Ok(self.lock().unregister(&name)))
     }
@@ -139,6 +147,7 @@ impl JsToolRegistry {
     /// unchanged); copying a registry with tools into itself is such a clash.
     #[napi]
     pub fn copy_into(&self, env: Env, target: ArgRef<JsToolRegistry>) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let ArgRef(target) = target;
         guard(&env, || self.copy_to(target, &[]))
     }
@@ -155,6 +164,7 @@ impl JsToolRegistry {
         target: ArgRef<JsToolRegistry>,
         excluded_names: Arg<JsArray<Id, ExcludedNamesArg>>,
     ) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let (ArgRef(target), Arg(JsArray(excluded_names, _))) = (target, excluded_names);
         guard(&env, || {
             let excluded: Vec<&str> = excluded_names.iter().map(|name| name.0.as_str()).collect();
@@ -165,6 +175,7 @@ impl JsToolRegistry {
     /// The registered names, in registration order.
     #[napi]
     pub fn names(&self, env: Env) -> napi_ohos::Result<Vec<String>> {
+        check_this(&env, self)?;
         guard(&env, || Ok(self.lock().names()))
     }
 
@@ -172,6 +183,7 @@ impl JsToolRegistry {
     /// (`name`, `description`, `parameters`, `risk_level`, `idempotent`, `timeout` in ms).
     #[napi]
     pub fn definitions_json(&self, env: Env) -> napi_ohos::Result<String> {
+        check_this(&env, self)?;
         guard(&env, || {
             let snapshot = self.lock().snapshot();
             serde_json::to_string(&snapshot.definitions()[..]).map_err(|e| {
@@ -196,6 +208,7 @@ impl JsToolRegistry {
         signal: Option<ArgRef<CancellationHandle>>,
         options: Arg<Option<ExecuteOptions>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ToolResultObject>> {
+        check_this(env, self)?;
         let (Arg(call), signal, Arg(options)) = (call, signal.map(|s| s.0), options);
         // A bad option rejects the Promise (as the gates do), rather than throwing.
         let prepared = guard(env, || Ok(self.prepare(call, signal, options)))?;
@@ -262,6 +275,7 @@ impl JsToolRegistry {
         calls: u32,
         in_flight: u32,
     ) -> napi_ohos::Result<PromiseRaw<'env, Vec<f64>>> {
+        check_this(env, self)?;
         let snapshot = self.lock().snapshot();
         let call = ToolCall::from(call);
         let lanes = in_flight.clamp(1, calls.max(1));

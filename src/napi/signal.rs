@@ -4,7 +4,7 @@
 
 use super::callback::JsFn;
 use super::dto::{ReasonArg, Text};
-use super::error::{guard, guard_napi, Arg};
+use super::error::{check_this, guard, guard_napi, Arg, ClassTag};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, Unknown};
@@ -17,7 +17,10 @@ const DEFAULT_REASON: &str = "cancelled by the app";
 
 /// A cancellation signal shared between ArkTS and the runtime.
 #[napi]
+#[repr(C)]
 pub struct CancellationHandle {
+    // First: which class this is (see `ClassTag`).
+    tag: ClassTag,
     signal: CancellationSignal,
     // The signal this one is a child of, when it is a call's: a child cancelled through its
     // parent has no reason of its own, so the parent's is reported.
@@ -27,14 +30,16 @@ pub struct CancellationHandle {
     listeners: CancellationToken,
 }
 
-impl super::error::JsClass for CancellationHandle {
+// SAFETY: `#[repr(C)]`, its tag first.
+unsafe impl super::error::JsClass for CancellationHandle {
     const JS_NAME: &'static str = "CancellationHandle\0";
+    const TAG: ClassTag = ClassTag::CANCELLATION_HANDLE;
 }
 
 impl CancellationHandle {
     /// A handle over an existing signal; `listeners` ends its `onCancel` registrations.
     pub(crate) fn with_signal(signal: CancellationSignal, listeners: CancellationToken) -> Self {
-        CancellationHandle { signal, parent: None, listeners }
+        CancellationHandle { tag: ClassTag::CANCELLATION_HANDLE, signal, parent: None, listeners }
     }
 
     /// The handle of one call: `signal` is a child of `parent`.
@@ -43,7 +48,7 @@ impl CancellationHandle {
         parent: CancellationSignal,
         listeners: CancellationToken,
     ) -> Self {
-        CancellationHandle { signal, parent: Some(parent), listeners }
+        CancellationHandle { tag: ClassTag::CANCELLATION_HANDLE, signal, parent: Some(parent), listeners }
     }
 
     /// The reason of this signal, else of its parent.
@@ -124,6 +129,7 @@ impl CancellationHandle {
     /// Cancels (the first reason wins).
     #[napi]
     pub fn cancel(&self, env: Env, reason: Arg<Option<Text<ReasonArg>>>) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let Arg(reason) = reason;
         guard(&env, || {
             self.signal.cancel(reason.map_or_else(|| DEFAULT_REASON.to_string(), String::from));
@@ -134,12 +140,14 @@ impl CancellationHandle {
     /// True once cancelled.
     #[napi(getter)]
     pub fn cancelled(&self, env: Env) -> napi_ohos::Result<bool> {
+        check_this(&env, self)?;
         guard(&env, || Ok(self.signal.is_cancelled()))
     }
 
     /// The reason given to `cancel`, once cancelled.
     #[napi(getter)]
     pub fn reason(&self, env: Env) -> napi_ohos::Result<Option<String>> {
+        check_this(&env, self)?;
         guard(&env, || Ok(Self::current_reason(&self.signal, self.parent.as_ref())))
     }
 
@@ -151,6 +159,7 @@ impl CancellationHandle {
         env: Env,
         callback: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
+        check_this(&env, self)?;
         let Arg(callback) = callback;
         guard_napi(&env, || {
             let callback: JsFn<String> = super::callback::passthrough_fn(&env, &callback)?;

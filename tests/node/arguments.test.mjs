@@ -113,6 +113,69 @@ test('an instance of another class of the module is refused where a class is exp
   assert.equal((await failure(() => registry.execute(call, handle))).code, 'tool_not_found');
 });
 
+test('an object of one class dressed as another, or a getter called on another class, is refused', async () => {
+  // instanceof reads only the prototype chain, which JS may set at will: a CancellationHandle's
+  // constructor run on an object whose prototype is ToolRegistry's made an object that passed
+  // instanceof ToolRegistry and was read as one (the process hung or aborted). A getter taken off
+  // the handle's prototype and called on an Agent read the Agent as a handle (SIGSEGV).
+  const registry = new native.ToolRegistry();
+  const agent = instances.Agent();
+  const call = { id: 'c1', name: 'missing', arguments: '{}' };
+  const handleAsRegistry = Object.create(native.ToolRegistry.prototype);
+  native.CancellationHandle.call(handleAsRegistry);
+  assert.ok(handleAsRegistry instanceof native.ToolRegistry);
+  const registryAsHandle = Object.create(native.CancellationHandle.prototype);
+  native.ToolRegistry.call(registryAsHandle);
+  assert.ok(registryAsHandle instanceof native.CancellationHandle);
+  const realHandle = new native.CancellationHandle();
+  const realRegistry = new native.ToolRegistry();
+  Object.setPrototypeOf(realHandle, native.ToolRegistry.prototype);
+  Object.setPrototypeOf(realRegistry, native.CancellationHandle.prototype);
+  for (const fake of [handleAsRegistry, realHandle]) {
+    for (const e of [await failure(() => registry.copyInto(fake)), await failure(() => registry.copyIntoExcluding(fake, []))]) {
+      assertCoded(e, 'copyInto(fake)');
+      assert.equal(e.code, 'argument_invalid');
+      assert.match(e.message, /expected a ToolRegistry, got an object of another class/);
+    }
+  }
+  for (const fake of [registryAsHandle, realRegistry]) {
+    for (const f of [() => agent.run('s', 'hi', fake), () => agent.resume('s', fake), () => registry.execute(call, fake)]) {
+      const e = await failure(f);
+      assertCoded(e, 'signal(fake)');
+      assert.equal(e.code, 'argument_invalid');
+      assert.match(e.message, /expected a CancellationHandle, got an object of another class/);
+    }
+  }
+  // Members of one class called on an object of another: refused before the object is read.
+  const getters = ['cancelled', 'reason'];
+  for (const name of getters) {
+    for (const other of [agent, registry]) {
+      const e = await failure(() => Reflect.get(native.CancellationHandle.prototype, name, other));
+      assertCoded(e, `${name} on another class`);
+      assert.equal(e.code, 'argument_invalid');
+      assert.match(e.message, /not a CancellationHandle/);
+    }
+  }
+  // Methods check their receiver too. V8 refuses a receiver its class's constructor did not
+  // make before the method runs (a TypeError, "Illegal invocation"); an engine that does not gets
+  // argument_invalid from the method. Either way nothing is read as the wrong class.
+  for (const [f, what] of [
+    [() => registryAsHandle.cancel('x'), 'cancel on a registry'],
+    [() => native.CancellationHandle.prototype.cancel.call(agent, 'x'), 'cancel on an agent'],
+    [() => handleAsRegistry.names(), 'names on a handle'],
+    [() => native.Agent.prototype.toolNames.call(realHandle), 'toolNames on a handle'],
+  ]) {
+    const e = await failure(f);
+    assert.ok(e instanceof TypeError || e?.code === 'argument_invalid', `${what}: ${e}`);
+  }
+  // The real objects still work.
+  registry.copyInto(new native.ToolRegistry());
+  const handle = new native.CancellationHandle();
+  handle.cancel('why');
+  assert.equal(handle.cancelled, true);
+  assert.equal(handle.reason, 'why');
+});
+
 test('a wrong argument is described in JavaScript terms, naming the field', async () => {
   const message = (f) => {
     try {
