@@ -85,6 +85,31 @@ fn model(config: &mut AgentConfigObject, timeouts: Timeouts) -> Result<Arc<dyn C
     Ok(Arc::new(OpenAiCompatibleClient::new(client)?))
 }
 
+/// The directory `stateDir` names, made absolute once: a relative one is taken from the working
+/// directory when the agent is made, not at each call (a `chdir` later would split its sessions
+/// over two directories, each with its own locks).
+///
+/// # Errors
+/// `config_invalid` for an empty name, one holding a NUL, or one that names something other than
+/// a directory (a file: every call would fail with `state_io` about a path inside it).
+fn state_root(dir: &str) -> Result<std::path::PathBuf, AgentError> {
+    if dir.trim().is_empty() {
+        return Err(config_invalid("stateDir: empty".into()));
+    }
+    if dir.contains('\0') {
+        return Err(config_invalid("stateDir: holds a NUL character, which no path can".into()));
+    }
+    let root = std::path::absolute(dir)
+        .map_err(|e| config_invalid(format!("stateDir: {dir:?} cannot be made absolute: {e}")))?;
+    match std::fs::metadata(&root) {
+        Ok(m) if !m.is_dir() => {
+            Err(config_invalid(format!("stateDir: {} exists and is not a directory", root.display())))
+        }
+        // Absent (made at the first save), a directory, or unreadable (a later call says why).
+        _ => Ok(root),
+    }
+}
+
 /// The core agent of a config, deciding approvals through `policy`, and its tool (and hook)
 /// timeout.
 ///
@@ -98,9 +123,8 @@ fn core_agent(
     let diagnosis = config.loop_diagnosis.as_ref().map(LoopDiagnosisObject::schedule).transpose()?;
     let timeouts = config.provider_timeouts()?;
     let model = model(&mut config, timeouts)?;
-    let store: Arc<dyn StateStore> = match config.state_dir.as_deref() {
-        Some(dir) if dir.trim().is_empty() => return Err(config_invalid("stateDir: empty".into())),
-        Some(dir) => Arc::new(FileStore::new(dir)),
+    let store: Arc<dyn StateStore> = match config.state_dir.as_ref() {
+        Some(dir) => Arc::new(FileStore::new(state_root(&dir.0)?)),
         None => Arc::new(MemoryStore::new()),
     };
     let timeout = agent_config.tool_timeout;

@@ -535,8 +535,8 @@ pub struct AgentConfigObject {
     pub api_key: Option<Text>,
     /// For `scripted`: a JSON array of model answers.
     pub script_json: Option<Text>,
-    /// The directory of the session states.
-    pub state_dir: Option<Text>,
+    /// The directory of the session states (an [`Id`]: two spellings must not name one directory).
+    pub state_dir: Option<Id>,
     /// A system message put first in a new session.
     pub system_prompt: Option<Text>,
     /// Model rounds per run.
@@ -669,7 +669,7 @@ impl std::fmt::Debug for AgentConfigObject {
             .field("base_url", &self.base_url.as_deref().map(crate::provider::config::shown))
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("state_dir", &self.state_dir)
+            .field("state_dir", &self.state_dir.as_ref().map(|d| &d.0))
             .finish_non_exhaustive()
     }
 }

@@ -12,7 +12,8 @@
  * fail-closed confirmation, a dropped event; tests/node/panic_js_thread.test.mjs). An argument of
  * the wrong type or shape (a missing field, a string where a function is expected, an instance of
  * another class) is refused before the call does anything, with code `argument_invalid` (layer
- * config); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
+ * config), thrown (also by the methods that return a Promise: the argument is read before one is
+ * made); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
  * So is an id holding a lone UTF-16 surrogate (a session id, an approval id, a metadata key, a tool
  * name, a call's id and name, execute's sessionId and batchCallId), with a message naming it: read
  * as UTF-8 it would become U+FFFD and name what another id names (tests/node/surrogates.test.mjs).
@@ -198,8 +199,11 @@ export interface AgentConfigObject {
   scriptJson?: string;
   /**
    * Directory of the session states (a directory per session; created with its parents when missing;
-   * a relative path is taken from the process's working directory, so give an absolute one, e.g. under
-   * the ability's filesDir); omitted: kept in memory only, and nothing survives the app being killed.
+   * a relative path is taken from the process's working directory when the Agent is made, so give an
+   * absolute one, e.g. under the ability's filesDir); omitted: kept in memory only, and nothing survives
+   * the app being killed. The constructor throws config_invalid for an empty name, one holding a NUL or
+   * one naming an existing file, and argument_invalid for one holding a lone UTF-16 surrogate
+   * (tests/node/agent_state_dir.test.mjs).
    */
   stateDir?: string;
   /** A system message put first in a new session. */
@@ -560,7 +564,7 @@ export declare class Agent {
    * error (null, or {layer, code, message} of a session that cannot be read: state_corrupt,
    * state_version_unsupported...; it is listed all the same). Without includeWorkers (or false),
    * only conversations: sub-agent worker sessions are left out (but for a worker whose parent is gone, listed so it can be deleted). Reads only: no session is locked or
-   * written. Rejects with argument_invalid (includeWorkers not a boolean) or state_io.
+   * written. Throws argument_invalid (includeWorkers not a boolean); rejects with state_io.
    */
   listSessionsJson(includeWorkers?: boolean): Promise<string>;
   /**
