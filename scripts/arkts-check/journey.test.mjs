@@ -162,7 +162,7 @@ test('the recipe app: rewrite hook, every event rendered, approval after a resta
     assert.equal(after.at(-1), 'assistant: Deleted the bagel.');
     // The second screen's Continue, tapped late: an error the UI shows; nothing runs twice.
     await second.resume();
-    assert.match(second.errors.at(-1), /^runtime\/invalid_state: nothing to resume: the session is Completed$/);
+    assert.match(second.errors.at(-1), /^runtime\/invalid_state: nothing to resume: the session is completed$/);
     assert.equal(second.errors.length, 2);
     assert.deepEqual(second.book.deleted, []);
     assert.equal(second.lines.length, 0, 'no run started');

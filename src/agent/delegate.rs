@@ -476,7 +476,7 @@ impl ToolExecutor for DelegateTask {
             }
             RunOutcome::Finished { status, error, .. } => {
                 Ok(ToolResult::from_error(&error.unwrap_or_else(|| {
-                    AgentError::execution_failed(format!("the worker ended with status {status:?}"))
+                    AgentError::execution_failed(format!("the worker ended with status {status}"))
                 })))
             }
             // An error, not a result: the parent's runtime turns it into its own frozen batch that

@@ -992,7 +992,7 @@ impl Agent {
             other => {
                 return Err(AgentError::of(
                     codes::INVALID_STATE,
-                    format!("nothing to resume: the session is {other:?}"),
+                    format!("nothing to resume: the session is {other}"),
                 ))
             }
         }

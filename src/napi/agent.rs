@@ -80,8 +80,8 @@ fn model(config: &mut AgentConfigObject, timeouts: Timeouts) -> Result<Arc<dyn C
     if let Some(pem) = config.extra_roots_pem.take() {
         client = client.with_extra_root_pem(pem);
     }
-    // The core's message names `api_key`; here the field is `apiKey`.
-    client.check_api_key().map_err(|e| config_invalid(e.message.replacen("api_key", "apiKey", 1)))?;
+    // `js_error` names the field `apiKey` in the message.
+    client.check_api_key()?;
     Ok(Arc::new(OpenAiCompatibleClient::new(client)?))
 }
 

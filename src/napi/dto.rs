@@ -880,7 +880,7 @@ impl RunOutcomeObject {
 
 /// The snake_case name of a run status (as in the state JSON).
 pub(crate) fn status_name(status: crate::state::RunStatus) -> String {
-    to_json(&status).trim_matches('"').to_string()
+    status.as_str().to_string()
 }
 
 /// A hook's context as it crosses (`contextJson`).

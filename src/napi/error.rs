@@ -17,15 +17,51 @@ use std::sync::{Arc, RwLock};
 
 /// Builds the JS `Error` for an [`AgentError`] (call on the JS thread).
 pub(crate) fn js_error(env: &Env, error: &AgentError) -> napi_ohos::Error {
+    let message = if error.code == codes::CONFIG_INVALID {
+        js_field_names(&error.message)
+    } else {
+        error.message.clone()
+    };
     let build = || -> napi_ohos::Result<napi_ohos::Error> {
-        let mut object =
-            env.create_error(napi_ohos::Error::new(Status::GenericFailure, error.message.clone()))?;
+        let mut object = env.create_error(napi_ohos::Error::new(Status::GenericFailure, message.clone()))?;
         object.set_named_property("code", error.code.as_ref())?;
         object.set_named_property("layer", error.layer.as_str())?;
         // The napi error keeps a reference to this object and throws (or rejects with) it as is.
         Ok(napi_ohos::Error::from(object.to_unknown()))
     };
     build().unwrap_or_else(|_| napi_ohos::Error::new(Status::GenericFailure, error.to_string()))
+}
+
+/// The core's config fields a `config_invalid` message may name, with the Agent config's names
+/// for them in JS.
+const JS_FIELD_NAMES: [(&str, &str); 5] = [
+    ("base_url", "baseUrl"),
+    ("api_key", "apiKey"),
+    ("tool_choice", "toolChoice"),
+    ("max_rounds", "maxRounds"),
+    ("max_response_bytes", "maxResponseBytes"),
+];
+
+/// A `config_invalid` message of the core in the app's terms: every core field name of
+/// [`JS_FIELD_NAMES`] standing as a word becomes the Agent config's name for it (`base_url: not
+/// a URL` -> `baseUrl: not a URL`), as the binding's own checks name fields.
+fn js_field_names(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, js) in JS_FIELD_NAMES {
+        let mut from = 0;
+        while let Some(at) = out[from..].find(rust).map(|i| i + from) {
+            let end = at + rust.len();
+            let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+            let alone = !out[..at].ends_with(word) && !out[end..].starts_with(word);
+            if alone {
+                out.replace_range(at..end, js);
+                from = at + js.len();
+            } else {
+                from = end;
+            }
+        }
+    }
+    out
 }
 
 /// The `internal_panic` error for a caught panic payload.

@@ -221,7 +221,18 @@ macro_rules! napi_as_string {
                 value: napi_ohos::sys::napi_value,
             ) -> napi_ohos::Result<napi_ohos::sys::napi_value> {
                 // SAFETY: called by napi's glue (or the binding) on the JS thread with this env and value.
-                unsafe { <String as napi_ohos::bindgen_prelude::ValidateNapiValue>::validate(env, value) }
+                let checked = unsafe {
+                    <String as napi_ohos::bindgen_prelude::ValidateNapiValue>::validate(env, value)
+                };
+                // A named argument says which one was wrong (`input: expected a string, got null`);
+                // a field's name is added by the object's glue.
+                checked.map_err(|e| match K::NAME {
+                    "" => e,
+                    name => napi_ohos::Error::new(
+                        e.status,
+                        format!("{name}: {}", $crate::napi::error::js_terms(&e.reason)),
+                    ),
+                })
             }
         }
 

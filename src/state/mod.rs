@@ -75,6 +75,29 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Its name as the state, the events and the binding spell it (`awaiting_approval`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Idle => "idle",
+            RunStatus::Running => "running",
+            RunStatus::AwaitingApproval => "awaiting_approval",
+            RunStatus::Completed => "completed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Failed => "failed",
+            RunStatus::LoopDetected => "loop_detected",
+            RunStatus::Aborted => "aborted",
+            RunStatus::MaxRounds => "max_rounds",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl RunStatus {
     /// True for the states a run ends in.
     pub fn is_terminal(self) -> bool {
         self != RunStatus::Idle && !self.is_part_way()
@@ -570,6 +593,22 @@ impl AgentState {
                     self.metadata.insert(key.clone(), value.clone());
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunStatus;
+
+    #[test]
+    fn a_status_reads_as_it_is_saved() {
+        use RunStatus::*;
+        for status in
+            [Idle, Running, AwaitingApproval, Completed, Cancelled, Failed, LoopDetected, Aborted, MaxRounds]
+        {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str(), "{status:?}");
+            assert_eq!(status.to_string(), status.as_str());
         }
     }
 }

@@ -185,7 +185,9 @@ test('config: provider, model, base URL, script and state dir are checked', () =
     // first request.
     [{ provider: 'GLM', model: 'glm-4' }, 'config_invalid', /^apiKey: required for the zhipu preset/],
     [{ provider: 'deepseek', model: 'deepseek-chat', apiKey: ' ' }, 'config_invalid', /apiKey: required/],
-    [{ provider: 'custom', model: 'm' }, 'config_invalid', /base_url/],
+    // Named as the config names the field, not as the core does (base_url).
+    [{ provider: 'custom', model: 'm' }, 'config_invalid', /^baseUrl: empty/],
+    [{ provider: 'custom', model: 'm', baseUrl: 'nope' }, 'config_invalid', /^baseUrl: not a URL/],
     [{ provider: 'custom', model: 'm', baseUrl: 'http://example.com/v1' }, 'insecure_url', /http/],
     [{ provider: 'scripted', scriptJson: '[]', stateDir: '' }, 'config_invalid', /stateDir/],
   ];

@@ -194,6 +194,9 @@ test('a wrong argument is described in JavaScript terms, naming the field', asyn
     [() => new native.Agent({ provider: 'scripted', streaming: 1 }), 'wrong argument: streaming: expected a boolean'],
     [() => registry.register({ name: 'a', description: 'd', parametersJson: '{}' }, 5), 'wrong argument: expected a function, got a number'],
     [() => registry.copyInto(new native.CancellationHandle()), 'wrong argument: expected a ToolRegistry'],
+    // A positional argument is named.
+    [() => instances.Agent().run('s', null), 'wrong argument: input: expected a string, got null'],
+    [() => instances.Agent().run(5, 'x'), 'wrong argument: sessionId: expected a string, got a number'],
   ];
   for (const [f, expected] of cases) assert.equal(message(f), expected);
   // Every refusal of the BAD argument lists: no Rust type or struct names.
