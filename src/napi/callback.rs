@@ -498,45 +498,64 @@ fn classify_unguarded<R: FromNapiValue>(env: &Env, value: Unknown<'_>) -> Settle
     }
 }
 
+/// Whether `raw` is an object (or a function): what may carry `code` and `message`.
+fn is_object(env: &Env, raw: sys::napi_value) -> bool {
+    let mut kind = 0;
+    // SAFETY: on the JS thread, with a value of this env.
+    let typed = unsafe { sys::napi_typeof(env.raw(), raw, &mut kind) };
+    typed == sys::Status::napi_ok
+        && (kind == sys::ValueType::napi_object || kind == sys::ValueType::napi_function)
+}
+
+/// The property `name` of the object `raw` when it is a string (own or inherited); `None` for
+/// another type, text that is not UTF-8, or a read that throws (a getter, a Proxy), whose
+/// exception is cleared.
+fn string_property(env: &Env, raw: sys::napi_value, name: &std::ffi::CStr) -> Option<String> {
+    let raw_env = env.raw();
+    let mut value = std::ptr::null_mut();
+    // SAFETY (every block below): on the JS thread, with values of this env; a property read that
+    // throws leaves its exception pending, cleared before returning.
+    if unsafe { sys::napi_get_named_property(raw_env, raw, name.as_ptr(), &mut value) }
+        != sys::Status::napi_ok
+    {
+        clear_pending_exception(env);
+        return None;
+    }
+    let mut kind = 0;
+    if unsafe { sys::napi_typeof(raw_env, value, &mut kind) } != sys::Status::napi_ok
+        || kind != sys::ValueType::napi_string
+    {
+        return None;
+    }
+    unsafe { super::text::read_text(raw_env, value) }.ok()
+}
+
 /// The stable code and message of a thrown value: an object (an `Error` or any other) whose own or
 /// inherited `code` property is a string with the form of a stable code. `None` for everything
 /// else: a value that is not an object, no `code`, a code of another form (Node's `ERR_*`,
 /// `ENOENT`), or a property read that throws (a getter, a Proxy), whose exception is cleared.
 fn domain_error(env: &Env, raw: sys::napi_value, text: &str) -> Option<DomainError> {
-    let raw_env = env.raw();
-    let mut kind = 0;
-    // SAFETY (every block below): on the JS thread, with values of this env; a property read that
-    // throws leaves its exception pending, cleared before returning.
-    if unsafe { sys::napi_typeof(raw_env, raw, &mut kind) } != sys::Status::napi_ok
-        || (kind != sys::ValueType::napi_object && kind != sys::ValueType::napi_function)
-    {
+    if !is_object(env, raw) {
         return None;
     }
-    let property = |name: &std::ffi::CStr| -> Option<String> {
-        let mut value = std::ptr::null_mut();
-        if unsafe { sys::napi_get_named_property(raw_env, raw, name.as_ptr(), &mut value) }
-            != sys::Status::napi_ok
-        {
-            clear_pending_exception(env);
-            return None;
-        }
-        let mut kind = 0;
-        if unsafe { sys::napi_typeof(raw_env, value, &mut kind) } != sys::Status::napi_ok
-            || kind != sys::ValueType::napi_string
-        {
-            return None;
-        }
-        // SAFETY: a string value of this env; text that is not UTF-8 is no code.
-        unsafe { super::text::read_text(raw_env, value) }.ok()
-    };
-    let code = property(c"code").filter(|code| crate::error::is_stable_code(code))?;
-    let message = property(c"message").unwrap_or_else(|| text.to_string());
+    let code = string_property(env, raw, c"code").filter(|code| crate::error::is_stable_code(code))?;
+    let message = string_property(env, raw, c"message").unwrap_or_else(|| text.to_string());
     Some(DomainError { code, message })
 }
 
-/// What a JS function threw or rejected with: its text and its domain error, if it is one.
+/// What a JS function threw or rejected with: its text and its domain error, if it is one. A
+/// plain object that is not an `Error` (`throw {code: 'E_DISK', message: 'disk full'}`) reads
+/// `[object Object]` as a string: its `message` (after its `code`, when it has one) stands for it.
 fn thrown(env: &Env, value: &Unknown<'_>) -> Thrown {
-    let text = value_text(value);
+    let mut text = value_text(value);
+    if text == "[object Object]" && is_object(env, value.raw()) {
+        if let Some(message) = string_property(env, value.raw(), c"message") {
+            text = match string_property(env, value.raw(), c"code") {
+                Some(code) => format!("{code}: {message}"),
+                None => message,
+            };
+        }
+    }
     let domain = domain_error(env, value.raw(), &text);
     Thrown { text, domain }
 }

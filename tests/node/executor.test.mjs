@@ -107,6 +107,23 @@ test('a thrown non-Error value (string, null, undefined, symbol) is tool_executi
   }
 });
 
+test('a thrown or rejected plain object (not an Error) keeps its message, after its code', async () => {
+  const cases = [
+    [{ code: 'Not-Snake', message: 'disk full' }, /threw: Not-Snake: disk full$/],
+    [{ message: 'no code here' }, /threw: no code here$/],
+    // Nothing to read: String(value) as before.
+    [{ reason: 'other shape' }, /threw: \[object Object\]$/],
+    // An object with its own toString speaks for itself.
+    [{ message: 'hidden', toString: () => 'custom text' }, /threw: custom text$/],
+  ];
+  for (const [value, pattern] of cases) {
+    const e = await rejectsWithCode(assert, oneTool(() => { throw value; })(), 'tool_execution_failed', 'tool');
+    assert.match(e.message, pattern, JSON.stringify(value));
+  }
+  const rejected = oneTool(() => Promise.reject({ code: 'E_LOCKED', message: 'order locked' }));
+  assert.match((await rejectsWithCode(assert, rejected(), 'tool_execution_failed')).message, /rejected: E_LOCKED: order locked$/);
+});
+
 test('a rejection is tool_execution_failed with the reason', async () => {
   const run = oneTool(async () => {
     await sleep(1);
