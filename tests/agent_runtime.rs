@@ -1038,3 +1038,52 @@ async fn the_state_read_mid_run_shows_a_running_call_as_running_not_interrupted(
     let results = tool_messages(&shown.messages);
     assert!(results.len() == 1 && results[0].1.contains("tool_interrupted"), "{results:?}");
 }
+
+#[tokio::test]
+async fn another_agent_reading_a_session_a_run_holds_shows_its_running_call_as_running() {
+    // Two agents over one state directory (two screens of an app, or two processes): the one that
+    // does not run the session reads it while a call runs. The call is running, not
+    // interrupted: the repair a load applies is for a session no run holds, and the lease says
+    // one does. The listing counts the messages as that state shows them.
+    let dir = tempfile::tempdir().unwrap();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let mut tools = ToolRegistry::new();
+    let (s, r) = (started.clone(), release.clone());
+    tools
+        .register(
+            ToolDefinition::new("slow", "d", json!({"type": "object"})),
+            Arc::new(FnExecutor(move |_a: serde_json::Map<String, serde_json::Value>, _c| {
+                let (s, r) = (s.clone(), r.clone());
+                async move {
+                    s.notify_one();
+                    r.notified().await;
+                    Ok(ToolResult::text("ok"))
+                }
+            })),
+        )
+        .unwrap();
+    let file_store =
+        |d: &std::path::Path| -> Arc<dyn StateStore> { Arc::new(arkagent::state::FileStore::new(d)) };
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "slow", "{}")]), answer("done")]));
+    let runner = Arc::new(AgentBuilder::new(model, file_store(dir.path())).tools(tools).build());
+    let reader = AgentBuilder::new(Arc::new(Script::new(vec![])), file_store(dir.path())).build();
+    let running = {
+        let runner = runner.clone();
+        tokio::spawn(async move { runner.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await })
+    };
+    started.notified().await;
+    let mid = reader.state("s").await.unwrap().unwrap();
+    assert_eq!(mid.status, RunStatus::Running);
+    assert!(tool_messages(&mid.messages).is_empty(), "no result yet: {:?}", mid.messages);
+    assert_eq!(mid, runner.state("s").await.unwrap().unwrap(), "both agents show the same state");
+    let listed = reader.list_sessions().await.unwrap();
+    assert!(listed[0].busy && !listed[0].interrupted, "{listed:?}");
+    assert_eq!(listed[0].message_count, mid.messages.len());
+    let own = runner.list_sessions().await.unwrap();
+    assert_eq!(own[0].message_count, mid.messages.len(), "the running agent's listing too");
+    release.notify_one();
+    assert_eq!(running.await.unwrap().unwrap().status(), RunStatus::Completed);
+    let after = reader.state("s").await.unwrap().unwrap();
+    assert_eq!(tool_messages(&after.messages), [("c1".to_string(), "ok".to_string(), false)]);
+}

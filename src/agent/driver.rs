@@ -569,8 +569,10 @@ impl Agent {
 
     /// The persisted state of a session, as [`StateStore::load`] gives it: repaired, so a call that
     /// started and never finished (the process died) shows the result `tool_interrupted` it will
-    /// get. But while a call of this agent holds the session (a run in progress), its calls that
-    /// started are running, not interrupted: the state is shown as saved, without that repair.
+    /// get. But while a run holds the session, its calls that started are running, not
+    /// interrupted: the state is shown as saved, without that repair. A run of this agent, or of
+    /// another agent or process (a run that stands part way whose [lease](StateStore::lease_held)
+    /// is held; a store that cannot tell counts as not held).
     ///
     /// # Errors
     /// The store's errors.
@@ -578,7 +580,14 @@ impl Agent {
         if self.session_in_use(session_id).now {
             return self.store.load_unrepaired(session_id).await;
         }
-        self.store.load(session_id).await
+        let state = self.store.load(session_id).await?;
+        if state.as_ref().is_some_and(|s| s.status.is_part_way())
+            && self.store.lease_held(session_id).await?.unwrap_or(false)
+        {
+            // Running elsewhere (or here, since the load): shown as saved.
+            return self.store.load_unrepaired(session_id).await;
+        }
+        Ok(state)
     }
 
     /// Deletes a session's persisted state, with the sessions of the workers its delegations ran

@@ -277,13 +277,21 @@ impl Agent {
                 },
                 Loaded::Read(state) => {
                     let (approval_pending, continues) = resume_would(state);
+                    // A session a run holds counts its messages as saved, as its state shows them
+                    // (`Agent::state`): the repair's results for its running calls are not there.
+                    let mut message_count = state.messages.len();
+                    if *in_use || *busy {
+                        if let Ok(Some(saved)) = store.load_unrepaired(id).await {
+                            message_count = saved.messages.len();
+                        }
+                    }
                     SessionSummary {
                         session_id: id.clone(),
                         status: Some(state.status),
                         approval_pending,
                         interrupted: continues && !in_use && !busy,
                         busy: *busy,
-                        message_count: state.messages.len(),
+                        message_count,
                         updated_at_ms: *updated_at_ms,
                         title: session_title(&state.messages),
                         last_message: session_preview(&state.messages),

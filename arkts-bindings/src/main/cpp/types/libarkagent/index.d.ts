@@ -514,8 +514,9 @@ export declare class Agent {
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /**
    * The persisted state of a session as JSON (AgentState, snake_case), or null. A call that started
-   * and never finished (the app was killed) shows its tool_interrupted result; while a run of this
-   * Agent holds the session, its running calls show no result yet.
+   * and never finished (the app was killed) shows its tool_interrupted result; while a run holds the
+   * session (of this Agent, or of another Agent or process on the same stateDir), its running calls
+   * show no result yet, and listSessionsJson's message_count counts the messages as shown here.
    */
   stateJson(sessionId: string): Promise<string | null>;
   /**
