@@ -190,6 +190,12 @@ async fn every_enforced_keyword_has_its_own_code() {
             "$.tags must have unique items (items 0 and 1 are equal)",
         ),
         (
+            // Equal below 2^64 however written (an integer, a double with an exponent).
+            r#"{"tags": [18400000000000000000, 1.84e19]}"#,
+            codes::TOOL_ARGUMENT_UNIQUE_ITEMS,
+            "$.tags must have unique items (items 0 and 1 are equal)",
+        ),
+        (
             r#"{"id": true}"#,
             codes::TOOL_ARGUMENT_ANY_OF,
             "$.id must match at least one schema of anyOf: (1) $.id must be string; (2) $.id must be integer",

@@ -216,14 +216,21 @@ pub(crate) fn json_hash(value: &Value, keys: &RandomState) -> u64 {
     done.pop().unwrap_or(0)
 }
 
+/// 2^64 (exact as a double): every integral double below it in magnitude is an `i128`, and an
+/// integer that serde_json holds as a `u64` or an `i64` is below it.
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+
 fn hash_scalar(value: &Value, h: &mut impl Hasher) {
     match value {
         Value::Null => h.write_u8(0),
         Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        // Equal numbers hash equal however they are written: an integral double that a `u64` or
+        // an `i64` can equal hashes as that integer; any other double by its bits (`-0.0` is
+        // integral, so it hashes as `0`).
         Value::Number(n) => match Num::of(n) {
             Num::U(u) => h.write_i128(i128::from(u)),
             Num::I(i) => h.write_i128(i128::from(i)),
-            Num::F(f) if f.fract() == 0.0 && f.abs() < 1.8e19 => h.write_i128(f as i128),
+            Num::F(f) if f.fract() == 0.0 && f.abs() < TWO_POW_64 => h.write_i128(f as i128),
             Num::F(f) => h.write_u64(f.to_bits()),
         },
         Value::String(s) => {
@@ -346,6 +353,33 @@ mod tests {
                 assert_eq!(json_hash(&a, &keys), json_hash(&b, &keys));
             }
         }
+    }
+
+    #[test]
+    fn integers_up_to_2_pow_64_hash_alike_in_both_spellings() {
+        // Integral doubles between 1.8e19 and 2^64 once hashed by their bits, so uniqueItems let
+        // [18400000000000000000, 1.84e19] through although json_eq (and const) call them equal.
+        let keys = RandomState::new();
+        let parse = |t: &str| -> Value { serde_json::from_str(t).unwrap() };
+        for (int, float) in [
+            ("1000", "1e3"),
+            ("17000000000000000000", "1.7e19"),
+            ("18000000000000000000", "1.8e19"),
+            ("18400000000000000000", "1.84e19"),
+            ("18446744073709549568", "1.8446744073709549568e19"), // the largest double below 2^64
+            ("-9223372036854775808", "-9.223372036854775808e18"),
+        ] {
+            let (a, b) = (parse(int), parse(float));
+            assert!(a.is_u64() || a.is_i64(), "{int}");
+            assert!(b.is_f64(), "{float}");
+            assert!(json_eq(&a, &b), "{int} {float}");
+            assert_eq!(json_hash(&a, &keys), json_hash(&b, &keys), "{int} {float}");
+        }
+        // 2^64 itself is no u64: it is a double whichever way it is written.
+        let (a, b) = (parse("18446744073709551616"), parse("1.8446744073709551616e19"));
+        assert!(json_eq(&a, &b));
+        assert_eq!(json_hash(&a, &keys), json_hash(&b, &keys));
+        assert!(!json_eq(&a, &json!(u64::MAX)));
     }
 
     #[test]
