@@ -142,6 +142,21 @@ test('canonicalJson sorts keys at every level and rejects bad JSON with a coded 
   assert.equal(canonicalJson(big), big);
 });
 
+test('canonicalJson and a registry allowing 128 levels agree: 128 levels are accepted, 129 refused', async () => {
+  // serde_json's guard once refused 128 levels in canonicalJson ("deeper than the limit of 128").
+  const nest = (n) => '['.repeat(n) + ']'.repeat(n);
+  assert.equal(canonicalJson(nest(127)), nest(127));
+  assert.equal(canonicalJson(nest(128)), nest(128));
+  const e = throwsWithCode(assert, () => canonicalJson(nest(129)), 'json_too_deep', 'decode');
+  assert.equal(e.message, 'JSON nests deeper than the limit of 128 levels');
+  const r = new ToolRegistry({ maxArgumentDepth: 128 });
+  r.register({ name: 't', description: 'd', parametersJson: objectSchema }, noop);
+  // The object is level 1: {"a": nest(n - 1)} nests n levels.
+  for (const n of [127, 128]) await r.execute({ id: 'c', name: 't', arguments: `{"a":${nest(n - 1)}}` });
+  const deep = await rejectsWithCode(assert, r.execute({ id: 'c', name: 't', arguments: `{"a":${nest(128)}}` }), 'json_too_deep', 'decode');
+  assert.equal(deep.message, e.message);
+});
+
 // RFC 8785 number forms (ECMAScript Number-to-String).
 test('canonicalJson uses RFC 8785 number forms', () => {
   assert.equal(canonicalJson('[1.0, -0, 1e21, 1e-7, 0.000001, 100]'), '[1,0,1e+21,1e-7,0.000001,100]');
