@@ -190,6 +190,12 @@ async fn every_enforced_keyword_has_its_own_code() {
             "$.tags must have unique items (items 0 and 1 are equal)",
         ),
         (
+            // Equal below 2^64 however written (an integer, a double with an exponent).
+            r#"{"tags": [18400000000000000000, 1.84e19]}"#,
+            codes::TOOL_ARGUMENT_UNIQUE_ITEMS,
+            "$.tags must have unique items (items 0 and 1 are equal)",
+        ),
+        (
             r#"{"id": true}"#,
             codes::TOOL_ARGUMENT_ANY_OF,
             "$.id must match at least one schema of anyOf: (1) $.id must be string; (2) $.id must be integer",
@@ -271,4 +277,27 @@ async fn a_100_mb_argument_is_json_too_large() {
     small.register(ToolDefinition::new("t", "d", json!({"type": "object"})), echo()).unwrap();
     assert_eq!(run(&small, r#"{"a": "0123456789"}"#).await.unwrap_err().code, codes::JSON_TOO_LARGE);
     assert_eq!(run(&small, r#"{"a":[[]]}"#).await.unwrap_err().code, codes::JSON_TOO_DEEP);
+}
+
+#[test]
+fn the_app_facing_docs_list_every_supported_keyword() {
+    // An app writes schemas from README.md, index.d.ts or the ArkTS ToolDefinition's doc: each
+    // lists the keywords (before saying that any other is schema_unsupported_keyword).
+    let root = env!("CARGO_MANIFEST_DIR");
+    for doc in [
+        "README.md",
+        "arkts-bindings/src/main/cpp/types/libarkagent/index.d.ts",
+        "arkts-bindings/src/main/ets/tool/Tool.ets",
+    ] {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+        let end = text.find("schema_unsupported_keyword").unwrap_or_else(|| panic!("{doc} names the code"));
+        let mut start = end.saturating_sub(1_600);
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        let list = &text[start..end];
+        for keyword in arkagent::schema::SUPPORTED_KEYWORDS.iter().chain(&["$schema"]) {
+            assert!(list.contains(&format!("`{keyword}`")), "{doc} does not list `{keyword}`");
+        }
+    }
 }

@@ -7,8 +7,9 @@
 //! Depth is counted in containers: the root object is depth 1, an object inside it depth 2, and so
 //! on. The parser checks the depth as it descends, so a 10,000-deep input fails at the limit without
 //! growing the stack, and the size is checked before any parsing, so a 100 MB input costs nothing.
-//! serde_json's own recursion guard (128 levels) stays in place as a second fence: a limit above it
-//! still ends in `json_too_deep`, never in a stack overflow.
+//! No limit goes past `DEPTH_CAP` (128 levels; the parsers recurse once per level): 128 levels
+//! are accepted when the limit says 128 or more, 129 never are. serde_json's own recursion guard
+//! is off in this parser, as it refuses the 128th level: the depth counter takes its place.
 
 mod jcs;
 mod parse;
@@ -22,11 +23,16 @@ pub use surrogates::lone_surrogate_escapes_replaced;
 
 use serde::{Deserialize, Serialize};
 
+/// The most levels any JSON text the crate parses with limits may nest, whatever
+/// [`JsonLimits::max_depth`] says: the parsers recurse once per level, and 128 levels is what
+/// serde_json's own guard was made for.
+pub(crate) const DEPTH_CAP: usize = 128;
+
 /// Limits for untrusted JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JsonLimits {
-    /// Maximum nesting depth in containers (default 64). serde_json refuses more than 128 levels
-    /// whatever this says.
+    /// Maximum nesting depth in containers (default 64). More than 128 levels are refused whatever
+    /// this says.
     pub max_depth: usize,
     /// Maximum size in bytes (default 1 MiB).
     pub max_bytes: usize,

@@ -1,8 +1,8 @@
-//! The depth-limited parser behind [`parse_object`] and [`parse_value`], and the shared pieces the
-//! schema's one-pass validator reuses: the depth counter and the mapping of serde_json errors to
-//! `json_*` codes.
+//! The depth-limited parser behind [`parse_object`] and [`parse_value`]: serde_json's parser with
+//! its own recursion guard off and a depth counter in its place, so that the limit is exactly the
+//! one given (at most [`DEPTH_CAP`]).
 
-use super::JsonLimits;
+use super::{JsonLimits, DEPTH_CAP};
 use crate::error::{codes, AgentError};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
@@ -19,8 +19,9 @@ pub(crate) struct Depth {
 }
 
 impl Depth {
+    /// A counter that refuses more than `max` levels, and never more than [`DEPTH_CAP`].
     pub(crate) fn new(max: usize) -> Self {
-        Depth { max, current: 0, exceeded: false, unique_names: false }
+        Depth { max: max.min(DEPTH_CAP), current: 0, exceeded: false, unique_names: false }
     }
 
     /// Enters a container; fails (and remembers why) past the limit.
@@ -56,27 +57,29 @@ pub(crate) fn check_size(text: &str, limits: &JsonLimits) -> Result<(), AgentErr
     Ok(())
 }
 
-/// Maps a serde_json error to `json_too_deep` (our limit or serde_json's recursion guard) or
+/// Maps a serde_json error to `json_too_deep` (the depth limit stopped the parse) or
 /// `json_invalid`.
-pub(crate) fn decode_error(error: serde_json::Error, depth: &Depth, limits: &JsonLimits) -> AgentError {
-    let text = error.to_string();
-    if depth.exceeded() || text.starts_with("recursion limit exceeded") {
+pub(crate) fn decode_error(error: serde_json::Error, depth: &Depth) -> AgentError {
+    if depth.exceeded() {
         AgentError::of(
             codes::JSON_TOO_DEEP,
-            format!("JSON nests deeper than the limit of {} levels", limits.max_depth.min(128)),
+            format!("JSON nests deeper than the limit of {} levels", depth.max),
         )
     } else {
-        AgentError::of(codes::JSON_INVALID, format!("invalid JSON: {text}"))
+        AgentError::of(codes::JSON_INVALID, format!("invalid JSON: {error}"))
     }
 }
 
-/// Runs a seed over the whole text, refusing trailing characters. The caller checks the size
-/// first and maps the error with [`decode_error`].
+/// Runs a seed over the whole text, refusing trailing characters. The seed must count its
+/// containers with a [`Depth`]: that is the only fence (serde_json's own recursion guard is off,
+/// as it refuses the 128th level, one short of [`DEPTH_CAP`]). The caller checks the size first
+/// and maps the error with [`decode_error`].
 pub(crate) fn deserialize_all<'de, S>(text: &'de str, seed: S) -> Result<S::Value, serde_json::Error>
 where
     S: DeserializeSeed<'de, Value: 'de>,
 {
     let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
     let value = seed.deserialize(&mut de)?;
     de.end()?;
     Ok(value)
@@ -104,7 +107,7 @@ pub fn parse_object(text: &str, limits: &JsonLimits) -> Result<Map<String, Value
 pub fn parse_value(text: &str, limits: &JsonLimits) -> Result<Value, AgentError> {
     check_size(text, limits)?;
     let mut depth = Depth::new(limits.max_depth);
-    deserialize_all(text, PlainSeed { depth: &mut depth }).map_err(|e| decode_error(e, &depth, limits))
+    deserialize_all(text, PlainSeed { depth: &mut depth }).map_err(|e| decode_error(e, &depth))
 }
 
 /// [`parse_value`] for RFC 8785's input (I-JSON): an object with a name twice is `json_invalid`
@@ -112,7 +115,7 @@ pub fn parse_value(text: &str, limits: &JsonLimits) -> Result<Value, AgentError>
 pub(crate) fn parse_value_unique(text: &str, limits: &JsonLimits) -> Result<Value, AgentError> {
     check_size(text, limits)?;
     let mut depth = Depth { unique_names: true, ..Depth::new(limits.max_depth) };
-    deserialize_all(text, PlainSeed { depth: &mut depth }).map_err(|e| decode_error(e, &depth, limits))
+    deserialize_all(text, PlainSeed { depth: &mut depth }).map_err(|e| decode_error(e, &depth))
 }
 
 /// The JSON type name of a value, as JSON Schema spells it (`integer` is not distinguished here).
@@ -266,9 +269,22 @@ mod tests {
     }
 
     #[test]
-    fn serde_json_guard_also_maps_to_too_deep() {
-        let limits = JsonLimits { max_depth: 100_000, max_bytes: 1 << 20 };
-        assert_eq!(parse_value(&nested(5_000), &limits).unwrap_err().code, codes::JSON_TOO_DEEP);
+    fn no_limit_goes_past_128_levels_and_128_is_reached() {
+        // serde_json's own guard refuses its 128th level: it once refused 128 levels as "deeper
+        // than the limit of 128", while the argument parser of the schema accepted them.
+        for max_depth in [128, 129, 100_000] {
+            let limits = JsonLimits { max_depth, max_bytes: 1 << 20 };
+            for ok in [127, 128] {
+                assert!(parse_value(&nested(ok), &limits).is_ok(), "{ok} levels, limit {max_depth}");
+                assert!(parse_value_unique(&nested(ok), &limits).is_ok(), "{ok} levels, limit {max_depth}");
+            }
+            for deep in [129, 5_000] {
+                let e = parse_value(&nested(deep), &limits).unwrap_err();
+                assert_eq!(e.code, codes::JSON_TOO_DEEP);
+                assert_eq!(e.message, "JSON nests deeper than the limit of 128 levels");
+                assert_eq!(parse_value_unique(&nested(deep), &limits).unwrap_err(), e);
+            }
+        }
     }
 
     #[test]

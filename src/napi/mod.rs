@@ -91,13 +91,14 @@ pub fn version(env: Env) -> napi_ohos::Result<String> {
 ///
 /// # Errors
 /// `json_invalid` (layer `decode`) when the text is not JSON or an object has a name twice
-/// (RFC 8785 takes I-JSON); `json_too_deep` past serde_json's 128 levels.
+/// (RFC 8785 takes I-JSON); `json_too_deep` past 128 levels (as the arguments of a registry whose
+/// `maxArgumentDepth` is 128 or more).
 #[cfg_attr(test, allow(dead_code))]
 #[napi]
 pub fn canonical_json(env: Env, text: error::Arg<text::Text<dto::TextArg>>) -> napi_ohos::Result<String> {
     let error::Arg(text) = text;
     error::guard(&env, || {
-        let limits = crate::json::JsonLimits { max_depth: 128, max_bytes: usize::MAX };
+        let limits = crate::json::JsonLimits { max_depth: crate::json::DEPTH_CAP, max_bytes: usize::MAX };
         crate::json::canonicalize_str(&text, &limits)
     })
 }

@@ -198,12 +198,21 @@ pub(crate) fn check_array(node: &Node, items: &[Value], path: &Path<'_>, sink: &
 }
 
 fn first_duplicate(items: &[Value]) -> Option<(usize, usize)> {
+    first_duplicate_counted(items, &mut 0)
+}
+
+/// The first pair of equal items; `compared` counts the item pairs compared with [`json_eq`]
+/// (only items of equal hash are: about one per duplicate, so the work stays linear).
+fn first_duplicate_counted(items: &[Value], compared: &mut usize) -> Option<(usize, usize)> {
     let keys = std::hash::RandomState::new();
     let mut seen: HashMap<u64, Vec<usize>, FxBuild> = HashMap::with_capacity_and_hasher(items.len(), FxBuild);
     for (j, item) in items.iter().enumerate() {
         let bucket = seen.entry(json_hash(item, &keys)).or_default();
-        if let Some(&i) = bucket.iter().find(|&&i| json_eq(&items[i], item)) {
-            return Some((i, j));
+        for &i in bucket.iter() {
+            *compared += 1;
+            if json_eq(&items[i], item) {
+                return Some((i, j));
+            }
         }
         bucket.push(j);
     }
@@ -339,5 +348,56 @@ pub(crate) fn check_value(node: &Node, value: &Value, path: &Path<'_>, sink: &mu
                 reasons.iter().enumerate().map(|(i, r)| format!("({}) {r}", i + 1)).collect();
             format!("{p} must match at least one schema of anyOf: {}", listed.join("; "))
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `[[[...[leaf]...]]]`, `levels` arrays deep.
+    fn nested(levels: usize, leaf: Value) -> Value {
+        (0..levels).fold(leaf, |v, _| Value::Array(vec![v]))
+    }
+
+    #[test]
+    fn unique_items_compares_no_pair_of_distinct_deep_items() {
+        // Items that differ only below 16 levels once shared one hash, so every pair was compared
+        // (about n^2/2 = 8 million here): quadratic in the argument's size.
+        for levels in [1, 17, 18, 40, 128] {
+            let items: Vec<Value> = (0..4_000).map(|i| nested(levels, json!(i))).collect();
+            let mut compared = 0;
+            assert_eq!(first_duplicate_counted(&items, &mut compared), None, "{levels} levels");
+            assert!(compared < 10, "{compared} comparisons of 4000 distinct items {levels} levels deep");
+        }
+    }
+
+    #[test]
+    fn unique_items_finds_duplicates_at_any_depth() {
+        let mut items: Vec<Value> = (0..1_000).map(|i| nested(30, json!({"k": i, "v": [i, "x"]}))).collect();
+        items.push(nested(30, json!({"v": [500.0, "x"], "k": 5e2})));
+        let mut compared = 0;
+        assert_eq!(first_duplicate_counted(&items, &mut compared), Some((500, 1_000)));
+        assert!(compared < 10, "{compared} comparisons");
+        // Far deeper than any parsed argument (a Value given to `validate`): no recursion.
+        let deep = |leaf| nested(100_000, json!(leaf));
+        let items = vec![deep(1), deep(2), deep(1)];
+        assert_eq!(first_duplicate(&items), Some((0, 2)));
+        for v in items {
+            drop_iteratively(v);
+        }
+    }
+
+    /// serde_json drops nested values recursively; 100,000 levels would overflow the stack.
+    fn drop_iteratively(value: Value) {
+        let mut stack = vec![value];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Array(items) => stack.extend(items),
+                Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+                _ => {}
+            }
+        }
     }
 }

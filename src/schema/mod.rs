@@ -14,7 +14,10 @@
 //! the keyword and where it is; so is `items` in its draft-7 array (tuple) form. Semantics are
 //! JSON Schema 2020-12: `1.0` is an integer, numbers compare by value (`1 == 1.0` for `enum`,
 //! `const`, `uniqueItems`), integers beyond 2^64 (parsed as doubles) still count as integers,
-//! and `multipleOf` is decided exactly on the decimals as written.
+//! and `multipleOf` is decided exactly on decimals, not by a float division: a number that is not
+//! an integer up to 2^64 is first rounded to the nearest double, then taken as the shortest
+//! decimal that reads back as that double (`0.3` is a multiple of `0.1`, and so is
+//! `0.30000000000000001`, whose digits past a double's precision are lost).
 //!
 //! # Messages
 //! Every message names the `$`-path of the value, as the seed's `$.items[0].name must be string`.

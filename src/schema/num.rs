@@ -5,7 +5,7 @@
 //! are safe on values of any depth.
 
 use crate::json::shortest_decimal;
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hasher, RandomState};
 
@@ -158,51 +158,88 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
 
 /// A hash consistent with [`json_eq`], keyed by `keys` (SipHash with random keys: the values are
 /// the model's, and a fixed hash of them could be made to collide, which would make `uniqueItems`
-/// quadratic). Object members are combined regardless of order; below a fixed depth the hash
-/// stops looking (equal values still hash equal), so it never recurses far.
+/// quadratic). Every level counts, however deep: a hash that stopped looking at some depth would
+/// give every item that differs only below it the same hash, and `uniqueItems` would compare all
+/// of them pairwise. Object members are combined regardless of order. Iterative (children are
+/// hashed before their container, on a heap stack), so any depth is safe and the work is linear
+/// in the value's size.
 pub(crate) fn json_hash(value: &Value, keys: &RandomState) -> u64 {
-    hash_at(value, 0, keys)
-}
-
-fn hash_at(value: &Value, depth: u32, keys: &RandomState) -> u64 {
-    let mut h = keys.build_hasher();
-    if depth > 16 {
-        h.write_u8(9);
+    enum Work<'a> {
+        Visit(&'a Value),
+        // Combine the container's children, whose hashes are the last ones in `done`.
+        Array(usize),
+        Object(&'a Map<String, Value>),
+    }
+    if !matches!(value, Value::Array(_) | Value::Object(_)) {
+        let mut h = keys.build_hasher();
+        hash_scalar(value, &mut h);
         return h.finish();
     }
+    let mut work = vec![Work::Visit(value)];
+    let mut done: Vec<u64> = Vec::new();
+    while let Some(w) = work.pop() {
+        let mut h = keys.build_hasher();
+        match w {
+            Work::Visit(Value::Array(items)) => {
+                work.push(Work::Array(items.len()));
+                // Reversed, so that the children's hashes land in `done` in order.
+                work.extend(items.iter().rev().map(Work::Visit));
+                continue;
+            }
+            Work::Visit(Value::Object(map)) => {
+                work.push(Work::Object(map));
+                work.extend(map.values().rev().map(Work::Visit));
+                continue;
+            }
+            Work::Visit(scalar) => hash_scalar(scalar, &mut h),
+            Work::Array(len) => {
+                h.write_u8(4);
+                h.write_usize(len);
+                for item in done.drain(done.len() - len..) {
+                    h.write_u64(item);
+                }
+            }
+            Work::Object(map) => {
+                h.write_u8(5);
+                let mut sum = 0u64;
+                for (k, v) in map.keys().zip(done.drain(done.len() - map.len()..)) {
+                    let mut e = keys.build_hasher();
+                    e.write(k.as_bytes());
+                    e.write_u64(v);
+                    sum = sum.wrapping_add(e.finish());
+                }
+                h.write_u64(sum);
+            }
+        }
+        done.push(h.finish());
+    }
+    done.pop().unwrap_or(0)
+}
+
+/// 2^64 (exact as a double): every integral double below it in magnitude is an `i128`, and an
+/// integer that serde_json holds as a `u64` or an `i64` is below it.
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+
+fn hash_scalar(value: &Value, h: &mut impl Hasher) {
     match value {
         Value::Null => h.write_u8(0),
         Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        // Equal numbers hash equal however they are written: an integral double that a `u64` or
+        // an `i64` can equal hashes as that integer; any other double by its bits (`-0.0` is
+        // integral, so it hashes as `0`).
         Value::Number(n) => match Num::of(n) {
-            Num::U(u) => h.write_u128(u128::from(u)),
+            Num::U(u) => h.write_i128(i128::from(u)),
             Num::I(i) => h.write_i128(i128::from(i)),
-            Num::F(f) if f.fract() == 0.0 && f.abs() < 1.8e19 => h.write_i128(f as i128),
+            Num::F(f) if f.fract() == 0.0 && f.abs() < TWO_POW_64 => h.write_i128(f as i128),
             Num::F(f) => h.write_u64(f.to_bits()),
         },
         Value::String(s) => {
             h.write_u8(3);
             h.write(s.as_bytes());
         }
-        Value::Array(items) => {
-            h.write_u8(4);
-            h.write_usize(items.len());
-            for item in items {
-                h.write_u64(hash_at(item, depth + 1, keys));
-            }
-        }
-        Value::Object(map) => {
-            h.write_u8(5);
-            let mut sum = 0u64;
-            for (k, v) in map {
-                let mut e = keys.build_hasher();
-                e.write(k.as_bytes());
-                e.write_u64(hash_at(v, depth + 1, keys));
-                sum = sum.wrapping_add(e.finish());
-            }
-            h.write_u64(sum);
-        }
+        // Containers are combined in `json_hash`.
+        Value::Array(_) | Value::Object(_) => {}
     }
-    h.finish()
 }
 
 /// A small, fast, non-cryptographic hasher (the Fx hash of rustc) for the property lookup tables
@@ -316,6 +353,33 @@ mod tests {
                 assert_eq!(json_hash(&a, &keys), json_hash(&b, &keys));
             }
         }
+    }
+
+    #[test]
+    fn integers_up_to_2_pow_64_hash_alike_in_both_spellings() {
+        // Integral doubles between 1.8e19 and 2^64 once hashed by their bits, so uniqueItems let
+        // [18400000000000000000, 1.84e19] through although json_eq (and const) call them equal.
+        let keys = RandomState::new();
+        let parse = |t: &str| -> Value { serde_json::from_str(t).unwrap() };
+        for (int, float) in [
+            ("1000", "1e3"),
+            ("17000000000000000000", "1.7e19"),
+            ("18000000000000000000", "1.8e19"),
+            ("18400000000000000000", "1.84e19"),
+            ("18446744073709549568", "1.8446744073709549568e19"), // the largest double below 2^64
+            ("-9223372036854775808", "-9.223372036854775808e18"),
+        ] {
+            let (a, b) = (parse(int), parse(float));
+            assert!(a.is_u64() || a.is_i64(), "{int}");
+            assert!(b.is_f64(), "{float}");
+            assert!(json_eq(&a, &b), "{int} {float}");
+            assert_eq!(json_hash(&a, &keys), json_hash(&b, &keys), "{int} {float}");
+        }
+        // 2^64 itself is no u64: it is a double whichever way it is written.
+        let (a, b) = (parse("18446744073709551616"), parse("1.8446744073709551616e19"));
+        assert!(json_eq(&a, &b));
+        assert_eq!(json_hash(&a, &keys), json_hash(&b, &keys));
+        assert!(!json_eq(&a, &json!(u64::MAX)));
     }
 
     #[test]

@@ -16,8 +16,8 @@ use std::cell::Cell;
 
 const ANY: &Schema = &Schema::Any;
 
-/// The most containers the parser nests, whatever the limit says (as serde_json's guard).
-pub(crate) const HARD_DEPTH: usize = 128;
+/// The most containers the parser nests, whatever the limit says (as the JSON module's parser).
+pub(crate) const HARD_DEPTH: usize = crate::json::DEPTH_CAP;
 
 /// Why parsing stopped.
 #[derive(Debug)]

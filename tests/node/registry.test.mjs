@@ -30,6 +30,27 @@ test('registration errors carry code and layer', () => {
   assert.deepEqual(r.names(), ['a']);
 });
 
+test('a parametersJson nesting too deep is schema_too_deep, not "not JSON"', () => {
+  // Each level of properties is two JSON levels: 64 of them once tripped serde_json's guard and
+  // were refused as schema_invalid_root "parametersJson of x is not JSON: recursion limit exceeded".
+  const props = (n, leaf) => n === 0 ? leaf : { type: 'object', properties: { a: props(n - 1, leaf) } };
+  const r = new ToolRegistry();
+  const register = (name, schema) => r.register({ name, description: 'd', parametersJson: JSON.stringify(schema) }, noop);
+  register('at_127_levels', props(63, { type: 'string' }));
+  register('at_128_levels', props(63, { const: [] }));
+  for (const schema of [props(64, { type: 'string' }), props(63, { const: [[]] })]) {
+    const e = throwsWithCode(assert, () => register('x', schema), 'schema_too_deep', 'config');
+    assert.equal(e.message, 'parametersJson of x nests deeper than 128 JSON levels (a subschema under properties or anyOf is two levels below its parent)');
+  }
+  // Within 128 JSON levels, the compiler's own limit of 64 subschemas decides.
+  const items = (n) => n === 0 ? { type: 'string' } : { type: 'array', items: items(n - 1) };
+  const e = throwsWithCode(assert, () => register('y', { type: 'object', properties: { a: items(64) } }), 'schema_too_deep', 'config');
+  assert.match(e.message, /^schema nests deeper than 64 levels/);
+  const bad = throwsWithCode(assert, () => r.register({ name: 'z', description: 'd', parametersJson: '{not json' }, noop), 'schema_invalid_root', 'config');
+  assert.equal(bad.message, 'parametersJson of z is not JSON: key must be a string at line 1 column 2');
+  assert.deepEqual(r.names(), ['at_127_levels', 'at_128_levels']);
+});
+
 test('registry options are checked', () => {
   for (const options of [{ defaultTimeoutMs: -5 }, { defaultTimeoutMs: 0 }, { maxArgumentBytes: 0 }, { maxArgumentDepth: 2.5 }, { maxArgumentBytes: -1 }]) {
     throwsWithCode(assert, () => new ToolRegistry(options), 'config_invalid', 'config');
@@ -140,6 +161,21 @@ test('canonicalJson sorts keys at every level and rejects bad JSON with a coded 
   // Bigger than the arguments' limits: canonicalized all the same.
   const big = JSON.stringify({ list: Array.from({ length: 200000 }, (_, i) => i) });
   assert.equal(canonicalJson(big), big);
+});
+
+test('canonicalJson and a registry allowing 128 levels agree: 128 levels are accepted, 129 refused', async () => {
+  // serde_json's guard once refused 128 levels in canonicalJson ("deeper than the limit of 128").
+  const nest = (n) => '['.repeat(n) + ']'.repeat(n);
+  assert.equal(canonicalJson(nest(127)), nest(127));
+  assert.equal(canonicalJson(nest(128)), nest(128));
+  const e = throwsWithCode(assert, () => canonicalJson(nest(129)), 'json_too_deep', 'decode');
+  assert.equal(e.message, 'JSON nests deeper than the limit of 128 levels');
+  const r = new ToolRegistry({ maxArgumentDepth: 128 });
+  r.register({ name: 't', description: 'd', parametersJson: objectSchema }, noop);
+  // The object is level 1: {"a": nest(n - 1)} nests n levels.
+  for (const n of [127, 128]) await r.execute({ id: 'c', name: 't', arguments: `{"a":${nest(n - 1)}}` });
+  const deep = await rejectsWithCode(assert, r.execute({ id: 'c', name: 't', arguments: `{"a":${nest(128)}}` }), 'json_too_deep', 'decode');
+  assert.equal(deep.message, e.message);
 });
 
 // RFC 8785 number forms (ECMAScript Number-to-String).

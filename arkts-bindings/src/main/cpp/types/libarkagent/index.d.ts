@@ -37,7 +37,20 @@ export interface ToolDefinitionObject {
   name: string;
   /** What the tool does; the model decides from this. */
   description: string;
-  /** The JSON Schema of the arguments, as JSON text (an object schema, whitelisted keywords). */
+  /**
+   * The JSON Schema of the arguments, as JSON text: an object schema ("type": "object" at the
+   * root), compiled at registration and enforced before the executor runs. Supported keywords (each
+   * fully enforced, JSON Schema 2020-12 semantics): `type` (a name or an array of names),
+   * `properties`, `required`, `additionalProperties` (a boolean or a schema), `items` (one schema
+   * for every item), `minItems`, `maxItems`, `uniqueItems`, `enum`, `const`, `anyOf`, `minimum`,
+   * `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `minLength`, `maxLength` (in
+   * code points), `pattern` (ECMA-262, not anchored), and the annotations `description`, `title`
+   * and `default`; a root `$schema` is accepted and ignored, and true / false may stand for a
+   * subschema. Any other keyword at any depth (`oneOf`, `format`, `$ref`, `items` as an array...)
+   * is refused at registration with schema_unsupported_keyword, naming the keyword and where it is.
+   * Text that is not JSON is schema_invalid_root; more than 64 subschemas deep, or more than 128
+   * JSON levels, schema_too_deep.
+   */
   parametersJson: string;
   /** 'safe' (default), 'sensitive' or 'dangerous'. */
   riskLevel?: string;
