@@ -148,7 +148,7 @@ async fn a_worker_state_saved_before_run_errors_were_kept_still_loads_and_answer
     let out = again.resume("parent", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
     let (content, is_error) = delegation_result(&mem).await;
-    assert!(is_error && content.contains("Failed"), "what those versions answered: {content}");
+    assert!(is_error && content.contains("with status failed"), "what those versions answered: {content}");
 }
 
 #[test]
