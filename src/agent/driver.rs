@@ -2180,6 +2180,8 @@ impl<'a> Run<'a> {
                 });
             }
             self.persist(true).await?;
+            // The chunk's calls hear the run's cancel, and an abort by a hook (below).
+            let chunk_cancel = self.cancel.child();
             let mut running: FuturesUnordered<_> = chunk
                 .iter()
                 .map(|call| {
@@ -2188,7 +2190,7 @@ impl<'a> Run<'a> {
                         state: Arc::clone(&view),
                         batch_call_id: batch_call_id.clone(),
                         call_id: call.id.clone(),
-                        signal: self.cancel.child(),
+                        signal: chunk_cancel.child(),
                         services: Arc::clone(&self.agent.services),
                     };
                     let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
@@ -2222,7 +2224,7 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
-                        return self.cancelled_mid_chunk(running, delegations, &mut workers).await;
+                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                     }
                     break;
                 };
@@ -2231,7 +2233,7 @@ impl<'a> Run<'a> {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
-                        return self.cancelled_mid_chunk(running, delegations, &mut workers).await;
+                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
@@ -2253,7 +2255,7 @@ impl<'a> Run<'a> {
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
                 let Some(after) = hooked.await else {
-                    return self.cancelled_mid_chunk(running, delegations, &mut workers).await;
+                    return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                 };
                 injected.extend(after.inject);
                 match after.control {
@@ -2286,16 +2288,17 @@ impl<'a> Run<'a> {
                     result: result.clone(),
                 });
                 results.insert(call.id.clone(), result);
-                if abort.is_some() {
-                    break 'chunks;
+                if let Some(e) = abort {
+                    // The calls of the chunk still running are told, as on a cancel, and the run
+                    // ends as a cancelled one does: delegations are let end, other calls are not
+                    // waited for (they stay `started`; the next run answers them interrupted).
+                    chunk_cancel.cancel(ABORTED_BY_HOOK);
+                    return self.ended_mid_chunk(running, delegations, &mut workers, Some(e)).await;
                 }
             }
             if waiting.is_some() {
                 break 'chunks;
             }
-        }
-        if let Some(e) = abort {
-            return self.finish(RunStatus::Aborted, None, Some(e)).await.map(Flow::Done);
         }
         if let Some(mut mirror) = waiting {
             // A worker awaits the user: the parent freezes too, on the worker's items, and keeps
@@ -2361,17 +2364,19 @@ impl<'a> Run<'a> {
         Ok(Flow::Continue)
     }
 
-    /// Ends the run cancelled in the middle of a chunk. It keeps polling the chunk (`running`)
-    /// until its delegations (`open`) have ended: their workers see the same cancel (a child
-    /// signal) and end their own runs promptly, durably `cancelled` (dropped mid-run instead, a
-    /// worker's session stayed `running` for good and its hooks never heard its run end), and
-    /// what they said is forwarded. Other tools are not waited for: they are dropped with the
-    /// chunk and stay `started`, as before.
-    async fn cancelled_mid_chunk<S, R>(
+    /// Ends the run in the middle of a chunk: cancelled, or aborted by a hook (`aborted`, once
+    /// the chunk's signal was cancelled). It keeps polling the chunk (`running`) until its
+    /// delegations (`open`) have ended: their workers see the cancel (a child signal) and end
+    /// their own runs promptly, durably `cancelled` (dropped mid-run instead, a worker's session
+    /// stayed `running` for good and its hooks never heard its run end), and what they said is
+    /// forwarded. Other tools are not waited for: they are dropped with the chunk and stay
+    /// `started`, as before.
+    async fn ended_mid_chunk<S, R>(
         &mut self,
         mut running: S,
         mut open: HashSet<String>,
         workers: &mut Option<WorkerEvents>,
+        aborted: Option<AgentError>,
     ) -> Result<Flow, AgentError>
     where
         S: futures_util::Stream<Item = (ToolCall, Result<ToolResult, AgentError>, R)> + Unpin,
@@ -2386,7 +2391,8 @@ impl<'a> Run<'a> {
         }
         WorkerEvents::drain(workers, self.sink);
         drop(running);
-        self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done)
+        let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };
+        self.finish(status, None, aborted).await.map(Flow::Done)
     }
 
     /// The session of the worker a `delegate_task` call runs (`None` for other calls). Computed
@@ -2515,7 +2521,8 @@ impl<'a> Run<'a> {
         self.persist(true).await?;
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
-        Self::note_hook_failure(self.hooks.on_run_end(&ctx, status, final_text.as_deref()).await);
+        // Told, but not waited for once the run is cancelled (a cancel ends the run at once).
+        self.notify(self.hooks.on_run_end(&ctx, status, final_text.as_deref())).await;
         self.sink.emit(AgentEvent::RunFinished {
             status,
             final_text: final_text.clone(),
@@ -2681,6 +2688,9 @@ fn join_successive_questions(messages: Arc<Vec<ChatMessage>>) -> Arc<Vec<ChatMes
     }
     Arc::new(joined)
 }
+
+/// The reason the calls still running hear when an after-hook aborts the run.
+const ABORTED_BY_HOOK: &str = "the run was aborted by a hook";
 
 /// `future`'s output, or `None` when `cancel` fires first: an app's hook or notification waits for
 /// its thread (an ArkTS one at most its timeout) and must not hold a cancelled run that long. The
