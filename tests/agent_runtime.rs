@@ -701,13 +701,16 @@ async fn a_slow_tool_times_out_with_tool_timeout() {
     let f = fixture(vec![], AgentConfig::default());
     let placed = Arc::new(AtomicUsize::new(0));
     let p = placed.clone();
+    let signal = Arc::new(std::sync::Mutex::new(None));
+    let kept = signal.clone();
     let mut tools = ToolRegistry::new();
     tools
         .register(
             ToolDefinition::new("hang", "never ends", json!({"type":"object"}))
                 .with_timeout(Duration::from_millis(50)),
-            Arc::new(FnExecutor(move |_a, _c| {
+            Arc::new(FnExecutor(move |_a, c: arkagent::tool::ToolContext| {
                 let p = p.clone();
+                *kept.lock().unwrap() = Some(c.signal.clone());
                 async move {
                     p.fetch_add(1, Ordering::SeqCst);
                     std::future::pending::<()>().await;
@@ -733,6 +736,10 @@ async fn a_slow_tool_times_out_with_tool_timeout() {
     let agent = AgentBuilder::new(model, f.store.clone()).tools(tools).build();
     agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(placed.load(Ordering::SeqCst), 1);
+    // The executor's signal says why, as the ArkTS executor's own limit says it (index.d.ts).
+    let told = signal.lock().unwrap().clone().expect("the executor ran");
+    assert_eq!(told.reason().as_deref(), Some(arkagent::tool::TIMEOUT_REASON));
+    assert_eq!(arkagent::tool::TIMEOUT_REASON, "timeout");
     let state = f.store.load("s").await.unwrap().unwrap();
     let results = tool_messages(&state.messages);
     assert_eq!(results.len(), 2);

@@ -2593,7 +2593,7 @@ async fn run_one(
         Some(timeout) => match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
             Ok(r) => r,
             Err(_) => {
-                signal.cancel("tool timed out");
+                signal.cancel(crate::tool::TIMEOUT_REASON);
                 Err(AgentError::of(
                     codes::TOOL_TIMEOUT,
                     format!("{} did not finish within {} ms", call.name, timeout.as_millis()),

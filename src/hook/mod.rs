@@ -65,7 +65,8 @@ pub struct AfterToolCall {
     /// The action.
     pub action: AfterToolCallAction,
     /// Messages appended to the history after the batch's results: user or system messages
-    /// (reminders for the model). Another role fails the hook (`hook_failed`, the run ends).
+    /// (reminders for the model). Another role fails the hook (`hook_failed`, the run ends). Not
+    /// with [`AfterToolCallAction::Abort`]: the run ends before the batch's results are appended.
     pub inject: Vec<ChatMessage>,
 }
 

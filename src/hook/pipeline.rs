@@ -18,7 +18,8 @@
 //! # `after_tool_call`
 //! - Each hook sees the result as the hooks before it left it; `Proceed(Some(result))` replaces
 //!   the whole result.
-//! - Injected messages accumulate in hook order (those of a hook that stops or aborts included).
+//! - Injected messages accumulate in hook order (those of a hook that stops included). An abort
+//!   ends the run before the batch's results are appended, so nothing is injected then.
 //! - The first `Stop` or `Abort` wins: later hooks are not called. A hook that panics aborts the
 //!   run with `hook_failed` (the result can no longer be un-run, and the hook may have been a
 //!   filter the model must not be shown the unfiltered result without).

@@ -229,7 +229,7 @@ impl ToolExecutor for JsToolExecutor {
             Ok(Settled::Threw(thrown)) => Err(thrown_error(name, "threw", thrown)),
             Ok(Settled::Rejected(thrown)) => Err(thrown_error(name, "rejected", thrown)),
             Err(CallFailure::TimedOut) => {
-                signal.cancel("timeout");
+                signal.cancel(crate::tool::TIMEOUT_REASON);
                 Err(AgentError::of(
                     codes::TOOL_TIMEOUT,
                     format!("executor of {name} did not finish within {} ms", self.timeout.as_millis()),

@@ -20,6 +20,10 @@ pub struct ReadonlyAgentState {
     pub metadata: BTreeMap<String, Value>,
 }
 
+/// The reason a call's signal gives when the call is cut off at its time limit, whichever limit
+/// fired first (the runtime's or an adapter's own).
+pub const TIMEOUT_REASON: &str = "timeout";
+
 /// A cancellation signal shared by the runtime, the executors and the HTTP stream. Cloning shares it.
 #[derive(Debug, Clone, Default)]
 pub struct CancellationSignal {

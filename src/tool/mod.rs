@@ -6,7 +6,9 @@ mod definition;
 mod registry;
 mod result;
 
-pub use context::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry};
+pub use context::{
+    CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry, TIMEOUT_REASON,
+};
 pub use definition::{RiskLevel, ToolDefinition};
 pub(crate) use registry::{cancelled_error, tool_not_found};
 pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};

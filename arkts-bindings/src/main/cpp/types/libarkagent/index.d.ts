@@ -396,7 +396,8 @@ export type AgentEventListener = (eventJson: string) => void;
  * - beforeToolCall(contextJson, callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
  * - afterToolCall(contextJson, callJson, resultJson) -> {action: 'proceed', resultJson?} | {action: 'stop'} |
- *   {action: 'abort', reason}, with injectJson?: a JSON array of messages to append
+ *   {action: 'abort', reason}, with injectJson?: a JSON array of messages to append after the batch's
+ *   results (not with abort: the run ends before they are appended)
  * - beforePersistState(contextJson, stateJson) -> 'persist' | 'skip' (a skip is ignored for terminal
  *   states and frozen batches, which are always saved)
  * - onRunStart(contextJson), beforeModelCall(contextJson, requestJson), afterModelResponse(contextJson,
