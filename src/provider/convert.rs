@@ -10,6 +10,7 @@ use super::wire::{
 };
 use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
+use crate::json::JsonLimits;
 use crate::message::{make_call_ids_unique, ChatMessage, ToolCall};
 
 /// Most bytes of a raw body kept in an error message.
@@ -26,9 +27,11 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 /// with neither text nor tool calls (Moonshot and Mistral answer 400; the runtime no longer records
 /// one, but sessions saved by earlier versions may hold one) is left out, which keeps the pairing
 /// intact since it has no calls; a tool call's arguments that are not a JSON object text (cut off
-/// at the token limit, malformed) are sent as `"{}"` (vLLM and strict gateways reject them; the
-/// state keeps the raw text and the call's error result tells the model what was wrong); a
-/// tool-call message's missing text is sent as `"content": null`.
+/// at the token limit, malformed), or are over the registry's default argument limits (refused
+/// `json_too_large` or `json_too_deep`), are sent as `"{}"` (vLLM and strict gateways reject the
+/// first; the second would make every later request as large; the state keeps the raw text and
+/// the call's error result tells the model what was wrong: see [`wire_arguments`]); a tool-call
+/// message's missing text is sent as `"content": null`.
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
     model: &'a str,
@@ -237,20 +240,66 @@ fn app_name(name: &mut String, renames: &[(&str, &str)]) {
     }
 }
 
-/// A call's arguments as sent back: the text itself when it is a JSON object, else `"{}"`.
+/// A call's arguments as sent back: the text itself when it is a JSON object within the tool
+/// registry's default argument limits ([`JsonLimits::default`]: 1 MiB, 64 levels), else `"{}"`.
+///
 /// Arguments cut off at the token limit or malformed are kept raw in the state (the model is told
 /// what was wrong by the call's error result), but vLLM and strict gateways refuse every later
-/// request that carries them ("arguments must be a valid JSON object string").
+/// request that carries them ("arguments must be a valid JSON object string"). Arguments over the
+/// limits were refused by the registry (`json_too_large`, `json_too_deep`) and never ran; sent
+/// back, they would make every later request of the session as large (a server with a body limit
+/// answers each with 413; more than 1 MiB of text is also past most models' context window).
+///
+/// The conversion does not know the limits of the registry that ran the calls, so it applies the
+/// defaults. A registry with lower limits refuses some arguments that still go back as they are:
+/// no larger or deeper than what a default registry runs and sends back. A registry with higher
+/// limits runs some calls whose arguments go back as `"{}"` (the state keeps them; their results
+/// go back as they are): a body carrying more than 1 MiB of one call's arguments in every later
+/// request is not one a provider can be relied on to take.
 pub fn wire_arguments(arguments: &str) -> &str {
+    let limits = JsonLimits::default();
+    if arguments.len() > limits.max_bytes {
+        return "{}";
+    }
     // Valid JSON text whose first character (after whitespace) is `{` is an object. The check
     // builds nothing (`IgnoredAny`); a body serialises each message once (the body cache).
     let is_object = arguments.trim_start().starts_with('{')
         && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
-    if is_object {
+    if is_object && !nests_deeper_than(arguments, limits.max_depth) {
         arguments
     } else {
         "{}"
     }
+}
+
+/// Whether valid JSON text nests deeper than `limit` containers (counted as the registry counts:
+/// the root is depth 1). One pass over the bytes, skipping strings.
+fn nests_deeper_than(json: &str, limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<WireToolChoice<'a>> {
@@ -543,6 +592,28 @@ mod tests {
             // Whitespace is text: sent as it is.
             assert_eq!((&msgs[3]["role"], &msgs[3]["content"]), (&json!("assistant"), &json!(" ")));
         }
+    }
+
+    #[test]
+    fn arguments_over_the_registry_default_limits_go_as_an_empty_object() {
+        let limits = JsonLimits::default();
+        let sized = |len: usize| {
+            let text = format!("{{\"a\":\"{}\"}}", "x".repeat(len - 8));
+            assert_eq!(text.len(), len);
+            text
+        };
+        let at_limit = sized(limits.max_bytes);
+        assert_eq!(wire_arguments(&at_limit), at_limit);
+        assert_eq!(wire_arguments(&sized(limits.max_bytes + 1)), "{}");
+        let nested = |depth: usize| format!("{}{}", "{\"a\":".repeat(depth - 1) + "{", "}".repeat(depth));
+        assert_eq!(wire_arguments(&nested(limits.max_depth)), nested(limits.max_depth));
+        assert_eq!(wire_arguments(&nested(limits.max_depth + 1)), "{}");
+        let arrays = format!("{{\"a\":{}{}}}", "[".repeat(limits.max_depth), "]".repeat(limits.max_depth));
+        assert_eq!(wire_arguments(&arrays), "{}");
+        // Brackets in strings (escaped quotes and backslashes too) are text, not depth.
+        let in_strings =
+            format!(r#"{{"a":"{0}\"{0}","b\\":"{0}\\","c":[{{}}]}}"#, "[{".repeat(limits.max_depth));
+        assert_eq!(wire_arguments(&in_strings), in_strings);
     }
 
     /// The streamed wire body of `req` for `model` under `preset`'s quirks, as JSON.
