@@ -82,6 +82,50 @@ async fn an_echoed_key_the_excerpt_would_cut_never_leaks() {
     assert_no_key(&e);
 }
 
+/// The most bytes of `key` in a row that `text` shows.
+fn longest_piece_of(key: &str, text: &str) -> usize {
+    (1..=key.len())
+        .rev()
+        .find(|&n| key.as_bytes().windows(n).any(|w| text.as_bytes().windows(n).any(|t| t == w)))
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn an_echoed_key_that_is_not_one_word_never_leaks_where_the_excerpt_cuts_it() {
+    // The excerpt ends before a word it would cut, but a key is not always one word: iFlytek
+    // Spark's `APIKey:APISecret` is two, and a key glued to a run of word characters longer than
+    // a key could be is cut where the excerpt ends.
+    let spark = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6:ZmFrZVNlY3JldFBhcnRPZlRoZUtleTEyMzQ1Ng";
+    let glued = "sk-test-SECRET1234567890abcdef";
+    let spark_body = format!("{:>2008}{spark}{}", "Authorization: Bearer ", " trailing".repeat(400));
+    let glued_body = format!(" {}{glued}{}", "x".repeat(2048 - 1 - 20), " trailing".repeat(400));
+    for (key, body, shown) in
+        [(spark, spark_body, "Bearer <redacted>... ("), (glued, glued_body, "x<redacted>... (")]
+    {
+        let server = MockServer::start([
+            Reply::raw(400, body.clone()),
+            Reply::sse(format!("data: {body}\n\n").as_bytes()),
+        ])
+        .await;
+        let c = OpenAiCompatibleClient::new(
+            ClientConfig::custom(server.base_url(), "m", key).with_retry(RetryPolicy::none()),
+        )
+        .unwrap();
+        let e = c.complete(&request()).await.unwrap_err();
+        assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+        assert!(e.message.contains(shown), "{e}");
+        let (_, streamed) = drain::drain(&c, &request()).await;
+        let streamed = streamed.expect("a decode error");
+        assert_provider(&streamed, codes::PROVIDER_DECODE);
+        for e in [e, streamed] {
+            let text = format!("{e} {e:?}");
+            // At most three bytes in a row (`KEY_START_REDACTED`): here only bytes that happen to
+            // be in the text around it.
+            assert!(longest_piece_of(key, &text) < 4, "{} of {key} in {text}", longest_piece_of(key, &text));
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_error_body_that_breaks_off_inside_the_echoed_key_never_leaks_its_start() {
     // The same echo in a short error body whose connection closes in the middle of the key: the

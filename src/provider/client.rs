@@ -395,8 +395,61 @@ impl OpenAiCompatibleClient {
     }
 
     fn redact(&self, text: String) -> String {
-        redact_key(text, self.config.api_key.expose())
+        redact_message(text, self.config.api_key.expose())
     }
+}
+
+/// The shortest start of the key [`redact_message`] takes out before a cut. Three bytes or fewer
+/// of a key are a provider's public prefix (`sk-`) or at most three characters of a secret of 32
+/// or more; a shorter minimum would take text that merely ends like the key (a word ending in
+/// `s` before `...`, when the key starts with `s`) out of messages, for no gain in secrecy.
+const KEY_START_REDACTED: usize = 4;
+
+/// An error message with the key taken out ([`redact_key`]), and any start of it
+/// ([`KEY_START_REDACTED`] bytes or more) that ends where an excerpt of a body was cut (right
+/// before a `...`: [`raw_excerpt`], [`raw_excerpt_of_prefix`]). The excerpt ends before a word it
+/// would cut, but a key is not always one word: iFlytek Spark's `APIKey:APISecret` is two, and a
+/// key glued to a run of word characters longer than a key could be is cut where the excerpt
+/// ends; the whole key is not there for [`redact_key`] to find.
+fn redact_message(text: String, key: &str) -> String {
+    let mut text = redact_key(text, key);
+    if key.len() < 6 {
+        return text;
+    }
+    let escaped = key.contains('/').then(|| key.replace('/', "\\/"));
+    let forms: Vec<&[u8]> = std::iter::once(key).chain(escaped.as_deref()).map(str::as_bytes).collect();
+    // Where a `...` starts: in a run of dots, at each dot with two after it (a key with a `.` cut
+    // after it shows as `ak-1234....`).
+    let bytes = text.as_bytes();
+    let mut marks = Vec::new();
+    let mut from = 0;
+    while let Some(offset) = memchr::memchr(b'.', &bytes[from..]) {
+        let run = from + offset;
+        from = run + bytes[run..].iter().take_while(|&&b| b == b'.').count();
+        marks.extend(run..from.saturating_sub(2));
+    }
+    // The ranges to take out, in order; overlapping ones merged.
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    for at in marks {
+        let before = &text.as_bytes()[..at];
+        let shown = forms
+            .iter()
+            .filter_map(|form| (KEY_START_REDACTED..form.len()).rev().find(|&n| before.ends_with(&form[..n])))
+            .max();
+        let Some(shown) = shown else { continue };
+        let start = at - shown;
+        if !text.is_char_boundary(start) {
+            continue;
+        }
+        match cuts.last_mut() {
+            Some(last) if last.1 >= start => *last = (last.0.min(start), at.max(last.1)),
+            _ => cuts.push((start, at)),
+        }
+    }
+    for (start, end) in cuts.into_iter().rev() {
+        text.replace_range(start..end, "<redacted>");
+    }
+    text
 }
 
 /// `text` with every copy of `key` (6 bytes or more) replaced by `<redacted>`, and its
@@ -460,7 +513,7 @@ fn redact_event(mut event: ModelEvent, key: &str) -> ModelEvent {
 }
 
 fn redact_error(mut e: AgentError, key: &str) -> AgentError {
-    e.message = redact_key(std::mem::take(&mut e.message), key);
+    e.message = redact_message(std::mem::take(&mut e.message), key);
     e
 }
 
@@ -1206,5 +1259,30 @@ mod tests {
         assert_eq!(redact_key("bad key sk-123456 here".into(), "sk-123456"), "bad key <redacted> here");
         assert_eq!(redact_key("short k".into(), "k"), "short k");
         assert_eq!(redact_key(r#"a\/b-123 and a/b-123"#.into(), "a/b-123"), "<redacted> and <redacted>");
+    }
+
+    #[test]
+    fn a_message_never_shows_the_start_of_the_key_where_an_excerpt_was_cut() {
+        let key = "ak-1234.5678:secret/part";
+        let cases = [
+            // The cut in the second of two words, after the first, after a `.` of the key.
+            ("Bearer ak-1234.5678:... (3000 bytes in all)", "Bearer <redacted>... (3000 bytes in all)"),
+            ("xxak-1234.5...", "xx<redacted>..."),
+            ("Bearer ak-1234....", "Bearer <redacted>..."),
+            // The JSON-escaped form, and the whole key elsewhere in the message.
+            (
+                r#"{"k":"ak-1234.5678:secret\/p... (9 bytes in all) ak-1234.5678:secret/part"#,
+                r#"{"k":"<redacted>... (9 bytes in all) <redacted>"#,
+            ),
+            // Three bytes stay: no more than a public prefix, and text that only ends like the key
+            // is kept; so is a start of the key that no cut follows.
+            ("ak-... (3000 bytes in all)", "ak-... (3000 bytes in all)"),
+            ("ak-1234 is not cut", "ak-1234 is not cut"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact_message(text.into(), key), want, "{text}");
+        }
+        // A key too short to look for is not looked for.
+        assert_eq!(redact_message("abcd...".into(), "abcde"), "abcd...");
     }
 }

@@ -348,7 +348,9 @@ fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<Wi
 /// keys and tokens) of up to 512 bytes: the excerpt then ends before it. A server that echoes the
 /// request's `Authorization` header in its error body (gateways, debugging proxies) would
 /// otherwise leave the first part of the key in the message, where the client's redaction of the
-/// whole key cannot see it.
+/// whole key cannot see it. A key that is not one word (`APIKey:APISecret`, a key glued to a
+/// longer run of word characters) can still be cut: the client takes out any start of its key
+/// that ends right before the `...` of a cut (`client::redact_message`).
 pub fn raw_excerpt(body: &[u8]) -> String {
     excerpt(body, false)
 }
