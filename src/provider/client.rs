@@ -487,10 +487,94 @@ fn redact_response(response: &mut ModelResponse, key: &str) {
     }
 }
 
-/// `call` with the key taken out of its id, name and arguments ([`redact_response`]).
+/// `call` with the key taken out of its id, name and arguments ([`redact_response`]); out of the
+/// arguments also where JSON escapes spell it ([`redact_escaped_key`]).
 fn redact_call(call: &mut crate::message::ToolCall, key: &str) {
     for text in [&mut call.id, &mut call.name, &mut call.arguments] {
         redact_text(text, key);
+    }
+    redact_escaped_key(&mut call.arguments, key);
+}
+
+/// `json` (a call's arguments, or a piece of them) with every copy of `key` that its JSON escapes
+/// spell (`"\u0073k-..."`: a gateway whose JSON encoder escapes characters copies the
+/// `Authorization` header into the arguments) replaced by `<redacted>`. The arguments are decoded
+/// later (the registry hands the tool the decoded strings; the loop detection writes a signature
+/// of them to the state), so the literal key alone is not enough. Only `\u` escapes can spell a
+/// key that [`redact_key`] does not find (the other escapes are of `"`, `\` and control
+/// characters, which keys do not hold, and of `/`, whose form it looks for): text without one is
+/// left as it is without decoding (with any backslash, for a key that does hold such a
+/// character). Escapes are decoded wherever they are, inside strings or not, so a piece of
+/// arguments or arguments that are not valid JSON are covered too; the escapes that spell the key
+/// (and the plain characters between them) are replaced, the rest of the text is kept byte for
+/// byte, and a string stays a valid JSON string.
+fn redact_escaped_key(json: &mut String, key: &str) {
+    let odd_key = key.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+    let escape: &[u8] = if odd_key { b"\\" } else { b"\\u" };
+    if key.len() < 6 || memchr::memmem::find(json.as_bytes(), escape).is_none() {
+        return;
+    }
+    let mut decoded = Vec::with_capacity(json.len());
+    decode_escapes(json.as_bytes(), &mut decoded, None);
+    if memchr::memmem::find(&decoded, key.as_bytes()).is_none() {
+        return;
+    }
+    // Again, with where each decoded byte came from (its escape or byte in `json`).
+    let mut origins = Vec::with_capacity(decoded.len());
+    decoded.clear();
+    decode_escapes(json.as_bytes(), &mut decoded, Some(&mut origins));
+    let ranges: Vec<(usize, usize)> = memchr::memmem::find_iter(&decoded, key.as_bytes())
+        .map(|at| (origins[at].0, origins[at + key.len() - 1].1))
+        .collect();
+    for (start, end) in ranges.into_iter().rev() {
+        json.replace_range(start..end, "<redacted>");
+    }
+}
+
+/// Decodes the JSON escapes of `text` into `out` (other bytes copied): a lone surrogate becomes
+/// U+FFFD, an escape that is not one (a stray or final `\`) is copied as it is. With `origins`,
+/// pushes for each byte written the range of `text` it came from.
+fn decode_escapes(text: &[u8], out: &mut Vec<u8>, mut origins: Option<&mut Vec<(usize, usize)>>) {
+    let unit = |at: usize| {
+        let hex = text.get(at..at + 6).filter(|e| e.starts_with(b"\\u"))?;
+        let hex = std::str::from_utf8(&hex[2..]).ok().filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+        u32::from_str_radix(hex, 16).ok()
+    };
+    let mut i = 0;
+    while i < text.len() {
+        let (ch, len) = match (text[i], text.get(i + 1)) {
+            (b'\\', Some(b'u')) => match unit(i) {
+                Some(high @ 0xD800..=0xDBFF) => match unit(i + 6) {
+                    Some(low @ 0xDC00..=0xDFFF) => {
+                        (char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)), 12)
+                    }
+                    _ => (Some('\u{FFFD}'), 6),
+                },
+                Some(u) => (Some(char::from_u32(u).unwrap_or('\u{FFFD}')), 6),
+                None => (None, 1),
+            },
+            (b'\\', Some(&c @ (b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't'))) => {
+                let c = match c {
+                    b'b' => '\u{8}',
+                    b'f' => '\u{C}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    c => char::from(c),
+                };
+                (Some(c), 2)
+            }
+            _ => (None, 1),
+        };
+        let before = out.len();
+        match ch {
+            Some(c) => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            None => out.push(text[i]),
+        }
+        if let Some(origins) = origins.as_deref_mut() {
+            origins.extend(std::iter::repeat_n((i, i + len), out.len() - before));
+        }
+        i += len;
     }
 }
 
@@ -504,7 +588,10 @@ fn redact_event(mut event: ModelEvent, key: &str) -> ModelEvent {
             redact_text(id, key);
             redact_text(name, key);
         }
-        ModelEvent::ToolCallArgumentsDelta { delta, .. } => redact_text(delta, key),
+        ModelEvent::ToolCallArgumentsDelta { delta, .. } => {
+            redact_text(delta, key);
+            redact_escaped_key(delta, key);
+        }
         ModelEvent::ToolCallFinished { call, .. } => redact_call(call, key),
         ModelEvent::Finished(response) => redact_response(response, key),
         ModelEvent::Usage(_) => {}
@@ -1259,6 +1346,32 @@ mod tests {
         assert_eq!(redact_key("bad key sk-123456 here".into(), "sk-123456"), "bad key <redacted> here");
         assert_eq!(redact_key("short k".into(), "k"), "short k");
         assert_eq!(redact_key(r#"a\/b-123 and a/b-123"#.into(), "a/b-123"), "<redacted> and <redacted>");
+    }
+
+    #[test]
+    fn a_key_spelt_with_json_escapes_is_taken_out() {
+        let redacted = |text: &str, key: &str| {
+            let mut text = text.to_string();
+            redact_escaped_key(&mut text, key);
+            text
+        };
+        let key = "sk-abc123";
+        for (text, want) in [
+            (r#"{"q":"\u0073k-abc\u00312\u0033"}"#, r#"{"q":"<redacted>"}"#),
+            // A piece of arguments, not valid JSON; twice; a lone surrogate and bad escapes before.
+            (r#"\ud800 \uZZ \"x\u0073k-abc123:sk-\u0061bc123"#, r#"\ud800 \uZZ \"x<redacted>:<redacted>"#),
+            // Escapes that spell no key, an escaped backslash before `u`, no `\u`: kept as they are.
+            (r#"{"q":"\u00e9 \\u0073k-abc123"}"#, r#"{"q":"\u00e9 \\u0073k-abc123"}"#),
+            (r#"{"q":"sk-abc123\n"}"#, r#"{"q":"sk-abc123\n"}"#),
+            ("\\u", "\\u"),
+            ("\\", "\\"),
+        ] {
+            assert_eq!(redacted(text, key), want, "{text}");
+        }
+        // A key holding a character only another escape spells.
+        assert_eq!(redacted(r#""key\twith tab""#, "key\twith tab"), r#""<redacted>""#);
+        // A key too short to look for is not looked for.
+        assert_eq!(redacted(r#""\u0061bcde""#, "abcde"), r#""\u0061bcde""#);
     }
 
     #[test]
