@@ -141,6 +141,41 @@ async fn an_error_body_that_breaks_off_inside_the_echoed_key_never_leaks_its_sta
     assert!(e.message.ends_with("raw body: invalid credentials; Authorization: Bearer ..."), "{e}");
 }
 
+#[tokio::test]
+async fn a_character_cut_into_escaped_halves_across_chunks_never_fails_the_answer() {
+    // A JS gateway slicing by UTF-16 index writes each half of an emoji as an escape of its own
+    // ("\ud83d" in one chunk, "\ude00" in the next), which JSON.parse accepts. In the text the
+    // halves are joined; in a call's arguments each reads as U+FFFD.
+    let chunk = |delta: &str| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{delta}}}]}}\n\n");
+    let body = [
+        chunk(r#"{"content":"Here you go \ud83d"}"#),
+        chunk(r#"{"content":"\ude00 done"}"#),
+        chunk(r#"{"tool_calls":[{"index":0,"id":"c1","function":{"name":"t","arguments":"{\"q\":\"\ud83d"}}]}"#),
+        chunk(r#"{"tool_calls":[{"index":0,"function":{"arguments":"\ude00\"}"}}]}"#),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let whole = r#"{"choices":[{"message":{"content":"cut \ud83d","tool_calls":[{"id":"c1","function":{"name":"t","arguments":"{\"q\":\"\ude00\"}"}}]},"finish_reason":"tool_calls"}]}"#;
+    let server = MockServer::start([Reply::sse(body.as_bytes()), Reply::raw(200, whole)]).await;
+    let c = client(&server, Duration::from_secs(2));
+    let (events, e) = drain(&c).await;
+    assert!(e.is_none(), "{e:?}");
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Here you go 😀 done");
+    let Some(ModelEvent::Finished(answer)) = events.last() else { panic!("{events:?}") };
+    assert_eq!(answer.content.as_deref(), Some("Here you go 😀 done"));
+    assert_eq!(answer.tool_calls[0].arguments, "{\"q\":\"\u{FFFD}\u{FFFD}\"}");
+    let answer = c.complete(&request()).await.unwrap();
+    assert_eq!(answer.content.as_deref(), Some("cut \u{FFFD}"));
+    assert_eq!(answer.tool_calls[0].arguments, "{\"q\":\"\u{FFFD}\"}");
+}
+
 /// A 200 with this content type and body, to a streamed request.
 fn labelled(content_type: Option<&str>, body: &[u8]) -> Reply {
     Reply::StreamAs {

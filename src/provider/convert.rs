@@ -12,6 +12,7 @@ use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
 use crate::message::{make_call_ids_unique, ChatMessage, ToolCall};
+use std::borrow::Cow;
 
 /// Most bytes of a raw body kept in an error message.
 pub const RAW_BODY_EXCERPT: usize = 2048;
@@ -444,6 +445,11 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
     let wire: ChatCompletionResponse<'_> = match serde_json::from_str(text) {
         Ok(w) => w,
         Err(e) => {
+            // The escape of a lone UTF-16 surrogate (text a JS gateway cut by UTF-16 index), which
+            // `JSON.parse` accepts: read as U+FFFD.
+            if let Cow::Owned(fixed) = crate::json::lone_surrogate_escapes_replaced(text) {
+                return parse_response(fixed.as_bytes());
+            }
             if let Some(err) = ProviderErrorDetail::of_body(text) {
                 return Err(body_error(&err));
             }
@@ -758,6 +764,14 @@ mod tests {
         ] {
             assert_eq!(parse_response(ok.as_bytes()).unwrap().content.as_deref(), Some("fine"), "{ok}");
         }
+    }
+
+    #[test]
+    fn parse_response_reads_lone_surrogate_escapes_as_the_replacement_character() {
+        let body = br#"{"choices":[{"message":{"content":"cut \ud83d","tool_calls":[{"id":"a","function":{"name":"t","arguments":"{\"q\":\"\ude00\"}"}}]},"finish_reason":"stop"}]}"#;
+        let r = parse_response(body).unwrap();
+        assert_eq!(r.content.as_deref(), Some("cut \u{FFFD}"));
+        assert_eq!(r.tool_calls[0].arguments, "{\"q\":\"\u{FFFD}\"}");
     }
 
     #[test]
