@@ -190,7 +190,15 @@ impl OpenAiCompatibleClient {
     ) -> Result<reqwest::Response, AgentError> {
         loop {
             let (error, wait) = match self.send_once(body.clone(), stream, deadline).await {
-                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) if resp.status().is_success() => {
+                    // A body in a coding the client did not ask for and cannot decode would fail
+                    // as "not UTF-8" or as garbled text: say what came instead. Not retried (the
+                    // proxy that encoded it would again).
+                    if let Some(coding) = undecoded_coding(resp.headers()) {
+                        return Err(AgentError::of(codes::PROVIDER_DECODE, undecoded_body(&coding)));
+                    }
+                    return Ok(resp);
+                }
                 Ok(resp) => {
                     let status = resp.status();
                     let advice = RetryAdvice::of(resp.headers());
@@ -326,6 +334,7 @@ impl OpenAiCompatibleClient {
             ),
             _ => String::new(),
         };
+        let coding = undecoded_coding(resp.headers());
         let mut body = Vec::new();
         let whole =
             read_into(&mut resp, &mut body, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline, |_| false)
@@ -345,6 +354,11 @@ impl OpenAiCompatibleClient {
         let detail = match parsed {
             Some(e) => e.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
+            None if coding.is_some() => format!(
+                "a body of {} bytes not shown: {}",
+                body.len(),
+                undecoded_body(coding.as_deref().unwrap_or_default())
+            ),
             None if whole => format!("raw body: {}", raw_excerpt(&body)),
             None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
         };
@@ -397,6 +411,41 @@ impl OpenAiCompatibleClient {
     fn redact(&self, text: String) -> String {
         redact_message(text, self.config.api_key.expose())
     }
+}
+
+/// The `Content-Encoding` of a response whose body the client does not decode: any coding but
+/// `identity` (with the `gzip` feature reqwest decodes gzip and removes the header, so what is
+/// left is a coding it does not decode either: `br`, `deflate`, `zstd`).
+fn undecoded_coding(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let codings: Vec<&str> = headers
+        .get_all(reqwest::header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("(not text)").split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .collect();
+    (!codings.is_empty()).then(|| codings.join(", "))
+}
+
+/// What the message of a body in `coding` (see [`undecoded_coding`]) says.
+fn undecoded_body(coding: &str) -> String {
+    #[cfg(not(feature = "gzip"))]
+    let (asked, remedy) = (
+        "Accept-Encoding: identity",
+        if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+            "; build with the cargo feature `gzip` to read gzip bodies, or have the server or proxy send them unencoded"
+        } else {
+            "; have the server or proxy send it unencoded"
+        },
+    );
+    #[cfg(feature = "gzip")]
+    let (asked, remedy) =
+        ("Accept-Encoding: gzip", "; have the server or proxy send it unencoded or gzip-encoded");
+    format!(
+        "the response body came encoded with Content-Encoding: {}, which the client did not ask for \
+         ({asked}) and cannot decode{remedy}",
+        raw_excerpt(coding.as_bytes())
+    )
 }
 
 /// The shortest start of the key [`redact_message`] takes out before a cut. Three bytes or fewer
