@@ -3,7 +3,8 @@
 //! `stop`) is not recorded and never sent back as an empty assistant message (Moonshot and Mistral
 //! answer 400 to one); a tool call's arguments cut off at the token limit get the result code
 //! `tool_arguments_truncated` and go back on the wire as `"{}"` (vLLM and strict gateways reject
-//! arguments that are not a JSON object); a tool-call message carries `"content": null`; the last
+//! arguments that are not a JSON object), and so do arguments the registry refused for their size
+//! or depth (they would go with every later request); a tool-call message carries `"content": null`; the last
 //! answer's finish reason is on the outcome and on the `run_finished` event.
 //!
 //! Each request the agent sends is checked the way strict providers check it ([`strict_check`]).
@@ -334,6 +335,73 @@ async fn malformed_arguments_of_a_finished_answer_stay_json_invalid_and_go_back_
     let second = server.requests()[1].json();
     strict_check(&second).unwrap();
     assert_eq!(second["messages"][1]["tool_calls"][0]["function"]["arguments"], "{}");
+}
+
+/// Arguments the registry refused for their size or depth (`json_too_large`, `json_too_deep`)
+/// never ran and go back as `"{}"`: sent as they were, 2 MiB would go with every later request of
+/// the session (a server with a body limit answers each with 413).
+#[tokio::test]
+async fn arguments_over_the_limits_are_refused_and_go_back_as_an_empty_object() {
+    let big = format!(r#"{{"x":"{}"}}"#, "y".repeat(2 << 20));
+    let deep = format!(r#"{{"x":{}1{}}}"#, "[".repeat(64), "]".repeat(64));
+    let mut chunks = vec![chunk(
+        json!({"role":"assistant","tool_calls":[{"index":0,"id":"c0","type":"function",
+               "function":{"name":"echo","arguments":""}}]}),
+        None,
+    )];
+    for piece in big.as_bytes().chunks(64 << 10) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        chunks.push(chunk(json!({"tool_calls":[{"index":0,"function":{"arguments":piece}}]}), None));
+    }
+    chunks.push(chunk(
+        json!({"tool_calls":[
+            {"index":1,"id":"c1","type":"function","function":{"name":"echo","arguments":deep}},
+            {"index":2,"id":"c2","type":"function","function":{"name":"echo","arguments":r#"{"x":"ok"}"#}}]}),
+        Some("tool_calls"),
+    ));
+    let server = MockServer::start([sse(&chunks), text_reply("done"), text_reply("again")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, true);
+    let log = EventLog::new();
+    let out = a.run("s", "q1", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("done"));
+    assert_eq!(*ran.lock().unwrap(), [r#"{"x":"ok"}"#]);
+    let codes_of: Vec<Option<String>> = log
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult { result, .. } => Some(
+                result
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.get("code"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            ),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes_of, [Some(codes::JSON_TOO_LARGE.into()), Some(codes::JSON_TOO_DEEP.into()), None]);
+    let out = a.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("again"));
+    // Both later bodies, as the client sent them, are small and carry "{}" for the refused calls.
+    for request in &server.requests()[1..] {
+        assert!(request.body.len() < 4096, "a body of {} bytes", request.body.len());
+        let body = request.json();
+        strict_check(&body).unwrap();
+        let args: Vec<&str> = body["messages"][1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        assert_eq!(args, ["{}", "{}", r#"{"x":"ok"}"#]);
+    }
+    // The state keeps what the model sent.
+    let state = a.state("s").await.unwrap().unwrap();
+    let kept: Vec<&str> = state.messages[1].tool_calls().iter().map(|c| c.arguments.as_str()).collect();
+    assert_eq!(kept, [big.as_str(), deep.as_str(), r#"{"x":"ok"}"#]);
 }
 
 #[tokio::test]

@@ -469,22 +469,87 @@ async fn bodies_are_asked_for_uncompressed() {
     assert_eq!(server.requests()[0].header("accept-encoding"), Some("identity"));
 }
 
+/// `text` gzip-encoded.
+fn gzipped(text: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(text.as_bytes()).unwrap();
+    enc.finish().unwrap()
+}
+
+/// A server (a proxy, a CDN) that encodes its body although the client asked for none: the error
+/// says so and what to do, instead of "not UTF-8" and the compressed bytes. Not retried.
+#[cfg(not(feature = "gzip"))]
+#[tokio::test]
+async fn a_body_encoded_although_the_client_asked_for_none_says_so() {
+    let stream = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let encoded = |status: u16, content_type: &str, body: &str, coding: &str| {
+        Reply::raw(status, gzipped(body))
+            .with_header("Content-Type", content_type)
+            .with_header("Content-Encoding", coding)
+    };
+    let server = MockServer::start([
+        encoded(200, "application/json", &ok_body("compressed").to_string(), "gzip"),
+        encoded(200, "text/event-stream", stream, "GZIP"),
+        encoded(200, "application/json", &ok_body("compressed").to_string(), "br"),
+        encoded(500, "application/json", r#"{"error":{"message":"down"}}"#, "gzip"),
+        // An encoding that is identity after all is no encoding.
+        Reply::json(200, &ok_body("plain")).with_header("Content-Encoding", "identity"),
+    ])
+    .await;
+    let c = client(&server.base_url(), fast_retry(2), timeouts(2000, 10_000));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_eq!((e.layer, e.code.as_ref()), (ErrorLayer::Provider, codes::PROVIDER_DECODE), "{e}");
+    assert_eq!(
+        e.message,
+        "the response body came encoded with Content-Encoding: gzip, which the client did not ask for \
+         (Accept-Encoding: identity) and cannot decode; build with the cargo feature `gzip` to read gzip \
+         bodies, or have the server or proxy send them unencoded"
+    );
+    let (events, e) = drain(&c).await;
+    let e = e.expect("an error");
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(e.code, codes::PROVIDER_DECODE);
+    assert!(e.message.contains("Content-Encoding: GZIP") && e.message.contains("feature `gzip`"), "{e}");
+    let e = c.complete(&request()).await.unwrap_err();
+    assert!(e.message.contains("Content-Encoding: br,") && !e.message.contains("feature"), "{e}");
+    assert_eq!(server.requests().len(), 3, "none retried");
+    // An error status keeps its code; the body is not shown, what it came as is.
+    let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 10_000));
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_eq!(e.code, codes::PROVIDER_HTTP_STATUS);
+    assert!(
+        e.message.starts_with("HTTP 500: a body of ") && e.message.contains("Content-Encoding: gzip"),
+        "{e}"
+    );
+    assert_eq!(c.complete(&request()).await.unwrap().content.as_deref(), Some("plain"));
+}
+
 /// Needs the cargo feature `gzip` (`cargo test --features gzip --test provider_faults`).
 #[cfg(feature = "gzip")]
 #[tokio::test]
 async fn gzip_bodies_are_decoded() {
-    use std::io::Write;
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(ok_body("compressed").to_string().as_bytes()).unwrap();
-    let gz = enc.finish().unwrap();
-    let server = MockServer::start([Reply::raw(200, gz)
-        .with_header("Content-Type", "application/json")
-        .with_header("Content-Encoding", "gzip")])
+    let gz = gzipped(&ok_body("compressed").to_string());
+    let server = MockServer::start([
+        Reply::raw(200, gz.clone())
+            .with_header("Content-Type", "application/json")
+            .with_header("Content-Encoding", "gzip"),
+        Reply::raw(200, gz)
+            .with_header("Content-Type", "application/json")
+            .with_header("Content-Encoding", "br"),
+    ])
     .await;
     let c = client(&server.base_url(), fast_retry(0), timeouts(2000, 10_000));
     let r: ModelResponse = c.complete(&request()).await.unwrap();
     assert_eq!(r.content.as_deref(), Some("compressed"));
     assert!(server.requests()[0].header("accept-encoding").is_some_and(|v| v.contains("gzip")));
+    // A coding it does not decode says so.
+    let e = c.complete(&request()).await.unwrap_err();
+    assert_eq!(e.code, codes::PROVIDER_DECODE);
+    assert!(
+        e.message.contains("Content-Encoding: br,") && e.message.contains("(Accept-Encoding: gzip)"),
+        "{e}"
+    );
 }
 
 #[tokio::test]

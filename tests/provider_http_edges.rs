@@ -82,6 +82,50 @@ async fn an_echoed_key_the_excerpt_would_cut_never_leaks() {
     assert_no_key(&e);
 }
 
+/// The most bytes of `key` in a row that `text` shows.
+fn longest_piece_of(key: &str, text: &str) -> usize {
+    (1..=key.len())
+        .rev()
+        .find(|&n| key.as_bytes().windows(n).any(|w| text.as_bytes().windows(n).any(|t| t == w)))
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn an_echoed_key_that_is_not_one_word_never_leaks_where_the_excerpt_cuts_it() {
+    // The excerpt ends before a word it would cut, but a key is not always one word: iFlytek
+    // Spark's `APIKey:APISecret` is two, and a key glued to a run of word characters longer than
+    // a key could be is cut where the excerpt ends.
+    let spark = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6:ZmFrZVNlY3JldFBhcnRPZlRoZUtleTEyMzQ1Ng";
+    let glued = "sk-test-SECRET1234567890abcdef";
+    let spark_body = format!("{:>2008}{spark}{}", "Authorization: Bearer ", " trailing".repeat(400));
+    let glued_body = format!(" {}{glued}{}", "x".repeat(2048 - 1 - 20), " trailing".repeat(400));
+    for (key, body, shown) in
+        [(spark, spark_body, "Bearer <redacted>... ("), (glued, glued_body, "x<redacted>... (")]
+    {
+        let server = MockServer::start([
+            Reply::raw(400, body.clone()),
+            Reply::sse(format!("data: {body}\n\n").as_bytes()),
+        ])
+        .await;
+        let c = OpenAiCompatibleClient::new(
+            ClientConfig::custom(server.base_url(), "m", key).with_retry(RetryPolicy::none()),
+        )
+        .unwrap();
+        let e = c.complete(&request()).await.unwrap_err();
+        assert_provider(&e, codes::PROVIDER_HTTP_STATUS);
+        assert!(e.message.contains(shown), "{e}");
+        let (_, streamed) = drain::drain(&c, &request()).await;
+        let streamed = streamed.expect("a decode error");
+        assert_provider(&streamed, codes::PROVIDER_DECODE);
+        for e in [e, streamed] {
+            let text = format!("{e} {e:?}");
+            // At most three bytes in a row (`KEY_START_REDACTED`): here only bytes that happen to
+            // be in the text around it.
+            assert!(longest_piece_of(key, &text) < 4, "{} of {key} in {text}", longest_piece_of(key, &text));
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_error_body_that_breaks_off_inside_the_echoed_key_never_leaks_its_start() {
     // The same echo in a short error body whose connection closes in the middle of the key: the
@@ -95,6 +139,41 @@ async fn an_error_body_that_breaks_off_inside_the_echoed_key_never_leaks_its_sta
     assert_provider(&e, codes::PROVIDER_AUTH);
     assert_no_key(&e);
     assert!(e.message.ends_with("raw body: invalid credentials; Authorization: Bearer ..."), "{e}");
+}
+
+#[tokio::test]
+async fn a_character_cut_into_escaped_halves_across_chunks_never_fails_the_answer() {
+    // A JS gateway slicing by UTF-16 index writes each half of an emoji as an escape of its own
+    // ("\ud83d" in one chunk, "\ude00" in the next), which JSON.parse accepts. In the text the
+    // halves are joined; in a call's arguments each reads as U+FFFD.
+    let chunk = |delta: &str| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{delta}}}]}}\n\n");
+    let body = [
+        chunk(r#"{"content":"Here you go \ud83d"}"#),
+        chunk(r#"{"content":"\ude00 done"}"#),
+        chunk(r#"{"tool_calls":[{"index":0,"id":"c1","function":{"name":"t","arguments":"{\"q\":\"\ud83d"}}]}"#),
+        chunk(r#"{"tool_calls":[{"index":0,"function":{"arguments":"\ude00\"}"}}]}"#),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let whole = r#"{"choices":[{"message":{"content":"cut \ud83d","tool_calls":[{"id":"c1","function":{"name":"t","arguments":"{\"q\":\"\ude00\"}"}}]},"finish_reason":"tool_calls"}]}"#;
+    let server = MockServer::start([Reply::sse(body.as_bytes()), Reply::raw(200, whole)]).await;
+    let c = client(&server, Duration::from_secs(2));
+    let (events, e) = drain(&c).await;
+    assert!(e.is_none(), "{e:?}");
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Here you go 😀 done");
+    let Some(ModelEvent::Finished(answer)) = events.last() else { panic!("{events:?}") };
+    assert_eq!(answer.content.as_deref(), Some("Here you go 😀 done"));
+    assert_eq!(answer.tool_calls[0].arguments, "{\"q\":\"\u{FFFD}\u{FFFD}\"}");
+    let answer = c.complete(&request()).await.unwrap();
+    assert_eq!(answer.content.as_deref(), Some("cut \u{FFFD}"));
+    assert_eq!(answer.tool_calls[0].arguments, "{\"q\":\"\u{FFFD}\"}");
 }
 
 /// A 200 with this content type and body, to a streamed request.

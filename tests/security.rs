@@ -2,7 +2,8 @@
 //! - a sentinel API key never appears in any byte written to the state directory, in any event
 //!   (JSON and Debug), any log line (a raw capturing logger, no redaction), any error message or
 //!   Debug output, or anything a tool sees, over full runs with faults against the mock server,
-//!   including a server that echoes the key back in its error bodies;
+//!   including a server that echoes the key back in its error bodies, and in its answers (also
+//!   spelt with JSON escapes in a call's arguments);
 //! - session ids with `../`, `/`, NUL or 300 characters are refused by every `StateStore` method
 //!   and by every `Agent` entry point, and nothing is created outside the store's root;
 //! - JSON 10,000 levels deep and 100 MB inputs are refused without a crash, as tool arguments
@@ -272,6 +273,80 @@ async fn the_api_key_never_reaches_state_events_logs_or_errors() {
     assert!(joined.contains("Incorrect API key provided"), "the server's message is kept: {joined}");
 }
 
+/// `KEY` as an encoder that escapes every character writes it in a JSON string.
+fn escaped_key() -> String {
+    KEY.chars().map(|c| format!("\\u{:04x}", u32::from(c))).collect()
+}
+
+/// Every string (names included) of a JSON text, decoded.
+fn strings_of(json: &str) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            serde_json::Value::Object(m) => m.iter().for_each(|(k, v)| {
+                out.push(k.clone());
+                walk(v, out);
+            }),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}")), &mut out);
+    out
+}
+
+/// A key echoed in a call's arguments with JSON escapes (`\u0073k-...`, an encoder that escapes
+/// characters; partly escaped; escaped with `\/` too) is taken out of the arguments the client
+/// hands out, whole and streamed, calls and pieces: decoded, they carry no copy of it. The rest
+/// of the arguments is kept byte for byte.
+#[tokio::test]
+async fn a_key_echoed_with_json_escapes_in_arguments_is_taken_out() {
+    use arkagent::provider::{ChatModel, ModelEvent};
+    let key = "sk-SENTINEL/9f8e7d6c";
+    let all: String = key.chars().map(|c| format!("\\u{:04X}", u32::from(c))).collect();
+    let part = key.replacen('S', "\\u0053", 1).replacen('/', "\\/", 1);
+    let args = format!(
+        r#"{{"a":"Bearer {all}","b":"{part}!","{all}":1,"keep":"caf\u00e9 \ud83d\ude00 \"q\" \\u0073k \/"}}"#
+    );
+    let want = r#"{"a":"Bearer <redacted>","b":"<redacted>!","<redacted>":1,"keep":"caf\u00e9 \ud83d\ude00 \"q\" \\u0073k \/"}"#;
+    let call = json!({"index":0,"id":"c1","type":"function","function":{"name":"lookup","arguments":args}});
+    let server = MockServer::start([
+        Reply::json(
+            200,
+            &json!({"choices":[{"index":0,"message":{"tool_calls":[call]},"finish_reason":"tool_calls"}]}),
+        ),
+        Reply::sse(&sse(&[
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[call]}}]}),
+            json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
+        ])),
+    ])
+    .await;
+    let client = OpenAiCompatibleClient::new(ClientConfig::custom(server.base_url(), "m", key)).unwrap();
+    let request =
+        arkagent::provider::ChatRequest::new(Arc::new(vec![ChatMessage::user("hi")]), Arc::from(Vec::new()));
+    let answer = client.complete(&request).await.unwrap();
+    let mut handed_out = vec![answer.tool_calls[0].arguments.clone()];
+    let mut pieces = String::new();
+    let mut stream = client.stream(&request).await.unwrap();
+    while let Some(event) = futures_util::StreamExt::next(&mut stream).await {
+        match event.unwrap() {
+            ModelEvent::ToolCallArgumentsDelta { delta, .. } => pieces.push_str(&delta),
+            ModelEvent::ToolCallFinished { call, .. } => handed_out.push(call.arguments),
+            ModelEvent::Finished(response) => handed_out.push(response.tool_calls[0].arguments.clone()),
+            _ => {}
+        }
+    }
+    handed_out.push(pieces);
+    assert_eq!(handed_out.len(), 4);
+    for args in handed_out {
+        assert_eq!(args, want);
+        let strings = strings_of(&args);
+        assert!(strings.iter().all(|s| !s.contains(key)), "{strings:?}");
+        assert!(strings.contains(&"caf\u{e9} \u{1F600} \"q\" \\u0073k /".to_string()), "{strings:?}");
+    }
+}
+
 /// A gateway that echoes the request's `Authorization` header into a successful answer: in the
 /// text, the reasoning, a call's id and its arguments. Whole and streamed, the key reaches neither
 /// the state, the events, the tool nor the outcome.
@@ -280,17 +355,22 @@ async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
     let echoed_calls = |chunks: bool| {
         let call = json!({"index":0,"id":format!("c-{KEY}"),"type":"function",
             "function":{"name":"lookup","arguments":format!(r#"{{"q":"Bearer {KEY}"}}"#)}});
+        // The same echo by an encoder that escapes characters: the tool and the loop signature
+        // in the state would get it decoded.
+        let escaped = json!({"index":1,"id":"c-escaped","type":"function",
+            "function":{"name":"lookup","arguments":format!(r#"{{"q":"Bearer {}"}}"#, escaped_key())}});
         if chunks {
             Reply::sse(&sse(&[
                 json!({"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":format!("saw {KEY}")}}]}),
                 json!({"choices":[{"index":0,"delta":{"tool_calls":[call]}}]}),
+                json!({"choices":[{"index":0,"delta":{"tool_calls":[escaped]}}]}),
                 json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
             ]))
         } else {
             Reply::json(
                 200,
                 &json!({"choices":[{"index":0,"message":{"role":"assistant",
-                "reasoning_content":format!("saw {KEY}"),"tool_calls":[call]},"finish_reason":"tool_calls"}]}),
+                "reasoning_content":format!("saw {KEY}"),"tool_calls":[call, escaped]},"finish_reason":"tool_calls"}]}),
             )
         }
     };
@@ -326,7 +406,11 @@ async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
             assert!(!serde_json::to_string(e).unwrap().contains(KEY), "streaming={streaming}: {e:?}");
         }
         let tool_saw = seen.lock().unwrap().join("\n");
-        assert!(tool_saw.contains("Bearer <redacted>"), "the tool ran with the arguments: {tool_saw}");
+        assert_eq!(
+            tool_saw.matches("Bearer <redacted>").count(),
+            2,
+            "the tools ran with the arguments: {tool_saw}"
+        );
         for text in [format!("{out:?}"), format!("{state:?}"), tool_saw] {
             assert!(!text.contains(KEY), "streaming={streaming}: {text}");
         }

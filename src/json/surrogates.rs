@@ -10,6 +10,16 @@ use std::borrow::Cow;
 /// one, or a low one not after a high one) replaced by `\uFFFD`; borrowed when there is none.
 /// Other escapes, pairs and everything outside escapes are kept byte for byte.
 pub fn lone_surrogate_escapes_replaced(text: &str) -> Cow<'_, str> {
+    lone_surrogate_escapes_mapped(text, |_, out| out.push_str("\\uFFFD"))
+}
+
+/// `text` with every `\u` escape of a lone surrogate replaced by what `replace` writes for its
+/// code unit (JSON text: an escape, say); borrowed when there is none. See
+/// [`lone_surrogate_escapes_replaced`].
+pub(crate) fn lone_surrogate_escapes_mapped(
+    text: &str,
+    mut replace: impl FnMut(u32, &mut String),
+) -> Cow<'_, str> {
     let bytes = text.as_bytes();
     if memchr::memmem::find(bytes, b"\\u").is_none() {
         return Cow::Borrowed(text);
@@ -36,7 +46,7 @@ pub fn lone_surrogate_escapes_replaced(text: &str) -> Cow<'_, str> {
         }
         let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
         out.push_str(&text[copied..at]);
-        out.push_str("\\uFFFD");
+        replace(unit, out);
         copied = at + 6;
     }
     match out {

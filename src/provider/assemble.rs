@@ -22,6 +22,15 @@
 //! one it does not read (an error in the stream, bad JSON, odd shapes) is parsed into
 //! [`ChatCompletionChunk`] as before, which decides. Either way the assembler changes only after the
 //! whole payload was read.
+//!
+//! A payload that neither reads because it holds the `\u` escape of a lone UTF-16 surrogate (a JS
+//! gateway that slices text by UTF-16 index writes `"\ud83d"` in one chunk, `"\ude00"` in the
+//! next; `JSON.parse`, the official Node SDK's reader, accepts them) is read with each such escape
+//! a U+FFFD, as a whole answer's body is. In the content and the reasoning the two halves of a
+//! character cut across two chunks are joined: a high half that ends a piece is held back until
+//! the next piece of that text (or the end). A call's arguments keep the U+FFFDs (the registry
+//! reads the arguments whole). Only a payload that failed to read is looked at again: the usual
+//! one costs nothing more.
 
 use super::chunk_read::{read_chunk, ChunkRecord};
 use super::convert::{error_of_body, normalise_arguments, parse_response, raw_excerpt};
@@ -29,6 +38,7 @@ use super::sse::SseParser;
 use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
+use crate::json::{lone_surrogate_escapes_mapped, lone_surrogate_escapes_replaced};
 use crate::message::{unique_call_id, ToolCall, Usage};
 use std::borrow::Cow;
 
@@ -64,6 +74,22 @@ pub struct StreamAssembler {
     /// The provider's error that ended the stream, when it sent one (see
     /// [`provider_error`](Self::provider_error)).
     failure: Option<ProviderErrorDetail>,
+    /// A lone high surrogate escape that ended the last piece of the content (`[0]`) or the
+    /// reasoning (`[1]`), held back: the next piece may start with its low half (see
+    /// [`push_cut_payload`](Self::push_cut_payload)).
+    held_high: [Option<u32>; 2],
+    /// The cut characters at the edges of the content and the reasoning of the payload being read
+    /// leniently (see [`push_cut_payload`](Self::push_cut_payload)).
+    cut_edges: Option<[CutEdges; 2]>,
+}
+
+/// Where a piece of text of a payload read leniently begins with a lone low surrogate escape
+/// (its code unit) and ends with a lone high one: the halves of a character a gateway cut across
+/// two chunks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct CutEdges {
+    starts_low: Option<u32>,
+    ends_high: Option<u32>,
 }
 
 impl StreamAssembler {
@@ -213,6 +239,9 @@ impl StreamAssembler {
                 Ok(false)
             }
             Err(e) => {
+                if let Cow::Owned(fixed) = lone_surrogate_escapes_replaced(data) {
+                    return self.push_cut_payload(event, data, &fixed, out, in_place);
+                }
                 if is_error_event {
                     return Err(AgentError::of(
                         codes::PROVIDER_HTTP_STATUS,
@@ -229,6 +258,28 @@ impl StreamAssembler {
                 ))
             }
         }
+    }
+
+    /// Takes a payload that holds the escape of a lone UTF-16 surrogate (`"\ud83d"` in one chunk,
+    /// `"\ude00"` in the next: a JS gateway that slices text by UTF-16 index cut an emoji), which
+    /// serde_json refuses and `JSON.parse` (the official Node SDK) accepts: read as `fixed`, each
+    /// such escape a U+FFFD. In the content and the reasoning, a high half that ends one piece is
+    /// held back and joined with a low half that starts the next piece of the same text; without
+    /// one, it is a U+FFFD after all. A call's arguments, its id and name keep the U+FFFD.
+    ///
+    /// Only a payload that failed to parse comes here: the usual payload pays nothing.
+    fn push_cut_payload(
+        &mut self,
+        event: Option<&str>,
+        data: &str,
+        fixed: &str,
+        out: &mut Vec<ModelEvent>,
+        in_place: bool,
+    ) -> Result<bool, AgentError> {
+        self.cut_edges = Some(cut_edges(data));
+        let pushed = self.push(event, fixed, out, in_place);
+        self.cut_edges = None;
+        pushed
     }
 
     /// Takes one parsed chunk (its `error` is not looked at: see
@@ -283,17 +334,38 @@ impl StreamAssembler {
     ) {
         let reasoning = reasoning.filter(|s| !s.is_empty());
         let content = content.filter(|s| !s.is_empty());
-        if reasoning.is_some() || content.is_some() {
-            self.data_after_finish |= self.finish_reason.is_some();
-            self.data_since_finish = true;
+        if reasoning.is_none() && content.is_none() {
+            return;
         }
+        self.data_after_finish |= self.finish_reason.is_some();
+        self.data_since_finish = true;
+        let edges = self.cut_edges.take().unwrap_or_default();
         if let Some(r) = reasoning {
-            self.reasoning.push_str(&r);
-            out.push(ModelEvent::ReasoningDelta(r.into_owned()));
+            let r = join_cut_halves(&mut self.held_high[1], r, edges[1]);
+            if !r.is_empty() {
+                self.reasoning.push_str(&r);
+                out.push(ModelEvent::ReasoningDelta(r.into_owned()));
+            }
         }
         if let Some(c) = content {
-            self.content.push_str(&c);
-            out.push(ModelEvent::TextDelta(c.into_owned()));
+            let c = join_cut_halves(&mut self.held_high[0], c, edges[0]);
+            if !c.is_empty() {
+                self.content.push_str(&c);
+                out.push(ModelEvent::TextDelta(c.into_owned()));
+            }
+        }
+    }
+
+    /// The high halves still held back (see [`push_cut_payload`](Self::push_cut_payload)), each
+    /// a U+FFFD: no low half can follow.
+    fn release_held_halves(&mut self, out: &mut Vec<ModelEvent>) {
+        if self.held_high[1].take().is_some() {
+            self.reasoning.push('\u{FFFD}');
+            out.push(ModelEvent::ReasoningDelta("\u{FFFD}".into()));
+        }
+        if self.held_high[0].take().is_some() {
+            self.content.push('\u{FFFD}');
+            out.push(ModelEvent::TextDelta("\u{FFFD}".into()));
         }
     }
 
@@ -419,6 +491,7 @@ impl StreamAssembler {
     /// had a name to start with), as the seed's `ResponseParser` leaves out a whole answer's entry
     /// without one; the other calls keep the positions (`index`) they were announced with.
     pub fn finish(&mut self, out: &mut Vec<ModelEvent>) -> ModelResponse {
+        self.release_held_halves(out);
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for i in 0..self.calls.len() {
             if !self.calls[i].has_function {
@@ -462,6 +535,68 @@ impl StreamAssembler {
         self.finished = true;
         response
     }
+}
+
+/// A piece of the content or the reasoning with the halves of a cut character joined: `text` is
+/// read with each lone surrogate escape a U+FFFD, `edges` says which of its ends were such
+/// escapes, `held` is the high half held back from the previous piece of the same text. A held
+/// half without a low one to join is a U+FFFD before the piece; a high half that ends the piece
+/// is held back (taken off the piece). Without either, `text` as it is.
+fn join_cut_halves<'a>(held: &mut Option<u32>, text: Cow<'a, str>, edges: CutEdges) -> Cow<'a, str> {
+    if held.is_none() && edges.ends_high.is_none() {
+        return text;
+    }
+    let mut text = text.into_owned();
+    if let Some(high) = held.take() {
+        let joined = edges
+            .starts_low
+            .and_then(|low| char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)));
+        match joined {
+            // The U+FFFD the low half was read as.
+            Some(c) => text.replace_range(..'\u{FFFD}'.len_utf8(), c.encode_utf8(&mut [0; 4])),
+            None => text.insert(0, '\u{FFFD}'),
+        }
+    }
+    if let Some(high) = edges.ends_high {
+        text.truncate(text.len() - '\u{FFFD}'.len_utf8());
+        *held = Some(high);
+    }
+    Cow::Owned(text)
+}
+
+/// The [`CutEdges`] of the content (`[0]`) and the reasoning (`[1]`) of choice 0 of `data`, a
+/// payload with lone surrogate escapes: read again with each such escape marked (U+FDD0, a
+/// noncharacter, then its code unit in the private use area U+E000..U+E7FF), so the edges of
+/// each text show what was there. A payload that holds U+FDD0 itself joins nothing.
+fn cut_edges(data: &str) -> [CutEdges; 2] {
+    const MARK: char = '\u{FDD0}';
+    let none = [CutEdges::default(); 2];
+    if data.contains(MARK) || data.to_ascii_lowercase().contains("\\ufdd0") {
+        return none;
+    }
+    let marked = lone_surrogate_escapes_mapped(data, |unit, out| {
+        out.push_str(&format!("\\uFDD0\\u{:04X}", 0xE000 + unit - 0xD800));
+    });
+    let Ok(chunk) = serde_json::from_str::<ChatCompletionChunk<'_>>(&marked) else { return none };
+    let Some(delta) = chunk.choices.iter().find(|c| c.index.unwrap_or(0) == 0).and_then(|c| c.delta.as_ref())
+    else {
+        return none;
+    };
+    let unit = |pair: [Option<char>; 2]| match pair {
+        [Some(MARK), Some(u)] => Some(u32::from(u) - 0xE000 + 0xD800),
+        _ => None,
+    };
+    let edges = |text: Option<&Cow<'_, str>>| {
+        let Some(text) = text else { return CutEdges::default() };
+        let mut start = text.chars();
+        let mut end = text.chars().rev();
+        let last = end.next();
+        CutEdges {
+            starts_low: unit([start.next(), start.next()]).filter(|u| (0xDC00..=0xDFFF).contains(u)),
+            ends_high: unit([end.next(), last]).filter(|u| (0xD800..=0xDBFF).contains(u)),
+        }
+    };
+    [edges(delta.content.as_ref()), edges(delta.reasoning_content.as_ref())]
 }
 
 /// The error of a provider that reported a failure inside its stream: the stable code its own
@@ -686,6 +821,84 @@ mod tests {
             Some(ModelEvent::Finished(r)) => r,
             other => panic!("last event {other:?}"),
         }
+    }
+
+    /// The text events (`'t'` text, `'r'` reasoning) of `events`, in order.
+    fn text_events(events: &[ModelEvent]) -> Vec<(char, String)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta(t) => Some(('t', t.clone())),
+                ModelEvent::ReasoningDelta(t) => Some(('r', t.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_character_cut_into_escaped_halves_across_chunks_is_joined() {
+        // What a JS gateway slicing by UTF-16 index sends for "Here 😀 done" (and its reasoning).
+        let content = |t: &str| format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{t}"}}}}]}}"#);
+        let reasoning = |t: &str| format!(r#"{{"choices":[{{"delta":{{"reasoning_content":"{t}"}}}}]}}"#);
+        let payloads = [
+            reasoning(r"hm \ud83d"),
+            content(r"Here \ud83d"),
+            reasoning(r"\ude00"),
+            content(r"\ude00 done \ud83c\udf82 \u00e9"),
+            content(r"\ud83d"),
+            content(r"\ud83d"),
+            content(r"\ude00\ud83d"),
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#.to_string(),
+        ];
+        for in_place in [true, false] {
+            let mut a = StreamAssembler::new();
+            let mut out = Vec::new();
+            for p in &payloads {
+                if in_place {
+                    a.push_payload(None, p, &mut out).unwrap();
+                } else {
+                    a.push_payload_derived(None, p, &mut out).unwrap();
+                }
+            }
+            let r = a.finish(&mut out);
+            assert_eq!(r.content.as_deref(), Some("Here 😀 done 🎂 é\u{FFFD}😀\u{FFFD}"));
+            assert_eq!(r.reasoning_content.as_deref(), Some("hm 😀"));
+            // The pieces handed out make the same text; a held half comes with the next piece.
+            assert_eq!(
+                text_events(&out),
+                [
+                    ('r', "hm ".into()),
+                    ('t', "Here ".into()),
+                    ('r', "😀".into()),
+                    ('t', "😀 done 🎂 é".into()),
+                    ('t', "\u{FFFD}".into()),
+                    ('t', "😀".into()),
+                    ('t', "\u{FFFD}".into()),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn lone_escaped_halves_elsewhere_read_as_the_replacement_character() {
+        let body = sse(&[
+            r#"{"choices":[{"delta":{"content":"a \udc00 b \ud800"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"no low here"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c\ud83d","function":{"name":"t","arguments":"{\"q\":\"\ud83d"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\ude00\"}"}}]}}]}"#,
+            // A payload that holds U+FDD0 (the mark of a cut half) itself: read, nothing joined.
+            r#"{"choices":[{"delta":{"content":"\ufdd0 \ud83d"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"\ude00"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ]);
+        let events = decode_sse_body(&body).unwrap();
+        let r = finished(&events);
+        assert_eq!(r.content.as_deref(), Some("a \u{FFFD} b \u{FFFD}no low here\u{FDD0} \u{FFFD}\u{FFFD}"));
+        assert_eq!(r.tool_calls[0].id, "c\u{FFFD}");
+        assert_eq!(r.tool_calls[0].arguments, "{\"q\":\"\u{FFFD}\u{FFFD}\"}");
+        // A payload that is bad for another reason still fails, and says why.
+        let e = decode_sse_body(&sse(&[r#"{"choices":[{"delta":{"content":"\ud83d"}}],"#])).unwrap_err();
+        assert_eq!(e.code, codes::PROVIDER_DECODE);
     }
 
     #[test]

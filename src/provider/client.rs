@@ -190,7 +190,15 @@ impl OpenAiCompatibleClient {
     ) -> Result<reqwest::Response, AgentError> {
         loop {
             let (error, wait) = match self.send_once(body.clone(), stream, deadline).await {
-                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) if resp.status().is_success() => {
+                    // A body in a coding the client did not ask for and cannot decode would fail
+                    // as "not UTF-8" or as garbled text: say what came instead. Not retried (the
+                    // proxy that encoded it would again).
+                    if let Some(coding) = undecoded_coding(resp.headers()) {
+                        return Err(AgentError::of(codes::PROVIDER_DECODE, undecoded_body(&coding)));
+                    }
+                    return Ok(resp);
+                }
                 Ok(resp) => {
                     let status = resp.status();
                     let advice = RetryAdvice::of(resp.headers());
@@ -326,6 +334,7 @@ impl OpenAiCompatibleClient {
             ),
             _ => String::new(),
         };
+        let coding = undecoded_coding(resp.headers());
         let mut body = Vec::new();
         let whole =
             read_into(&mut resp, &mut body, ERROR_BODY_LIMIT, self.config.timeouts.idle, deadline, |_| false)
@@ -345,6 +354,11 @@ impl OpenAiCompatibleClient {
         let detail = match parsed {
             Some(e) => e.describe(),
             None if body.is_empty() => "(empty body)".to_string(),
+            None if coding.is_some() => format!(
+                "a body of {} bytes not shown: {}",
+                body.len(),
+                undecoded_body(coding.as_deref().unwrap_or_default())
+            ),
             None if whole => format!("raw body: {}", raw_excerpt(&body)),
             None => format!("raw body: {}", raw_excerpt_of_prefix(&body)),
         };
@@ -395,8 +409,96 @@ impl OpenAiCompatibleClient {
     }
 
     fn redact(&self, text: String) -> String {
-        redact_key(text, self.config.api_key.expose())
+        redact_message(text, self.config.api_key.expose())
     }
+}
+
+/// The `Content-Encoding` of a response whose body the client does not decode: any coding but
+/// `identity` (with the `gzip` feature reqwest decodes gzip and removes the header, so what is
+/// left is a coding it does not decode either: `br`, `deflate`, `zstd`).
+fn undecoded_coding(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let codings: Vec<&str> = headers
+        .get_all(reqwest::header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("(not text)").split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .collect();
+    (!codings.is_empty()).then(|| codings.join(", "))
+}
+
+/// What the message of a body in `coding` (see [`undecoded_coding`]) says.
+fn undecoded_body(coding: &str) -> String {
+    #[cfg(not(feature = "gzip"))]
+    let (asked, remedy) = (
+        "Accept-Encoding: identity",
+        if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+            "; build with the cargo feature `gzip` to read gzip bodies, or have the server or proxy send them unencoded"
+        } else {
+            "; have the server or proxy send it unencoded"
+        },
+    );
+    #[cfg(feature = "gzip")]
+    let (asked, remedy) =
+        ("Accept-Encoding: gzip", "; have the server or proxy send it unencoded or gzip-encoded");
+    format!(
+        "the response body came encoded with Content-Encoding: {}, which the client did not ask for \
+         ({asked}) and cannot decode{remedy}",
+        raw_excerpt(coding.as_bytes())
+    )
+}
+
+/// The shortest start of the key [`redact_message`] takes out before a cut. Three bytes or fewer
+/// of a key are a provider's public prefix (`sk-`) or at most three characters of a secret of 32
+/// or more; a shorter minimum would take text that merely ends like the key (a word ending in
+/// `s` before `...`, when the key starts with `s`) out of messages, for no gain in secrecy.
+const KEY_START_REDACTED: usize = 4;
+
+/// An error message with the key taken out ([`redact_key`]), and any start of it
+/// ([`KEY_START_REDACTED`] bytes or more) that ends where an excerpt of a body was cut (right
+/// before a `...`: [`raw_excerpt`], [`raw_excerpt_of_prefix`]). The excerpt ends before a word it
+/// would cut, but a key is not always one word: iFlytek Spark's `APIKey:APISecret` is two, and a
+/// key glued to a run of word characters longer than a key could be is cut where the excerpt
+/// ends; the whole key is not there for [`redact_key`] to find.
+fn redact_message(text: String, key: &str) -> String {
+    let mut text = redact_key(text, key);
+    if key.len() < 6 {
+        return text;
+    }
+    let escaped = key.contains('/').then(|| key.replace('/', "\\/"));
+    let forms: Vec<&[u8]> = std::iter::once(key).chain(escaped.as_deref()).map(str::as_bytes).collect();
+    // Where a `...` starts: in a run of dots, at each dot with two after it (a key with a `.` cut
+    // after it shows as `ak-1234....`).
+    let bytes = text.as_bytes();
+    let mut marks = Vec::new();
+    let mut from = 0;
+    while let Some(offset) = memchr::memchr(b'.', &bytes[from..]) {
+        let run = from + offset;
+        from = run + bytes[run..].iter().take_while(|&&b| b == b'.').count();
+        marks.extend(run..from.saturating_sub(2));
+    }
+    // The ranges to take out, in order; overlapping ones merged.
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    for at in marks {
+        let before = &text.as_bytes()[..at];
+        let shown = forms
+            .iter()
+            .filter_map(|form| (KEY_START_REDACTED..form.len()).rev().find(|&n| before.ends_with(&form[..n])))
+            .max();
+        let Some(shown) = shown else { continue };
+        let start = at - shown;
+        if !text.is_char_boundary(start) {
+            continue;
+        }
+        match cuts.last_mut() {
+            Some(last) if last.1 >= start => *last = (last.0.min(start), at.max(last.1)),
+            _ => cuts.push((start, at)),
+        }
+    }
+    for (start, end) in cuts.into_iter().rev() {
+        text.replace_range(start..end, "<redacted>");
+    }
+    text
 }
 
 /// `text` with every copy of `key` (6 bytes or more) replaced by `<redacted>`, and its
@@ -434,10 +536,94 @@ fn redact_response(response: &mut ModelResponse, key: &str) {
     }
 }
 
-/// `call` with the key taken out of its id, name and arguments ([`redact_response`]).
+/// `call` with the key taken out of its id, name and arguments ([`redact_response`]); out of the
+/// arguments also where JSON escapes spell it ([`redact_escaped_key`]).
 fn redact_call(call: &mut crate::message::ToolCall, key: &str) {
     for text in [&mut call.id, &mut call.name, &mut call.arguments] {
         redact_text(text, key);
+    }
+    redact_escaped_key(&mut call.arguments, key);
+}
+
+/// `json` (a call's arguments, or a piece of them) with every copy of `key` that its JSON escapes
+/// spell (`"\u0073k-..."`: a gateway whose JSON encoder escapes characters copies the
+/// `Authorization` header into the arguments) replaced by `<redacted>`. The arguments are decoded
+/// later (the registry hands the tool the decoded strings; the loop detection writes a signature
+/// of them to the state), so the literal key alone is not enough. Only `\u` escapes can spell a
+/// key that [`redact_key`] does not find (the other escapes are of `"`, `\` and control
+/// characters, which keys do not hold, and of `/`, whose form it looks for): text without one is
+/// left as it is without decoding (with any backslash, for a key that does hold such a
+/// character). Escapes are decoded wherever they are, inside strings or not, so a piece of
+/// arguments or arguments that are not valid JSON are covered too; the escapes that spell the key
+/// (and the plain characters between them) are replaced, the rest of the text is kept byte for
+/// byte, and a string stays a valid JSON string.
+fn redact_escaped_key(json: &mut String, key: &str) {
+    let odd_key = key.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+    let escape: &[u8] = if odd_key { b"\\" } else { b"\\u" };
+    if key.len() < 6 || memchr::memmem::find(json.as_bytes(), escape).is_none() {
+        return;
+    }
+    let mut decoded = Vec::with_capacity(json.len());
+    decode_escapes(json.as_bytes(), &mut decoded, None);
+    if memchr::memmem::find(&decoded, key.as_bytes()).is_none() {
+        return;
+    }
+    // Again, with where each decoded byte came from (its escape or byte in `json`).
+    let mut origins = Vec::with_capacity(decoded.len());
+    decoded.clear();
+    decode_escapes(json.as_bytes(), &mut decoded, Some(&mut origins));
+    let ranges: Vec<(usize, usize)> = memchr::memmem::find_iter(&decoded, key.as_bytes())
+        .map(|at| (origins[at].0, origins[at + key.len() - 1].1))
+        .collect();
+    for (start, end) in ranges.into_iter().rev() {
+        json.replace_range(start..end, "<redacted>");
+    }
+}
+
+/// Decodes the JSON escapes of `text` into `out` (other bytes copied): a lone surrogate becomes
+/// U+FFFD, an escape that is not one (a stray or final `\`) is copied as it is. With `origins`,
+/// pushes for each byte written the range of `text` it came from.
+fn decode_escapes(text: &[u8], out: &mut Vec<u8>, mut origins: Option<&mut Vec<(usize, usize)>>) {
+    let unit = |at: usize| {
+        let hex = text.get(at..at + 6).filter(|e| e.starts_with(b"\\u"))?;
+        let hex = std::str::from_utf8(&hex[2..]).ok().filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+        u32::from_str_radix(hex, 16).ok()
+    };
+    let mut i = 0;
+    while i < text.len() {
+        let (ch, len) = match (text[i], text.get(i + 1)) {
+            (b'\\', Some(b'u')) => match unit(i) {
+                Some(high @ 0xD800..=0xDBFF) => match unit(i + 6) {
+                    Some(low @ 0xDC00..=0xDFFF) => {
+                        (char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)), 12)
+                    }
+                    _ => (Some('\u{FFFD}'), 6),
+                },
+                Some(u) => (Some(char::from_u32(u).unwrap_or('\u{FFFD}')), 6),
+                None => (None, 1),
+            },
+            (b'\\', Some(&c @ (b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't'))) => {
+                let c = match c {
+                    b'b' => '\u{8}',
+                    b'f' => '\u{C}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    c => char::from(c),
+                };
+                (Some(c), 2)
+            }
+            _ => (None, 1),
+        };
+        let before = out.len();
+        match ch {
+            Some(c) => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            None => out.push(text[i]),
+        }
+        if let Some(origins) = origins.as_deref_mut() {
+            origins.extend(std::iter::repeat_n((i, i + len), out.len() - before));
+        }
+        i += len;
     }
 }
 
@@ -451,7 +637,10 @@ fn redact_event(mut event: ModelEvent, key: &str) -> ModelEvent {
             redact_text(id, key);
             redact_text(name, key);
         }
-        ModelEvent::ToolCallArgumentsDelta { delta, .. } => redact_text(delta, key),
+        ModelEvent::ToolCallArgumentsDelta { delta, .. } => {
+            redact_text(delta, key);
+            redact_escaped_key(delta, key);
+        }
         ModelEvent::ToolCallFinished { call, .. } => redact_call(call, key),
         ModelEvent::Finished(response) => redact_response(response, key),
         ModelEvent::Usage(_) => {}
@@ -460,7 +649,7 @@ fn redact_event(mut event: ModelEvent, key: &str) -> ModelEvent {
 }
 
 fn redact_error(mut e: AgentError, key: &str) -> AgentError {
-    e.message = redact_key(std::mem::take(&mut e.message), key);
+    e.message = redact_message(std::mem::take(&mut e.message), key);
     e
 }
 
@@ -1206,5 +1395,56 @@ mod tests {
         assert_eq!(redact_key("bad key sk-123456 here".into(), "sk-123456"), "bad key <redacted> here");
         assert_eq!(redact_key("short k".into(), "k"), "short k");
         assert_eq!(redact_key(r#"a\/b-123 and a/b-123"#.into(), "a/b-123"), "<redacted> and <redacted>");
+    }
+
+    #[test]
+    fn a_key_spelt_with_json_escapes_is_taken_out() {
+        let redacted = |text: &str, key: &str| {
+            let mut text = text.to_string();
+            redact_escaped_key(&mut text, key);
+            text
+        };
+        let key = "sk-abc123";
+        for (text, want) in [
+            (r#"{"q":"\u0073k-abc\u00312\u0033"}"#, r#"{"q":"<redacted>"}"#),
+            // A piece of arguments, not valid JSON; twice; a lone surrogate and bad escapes before.
+            (r#"\ud800 \uZZ \"x\u0073k-abc123:sk-\u0061bc123"#, r#"\ud800 \uZZ \"x<redacted>:<redacted>"#),
+            // Escapes that spell no key, an escaped backslash before `u`, no `\u`: kept as they are.
+            (r#"{"q":"\u00e9 \\u0073k-abc123"}"#, r#"{"q":"\u00e9 \\u0073k-abc123"}"#),
+            (r#"{"q":"sk-abc123\n"}"#, r#"{"q":"sk-abc123\n"}"#),
+            ("\\u", "\\u"),
+            ("\\", "\\"),
+        ] {
+            assert_eq!(redacted(text, key), want, "{text}");
+        }
+        // A key holding a character only another escape spells.
+        assert_eq!(redacted(r#""key\twith tab""#, "key\twith tab"), r#""<redacted>""#);
+        // A key too short to look for is not looked for.
+        assert_eq!(redacted(r#""\u0061bcde""#, "abcde"), r#""\u0061bcde""#);
+    }
+
+    #[test]
+    fn a_message_never_shows_the_start_of_the_key_where_an_excerpt_was_cut() {
+        let key = "ak-1234.5678:secret/part";
+        let cases = [
+            // The cut in the second of two words, after the first, after a `.` of the key.
+            ("Bearer ak-1234.5678:... (3000 bytes in all)", "Bearer <redacted>... (3000 bytes in all)"),
+            ("xxak-1234.5...", "xx<redacted>..."),
+            ("Bearer ak-1234....", "Bearer <redacted>..."),
+            // The JSON-escaped form, and the whole key elsewhere in the message.
+            (
+                r#"{"k":"ak-1234.5678:secret\/p... (9 bytes in all) ak-1234.5678:secret/part"#,
+                r#"{"k":"<redacted>... (9 bytes in all) <redacted>"#,
+            ),
+            // Three bytes stay: no more than a public prefix, and text that only ends like the key
+            // is kept; so is a start of the key that no cut follows.
+            ("ak-... (3000 bytes in all)", "ak-... (3000 bytes in all)"),
+            ("ak-1234 is not cut", "ak-1234 is not cut"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact_message(text.into(), key), want, "{text}");
+        }
+        // A key too short to look for is not looked for.
+        assert_eq!(redact_message("abcd...".into(), "abcde"), "abcd...");
     }
 }

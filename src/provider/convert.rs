@@ -10,7 +10,9 @@ use super::wire::{
 };
 use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
+use crate::json::JsonLimits;
 use crate::message::{make_call_ids_unique, ChatMessage, ToolCall};
+use std::borrow::Cow;
 
 /// Most bytes of a raw body kept in an error message.
 pub const RAW_BODY_EXCERPT: usize = 2048;
@@ -26,9 +28,11 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 /// with neither text nor tool calls (Moonshot and Mistral answer 400; the runtime no longer records
 /// one, but sessions saved by earlier versions may hold one) is left out, which keeps the pairing
 /// intact since it has no calls; a tool call's arguments that are not a JSON object text (cut off
-/// at the token limit, malformed) are sent as `"{}"` (vLLM and strict gateways reject them; the
-/// state keeps the raw text and the call's error result tells the model what was wrong); a
-/// tool-call message's missing text is sent as `"content": null`.
+/// at the token limit, malformed), or are over the registry's default argument limits (refused
+/// `json_too_large` or `json_too_deep`), are sent as `"{}"` (vLLM and strict gateways reject the
+/// first; the second would make every later request as large; the state keeps the raw text and
+/// the call's error result tells the model what was wrong: see [`wire_arguments`]); a tool-call
+/// message's missing text is sent as `"content": null`.
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
     model: &'a str,
@@ -237,20 +241,66 @@ fn app_name(name: &mut String, renames: &[(&str, &str)]) {
     }
 }
 
-/// A call's arguments as sent back: the text itself when it is a JSON object, else `"{}"`.
+/// A call's arguments as sent back: the text itself when it is a JSON object within the tool
+/// registry's default argument limits ([`JsonLimits::default`]: 1 MiB, 64 levels), else `"{}"`.
+///
 /// Arguments cut off at the token limit or malformed are kept raw in the state (the model is told
 /// what was wrong by the call's error result), but vLLM and strict gateways refuse every later
-/// request that carries them ("arguments must be a valid JSON object string").
+/// request that carries them ("arguments must be a valid JSON object string"). Arguments over the
+/// limits were refused by the registry (`json_too_large`, `json_too_deep`) and never ran; sent
+/// back, they would make every later request of the session as large (a server with a body limit
+/// answers each with 413; more than 1 MiB of text is also past most models' context window).
+///
+/// The conversion does not know the limits of the registry that ran the calls, so it applies the
+/// defaults. A registry with lower limits refuses some arguments that still go back as they are:
+/// no larger or deeper than what a default registry runs and sends back. A registry with higher
+/// limits runs some calls whose arguments go back as `"{}"` (the state keeps them; their results
+/// go back as they are): a body carrying more than 1 MiB of one call's arguments in every later
+/// request is not one a provider can be relied on to take.
 pub fn wire_arguments(arguments: &str) -> &str {
+    let limits = JsonLimits::default();
+    if arguments.len() > limits.max_bytes {
+        return "{}";
+    }
     // Valid JSON text whose first character (after whitespace) is `{` is an object. The check
     // builds nothing (`IgnoredAny`); a body serialises each message once (the body cache).
     let is_object = arguments.trim_start().starts_with('{')
         && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
-    if is_object {
+    if is_object && !nests_deeper_than(arguments, limits.max_depth) {
         arguments
     } else {
         "{}"
     }
+}
+
+/// Whether valid JSON text nests deeper than `limit` containers (counted as the registry counts:
+/// the root is depth 1). One pass over the bytes, skipping strings.
+fn nests_deeper_than(json: &str, limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<WireToolChoice<'a>> {
@@ -299,7 +349,9 @@ fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<Wi
 /// keys and tokens) of up to 512 bytes: the excerpt then ends before it. A server that echoes the
 /// request's `Authorization` header in its error body (gateways, debugging proxies) would
 /// otherwise leave the first part of the key in the message, where the client's redaction of the
-/// whole key cannot see it.
+/// whole key cannot see it. A key that is not one word (`APIKey:APISecret`, a key glued to a
+/// longer run of word characters) can still be cut: the client takes out any start of its key
+/// that ends right before the `...` of a cut (`client::redact_message`).
 pub fn raw_excerpt(body: &[u8]) -> String {
     excerpt(body, false)
 }
@@ -393,6 +445,11 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
     let wire: ChatCompletionResponse<'_> = match serde_json::from_str(text) {
         Ok(w) => w,
         Err(e) => {
+            // The escape of a lone UTF-16 surrogate (text a JS gateway cut by UTF-16 index), which
+            // `JSON.parse` accepts: read as U+FFFD.
+            if let Cow::Owned(fixed) = crate::json::lone_surrogate_escapes_replaced(text) {
+                return parse_response(fixed.as_bytes());
+            }
             if let Some(err) = ProviderErrorDetail::of_body(text) {
                 return Err(body_error(&err));
             }
@@ -545,6 +602,28 @@ mod tests {
         }
     }
 
+    #[test]
+    fn arguments_over_the_registry_default_limits_go_as_an_empty_object() {
+        let limits = JsonLimits::default();
+        let sized = |len: usize| {
+            let text = format!("{{\"a\":\"{}\"}}", "x".repeat(len - 8));
+            assert_eq!(text.len(), len);
+            text
+        };
+        let at_limit = sized(limits.max_bytes);
+        assert_eq!(wire_arguments(&at_limit), at_limit);
+        assert_eq!(wire_arguments(&sized(limits.max_bytes + 1)), "{}");
+        let nested = |depth: usize| format!("{}{}", "{\"a\":".repeat(depth - 1) + "{", "}".repeat(depth));
+        assert_eq!(wire_arguments(&nested(limits.max_depth)), nested(limits.max_depth));
+        assert_eq!(wire_arguments(&nested(limits.max_depth + 1)), "{}");
+        let arrays = format!("{{\"a\":{}{}}}", "[".repeat(limits.max_depth), "]".repeat(limits.max_depth));
+        assert_eq!(wire_arguments(&arrays), "{}");
+        // Brackets in strings (escaped quotes and backslashes too) are text, not depth.
+        let in_strings =
+            format!(r#"{{"a":"{0}\"{0}","b\\":"{0}\\","c":[{{}}]}}"#, "[{".repeat(limits.max_depth));
+        assert_eq!(wire_arguments(&in_strings), in_strings);
+    }
+
     /// The streamed wire body of `req` for `model` under `preset`'s quirks, as JSON.
     fn wire_json(req: &ChatRequest, model: &str, preset: ProviderPreset) -> serde_json::Value {
         serde_json::to_value(to_wire_request(req, model, &preset.quirks(), true)).unwrap()
@@ -685,6 +764,14 @@ mod tests {
         ] {
             assert_eq!(parse_response(ok.as_bytes()).unwrap().content.as_deref(), Some("fine"), "{ok}");
         }
+    }
+
+    #[test]
+    fn parse_response_reads_lone_surrogate_escapes_as_the_replacement_character() {
+        let body = br#"{"choices":[{"message":{"content":"cut \ud83d","tool_calls":[{"id":"a","function":{"name":"t","arguments":"{\"q\":\"\ude00\"}"}}]},"finish_reason":"stop"}]}"#;
+        let r = parse_response(body).unwrap();
+        assert_eq!(r.content.as_deref(), Some("cut \u{FFFD}"));
+        assert_eq!(r.tool_calls[0].arguments, "{\"q\":\"\u{FFFD}\"}");
     }
 
     #[test]

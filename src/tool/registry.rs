@@ -52,6 +52,9 @@ impl ToolRegistry {
     }
 
     /// An empty registry with the given limits for tool-call arguments.
+    ///
+    /// The history sent to the provider replaces arguments over the *default* limits with `{}`
+    /// whatever these say (see [`crate::provider::convert::wire_arguments`]).
     pub fn with_limits(limits: JsonLimits) -> Self {
         ToolRegistry { limits, ..Self::default() }
     }

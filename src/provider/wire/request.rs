@@ -125,7 +125,8 @@ pub struct WireToolCall<'a> {
 pub struct WireFunctionCall<'a> {
     /// Tool name.
     pub name: &'a str,
-    /// The arguments text as the model produced it when it is a JSON object, else `"{}"` (see
+    /// The arguments text as the model produced it when it is a JSON object within the registry's
+    /// default argument limits, else `"{}"` (see
     /// [`crate::provider::convert::wire_arguments`]).
     pub arguments: &'a str,
 }

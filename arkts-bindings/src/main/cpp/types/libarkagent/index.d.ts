@@ -20,7 +20,9 @@
  * In any other string a lone surrogate reads as U+FFFD, on ArkVM as on Node (src/napi/text.rs); a
  * refused element of an array names its index (`excludedNames[2]: ...`, `contents[1].text: ...`).
  * Dynamic JSON (schemas, JSON content, metadata) crosses as JSON text; in it, the \u escape
- * JSON.stringify writes for a lone surrogate (a string cut inside an emoji) reads as U+FFFD too.
+ * JSON.stringify writes for a lone surrogate (a string cut inside an emoji) reads as U+FFFD too, as
+ * it does in a model's answer (two halves of an emoji cut across two chunks of streamed text are
+ * joined).
  *
  * Memory: an Agent or a ToolRegistry keeps the functions given to it (executors, hooks, the policy,
  * the listener) for as long as it lives, through native references the GC does not trace. A function
