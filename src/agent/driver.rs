@@ -126,14 +126,48 @@ struct Sessions {
     locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     // An entry exists exactly while its count is not zero.
     reserved: HashMap<String, usize>,
-    // How many times a call of this agent (or of a worker it built) took the session, ever: a
-    // listing that sees it change around a load knows a call held the session meanwhile.
+    // When a call of this agent (or of a worker it built) last took the session (a number drawn
+    // from `taken`, never given twice): a listing that sees it change around a load knows a
+    // call held the session meanwhile.
     holds: HashMap<String, u64>,
+    // How many holds were ever taken (the last number drawn for `holds`).
+    taken: u64,
+    // How many `holds` entries were pruned, ever: a session without one reads as this count, so
+    // one pruned between two looks reads as changed, never as the same.
+    forgotten: u64,
+    // The size of `locks` and `holds` together past which idle entries are pruned.
+    prune_at: usize,
     // Decisions the app made on a worker session that are on their way up to the parents'
     // mirrors ([`Agent::decide_above`]), by approval id (the same at every level): entered
     // before the worker session is let go, removed once the way up is over. A call on a parent
     // that meets the item still pending above a worker that has moved on finds it here.
     rising: HashMap<String, UserDecision>,
+}
+
+/// The fewest entries [`Sessions`] prunes at: below it, nothing is pruned.
+const PRUNE_SESSIONS_AT: usize = 256;
+
+impl Sessions {
+    /// Drops the entries of sessions no call of the agent uses (a lock only the map holds, no
+    /// reservation), once the maps have grown past `prune_at`, which then becomes twice what is
+    /// left (at least [`PRUNE_SESSIONS_AT`]): an agent that runs one session after another for
+    /// days keeps what it uses, not every id it ever saw, at a cost spread over the insertions.
+    fn prune_idle(&mut self) {
+        if self.locks.len() + self.holds.len() < self.prune_at.max(PRUNE_SESSIONS_AT) {
+            return;
+        }
+        let reserved = &self.reserved;
+        self.locks.retain(|id, lock| Arc::strong_count(lock) > 1 || reserved.contains_key(id));
+        let (locks, before) = (&self.locks, self.holds.len());
+        self.holds.retain(|id, _| locks.contains_key(id) || reserved.contains_key(id));
+        self.forgotten += (before - self.holds.len()) as u64;
+        self.prune_at = (2 * (self.locks.len() + self.holds.len())).max(PRUNE_SESSIONS_AT);
+    }
+
+    /// How many sessions the maps keep an entry for (for the tests of the pruning).
+    fn tracked(&self) -> usize {
+        self.locks.len().max(self.holds.len())
+    }
 }
 
 /// A decision on its way up ([`Sessions::rising`]): removed when dropped.
@@ -271,7 +305,8 @@ impl Drop for TurnReservation {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct SessionUse {
     pub(super) now: bool,
-    pub(super) holds: u64,
+    // The number of its last hold, or (0, how many entries were pruned) without one.
+    pub(super) holds: (u64, u64),
 }
 
 impl SessionUse {
@@ -493,7 +528,9 @@ impl Agent {
         };
         {
             let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
-            *sessions.holds.entry(session_id.to_string()).or_default() += 1;
+            sessions.taken += 1;
+            let taken = sessions.taken;
+            sessions.holds.insert(session_id.to_string(), taken);
         }
         let lease = self.store.lease(session_id).await?;
         Ok(SessionHold { _lease: lease, _guard: guard })
@@ -501,7 +538,16 @@ impl Agent {
 
     pub(super) fn session_lock(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        if !sessions.locks.contains_key(session_id) {
+            sessions.prune_idle();
+        }
         Arc::clone(sessions.locks.entry(session_id.to_string()).or_default())
+    }
+
+    /// How many sessions this agent keeps a lock or a hold count for (the tests of the pruning).
+    #[doc(hidden)]
+    pub fn tracked_sessions(&self) -> usize {
+        self.session_locks.lock().unwrap_or_else(|p| p.into_inner()).tracked()
     }
 
     /// Reserves a call's place on a session where the app asks for it: a binding that runs
@@ -541,7 +587,10 @@ impl Agent {
         SessionUse {
             now: sessions.reserved.contains_key(session_id)
                 || sessions.locks.get(session_id).is_some_and(|lock| Arc::strong_count(lock) > 1),
-            holds: sessions.holds.get(session_id).copied().unwrap_or(0),
+            holds: match sessions.holds.get(session_id) {
+                Some(&taken) => (taken, 0),
+                None => (0, sessions.forgotten),
+            },
         }
     }
 

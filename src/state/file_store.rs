@@ -142,6 +142,9 @@ struct Writer {
 
 type Slot = Arc<tokio::sync::Mutex<Option<Writer>>>;
 
+/// The fewest slots [`FileStore`] prunes at (see `prune_idle_slots`).
+const PRUNE_SLOTS_AT: usize = 256;
+
 /// A crash-safe [`StateStore`] on the file system: one directory per session under a root.
 /// See the module docs for the files and the guarantees. Its blocking I/O runs on the tokio
 /// runtime's blocking pool (`spawn_blocking`), so its methods must be awaited inside the runtime
@@ -156,6 +159,8 @@ pub struct FileStore {
     // The sessions whose journal this store may hold open, least recently written first: at most
     // [`MAX_OPEN_JOURNALS`] stay open (see `keep_open`). A std Mutex, never held across an await.
     open: std::sync::Mutex<std::collections::VecDeque<String>>,
+    // The size of `sessions` past which idle slots are pruned (see `prune_idle_slots`).
+    prune_slots_at: std::sync::atomic::AtomicUsize,
     // Whether this store swept the trash already (at `open` or its first `list`).
     trash_swept: std::sync::atomic::AtomicBool,
 }
@@ -933,6 +938,7 @@ impl FileStore {
             options,
             sessions: std::sync::Mutex::new(HashMap::new()),
             open: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            prune_slots_at: std::sync::atomic::AtomicUsize::new(PRUNE_SLOTS_AT),
             trash_swept: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -989,7 +995,30 @@ impl FileStore {
 
     fn slot(&self, session_id: &str) -> Slot {
         let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if !map.contains_key(session_id) {
+            self.prune_idle_slots(&mut map);
+        }
         map.entry(session_id.to_string()).or_default().clone()
+    }
+
+    /// Drops the slots of sessions nothing uses (only the map holds the slot, and it holds no open
+    /// journal: a session deleted, only loaded, or whose journal was closed), once the map has
+    /// grown past its threshold, which then becomes twice what is left (at least
+    /// [`PRUNE_SLOTS_AT`]): a store that sees new sessions for days keeps those it writes, not
+    /// every id it ever saw. A slot comes back empty at the next call, as after a restart.
+    fn prune_idle_slots(&self, map: &mut HashMap<String, Slot>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if map.len() < self.prune_slots_at.load(Relaxed).max(PRUNE_SLOTS_AT) {
+            return;
+        }
+        map.retain(|_, slot| Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |w| w.is_some()));
+        self.prune_slots_at.store((2 * map.len()).max(PRUNE_SLOTS_AT), Relaxed);
+    }
+
+    /// How many sessions this store keeps a slot for (the tests of the pruning).
+    #[doc(hidden)]
+    pub fn tracked_sessions(&self) -> usize {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Notes that `session_id` was just written (its journal may be open), and closes the
