@@ -97,7 +97,8 @@ pub fn redact<'a>(line: &'a str, secret: &str) -> Cow<'a, str> {
 /// contains another is never left half-written.
 #[derive(Default, Clone)]
 pub struct Redactor {
-    secrets: Vec<String>,
+    // Each secret with how many holders added it (see [`Redactor::release`]), longest first.
+    secrets: Vec<(String, usize)>,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -120,14 +121,40 @@ impl Redactor {
         r
     }
 
-    /// Adds a secret (ignored when empty or already known).
+    /// Adds a secret (ignored when empty; counted once more when already known).
     pub fn add(&mut self, secret: impl Into<String>) {
         let secret = secret.into();
-        if secret.is_empty() || self.secrets.contains(&secret) {
+        if secret.is_empty() {
             return;
         }
-        self.secrets.push(secret);
-        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        if let Some((_, holders)) = self.secrets.iter_mut().find(|(s, _)| *s == secret) {
+            *holders += 1;
+            return;
+        }
+        // In its place among the longer ones first.
+        let at = self.secrets.partition_point(|(s, _)| s.len() >= secret.len());
+        self.secrets.insert(at, (secret, 1));
+    }
+
+    /// Takes back one [`add`](Self::add) of `secret`: once every holder took its own back, the
+    /// secret is no longer removed (nor looked for). Unknown secrets are ignored.
+    pub fn release(&mut self, secret: &str) {
+        if let Some(i) = self.secrets.iter().position(|(s, _)| s == secret) {
+            self.secrets[i].1 -= 1;
+            if self.secrets[i].1 == 0 {
+                self.secrets.remove(i);
+            }
+        }
+    }
+
+    /// How many secrets it removes.
+    pub fn len(&self) -> usize {
+        self.secrets.len()
+    }
+
+    /// True when it removes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
     }
 
     /// The line with every secret removed.
@@ -138,7 +165,7 @@ impl Redactor {
     /// The line with every secret of at least `min_len` bytes removed.
     fn redact_at_least<'a>(&self, line: &'a str, min_len: usize) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(line);
-        for secret in self.secrets.iter().filter(|s| s.len() >= min_len) {
+        for (secret, _) in self.secrets.iter().filter(|(s, _)| s.len() >= min_len) {
             if let Cow::Owned(changed) = redact(&out, secret) {
                 out = Cow::Owned(changed);
             }
@@ -342,11 +369,46 @@ pub fn init(config: LogConfig) -> Result<InitOutcome, AgentError> {
     Ok(if first { InitOutcome::Installed } else { InitOutcome::Updated })
 }
 
-/// Adds a secret (the API key) to the process logger, if it is installed; a no-op otherwise.
-pub fn register_secret(secret: &str) {
-    if let Some(logger) = LOGGER.get() {
-        logger.add_secret(secret);
+/// Adds a secret (the API key) to the process logger, if it is installed; a no-op otherwise. The
+/// secret is removed from lines and texts for as long as the returned registration (or another
+/// of the same secret) lives: an app that makes an Agent per user, or rotates short-lived
+/// tokens, does not keep every key it ever used, nor look for each in every later line.
+pub fn register_secret(secret: &str) -> SecretRegistration {
+    match LOGGER.get() {
+        Some(logger) if !secret.is_empty() => {
+            logger.add_secret(secret);
+            SecretRegistration { secret: Some(secret.to_string()) }
+        }
+        _ => SecretRegistration { secret: None },
     }
+}
+
+/// A secret registered with the process logger ([`register_secret`]); dropped, it takes its
+/// registration back.
+#[must_use = "the secret is no longer redacted once the registration is dropped"]
+pub struct SecretRegistration {
+    secret: Option<String>,
+}
+
+impl std::fmt::Debug for SecretRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretRegistration(<redacted>)")
+    }
+}
+
+impl Drop for SecretRegistration {
+    fn drop(&mut self) {
+        if let (Some(secret), Some(logger)) = (self.secret.take(), LOGGER.get()) {
+            logger.redactor.write().unwrap_or_else(|p| p.into_inner()).release(&secret);
+        }
+    }
+}
+
+/// How many secrets the process logger removes (0 when it is not installed): for the tests that
+/// check registrations are taken back.
+#[doc(hidden)]
+pub fn registered_secrets() -> usize {
+    LOGGER.get().map_or(0, |l| l.redactor.read().unwrap_or_else(|p| p.into_inner()).len())
 }
 
 /// The shortest secret [`redact_secrets`] removes, in bytes (the provider's rule for its error
@@ -405,6 +467,27 @@ mod tests {
         let r = Redactor::new(["abc", "abcdef", ""]);
         assert_eq!(r.redact("x abcdef y abc"), "x [REDACTED] y [REDACTED]");
         assert!(!format!("{r:?}").contains("abc"));
+    }
+
+    #[test]
+    fn a_secret_is_removed_until_its_last_holder_releases_it() {
+        let mut r = Redactor::new(["key-a"]);
+        r.add("key-a");
+        r.add("key-longer-b");
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.redact("key-a key-longer-b"), "[REDACTED] [REDACTED]");
+        r.release("key-a");
+        assert_eq!(r.redact("key-a"), "[REDACTED]", "one holder is left");
+        r.release("key-a");
+        assert_eq!(r.redact("key-a key-longer-b"), "key-a [REDACTED]");
+        r.release("key-a");
+        r.release("unknown");
+        r.release("key-longer-b");
+        assert!(r.is_empty());
+        // Added again after it went: removed again, longest first as ever.
+        r.add("ab");
+        r.add("abcd");
+        assert_eq!(r.redact("abcd ab"), "[REDACTED] [REDACTED]");
     }
 
     #[test]

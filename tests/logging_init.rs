@@ -34,12 +34,18 @@ fn child_logs_through_init() {
     });
     assert_eq!(again.unwrap(), InitOutcome::Updated);
     log::debug!("second key {LATER_KEY} and first key {KEY}");
-    logging::register_secret("registered-later");
+    let registered = logging::register_secret("registered-later");
     log::warn!("registered-later must not show");
     assert_eq!(logging::redact_secrets("a registered-later b"), "a [REDACTED] b");
     // A "secret" too short to be a key is kept out of log lines only, not out of other text.
-    logging::register_secret("k");
+    let _short = logging::register_secret("k");
     assert_eq!(logging::redact_secrets("unknown key"), "unknown key");
+    // Once its registration is dropped, a secret is no longer looked for.
+    let twice = logging::register_secret("registered-later");
+    drop(registered);
+    assert_eq!(logging::redact_secrets("a registered-later b"), "a [REDACTED] b", "one holder left");
+    drop(twice);
+    assert_eq!(logging::redact_secrets("a registered-later b"), "a registered-later b");
     let bad = logging::init(LogConfig { domain: 0x2_0000, ..LogConfig::default() });
     assert_eq!(bad.unwrap_err().code, arkagent::codes::CONFIG_INVALID);
 }

@@ -34,8 +34,8 @@ use crate::agent::{Agent, AgentBuilder, RunOutcome};
 use crate::error::{codes, AgentError};
 use crate::loop_detect::ModelLoopDiagnoser;
 use crate::provider::{
-    ApiKey, ChatModel, ClientConfig, ModelResponse, OpenAiCompatibleClient, ProviderPreset, ScriptedModel,
-    Timeouts,
+    ApiKey, ChatModel, ChatRequest, ClientConfig, ModelEventStream, ModelResponse, OpenAiCompatibleClient,
+    ProviderPreset, ScriptedModel, Timeouts,
 };
 use crate::state::{FileStore, MemoryStore, StateStore};
 use crate::tool::CancellationSignal;
@@ -69,7 +69,7 @@ fn model(config: &mut AgentConfigObject, timeouts: Timeouts) -> Result<Arc<dyn C
     let preset = ProviderPreset::from_name(&config.provider)
         .map_err(|e| config_invalid(format!("provider: {}", e.message)))?;
     let key = config.api_key.take().unwrap_or_default();
-    crate::logging::register_secret(&key);
+    let secret = crate::logging::register_secret(&key);
     let mut client = ClientConfig::new(preset, config.model.take().unwrap_or_default(), ApiKey::new(key));
     if let Some(url) = config.base_url.take() {
         client = client.with_base_url(url);
@@ -82,7 +82,26 @@ fn model(config: &mut AgentConfigObject, timeouts: Timeouts) -> Result<Arc<dyn C
     }
     // `js_error` names the field `apiKey` in the message.
     client.check_api_key()?;
-    Ok(Arc::new(OpenAiCompatibleClient::new(client)?))
+    Ok(Arc::new(KeyedModel { client: OpenAiCompatibleClient::new(client)?, _secret: secret }))
+}
+
+/// The HTTP client of an Agent with its API key's registration with the process logger: the key
+/// is redacted from logs and app texts for as long as something can use it (the Agent, a run still
+/// going after the Agent was collected, its workers and loop diagnoser), and no longer after.
+struct KeyedModel {
+    client: OpenAiCompatibleClient,
+    _secret: crate::logging::SecretRegistration,
+}
+
+#[async_trait::async_trait]
+impl ChatModel for KeyedModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+        self.client.complete(request).await
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelEventStream, AgentError> {
+        self.client.stream(request).await
+    }
 }
 
 /// The directory `stateDir` names, made absolute once: a relative one is taken from the working

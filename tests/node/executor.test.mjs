@@ -225,15 +225,17 @@ test('a code whose read throws (a getter, a Proxy) is wrapped, and the executor 
 });
 
 test('an API key the app put in a thrown message is redacted, domain error or not', async () => {
-  // An Agent with a key registers it with the process logger as a secret (no request is made).
+  // An Agent with a key registers it with the process logger as a secret (no request is made),
+  // for as long as the Agent lives (tests/node/gc.test.mjs).
   const key = 'sk-executor-secret-5b1d9e';
-  new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: key });
+  const agent = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: key });
   const domain = oneTool(() => { throw new DomainError('upstream_refused', `upstream said no to ${key}`); });
   assert.equal((await rejectsWithCode(assert, domain(), 'upstream_refused', 'tool')).message, 'upstream said no to [REDACTED]');
   const plain = oneTool(async () => { throw new Error(`auth ${key} failed`); });
   const e = await rejectsWithCode(assert, plain(), 'tool_execution_failed', 'tool');
   assert.match(e.message, /rejected: Error: auth \[REDACTED\] failed/);
   assert.ok(!e.message.includes(key));
+  assert.deepEqual(agent.toolNames(), []);
 });
 
 test('undefined, returned or resolved, is tool_result_invalid', async () => {

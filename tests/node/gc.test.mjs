@@ -9,7 +9,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadModule, objectSchema, text, waitFor } from './helper.mjs';
 
-const { ToolRegistry, CancellationHandle } = loadModule();
+const { Agent, ToolRegistry, CancellationHandle } = loadModule();
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc');
@@ -65,4 +65,35 @@ test('an onCancel registered through context.signal still fires after the contex
   assert.equal(await pending, 'tool_cancelled');
   await waitFor(() => heard !== null, 'the onCancel callback');
   assert.equal(heard, 'stop now');
+});
+
+test("an Agent's API key stops being a secret of the process once the Agent is collected", async () => {
+  // Apps that make an Agent per user or rotate short-lived tokens: every key ever used stayed
+  // registered, and every later log line and app text was searched for each of them.
+  const key = 'sk-rotated-away-7c41aa';
+  const r = new ToolRegistry();
+  r.register({ name: 't', description: 'd', parametersJson: objectSchema }, () => {
+    throw new Error(`echo ${key}`);
+  });
+  const thrown = async () => (await r.execute({ id: 'c', name: 't', arguments: '{}' }).catch((e) => e)).message;
+  let collected = false;
+  const registry = new FinalizationRegistry(() => (collected = true));
+  let agent = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: key });
+  registry.register(agent, null);
+  assert.match(await thrown(), /echo \[REDACTED\]/, 'redacted while the Agent lives');
+  assert.deepEqual(agent.toolNames(), []);
+  agent = null;
+  await collectUntil(() => collected, 'the Agent was collected');
+  // Its native finalizer may run after the FinalizationRegistry's callback: look until it did.
+  let shown = false;
+  for (let i = 0; i < 100 && !shown; i++) {
+    gc();
+    await sleep(10);
+    shown = (await thrown()).includes(key);
+  }
+  assert.ok(shown, 'the key of the collected Agent is no longer looked for');
+  // Another Agent with the key registers it again.
+  const again = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: key });
+  assert.ok(!(await thrown()).includes(key));
+  assert.deepEqual(again.toolNames(), []);
 });
