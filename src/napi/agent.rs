@@ -64,7 +64,7 @@ fn model(config: &mut AgentConfigObject, timeouts: Timeouts) -> Result<Arc<dyn C
             .ok_or_else(|| config_invalid("scriptJson: required for the scripted provider".into()))?;
         let answers: Vec<ModelResponse> = serde_json::from_str(script)
             .map_err(|e| config_invalid(format!("scriptJson: not a JSON array of model answers: {e}")))?;
-        return Ok(Arc::new(ScriptedModel::new(answers)));
+        return Ok(Arc::new(ScriptedModel::new(answers).without_requests()));
     }
     let preset = ProviderPreset::from_name(&config.provider)
         .map_err(|e| config_invalid(format!("provider: {}", e.message)))?;

@@ -31,6 +31,8 @@ impl From<ModelResponse> for ScriptStep {
 struct Script {
     steps: VecDeque<ScriptStep>,
     requests: Vec<ChatRequest>,
+    // How many requests came (kept or not).
+    received: usize,
 }
 
 /// A model that replays a script. Running out gives `provider_script_exhausted`.
@@ -38,6 +40,7 @@ struct Script {
 pub struct ScriptedModel {
     script: Mutex<Script>,
     chunk_chars: usize,
+    keep_requests: bool,
 }
 
 impl ScriptedModel {
@@ -49,9 +52,20 @@ impl ScriptedModel {
     /// A model following these steps, in order.
     pub fn from_steps(steps: impl IntoIterator<Item = ScriptStep>) -> Self {
         ScriptedModel {
-            script: Mutex::new(Script { steps: steps.into_iter().collect(), requests: Vec::new() }),
+            script: Mutex::new(Script { steps: steps.into_iter().collect(), ..Script::default() }),
             chunk_chars: 4,
+            keep_requests: true,
         }
+    }
+
+    /// The same model keeping no copy of the requests it receives ([`requests`](Self::requests)
+    /// stays empty): for a model that lives as long as an app (the native module's `scripted`
+    /// provider, the offline demo), where a copy of every request (each holding the history as
+    /// it stood) grew with the square of a session's length, and, shared with the run, made it
+    /// copy the history at every round.
+    pub fn without_requests(mut self) -> Self {
+        self.keep_requests = false;
+        self
     }
 
     /// The same model streaming text, reasoning and arguments in pieces of `chars` characters
@@ -71,7 +85,8 @@ impl ScriptedModel {
         self.lock().steps.len()
     }
 
-    /// Every request received so far, in order (one per `complete` or `stream` call).
+    /// Every request received so far, in order (one per `complete` or `stream` call); none for a
+    /// model made [`without_requests`](Self::without_requests).
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.lock().requests.clone()
     }
@@ -82,8 +97,11 @@ impl ScriptedModel {
 
     fn next_step(&self, request: &ChatRequest) -> Result<ScriptStep, AgentError> {
         let mut script = self.lock();
-        script.requests.push(request.clone());
-        let round = script.requests.len();
+        if self.keep_requests {
+            script.requests.push(request.clone());
+        }
+        script.received += 1;
+        let round = script.received;
         script.steps.pop_front().ok_or_else(|| {
             AgentError::of(
                 codes::PROVIDER_SCRIPT_EXHAUSTED,
@@ -162,5 +180,24 @@ mod tests {
     fn pieces_split_on_characters() {
         assert_eq!(pieces("你好世界!", 2).collect::<Vec<_>>(), vec!["你好", "世界", "!"]);
         assert_eq!(pieces("", 3).count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_model_without_requests_keeps_no_copy_of_them() {
+        let request = ChatRequest::new(
+            std::sync::Arc::new(vec![crate::message::ChatMessage::user("q")]),
+            std::sync::Arc::from(Vec::new()),
+        );
+        for keep in [true, false] {
+            let answer = || ModelResponse { content: Some("a".into()), ..ModelResponse::default() };
+            let model = ScriptedModel::new([answer(), answer()]);
+            let model = if keep { model } else { model.without_requests() };
+            model.complete(&request).await.unwrap();
+            model.complete(&request).await.unwrap();
+            assert_eq!(model.requests().len(), if keep { 2 } else { 0 });
+            // Requests are still counted.
+            let e = model.complete(&request).await.unwrap_err();
+            assert!(e.message.contains("request #3"), "{e}");
+        }
     }
 }
