@@ -8,7 +8,10 @@
 //! read: the event is dropped, with a warning in the log).
 //!
 //! When a run ends, [`RunEvents::delivered`] waits until its last event was handed to the
-//! listener, so `run()` resolves after the listener saw every event of the run.
+//! listener, so `run()` resolves after the listener saw every event of the run, unless that takes
+//! more than [`DELIVERY_WAIT`] (a listener slower than the run, or a JS thread blocked): then
+//! `run()` resolves and the events still queued are delivered after it. The queue has no bound:
+//! the events of a run wait for a slow listener in memory (a few hundred bytes each).
 //!
 //! One listener hears every run of the Agent (several may be in flight on different sessions), so
 //! each event goes out with the id of its run: the core's JSON plus `"run_id"`, taken from the

@@ -476,7 +476,12 @@ export declare class Agent {
   definitionsJson(): string;
   /** Adds a hook after the others (hooks run in the order added). */
   addHook(hook: AgentHookObject): void;
-  /** Sets the event listener (replaces the previous one). */
+  /**
+   * Sets the event listener (replaces the previous one). It hears each run's events in order; run() and
+   * resume() resolve once it was handed the run's last event, or after 5 s if it has not been by then (a
+   * listener slower than the run: the rest follows). Events wait for a slow listener in memory, unbounded:
+   * keep it quick (e.g. append text deltas to a buffer that the UI reads).
+   */
   onEvent(listener: AgentEventListener): void;
   /**
    * Sets the approval policy (replaces the previous one; null restores the default: safe and unknown
