@@ -51,8 +51,18 @@ impl<'a> Path<'a> {
     }
 }
 
-/// `.name` for a plain name, `["odd key"]` (JSON-quoted) otherwise.
+/// The most characters of a key a path shows: the path goes back to the model in the call's
+/// error, and a key of the model's own making can be as long as the arguments (a megabyte, sent
+/// again with every later request).
+const KEY_SHOWN_CHARS: usize = 64;
+
+/// `.name` for a plain name, `["odd key"]` (JSON-quoted) otherwise; a key longer than
+/// [`KEY_SHOWN_CHARS`] characters is shown by its start, `["start…" (N characters)]`.
 pub(crate) fn key_segment(key: &str) -> String {
+    if let Some((cut, _)) = key.char_indices().nth(KEY_SHOWN_CHARS) {
+        let shown = format!("{}…", &key[..cut]);
+        return format!("[{} ({} characters)]", serde_json::Value::String(shown), key.chars().count());
+    }
     let mut chars = key.chars();
     let plain = match chars.next() {
         Some(c) if c.is_alphabetic() || c == '_' || c == '$' => {
@@ -83,5 +93,11 @@ mod tests {
         assert_eq!(root.key("订单号").render(), "$.订单号");
         assert_eq!(root.key("").render(), "$[\"\"]");
         assert_eq!(Path::ROOT.render(), "$");
+        // A key of the model's making as long as its arguments is shown by its start.
+        let long = "k".repeat(1 << 20);
+        let shown = root.key(&long).render();
+        assert_eq!(shown, format!("$[\"{}…\" (1048576 characters)]", "k".repeat(64)));
+        let exactly = "é".repeat(64);
+        assert_eq!(root.key(&exactly).render(), format!("$.{exactly}"));
     }
 }

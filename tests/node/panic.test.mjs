@@ -20,7 +20,9 @@ const { Agent, ToolRegistry, panicNext, canonicalJson, version } = native.export
 
 // An API key, registered with the process logger as a secret when an Agent is built with it.
 const API_KEY = 'sk-panic-test-0123456789abcdef';
-new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: API_KEY });
+// Its key is a secret of the process (redacted from what panics say) while the Agent lives: kept
+// for the whole file.
+export const keyHolder = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: API_KEY });
 
 /** Asserts the error of a caught panic at `site`: code, layer, a message saying so, no API key. */
 function assertPanicError(error, site) {
@@ -218,7 +220,7 @@ test("a panic's report on stderr carries no API key, and the process goes on to 
     const native = { exports: {} };
     process.dlopen(native, process.env.SO);
     const { Agent, panicNext, version } = native.exports;
-    new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: process.env.KEY });
+    globalThis.keyHolder = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: process.env.KEY });
     panicNext('sync', 'detail with the key ' + process.env.KEY);
     try { version(); console.log('no throw'); } catch (e) { console.log('caught ' + e.code); }
     panicNext('sync', 'no secret here');

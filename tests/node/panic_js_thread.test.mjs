@@ -22,7 +22,9 @@ const { Agent, ToolRegistry, CancellationHandle, panicNext, canonicalJson } = na
 // An API key, registered with the process logger as a secret when an Agent is built with it: no
 // error, state or log line may carry it, though every planned panic's message does.
 const API_KEY = 'sk-panic-js-0123456789abcdef';
-new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: API_KEY });
+// Its key is a secret of the process (redacted from what panics say) while the Agent lives: kept
+// for the whole file.
+export const keyHolder = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: API_KEY });
 
 /** Plans a panic at `site` whose message carries the API key. */
 function planPanic(site) {
@@ -206,7 +208,7 @@ const CHILD_PRELUDE = `
   const native = { exports: {} };
   process.dlopen(native, process.env.SO);
   const { Agent, CancellationHandle, panicNext } = native.exports;
-  new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: process.env.KEY });
+  globalThis.keyHolder = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: process.env.KEY });
   const plan = (site) => panicNext(site, 'detail with the key ' + process.env.KEY);
   const agent = () => new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'done' }]) });
 `;
