@@ -996,11 +996,8 @@ async fn terminal_states_are_persisted_even_when_a_hook_skips_saves() {
     assert_eq!(state.loop_window.len(), 5);
 }
 
-#[tokio::test]
-async fn the_state_read_mid_run_shows_a_running_call_as_running_not_interrupted() {
-    // A chat screen polls the state while a tool runs: the call has started and has no result yet.
-    // The repair a load applies (a call that started and never finished is interrupted) is for
-    // a session no run holds; here the call is running.
+/// A registry with `slow`, which says it `started` and answers "ok" once `release`d.
+fn slow_tool() -> (ToolRegistry, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
     let started = Arc::new(tokio::sync::Notify::new());
     let release = Arc::new(tokio::sync::Notify::new());
     let mut tools = ToolRegistry::new();
@@ -1018,6 +1015,15 @@ async fn the_state_read_mid_run_shows_a_running_call_as_running_not_interrupted(
             })),
         )
         .unwrap();
+    (tools, started, release)
+}
+
+#[tokio::test]
+async fn the_state_read_mid_run_shows_a_running_call_as_running_not_interrupted() {
+    // A chat screen polls the state while a tool runs: the call has started and has no result yet.
+    // The repair a load applies (a call that started and never finished is interrupted) is for
+    // a session no run holds; here the call is running.
+    let (tools, started, release) = slow_tool();
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
     let model = Arc::new(Script::new(vec![calls(&[("c1", "slow", "{}")]), answer("done")]));
     let agent = Arc::new(AgentBuilder::new(model, store.clone()).tools(tools).build());
@@ -1053,23 +1059,7 @@ async fn another_agent_reading_a_session_a_run_holds_shows_its_running_call_as_r
     // interrupted: the repair a load applies is for a session no run holds, and the lease says
     // one does. The listing counts the messages as that state shows them.
     let dir = tempfile::tempdir().unwrap();
-    let started = Arc::new(tokio::sync::Notify::new());
-    let release = Arc::new(tokio::sync::Notify::new());
-    let mut tools = ToolRegistry::new();
-    let (s, r) = (started.clone(), release.clone());
-    tools
-        .register(
-            ToolDefinition::new("slow", "d", json!({"type": "object"})),
-            Arc::new(FnExecutor(move |_a: serde_json::Map<String, serde_json::Value>, _c| {
-                let (s, r) = (s.clone(), r.clone());
-                async move {
-                    s.notify_one();
-                    r.notified().await;
-                    Ok(ToolResult::text("ok"))
-                }
-            })),
-        )
-        .unwrap();
+    let (tools, started, release) = slow_tool();
     let file_store =
         |d: &std::path::Path| -> Arc<dyn StateStore> { Arc::new(arkagent::state::FileStore::new(d)) };
     let model = Arc::new(Script::new(vec![calls(&[("c1", "slow", "{}")]), answer("done")]));
