@@ -653,6 +653,13 @@ test('approvals, the pending batch, the state and deletion are decoded from the 
   assert.deepEqual(native.calls.at(-1), ['deny', 's1', 'ap-1', 'denied by the user']);
   await agent.decide('s1', M.ApprovalAnswer.approve('ap-1'));
   assert.deepEqual(native.calls.at(-1), ['approve', 's1', 'ap-1']);
+  // An answer that neither approves nor denies (only untyped code can make one) is a coded error
+  // and reaches neither native method.
+  const callsBefore = native.calls.length;
+  const pending = Object.assign(Object.create(M.ApprovalAnswer.prototype), { approvalId: 'ap-1', decision: 'pending' });
+  await assert.rejects(agent.decide('s1', pending),
+    (e) => M.agentErrorOf(e).code === 'approval_decision_unknown' && M.agentErrorOf(e).layer === 'decode');
+  assert.equal(native.calls.length, callsBefore);
   native.answers.pendingApprovalJson = null;
   assert.equal(await agent.pendingApproval('s1'), undefined);
   native.answers.pendingApprovalJson = JSON.stringify(BATCH);
