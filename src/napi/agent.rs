@@ -25,7 +25,7 @@ use super::dto::{
     to_json, AgentConfigObject, ApprovalIdArg, Id, InputArg, LoopDiagnosisObject, MetadataKeyArg, ReasonArg,
     RunOutcomeObject, SessionIdArg, Text, ToolDefinitionObject, ToolNameArg, ValueJsonArg,
 };
-use super::error::{check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
+use super::error::{check_new, check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
 use super::events::{EventListener, RunEvents};
 use super::hook::JsHook;
 use super::policy::{JsApprovalPolicy, PolicySlot};
@@ -40,7 +40,7 @@ use crate::provider::{
 use crate::state::{FileStore, MemoryStore, StateStore};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
-use napi_ohos::bindgen_prelude::{Function, Object, PromiseRaw, Unknown};
+use napi_ohos::bindgen_prelude::{Function, Object, PromiseRaw, This, Unknown};
 use napi_ohos::{Env, ValueType};
 use std::sync::Arc;
 use std::time::Duration;
@@ -260,7 +260,8 @@ impl JsAgent {
     /// # Errors
     /// `config_invalid` (the message names the field), `insecure_url`, `provider_tls`.
     #[napi(constructor)]
-    pub fn new(env: Env, config: Arg<AgentConfigObject>) -> napi_ohos::Result<Self> {
+    pub fn new(env: Env, this: This<Unknown>, config: Arg<AgentConfigObject>) -> napi_ohos::Result<Self> {
+        check_new::<Self>(&env, &this)?;
         let Arg(config) = config;
         guard(&env, || {
             let policy = Arc::new(PolicySlot::default());

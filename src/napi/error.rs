@@ -531,6 +531,61 @@ pub(crate) fn check_this<T: JsClass>(env: &Env, this: &T) -> napi_ohos::Result<(
     Err(js_error(env, &error))
 }
 
+/// Whether `value` is an instance of class `T` (`value instanceof T`, through its prototype chain).
+///
+/// # Safety
+/// On the JS thread, with the env and a value of the current call.
+unsafe fn is_instance<T: JsClass>(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<bool> {
+    let name = T::JS_NAME.trim_end_matches('\0');
+    let ctor_ref = napi_ohos::bindgen_prelude::get_class_constructor(T::JS_NAME)
+        .ok_or_else(|| napi_ohos::Error::from_reason(format!("class {name} is not registered")))?;
+    let mut ctor = std::ptr::null_mut();
+    let mut is_instance = false;
+    // SAFETY: by the caller, and the class's constructor reference is held by napi-ohos for the
+    // module's lifetime.
+    unsafe {
+        napi_ohos::check_status!(sys::napi_get_reference_value(env, ctor_ref, &mut ctor))?;
+        napi_ohos::check_status!(sys::napi_instanceof(env, value, ctor, &mut is_instance))?;
+    }
+    Ok(is_instance)
+}
+
+/// Refuses a constructor of class `T` called without `new` with `argument_invalid`, before
+/// anything is built. napi-ohos' constructor wraps its native object into whatever `this` is:
+/// `ToolRegistry()` wrapped the global object (and returned it), after which every other
+/// constructor called that way failed with napi's "Failed to initialize class"; and
+/// `ToolRegistry.call(registry)` on a live object failed the same obscure way. `this` must be the
+/// fresh object of a `new` (of the class or a subclass): an instance of `T` that wraps nothing yet.
+///
+/// # Errors
+/// `argument_invalid`.
+pub(crate) fn check_new<T: JsClass>(
+    env: &Env,
+    this: &napi_ohos::bindgen_prelude::Unknown,
+) -> napi_ohos::Result<()> {
+    let raw_env = env.raw();
+    let value = this.value().value;
+    let fresh = converting(raw_env, || -> napi_ohos::Result<bool> {
+        // SAFETY: on the JS thread, with this call's env and its `this`.
+        if !unsafe { is_instance::<T>(raw_env, value) }? {
+            return Ok(false);
+        }
+        let mut wrapped = std::ptr::null_mut();
+        // SAFETY: as above; napi_unwrap fails on an object that wraps nothing, the case wanted.
+        let status = unsafe { sys::napi_unwrap(raw_env, value, &mut wrapped) };
+        Ok(status != sys::Status::napi_ok || wrapped.is_null())
+    })??;
+    if fresh {
+        return Ok(());
+    }
+    let name = T::JS_NAME.trim_end_matches('\0');
+    let error = AgentError::of(
+        codes::ARGUMENT_INVALID,
+        format!("{name} is a class: create one with `new {name}(...)`"),
+    );
+    Err(js_error(env, &error))
+}
+
 /// An export's argument that must be an instance of one of the module's classes, checked with
 /// `instanceof` and then by its [`ClassTag`] before it is read; a wrong value is refused as
 /// [`Arg`] refuses it.
@@ -545,17 +600,8 @@ impl<T: JsClass> FromNapiValue for ArgRef<T> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
         let name = T::JS_NAME.trim_end_matches('\0');
         let checked = converting(env, || {
-            let ctor_ref = napi_ohos::bindgen_prelude::get_class_constructor(T::JS_NAME)
-                .ok_or_else(|| napi_ohos::Error::from_reason(format!("class {name} is not registered")))?;
-            let mut ctor = std::ptr::null_mut();
-            let mut is_instance = false;
-            // SAFETY: on the JS thread, with this call's env and value and the class's constructor
-            // reference (held by napi-ohos for the module's lifetime).
-            unsafe {
-                napi_ohos::check_status!(sys::napi_get_reference_value(env, ctor_ref, &mut ctor))?;
-                napi_ohos::check_status!(sys::napi_instanceof(env, value, ctor, &mut is_instance))?;
-            }
-            if !is_instance {
+            // SAFETY: on the JS thread, with this call's env and value.
+            if !unsafe { is_instance::<T>(env, value) }? {
                 return Err(napi_ohos::Error::from_reason(format!("expected a {name}")));
             }
             let mut wrapped = std::ptr::null_mut();

@@ -7,14 +7,14 @@ use super::dto::{
     ExcludedNamesArg, ExecuteOptions, Id, JsArray, ToolCallObject, ToolDefinitionObject, ToolNameArg,
     ToolRegistryOptions, ToolResultObject,
 };
-use super::error::{check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
+use super::error::{check_new, check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::message::ToolCall;
 use crate::state::SCHEMA_VERSION;
 use crate::tool::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolRegistry, ToolServiceRegistry};
 use napi_derive_ohos::napi;
-use napi_ohos::bindgen_prelude::{Function, PromiseRaw, Unknown};
+use napi_ohos::bindgen_prelude::{Function, PromiseRaw, This, Unknown};
 use napi_ohos::Env;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -92,7 +92,12 @@ impl JsToolRegistry {
 impl JsToolRegistry {
     /// An empty registry.
     #[napi(constructor)]
-    pub fn new(env: Env, options: Arg<Option<ToolRegistryOptions>>) -> napi_ohos::Result<Self> {
+    pub fn new(
+        env: Env,
+        this: This<Unknown>,
+        options: Arg<Option<ToolRegistryOptions>>,
+    ) -> napi_ohos::Result<Self> {
+        check_new::<Self>(&env, &this)?;
         let Arg(options) = options;
         guard(&env, || {
             let (limits, default_timeout) = match &options {

@@ -4,10 +4,10 @@
 
 use super::callback::JsFn;
 use super::dto::{ReasonArg, Text};
-use super::error::{check_this, guard, guard_napi, Arg, ClassTag};
+use super::error::{check_new, check_this, guard, guard_napi, Arg, ClassTag};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
-use napi_ohos::bindgen_prelude::{Function, Unknown};
+use napi_ohos::bindgen_prelude::{Function, This, Unknown};
 use napi_ohos::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_ohos::{sys, Env};
 use tokio_util::sync::CancellationToken;
@@ -120,7 +120,8 @@ impl Drop for CancellationHandle {
 impl CancellationHandle {
     /// A signal that is not cancelled.
     #[napi(constructor)]
-    pub fn new(env: Env) -> napi_ohos::Result<Self> {
+    pub fn new(env: Env, this: This<Unknown>) -> napi_ohos::Result<Self> {
+        check_new::<Self>(&env, &this)?;
         guard(&env, || {
             Ok(CancellationHandle::with_signal(CancellationSignal::new(), CancellationToken::new()))
         })

@@ -121,24 +121,24 @@ test('an object of one class dressed as another, or a getter called on another c
   const registry = new native.ToolRegistry();
   const agent = instances.Agent();
   const call = { id: 'c1', name: 'missing', arguments: '{}' };
-  const handleAsRegistry = Object.create(native.ToolRegistry.prototype);
-  native.CancellationHandle.call(handleAsRegistry);
-  assert.ok(handleAsRegistry instanceof native.ToolRegistry);
-  const registryAsHandle = Object.create(native.CancellationHandle.prototype);
-  native.ToolRegistry.call(registryAsHandle);
-  assert.ok(registryAsHandle instanceof native.CancellationHandle);
+  // Constructors now refuse to build on an object that is not a fresh instance of their class
+  // (see the test below), so such an object is made by changing a real one's prototype.
+  throwsWithCode(assert, () => native.CancellationHandle.call(Object.create(native.ToolRegistry.prototype)), 'argument_invalid');
+  throwsWithCode(assert, () => native.ToolRegistry.call(Object.create(native.CancellationHandle.prototype)), 'argument_invalid');
   const realHandle = new native.CancellationHandle();
   const realRegistry = new native.ToolRegistry();
   Object.setPrototypeOf(realHandle, native.ToolRegistry.prototype);
   Object.setPrototypeOf(realRegistry, native.CancellationHandle.prototype);
-  for (const fake of [handleAsRegistry, realHandle]) {
+  assert.ok(realHandle instanceof native.ToolRegistry);
+  assert.ok(realRegistry instanceof native.CancellationHandle);
+  for (const fake of [realHandle]) {
     for (const e of [await failure(() => registry.copyInto(fake)), await failure(() => registry.copyIntoExcluding(fake, []))]) {
       assertCoded(e, 'copyInto(fake)');
       assert.equal(e.code, 'argument_invalid');
       assert.match(e.message, /expected a ToolRegistry, got an object of another class/);
     }
   }
-  for (const fake of [registryAsHandle, realRegistry]) {
+  for (const fake of [realRegistry]) {
     for (const f of [() => agent.run('s', 'hi', fake), () => agent.resume('s', fake), () => registry.execute(call, fake)]) {
       const e = await failure(f);
       assertCoded(e, 'signal(fake)');
@@ -160,9 +160,9 @@ test('an object of one class dressed as another, or a getter called on another c
   // make before the method runs (a TypeError, "Illegal invocation"); an engine that does not gets
   // argument_invalid from the method. Either way nothing is read as the wrong class.
   for (const [f, what] of [
-    [() => registryAsHandle.cancel('x'), 'cancel on a registry'],
+    [() => realRegistry.cancel('x'), 'cancel on a registry'],
     [() => native.CancellationHandle.prototype.cancel.call(agent, 'x'), 'cancel on an agent'],
-    [() => handleAsRegistry.names(), 'names on a handle'],
+    [() => realHandle.names(), 'names on a handle'],
     [() => native.Agent.prototype.toolNames.call(realHandle), 'toolNames on a handle'],
   ]) {
     const e = await failure(f);
@@ -226,4 +226,35 @@ test('a getter or a Proxy trap that throws while an argument is read is refused 
   }
   // Nothing is left pending: the next call works.
   assert.deepEqual(new ToolRegistry().names(), []);
+});
+
+test('a constructor called without new, or again on a live object, is refused and changes nothing', () => {
+  const args = { Agent: [{ provider: 'scripted', scriptJson: '[]' }], ToolRegistry: [], CancellationHandle: [] };
+  const works = {
+    Agent: (o) => assert.equal(o.definitionsJson(), '[]'),
+    ToolRegistry: (o) => assert.equal(o.definitionsJson(), '[]'),
+    CancellationHandle: (o) => assert.equal(o.cancelled, false),
+  };
+  for (const name of Object.keys(instances)) {
+    const C = native[name];
+    // Plain calls: before, napi wrapped the global object (ToolRegistry() returned globalThis as a
+    // ToolRegistry) and every later such call failed with napi's "Failed to initialize class".
+    for (const receiver of [undefined, globalThis, {}]) {
+      const e = throwsWithCode(assert, () => C.call(receiver, ...args[name]), 'argument_invalid', 'config');
+      assert.match(e.message, new RegExp(`new ${name}\\(`), e.message);
+    }
+    // On a live object (of this class or another): refused, and the object keeps working.
+    for (const other of Object.keys(instances)) {
+      const live = instances[other]();
+      throwsWithCode(assert, () => C.call(live, ...args[name]), 'argument_invalid', 'config');
+      works[other](live);
+    }
+    // new, Reflect.construct and a subclass still build working objects.
+    works[name](new C(...args[name]));
+    works[name](Reflect.construct(C, args[name]));
+    class Sub extends C {}
+    const sub = new Sub(...args[name]);
+    assert.ok(sub instanceof C);
+    works[name](sub);
+  }
 });

@@ -14,6 +14,7 @@
  * another class) is refused before the call does anything, with code `argument_invalid` (layer
  * config), thrown (also by the methods that return a Promise: the argument is read before one is
  * made); the types below rule them out (tests/node/arguments.test.mjs calls every export wrongly).
+ * So is a class's constructor called without `new` (or on an object already built): nothing is made.
  * So is an id holding a lone UTF-16 surrogate (a session id, an approval id, a metadata key, a tool
  * name, a call's id and name, execute's sessionId and batchCallId), with a message naming it: read
  * as UTF-8 it would become U+FFFD and name what another id names (tests/node/surrogates.test.mjs).
