@@ -554,8 +554,11 @@ unsafe fn is_instance<T: JsClass>(env: sys::napi_env, value: sys::napi_value) ->
 /// anything is built. napi-ohos' constructor wraps its native object into whatever `this` is:
 /// `ToolRegistry()` wrapped the global object (and returned it), after which every other
 /// constructor called that way failed with napi's "Failed to initialize class"; and
-/// `ToolRegistry.call(registry)` on a live object failed the same obscure way. `this` must be the
-/// fresh object of a `new` (of the class or a subclass): an instance of `T` that wraps nothing yet.
+/// `ToolRegistry.call(registry)` on a live object failed the same obscure way. `this` must be an
+/// object other than the global object that wraps nothing yet, as the fresh object of a `new` (of
+/// the class or a subclass) is. It is not checked with `instanceof`: napi-ohos keeps one
+/// constructor per class and thread, the last module load's, so after a second load of the module
+/// on the thread (`process.dlopen` twice) `new` of the first load's classes would be refused.
 ///
 /// # Errors
 /// `argument_invalid`.
@@ -566,8 +569,19 @@ pub(crate) fn check_new<T: JsClass>(
     let raw_env = env.raw();
     let value = this.value().value;
     let fresh = converting(raw_env, || -> napi_ohos::Result<bool> {
+        let mut kind = sys::ValueType::napi_undefined;
+        let mut global = std::ptr::null_mut();
+        let mut is_global = false;
         // SAFETY: on the JS thread, with this call's env and its `this`.
-        if !unsafe { is_instance::<T>(raw_env, value) }? {
+        unsafe {
+            napi_ohos::check_status!(sys::napi_typeof(raw_env, value, &mut kind))?;
+            if kind != sys::ValueType::napi_object {
+                return Ok(false);
+            }
+            napi_ohos::check_status!(sys::napi_get_global(raw_env, &mut global))?;
+            napi_ohos::check_status!(sys::napi_strict_equals(raw_env, value, global, &mut is_global))?;
+        }
+        if is_global {
             return Ok(false);
         }
         let mut wrapped = std::ptr::null_mut();
