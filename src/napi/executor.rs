@@ -10,6 +10,7 @@
 //! | returns / resolves a wrong shape                        | `tool_result_invalid`         |
 //! | does not settle within the timeout                      | `tool_timeout`                |
 //! | the call is cancelled meanwhile                         | `tool_cancelled`              |
+//! | (timed out or cancelled before the JS thread reached it) | never called                  |
 //! | (the binding panics or fails on the JS thread)           | `tool_execution_failed`       |
 //!
 //! A domain error is an object whose `code` property is a stable code (snake_case, at most 64
@@ -79,6 +80,17 @@ pub(crate) struct ExecutorCall {
 /// # Errors
 /// When a value cannot be created (the call is then refused: [`call_args`]).
 fn executor_args(env: &Env, call: ExecutorCall) -> napi_ohos::Result<Vec<sys::napi_value>> {
+    // The JS thread reaches a queued call only when it is free: while it was busy (the app's own
+    // work on the UI thread, a synchronous executor), the call may have timed out or its run been
+    // cancelled, and the runtime has answered it already (`tool_timeout`, or nothing in a cancelled
+    // run). Starting the tool now would do what the history says did not happen: the call is
+    // refused instead, and the function never runs.
+    // (`signal` is a child of the run's: its cancel reaches it.)
+    if let Some(reason) = cancelled_reason(&call.signal) {
+        return Err(napi_ohos::Error::from_reason(format!(
+            "the call was cancelled ({reason}) before the JS thread could start it"
+        )));
+    }
     let handle = CancellationHandle::for_call(call.signal, call.parent, call.listeners);
     let mut context = Object::new(env)?;
     context.set_named_property("sessionId", call.session_id)?;
@@ -90,6 +102,11 @@ fn executor_args(env: &Env, call: ExecutorCall) -> napi_ohos::Result<Vec<sys::na
     // SAFETY: on the JS thread, with this env.
     let arguments = unsafe { String::to_napi_value(env.raw(), call.arguments_json)? };
     Ok(vec![arguments, context.raw()])
+}
+
+/// The reason of `signal` if it is cancelled.
+fn cancelled_reason(signal: &CancellationSignal) -> Option<String> {
+    signal.is_cancelled().then(|| signal.reason().unwrap_or_else(|| "no reason".to_string()))
 }
 
 /// An ArkTS/JS executor function.

@@ -111,3 +111,51 @@ for (const where of ['policy', 'beforeToolCall', 'afterToolCall']) {
     assert.equal(state.pending_approval ?? null, null, 'nothing frozen');
   });
 }
+
+/** Keeps the JS thread busy for `ms` (the app's own synchronous work on the UI thread). */
+function busy(ms) {
+  const until = Date.now() + ms;
+  while (Date.now() < until) { /* the app's own work */ }
+}
+
+test('a call that timed out while the JS thread was busy is never started: the tool does not run after the model was told it timed out', async () => {
+  const answers = [{ tool_calls: [{ id: 'c1', name: 'place_order', arguments: '{}' }] }, { content: 'done' }];
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), toolTimeoutMs: 100 });
+  const started = [];
+  agent.registerTool({ name: 'place_order', description: 'places an order', parametersJson: objectSchema }, (_args, ctx) => {
+    started.push(ctx.callId);
+    return { contents: [{ type: 'text', text: 'order placed' }] };
+  });
+  const running = agent.run('s', 'order it');
+  busy(500);
+  const outcome = await running;
+  await sleep(50);
+  assert.equal(outcome.status, 'completed');
+  assert.deepEqual(started, [], 'the executor ran after its call had been answered tool_timeout');
+  const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+  assert.match(tool.content, /^error \[tool_timeout\]/);
+});
+
+test('calls still queued for the JS thread when their run is cancelled are never started', async () => {
+  const calls = ['a', 'b', 'c'].map((name, i) => ({ id: `c${i}`, name, arguments: '{}' }));
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ tool_calls: calls }, { content: 'done' }]) });
+  const handle = new CancellationHandle();
+  const started = [];
+  for (const name of ['a', 'b', 'c']) {
+    agent.registerTool({ name, description: name, parametersJson: objectSchema }, () => {
+      started.push(name);
+      if (name === 'a') {
+        handle.cancel('user pressed stop');
+        busy(100);
+      }
+      return { contents: [{ type: 'text', text: `${name} done` }] };
+    });
+  }
+  const running = agent.run('s', 'go', handle);
+  // The three calls queue for the JS thread while it is busy; then a runs first and cancels.
+  busy(300);
+  const outcome = await running;
+  await sleep(100);
+  assert.equal(outcome.status, 'cancelled');
+  assert.deepEqual(started, ['a']);
+});

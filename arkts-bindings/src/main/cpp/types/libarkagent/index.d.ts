@@ -112,6 +112,9 @@ export interface ToolContextObject {
  * bindings' ArkAgentError) becomes that code (layer tool) with the error's message; any other throw
  * or rejection becomes tool_execution_failed; undefined or a wrong shape tool_result_invalid (also a
  * json part or metadataJson nesting deeper than 64 levels), no answer within the timeout tool_timeout.
+ * The timeout counts from when the call is made, including any wait for the JS thread: a call that
+ * times out or is cancelled while the thread is busy (the app's own synchronous work, another
+ * executor's) is never started, so the tool does not act after the model was told it did not.
  */
 export type ToolExecutorFunction =
   (argumentsJson: string, context: ToolContextObject) => ToolResultObject | Promise<ToolResultObject>;
