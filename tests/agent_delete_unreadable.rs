@@ -2,7 +2,9 @@
 //! be rid of such a session is to delete it, so the deletion goes ahead without the state (a
 //! corrupt session's own workers are not known; each is then an orphan, deleted as any session),
 //! and a parent whose worker session is corrupt is deleted with it; also through a store of the
-//! app's whose `exists` is the default (which loads, and so fails on a corrupt session).
+//! app's whose `exists` is the default (which loads, and so fails on a corrupt session). The same
+//! holds for a session a newer version wrote (`state_version_unsupported`), unless another
+//! process holds it.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -12,9 +14,10 @@ mod support;
 mod wrapped;
 
 use arkagent::agent::EventLog;
-use arkagent::state::{FileStore, StateStore, LOCK_DIR};
+use arkagent::state::codec::encode_snapshot;
+use arkagent::state::{AgentState, FileStore, StateStore, LOCK_DIR};
 use arkagent::CancellationSignal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use support::{answer, Script};
@@ -78,4 +81,75 @@ async fn a_corrupt_session_of_a_store_with_the_default_exists_is_deleted() {
     assert!(agent.delete_session("s").await.unwrap());
     assert!(!dir.path().join("s").exists());
     assert!(!agent.delete_session("s").await.unwrap());
+}
+
+/// Rewrites a session's directory as a newer version would have written `state`: one snapshot
+/// whose schema version this code does not know.
+fn as_newer_version(dir: &Path, mut state: AgentState) {
+    state.schema_version = 99;
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::create_dir(dir).unwrap();
+    std::fs::write(dir.join("snapshot-00000000000000000001.ark"), encode_snapshot(&state).unwrap()).unwrap();
+}
+
+/// Every file under `dir` with its bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(tree(&p));
+        } else {
+            out.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_session_a_newer_version_wrote_is_deleted_unless_another_process_holds_it() {
+    // Deleting is the user's wish to forget the conversation: that this version cannot read it
+    // is no reason to keep it (it was refused with `state_version_unsupported`, for good).
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(root));
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let plain = delegation::agent(Arc::new(Script::new(vec![answer("hi")])), store.clone(), &cleared, 1);
+    plain.run("future", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    as_newer_version(&root.join("future"), store.load_unrepaired("future").await.unwrap().unwrap());
+    assert_eq!(store.load("future").await.unwrap_err().code, "state_version_unsupported");
+
+    // Another process holds it: refused as any session held is, and not a byte changes.
+    let other = FileStore::new(root);
+    let lease = other.lease("future").await.unwrap();
+    let before = tree(&root.join("future"));
+    assert_eq!(plain.delete_session("future").await.unwrap_err().code, "session_busy");
+    assert_eq!(tree(&root.join("future")), before);
+    drop(lease);
+    assert!(plain.delete_session("future").await.unwrap());
+    assert!(!root.join("future").exists());
+    assert!(!root.join(LOCK_DIR).join("future").exists(), "no lock file is left");
+    assert!(!plain.delete_session("future").await.unwrap(), "gone");
+
+    // A parent whose worker session a newer version wrote is deleted with it.
+    let agent = delegation::clear_agent(store.clone(), &cleared);
+    let (_, worker) = delegation::suspend_in_worker(&agent).await;
+    as_newer_version(&root.join(&worker), store.load_unrepaired(&worker).await.unwrap().unwrap());
+    assert!(agent.delete_session("parent").await.unwrap());
+    assert!(!root.join("parent").exists());
+    assert!(!root.join(&worker).exists(), "the newer worker went with its parent");
+
+    // A worker whose parent a newer version wrote belongs to that parent, as to a corrupt one:
+    // deleting the parent leaves it (unknown to this version), deleted then as any session.
+    let agent = delegation::clear_agent(store.clone(), &cleared);
+    let (_, worker) = delegation::suspend_in_worker(&agent).await;
+    as_newer_version(&root.join("parent"), store.load_unrepaired("parent").await.unwrap().unwrap());
+    let e = agent.delete_session(&worker).await.unwrap_err();
+    assert_eq!(e.code, "invalid_state", "{e}");
+    assert!(agent.delete_session("parent").await.unwrap());
+    assert!(root.join(&worker).exists());
+    assert!(agent.delete_session(&worker).await.unwrap());
+    assert!(!root.join(&worker).exists());
+    assert_eq!(store.list().await.unwrap(), Vec::<String>::new());
 }
