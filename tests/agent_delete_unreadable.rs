@@ -4,7 +4,7 @@
 //! and a parent whose worker session is corrupt is deleted with it; also through a store of the
 //! app's whose `exists` is the default (which loads, and so fails on a corrupt session). The same
 //! holds for a session a newer version wrote (`state_version_unsupported`), unless another
-//! process holds it.
+//! process holds it, and for a stray file (or link) standing where a session's directory should.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -15,7 +15,7 @@ mod wrapped;
 
 use arkagent::agent::EventLog;
 use arkagent::state::codec::encode_snapshot;
-use arkagent::state::{AgentState, FileStore, StateStore, LOCK_DIR};
+use arkagent::state::{AgentState, FileStore, StateStore, LOCK_DIR, TRASH_DIR};
 use arkagent::CancellationSignal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
@@ -152,4 +152,69 @@ async fn a_session_a_newer_version_wrote_is_deleted_unless_another_process_holds
     assert!(agent.delete_session(&worker).await.unwrap());
     assert!(!root.join(&worker).exists());
     assert_eq!(store.list().await.unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_file_in_a_session_s_place_is_state_corrupt_and_deleted_by_its_id() {
+    // A file (or a link) where a session's directory should be, made by a bug or by hand: its
+    // deletion failed with `state_io` ("not a directory"), so the app could not be rid of it, and
+    // a run under its id failed with that `state_io`, as if trying again could help.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(root));
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent = delegation::agent(
+        Arc::new(Script::new(vec![answer("hi"), answer("again")])),
+        store.clone(),
+        &cleared,
+        1,
+    );
+    agent.run("fine", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let fine = store.load("fine").await.unwrap().unwrap();
+    std::fs::write(root.join("stray"), b"not a session").unwrap();
+    // A link to a file of the app's elsewhere, and a link to nothing.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let notes = elsewhere.path().join("notes.txt");
+    std::fs::write(&notes, b"keep me").unwrap();
+    std::os::unix::fs::symlink(&notes, root.join("linked")).unwrap();
+    std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).unwrap();
+    let strays = ["dangling", "linked", "stray"];
+
+    // The listing leaves them out, as anything the store did not make (a file in the state
+    // directory may be the app's own: it is not offered as a damaged session to delete).
+    let list = agent.list_sessions().await.unwrap();
+    assert_eq!(list.iter().map(|s| s.session_id.as_str()).collect::<Vec<_>>(), ["fine"]);
+
+    // Reads, runs, resumes and commits under such an id refuse with a structured error that
+    // says what stands there, and write nothing anywhere.
+    for id in strays {
+        let e = agent.state(id).await.unwrap_err();
+        assert_eq!(e.code, "state_corrupt", "{id}: {e}");
+        assert!(e.message.contains("not a session directory"), "{e}");
+        let e = agent.run(id, "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+        assert_eq!(e.code, "state_corrupt", "{id}: {e}");
+        let e = agent.resume(id, &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+        assert_eq!(e.code, "state_corrupt", "{id}: {e}");
+        let e = store.commit(&AgentState::new(id), &[]).await.unwrap_err();
+        assert_eq!(e.code, "state_corrupt", "{id}: {e}");
+    }
+    assert_eq!(std::fs::read(root.join("stray")).unwrap(), b"not a session");
+    assert_eq!(std::fs::read(&notes).unwrap(), b"keep me");
+    assert!(!root.join("nowhere").exists());
+
+    // Deleted by its id through the trash, as any session: the entry goes (a link itself, never
+    // what it points to), with no lock file left; the other session is untouched.
+    for id in strays {
+        assert!(agent.delete_session(id).await.unwrap(), "{id}");
+        assert!(std::fs::symlink_metadata(root.join(id)).is_err(), "{id} is gone");
+        assert!(!root.join(LOCK_DIR).join(id).exists(), "{id}'s lock file");
+        assert!(!agent.delete_session(id).await.unwrap(), "{id} was deleted already");
+    }
+    assert_eq!(std::fs::read(&notes).unwrap(), b"keep me");
+    assert_eq!(std::fs::read_dir(root.join(TRASH_DIR)).unwrap().count(), 0);
+    assert_eq!(store.load("fine").await.unwrap().unwrap(), fine);
+    // The id is free again: a run there starts a new session.
+    agent.run("stray", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert!(root.join("stray").is_dir());
+    assert!(store.load("stray").await.unwrap().is_some());
 }

@@ -666,10 +666,12 @@ impl Agent {
     ///
     /// A session no load of this version can read is deleted all the same, as a worker session
     /// of it is: deleting is the app's only way to be rid of it. That is a damaged session
-    /// (`state_corrupt`), one a newer version wrote (`state_version_unsupported`) and one whose
-    /// migration fails (`state_migration_failed`); its lease is taken as for any session, so one
-    /// another process holds is refused with `session_busy`. Its own workers, which only its
-    /// state names, are left as orphans (each deleted as any session).
+    /// (`state_corrupt`; with a [`FileStore`](crate::state::FileStore), also a file or link
+    /// standing where its directory should be), one a newer version wrote
+    /// (`state_version_unsupported`) and one whose migration fails (`state_migration_failed`);
+    /// its lease is taken as for any session, so one another process holds is refused with
+    /// `session_busy`. Its own workers, which only its state names, are left as orphans (each
+    /// deleted as any session).
     ///
     /// # Errors
     /// `session_busy` in those cases, `invalid_state` (a worker session its parent owns, naming

@@ -43,6 +43,12 @@
 //! after the deletion), never `state_io`, `state_corrupt` or the older state of a snapshot read
 //! without its journal.
 //!
+//! A file or a link that stands where a session's directory should be (made by a bug or by hand;
+//! this store never makes one) is no session the listing names, since it may be the app's own.
+//! Named by its id, it is `state_corrupt` for loads and commits (which write nothing), and
+//! `delete` moves it to the trash as it moves a directory (a link itself, never what it points
+//! to), so the app can be rid of it.
+//!
 //! # Loads and recovery
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
@@ -269,14 +275,52 @@ struct Damage {
 /// and made again) before it answers with what it read.
 const SCAN_ATTEMPTS: usize = 3;
 
-/// The identity of a directory: `None` when it does not exist.
-fn dir_identity(dir: &Path) -> Result<Option<(u64, u64)>, AgentError> {
+/// What stands at a session's path under the root.
+enum SessionEntry {
+    /// Nothing: the session does not exist.
+    Missing,
+    /// A directory (links followed), by its device and inode.
+    Dir(u64, u64),
+    /// Anything else: a file, a link to a file, a link to nothing. This store never makes one
+    /// (a bug or a hand did, or it is the app's own): no load reads it (`state_corrupt`), no
+    /// commit writes over it, the listing leaves it out (as anything this store did not make)
+    /// and [`delete`](StateStore::delete) of its id removes it (the link, never what it points
+    /// to).
+    Stray,
+}
+
+fn session_entry(dir: &Path) -> Result<SessionEntry, AgentError> {
     use std::os::unix::fs::MetadataExt as _;
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(Some((m.dev(), m.ino()))),
-        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("cannot open", dir, e)),
+        Ok(m) if m.is_dir() => Ok(SessionEntry::Dir(m.dev(), m.ino())),
+        Ok(_) => Ok(SessionEntry::Stray),
+        // A link to nothing (or a loop of links) is there all the same.
+        Err(e) => match fs::symlink_metadata(dir) {
+            Ok(link) if link.file_type().is_symlink() => Ok(SessionEntry::Stray),
+            Err(l) if l.kind() == io::ErrorKind::NotFound => Ok(SessionEntry::Missing),
+            _ => Err(io_err("cannot open", dir, e)),
+        },
+    }
+}
+
+/// The error of a session whose path holds a [`SessionEntry::Stray`].
+fn stray_error(dir: &Path) -> AgentError {
+    AgentError::of(
+        codes::STATE_CORRUPT,
+        format!(
+            "{} is not a session directory (a file or a link stands in its place); deleting the session removes it",
+            dir.display()
+        ),
+    )
+}
+
+/// The identity of a session's directory: `None` when it does not exist, `state_corrupt` when
+/// something else stands in its place.
+fn dir_identity(dir: &Path) -> Result<Option<(u64, u64)>, AgentError> {
+    match session_entry(dir)? {
+        SessionEntry::Missing => Ok(None),
+        SessionEntry::Dir(dev, ino) => Ok(Some((dev, ino))),
+        SessionEntry::Stray => Err(stray_error(dir)),
     }
 }
 
@@ -419,14 +463,10 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
 }
 
 /// Whether anything of a session is on disk: its directory (which may hold no state a load
-/// reads, e.g. what a first commit cut short left). Never writes.
+/// reads, e.g. what a first commit cut short left), or a stray file in its place. Never writes.
 fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
-    match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(true),
-        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io_err("cannot open", dir, e)),
-    }
+    // A stray file in its place is there too: its deletion removes it.
+    Ok(!matches!(session_entry(dir)?, SessionEntry::Missing))
 }
 
 /// Whether a session directory holds a state a load reads or refuses: a snapshot file, or a
@@ -459,11 +499,11 @@ fn list_session_dirs(root: &Path) -> Result<Vec<String>, AgentError> {
             continue;
         }
         let path = entry.path();
-        // As `session_on_disk` sees it (links followed); anything else is not a session.
-        if !fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
-            continue;
-        }
-        if holds_state(&path) {
+        // A directory (links followed) that holds a state. Anything else was not made by this
+        // store: a file may be the app's own (a root it shares), so it is never offered as a
+        // damaged session to delete. Named by id, such a stray file is `state_corrupt` and
+        // `delete` removes it.
+        if matches!(session_entry(&path), Ok(SessionEntry::Dir(..))) && holds_state(&path) {
             ids.push(name.to_string());
         }
     }
@@ -627,6 +667,10 @@ fn ensure_open(
             next_gen(dir)?
         }
         Err(e) if e.code == codes::STATE_CORRUPT => {
+            // A stray file in the session's place is never written over (nor into).
+            if !matches!(session_entry(dir)?, SessionEntry::Dir(..)) {
+                return Err(e);
+            }
             // Nothing on disk can be read: the caller's state is the best there is.
             next_gen(dir)?
         }
@@ -771,10 +815,10 @@ impl Writer {
 /// What a kill leaves in the trash no load reads; each deletion sweeps it (best effort).
 fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentError> {
     let trash = root.join(TRASH_DIR);
-    match fs::metadata(dir) {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(io_err("cannot open", dir, e)),
+    // A stray file (or link) in the session's place goes the same way: the rename moves the
+    // entry itself, never what a link points to.
+    if let SessionEntry::Missing = session_entry(dir)? {
+        return Ok(false);
     }
     fs::create_dir_all(&trash).map_err(|e| io_err("cannot create", &trash, e))?;
     let grave = trash.join(format!("{id}.{}", uuid::Uuid::new_v4().simple()));
