@@ -57,10 +57,23 @@
 //! leave (a bad record with more bytes after it, or an older journal cut when the fallback needs
 //! it) loads the state as it stood before the damage; the first commit after it copies the
 //! journals it cannot fold to `damaged-journal-<gen>.ark` (read by no load, removed with the
-//! session) and logs a warning before it truncates or prunes them. A state written by a
-//! newer schema version is refused with `state_version_unsupported`, and neither `load` nor
-//! `commit` changes any file of it. `load` never writes; the first `commit` of a session in a
-//! process truncates a torn tail before appending after it.
+//! session) and logs a warning before it truncates or prunes them.
+//!
+//! A journal holding records past the newest snapshot had its snapshot removed by something other
+//! than a store (a writer appends only once a generation's snapshot is in place). It is folded
+//! after the journal before it, as when that snapshot is corrupt, if a compaction of that journal
+//! began its generation: the journal is of the generation just before, read whole, and of this
+//! format (the generation after a journal of an older format began from a snapshot of a commit
+//! that journal does not hold, so a fold would make a state that never was). Otherwise the state
+//! loads as it stood before it, and the next commit keeps it aside as damaged (above) before
+//! starting a new generation. Records with no snapshot at all left to fold them onto make the
+//! session `state_corrupt` (listed with that error and deletable), never a session that does not
+//! exist, over whose journal a new run would start; a commit of the caller's state keeps such
+//! journals aside too.
+//!
+//! A state written by a newer schema version is refused with `state_version_unsupported`, and
+//! neither `load` nor `commit` changes any file of it. `load` never writes; the first `commit` of
+//! a session in a process truncates a torn tail before appending after it.
 //!
 //! # Writers
 //! Concurrent calls on one session through one store are serialised by a per-session lock. Across
@@ -357,16 +370,33 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
 /// [`scan_session`]'s one read of the files of `dir` (which existed just before); `vanished` is
 /// set when a listed file, or the directory itself, was gone when it was read.
 fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Option<Scan>, AgentError> {
-    let snaps = match list_generations(dir) {
-        Ok(listing) => listing.snaps,
+    let listing = match list_generations(dir) {
+        Ok(listing) => listing,
         Err(e) => {
             *vanished = true;
             return Err(e);
         }
     };
+    let orphans = orphan_journals(dir, &listing, vanished)?;
+    let snaps = listing.snaps;
     if snaps.is_empty() {
         let legacy = dir.join(LEGACY_STATE_FILE);
-        let Some(bytes) = read_optional(&legacy)? else { return Ok(None) };
+        let Some(bytes) = read_optional(&legacy)? else {
+            // Records with no snapshot left to fold them onto: no state to give, but a session
+            // all the same (listed, deleted), never one that does not exist, over whose journal
+            // a new run would start.
+            return match orphans.first() {
+                None => Ok(None),
+                Some(&gen) => Err(AgentError::of(
+                    codes::STATE_CORRUPT,
+                    format!(
+                        "no snapshot in {}: {} holds records, but the snapshot they continue from is gone",
+                        dir.display(),
+                        journal_path(dir, gen).display()
+                    ),
+                )),
+            };
+        };
         let state = decode_state_json(&bytes)?;
         if state.session_id != session_id {
             return Err(AgentError::of(
@@ -374,16 +404,26 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 format!("{} belongs to another session", legacy.display()),
             ));
         }
+        // A journal after a version-1 state began from a snapshot of the state and the commit
+        // that converted it: its records never continue `state.json`.
+        let damage = orphans.first().map(|&gen| Damage {
+            from_gen: gen,
+            what: format!(
+                "{} holds records, but its snapshot is gone and {} does not lead to them",
+                journal_path(dir, gen).display(),
+                legacy.display()
+            ),
+        });
         return Ok(Some(Scan {
             state,
             latest_gen: 0,
             appendable: false,
             journal_valid_len: 0,
             snapshot_len: bytes.len() as u64,
-            damage: None,
+            damage,
         }));
     }
-    let latest = *snaps.last().unwrap_or(&0);
+    let newest_snapshot = *snaps.last().unwrap_or(&0);
     let mut first_error: Option<AgentError> = None;
     for (idx, &gen) in snaps.iter().enumerate().rev() {
         let path = snapshot_path(dir, gen);
@@ -405,16 +445,46 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 continue;
             }
         };
+        // The journals to fold: each generation's from this snapshot on, then those whose
+        // snapshot is gone.
+        let chain: Vec<u64> = snaps[idx..].iter().chain(&orphans).copied().collect();
+        let latest = *chain.last().unwrap_or(&gen);
         let mut appendable = true;
         let mut journal_valid_len = 0;
         let mut damage = None;
-        for &g in &snaps[idx..] {
+        // The generation and format of the last journal folded.
+        let mut folded: Option<(u64, u32)> = None;
+        for &g in &chain {
             let jpath = journal_path(dir, g);
+            if g > newest_snapshot {
+                // Its snapshot is gone. Its records continue the journal before it only when a
+                // compaction of that journal began this generation: the journal is the
+                // generation just before and was read whole (else the chain stopped there), in
+                // this format. A journal of an older format is never appended to: the
+                // generation after it began from a snapshot of a commit it does not hold, and
+                // folding onto it would make a state that never was.
+                let after = folded.map_or(gen, |(prev, _)| prev);
+                let continues =
+                    folded.is_some_and(|(prev, format)| prev + 1 == g && format == JOURNAL_FORMAT);
+                if !continues {
+                    appendable = false;
+                    damage = Some(Damage {
+                        from_gen: g,
+                        what: format!(
+                            "{} holds records, but its snapshot is gone and the journal of generation {after} does \
+                             not lead to them",
+                            jpath.display()
+                        ),
+                    });
+                    break;
+                }
+            }
             let bytes = read_listed(&jpath, vanished)?.unwrap_or_default();
             let scan = decode_journal(&bytes)?;
             for event in &scan.events {
                 state.apply(event);
             }
+            folded = Some((g, scan.format));
             if g == latest {
                 journal_valid_len = scan.valid_len as u64;
                 if scan.tail == JournalTail::Corrupt {
@@ -462,6 +532,40 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
     Err(AgentError::of(codes::STATE_CORRUPT, format!("no good snapshot in {}: {cause}", dir.display())))
 }
 
+/// The generations of the journals `listing` names past its newest snapshot (all of them when it
+/// names none) that hold records, whose snapshot is gone. A writer appends to a journal only once
+/// its generation's snapshot is in place, and prunes a generation's snapshot only below the two
+/// newest ones, so such a snapshot was removed by something other than a store (by hand). A
+/// journal holding no more than its header is what a compaction or a first commit cut short left
+/// (no record was ever appended to it). A journal's snapshot is looked for after the journal was
+/// seen holding records: one the listing missed (another process's compaction renamed it in
+/// meanwhile) sets `vanished`, and the session is read again; so does a listed journal gone.
+fn orphan_journals(dir: &Path, listing: &Listing, vanished: &mut bool) -> Result<Vec<u64>, AgentError> {
+    let newest = listing.snaps.last().copied();
+    let mut orphans = Vec::new();
+    for &gen in listing.journals.iter().filter(|g| newest.is_none_or(|n| **g > n)) {
+        let jpath = journal_path(dir, gen);
+        let len = match fs::metadata(&jpath) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                *vanished = true;
+                continue;
+            }
+            Err(e) => return Err(io_err("cannot open", &jpath, e)),
+        };
+        if len <= JOURNAL_HEADER_LEN as u64 {
+            continue;
+        }
+        let spath = snapshot_path(dir, gen);
+        match fs::symlink_metadata(&spath) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => orphans.push(gen),
+            Ok(_) => *vanished = true,
+            Err(e) => return Err(io_err("cannot open", &spath, e)),
+        }
+    }
+    Ok(orphans)
+}
+
 /// Whether anything of a session is on disk: its directory (which may hold no state a load
 /// reads, e.g. what a first commit cut short left), or a stray file in its place. Never writes.
 fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
@@ -472,10 +576,17 @@ fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
 /// Whether a session directory holds a state a load reads or refuses: a snapshot file, or a
 /// version-1 `state.json`. A directory a first commit cut short (its journal made, its snapshot
 /// not yet renamed in place: only a temp file) holds none: `load` answers `None` for it, so it is
-/// no session to list. A directory that cannot be read is counted in: its load tells the error.
+/// no session to list. A directory that cannot be read is counted in: its load tells the error;
+/// so is one whose journal holds records with no snapshot left (`state_corrupt`).
 fn holds_state(dir: &Path) -> bool {
     match list_generations(dir) {
-        Ok(listing) => !listing.snaps.is_empty() || dir.join(LEGACY_STATE_FILE).exists(),
+        Ok(listing) => {
+            let mut missed = false;
+            !listing.snaps.is_empty()
+                || dir.join(LEGACY_STATE_FILE).exists()
+                || orphan_journals(dir, &listing, &mut missed).map_or(true, |o| !o.is_empty())
+                || missed
+        }
         Err(_) => true,
     }
 }
@@ -671,7 +782,12 @@ fn ensure_open(
             if !matches!(session_entry(dir)?, SessionEntry::Dir(..)) {
                 return Err(e);
             }
-            // Nothing on disk can be read: the caller's state is the best there is.
+            // Nothing on disk can be read: the caller's state is the best there is. Journals
+            // whose snapshot is gone hold records no load folds: kept aside first.
+            let listing = list_generations(dir)?;
+            if let Some(&from_gen) = orphan_journals(dir, &listing, &mut false)?.first() {
+                keep_damaged(dir, session_id, &Damage { from_gen, what: e.message })?;
+            }
             next_gen(dir)?
         }
         Err(e) => return Err(e),
