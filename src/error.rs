@@ -295,7 +295,8 @@ error_codes! {
     // --- persistence
     /// Reading or writing the state directory failed.
     STATE_IO = "state_io" => Persistence;
-    /// A snapshot or journal could not be decoded and no good fallback exists.
+    /// A snapshot or journal could not be decoded and no good fallback exists (or a file stands
+    /// where a session's directory should be).
     STATE_CORRUPT = "state_corrupt" => Persistence;
     /// The state was written by a newer schema version than this code knows; the file is left untouched.
     STATE_VERSION_UNSUPPORTED = "state_version_unsupported" => Persistence;

@@ -289,3 +289,119 @@ async fn leftovers_of_a_crash_during_compaction_are_ignored() {
     assert!(files(&dir, "snapshot-").iter().all(|p| p.extension().unwrap() == "ark"));
     assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 7));
 }
+
+#[tokio::test]
+async fn a_hand_deleted_newest_snapshot_folds_its_journal_onto_the_previous_one() {
+    // Removed by hand, the newest snapshot took the records of its journal with it: the load read
+    // the older generation alone, as the session stood at the compaction.
+    let root = tempfile::tempdir().unwrap();
+    let state = two_generations(root.path()).await;
+    let dir = root.path().join("s1");
+    let newest = files(&dir, "snapshot-").pop().unwrap();
+    fs::remove_file(&newest).unwrap();
+    // The older journal holds every event up to the newest snapshot: nothing is lost.
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state);
+    assert_eq!(FileStore::new(root.path()).list().await.unwrap(), ["s1"]);
+
+    // The store goes on from there (appending to the newest journal, then compacting past it),
+    // with nothing kept aside: no record was left out.
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts);
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    let k = s.metadata["seq"].as_u64().unwrap();
+    play(&store, k + 1, k + 1, &mut s).await;
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", k + 1));
+    play(&store, k + 2, k + 30, &mut s).await;
+    assert!(files(&dir, "snapshot-").pop().unwrap() > newest, "a later compaction went past it");
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", k + 30));
+    assert!(files(&dir, "damaged-").is_empty());
+}
+
+#[tokio::test]
+async fn a_journal_whose_snapshot_is_gone_and_cannot_be_folded_is_kept_aside() {
+    use arkagent::state::codec::{encode_records, journal_header};
+    // Generation 1's journal is of the former format (2): the next commit (turn 4) started
+    // generation 2 from a snapshot, without journaling turn 4 anywhere else. Folding generation
+    // 2's journal onto generation 1 would give turns 1, 2, 3 and 5: a state that never was.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let mut state = AgentState::new("s1");
+    play(&FileStore::new(root.path()), 1, 1, &mut state).await;
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let mut former = journal_header().to_vec();
+    former[4..8].copy_from_slice(&2u32.to_le_bytes());
+    for e in [turn(2), turn(3)].concat() {
+        former.extend(encode_records(std::slice::from_ref(&e)).unwrap());
+        state.apply(&e);
+    }
+    fs::write(&journal, &former).unwrap();
+    let store = FileStore::new(root.path());
+    play(&store, 4, 5, &mut state).await;
+    drop(store);
+    assert_eq!(files(&dir, "snapshot-").len(), 2);
+    let newest = files(&dir, "snapshot-").pop().unwrap();
+    fs::remove_file(&newest).unwrap();
+    let orphan = files(&dir, "journal-").pop().unwrap();
+    let orphan_bytes = fs::read(&orphan).unwrap();
+
+    // The load gives the session as it stood before the damage, never turns 1..=3 and 5.
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 3));
+    // The next commit starts a fresh generation; the journal it could not fold is kept first.
+    let ev = arkagent::state::StateEvent::MetadataSet { key: "x".into(), value: 1.into() };
+    s.apply(&ev);
+    store.commit(&s, &[ev]).await.unwrap();
+    let copies = files(&dir, "damaged-journal-");
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert_eq!(
+        copies[0].file_name(),
+        Some(std::ffi::OsStr::new(
+            &orphan.file_name().unwrap().to_str().unwrap().replace("journal-", "damaged-journal-"),
+        ))
+    );
+    assert_eq!(fs::read(&copies[0]).unwrap(), orphan_bytes, "kept byte for byte");
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), s);
+    // Later commits load on from the new generation; the copy stays as it is.
+    play(&store, 6, 6, &mut s).await;
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), s);
+    assert_eq!(fs::read(&copies[0]).unwrap(), orphan_bytes);
+}
+
+#[tokio::test]
+async fn a_journal_whose_only_snapshot_is_gone_is_state_corrupt_not_a_missing_session() {
+    // The session's only snapshot removed by hand: its journal continues from nothing left. The
+    // load said `None`, so the session vanished from the listing, and a new run under its id
+    // started afresh over the journal, which a later compaction pruned without a copy.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let mut state = AgentState::new("s1");
+    play(&FileStore::new(root.path()), 1, 4, &mut state).await;
+    assert_eq!(files(&dir, "snapshot-").len(), 1);
+    fs::remove_file(files(&dir, "snapshot-").pop().unwrap()).unwrap();
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let journal_bytes = fs::read(&journal).unwrap();
+
+    let e = load(root.path()).await.unwrap_err();
+    assert_eq!(e.code, codes::STATE_CORRUPT);
+    assert!(e.message.contains("snapshot"), "{}", e.message);
+    let store = FileStore::new(root.path());
+    assert_eq!(store.list().await.unwrap(), ["s1"], "listed, with its error");
+    assert!(store.exists("s1").await.unwrap());
+    // A commit of a caller's state (the store's answer to a session no load reads) keeps the
+    // journal aside before it writes a new generation.
+    let fresh = state_after("s1", 1);
+    store.save_snapshot(&fresh).await.unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), fresh);
+    let copies = files(&dir, "damaged-journal-");
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert_eq!(fs::read(&copies[0]).unwrap(), journal_bytes);
+
+    // A journal holding no record (what a first commit cut short leaves) is still no session.
+    let other = root.path().join("s2");
+    fs::create_dir(&other).unwrap();
+    fs::write(other.join(format!("journal-{:020}.ark", 1)), arkagent::state::codec::journal_header())
+        .unwrap();
+    assert_eq!(store.load("s2").await.unwrap(), None);
+    assert_eq!(store.list().await.unwrap(), ["s1"]);
+}

@@ -664,9 +664,14 @@ impl Agent {
     /// `interrupted`. So is each of its workers that delegated in turn (a worker can be resumed
     /// directly).
     ///
-    /// A session no load can read (`state_corrupt`) is deleted all the same, as a worker session
-    /// of it is: deleting is the app's only way to be rid of it. Its own workers, which only its
-    /// state names, are left as orphans (each deleted as any session).
+    /// A session no load of this version can read is deleted all the same, as a worker session
+    /// of it is: deleting is the app's only way to be rid of it. That is a damaged session
+    /// (`state_corrupt`; with a [`FileStore`](crate::state::FileStore), also a file or link
+    /// standing where its directory should be), one a newer version wrote
+    /// (`state_version_unsupported`) and one whose migration fails (`state_migration_failed`);
+    /// its lease is taken as for any session, so one another process holds is refused with
+    /// `session_busy`. Its own workers, which only its state names, are left as orphans (each
+    /// deleted as any session).
     ///
     /// # Errors
     /// `session_busy` in those cases, `invalid_state` (a worker session its parent owns, naming
@@ -685,7 +690,7 @@ impl Agent {
             Ok(false) => return Ok(false),
             // `StateStore::exists`' default loads the session: one no load reads is there.
             Ok(true) => {}
-            Err(e) if e.code == codes::STATE_CORRUPT => {}
+            Err(e) if unreadable(&e) => {}
             Err(e) => return Err(e),
         }
         let _lease = self.store.lease(session_id).await?;
@@ -1269,7 +1274,7 @@ impl Agent {
                     || p.pending_approval
                         .is_some_and(|b| b.worker_session.as_ref() == Some(&state.session_id))
             }
-            Err(e) if e.code == codes::STATE_CORRUPT => true,
+            Err(e) if unreadable(&e) => true,
             Err(e) => return Err(e),
         };
         Ok(names_it.then(|| parent.clone()))
@@ -2763,15 +2768,22 @@ fn worker_gone(worker: &str) -> AgentError {
     )
 }
 
-/// A session's state as [`Agent::delete_session`] reads it: one that no load can read
-/// (`state_corrupt`) counts as a session without workers or delegation, so it is still deleted
-/// (logged); other errors stop the deletion.
+/// Whether a load's error says that this version cannot read what is stored (damaged, written by
+/// a newer version, or not migratable), not that it could not be read now (`state_io`).
+fn unreadable(e: &AgentError) -> bool {
+    [codes::STATE_CORRUPT, codes::STATE_VERSION_UNSUPPORTED, codes::STATE_MIGRATION_FAILED]
+        .contains(&e.code.as_ref())
+}
+
+/// A session's state as [`Agent::delete_session`] reads it: one that no load of this version can
+/// read ([`unreadable`]) counts as a session without workers or delegation, so it is still
+/// deleted (logged); other errors (`state_io`) stop the deletion.
 fn readable_for_deletion(
     session_id: &str,
     loaded: Result<Option<AgentState>, AgentError>,
 ) -> Result<Option<AgentState>, AgentError> {
     match loaded {
-        Err(e) if e.code == codes::STATE_CORRUPT => {
+        Err(e) if unreadable(&e) => {
             log::warn!("arkagent: session {session_id} is deleted unread: {e}");
             Ok(None)
         }

@@ -43,6 +43,12 @@
 //! after the deletion), never `state_io`, `state_corrupt` or the older state of a snapshot read
 //! without its journal.
 //!
+//! A file or a link that stands where a session's directory should be (made by a bug or by hand;
+//! this store never makes one) is no session the listing names, since it may be the app's own.
+//! Named by its id, it is `state_corrupt` for loads and commits (which write nothing), and
+//! `delete` moves it to the trash as it moves a directory (a link itself, never what it points
+//! to), so the app can be rid of it.
+//!
 //! # Loads and recovery
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
@@ -51,10 +57,23 @@
 //! leave (a bad record with more bytes after it, or an older journal cut when the fallback needs
 //! it) loads the state as it stood before the damage; the first commit after it copies the
 //! journals it cannot fold to `damaged-journal-<gen>.ark` (read by no load, removed with the
-//! session) and logs a warning before it truncates or prunes them. A state written by a
-//! newer schema version is refused with `state_version_unsupported`, and neither `load` nor
-//! `commit` changes any file of it. `load` never writes; the first `commit` of a session in a
-//! process truncates a torn tail before appending after it.
+//! session) and logs a warning before it truncates or prunes them.
+//!
+//! A journal holding records past the newest snapshot had its snapshot removed by something other
+//! than a store (a writer appends only once a generation's snapshot is in place). It is folded
+//! after the journal before it, as when that snapshot is corrupt, if a compaction of that journal
+//! began its generation: the journal is of the generation just before, read whole, and of this
+//! format (the generation after a journal of an older format began from a snapshot of a commit
+//! that journal does not hold, so a fold would make a state that never was). Otherwise the state
+//! loads as it stood before it, and the next commit keeps it aside as damaged (above) before
+//! starting a new generation. Records with no snapshot at all left to fold them onto make the
+//! session `state_corrupt` (listed with that error and deletable), never a session that does not
+//! exist, over whose journal a new run would start; a commit of the caller's state keeps such
+//! journals aside too.
+//!
+//! A state written by a newer schema version is refused with `state_version_unsupported`, and
+//! neither `load` nor `commit` changes any file of it. `load` never writes; the first `commit` of
+//! a session in a process truncates a torn tail before appending after it.
 //!
 //! # Writers
 //! Concurrent calls on one session through one store are serialised by a per-session lock. Across
@@ -269,14 +288,52 @@ struct Damage {
 /// and made again) before it answers with what it read.
 const SCAN_ATTEMPTS: usize = 3;
 
-/// The identity of a directory: `None` when it does not exist.
-fn dir_identity(dir: &Path) -> Result<Option<(u64, u64)>, AgentError> {
+/// What stands at a session's path under the root.
+enum SessionEntry {
+    /// Nothing: the session does not exist.
+    Missing,
+    /// A directory (links followed), by its device and inode.
+    Dir(u64, u64),
+    /// Anything else: a file, a link to a file, a link to nothing. This store never makes one
+    /// (a bug or a hand did, or it is the app's own): no load reads it (`state_corrupt`), no
+    /// commit writes over it, the listing leaves it out (as anything this store did not make)
+    /// and [`delete`](StateStore::delete) of its id removes it (the link, never what it points
+    /// to).
+    Stray,
+}
+
+fn session_entry(dir: &Path) -> Result<SessionEntry, AgentError> {
     use std::os::unix::fs::MetadataExt as _;
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(Some((m.dev(), m.ino()))),
-        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("cannot open", dir, e)),
+        Ok(m) if m.is_dir() => Ok(SessionEntry::Dir(m.dev(), m.ino())),
+        Ok(_) => Ok(SessionEntry::Stray),
+        // A link to nothing (or a loop of links) is there all the same.
+        Err(e) => match fs::symlink_metadata(dir) {
+            Ok(link) if link.file_type().is_symlink() => Ok(SessionEntry::Stray),
+            Err(l) if l.kind() == io::ErrorKind::NotFound => Ok(SessionEntry::Missing),
+            _ => Err(io_err("cannot open", dir, e)),
+        },
+    }
+}
+
+/// The error of a session whose path holds a [`SessionEntry::Stray`].
+fn stray_error(dir: &Path) -> AgentError {
+    AgentError::of(
+        codes::STATE_CORRUPT,
+        format!(
+            "{} is not a session directory (a file or a link stands in its place); deleting the session removes it",
+            dir.display()
+        ),
+    )
+}
+
+/// The identity of a session's directory: `None` when it does not exist, `state_corrupt` when
+/// something else stands in its place.
+fn dir_identity(dir: &Path) -> Result<Option<(u64, u64)>, AgentError> {
+    match session_entry(dir)? {
+        SessionEntry::Missing => Ok(None),
+        SessionEntry::Dir(dev, ino) => Ok(Some((dev, ino))),
+        SessionEntry::Stray => Err(stray_error(dir)),
     }
 }
 
@@ -313,16 +370,33 @@ fn scan_session(dir: &Path, session_id: &str) -> Result<Option<Scan>, AgentError
 /// [`scan_session`]'s one read of the files of `dir` (which existed just before); `vanished` is
 /// set when a listed file, or the directory itself, was gone when it was read.
 fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Option<Scan>, AgentError> {
-    let snaps = match list_generations(dir) {
-        Ok(listing) => listing.snaps,
+    let listing = match list_generations(dir) {
+        Ok(listing) => listing,
         Err(e) => {
             *vanished = true;
             return Err(e);
         }
     };
+    let orphans = orphan_journals(dir, &listing, vanished)?;
+    let snaps = listing.snaps;
     if snaps.is_empty() {
         let legacy = dir.join(LEGACY_STATE_FILE);
-        let Some(bytes) = read_optional(&legacy)? else { return Ok(None) };
+        let Some(bytes) = read_optional(&legacy)? else {
+            // Records with no snapshot left to fold them onto: no state to give, but a session
+            // all the same (listed, deleted), never one that does not exist, over whose journal
+            // a new run would start.
+            return match orphans.first() {
+                None => Ok(None),
+                Some(&gen) => Err(AgentError::of(
+                    codes::STATE_CORRUPT,
+                    format!(
+                        "no snapshot in {}: {} holds records, but the snapshot they continue from is gone",
+                        dir.display(),
+                        journal_path(dir, gen).display()
+                    ),
+                )),
+            };
+        };
         let state = decode_state_json(&bytes)?;
         if state.session_id != session_id {
             return Err(AgentError::of(
@@ -330,16 +404,26 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 format!("{} belongs to another session", legacy.display()),
             ));
         }
+        // A journal after a version-1 state began from a snapshot of the state and the commit
+        // that converted it: its records never continue `state.json`.
+        let damage = orphans.first().map(|&gen| Damage {
+            from_gen: gen,
+            what: format!(
+                "{} holds records, but its snapshot is gone and {} does not lead to them",
+                journal_path(dir, gen).display(),
+                legacy.display()
+            ),
+        });
         return Ok(Some(Scan {
             state,
             latest_gen: 0,
             appendable: false,
             journal_valid_len: 0,
             snapshot_len: bytes.len() as u64,
-            damage: None,
+            damage,
         }));
     }
-    let latest = *snaps.last().unwrap_or(&0);
+    let newest_snapshot = *snaps.last().unwrap_or(&0);
     let mut first_error: Option<AgentError> = None;
     for (idx, &gen) in snaps.iter().enumerate().rev() {
         let path = snapshot_path(dir, gen);
@@ -361,16 +445,46 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 continue;
             }
         };
+        // The journals to fold: each generation's from this snapshot on, then those whose
+        // snapshot is gone.
+        let chain: Vec<u64> = snaps[idx..].iter().chain(&orphans).copied().collect();
+        let latest = *chain.last().unwrap_or(&gen);
         let mut appendable = true;
         let mut journal_valid_len = 0;
         let mut damage = None;
-        for &g in &snaps[idx..] {
+        // The generation and format of the last journal folded.
+        let mut folded: Option<(u64, u32)> = None;
+        for &g in &chain {
             let jpath = journal_path(dir, g);
+            if g > newest_snapshot {
+                // Its snapshot is gone. Its records continue the journal before it only when a
+                // compaction of that journal began this generation: the journal is the
+                // generation just before and was read whole (else the chain stopped there), in
+                // this format. A journal of an older format is never appended to: the
+                // generation after it began from a snapshot of a commit it does not hold, and
+                // folding onto it would make a state that never was.
+                let after = folded.map_or(gen, |(prev, _)| prev);
+                let continues =
+                    folded.is_some_and(|(prev, format)| prev + 1 == g && format == JOURNAL_FORMAT);
+                if !continues {
+                    appendable = false;
+                    damage = Some(Damage {
+                        from_gen: g,
+                        what: format!(
+                            "{} holds records, but its snapshot is gone and the journal of generation {after} does \
+                             not lead to them",
+                            jpath.display()
+                        ),
+                    });
+                    break;
+                }
+            }
             let bytes = read_listed(&jpath, vanished)?.unwrap_or_default();
             let scan = decode_journal(&bytes)?;
             for event in &scan.events {
                 state.apply(event);
             }
+            folded = Some((g, scan.format));
             if g == latest {
                 journal_valid_len = scan.valid_len as u64;
                 if scan.tail == JournalTail::Corrupt {
@@ -418,24 +532,61 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
     Err(AgentError::of(codes::STATE_CORRUPT, format!("no good snapshot in {}: {cause}", dir.display())))
 }
 
-/// Whether anything of a session is on disk: its directory (which may hold no state a load
-/// reads, e.g. what a first commit cut short left). Never writes.
-fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
-    match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(true),
-        Ok(_) => Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", dir.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io_err("cannot open", dir, e)),
+/// The generations of the journals `listing` names past its newest snapshot (all of them when it
+/// names none) that hold records, whose snapshot is gone. A writer appends to a journal only once
+/// its generation's snapshot is in place, and prunes a generation's snapshot only below the two
+/// newest ones, so such a snapshot was removed by something other than a store (by hand). A
+/// journal holding no more than its header is what a compaction or a first commit cut short left
+/// (no record was ever appended to it). A journal's snapshot is looked for after the journal was
+/// seen holding records: one the listing missed (another process's compaction renamed it in
+/// meanwhile) sets `vanished`, and the session is read again; so does a listed journal gone.
+fn orphan_journals(dir: &Path, listing: &Listing, vanished: &mut bool) -> Result<Vec<u64>, AgentError> {
+    let newest = listing.snaps.last().copied();
+    let mut orphans = Vec::new();
+    for &gen in listing.journals.iter().filter(|g| newest.is_none_or(|n| **g > n)) {
+        let jpath = journal_path(dir, gen);
+        let len = match fs::metadata(&jpath) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                *vanished = true;
+                continue;
+            }
+            Err(e) => return Err(io_err("cannot open", &jpath, e)),
+        };
+        if len <= JOURNAL_HEADER_LEN as u64 {
+            continue;
+        }
+        let spath = snapshot_path(dir, gen);
+        match fs::symlink_metadata(&spath) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => orphans.push(gen),
+            Ok(_) => *vanished = true,
+            Err(e) => return Err(io_err("cannot open", &spath, e)),
+        }
     }
+    Ok(orphans)
+}
+
+/// Whether anything of a session is on disk: its directory (which may hold no state a load
+/// reads, e.g. what a first commit cut short left), or a stray file in its place. Never writes.
+fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
+    // A stray file in its place is there too: its deletion removes it.
+    Ok(!matches!(session_entry(dir)?, SessionEntry::Missing))
 }
 
 /// Whether a session directory holds a state a load reads or refuses: a snapshot file, or a
 /// version-1 `state.json`. A directory a first commit cut short (its journal made, its snapshot
 /// not yet renamed in place: only a temp file) holds none: `load` answers `None` for it, so it is
-/// no session to list. A directory that cannot be read is counted in: its load tells the error.
+/// no session to list. A directory that cannot be read is counted in: its load tells the error;
+/// so is one whose journal holds records with no snapshot left (`state_corrupt`).
 fn holds_state(dir: &Path) -> bool {
     match list_generations(dir) {
-        Ok(listing) => !listing.snaps.is_empty() || dir.join(LEGACY_STATE_FILE).exists(),
+        Ok(listing) => {
+            let mut missed = false;
+            !listing.snaps.is_empty()
+                || dir.join(LEGACY_STATE_FILE).exists()
+                || orphan_journals(dir, &listing, &mut missed).map_or(true, |o| !o.is_empty())
+                || missed
+        }
         Err(_) => true,
     }
 }
@@ -459,11 +610,11 @@ fn list_session_dirs(root: &Path) -> Result<Vec<String>, AgentError> {
             continue;
         }
         let path = entry.path();
-        // As `session_on_disk` sees it (links followed); anything else is not a session.
-        if !fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
-            continue;
-        }
-        if holds_state(&path) {
+        // A directory (links followed) that holds a state. Anything else was not made by this
+        // store: a file may be the app's own (a root it shares), so it is never offered as a
+        // damaged session to delete. Named by id, such a stray file is `state_corrupt` and
+        // `delete` removes it.
+        if matches!(session_entry(&path), Ok(SessionEntry::Dir(..))) && holds_state(&path) {
             ids.push(name.to_string());
         }
     }
@@ -627,7 +778,16 @@ fn ensure_open(
             next_gen(dir)?
         }
         Err(e) if e.code == codes::STATE_CORRUPT => {
-            // Nothing on disk can be read: the caller's state is the best there is.
+            // A stray file in the session's place is never written over (nor into).
+            if !matches!(session_entry(dir)?, SessionEntry::Dir(..)) {
+                return Err(e);
+            }
+            // Nothing on disk can be read: the caller's state is the best there is. Journals
+            // whose snapshot is gone hold records no load folds: kept aside first.
+            let listing = list_generations(dir)?;
+            if let Some(&from_gen) = orphan_journals(dir, &listing, &mut false)?.first() {
+                keep_damaged(dir, session_id, &Damage { from_gen, what: e.message })?;
+            }
             next_gen(dir)?
         }
         Err(e) => return Err(e),
@@ -771,10 +931,10 @@ impl Writer {
 /// What a kill leaves in the trash no load reads; each deletion sweeps it (best effort).
 fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentError> {
     let trash = root.join(TRASH_DIR);
-    match fs::metadata(dir) {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(io_err("cannot open", dir, e)),
+    // A stray file (or link) in the session's place goes the same way: the rename moves the
+    // entry itself, never what a link points to.
+    if let SessionEntry::Missing = session_entry(dir)? {
+        return Ok(false);
     }
     fs::create_dir_all(&trash).map_err(|e| io_err("cannot create", &trash, e))?;
     let grave = trash.join(format!("{id}.{}", uuid::Uuid::new_v4().simple()));

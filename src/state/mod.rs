@@ -395,7 +395,8 @@ pub trait StateStore: Send + Sync {
     /// Whether the store holds anything of the session, without reading or writing it: `false`
     /// means [`load`](StateStore::load) finds nothing and [`delete`](StateStore::delete) has
     /// nothing to remove (`true` does not promise a state: a [`FileStore`] answers for the
-    /// session's directory, which may hold only what a first commit cut short left). The runtime
+    /// session's directory, which may hold only what a first commit cut short left, or for a
+    /// stray file standing in its place, which its `delete` removes). The runtime
     /// asks it before taking a [lease](StateStore::lease) for a call that only acts on an
     /// existing session, so a call on a session that does not exist leaves nothing behind (a
     /// lease may create a lock file). The default loads the session.

@@ -597,9 +597,11 @@ export declare class Agent {
   listSessionsJson(includeWorkers?: boolean): Promise<string>;
   /**
    * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
-   * existed (a missing session is not touched; a corrupt one is deleted too). Rejects with
-   * session_busy while it is being run (cancel first), invalid_state for a worker session whose
-   * parent session still names it (delete the parent).
+   * existed (a missing session is not touched; one that cannot be read, state_corrupt or
+   * state_version_unsupported, is deleted too, as is a file or link standing where its directory
+   * should be). Rejects with session_busy while it is being run here or by another Agent or
+   * process (cancel first), invalid_state for a worker session whose parent session still names
+   * it (delete the parent).
    */
   deleteSession(sessionId: string): Promise<boolean>;
 }
