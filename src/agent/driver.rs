@@ -2490,20 +2490,23 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Adds a worker's usage to this session's (nothing when it used none).
+    /// Adds a worker's (or a loop diagnosis's) usage to this session's (nothing when it used none).
     fn add_usage(&mut self, usage: Option<Usage>) {
         if let Some(usage) = usage.filter(|u| *u != Usage::default()) {
             self.record(StateEvent::UsageAdded { usage });
         }
     }
 
-    /// The optional LLM diagnosis, on its schedule (rounds counted over the session).
-    async fn diagnose(&self) -> Option<AgentError> {
+    /// The optional LLM diagnosis, on its schedule (rounds counted over the session). The tokens
+    /// it used count in the session's usage (saved with the batch's end).
+    async fn diagnose(&mut self) -> Option<AgentError> {
         let (diagnoser, schedule) = self.agent.diagnoser.as_ref()?;
         let answers =
             self.state.messages.iter().filter(|m| matches!(m, ChatMessage::Assistant { .. })).count();
         let round = u32::try_from(answers).unwrap_or(u32::MAX);
-        diagnose_loop(diagnoser.as_ref(), schedule, round, &self.state.messages).await.to_error()
+        let (check, usage) = diagnose_loop(diagnoser.as_ref(), schedule, round, &self.state.messages).await;
+        self.add_usage(usage);
+        check.to_error()
     }
 
     /// Counts the batch's model answer in the loop detector, records its window, and says whether

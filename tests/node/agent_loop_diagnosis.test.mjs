@@ -79,6 +79,11 @@ test('a diagnosis with confidence 0.5 (not above 0.8) lets the run complete', as
   assert.equal(out.finalText, 'Both cities are sunny.');
   assert.equal(out.errorCode, undefined);
   assert.deepEqual(mock.requests.map((r) => isDiagnosis(r.body)), [false, false, true, false]);
+  // Two tool-call rounds (30 tokens each), the diagnosis (62), the answer (45): the diagnosis's
+  // tokens count (before: 105, the diagnosis's left out).
+  const usage = { prompt_tokens: 20 + 20 + 50 + 40, completion_tokens: 10 + 10 + 12 + 5, total_tokens: 167 };
+  assert.deepEqual(JSON.parse(out.usageJson), usage);
+  assert.deepEqual(JSON.parse(await agent.stateJson('d2')).usage, usage, 'saved with the session');
 });
 
 test('without loopDiagnosis no diagnosis is asked; the defaults ask only from round 30', async (t) => {

@@ -297,7 +297,9 @@ export interface AgentConfigObject {
    * streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
    * A verdict {"is_loop": true, "confidence" > minConfidence} ends the run 'loop_detected' (errorCode
    * loop_detected, the confidence and reason in errorMessage); a failed or unreadable diagnosis counts
-   * as no loop. With 'scripted', a diagnosis takes the next scripted answer. Omitted: never asked.
+   * as no loop. The tokens a diagnosis uses count in the session's usage (usageJson, run_finished's
+   * "usage"), an unreadable answer's too. With 'scripted', a diagnosis takes the next scripted
+   * answer. Omitted: never asked.
    * Not an object: argument_invalid; a bad value: config_invalid naming the field.
    */
   loopDiagnosis?: LoopDiagnosisObject;
