@@ -365,6 +365,17 @@ async fn diagnosis_is_asked_from_round_30_then_every_10() {
     assert_eq!(steady.request(&h).temperature, Some(0.0));
 }
 
+/// Before: a diagnosis request had no token limit whatever the agent's was.
+#[tokio::test]
+async fn a_diagnosis_asks_within_the_token_limit_it_is_given() {
+    let model = ScriptedModel::new(vec![Ok(r#"{"is_loop": false, "confidence": 0.2}"#)]);
+    assert_eq!(ModelLoopDiagnoser::new(model.clone()).request(&history()).max_tokens, None);
+    let capped = ModelLoopDiagnoser::new(model.clone()).with_max_tokens(Some(256));
+    let schedule = DiagnosisSchedule { first_round: 1, every: 1, min_confidence: 0.8 };
+    assert!(!diagnose_loop(&capped, &schedule, 1, &history()).await.0.is_loop());
+    assert_eq!(model.requests.lock().unwrap()[0].max_tokens, Some(256), "sent with the request");
+}
+
 #[tokio::test]
 async fn only_a_confident_loop_counts_and_failures_are_no_loop() {
     let answers = vec![

@@ -125,20 +125,37 @@ pub struct ModelLoopDiagnoser {
     max_messages: usize,
     max_chars_per_message: usize,
     temperature: Option<f32>,
+    max_tokens: Option<u32>,
 }
 
 impl ModelLoopDiagnoser {
     /// Shows the model the last 40 messages, each cut to 600 characters, and sends no
     /// temperature (the provider's default: some models refuse any other, e.g. Kimi K2.5 and
-    /// OpenAI's reasoning models).
+    /// OpenAI's reasoning models) and no token limit.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        ModelLoopDiagnoser { model, max_messages: 40, max_chars_per_message: 600, temperature: None }
+        ModelLoopDiagnoser {
+            model,
+            max_messages: 40,
+            max_chars_per_message: 600,
+            temperature: None,
+            max_tokens: None,
+        }
     }
 
     /// The same diagnoser asking with this temperature (e.g. `Some(0.0)` for a steadier verdict
     /// from a model that accepts it).
     pub fn with_temperature(mut self, temperature: Option<f32>) -> Self {
         self.temperature = temperature;
+        self
+    }
+
+    /// The same diagnoser asking for at most this many completion tokens (the request's
+    /// `max_tokens`; `None` sends none: the provider's default). The native module gives it the
+    /// agent's `maxTokens`, so a diagnosis never asks for more than the agent's other requests.
+    /// The verdict is a short JSON object, but a reasoning model's thinking counts in the limit
+    /// too: a limit too low cuts the verdict off, which then counts as no loop.
+    pub fn with_max_tokens(mut self, max_tokens: Option<u32>) -> Self {
+        self.max_tokens = max_tokens;
         self
     }
 
@@ -184,6 +201,7 @@ impl ModelLoopDiagnoser {
             Vec::new().into(),
         );
         request.temperature = self.temperature;
+        request.max_tokens = self.max_tokens;
         request
     }
 }

@@ -71,6 +71,18 @@ test('a diagnosis of is_loop with confidence 0.9 (above 0.8) ends the run loop_d
   assert.equal(JSON.parse(await agent.stateJson('d1')).status, 'loop_detected');
 });
 
+// Before: the diagnosis request carried no max_tokens whatever the agent's maxTokens was.
+test('a diagnosis asks within the agent\'s maxTokens, as its other requests do', async (t) => {
+  const mock = await mockWith(t, { is_loop: false, confidence: 0.1, reason: 'fine' });
+  const out = await agentOn(mock, { maxTokens: 300, loopDiagnosis: { firstRound: 2, every: 0 } }).run('d5', 'weather?');
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+  assert.deepEqual(mock.requests.map((r) => isDiagnosis(r.body)), [false, false, true, false]);
+  assert.deepEqual(mock.requests.map((r) => r.body.max_tokens), [300, 300, 300, 300]);
+  const unlimited = await mockWith(t, { is_loop: false, confidence: 0.1, reason: 'fine' });
+  await agentOn(unlimited, { loopDiagnosis: { firstRound: 2, every: 0 } }).run('d6', 'weather?');
+  assert.equal(unlimited.requests[2].body.max_tokens, undefined, 'none without maxTokens');
+});
+
 test('a diagnosis with confidence 0.5 (not above 0.8) lets the run complete', async (t) => {
   const mock = await mockWith(t, { is_loop: true, confidence: 0.5, reason: 'maybe' });
   const agent = agentOn(mock, { loopDiagnosis: { firstRound: 2, every: 1, minConfidence: 0.8 } });

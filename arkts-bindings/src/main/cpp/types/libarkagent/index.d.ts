@@ -243,7 +243,7 @@ export interface AgentConfigObject {
    * null: no temperature is sent at all (the model's own default), for models that refuse one.
    */
   temperature?: number | null;
-  /** Completion token limit. */
+  /** Completion token limit, of every request the agent sends (the loop diagnosis's too). */
   maxTokens?: number;
   /** Allow plain http:// to hosts other than loopback (default false). */
   allowInsecureHttp?: boolean;
@@ -293,8 +293,8 @@ export interface AgentConfigObject {
    */
   parallelToolCalls?: boolean;
   /**
-   * Also ask the agent's own model (same provider, endpoint, key and model name; no tools, not
-   * streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
+   * Also ask the agent's own model (same provider, endpoint, key, model name and maxTokens; no
+   * tools, not streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
    * A verdict {"is_loop": true, "confidence" > minConfidence} ends the run 'loop_detected' (errorCode
    * loop_detected, the confidence and reason in errorMessage); a failed or unreadable diagnosis counts
    * as no loop. The tokens a diagnosis uses count in the session's usage (usageJson, run_finished's
