@@ -1,14 +1,15 @@
 //! The optional LLM loop diagnosis inside a run, asked through a [`ModelLoopDiagnoser`] on a
-//! scripted model: what the diagnosis costs counts in the session's usage.
+//! scripted model: what the diagnosis costs counts in the session's usage, and its schedule counts
+//! the model's answers only.
 
 #[path = "support/runtime.rs"]
 mod support;
 
-use arkagent::agent::{Agent, AgentBuilder, AgentEvent, EventLog, RunOutcome};
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome};
 use arkagent::loop_detect::{DiagnosisSchedule, ModelLoopDiagnoser};
 use arkagent::message::Usage;
 use arkagent::provider::ModelResponse;
-use arkagent::state::{RunStatus, StateStore};
+use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
 use serde_json::json;
@@ -74,4 +75,42 @@ async fn the_tokens_of_a_diagnosis_count_in_the_sessions_usage() {
     assert_eq!(finished, Some(expected), "run_finished tells the same usage");
     // Persisted like the rest of the session's usage.
     assert_eq!(store.load("s").await.unwrap().unwrap().usage, expected);
+}
+
+/// Before: the fixed answer a run that reached its round limit appended counted as a model
+/// answer, so with `first_round` 3 the diagnosis was asked after the model's second answer.
+#[tokio::test]
+async fn the_round_limits_fallback_is_not_counted_as_a_model_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let verdict = r#"{"is_loop": true, "confidence": 0.99, "reason": "asked"}"#;
+    let diagnoser = Arc::new(Script::new([diagnosis(verdict, 200)]));
+    let schedule = DiagnosisSchedule { first_round: 3, every: 0, min_confidence: 0.8 };
+    // One answer per run: each run reaches its limit of one round after its batch.
+    let agent = |answer: ModelResponse| {
+        AgentBuilder::new(Arc::new(Script::new([answer])), Arc::new(FileStore::new(dir.path())))
+            .tools(tools())
+            .config(AgentConfig { max_rounds: 1, ..AgentConfig::default() })
+            .loop_diagnoser(Arc::new(ModelLoopDiagnoser::new(diagnoser.clone())), schedule)
+            .build()
+    };
+    let status = |out: RunOutcome| match out {
+        RunOutcome::Finished { status, .. } => status,
+        o => panic!("{o:?}"),
+    };
+    for (i, question) in ["q1", "q2"].into_iter().enumerate() {
+        let answer = calls(&[(&format!("c{i}"), "t", &format!(r#"{{"i":{i}}}"#))]);
+        let out =
+            agent(answer).run("s", question, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        assert_eq!(status(out), RunStatus::MaxRounds, "{question}");
+        assert!(diagnoser.requests().is_empty(), "asked after the model's answer {}", i + 1);
+    }
+    // Two fallbacks in the history, counted in the saved state (each agent reloads it).
+    let state = FileStore::new(dir.path()).load("s").await.unwrap().unwrap();
+    assert_eq!(state.fallback_answers, 2);
+    let out = agent(calls(&[("c2", "t", r#"{"i":2}"#)]))
+        .run("s", "q3", &EventLog::new(), &CancellationSignal::new())
+        .await
+        .unwrap();
+    assert_eq!(status(out), RunStatus::LoopDetected, "asked after the model's third answer");
+    assert_eq!(diagnoser.requests().len(), 1);
 }

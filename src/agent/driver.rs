@@ -2497,12 +2497,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The optional LLM diagnosis, on its schedule (rounds counted over the session). The tokens
-    /// it used count in the session's usage (saved with the batch's end).
+    /// The optional LLM diagnosis, on its schedule (rounds counted over the session's model
+    /// answers: the fixed answers of runs that reached the round limit are not the model's). The
+    /// tokens it used count in the session's usage (saved with the batch's end).
     async fn diagnose(&mut self) -> Option<AgentError> {
         let (diagnoser, schedule) = self.agent.diagnoser.as_ref()?;
         let answers =
             self.state.messages.iter().filter(|m| matches!(m, ChatMessage::Assistant { .. })).count();
+        let answers = answers.saturating_sub(self.state.fallback_answers as usize);
         let round = u32::try_from(answers).unwrap_or(u32::MAX);
         let (check, usage) = diagnose_loop(diagnoser.as_ref(), schedule, round, &self.state.messages).await;
         self.add_usage(usage);
@@ -2548,6 +2550,7 @@ impl<'a> Run<'a> {
     ) -> Result<RunOutcome, AgentError> {
         let mut final_text = text;
         if status == RunStatus::MaxRounds {
+            // Counted in `AgentState::fallback_answers` with the status.
             let fallback = self.agent.config.max_rounds_fallback.clone();
             self.record(StateEvent::MessageAppended {
                 message: ChatMessage::assistant_text(fallback.clone()),

@@ -340,7 +340,10 @@ export interface AgentConfigObject {
 
 /** When the LLM loop diagnosis is asked and when it counts; each field has its default. */
 export interface LoopDiagnosisObject {
-  /** The first model round asked about, counted over the session's model answers (whole, >= 1; default 30). */
+  /**
+   * The first model round asked about, counted over the session's model answers (the fixed answer
+   * of a run that reached maxRounds is not one) (whole, >= 1; default 30).
+   */
   firstRound?: number;
   /** Then every this many rounds; 0 asks at firstRound only (whole, >= 0; default 10). */
   every?: number;
