@@ -46,7 +46,10 @@ pub enum RunOutcome {
         /// The finish reason of the model's last answer in this run, as the provider sent it
         /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
         /// `None` when no answer came in this run or the provider sent none (an empty answer
-        /// without one has `stop`). A run that
+        /// without one has `stop`), and when the run's last model request got no answer: a
+        /// `failed` run whose request failed, a run cancelled during it (an earlier round's
+        /// reason is not told). A `max_rounds` run tells its last answer's (`tool_calls`: the
+        /// model still asked for tools; the fixed fallback is no model answer). A run that
         /// completed without `final_text` tells here why: `length` or `content_filter` (the answer was
         /// cut off or filtered), or `tool_calls` (a tool's or hook's stop ended it after a batch;
         /// `None` when that stop came in a resumed run that asked no model).
@@ -1675,7 +1678,8 @@ struct Run<'a> {
     hooks: HookPipeline,
     turn_tools: Option<ToolSnapshot>,
     stop_requested: bool,
-    // The finish reason of the model's last answer in this run.
+    // The finish reason of the answer to the run's last model request (`None` while it is
+    // asked, and when it failed or was cancelled).
     finish_reason: Option<String>,
     // Usage to add with the end of the batch being settled (a dismissed worker's).
     batch_usage: Option<Usage>,
@@ -1813,6 +1817,9 @@ impl<'a> Run<'a> {
     async fn model_round(&mut self) -> Result<Flow, AgentError> {
         let round = self.state.round + 1;
         self.record(StateEvent::RoundStarted { round });
+        // The reason is the answer to this request's: a request that fails or is cancelled has
+        // none, not the earlier round's.
+        self.finish_reason = None;
         let tools = self.agent.tools();
         let config = &self.agent.config;
         // The history moves into the request and back: no copy per round (a hook or model that

@@ -191,8 +191,8 @@ pub struct AgentState {
     /// `finish_reason`), so a session read after its run tells what the live run told: a run that
     /// completed without an answer because it was cut off (`length`) or filtered
     /// (`content_filter`), not because a tool's stop ended it (`tool_calls` or none). `None`
-    /// while a run goes on, when no answer came in the run, and in states saved before it
-    /// existed.
+    /// while a run goes on, when no answer came in the run or its last model request got none
+    /// (failed, cancelled), and in states saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// The error that ended the last run (failed, aborted, ...), as its outcome

@@ -371,7 +371,10 @@ export interface RunOutcomeObject {
   /**
    * Why the model's last answer ended, when the provider said (an empty answer without a reason: 'stop'): 'stop', 'length' (cut off at the
    * token limit), 'content_filter', 'tool_calls'... A 'completed' run without finalText and with
-   * 'length' or 'content_filter' was cut off or filtered.
+   * 'length' or 'content_filter' was cut off or filtered. A 'max_rounds' run has its last answer's
+   * ('tool_calls': the fixed fallback is no model answer). None when the run's last model request got
+   * no answer (a 'failed' run whose request failed, a run cancelled during it): an earlier round's
+   * reason is not told.
    */
   finishReason?: string;
 }
