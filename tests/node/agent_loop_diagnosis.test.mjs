@@ -135,6 +135,19 @@ test('loopDiagnosis values are checked: config_invalid naming the field', () => 
     const e = throwsWithCode(assert, () => new Agent({ ...base, loopDiagnosis }), 'argument_invalid', 'config');
     assert.ok(e.message.includes('loopDiagnosis'), `${JSON.stringify(loopDiagnosis)}: ${e.message}`);
   }
+  // A field of the wrong type is named with the object's name (before: `loopDiagnosis: expected a
+  // number, got a string`, whichever field it was).
+  const wrongType = [
+    [{ firstRound: '5' }, /^wrong argument: loopDiagnosis\.firstRound: expected a number, got a string/],
+    [{ firstRound: 2, every: true }, /^wrong argument: loopDiagnosis\.every: expected a number, got a boolean/],
+    [{ minConfidence: {} }, /^wrong argument: loopDiagnosis\.minConfidence: expected a number, got an object/],
+    [{ get every() { throw new Error('no every'); } }, /^wrong argument: loopDiagnosis\.every: reading it threw .*no every/],
+    [[], /^wrong argument: loopDiagnosis: expected an object, got an array$/],
+  ];
+  for (const [loopDiagnosis, message] of wrongType) {
+    const e = throwsWithCode(assert, () => new Agent({ ...base, loopDiagnosis }), 'argument_invalid', 'config');
+    assert.match(e.message, message);
+  }
   // undefined leaves the diagnosis off, as leaving the option out does.
   assert.ok(new Agent({ ...base, loopDiagnosis: undefined }) instanceof Agent);
 });

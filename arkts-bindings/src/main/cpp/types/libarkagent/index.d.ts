@@ -300,7 +300,8 @@ export interface AgentConfigObject {
    * as no loop. The tokens a diagnosis uses count in the session's usage (usageJson, run_finished's
    * "usage"), an unreadable answer's too. With 'scripted', a diagnosis takes the next scripted
    * answer. Omitted: never asked.
-   * Not an object: argument_invalid; a bad value: config_invalid naming the field.
+   * Not an object, or a field not a number: argument_invalid naming it ('loopDiagnosis.firstRound:
+   * expected a number, got a string'); a bad value: config_invalid naming the field.
    */
   loopDiagnosis?: LoopDiagnosisObject;
 
