@@ -50,7 +50,7 @@ struct AlwaysLoop(AtomicUsize);
 impl LoopDiagnoser for AlwaysLoop {
     async fn diagnose(&self, _history: &[ChatMessage]) -> Result<LoopDiagnosis, AgentError> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(LoopDiagnosis { is_loop: true, confidence: 0.95, reason: "loop".into() })
+        Ok(LoopDiagnosis { is_loop: true, confidence: 0.95, reason: "loop".into(), usage: None })
     }
 }
 

@@ -1,7 +1,8 @@
 //! The `run_finished` event carries the error that ended the run: the same structured
 //! `AgentError` (layer, code, message) as [`RunOutcome::Finished`]'s `error`, for a failed, an
 //! aborted and a loop-detected run; a run that ended without one has no `error` key in the event's
-//! JSON (the wire form ArkTS decodes).
+//! JSON (the wire form ArkTS decodes). The finish reason such a run tells is its last model
+//! request's: none when that request failed.
 
 #[path = "support/runtime.rs"]
 mod support;
@@ -9,7 +10,7 @@ mod support;
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome};
 use arkagent::hook::{AgentHook, BeforeToolCall, HookContext};
 use arkagent::provider::ScriptStep;
-use arkagent::state::RunStatus;
+use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{codes, AgentError, CancellationSignal, ToolCall, ToolDefinition, ToolRegistry, ToolResult};
 use async_trait::async_trait;
@@ -116,4 +117,48 @@ async fn a_completed_run_has_no_error_key() {
     assert_eq!(event_error(&last), None);
     let wire = serde_json::to_value(&last).unwrap();
     assert!(wire.as_object().unwrap().get("error").is_none(), "{wire}");
+}
+
+/// The outcome's, the event's and the saved state's finish reason.
+async fn finish_reasons(agent: &Agent, store: &MemStore) -> (RunStatus, [Option<String>; 3]) {
+    let log = EventLog::new();
+    let out = agent.run("s", "hi", &log, &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Finished { status, finish_reason, .. } = out else {
+        panic!("finished expected: {out:?}")
+    };
+    let Some(AgentEvent::RunFinished { finish_reason: told, .. }) = log.events().pop() else {
+        panic!("run_finished")
+    };
+    let saved = store.load("s").await.unwrap().unwrap().finish_reason;
+    (status, [finish_reason, told, saved])
+}
+
+/// Before: round 2's request failed (HTTP 500) and the run told round 1's `tool_calls`, as if
+/// the model had answered.
+#[tokio::test]
+async fn a_run_whose_last_model_request_failed_tells_no_finish_reason() {
+    let store = Arc::new(MemStore::new());
+    let steps = vec![
+        calls(&[("c1", "look", "{}")]).into(),
+        ScriptStep::Fail(AgentError::of(codes::PROVIDER_HTTP_STATUS, "HTTP 500: boom")),
+    ];
+    let agent = AgentBuilder::new(Arc::new(Script::from_steps(steps)), store.clone()).tools(tools()).build();
+    let (status, reasons) = finish_reasons(&agent, &store).await;
+    assert_eq!(status, RunStatus::Failed);
+    assert_eq!(reasons, [None, None, None]);
+}
+
+/// A run that reached its round limit tells its last answer's reason: the model still asked for
+/// tools (the fixed fallback is no model answer).
+#[tokio::test]
+async fn a_max_rounds_run_tells_its_last_answers_finish_reason() {
+    let store = Arc::new(MemStore::new());
+    let steps = vec![calls(&[("c1", "look", "{}")]).into()];
+    let agent = AgentBuilder::new(Arc::new(Script::from_steps(steps)), store.clone())
+        .tools(tools())
+        .config(AgentConfig { max_rounds: 1, ..AgentConfig::default() })
+        .build();
+    let (status, reasons) = finish_reasons(&agent, &store).await;
+    assert_eq!(status, RunStatus::MaxRounds);
+    assert_eq!(reasons, [(); 3].map(|_| Some("tool_calls".to_string())));
 }

@@ -355,7 +355,7 @@ impl LoopDiagnoser for SlowDiagnosis {
         tokio::time::sleep(Duration::from_secs(3600)).await;
         self.finished.store(true, Ordering::SeqCst);
         std::mem::forget(guard);
-        Ok(LoopDiagnosis { is_loop: false, confidence: 0.0, reason: String::new() })
+        Ok(LoopDiagnosis { is_loop: false, confidence: 0.0, reason: String::new(), usage: None })
     }
 }
 

@@ -906,6 +906,7 @@ impl arkagent::loop_detect::LoopDiagnoser for Diagnoser {
             is_loop: true,
             confidence: self.confidence,
             reason: "keeps asking for other orders".into(),
+            usage: None,
         })
     }
 }

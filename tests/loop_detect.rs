@@ -334,20 +334,20 @@ async fn diagnosis_is_asked_from_round_30_then_every_10() {
     let schedule = DiagnosisSchedule::default();
     let h = history();
     for round in 0..30 {
-        assert!(!diagnose_loop(&diagnoser, &schedule, round, &h).await.is_loop());
+        assert!(!diagnose_loop(&diagnoser, &schedule, round, &h).await.0.is_loop());
     }
     assert_eq!(model.asked(), 0, "never asked before round 30");
-    let LoopCheck::Loop(finding) = diagnose_loop(&diagnoser, &schedule, 30, &h).await else { panic!() };
+    let (LoopCheck::Loop(finding), _) = diagnose_loop(&diagnoser, &schedule, 30, &h).await else { panic!() };
     assert_eq!(
         finding.kind,
         LoopKind::Diagnosed { confidence: 0.95, reason: "same weather query again and again".into() }
     );
     assert_eq!(finding.to_error().code, codes::LOOP_DETECTED);
     for round in 31..40 {
-        assert!(!diagnose_loop(&diagnoser, &schedule, round, &h).await.is_loop());
+        assert!(!diagnose_loop(&diagnoser, &schedule, round, &h).await.0.is_loop());
     }
     assert_eq!(model.asked(), 1);
-    assert!(diagnose_loop(&diagnoser, &schedule, 40, &h).await.is_loop());
+    assert!(diagnose_loop(&diagnoser, &schedule, 40, &h).await.0.is_loop());
     assert_eq!(model.asked(), 2);
 
     // What the model was shown: the prompt, then the transcript with the call and result; no tools.
@@ -363,6 +363,17 @@ async fn diagnosis_is_asked_from_round_30_then_every_10() {
     assert_eq!(request.temperature, None);
     let steady = ModelLoopDiagnoser::new(model.clone()).with_temperature(Some(0.0));
     assert_eq!(steady.request(&h).temperature, Some(0.0));
+}
+
+/// Before: a diagnosis request had no token limit whatever the agent's was.
+#[tokio::test]
+async fn a_diagnosis_asks_within_the_token_limit_it_is_given() {
+    let model = ScriptedModel::new(vec![Ok(r#"{"is_loop": false, "confidence": 0.2}"#)]);
+    assert_eq!(ModelLoopDiagnoser::new(model.clone()).request(&history()).max_tokens, None);
+    let capped = ModelLoopDiagnoser::new(model.clone()).with_max_tokens(Some(256));
+    let schedule = DiagnosisSchedule { first_round: 1, every: 1, min_confidence: 0.8 };
+    assert!(!diagnose_loop(&capped, &schedule, 1, &history()).await.0.is_loop());
+    assert_eq!(model.requests.lock().unwrap()[0].max_tokens, Some(256), "sent with the request");
 }
 
 #[tokio::test]
@@ -383,7 +394,7 @@ async fn only_a_confident_loop_counts_and_failures_are_no_loop() {
     let schedule = DiagnosisSchedule { first_round: 1, every: 1, min_confidence: 0.8 };
     let mut checks = Vec::new();
     for round in 1..=n as u32 {
-        checks.push(diagnose_loop(&diagnoser, &schedule, round, &history()).await.is_loop());
+        checks.push(diagnose_loop(&diagnoser, &schedule, round, &history()).await.0.is_loop());
     }
     assert_eq!(checks, [false, false, false, false, false, false, false, true]);
     assert_eq!(model.asked(), n);
@@ -402,12 +413,13 @@ async fn a_custom_diagnoser_plugs_in() {
                 is_loop: same,
                 confidence: if same { 0.9 } else { 0.1 },
                 reason: "rule".into(),
+                usage: None,
             })
         }
     }
     let schedule = DiagnosisSchedule::default();
     let mut h = history();
-    assert!(!diagnose_loop(&Rule, &schedule, 30, &h).await.is_loop());
+    assert!(!diagnose_loop(&Rule, &schedule, 30, &h).await.0.is_loop());
     h.extend(history());
-    assert!(diagnose_loop(&Rule, &schedule, 30, &h).await.is_loop());
+    assert!(diagnose_loop(&Rule, &schedule, 30, &h).await.0.is_loop());
 }

@@ -46,7 +46,10 @@ pub enum RunOutcome {
         /// The finish reason of the model's last answer in this run, as the provider sent it
         /// (`stop`, `tool_calls`, `length`: cut off at the token limit, `content_filter`...);
         /// `None` when no answer came in this run or the provider sent none (an empty answer
-        /// without one has `stop`). A run that
+        /// without one has `stop`), and when the run's last model request got no answer: a
+        /// `failed` run whose request failed, a run cancelled during it (an earlier round's
+        /// reason is not told). A `max_rounds` run tells its last answer's (`tool_calls`: the
+        /// model still asked for tools; the fixed fallback is no model answer). A run that
         /// completed without `final_text` tells here why: `length` or `content_filter` (the answer was
         /// cut off or filtered), or `tool_calls` (a tool's or hook's stop ended it after a batch;
         /// `None` when that stop came in a resumed run that asked no model).
@@ -1680,7 +1683,8 @@ struct Run<'a> {
     hooks: HookPipeline,
     turn_tools: Option<ToolSnapshot>,
     stop_requested: bool,
-    // The finish reason of the model's last answer in this run.
+    // The finish reason of the answer to the run's last model request (`None` while it is
+    // asked, and when it failed or was cancelled).
     finish_reason: Option<String>,
     // Usage to add with the end of the batch being settled (a dismissed worker's).
     batch_usage: Option<Usage>,
@@ -1818,6 +1822,9 @@ impl<'a> Run<'a> {
     async fn model_round(&mut self) -> Result<Flow, AgentError> {
         let round = self.state.round + 1;
         self.record(StateEvent::RoundStarted { round });
+        // The reason is the answer to this request's: a request that fails or is cancelled has
+        // none, not the earlier round's.
+        self.finish_reason = None;
         let tools = self.agent.tools();
         let config = &self.agent.config;
         // The history moves into the request and back: no copy per round (a hook or model that
@@ -2495,20 +2502,25 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Adds a worker's usage to this session's (nothing when it used none).
+    /// Adds a worker's (or a loop diagnosis's) usage to this session's (nothing when it used none).
     fn add_usage(&mut self, usage: Option<Usage>) {
         if let Some(usage) = usage.filter(|u| *u != Usage::default()) {
             self.record(StateEvent::UsageAdded { usage });
         }
     }
 
-    /// The optional LLM diagnosis, on its schedule (rounds counted over the session).
-    async fn diagnose(&self) -> Option<AgentError> {
+    /// The optional LLM diagnosis, on its schedule (rounds counted over the session's model
+    /// answers: the fixed answers of runs that reached the round limit are not the model's). The
+    /// tokens it used count in the session's usage (saved with the batch's end).
+    async fn diagnose(&mut self) -> Option<AgentError> {
         let (diagnoser, schedule) = self.agent.diagnoser.as_ref()?;
         let answers =
             self.state.messages.iter().filter(|m| matches!(m, ChatMessage::Assistant { .. })).count();
+        let answers = answers.saturating_sub(self.state.fallback_answers as usize);
         let round = u32::try_from(answers).unwrap_or(u32::MAX);
-        diagnose_loop(diagnoser.as_ref(), schedule, round, &self.state.messages).await.to_error()
+        let (check, usage) = diagnose_loop(diagnoser.as_ref(), schedule, round, &self.state.messages).await;
+        self.add_usage(usage);
+        check.to_error()
     }
 
     /// Counts the batch's model answer in the loop detector, records its window, and says whether
@@ -2550,6 +2562,7 @@ impl<'a> Run<'a> {
     ) -> Result<RunOutcome, AgentError> {
         let mut final_text = text;
         if status == RunStatus::MaxRounds {
+            // Counted in `AgentState::fallback_answers` with the status.
             let fallback = self.agent.config.max_rounds_fallback.clone();
             self.record(StateEvent::MessageAppended {
                 message: ChatMessage::assistant_text(fallback.clone()),

@@ -1,11 +1,12 @@
 //! The optional LLM loop diagnosis: another model reads the recent history and says whether the
 //! agent is stuck. It is a heuristic, so it is cautious: it is considered only from a round on and
 //! then every few rounds, it counts only above a confidence threshold, and a diagnosis that fails
-//! or cannot be parsed counts as "no loop".
+//! or cannot be parsed counts as "no loop". The tokens a diagnosis used count in the session's
+//! usage, as those of any model request of the run do.
 
 use super::{LoopCheck, LoopFinding, LoopKind};
 use crate::error::{codes, AgentError};
-use crate::message::ChatMessage;
+use crate::message::{ChatMessage, Usage};
 use crate::provider::{ChatModel, ChatRequest};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,10 @@ pub struct LoopDiagnosis {
     /// Why.
     #[serde(default)]
     pub reason: String,
+    /// The tokens the diagnosis used (the model answer's usage report), added to the session's
+    /// usage by the run that asked; `None` when none was reported (or no model was asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// Something that diagnoses loops. Usable as `dyn LoopDiagnoser`.
@@ -30,7 +35,9 @@ pub trait LoopDiagnoser: Send + Sync {
     /// Diagnoses the history (oldest first).
     ///
     /// # Errors
-    /// Any error; [`diagnose_loop`] turns it into "no loop".
+    /// Any error; [`diagnose_loop`] turns it into "no loop". An error tells no usage: a diagnoser
+    /// whose model answered with something it cannot use answers "no loop" with the answer's
+    /// usage instead (as [`ModelLoopDiagnoser`] does), so the tokens still count.
     async fn diagnose(&self, history: &[ChatMessage]) -> Result<LoopDiagnosis, AgentError>;
 }
 
@@ -80,28 +87,28 @@ impl DiagnosisSchedule {
     }
 }
 
-/// Asks the diagnoser if the schedule says so at this round. A loop only when the diagnosis says
-/// `is_loop` with a confidence above the threshold; not due, an error or a low confidence is
-/// [`LoopCheck::NoLoop`] (errors are logged).
+/// Asks the diagnoser if the schedule says so at this round, and tells the tokens the diagnosis
+/// used ([`LoopDiagnosis::usage`]; `None` when not asked or not reported). A loop only when the
+/// diagnosis says `is_loop` with a confidence above the threshold; not due, an error or a low
+/// confidence is [`LoopCheck::NoLoop`] (errors are logged).
 pub async fn diagnose_loop(
     diagnoser: &dyn LoopDiagnoser,
     schedule: &DiagnosisSchedule,
     round: u32,
     history: &[ChatMessage],
-) -> LoopCheck {
+) -> (LoopCheck, Option<Usage>) {
     if !schedule.is_due(round) {
-        return LoopCheck::NoLoop;
+        return (LoopCheck::NoLoop, None);
     }
     match diagnoser.diagnose(history).await {
         Ok(d) if d.is_loop && d.confidence.is_finite() && d.confidence > schedule.min_confidence => {
-            LoopCheck::Loop(LoopFinding {
-                kind: LoopKind::Diagnosed { confidence: d.confidence, reason: d.reason },
-            })
+            let kind = LoopKind::Diagnosed { confidence: d.confidence, reason: d.reason };
+            (LoopCheck::Loop(LoopFinding { kind }), d.usage)
         }
-        Ok(_) => LoopCheck::NoLoop,
+        Ok(d) => (LoopCheck::NoLoop, d.usage),
         Err(e) => {
             log::warn!("loop diagnosis failed, counted as no loop: {e}");
-            LoopCheck::NoLoop
+            (LoopCheck::NoLoop, None)
         }
     }
 }
@@ -118,20 +125,37 @@ pub struct ModelLoopDiagnoser {
     max_messages: usize,
     max_chars_per_message: usize,
     temperature: Option<f32>,
+    max_tokens: Option<u32>,
 }
 
 impl ModelLoopDiagnoser {
     /// Shows the model the last 40 messages, each cut to 600 characters, and sends no
     /// temperature (the provider's default: some models refuse any other, e.g. Kimi K2.5 and
-    /// OpenAI's reasoning models).
+    /// OpenAI's reasoning models) and no token limit.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        ModelLoopDiagnoser { model, max_messages: 40, max_chars_per_message: 600, temperature: None }
+        ModelLoopDiagnoser {
+            model,
+            max_messages: 40,
+            max_chars_per_message: 600,
+            temperature: None,
+            max_tokens: None,
+        }
     }
 
     /// The same diagnoser asking with this temperature (e.g. `Some(0.0)` for a steadier verdict
     /// from a model that accepts it).
     pub fn with_temperature(mut self, temperature: Option<f32>) -> Self {
         self.temperature = temperature;
+        self
+    }
+
+    /// The same diagnoser asking for at most this many completion tokens (the request's
+    /// `max_tokens`; `None` sends none: the provider's default). The native module gives it the
+    /// agent's `maxTokens`, so a diagnosis never asks for more than the agent's other requests.
+    /// The verdict is a short JSON object, but a reasoning model's thinking counts in the limit
+    /// too: a limit too low cuts the verdict off, which then counts as no loop.
+    pub fn with_max_tokens(mut self, max_tokens: Option<u32>) -> Self {
+        self.max_tokens = max_tokens;
         self
     }
 
@@ -177,15 +201,27 @@ impl ModelLoopDiagnoser {
             Vec::new().into(),
         );
         request.temperature = self.temperature;
+        request.max_tokens = self.max_tokens;
         request
     }
 }
 
 #[async_trait]
 impl LoopDiagnoser for ModelLoopDiagnoser {
+    /// # Errors
+    /// The model request's. An answer that cannot be parsed is no error: it is logged and answers
+    /// "no loop" (confidence 0, the parse error as the reason) with the answer's usage, whose
+    /// tokens were spent all the same.
     async fn diagnose(&self, history: &[ChatMessage]) -> Result<LoopDiagnosis, AgentError> {
         let response = self.model.complete(&self.request(history)).await?;
-        parse_diagnosis(response.content.as_deref().unwrap_or(""))
+        let usage = response.usage;
+        match parse_diagnosis(response.content.as_deref().unwrap_or("")) {
+            Ok(diagnosis) => Ok(LoopDiagnosis { usage, ..diagnosis }),
+            Err(e) => {
+                log::warn!("loop diagnosis unreadable, counted as no loop: {e}");
+                Ok(LoopDiagnosis { is_loop: false, confidence: 0.0, reason: e.message, usage })
+            }
+        }
     }
 }
 
@@ -218,7 +254,7 @@ pub fn parse_diagnosis(text: &str) -> Result<LoopDiagnosis, AgentError> {
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(bad("reason is not a string")),
     };
-    Ok(LoopDiagnosis { is_loop, confidence, reason })
+    Ok(LoopDiagnosis { is_loop, confidence, reason, usage: None })
 }
 
 fn cut(text: &str, max_chars: usize) -> String {

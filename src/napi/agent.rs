@@ -8,7 +8,8 @@
 //!   with the process logger as a secret (redacted from every log line).
 //! - Store: `stateDir` -> [`FileStore`] (a directory per session), else [`MemoryStore`].
 //! - `loopDiagnosis` -> a [`ModelLoopDiagnoser`] on the agent's own model (same provider, endpoint
-//!   and key), on the schedule the object gives (core defaults for what it leaves out).
+//!   and key, the agent's `maxTokens`), on the schedule the object gives (core defaults for what it
+//!   leaves out).
 //! - Hooks and tools may be added at any time; a run uses those present when it starts.
 //! - Timeouts: `toolTimeoutMs` is the timeout of executors whose definition has none, and of each
 //!   hook call (and of each approval policy call, unless `setApprovalPolicy` is given its own).
@@ -139,6 +140,7 @@ fn core_agent(
     policy: Arc<PolicySlot>,
 ) -> Result<(Arc<Agent>, Duration), AgentError> {
     let agent_config = config.agent_config()?;
+    let max_tokens = agent_config.max_tokens;
     let diagnosis = config.loop_diagnosis.as_ref().map(LoopDiagnosisObject::schedule).transpose()?;
     let timeouts = config.provider_timeouts()?;
     let model = model(&mut config, timeouts)?;
@@ -149,8 +151,10 @@ fn core_agent(
     let timeout = agent_config.tool_timeout;
     let mut builder = AgentBuilder::new(Arc::clone(&model), store).config(agent_config).policy(policy);
     if let Some(schedule) = diagnosis {
-        // The agent's own model and provider (same endpoint and key) reads the history.
-        builder = builder.loop_diagnoser(Arc::new(ModelLoopDiagnoser::new(model)), schedule);
+        // The agent's own model and provider (same endpoint and key) reads the history, within
+        // the agent's token limit.
+        let diagnoser = ModelLoopDiagnoser::new(model).with_max_tokens(max_tokens);
+        builder = builder.loop_diagnoser(Arc::new(diagnoser), schedule);
     }
     let agent = Arc::new(builder.build());
     if config.enable_delegation.unwrap_or(false) {

@@ -640,17 +640,26 @@ impl FromNapiValue for LoopDiagnosisObject {
         if is_array {
             return Err(napi_ohos::Error::new(
                 napi_ohos::Status::InvalidArg,
-                "Expect an object, but received an array",
+                "expected an object, got an array",
             ));
         }
         // SAFETY: as above; the value is an object.
         let object = unsafe { Object::from_napi_value(env, value)? };
+        let field = |name: &str| object.get(name).map_err(|e| field_refused(name, e));
         Ok(LoopDiagnosisObject {
-            first_round: object.get("firstRound")?,
-            every: object.get("every")?,
-            min_confidence: object.get("minConfidence")?,
+            first_round: field("firstRound")?,
+            every: field("every")?,
+            min_confidence: field("minConfidence")?,
         })
     }
+}
+
+/// The refusal of field `name` of an object read by hand: `.name: why`, which the glue of the
+/// object holding it names (`loopDiagnosis.firstRound: expected a number, got a string`, see
+/// [`js_terms`](super::error::js_terms)), as napi's own glue names the fields of the objects it
+/// reads.
+fn field_refused(name: &str, e: napi_ohos::Error) -> napi_ohos::Error {
+    napi_ohos::Error::new(e.status, format!(".{name}: {}", super::error::js_terms(&e.reason)))
 }
 
 impl ValidateNapiValue for LoopDiagnosisObject {}

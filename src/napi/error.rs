@@ -422,8 +422,9 @@ pub(crate) fn js_terms(reason: &str) -> String {
         body.to_string()
     };
     match field {
-        // An element of an array field: `contents[0]...` (`JsArray`).
-        Some(field) if plain.starts_with('[') => format!("{field}{plain}"),
+        // An element of an array field: `contents[0]...` (`JsArray`); a field of an object field
+        // read by hand: `loopDiagnosis.firstRound...` (`LoopDiagnosisObject`).
+        Some(field) if plain.starts_with(['[', '.']) => format!("{field}{plain}"),
         Some(field) => format!("{field}: {plain}"),
         None => plain,
     }

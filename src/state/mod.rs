@@ -191,8 +191,8 @@ pub struct AgentState {
     /// `finish_reason`), so a session read after its run tells what the live run told: a run that
     /// completed without an answer because it was cut off (`length`) or filtered
     /// (`content_filter`), not because a tool's stop ended it (`tool_calls` or none). `None`
-    /// while a run goes on, when no answer came in the run, and in states saved before it
-    /// existed.
+    /// while a run goes on, when no answer came in the run or its last model request got none
+    /// (failed, cancelled), and in states saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// The error that ended the last run (failed, aborted, ...), as its outcome
@@ -210,6 +210,17 @@ pub struct AgentState {
     /// other sessions, and for workers saved before it existed (they read as other sessions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation: Option<Delegation>,
+    /// The fixed answers of the runs that reached their round limit, in `messages` (one per run
+    /// that ended `max_rounds`: counted with its [`StateEvent::StatusChanged`]): assistant
+    /// messages no model gave, left out where the model's answers are counted (the loop
+    /// diagnosis's schedule). 0 in states saved before it existed (their fallbacks count as
+    /// answers there, as they did).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fallback_answers: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Where a worker session comes from ([`AgentState::delegation`]).
@@ -243,6 +254,7 @@ impl AgentState {
             finish_reason: None,
             run_error: None,
             delegation: None,
+            fallback_answers: 0,
         }
     }
 
@@ -582,6 +594,10 @@ impl AgentState {
             StateEvent::LoopWindow { window } => self.loop_window = window.clone(),
             StateEvent::UsageAdded { usage } => self.usage.add(usage),
             StateEvent::StatusChanged { status, finish_reason, error } => {
+                if *status == RunStatus::MaxRounds {
+                    // The run appended its fixed answer just before.
+                    self.fallback_answers = self.fallback_answers.saturating_add(1);
+                }
                 self.status = *status;
                 self.stop_requested = false;
                 self.finish_reason = finish_reason.clone();

@@ -71,6 +71,18 @@ test('a diagnosis of is_loop with confidence 0.9 (above 0.8) ends the run loop_d
   assert.equal(JSON.parse(await agent.stateJson('d1')).status, 'loop_detected');
 });
 
+// Before: the diagnosis request carried no max_tokens whatever the agent's maxTokens was.
+test('a diagnosis asks within the agent\'s maxTokens, as its other requests do', async (t) => {
+  const mock = await mockWith(t, { is_loop: false, confidence: 0.1, reason: 'fine' });
+  const out = await agentOn(mock, { maxTokens: 300, loopDiagnosis: { firstRound: 2, every: 0 } }).run('d5', 'weather?');
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+  assert.deepEqual(mock.requests.map((r) => isDiagnosis(r.body)), [false, false, true, false]);
+  assert.deepEqual(mock.requests.map((r) => r.body.max_tokens), [300, 300, 300, 300]);
+  const unlimited = await mockWith(t, { is_loop: false, confidence: 0.1, reason: 'fine' });
+  await agentOn(unlimited, { loopDiagnosis: { firstRound: 2, every: 0 } }).run('d6', 'weather?');
+  assert.equal(unlimited.requests[2].body.max_tokens, undefined, 'none without maxTokens');
+});
+
 test('a diagnosis with confidence 0.5 (not above 0.8) lets the run complete', async (t) => {
   const mock = await mockWith(t, { is_loop: true, confidence: 0.5, reason: 'maybe' });
   const agent = agentOn(mock, { loopDiagnosis: { firstRound: 2, every: 1, minConfidence: 0.8 } });
@@ -79,6 +91,11 @@ test('a diagnosis with confidence 0.5 (not above 0.8) lets the run complete', as
   assert.equal(out.finalText, 'Both cities are sunny.');
   assert.equal(out.errorCode, undefined);
   assert.deepEqual(mock.requests.map((r) => isDiagnosis(r.body)), [false, false, true, false]);
+  // Two tool-call rounds (30 tokens each), the diagnosis (62), the answer (45): the diagnosis's
+  // tokens count (before: 105, the diagnosis's left out).
+  const usage = { prompt_tokens: 20 + 20 + 50 + 40, completion_tokens: 10 + 10 + 12 + 5, total_tokens: 167 };
+  assert.deepEqual(JSON.parse(out.usageJson), usage);
+  assert.deepEqual(JSON.parse(await agent.stateJson('d2')).usage, usage, 'saved with the session');
 });
 
 test('without loopDiagnosis no diagnosis is asked; the defaults ask only from round 30', async (t) => {
@@ -117,6 +134,19 @@ test('loopDiagnosis values are checked: config_invalid naming the field', () => 
   for (const loopDiagnosis of ['often', 5, true, null, [], [{ firstRound: 2 }], { firstRound: '2' }]) {
     const e = throwsWithCode(assert, () => new Agent({ ...base, loopDiagnosis }), 'argument_invalid', 'config');
     assert.ok(e.message.includes('loopDiagnosis'), `${JSON.stringify(loopDiagnosis)}: ${e.message}`);
+  }
+  // A field of the wrong type is named with the object's name (before: `loopDiagnosis: expected a
+  // number, got a string`, whichever field it was).
+  const wrongType = [
+    [{ firstRound: '5' }, /^wrong argument: loopDiagnosis\.firstRound: expected a number, got a string/],
+    [{ firstRound: 2, every: true }, /^wrong argument: loopDiagnosis\.every: expected a number, got a boolean/],
+    [{ minConfidence: {} }, /^wrong argument: loopDiagnosis\.minConfidence: expected a number, got an object/],
+    [{ get every() { throw new Error('no every'); } }, /^wrong argument: loopDiagnosis\.every: reading it threw .*no every/],
+    [[], /^wrong argument: loopDiagnosis: expected an object, got an array$/],
+  ];
+  for (const [loopDiagnosis, message] of wrongType) {
+    const e = throwsWithCode(assert, () => new Agent({ ...base, loopDiagnosis }), 'argument_invalid', 'config');
+    assert.match(e.message, message);
   }
   // undefined leaves the diagnosis off, as leaving the option out does.
   assert.ok(new Agent({ ...base, loopDiagnosis: undefined }) instanceof Agent);

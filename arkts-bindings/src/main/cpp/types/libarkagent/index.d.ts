@@ -246,7 +246,7 @@ export interface AgentConfigObject {
    * null: no temperature is sent at all (the model's own default), for models that refuse one.
    */
   temperature?: number | null;
-  /** Completion token limit. */
+  /** Completion token limit, of every request the agent sends (the loop diagnosis's too). */
   maxTokens?: number;
   /** Allow plain http:// to hosts other than loopback (default false). */
   allowInsecureHttp?: boolean;
@@ -296,12 +296,15 @@ export interface AgentConfigObject {
    */
   parallelToolCalls?: boolean;
   /**
-   * Also ask the agent's own model (same provider, endpoint, key and model name; no tools, not
-   * streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
+   * Also ask the agent's own model (same provider, endpoint, key, model name and maxTokens; no
+   * tools, not streamed) whether the session is stuck in a loop, after the tool batches of the scheduled rounds.
    * A verdict {"is_loop": true, "confidence" > minConfidence} ends the run 'loop_detected' (errorCode
    * loop_detected, the confidence and reason in errorMessage); a failed or unreadable diagnosis counts
-   * as no loop. With 'scripted', a diagnosis takes the next scripted answer. Omitted: never asked.
-   * Not an object: argument_invalid; a bad value: config_invalid naming the field.
+   * as no loop. The tokens a diagnosis uses count in the session's usage (usageJson, run_finished's
+   * "usage"), an unreadable answer's too. With 'scripted', a diagnosis takes the next scripted
+   * answer. Omitted: never asked.
+   * Not an object, or a field not a number: argument_invalid naming it ('loopDiagnosis.firstRound:
+   * expected a number, got a string'); a bad value: config_invalid naming the field.
    */
   loopDiagnosis?: LoopDiagnosisObject;
 
@@ -341,7 +344,10 @@ export interface AgentConfigObject {
 
 /** When the LLM loop diagnosis is asked and when it counts; each field has its default. */
 export interface LoopDiagnosisObject {
-  /** The first model round asked about, counted over the session's model answers (whole, >= 1; default 30). */
+  /**
+   * The first model round asked about, counted over the session's model answers (the fixed answer
+   * of a run that reached maxRounds is not one) (whole, >= 1; default 30).
+   */
   firstRound?: number;
   /** Then every this many rounds; 0 asks at firstRound only (whole, >= 0; default 10). */
   every?: number;
@@ -369,7 +375,10 @@ export interface RunOutcomeObject {
   /**
    * Why the model's last answer ended, when the provider said (an empty answer without a reason: 'stop'): 'stop', 'length' (cut off at the
    * token limit), 'content_filter', 'tool_calls'... A 'completed' run without finalText and with
-   * 'length' or 'content_filter' was cut off or filtered.
+   * 'length' or 'content_filter' was cut off or filtered. A 'max_rounds' run has its last answer's
+   * ('tool_calls': the fixed fallback is no model answer). None when the run's last model request got
+   * no answer (a 'failed' run whose request failed, a run cancelled during it): an earlier round's
+   * reason is not told.
    */
   finishReason?: string;
 }
