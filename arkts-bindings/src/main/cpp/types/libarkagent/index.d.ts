@@ -433,6 +433,15 @@ export interface HookDecisionObject {
   argumentsJson?: string;
   /** beforeToolCall `proceed`: the rewritten call's tool name; another name than the call's is refused (hook_call_name_changed). */
   name?: string;
+  /**
+   * beforeToolCall `deny`, afterToolCall `proceed`: the call's result as JSON text, in either
+   * spelling: the state's, as afterToolCall's resultJson argument and the ArkTS ToolResult.toJson()
+   * write it ({"contents": [{"type": "text", "text"} | {"type": "json", "value": <any JSON>}],
+   * "is_error"?, "stop"?, "metadata"?: {...}}), or an executor's, JSON.stringify of a
+   * ToolResultObject ({"contents": [{"type": "text", "text"} | {"type": "json", "json": "<JSON text>"}],
+   * "isError"?, "stop"?, "metadataJson"?: "<JSON object text>"}). Any other key, one field in both
+   * spellings, or a part with another type's field fails the hook (hook_failed, naming it).
+   */
   resultJson?: string;
   reason?: string;
   injectJson?: string;
