@@ -14,7 +14,8 @@
 //!
 //! A domain error is an object whose `code` property is a stable code (snake_case, at most 64
 //! bytes: [`is_stable_code`](crate::error::is_stable_code)), such as the bindings' `ArkAgentError`;
-//! it keeps that code and its `message`, unwrapped, as a Rust executor's own `AgentError` passes
+//! it keeps that code and its `message` (`<code> (no message)` without one:
+//! [`domain_error`](super::callback)), unwrapped, as a Rust executor's own `AgentError` passes
 //! through the registry (the seed's `ArkAgentError` rule): the upper layers can act on the exact
 //! code. Anything else (a plain `Error`, Node's `ERR_*` or `ENOENT` codes, a value that is not an
 //! object) is wrapped, so no implementation detail of the executor leaks up as a code.

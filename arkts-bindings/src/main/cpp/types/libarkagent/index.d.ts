@@ -109,7 +109,8 @@ export interface ToolContextObject {
  * An executor: gets the validated arguments as JSON object text and the context; returns a
  * ToolResultObject or a Promise of one. A throw or a rejection with a domain error (an object whose
  * `code` is a stable code: snake_case /^[a-z][a-z0-9_]*$/, at most 64 characters, e.g. the
- * bindings' ArkAgentError) becomes that code (layer tool) with the error's message; any other throw
+ * bindings' ArkAgentError) becomes that code (layer tool) with the error's message (`<code> (no
+ * message)` when it has no non-empty one and its toString says nothing more); any other throw
  * or rejection becomes tool_execution_failed; undefined or a wrong shape tool_result_invalid (also a
  * json part or metadataJson nesting deeper than 64 levels), no answer within the timeout tool_timeout.
  */
