@@ -280,7 +280,7 @@ pub(crate) struct Thrown {
 pub(crate) struct DomainError {
     /// The `code` property.
     pub(crate) code: String,
-    /// The `message` property when it is a string, else `String(value)`.
+    /// The `message` property when it is a non-empty string, else what stands for it ([`domain_error`]).
     pub(crate) message: String,
 }
 
@@ -534,26 +534,47 @@ fn string_property(env: &Env, raw: sys::napi_value, name: &std::ffi::CStr) -> Op
 /// inherited `code` property is a string with the form of a stable code. `None` for everything
 /// else: a value that is not an object, no `code`, a code of another form (Node's `ERR_*`,
 /// `ENOENT`), or a property read that throws (a getter, a Proxy), whose exception is cleared.
+///
+/// The message is the `message` property when it is a non-empty string, else the value's `text`
+/// ([`thrown`]'s: its own `toString` may speak for it), else, when that says nothing either (an
+/// `Error` without a message reads as its bare `name`), `<code> (no message)`: never an empty
+/// message or `[object Object]` for the model to read after the code.
 fn domain_error(env: &Env, raw: sys::napi_value, text: &str) -> Option<DomainError> {
     if !is_object(env, raw) {
         return None;
     }
     let code = string_property(env, raw, c"code").filter(|code| crate::error::is_stable_code(code))?;
-    let message = string_property(env, raw, c"message").unwrap_or_else(|| text.to_string());
+    let says_nothing = text.is_empty()
+        || text == "[object Object]"
+        || string_property(env, raw, c"name").is_some_and(|name| name == text);
+    let message = match string_property(env, raw, c"message").filter(|m| !m.is_empty()) {
+        Some(message) => message,
+        None if says_nothing => no_message(&code),
+        None => text.to_string(),
+    };
     Some(DomainError { code, message })
+}
+
+/// What stands for the message of an error that has a code but none: `<code> (no message)`.
+fn no_message(code: &str) -> String {
+    format!("{code} (no message)")
 }
 
 /// What a JS function threw or rejected with: its text and its domain error, if it is one. A
 /// plain object that is not an `Error` (`throw {code: 'E_DISK', message: 'disk full'}`) reads
-/// `[object Object]` as a string: its `message` (after its `code`, when it has one) stands for it.
+/// `[object Object]` as a string: its `message` (after its `code`, when it has one) stands for it,
+/// or with no (non-empty) message its code, as `E_DISK (no message)`. (An object with neither
+/// still reads `[object Object]`.)
 fn thrown(env: &Env, value: &Unknown<'_>) -> Thrown {
     let mut text = value_text(value);
     if text == "[object Object]" && is_object(env, value.raw()) {
-        if let Some(message) = string_property(env, value.raw(), c"message") {
-            text = match string_property(env, value.raw(), c"code") {
-                Some(code) => format!("{code}: {message}"),
-                None => message,
-            };
+        let message = string_property(env, value.raw(), c"message").filter(|m| !m.is_empty());
+        let code = string_property(env, value.raw(), c"code").filter(|c| !c.is_empty());
+        match (code, message) {
+            (Some(code), Some(message)) => text = format!("{code}: {message}"),
+            (None, Some(message)) => text = message,
+            (Some(code), None) => text = no_message(&code),
+            (None, None) => {}
         }
     }
     let domain = domain_error(env, value.raw(), &text);

@@ -388,24 +388,131 @@ impl ToolResultObject {
         for (i, part) in self.contents.0.into_iter().enumerate() {
             contents.push(match (&*part.kind, part.text, part.json) {
                 ("text", Some(text), _) => ContentPart::Text { text: text.into() },
-                ("json", _, Some(json)) => ContentPart::Json {
-                    value: from_app_json(&json)
-                        .map_err(|e| format!("contents[{i}].json is not JSON: {e}"))?,
-                },
+                ("json", _, Some(json)) => json_part(i, &json)?,
                 ("text", None, _) => return Err(format!("contents[{i}] of type text has no string `text`")),
                 ("json", _, None) => return Err(format!("contents[{i}] of type json has no string `json`")),
-                (other, _, _) => {
-                    return Err(format!("contents[{i}].type must be text or json, not {other:?}"))
-                }
+                (other, _, _) => return Err(part_type_refused(i, other)),
             });
         }
-        let metadata = match self.metadata_json {
-            None => None,
-            Some(text) => match from_app_json::<Value>(&text) {
-                Ok(Value::Object(map)) => Some(map),
-                Ok(_) => return Err("metadataJson must be a JSON object".to_string()),
-                Err(e) => return Err(format!("metadataJson is not JSON: {e}")),
-            },
+        let metadata = self.metadata_json.as_deref().map(metadata_of_json).transpose()?;
+        Ok(ToolResult {
+            contents,
+            is_error: self.is_error.unwrap_or(false),
+            stop: self.stop.unwrap_or(false),
+            metadata,
+        })
+    }
+}
+
+/// The JSON part `i` of a result whose `json` field is the JSON text `json`.
+///
+/// # Errors
+/// When `json` is not JSON.
+fn json_part(i: usize, json: &str) -> Result<ContentPart, String> {
+    let value = from_app_json(json).map_err(|e| format!("contents[{i}].json is not JSON: {e}"))?;
+    Ok(ContentPart::Json { value })
+}
+
+/// The refusal of part `i`'s type `kind`.
+fn part_type_refused(i: usize, kind: &str) -> String {
+    format!("contents[{i}].type must be text or json, not {kind:?}")
+}
+
+/// A result's metadata from its `metadataJson` text.
+///
+/// # Errors
+/// When the text is not JSON, or not of an object.
+fn metadata_of_json(text: &str) -> Result<Map<String, Value>, String> {
+    match from_app_json::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("metadataJson must be a JSON object".to_string()),
+        Err(e) => Err(format!("metadataJson is not JSON: {e}")),
+    }
+}
+
+/// A hook's `resultJson` (a `deny` of `beforeToolCall`, a `proceed` of `afterToolCall`): a tool
+/// result in either of the two spellings an app meets, with every key read.
+///
+/// - The state's: the core [`ToolResult`]'s serde form, which the hooks are handed (`resultJson`
+///   of `afterToolCall`) and the ArkTS `ToolResult.toJson()` writes: `is_error`, `stop`,
+///   `metadata` (an object), JSON parts `{"type": "json", "value": <JSON>}`.
+/// - An executor's ([`ToolResultObject`], as `JSON.stringify` writes it): `isError`, `stop`,
+///   `metadataJson` (JSON object text), JSON parts `{"type": "json", "json": "<JSON text>"}`.
+///
+/// Any other key, at the top or in a part, is refused naming it (`unknown field `isErr``), as is
+/// a field given in both spellings or a part with another type's field: before, the core type
+/// read the state's spelling and dropped the rest, so an executor-spelled failure (`isError:
+/// true`) reached the model as a success. The persisted [`ToolResult`] stays lenient: states
+/// saved by any version still load.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HookResultJson {
+    contents: Vec<HookContentPartJson>,
+    #[serde(default, alias = "isError")]
+    is_error: Option<bool>,
+    #[serde(default)]
+    stop: Option<bool>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default, rename = "metadataJson")]
+    metadata_json: Option<String>,
+}
+
+/// One part of a [`HookResultJson`].
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HookContentPartJson {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    /// `Some(Value::Null)` for `"value": null` (a JSON part may hold `null`), `None` when absent.
+    #[serde(default, deserialize_with = "present_value")]
+    value: Option<Value>,
+    #[serde(default)]
+    json: Option<String>,
+}
+
+/// A field that is present, whatever its value (`null` included).
+fn present_value<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(deserializer).map(Some)
+}
+
+impl HookResultJson {
+    /// The core result.
+    ///
+    /// # Errors
+    /// A description of the first problem (a part's type, a missing or misplaced field, bad JSON
+    /// text, both spellings of the metadata).
+    pub(crate) fn into_core(self) -> Result<ToolResult, String> {
+        let mut contents = Vec::with_capacity(self.contents.len());
+        for (i, part) in self.contents.into_iter().enumerate() {
+            contents.push(match (part.kind.as_str(), part.text, part.value, part.json) {
+                ("text", Some(text), None, None) => ContentPart::Text { text },
+                ("json", None, Some(value), None) => ContentPart::Json { value },
+                ("json", None, None, Some(json)) => json_part(i, &json)?,
+                ("text", None, ..) => return Err(format!("contents[{i}] of type text has no string `text`")),
+                ("text", Some(_), ..) => {
+                    return Err(format!("contents[{i}] of type text has a json part's `value` or `json`"))
+                }
+                ("json", Some(_), ..) => {
+                    return Err(format!("contents[{i}] of type json has a text part's `text`"))
+                }
+                ("json", None, Some(_), Some(_)) => {
+                    return Err(format!("contents[{i}] of type json has both `value` and `json`"))
+                }
+                ("json", None, None, None) => {
+                    return Err(format!(
+                        "contents[{i}] of type json has neither `value` (JSON) nor `json` (JSON text)"
+                    ))
+                }
+                (other, ..) => return Err(part_type_refused(i, other)),
+            });
+        }
+        let metadata = match (self.metadata, self.metadata_json) {
+            (Some(_), Some(_)) => return Err("both `metadata` and `metadataJson` are given".to_string()),
+            (Some(map), None) => Some(map),
+            (None, text) => text.as_deref().map(metadata_of_json).transpose()?,
         };
         Ok(ToolResult {
             contents,

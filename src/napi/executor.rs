@@ -15,7 +15,8 @@
 //!
 //! A domain error is an object whose `code` property is a stable code (snake_case, at most 64
 //! bytes: [`is_stable_code`](crate::error::is_stable_code)), such as the bindings' `ArkAgentError`;
-//! it keeps that code and its `message`, unwrapped, as a Rust executor's own `AgentError` passes
+//! it keeps that code and its `message` (`<code> (no message)` without one:
+//! [`domain_error`](super::callback)), unwrapped, as a Rust executor's own `AgentError` passes
 //! through the registry (the seed's `ArkAgentError` rule): the upper layers can act on the exact
 //! code. Anything else (a plain `Error`, Node's `ERR_*` or `ENOENT` codes, a value that is not an
 //! object) is wrapped, so no implementation detail of the executor leaks up as a code.
@@ -163,8 +164,9 @@ fn thrown_error(name: &str, how: &str, thrown: Thrown) -> AgentError {
 }
 
 /// `result` without the API key (a secret registered with the process logger; see
-/// [`thrown_error`]), in its texts, the strings of its JSON parts and its metadata: what an
-/// executor or a hook of the app returned, on its way to the state, the events and the model.
+/// [`thrown_error`]), in its texts, and the strings and object keys of its JSON parts and its
+/// metadata: what an executor or a hook of the app returned, on its way to the state, the events
+/// and the model.
 pub(crate) fn redact_result(mut result: ToolResult) -> ToolResult {
     for part in &mut result.contents {
         match part {
@@ -172,8 +174,8 @@ pub(crate) fn redact_result(mut result: ToolResult) -> ToolResult {
             ContentPart::Json { value } => redact_value(value),
         }
     }
-    for value in result.metadata.iter_mut().flat_map(|m| m.values_mut()) {
-        redact_value(value);
+    if let Some(metadata) = result.metadata.as_mut() {
+        redact_map(metadata);
     }
     result
 }
@@ -185,12 +187,46 @@ pub(crate) fn redact_text(text: &mut String) {
     }
 }
 
+/// `value` without the API key in any string or object key ([`redact_map`]), in place.
 fn redact_value(value: &mut Value) {
     match value {
         Value::String(text) => redact_text(text),
         Value::Array(items) => items.iter_mut().for_each(redact_value),
-        Value::Object(map) => map.values_mut().for_each(redact_value),
+        Value::Object(map) => redact_map(map),
         _ => {}
+    }
+}
+
+/// `map` without the API key in its values and its keys, in place (rebuilt only when a key holds
+/// it). A key holding it is renamed: the key becomes [`REDACTED`](crate::logging::REDACTED) in it.
+/// Should that name be taken (`{"sk-…": 1, "[REDACTED]": 2}`, or two keys that differ only where
+/// each had the key), both entries are kept, not merged: a key the redaction leaves as it is keeps
+/// its name, and a renamed one takes the first free name of `name`, `name (2)`, `name (3)`... in
+/// the order of the original keys (sorted: the map is a `BTreeMap`), so the result is the same on
+/// every run and no entry of the app's is lost.
+fn redact_map(map: &mut Map<String, Value>) {
+    map.values_mut().for_each(redact_value);
+    let holds_secret = |key: &String| matches!(crate::logging::redact_secrets(key), Cow::Owned(_));
+    if !map.keys().any(holds_secret) {
+        return;
+    }
+    let mut renamed = Vec::new();
+    for (key, value) in std::mem::take(map) {
+        match crate::logging::redact_secrets(&key) {
+            Cow::Owned(clean) => renamed.push((clean, value)),
+            Cow::Borrowed(_) => {
+                map.insert(key, value);
+            }
+        }
+    }
+    for (clean, value) in renamed {
+        let mut name = clean.clone();
+        let mut n = 2;
+        while map.contains_key(&name) {
+            name = format!("{clean} ({n})");
+            n += 1;
+        }
+        map.insert(name, value);
     }
 }
 

@@ -10,6 +10,11 @@
 //! | `beforePersistState(contextJson, stateJson)` | `'persist'` or `'skip'` (a skip of a terminal state or a frozen batch is ignored) |
 //! | `onRunStart(contextJson)`, `beforeModelCall(contextJson, requestJson)`, `afterModelResponse(contextJson, responseJson)`, `onApprovalRequired(contextJson, batchJson)`, `onRunEnd(contextJson, status, finalText \| null)`, `onError(contextJson, errorJson)` | ignored |
 //!
+//! A `resultJson` is a tool result as JSON text, in the state's spelling (`{"contents": [{"type":
+//! "text", "text"} | {"type": "json", "value"}], "is_error"?, "stop"?, "metadata"?}`, what
+//! `afterToolCall` is handed) or an executor's (`ToolResultObject`: `isError`, `metadataJson`,
+//! `{"type": "json", "json": "<JSON text>"}`); any other key fails the hook ([`HookResultJson`]).
+//!
 //! `requestJson` is `{"messages","tools","tool_choice"?,"temperature"?,"max_tokens"?,
 //! "parallel_tool_calls"?}` (the
 //! request as the runtime hands it to the client: no endpoint, no key); `errorJson` is
@@ -28,7 +33,9 @@
 //! as a warning.
 
 use super::callback::{call_js, CallFailure, JsFn, Settled};
-use super::dto::{status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject, Text};
+use super::dto::{
+    status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject, HookResultJson, Text,
+};
 use super::executor::{redact_result, redact_text};
 use crate::approval::PendingApprovalBatch;
 use crate::error::{codes, AgentError};
@@ -181,10 +188,12 @@ fn outcome<R>(
     }
 }
 
-/// A ToolResult from a hook's `resultJson`.
+/// A ToolResult from a hook's `resultJson`, in either spelling ([`HookResultJson`]).
 fn parse_result(text: &str) -> Result<ToolResult, String> {
-    let result =
-        super::dto::from_app_json(text).map_err(|e| format!("resultJson is not a ToolResult: {e}"))?;
+    let result = super::dto::from_app_json::<HookResultJson>(text)
+        .map_err(|e| format!("resultJson is not a ToolResult: {e}"))?
+        .into_core()
+        .map_err(|why| format!("resultJson is not a ToolResult: {why}"))?;
     Ok(redact_result(result))
 }
 

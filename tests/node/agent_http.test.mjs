@@ -299,3 +299,46 @@ test('an API key a before-hook put into a call it rewrote, or a reason it gave, 
   assert.match(state, /not with \[REDACTED\]/);
   assert.ok(!state.includes(key));
 });
+
+test('an API key used as a JSON object key, in a result an executor returned or a hook gave, is redacted', async (t) => {
+  const key = 'sk-KEYSLEAK-3c4d5e6f';
+  const mock = await startMock(async (_i, request, res) => {
+    if (request.body.messages.at(-1).role === 'tool') return streamChunks(res, textChunks('ok'));
+    return streamChunks(res, toolCallChunks('k1', 'lookup', '{"city":"Paris"}'));
+  });
+  t.after(() => mock.close());
+  // The key as a key: at the top, nested in an array, inside a longer key, and where its redacted
+  // name is taken already (both entries are kept, the renamed one as `[REDACTED] (2)`).
+  const value = { [key]: { quota: 5 }, '[REDACTED]': 'mine', nested: [{ [`per ${key}`]: 1 }] };
+  const redacted = { '[REDACTED]': 'mine', '[REDACTED] (2)': { quota: 5 }, nested: [{ 'per [REDACTED]': 1 }] };
+  const run = async (hook) => {
+    const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'm', apiKey: key });
+    agent.registerTool({ name: 'lookup', description: 'weather', parametersJson: lookupSchema }, () => ({
+      contents: [{ type: 'json', json: JSON.stringify(value) }],
+      metadataJson: JSON.stringify({ [key]: 1 }),
+    }));
+    if (hook) agent.addHook(hook);
+    const events = [];
+    agent.onEvent((e) => events.push(e));
+    const sentBefore = mock.requests.length;
+    assert.equal((await agent.run('s', 'weather?')).status, 'completed');
+    const state = await agent.stateJson('s');
+    const sent = mock.requests.slice(sentBefore).map((r) => r.raw).join('\n');
+    for (const [what, text] of [['state', state], ['events', events.join('\n')], ['requests', sent]]) {
+      assert.ok(!text.includes(key), `the key is in the ${what}`);
+    }
+    return events.map((e) => JSON.parse(e)).find((e) => e.type === 'tool_result').result;
+  };
+
+  assert.deepEqual(await run(null), {
+    contents: [{ type: 'json', value: redacted }], is_error: false, stop: false, metadata: { '[REDACTED]': 1 },
+  });
+  // A hook's result goes through the same redaction, in either spelling.
+  const given = JSON.stringify({ contents: [{ type: 'json', value }], is_error: true, metadata: { [key]: 2 } });
+  const expected = { contents: [{ type: 'json', value: redacted }], is_error: true, stop: false, metadata: { '[REDACTED]': 2 } };
+  assert.deepEqual(await run({ beforeToolCall: () => ({ action: 'deny', resultJson: given }) }), expected);
+  const executorSpelled = JSON.stringify({
+    contents: [{ type: 'json', json: JSON.stringify(value) }], isError: true, metadataJson: JSON.stringify({ [key]: 2 }),
+  });
+  assert.deepEqual(await run({ afterToolCall: () => ({ action: 'proceed', resultJson: executorSpelled }) }), expected);
+});

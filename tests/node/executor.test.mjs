@@ -166,6 +166,33 @@ test('a domain error (a stable `code`), thrown or rejected, keeps its code and m
   assert.equal((await rejectsWithCode(assert, noMessage(), 'quota_exhausted', 'tool')).message, 'quota of u1 used up');
 });
 
+test('an error with a code but no message reads `<code> (no message)`, never [object Object] or nothing', async () => {
+  // Domain errors: the code is kept, and the message says there was none.
+  const domain = [
+    () => { throw { code: 'quota_exceeded' }; },
+    () => Promise.reject({ code: 'quota_exceeded', message: '' }),
+    () => { throw { code: 'quota_exceeded', message: 42 }; },
+    () => { throw new DomainError('quota_exceeded'); },
+    () => { throw Object.assign(new Error(), { code: 'quota_exceeded' }); },
+  ];
+  for (const executor of domain) {
+    const e = await rejectsWithCode(assert, oneTool(executor)(), 'quota_exceeded', 'tool');
+    assert.equal(e.message, 'quota_exceeded (no message)', String(executor));
+  }
+  // Any other code: wrapped, the code standing for the missing message.
+  const wrapped = await rejectsWithCode(assert, oneTool(() => { throw { code: 'E_DISK' }; })(), 'tool_execution_failed', 'tool');
+  assert.match(wrapped.message, /threw: E_DISK \(no message\)$/);
+  // What the model reads in a run.
+  const agent = new Agent({
+    provider: 'scripted',
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 't', arguments: '{}' }] }, { content: 'x' }]),
+  });
+  agent.registerTool({ name: 't', description: 'd', parametersJson: objectSchema }, () => { throw { code: 'quota_exceeded' }; });
+  await agent.run('s', 'go');
+  const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+  assert.equal(tool.content, 'error [quota_exceeded]: quota_exceeded (no message)');
+});
+
 test('codes that are not stable codes are wrapped: Node ERR_*, errno names, wrong types, too long', async () => {
   const cases = [
     ['ERR_INVALID_ARG_TYPE', 'node style'],

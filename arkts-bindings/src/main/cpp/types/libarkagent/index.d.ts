@@ -109,7 +109,8 @@ export interface ToolContextObject {
  * An executor: gets the validated arguments as JSON object text and the context; returns a
  * ToolResultObject or a Promise of one. A throw or a rejection with a domain error (an object whose
  * `code` is a stable code: snake_case /^[a-z][a-z0-9_]*$/, at most 64 characters, e.g. the
- * bindings' ArkAgentError) becomes that code (layer tool) with the error's message; any other throw
+ * bindings' ArkAgentError) becomes that code (layer tool) with the error's message (`<code> (no
+ * message)` when it has no non-empty one and its toString says nothing more); any other throw
  * or rejection becomes tool_execution_failed; undefined or a wrong shape tool_result_invalid (also a
  * json part or metadataJson nesting deeper than 64 levels), no answer within the timeout tool_timeout.
  * The timeout counts from when the call is made, including any wait for the JS thread: a call that
@@ -445,6 +446,15 @@ export interface HookDecisionObject {
   argumentsJson?: string;
   /** beforeToolCall `proceed`: the rewritten call's tool name; another name than the call's is refused (hook_call_name_changed). */
   name?: string;
+  /**
+   * beforeToolCall `deny`, afterToolCall `proceed`: the call's result as JSON text, in either
+   * spelling: the state's, as afterToolCall's resultJson argument and the ArkTS ToolResult.toJson()
+   * write it ({"contents": [{"type": "text", "text"} | {"type": "json", "value": <any JSON>}],
+   * "is_error"?, "stop"?, "metadata"?: {...}}), or an executor's, JSON.stringify of a
+   * ToolResultObject ({"contents": [{"type": "text", "text"} | {"type": "json", "json": "<JSON text>"}],
+   * "isError"?, "stop"?, "metadataJson"?: "<JSON object text>"}). Any other key, one field in both
+   * spellings, or a part with another type's field fails the hook (hook_failed, naming it).
+   */
   resultJson?: string;
   reason?: string;
   injectJson?: string;

@@ -1,0 +1,130 @@
+// A hook's resultJson (beforeToolCall deny, afterToolCall proceed): both spellings an app meets are
+// read whole (the state's `is_error`/`metadata`/`value`, an executor's `isError`/`metadataJson`/
+// `json`), and a key of neither is refused with hook_failed naming it, never silently dropped.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadModule } from './helper.mjs';
+
+const { Agent } = loadModule();
+
+/** An agent whose model calls `transfer`, then answers "done", with `hook` added; `ran` records executions. */
+function setup(hook) {
+  const agent = new Agent({
+    provider: 'scripted',
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'transfer', arguments: '{}' }] }, { content: 'done' }]),
+  });
+  const ran = [];
+  agent.registerTool({ name: 'transfer', description: 'sends money', parametersJson: '{"type":"object"}' }, () => {
+    ran.push(1);
+    return { contents: [{ type: 'text', text: 'sent' }] };
+  });
+  agent.addHook(hook);
+  const events = [];
+  agent.onEvent((e) => events.push(JSON.parse(e)));
+  return { agent, ran, events };
+}
+
+/** The hook that answers with `resultJson`, as a beforeToolCall deny or an afterToolCall proceed. */
+const hookAnswering = {
+  'beforeToolCall deny': (resultJson) => ({ beforeToolCall: () => ({ action: 'deny', resultJson }) }),
+  'afterToolCall proceed': (resultJson) => ({ afterToolCall: () => ({ action: 'proceed', resultJson }) }),
+};
+
+async function runWith(where, result) {
+  const { agent, ran, events } = setup(hookAnswering[where](JSON.stringify(result)));
+  const out = await agent.run('s', 'go');
+  const state = JSON.parse(await agent.stateJson('s'));
+  const tool = state.messages.find((m) => m.role === 'tool');
+  const toolResult = events.find((e) => e.type === 'tool_result')?.result;
+  return { out, ran, tool, toolResult };
+}
+
+for (const where of Object.keys(hookAnswering)) {
+  test(`${where}: a result in an executor's spelling (isError, metadataJson, json text) is read whole`, async () => {
+    const { out, tool, toolResult } = await runWith(where, {
+      contents: [{ type: 'text', text: 'blocked: limit exceeded' }, { type: 'json', json: '{"limit":100}' }],
+      isError: true,
+      metadataJson: '{"why":"limit"}',
+    });
+    assert.equal(out.status, 'completed');
+    assert.equal(tool.is_error, true);
+    assert.equal(tool.content, 'error: blocked: limit exceeded\n{"limit":100}');
+    assert.deepEqual(toolResult, {
+      contents: [{ type: 'text', text: 'blocked: limit exceeded' }, { type: 'json', value: { limit: 100 } }],
+      is_error: true,
+      stop: false,
+      metadata: { why: 'limit' },
+    });
+  });
+
+  test(`${where}: a result in the state's spelling (is_error, metadata, value) is read whole`, async () => {
+    const { out, tool, toolResult } = await runWith(where, {
+      contents: [{ type: 'text', text: 'blocked' }, { type: 'json', value: null }],
+      is_error: true,
+      stop: false,
+      metadata: { why: 'limit' },
+    });
+    assert.equal(out.status, 'completed');
+    assert.equal(tool.is_error, true);
+    assert.equal(tool.content, 'error: blocked\nnull');
+    assert.deepEqual(toolResult, {
+      contents: [{ type: 'text', text: 'blocked' }, { type: 'json', value: null }],
+      is_error: true,
+      stop: false,
+      metadata: { why: 'limit' },
+    });
+  });
+}
+
+test('afterToolCall may hand back the resultJson it was given, changed', async () => {
+  const { agent } = setup({
+    afterToolCall: (_ctx, _call, resultJson) => {
+      const result = JSON.parse(resultJson);
+      result.contents.push({ type: 'json', value: { audited: true } });
+      result.metadata = { audit: 1 };
+      return { action: 'proceed', resultJson: JSON.stringify(result) };
+    },
+  });
+  assert.equal((await agent.run('s', 'go')).status, 'completed');
+  const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+  assert.equal(tool.content, 'sent\n{"audited":true}');
+});
+
+/** Results no spelling reads whole, each with what the refusal names. */
+const refused = [
+  [{ contents: [{ type: 'text', text: 'x' }], isErr: true }, /unknown field `isErr`/],
+  [{ contents: [{ type: 'text', text: 'x' }], error: 'quota' }, /unknown field `error`/],
+  [{ contents: [{ type: 'text', text: 'x', lang: 'en' }] }, /unknown field `lang`/],
+  [{ contents: [{ type: 'text', text: 'x' }], is_error: true, isError: true }, /duplicate field/],
+  [{ contents: [{ type: 'text', text: 'x' }], metadata: {}, metadataJson: '{}' }, /both `metadata` and `metadataJson`/],
+  [{ contents: [{ type: 'text', text: 'x', json: '{}' }] }, /contents\[0\] of type text has a json part's/],
+  [{ contents: [{ type: 'json', value: 1, json: '1' }] }, /contents\[0\] of type json has both `value` and `json`/],
+  [{ contents: [{ type: 'json', text: '1' }] }, /contents\[0\] of type json has a text part's `text`/],
+  [{ contents: [{ type: 'json', json: '{' }] }, /contents\[0\]\.json is not JSON/],
+  [{ contents: [], metadataJson: '[1]' }, /metadataJson must be a JSON object/],
+];
+
+test('beforeToolCall deny with a result of unknown or mixed keys: the call is denied with hook_failed naming the key', async () => {
+  for (const [result, names] of refused) {
+    const { out, ran, tool } = await runWith('beforeToolCall deny', result);
+    const what = JSON.stringify(result);
+    assert.equal(out.status, 'completed', what);
+    assert.deepEqual(ran, [], what);
+    assert.equal(tool.is_error, true, what);
+    assert.match(tool.content, /^error \[hook_failed\]: resultJson is not a ToolResult: /, what);
+    assert.match(tool.content, names, what);
+  }
+});
+
+test('afterToolCall proceed with a result of unknown or mixed keys: the run ends with hook_failed naming the key', async () => {
+  for (const [result, names] of refused) {
+    const { out, ran, tool } = await runWith('afterToolCall proceed', result);
+    const what = JSON.stringify(result);
+    assert.equal(out.status, 'aborted', what);
+    assert.equal(out.errorCode, 'hook_failed', what);
+    assert.match(out.errorMessage, names, what);
+    assert.deepEqual(ran, [1], what);
+    assert.equal(tool.is_error, true, what);
+    assert.doesNotMatch(tool.content, /sent/, what);
+  }
+});
