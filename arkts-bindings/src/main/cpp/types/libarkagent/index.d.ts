@@ -509,6 +509,9 @@ export declare class Agent {
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
    * Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run.
+   * A call of the batch that was to run without asking, whose tool is registered as dangerous by now (or which
+   * the approval policy now asks about), does not run unasked: the run suspends again (status
+   * 'awaiting_approval', approvalRequired) with that call pending and the decisions made kept.
    * A sub-agent's worker session runs as its delegation runs it: the worker's tools (no delegate_task) and depth.
    * Rejects with session_not_found (also when the batch mirrors a sub-agent's worker session that is gone:
    * nothing is written), approval_pending, invalid_state (nothing to resume, or a worker session
