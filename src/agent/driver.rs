@@ -460,15 +460,16 @@ impl Agent {
     /// when some are).
     fn check_config(&self) -> Result<(), AgentError> {
         self.config.validate()?;
-        self.check_tool_choice()
+        self.check_tool_choice(&self.tools())
     }
 
-    /// A `tool_choice` naming a function against the tools registered now. Only requests to the
-    /// model carry it: [`dismiss`](Self::dismiss), which asks no model, skips this check.
-    fn check_tool_choice(&self) -> Result<(), AgentError> {
+    /// A `tool_choice` naming a function against `tools` (it is sent only when there are some).
+    /// Only requests to the model carry it: [`dismiss`](Self::dismiss), which asks no model, skips
+    /// this check; each model round checks it again against the tools it sends (one may have been
+    /// unregistered since the run started).
+    fn check_tool_choice(&self, tools: &ToolSnapshot) -> Result<(), AgentError> {
         if let Some(ToolChoice::Function(name)) = &self.config.tool_choice {
-            let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
-            if tools.definition(name).is_none() && !tools.is_empty() {
+            if tools.definition(name).is_none() && !tools.definitions().is_empty() {
                 return Err(AgentError::of(
                     codes::CONFIG_INVALID,
                     format!("tool_choice names the tool {name:?}, which is not registered"),
@@ -1828,9 +1829,16 @@ impl<'a> Run<'a> {
     }
 
     async fn model_round(&mut self) -> Result<Flow, AgentError> {
+        let tools = self.agent.tools();
+        // A provider refuses a `tool_choice` naming a tool the request does not list: the run
+        // ends as its start would have refused it, before this round is counted or sent.
+        if let Err(e) = self.agent.check_tool_choice(&tools) {
+            let (s, r, round) = self.ids();
+            self.notify(self.hooks.on_error(&HookContext { session_id: &s, run_id: &r, round }, &e)).await;
+            return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
+        }
         let round = self.state.round + 1;
         self.record(StateEvent::RoundStarted { round });
-        let tools = self.agent.tools();
         let config = &self.agent.config;
         // The history moves into the request and back: no copy per round (a hook or model that
         // keeps the request makes the move back a copy instead).

@@ -282,7 +282,8 @@ export interface AgentConfigObject {
    * 'required' and a tool name are left out. 'moonshot' sends each Kimi model what it takes (README,
    * provider presets): 'required' only to kimi-k3, a tool name as 'required' there. A tool name
    * must be registered when the agent has tools: run() and resume() reject with config_invalid
-   * otherwise (dismiss(), which asks no model, does not). A sub-agent's worker asks without a tool
+   * otherwise (dismiss(), which asks no model, does not), and a run during which it is unregistered
+   * ends 'failed' with config_invalid before its next request (the history is kept). A sub-agent's worker asks without a tool
    * name it does not have (delegate_task itself, or a tool its factory took away).
    */
   toolChoice?: string;
