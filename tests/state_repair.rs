@@ -143,6 +143,7 @@ fn awaiting() -> AgentState {
         injected: Vec::new(),
         stop_requested: false,
         dismissed: None,
+        approved_calls: None,
     });
     s
 }
@@ -261,6 +262,7 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
             injected: Vec::new(),
             stop_requested: false,
             dismissed: None,
+            approved_calls: None,
         });
     }
     s

@@ -35,7 +35,8 @@ pub struct AgentConfig {
     /// Completion token limit (at least 1).
     pub max_tokens: Option<u32>,
     /// Tool choice sent with every request (when tools are registered). A named function must be
-    /// a registered tool when a run starts. A worker of `delegate_task` asks without a named
+    /// a registered tool when a run starts, and at every request: one unregistered mid-run ends
+    /// the run `failed` with `config_invalid` before a request names it (the history is kept). A worker of `delegate_task` asks without a named
     /// function it does not have (`delegate_task` itself, or a tool its factory took away).
     pub tool_choice: Option<ToolChoice>,
     /// `parallel_tool_calls` sent with every request that has tools: `Some(true)` lets the model

@@ -6,8 +6,8 @@ use super::delegate::{worker_session_id, DelegationSetup, WorkerEvents, WorkerSi
 use super::events::{AgentEvent, EventSink};
 use super::machine::{phase, Phase};
 use crate::approval::{
-    plan_batch, AnsweredCall, ApprovalDecision, ApprovalPolicy, BatchCall, BatchCallPlan, BatchPlan,
-    BatchSettlement, BatchStep, PendingApprovalBatch, UserDecision,
+    plan_batch, AnsweredCall, ApprovalDecision, ApprovalPolicy, BatchCall, BatchCallInput, BatchCallPlan,
+    BatchPlan, BatchSettlement, BatchStep, CallDisposition, PendingApprovalBatch, UserDecision,
 };
 use crate::error::{codes, AgentError};
 use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookPipeline, PersistDecision};
@@ -463,15 +463,16 @@ impl Agent {
     /// when some are).
     fn check_config(&self) -> Result<(), AgentError> {
         self.config.validate()?;
-        self.check_tool_choice()
+        self.check_tool_choice(&self.tools())
     }
 
-    /// A `tool_choice` naming a function against the tools registered now. Only requests to the
-    /// model carry it: [`dismiss`](Self::dismiss), which asks no model, skips this check.
-    fn check_tool_choice(&self) -> Result<(), AgentError> {
+    /// A `tool_choice` naming a function against `tools` (it is sent only when there are some).
+    /// Only requests to the model carry it: [`dismiss`](Self::dismiss), which asks no model, skips
+    /// this check; each model round checks it again against the tools it sends (one may have been
+    /// unregistered since the run started).
+    fn check_tool_choice(&self, tools: &ToolSnapshot) -> Result<(), AgentError> {
         if let Some(ToolChoice::Function(name)) = &self.config.tool_choice {
-            let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
-            if tools.definition(name).is_none() && !tools.is_empty() {
+            if tools.definition(name).is_none() && !tools.definitions().is_empty() {
                 return Err(AgentError::of(
                     codes::CONFIG_INVALID,
                     format!("tool_choice names the tool {name:?}, which is not registered"),
@@ -1656,6 +1657,23 @@ fn not_run_dismissed(call: &ToolCall, reason: &str) -> BatchStep {
     })
 }
 
+/// The answer of a call planned to run in a batch that was already running (a worker froze it)
+/// whose tool now needs the user's confirmation (`reason`, the policy's): nobody was asked, so it
+/// does not run.
+fn not_run_unasked(call: &ToolCall, reason: &str) -> BatchStep {
+    BatchStep::Answer(AnsweredCall {
+        call: call.clone(),
+        result: ToolResult::from_error(&AgentError::of(
+            codes::TOOL_NOT_RUN,
+            format!(
+                "not run: {} needs the user's confirmation now ({reason}), which it did not need \
+                 when its batch was planned; nobody was asked. Call it again to ask the user",
+                call.name
+            ),
+        )),
+    })
+}
+
 /// A decision recorded on a session ([`Agent::decide`]): its batch as it now stands, and the
 /// session that delegated to it when it is a worker's (whose mirror takes the decision too:
 /// [`Agent::decide_above`]).
@@ -1820,12 +1838,19 @@ impl<'a> Run<'a> {
     }
 
     async fn model_round(&mut self) -> Result<Flow, AgentError> {
-        let round = self.state.round + 1;
-        self.record(StateEvent::RoundStarted { round });
-        // The reason is the answer to this request's: a request that fails or is cancelled has
-        // none, not the earlier round's.
+        // The reason is the answer to this round's request: a request that fails or is cancelled
+        // (or is never sent) has none, not the earlier round's.
         self.finish_reason = None;
         let tools = self.agent.tools();
+        // A provider refuses a `tool_choice` naming a tool the request does not list: the run
+        // ends as its start would have refused it, before this round is counted or sent.
+        if let Err(e) = self.agent.check_tool_choice(&tools) {
+            let (s, r, round) = self.ids();
+            self.notify(self.hooks.on_error(&HookContext { session_id: &s, run_id: &r, round }, &e)).await;
+            return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
+        }
+        let round = self.state.round + 1;
+        self.record(StateEvent::RoundStarted { round });
         let config = &self.agent.config;
         // The history moves into the request and back: no copy per round (a hook or model that
         // keeps the request makes the move back a copy instead).
@@ -2100,9 +2125,14 @@ impl<'a> Run<'a> {
     /// A fully decided frozen batch: all approved -> its steps run; any denied -> nothing runs.
     /// Only the calls still `unanswered` are settled: after a crash mid-batch, repair on load has
     /// already answered the calls that started (and the finished ones).
+    ///
+    /// The calls planned to run when the batch was frozen are asked about again before anything
+    /// runs (see [`recheck_planned_run`](Self::recheck_planned_run)): one that now needs the
+    /// user's confirmation freezes the batch again, with what was decided kept.
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
-        let batch = self.state.pending_approval.clone().expect("settling needs a batch");
+        let mut batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
+        let open: HashSet<&str> = unanswered.iter().map(|c| c.id.as_str()).collect();
         let mut dismissal =
             batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.has_denial());
         // A dismissal whose denial never reached the worker (below).
@@ -2160,15 +2190,32 @@ impl<'a> Run<'a> {
                         })
                         .collect()
                 }
-                None => steps,
+                None => self.recheck_mirrored(steps, &batch, &tools, &open),
             }
         } else {
+            if !batch.has_denial() {
+                let asked =
+                    batch.replan_runs(|call| self.recheck_planned_run(&tools, &open, call), now_ms())?;
+                // A cancel while the policy answered (an ArkTS one waits for the JS thread).
+                if self.cancel.is_cancelled() {
+                    return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
+                }
+                if asked {
+                    let Some(reason) = batch.dismissed.clone() else {
+                        return self.freeze(batch).await;
+                    };
+                    // A dismissal denies what is pending: the new items too, so none of it runs.
+                    let pending: Vec<String> = batch.pending_items().map(|i| i.approval_id.clone()).collect();
+                    for approval_id in pending {
+                        batch.deny(&approval_id, reason.clone(), now_ms())?;
+                    }
+                }
+            }
             match batch.settle()? {
                 BatchSettlement::Run(steps) => steps,
                 BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
             }
         };
-        let open: HashSet<&str> = unanswered.iter().map(|c| c.id.as_str()).collect();
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
         // finished call its result; a started one is never run again unless its tool is
         // idempotent (repair leaves exactly those unanswered), else it "may or may not have
@@ -2193,6 +2240,65 @@ impl<'a> Run<'a> {
             })
             .collect();
         self.execute(steps, &tools, batch.injected).await
+    }
+
+    /// What the policy says now about a call of a frozen batch that was planned to run: the tool
+    /// may have been registered anew (dangerous now) or the policy changed since the batch was
+    /// planned, and nobody was asked about the call. Its before-hooks are not asked again (their
+    /// word is in the plan). `None` for a call the batch no longer settles (not in `open`) or with
+    /// a record: it ran or started in an earlier process, and is never planned again.
+    fn recheck_planned_run(
+        &self,
+        tools: &ToolSnapshot,
+        open: &HashSet<&str>,
+        call: &ToolCall,
+    ) -> Option<BatchCallInput> {
+        if !open.contains(call.id.as_str()) || self.state.tool_runs.contains_key(&call.id) {
+            return None;
+        }
+        let outcome = crate::hook::BeforeToolCallOutcome::Proceed(call.clone());
+        let input = outcome
+            .into_batch_input_cancellable(
+                self.agent.policy.as_ref(),
+                tools.definition(&call.name),
+                &self.cancel,
+            )
+            // Unreachable: only a hook's `Abort` is an error.
+            .unwrap_or_else(|e| BatchCallInput {
+                call: call.clone(),
+                risk_level: RiskLevel::Safe,
+                disposition: CallDisposition::Answer(ToolResult::from_error(&e)),
+            });
+        Some(input)
+    }
+
+    /// The steps of a mirror's batch (see [`PendingApprovalBatch::approved_calls`]): the calls
+    /// not reached when the worker froze run now, unless the policy now denies them or asks for a
+    /// confirmation the user did not give (the parent's batch was already running: it is not
+    /// frozen again; such a call is answered `tool_not_run`).
+    fn recheck_mirrored(
+        &self,
+        steps: Vec<BatchStep>,
+        batch: &PendingApprovalBatch,
+        tools: &ToolSnapshot,
+        open: &HashSet<&str>,
+    ) -> Vec<BatchStep> {
+        let Some(approved) = &batch.approved_calls else { return steps };
+        steps
+            .into_iter()
+            .map(|step| match step {
+                BatchStep::Execute(call) if !approved.contains(&call.id) => {
+                    match self.recheck_planned_run(tools, open, &call).map(|input| input.disposition) {
+                        Some(CallDisposition::Answer(result)) => {
+                            BatchStep::Answer(AnsweredCall { call, result })
+                        }
+                        Some(CallDisposition::Confirm(reason)) => not_run_unasked(&call, &reason),
+                        Some(CallDisposition::Run) | None => BatchStep::Execute(call),
+                    }
+                }
+                step => step,
+            })
+            .collect()
     }
 
     /// Runs the `Execute` steps (each journaled `started` before it runs and `finished` after),
@@ -2377,6 +2483,20 @@ impl<'a> Run<'a> {
                 .collect();
             mirror.injected = injected;
             mirror.stop_requested = self.stop_requested;
+            mirror.approved_calls = match &self.state.pending_approval {
+                // Settling a mirror: what it kept.
+                Some(settled) if settled.worker_session.is_some() => settled.approved_calls.clone(),
+                Some(settled) => Some(
+                    settled
+                        .items
+                        .iter()
+                        .filter(|i| i.decision == ApprovalDecision::Approved)
+                        .map(|i| i.tool_call.id.clone())
+                        .collect(),
+                ),
+                // A batch planned just now: nobody was asked.
+                None => Some(Vec::new()),
+            };
             return self.freeze(mirror).await;
         }
 
@@ -2499,6 +2619,7 @@ impl<'a> Run<'a> {
             injected: Vec::new(),
             stop_requested: false,
             dismissed: None,
+            approved_calls: None,
         })
     }
 

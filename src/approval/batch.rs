@@ -14,6 +14,10 @@
 //!   calls of its batch are not affected and run normally (or freeze, if one of them needs
 //!   confirmation).
 //! - Every call of the batch always gets exactly one outcome, in call order.
+//! - A call planned to run when the batch froze is asked about again before the batch settles
+//!   ([`PendingApprovalBatch::replan_runs`]): its tool may have been registered anew (dangerous
+//!   now) or the policy changed meanwhile. Needing confirmation now, it gets a pending item and the
+//!   batch is frozen again (the decisions made stay); denied by the policy now, it is answered.
 //!
 //! Everything here is pure: ids come from `uuid`, times are passed in by the caller.
 
@@ -198,18 +202,9 @@ pub fn plan_batch(
             CallDisposition::Run => BatchCallPlan::Run,
             CallDisposition::Answer(result) => BatchCallPlan::Answer { result },
             CallDisposition::Confirm(reason) => {
-                let approval_id = uuid::Uuid::new_v4().to_string();
-                items.push(PendingApprovalItem {
-                    approval_id: approval_id.clone(),
-                    arguments_hash: arguments_hash(&input.call.arguments),
-                    tool_call: input.call.clone(),
-                    risk_level: input.risk_level,
-                    reason,
-                    created_at_ms: now_ms,
-                    decision: ApprovalDecision::Pending,
-                    deny_reason: None,
-                    decided_at_ms: None,
-                });
+                let item = PendingApprovalItem::pending(input.call.clone(), input.risk_level, reason, now_ms);
+                let approval_id = item.approval_id.clone();
+                items.push(item);
                 BatchCallPlan::Confirm { approval_id }
             }
         };
@@ -226,10 +221,26 @@ pub fn plan_batch(
         injected: Vec::new(),
         stop_requested: false,
         dismissed: None,
+        approved_calls: None,
     })
 }
 
 impl PendingApprovalItem {
+    /// A new pending item for `call` (a fresh uuid v4 id, created at `now_ms`).
+    fn pending(call: ToolCall, risk_level: RiskLevel, reason: String, now_ms: u64) -> Self {
+        PendingApprovalItem {
+            approval_id: uuid::Uuid::new_v4().to_string(),
+            arguments_hash: arguments_hash(&call.arguments),
+            tool_call: call,
+            risk_level,
+            reason,
+            created_at_ms: now_ms,
+            decision: ApprovalDecision::Pending,
+            deny_reason: None,
+            decided_at_ms: None,
+        }
+    }
+
     /// True once approved or denied.
     pub fn is_decided(&self) -> bool {
         self.decision != ApprovalDecision::Pending
@@ -385,6 +396,51 @@ impl PendingApprovalBatch {
             })
             .collect();
         Ok(BatchSettlement::Denied(answers))
+    }
+
+    /// Plans again the calls planned `run` for which `recheck` gives a new input: the calls that
+    /// will run when the batch settles, asked again before they do (the app may have registered
+    /// their tool anew, dangerous now, or changed its policy since the batch was frozen, and nobody
+    /// was asked about them). One that now needs confirmation waits for a new pending item
+    /// (created at `now_ms`), one now answered (a policy denial) keeps that answer, one allowed
+    /// still runs. The items already decided keep their decisions. `recheck` gives `None` for a
+    /// call to leave as planned. Returns true when an item was added: the batch is then frozen
+    /// again, with nothing run.
+    ///
+    /// A batch persisted without `calls` (older data) gets them (see [`settle`](Self::settle)).
+    ///
+    /// # Errors
+    /// `approval_mismatch` when the batch's calls and items disagree (nothing changes).
+    pub fn replan_runs(
+        &mut self,
+        mut recheck: impl FnMut(&ToolCall) -> Option<BatchCallInput>,
+        now_ms: u64,
+    ) -> Result<bool, AgentError> {
+        let mut calls = self.effective_calls()?;
+        let mut asked = false;
+        for c in &mut calls {
+            if c.plan != BatchCallPlan::Run {
+                continue;
+            }
+            let Some(input) = recheck(&c.call) else { continue };
+            c.plan = match input.disposition {
+                CallDisposition::Run => BatchCallPlan::Run,
+                CallDisposition::Answer(result) => BatchCallPlan::Answer { result },
+                CallDisposition::Confirm(reason) => {
+                    let item = PendingApprovalItem::pending(c.call.clone(), input.risk_level, reason, now_ms);
+                    let approval_id = item.approval_id.clone();
+                    self.items.push(item);
+                    asked = true;
+                    BatchCallPlan::Confirm { approval_id }
+                }
+            };
+        }
+        if asked {
+            // Items in call order, as the planner makes them.
+            self.items.sort_by_key(|i| calls.iter().position(|c| c.call.id == i.tool_call.id));
+        }
+        self.calls = calls;
+        Ok(asked)
     }
 
     /// The steps of the parent's batch a mirror batch (one with a `worker_session`) kept, in call

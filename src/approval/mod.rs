@@ -130,6 +130,13 @@ pub struct PendingApprovalBatch {
     /// after this batch.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop_requested: bool,
+    /// A mirror's (see `worker_session`): the ids of the parent's calls the user approved (items
+    /// of the parent's batch), which run as planned when the batch continues. The parent's other
+    /// calls still to run were allowed without asking: they are asked about again first (their
+    /// tool may have been registered anew, dangerous now) and, needing a confirmation now, are
+    /// not run. `None` in mirrors persisted before this was kept: then none is asked about again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_calls: Option<Vec<String>>,
     /// The reason of a dismissal (`Agent::dismiss`) begun on this batch, saved before any
     /// of it runs, so a run resumed after a kill settles it as that dismissal.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -45,6 +45,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         injected: Vec::new(),
                         stop_requested: false,
                         dismissed: None,
+                        approved_calls: None,
                     },
                     // Both forms of the record (a worker's batch announced, and not).
                     announced: k.is_multiple_of(2),

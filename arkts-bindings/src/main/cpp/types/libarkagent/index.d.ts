@@ -286,7 +286,8 @@ export interface AgentConfigObject {
    * 'required' and a tool name are left out. 'moonshot' sends each Kimi model what it takes (README,
    * provider presets): 'required' only to kimi-k3, a tool name as 'required' there. A tool name
    * must be registered when the agent has tools: run() and resume() reject with config_invalid
-   * otherwise (dismiss(), which asks no model, does not). A sub-agent's worker asks without a tool
+   * otherwise (dismiss(), which asks no model, does not), and a run during which it is unregistered
+   * ends 'failed' with config_invalid before its next request (the history is kept). A sub-agent's worker asks without a tool
    * name it does not have (delegate_task itself, or a tool its factory took away).
    */
   toolChoice?: string;
@@ -531,6 +532,9 @@ export declare class Agent {
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
    * Continues a suspended run once every item is decided (or a run interrupted by a crash); session_busy as run.
+   * A call of the batch that was to run without asking, whose tool is registered as dangerous by now (or which
+   * the approval policy now asks about), does not run unasked: the run suspends again (status
+   * 'awaiting_approval', approvalRequired) with that call pending and the decisions made kept.
    * A sub-agent's worker session runs as its delegation runs it: the worker's tools (no delegate_task) and depth.
    * Rejects with session_not_found (also when the batch mirrors a sub-agent's worker session that is gone:
    * nothing is written), approval_pending, invalid_state (nothing to resume, or a worker session
