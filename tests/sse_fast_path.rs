@@ -1,8 +1,9 @@
 //! The fast path of `StreamAssembler::push_payload` (payloads read in place, src/provider/chunk_read.rs)
 //! against the derived parse it stands in for: for every recording and for generated payloads
 //! (any key order, nulls, unknown fields, escapes, repeated keys, structs written as arrays, errors
-//! in the stream, bad types, bad JSON, several choices and fragments), the same events, the same
-//! errors (code and message), the same response, and nothing added by a payload that fails.
+//! in the stream, bad types, bad JSON, several choices and fragments, content as parts), the same
+//! events, the same errors (code and message), the same response, and nothing added by a payload
+//! that fails.
 //!
 //! The reference is `push_payload_derived`: the same assembler with every payload parsed into
 //! `ChatCompletionChunk` (the parse `push_payload` used before the fast path, and still uses for
@@ -69,6 +70,9 @@ fn hand_picked_payloads_assemble_the_same() {
         r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"get","arguments":"{\"a\""},"type":"function","index":0}]},"logprobs":null}]}"#,
         r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"},"id":"call_9","index":0}]},"index":0}],"usage":null,"error":null}"#,
         r#"{"choices":[{"delta":{"tool_calls":null,"content":null,"reasoning_content":"think"},"finish_reason":null}]}"#,
+        // Content as parts (Mistral's reasoning models), beside `reasoning_content`; a bad part.
+        r#"{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":" more"}]},{"type":"text","text":"A"},{"type":"text","text":"B"}],"reasoning_content":"think"}}]}"#,
+        r#"{"choices":[{"delta":{"content":[{"type":"text","text":"lost"},7]}}]}"#,
         r#"{"choices":null,"usage":{"prompt_tokens":1,"completion_tokens":2}}"#,
         // An error mid-stream, before and after the choices: nothing of it is added.
         r#"{"choices":[{"delta":{"content":"lost"}}],"error":{"message":"overloaded","code":529}}"#,
@@ -133,6 +137,20 @@ fn text() -> BoxedStrategy<String> {
         .boxed()
 }
 
+/// A delta's `content`: mostly a string, sometimes an array of parts (Mistral's thinking and text
+/// parts, parts of other types, odd ones).
+fn content() -> BoxedStrategy<String> {
+    let part = prop_oneof![
+        3 => text().prop_map(|t| format!(r#"{{"type":"text","text":{t}}}"#)),
+        2 => text().prop_map(|t| format!(r#"{{"type":"thinking","thinking":[{{"type":"text","text":{t}}}],"closed":true}}"#)),
+        1 => text().prop_map(|t| format!(r#"{{"thinking":{t},"type":"thinking"}}"#)),
+        1 => Just(r#"{"type":"reference","reference_ids":[1]}"#.to_string()),
+        1 => prop::sample::select(vec![r#""x""#, "null", r#"{"type":"text","text":1}"#, r#"{"type":"thinking","thinking":{}}"#])
+            .prop_map(str::to_string),
+    ];
+    prop_oneof![4 => text(), 1 => array(part.boxed(), 3)].boxed()
+}
+
 fn array(item: BoxedStrategy<String>, max: usize) -> BoxedStrategy<String> {
     prop::collection::vec(item, 0..=max).prop_map(|v| format!("[{}]", v.join(","))).boxed()
 }
@@ -169,7 +187,7 @@ fn payload() -> BoxedStrategy<String> {
     ]);
     let usage = members(vec![("prompt_tokens", 0.8, index()), ("completion_tokens", 0.8, index())]);
     let delta = members(vec![
-        ("content", 0.4, text()),
+        ("content", 0.4, content()),
         ("reasoning_content", 0.3, text()),
         // Mostly an array of fragments; sometimes other entries or another shape, read leniently.
         (

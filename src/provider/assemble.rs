@@ -35,7 +35,7 @@
 use super::chunk_read::{read_chunk, ChunkRecord};
 use super::convert::{error_of_body, normalise_arguments, parse_response, raw_excerpt};
 use super::sse::SseParser;
-use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments};
+use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments, WireContent};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
 use crate::json::{lone_surrogate_escapes_mapped, lone_surrogate_escapes_replaced};
@@ -296,7 +296,9 @@ impl StreamAssembler {
                 self.usage = Some((*u).into());
             }
             if let Some(delta) = choice.delta {
-                self.push_text(delta.reasoning_content, delta.content, out);
+                let (content, reasoning) =
+                    WireContent::text_and_reasoning(delta.content, delta.reasoning_content);
+                self.push_text(reasoning, content, out);
                 for fragment in delta.tool_calls {
                     let (name, arguments, has_function) = match fragment.function {
                         Some(f) => (f.name, f.arguments, true),
@@ -578,7 +580,7 @@ fn cut_edges(data: &str) -> [CutEdges; 2] {
         out.push_str(&format!("\\uFDD0\\u{:04X}", 0xE000 + unit - 0xD800));
     });
     let Ok(chunk) = serde_json::from_str::<ChatCompletionChunk<'_>>(&marked) else { return none };
-    let Some(delta) = chunk.choices.iter().find(|c| c.index.unwrap_or(0) == 0).and_then(|c| c.delta.as_ref())
+    let Some(delta) = chunk.choices.into_iter().find(|c| c.index.unwrap_or(0) == 0).and_then(|c| c.delta)
     else {
         return none;
     };
@@ -596,7 +598,8 @@ fn cut_edges(data: &str) -> [CutEdges; 2] {
             ends_high: unit([end.next(), last]).filter(|u| (0xD800..=0xDBFF).contains(u)),
         }
     };
-    [edges(delta.content.as_ref()), edges(delta.reasoning_content.as_ref())]
+    let (content, reasoning) = WireContent::text_and_reasoning(delta.content, delta.reasoning_content);
+    [edges(content.as_ref()), edges(reasoning.as_ref())]
 }
 
 /// The error of a provider that reported a failure inside its stream: the stable code its own

@@ -5,7 +5,7 @@
 use super::config::{MaxTokensField, ProviderQuirks, ThinkingSwitch, ToolChoiceSupport};
 use super::wire::{
     ChatCompletionRequest, ChatCompletionResponse, ProviderErrorDetail, StreamOptions, ThinkingOff,
-    WireFunction, WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice,
+    WireContent, WireFunction, WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice,
     WireToolChoiceFunction,
 };
 use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
@@ -481,9 +481,11 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
         ..ModelResponse::default()
     };
     if let Some(message) = choice.message {
-        response.content = message.content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
-        response.reasoning_content =
-            message.reasoning_content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
+        // `content` may be an array of parts whose thinking parts are reasoning (Mistral).
+        let (content, reasoning) =
+            WireContent::text_and_reasoning(message.content, message.reasoning_content);
+        response.content = content.filter(|s| !s.is_empty()).map(|s| s.into_owned());
+        response.reasoning_content = reasoning.filter(|s| !s.is_empty()).map(|s| s.into_owned());
         for call in message.tool_calls {
             // An entry without a `function` names nothing to run: left out, as the seed's
             // ResponseParser does (a function without a name is still a call: tool_not_found).

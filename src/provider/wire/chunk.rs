@@ -12,7 +12,7 @@
 //! assembly's time).
 
 use super::lenient::{object_or_none, objects_or_none};
-use super::{null_as_default, ProviderErrorDetail, WireArguments, WireUsage};
+use super::{null_as_default, ProviderErrorDetail, WireArguments, WireContent, WireUsage};
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -56,9 +56,10 @@ pub struct ChunkChoice<'a> {
 /// What a chunk adds.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChunkDelta<'a> {
-    /// Visible text.
-    #[serde(borrow, default)]
-    pub content: Option<Cow<'a, str>>,
+    /// Visible text: a string, or an array of parts (Mistral's reasoning models), whose thinking
+    /// parts are reasoning too (see [`WireContent`]).
+    #[serde(borrow, default, deserialize_with = "super::content::optional_content")]
+    pub content: Option<WireContent<'a>>,
     /// Reasoning text.
     #[serde(borrow, default)]
     pub reasoning_content: Option<Cow<'a, str>>,

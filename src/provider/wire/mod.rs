@@ -6,12 +6,14 @@
 //! fields are ignored and every field a provider may omit is optional.
 
 pub mod chunk;
+pub mod content;
 pub mod error;
 mod lenient;
 pub mod request;
 pub mod response;
 
 pub use chunk::{ChatCompletionChunk, ChunkChoice, ChunkDelta, ChunkFunction, ChunkToolCall};
+pub use content::{ContentParts, WireContent};
 pub use error::{ErrorBodyForm, ProviderErrorBody, ProviderErrorDetail};
 pub use request::{
     ChatCompletionRequest, StreamOptions, ThinkingOff, WireFunction, WireFunctionCall, WireMessage, WireTool,

@@ -6,7 +6,7 @@
 //! leaves out an entry without a `function` (see `convert::parse_response`).
 
 use super::lenient::{object_or_none, objects_or_none};
-use super::{null_as_default, WireArguments};
+use super::{null_as_default, WireArguments, WireContent};
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -60,9 +60,10 @@ pub struct ResponseChoice<'a> {
 /// The assistant message of a choice.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ResponseMessage<'a> {
-    /// Visible text.
-    #[serde(borrow, default)]
-    pub content: Option<Cow<'a, str>>,
+    /// Visible text: a string, or an array of parts (Mistral's reasoning models), whose thinking
+    /// parts are reasoning too (see [`WireContent`]).
+    #[serde(borrow, default, deserialize_with = "super::content::optional_content")]
+    pub content: Option<WireContent<'a>>,
     /// Reasoning text (DeepSeek, Grok, Qwen thinking).
     #[serde(borrow, default)]
     pub reasoning_content: Option<Cow<'a, str>>,
