@@ -33,7 +33,9 @@ use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::tool::{CancellationSignal, ContentPart, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use async_trait::async_trait;
-use napi_ohos::bindgen_prelude::{Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown};
+use napi_ohos::bindgen_prelude::{
+    FromNapiValue, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown,
+};
 use napi_ohos::{sys, Env};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -103,6 +105,45 @@ fn executor_args(env: &Env, call: ExecutorCall) -> napi_ohos::Result<Vec<sys::na
     // SAFETY: on the JS thread, with this env.
     let arguments = unsafe { String::to_napi_value(env.raw(), call.arguments_json)? };
     Ok(vec![arguments, context.raw()])
+}
+
+/// What an executor returned, read as a [`ToolResultObject`]; refused when it also carries the
+/// state's snake_case spelling of a field (`is_error`, `metadata`, as a hook's `resultJson` may),
+/// which the object's conversion would skip without a word: `{ is_error: true }` read as a success.
+struct ExecutorResult(ToolResultObject);
+
+/// The result fields an executor spells otherwise: (the state's spelling, the executor's).
+const OTHER_SPELLINGS: [(&std::ffi::CStr, &str); 2] =
+    [(c"is_error", "isError"), (c"metadata", "metadataJson")];
+
+impl FromNapiValue for ExecutorResult {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        let mut kind = sys::ValueType::napi_undefined;
+        // SAFETY: on the JS thread, with the env and value of the reply being read.
+        unsafe { napi_ohos::check_status!(sys::napi_typeof(env, value, &mut kind))? };
+        if kind == sys::ValueType::napi_object {
+            for (theirs, ours) in OTHER_SPELLINGS {
+                let mut has = false;
+                // SAFETY: as above, with a NUL-terminated name.
+                unsafe {
+                    napi_ohos::check_status!(sys::napi_has_named_property(
+                        env,
+                        value,
+                        theirs.as_ptr(),
+                        &mut has
+                    ))?
+                };
+                if has {
+                    let theirs = theirs.to_str().unwrap_or_default();
+                    return Err(napi_ohos::Error::from_reason(format!(
+                        "{theirs}: an executor's result spells it {ours}"
+                    )));
+                }
+            }
+        }
+        // SAFETY: as above.
+        unsafe { ToolResultObject::from_napi_value(env, value) }.map(ExecutorResult)
+    }
 }
 
 /// The reason of `signal` if it is cancelled.
@@ -260,15 +301,17 @@ impl ToolExecutor for JsToolExecutor {
                 let reason = context.signal.reason().unwrap_or_else(|| "Tool cancelled".to_string());
                 return Err(AgentError::of(codes::TOOL_CANCELLED, reason));
             }
-            outcome = call_js::<_, ToolResultObject>(&self.function, call, self.timeout) => outcome,
+            outcome = call_js::<_, ExecutorResult>(&self.function, call, self.timeout) => outcome,
         };
         match outcome {
-            Ok(Settled::Value(result)) => result.into_core().map(redact_result).map_err(|why| {
-                AgentError::of(
-                    codes::TOOL_RESULT_INVALID,
-                    format!("executor of {name} returned an invalid ToolResult: {why}"),
-                )
-            }),
+            Ok(Settled::Value(ExecutorResult(result))) => {
+                result.into_core().map(redact_result).map_err(|why| {
+                    AgentError::of(
+                        codes::TOOL_RESULT_INVALID,
+                        format!("executor of {name} returned an invalid ToolResult: {why}"),
+                    )
+                })
+            }
             Ok(Settled::Undefined) => Err(AgentError::of(
                 codes::TOOL_RESULT_INVALID,
                 format!(

@@ -283,6 +283,10 @@ test('wrong shapes are tool_result_invalid, with what is wrong', async () => {
     [() => ({ contents: [{ type: 'json', json: '{bad' }] }), /not JSON/],
     [() => ({ contents: [], metadataJson: '[1]' }), /metadataJson must be a JSON object/],
     [() => ({ contents: [], isError: 'yes' }), /not a ToolResult/],
+    // The state's (and a hook resultJson's) snake_case spelling: skipped, an error read as a success.
+    [() => ({ contents: [{ type: 'text', text: 'no such order' }], is_error: true }), /is_error: an executor's result spells it isError/],
+    [() => ({ contents: [], metadata: { userId: 'u-1' } }), /metadata: an executor's result spells it metadataJson/],
+    [async () => ({ contents: [], is_error: false }), /is_error: an executor's result spells it isError/],
   ];
   for (const [executor, pattern] of cases) {
     const e = await rejectsWithCode(assert, oneTool(executor)(), 'tool_result_invalid', 'tool');
