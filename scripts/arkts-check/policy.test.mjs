@@ -101,9 +101,10 @@ test('approvalPolicyFunction throws on to the native side (which fails closed) a
   const throwing = M.approvalPolicyFunction({ decide() { throw new Error('policy bug'); } }, errors);
   assert.throws(() => throwing(CALL_JSON, null), /policy bug/);
   const async = M.approvalPolicyFunction({ async decide() { return M.ApprovalPolicyResult.allow(); } }, errors);
-  assert.throws(() => async(CALL_JSON, null), /must return an ApprovalPolicyResult \(synchronously, not a Promise\)/);
+  assert.throws(() => async(CALL_JSON, null), (e) => /must return an ApprovalPolicyResult \(synchronously, not a Promise\)/.test(e.message)
+    && e.code === 'approval_policy_failed' && e.layer === 'runtime');
   const wrong = M.approvalPolicyFunction({ decide() { return 'allow'; } }, errors);
-  assert.throws(() => wrong(CALL_JSON, null), /must return an ApprovalPolicyResult/);
+  assert.throws(() => wrong(CALL_JSON, null), (e) => /must return an ApprovalPolicyResult/.test(e.message) && e.code === 'approval_policy_failed');
   const fine = M.approvalPolicyFunction({ decide() { return M.ApprovalPolicyResult.allow(); } }, errors);
   assert.throws(() => fine('not json', null), (e) => e instanceof M.JsonError);
   assert.throws(() => fine('{"id":"c1"}', null), (e) => e.code === 'tool_call_invalid');
