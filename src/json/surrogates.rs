@@ -26,7 +26,9 @@ pub(crate) fn lone_surrogate_escapes_mapped(
     }
     let mut out: Option<String> = None;
     let (mut i, mut copied) = (0, 0);
-    while let Some(offset) = memchr::memchr(b'\\', &bytes[i..]) {
+    // `i` may pass the end by one: a text cut after a backslash (malformed, but the text may be
+    // anybody's: the app's, a model's) skips "both" bytes of its last escape.
+    while let Some(offset) = bytes.get(i..).and_then(|rest| memchr::memchr(b'\\', rest)) {
         let at = i + offset;
         let Some(unit) = escaped_unit(bytes, at) else {
             // Another escape (`\\` included): the next byte is its own, skip both.
@@ -71,6 +73,19 @@ fn escaped_unit(bytes: &[u8], at: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::lone_surrogate_escapes_replaced as fix;
+
+    #[test]
+    fn a_text_cut_after_a_backslash_is_kept_as_it_is() {
+        // Found by tests/fuzz.rs: the skip past the last escape's two bytes went beyond the end.
+        let cases = [
+            (r#"\u0041 \"#, r#"\u0041 \"#),
+            (r#""\ud800\"#, r#""\uFFFD\"#),
+            (r#"\u0041\\\"#, r#"\u0041\\\"#),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(fix(text), expected, "{text:?}");
+        }
+    }
 
     #[test]
     fn lone_surrogates_become_the_replacement_character() {

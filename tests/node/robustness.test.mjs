@@ -95,3 +95,13 @@ test('a sparse array of length 2**32-1 is refused with a coded error, not reserv
   holey[5] = 'c';
   assert.match(throwsWithCode(assert, () => r.copyIntoExcluding(new ToolRegistry(), holey), 'argument_invalid').message, /excludedNames\[2\]: undefined, a hole/);
 });
+
+test('JSON text cut after a backslash, with a \\u escape before it, is refused as not JSON, not a caught panic', async () => {
+  // The scan for lone-surrogate escapes stepped past the end of such a text (internal_panic).
+  const cut = '{"type":"object","description":"\\u0041 \\';
+  const r = new ToolRegistry();
+  const e = throwsWithCode(assert, () => r.register({ name: 't', description: 'd', parametersJson: cut }, () => text('x')), 'schema_invalid_root', 'config');
+  assert.match(e.message, /is not JSON/);
+  r.register({ name: 'ok', description: 'd', parametersJson: objectSchema }, () => text('x'));
+  await rejectsWithCode(assert, r.execute({ id: 'c1', name: 'ok', arguments: '{"a":"\\u0041\\' }), 'json_invalid');
+});
