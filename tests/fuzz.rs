@@ -164,6 +164,11 @@ proptest! {
         let mangled = format!("{}{}{}", &text[..at], junk, &text[at..]);
         let ours = any.parse_value_and_validate(&mangled, &limits);
         let theirs = serde_json::from_str::<Value>(&mangled);
+        // Where ours differs on purpose: a repeated key (refused: see `a_repeated_key_is_json_invalid_naming_it`).
+        if matches!(&ours, Err(e) if e.message.contains("appears twice")) {
+            prop_assert!(theirs.is_ok());
+            return Ok(());
+        }
         prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "{:?}: {:?} vs {:?}", mangled, ours, theirs);
         if let (Ok(a), Ok(b)) = (ours, theirs) {
             prop_assert_eq!(a, b);
@@ -223,7 +228,8 @@ fn own_parser_matches_serde_json_on_edge_cases() {
         "   ",
     ] {
         let ours = any.parse_value_and_validate(text, &limits);
-        let theirs = serde_json::from_str::<Value>(text);
+        // Where ours differs on purpose: a lone surrogate's escape reads as U+FFFD.
+        let theirs = serde_json::from_str::<Value>(&arkagent::json::lone_surrogate_escapes_replaced(text));
         assert_eq!(ours.is_ok(), theirs.is_ok(), "{text:?}: {ours:?} vs {theirs:?}");
         if let (Ok(a), Ok(b)) = (&ours, &theirs) {
             assert_eq!(a, b, "{text:?}");

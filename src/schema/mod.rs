@@ -181,15 +181,23 @@ impl CompiledSchema {
         out: &mut Value,
     ) -> Result<Vec<Violation>, AgentError> {
         check_size(text, limits)?;
+        // The `\u` escape of a lone surrogate (a string cut inside an emoji) reads as U+FFFD, as
+        // in the model's text and in the app's JSON, rather than failing the call.
+        let text = crate::json::lone_surrogate_escapes_replaced(text);
         let sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
-        let mut parser = onepass::Parser::new(text, limits.max_depth, sink);
+        let mut parser = onepass::Parser::new(&text, limits.max_depth, sink);
         match parser.parse_document(&self.root, out) {
-            // A repeated key replaced a value whose violations were already recorded: check the
-            // value as built instead (rare; the result is then exactly `validate`'s).
-            Ok(()) if parser.duplicate_keys => {
-                let mut sink = check::Sink::new(self.mode == ValidationMode::AllErrors);
-                check::check(&self.root, out, &Path::ROOT, &mut sink);
-                Ok(sink.found)
+            // A repeated key: JSON.parse and serde_json keep the last value, but what shows the
+            // call to the user (an approval item's argumentsJson) may be read by the first one, so
+            // `{"scope": "tmp", "scope": "all"}` would be approved as one thing and run as another.
+            Ok(()) if parser.duplicate_key.is_some() => {
+                let key = parser.duplicate_key.take().unwrap_or_default();
+                let shown: String = key.chars().take(64).collect();
+                let more = if shown.len() < key.len() { "..." } else { "" };
+                Err(AgentError::of(
+                    codes::JSON_INVALID,
+                    format!("invalid JSON: the key \"{shown}{more}\" appears twice in one object (which value is meant is ambiguous)"),
+                ))
             }
             Ok(()) => Ok(std::mem::take(&mut parser.sink.found)),
             Err(onepass::Stop::TooDeep) => Err(AgentError::of(
@@ -266,20 +274,28 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_key_is_judged_by_its_last_value() {
-        // Found by the args_validate fuzzer: the violation of the replaced `0` was kept.
+    fn a_repeated_key_is_json_invalid_naming_it() {
+        // An approval shows the raw text, whose first value a reader may take; the last would run.
         let s = tool(json!({"type": "object", "properties": {"qty": {"type": "integer", "minimum": 1}}}));
         let limits = JsonLimits::default();
-        let ok = s.parse_and_validate(r#"{"qty": 0, "qty": 5}"#, &limits).unwrap();
-        assert_eq!(ok["qty"], 5);
-        let e = s.parse_and_validate(r#"{"qty": 5, "qty": 0}"#, &limits).unwrap_err();
-        assert_eq!(e.code, codes::TOOL_ARGUMENT_MINIMUM);
-        let nested = r#"{"a": {"qty": 0}, "a": {"qty": 2}}"#;
-        let s = tool(json!({"type": "object", "properties": {"a": {"type": "object",
-            "properties": {"qty": {"type": "integer", "minimum": 1}}}}}));
-        assert!(s.parse_and_validate(nested, &limits).is_ok());
-        let all = s.with_mode(ValidationMode::AllErrors);
-        assert!(all.parse_and_validate(nested, &limits).is_ok());
+        for text in [r#"{"qty": 0, "qty": 5}"#, r#"{"qty": 5, "qty": 0}"#, r#"{"a": {"qty": 0, "qty": 2}}"#] {
+            let e = s.parse_and_validate(text, &limits).unwrap_err();
+            assert_eq!(e.code, codes::JSON_INVALID, "{text}");
+            assert!(e.message.contains("\"qty\" appears twice"), "{}", e.message);
+            let all = s.with_mode(ValidationMode::AllErrors);
+            assert_eq!(all.parse_and_validate(text, &limits).unwrap_err().code, codes::JSON_INVALID);
+        }
+        assert!(s.parse_and_validate(r#"{"qty": 5, "a": {"qty": 0}}"#, &limits).is_ok());
+    }
+
+    #[test]
+    fn a_lone_surrogate_escape_reads_as_the_replacement_character() {
+        let s = tool(json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}}));
+        let limits = JsonLimits::default();
+        let v = s.parse_and_validate(r#"{"s": "ok\ud83d"}"#, &limits).unwrap();
+        assert_eq!(v["s"], "ok\u{FFFD}");
+        let v = s.parse_and_validate(r#"{"s": "\ud83d\ude02"}"#, &limits).unwrap();
+        assert_eq!(v["s"], "\u{1F602}");
     }
 
     #[test]

@@ -39,9 +39,9 @@ pub(crate) struct Parser<'a> {
     stop: Option<Stop>,
     /// Items of the arrays being parsed, stacked: each array is then allocated once, at its size.
     items: Vec<Value>,
-    /// An object repeated a key: the value keeps the last one (as serde_json), but violations of
-    /// the earlier values were recorded while parsing, so the caller must check the value again.
-    pub(crate) duplicate_keys: bool,
+    /// The first key an object repeated, if any: the value keeps the last one (as serde_json), and
+    /// the caller refuses the text (which value was meant is ambiguous).
+    pub(crate) duplicate_key: Option<String>,
 }
 
 /// A failed parse; what went wrong is kept in [`Parser::stop`]. Zero-sized so that results stay
@@ -121,7 +121,7 @@ impl<'a> Parser<'a> {
             sink,
             stop: None,
             items: SCRATCH.with(Cell::take),
-            duplicate_keys: false,
+            duplicate_key: None,
         }
     }
 
@@ -535,8 +535,14 @@ impl<'a> Parser<'a> {
                 };
                 let mut value = Value::Null;
                 self.value(child, &child_path, &mut value)?;
-                if out.insert(key, value).is_some() {
-                    self.duplicate_keys = true;
+                match out.entry(key) {
+                    serde_json::map::Entry::Vacant(slot) => {
+                        slot.insert(value);
+                    }
+                    serde_json::map::Entry::Occupied(mut slot) => {
+                        self.duplicate_key.get_or_insert_with(|| slot.key().clone());
+                        slot.insert(value);
+                    }
                 }
                 self.skip_ws();
                 match self.peek() {

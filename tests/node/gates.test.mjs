@@ -39,6 +39,20 @@ test('gate 2: arguments nested deeper than the limit are json_too_deep', async (
   assert.equal(seen.length, 0);
 });
 
+test('gate 2: a key repeated in one object is json_invalid naming it (an approval would show one value and run the other)', async () => {
+  const { r, seen } = registryWithCounter();
+  const e = await rejectsWithCode(assert, r.execute({ id: 'c1', name: 'stock', arguments: '{"qty":1,"qty":900}' }), 'json_invalid', 'decode');
+  assert.match(e.message, /"qty" appears twice/);
+  await rejectsWithCode(assert, r.execute({ id: 'c2', name: 'stock', arguments: '{"qty":1,"o":{"a":1,"a":1}}' }), 'json_invalid', 'decode');
+  assert.equal(seen.length, 0);
+});
+
+test('gate 2: a lone surrogate escape in the arguments (a string cut inside an emoji) reads as U+FFFD', async () => {
+  const { r, seen } = registryWithCounter();
+  await r.execute({ id: 'c1', name: 'stock', arguments: '{"qty":1,"note":"cut \\ud83d"}' });
+  assert.deepEqual(seen, [{ qty: 1, note: 'cut \uFFFD' }]);
+});
+
 test('gate 3: arguments that break the schema are tool_argument_*', async () => {
   const { r, seen } = registryWithCounter();
   await rejectsWithCode(assert, r.execute({ id: 'c1', name: 'stock', arguments: '{"qty":"three"}' }), 'tool_argument_type_mismatch', 'tool');
