@@ -75,3 +75,15 @@ fn multibyte_text_and_arguments_split_anywhere() {
     let bytewise: Vec<usize> = (1..body.len()).collect();
     assert_eq!(decode_pieces(&body, &bytewise).unwrap(), whole);
 }
+
+#[test]
+fn a_payload_cut_after_a_backslash_behind_an_escape_is_a_provider_error() {
+    // The scan for lone surrogates' escapes (run on a payload serde_json refused) stepped past the
+    // end of such a payload and panicked.
+    let payload = r#"{"choices":[{"index":0,"delta":{"content":"\u0041 \"#;
+    let body = format!("data: {payload}\n\ndata: [DONE]\n\n");
+    let e = decode_pieces(body.as_bytes(), &[]).unwrap_err();
+    assert_eq!(e.layer, ErrorLayer::Provider, "{e}");
+    let e = arkagent::provider::convert::parse_response(payload.as_bytes()).unwrap_err();
+    assert_eq!(e.layer, ErrorLayer::Provider, "{e}");
+}
