@@ -550,3 +550,20 @@ test('the fake native Agent lists sessions and definitions in the real module\'s
   assert.deepEqual(await refusal(fake), await refusal(real));
   assert.deepEqual(await refusal(real), ['argument_invalid', 'config']);
 });
+
+test('a schema as deep as the native module takes (128 levels) is read back: definitions(), the policy and the run', async () => {
+  // Json.ets counted its limit from the top of the text wrapped around the schema, so a schema the
+  // module took failed definitions() (json_too_deep) and failed the policy closed.
+  const nest = 125;
+  const schema = `{"type":"object","properties":{"x":{"default":${'['.repeat(nest)}${']'.repeat(nest)}}}}`;
+  const script = JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'deep', arguments: '{}' }] }, { content: 'done' }]);
+  const agent = new B.Agent(B.AgentConfig.scripted(script));
+  const errors = [];
+  agent.setErrorHandler((where, e) => errors.push(`${where}:${e.code}`));
+  agent.registerTool(new B.ToolDefinition('deep', 'A deep default', schema), { execute: async () => B.ToolResult.text('ran') });
+  assert.equal(agent.definitions().length, 1);
+  agent.setApprovalPolicy(new B.DefaultToolApprovalPolicy());
+  const outcome = await agent.run('deep-1', 'go');
+  assert.equal(outcome.status, 'completed');
+  assert.deepEqual(errors, []);
+});
