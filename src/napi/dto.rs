@@ -783,7 +783,17 @@ impl LoopDiagnosisObject {
         }
         if let Some(v) = self.every {
             // 0 is allowed here (only firstRound), unlike the other counts.
-            schedule.every = if v == 0.0 { 0 } else { whole_u32("loopDiagnosis.every", v)? };
+            schedule.every = match v {
+                0.0 => 0,
+                v => whole_u32("loopDiagnosis.every", v).map_err(|_| {
+                    AgentError::of(
+                        codes::CONFIG_INVALID,
+                        format!(
+                            "loopDiagnosis.every must be 0 (no repeat) or a positive whole number, not {v}"
+                        ),
+                    )
+                })?,
+            };
         }
         if let Some(c) = self.min_confidence {
             // Strictly below 1: a confidence is at most 1, so 1 would never count.

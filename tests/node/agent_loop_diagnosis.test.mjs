@@ -125,6 +125,10 @@ test('loopDiagnosis values are checked: config_invalid naming the field', () => 
   for (const [loopDiagnosis, field] of bad) {
     const e = throwsWithCode(assert, () => new Agent({ ...base, loopDiagnosis }), 'config_invalid', 'config');
     assert.ok(e.message.includes(field), `${JSON.stringify(loopDiagnosis)}: ${e.message}`);
+    if (field === 'loopDiagnosis.every') {
+      // 0 is allowed there: the message says so (it said "a positive whole number").
+      assert.match(e.message, /must be 0 \(no repeat\) or a positive whole number/);
+    }
   }
   for (const loopDiagnosis of [{}, { every: 0 }, { minConfidence: 0 }, { firstRound: 1, every: 5, minConfidence: 0.95 }]) {
     assert.ok(new Agent({ ...base, loopDiagnosis }) instanceof Agent, JSON.stringify(loopDiagnosis));
