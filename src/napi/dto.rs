@@ -228,7 +228,7 @@ pub(crate) fn positive(field: &str, value: f64) -> Result<usize, AgentError> {
     if value.fract() != 0.0 || !(1.0..=f64::from(u32::MAX)).contains(&value) {
         return Err(AgentError::of(
             codes::CONFIG_INVALID,
-            format!("{field} must be a positive whole number, not {value}"),
+            format!("{field} must be a whole number from 1 to {}, not {value}", u32::MAX),
         ));
     }
     Ok(value as usize)
@@ -789,7 +789,8 @@ impl LoopDiagnosisObject {
                     AgentError::of(
                         codes::CONFIG_INVALID,
                         format!(
-                            "loopDiagnosis.every must be 0 (no repeat) or a positive whole number, not {v}"
+                            "loopDiagnosis.every must be 0 (no repeat) or a whole number from 1 to {}, not {v}",
+                            u32::MAX
                         ),
                     )
                 })?,

@@ -127,7 +127,7 @@ test('loopDiagnosis values are checked: config_invalid naming the field', () => 
     assert.ok(e.message.includes(field), `${JSON.stringify(loopDiagnosis)}: ${e.message}`);
     if (field === 'loopDiagnosis.every') {
       // 0 is allowed there: the message says so (it said "a positive whole number").
-      assert.match(e.message, /must be 0 \(no repeat\) or a positive whole number/);
+      assert.match(e.message, /must be 0 \(no repeat\) or a whole number from 1 to 4294967295/);
     }
   }
   for (const loopDiagnosis of [{}, { every: 0 }, { minConfidence: 0 }, { firstRound: 1, every: 5, minConfidence: 0.95 }]) {

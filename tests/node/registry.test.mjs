@@ -56,6 +56,9 @@ test('registry options are checked', () => {
     throwsWithCode(assert, () => new ToolRegistry(options), 'config_invalid', 'config');
   }
   assert.deepEqual(new ToolRegistry({ defaultTimeoutMs: 10, maxArgumentBytes: 10, maxArgumentDepth: 3 }).names(), []);
+  // A count above the largest one taken says what the range is (it said "a positive whole number").
+  const e = throwsWithCode(assert, () => new ToolRegistry({ maxArgumentBytes: 1e12 }), 'config_invalid', 'config');
+  assert.match(e.message, /maxArgumentBytes must be a whole number from 1 to 4294967295, not 1000000000000/);
 });
 
 test('a definition missing a required field is a TypeError from the binding, not a crash', () => {
