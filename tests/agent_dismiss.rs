@@ -262,3 +262,49 @@ async fn a_dismissal_is_not_refused_for_a_tool_choice_only_the_model_would_see()
     let e = agent.run("s", "next", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
     assert_eq!(e.code, codes::CONFIG_INVALID, "a new run asks the model: still refused");
 }
+
+#[tokio::test]
+async fn a_dismissal_of_a_parent_frozen_on_its_workers_settles_them_too() {
+    // The batch of the worker's worker is the parent's mirror two levels down. Once the parent
+    // is dismissed nobody reads the workers' answers: each completes with the denial, without
+    // its model, and no longer looks resumable.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]),
+        calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        // A worker asked again would take these; nobody reads its answer.
+        answer("inner answer"),
+        answer("middle answer"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 2);
+    let out = agent.run("parent", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let middle = batch.worker_session.clone().unwrap();
+    let inner = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap().worker_session.unwrap();
+    let out =
+        agent.dismiss("parent", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let asked = model.requests().len();
+    assert_eq!(asked, 3, "no model was asked by the dismissal");
+    let listed = agent.list_all_sessions().await.unwrap();
+    for worker in [&middle, &inner] {
+        let state = store.load(worker).await.unwrap().unwrap();
+        assert_eq!(state.status, RunStatus::Completed, "{worker}");
+        assert!(state.pending_approval.is_none(), "{worker}");
+        let results = tool_messages(&state.messages);
+        assert_eq!(results.len(), 1, "{worker}: {results:?}");
+        assert!(results[0].2 && results[0].1.contains("moved on"), "{worker}: {results:?}");
+        let summary = listed.iter().find(|s| &s.session_id == worker).unwrap();
+        assert!(!summary.approval_pending && !summary.interrupted, "{summary:?}");
+        let refused = agent.resume(worker, &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+        assert_eq!(refused.code, codes::INVALID_STATE, "{worker}: {refused}");
+    }
+    assert_eq!(model.requests().len(), asked, "no worker's model was asked");
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    // The parent's delegating call keeps the dismissal's answer.
+    let parent = store.load("parent").await.unwrap().unwrap();
+    let results = tool_messages(&parent.messages);
+    assert!(results[0].2 && results[0].1.contains("tool_not_run"), "{results:?}");
+}

@@ -3,7 +3,8 @@
 //! `RunFinished` event and the saved state), through a freeze and a crash, at every depth; a
 //! dismissal that leaves the worker as it stands adds what the worker used until then; a
 //! delegating call that never finishes (its run cancelled, or killed and followed by a new run)
-//! adds its worker's usage when the next run answers it interrupted.
+//! adds its worker's usage when the next run answers it interrupted. `Agent::usage_so_far` of a
+//! session frozen on its workers tells what they used until they froze.
 
 #[path = "support/delegation.rs"]
 mod delegation;
@@ -156,6 +157,27 @@ async fn a_dismissal_adds_what_the_worker_used_until_it_froze() {
     assert_eq!(finished_usage(&out), usage(600, 60), "the parent's round and both workers'");
     assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(600, 60));
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_suspended_parent_tells_what_its_frozen_workers_used_so_far() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
+        costing(calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]), 200, 20), // worker
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30),       // worker's worker: frozen
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = agent(model, store.clone(), &cleared, 2);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
+    // Not counted in the parent's own usage until the delegating call finishes or is dismissed.
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(100, 10));
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
+    assert_eq!(agent.usage_so_far("nobody").await.unwrap(), None);
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(finished_usage(&out), usage(600, 60), "the same once the run ends");
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
 }
 
 /// An agent whose `stop_all` tool cancels the returned signal (the one its runs are given).

@@ -328,7 +328,10 @@ async fn dismissing_the_middle_of_three_levels() {
         frozen_two_deep(&store, &["parent done"]).await;
     let out = agent.dismiss(&middle, "算了", &EventLog::new(), &none()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
-    assert_eq!(decision_on(store.as_ref(), &inner, &id).await, ApprovalDecision::Denied);
+    // The inner worker, whose answer the middle no longer reads, completed with the denial.
+    let inner = store.load(&inner).await.unwrap().unwrap();
+    assert_eq!((inner.status, inner.pending_approval.is_none()), (RunStatus::Completed, true));
+    assert!(tool_messages(&inner.messages).iter().any(|r| r.2 && r.1.contains("算了")));
     assert_eq!(decision_on(store.as_ref(), "parent", &id).await, ApprovalDecision::Denied);
     let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };

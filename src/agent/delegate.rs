@@ -69,11 +69,15 @@
 //! The worker's token usage counts in the parent's ([`AgentState::usage`](crate::state::AgentState),
 //! so in its outcomes and `RunFinished`): when the delegating call finishes, the usage of its
 //! worker session (the worker's own rounds over all its runs, its workers' included) is added to
-//! the parent's, once, journaled right after the call's `finished` record. A dismissal that
-//! leaves the worker where it froze adds what it used until then with the batch's end. A
-//! delegating call that never finishes (its run cancelled, or killed and followed by a new run
-//! rather than a resume) adds what its worker, and the workers below it left unfinished, saved,
-//! when the next run answers it `interrupted` (journaled with that answer).
+//! the parent's, once, journaled right after the call's `finished` record. A dismissal of the
+//! parent's mirror adds what the worker used until it froze with the batch's end (the worker's
+//! run then completes with the denial, without its model: nobody reads its answer any more, so
+//! it is not left looking resumable). While the parent is suspended on the mirror, what the
+//! frozen workers used is not in its usage yet: [`Agent::usage_so_far`] adds it (a suspended
+//! outcome's usage in the bindings). A delegating call that never finishes (its run cancelled,
+//! or killed and followed by a new run rather than a resume) adds what its worker, and the
+//! workers below it left unfinished, saved, when the next run answers it `interrupted`
+//! (journaled with that answer).
 //!
 //! The worker's events reach the parent's sink wrapped in [`AgentEvent::WorkerEvent`]: before a
 //! `delegate_task` call runs, the parent's driver registers a forwarding sink for the call's worker
@@ -312,6 +316,25 @@ impl EventSink for ForwardSink {
     fn emit(&self, event: AgentEvent) {
         // The receiver lives as long as the batch; a send after it is gone has no one to tell.
         let _ = self.tx.send(AgentEvent::WorkerEvent {
+            call_id: self.call_id.clone(),
+            session_id: self.session_id.clone(),
+            event: Box::new(event),
+        });
+    }
+}
+
+/// Wraps a worker's events as its delegating call's, straight into the parent's sink: for a worker
+/// the parent's own task settles (a dismissal's, see `Run::dismiss_worker`), so no channel is
+/// needed.
+pub(crate) struct WrappingSink<'a> {
+    pub(crate) call_id: String,
+    pub(crate) session_id: String,
+    pub(crate) sink: &'a dyn EventSink,
+}
+
+impl EventSink for WrappingSink<'_> {
+    fn emit(&self, event: AgentEvent) {
+        self.sink.emit(AgentEvent::WorkerEvent {
             call_id: self.call_id.clone(),
             session_id: self.session_id.clone(),
             event: Box::new(event),

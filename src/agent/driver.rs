@@ -2,7 +2,9 @@
 //! state commits, events) and records what happened as journal events.
 
 use super::config::AgentConfig;
-use super::delegate::{worker_session_id, DelegationSetup, WorkerEvents, WorkerSinks, DELEGATE_TASK};
+use super::delegate::{
+    worker_session_id, DelegationSetup, WorkerEvents, WorkerSinks, WrappingSink, DELEGATE_TASK,
+};
 use super::events::{AgentEvent, EventSink};
 use super::machine::{phase, Phase};
 use crate::approval::{
@@ -643,6 +645,24 @@ impl Agent {
         Ok(state)
     }
 
+    /// The tokens a session has used so far (`None`: no such session): its
+    /// [`AgentState::usage`] and, while it is frozen on a batch that mirrors a worker's, what the
+    /// workers down that chain used until they froze. Those are not in the session's own usage
+    /// yet: a worker's usage is added there when its delegating call finishes, or with the end of
+    /// a batch a dismissal settles (see [`super::delegate`]). A suspended run's usage is this.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn usage_so_far(&self, session_id: &str) -> Result<Option<Usage>, AgentError> {
+        let Some(state) = self.state(session_id).await? else { return Ok(None) };
+        let mut usage = state.usage;
+        let mirror = state.pending_approval.as_ref().filter(|b| b.worker_session.is_some());
+        if let Some(batch) = mirror.filter(|_| state.status == RunStatus::AwaitingApproval) {
+            usage.add(&self.mirror_worker(batch).await?.1);
+        }
+        Ok(Some(usage))
+    }
+
     /// Deletes a session's persisted state, with the sessions of the workers its delegations ran
     /// (theirs too, at any depth); returns whether the session existed. A session this agent is
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
@@ -923,9 +943,12 @@ impl Agent {
     /// A batch whose items were all approved already runs them first (and when one of its
     /// delegations meets a new freeze, that batch is returned suspended, without this stop). For
     /// a batch that mirrors a worker's, the denial reaches the worker's batch, the worker is not
-    /// continued (its model is not asked either; its session stays as decided and is deleted with
-    /// this one), and the delegating call and the calls not run yet are answered `tool_not_run`
-    /// with `reason` (calls that finished keep their results). When that worker has moved on
+    /// continued (its model is not asked either): its run completes with the denial (settled as
+    /// a dismissal of it settles it, and so on down its own workers), so it no longer looks
+    /// resumable, and its session is deleted with this one (a worker held by another process
+    /// then, or that a store error stopped, is logged and left as decided); the delegating call
+    /// and the calls not run yet are answered `tool_not_run` with `reason` (calls that finished
+    /// keep their results). When that worker has moved on
     /// instead (the app decided its batch on the worker session and resumed it directly), the
     /// denial does not reach it: the delegating call runs again and is answered with what the
     /// worker answered (a worker still frozen on a later batch freezes this session on it), and
@@ -2146,14 +2169,17 @@ impl<'a> Run<'a> {
                 // (which still ends the run without this session's model).
                 dismissed_after_worker = dismissal.take();
             } else {
-                // The worker stays as it stands: what it used until it froze counts here, with
-                // the batch's end.
+                // What the worker used until it froze counts here, with the batch's end.
                 self.batch_usage = Some(usage);
+                if let (Some(worker), Some(reason)) = (&batch.worker_session, &dismissal) {
+                    self.dismiss_worker(worker, &unanswered, reason).await;
+                }
             }
         }
         let steps = if let Some(reason) = dismissal {
-            // Dismissed: the worker is not continued (its model would be asked), and nothing of
-            // the parent's batch runs: what was answered keeps its answer, the rest is not run.
+            // Dismissed: the worker is not continued (its model would be asked; it was settled
+            // with the denial above), and nothing of the parent's batch runs: what was answered
+            // keeps its answer, the rest is not run.
             unanswered
                 .iter()
                 .map(|call| match batch.calls.iter().find(|c| c.call.id == call.id).map(|c| &c.plan) {
@@ -2574,6 +2600,31 @@ impl<'a> Run<'a> {
         drop(running);
         let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };
         self.finish(status, None, aborted).await.map(Flow::Done)
+    }
+
+    /// Ends the run of the worker a dismissed mirror was frozen on, with the same dismissal: its
+    /// batch holds the denials already, so it completes with them, without its model (and so
+    /// on down its own workers). Its answer has no reader any more (the delegating call is
+    /// answered `tool_not_run`): left awaiting, it would look resumable, and its resume would ask
+    /// its model for an answer nobody reads. Its events reach this run's sink wrapped as the
+    /// delegating call's. Best effort, as [`Agent::decide_above`]: a worker that cannot be
+    /// settled now (held by another process, a store error) is logged and left as decided.
+    async fn dismiss_worker(&self, worker: &str, unanswered: &[ToolCall], reason: &str) {
+        let batch_call_id = batch_id_of(&self.state);
+        let call_id = unanswered
+            .iter()
+            .find(|call| self.worker_of(&batch_call_id, call).as_deref() == Some(worker))
+            .map(|call| call.id.clone())
+            .unwrap_or_default();
+        let sink = WrappingSink { call_id, session_id: worker.to_string(), sink: self.sink };
+        let settled = async {
+            let _held = self.agent.hold(worker).await?;
+            // Boxed: the worker's own dismissal settles its workers through this again.
+            Box::pin(self.agent.resume_held(worker, &sink, &self.cancel, Some(reason))).await
+        };
+        if let Err(e) = settled.await {
+            log::warn!("arkagent: the worker session of a dismissed batch was not settled: {e}");
+        }
     }
 
     /// The session of the worker a `delegate_task` call runs (`None` for other calls). Computed

@@ -168,7 +168,8 @@ fn run_signal(signal: Option<&CancellationHandle>) -> CancellationSignal {
     signal.map_or_else(CancellationSignal::new, |h| h.signal().clone())
 }
 
-/// The outcome object; a suspended outcome carries no usage, so the session's is read.
+/// The outcome object; a suspended outcome carries no usage, so the session's is read, with what
+/// the workers its batch was frozen on used until then ([`Agent::usage_so_far`]).
 ///
 /// # Errors
 /// The store's errors.
@@ -179,7 +180,7 @@ async fn outcome_object(
 ) -> Result<RunOutcomeObject, AgentError> {
     let usage = match &outcome {
         RunOutcome::Finished { usage, .. } => *usage,
-        RunOutcome::Suspended { .. } => agent.state(session_id).await?.map(|s| s.usage).unwrap_or_default(),
+        RunOutcome::Suspended { .. } => agent.usage_so_far(session_id).await?.unwrap_or_default(),
     };
     Ok(RunOutcomeObject::new(outcome, usage))
 }

@@ -4,6 +4,8 @@
 // enableDelegation refuses to resume it (it does not know the worker's tools); a delegating Agent
 // resumes it, and the approved call runs once, in the worker. A decision on it reaches the parent's
 // batch, also for a resume of the parent called right after it, not awaited.
+// A parent dismissed while frozen on its worker settles the worker too (its resume is then
+// invalid_state), and its suspended outcome counted what the worker used until it froze.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -75,4 +77,29 @@ test('a resume of the parent called right after a decision on its worker, not aw
     assert.equal(out.finalText, 'done');
   }
   assert.equal(runs.length, agents.length, 'each approved call ran once');
+});
+
+test('a parent dismissed while frozen on its worker settles the worker; its suspended usage counted the worker', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-worker-dismissed-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const runs = [];
+  const used = (n) => ({ prompt_tokens: n, completion_tokens: 0, total_tokens: n });
+  const agent = open(dir, [
+    { tool_calls: [{ id: 'call_0', name: 'delegate_task', arguments: '{"task":"wipe the cache"}' }], usage: used(1) },
+    { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{"scope":"all"}' }], usage: used(10) },
+    // What a worker resumed after the dismissal would take: nobody would read it.
+    { content: 'wiped it', usage: used(1000) },
+  ], runs, { enableDelegation: true });
+  const out = await agent.run('p', 'have a worker wipe the cache');
+  assert.equal(out.status, 'awaiting_approval');
+  assert.equal(JSON.parse(out.usageJson).total_tokens, 11, 'the frozen worker\'s tokens are in it');
+  const worker = JSON.parse(out.batchJson).worker_session;
+  const done = await agent.dismiss('p', 'never mind');
+  assert.equal(done.status, 'completed');
+  assert.equal(JSON.parse(done.usageJson).total_tokens, 11);
+  const state = JSON.parse(await agent.stateJson(worker));
+  assert.equal(state.status, 'completed');
+  assert.equal(state.pending_approval ?? null, null);
+  await rejectsWithCode(assert, agent.resume(worker), 'invalid_state', 'runtime');
+  assert.deepEqual(runs, [], 'nothing ran');
 });

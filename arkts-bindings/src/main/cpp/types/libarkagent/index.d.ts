@@ -372,7 +372,10 @@ export interface RunOutcomeObject {
   errorMessage?: string;
   /** The frozen batch when status is 'awaiting_approval', as JSON (PendingApprovalBatch, snake_case). */
   batchJson?: string;
-  /** Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}. */
+  /**
+   * Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}.
+   * Suspended on a sub-agent's batch: with what the sub-agents frozen on it used until then.
+   */
   usageJson: string;
   /**
    * Why the model's last answer ended, when the provider said (an empty answer without a reason: 'stop'): 'stop', 'length' (cut off at the
@@ -547,7 +550,9 @@ export declare class Agent {
    * denial none of them runs; only a batch the user had approved entirely runs) and the run
    * completes without asking the model, so the next run() starts from a valid history in which
    * the model reads the denials. A batch frozen on a sub-agent's call does not continue the
-   * sub-agent: its calls not run yet are answered tool_not_run (finished ones keep their results).
+   * sub-agent: its calls not run yet are answered tool_not_run (finished ones keep their results),
+   * and the sub-agent's session completes with the denial, without its model (no longer awaiting
+   * approval: nobody would read its answer).
    * A batch approved entirely runs and may meet a new freeze: the outcome is then suspended. Rejects with no_pending_approval when nothing
    * awaits approval, session_not_found for a session that does not exist or when the batch mirrors a worker session that is gone. A worker session may be dismissed itself: it runs as resume() runs it (invalid_state and
    * delegation_depth_exceeded as there).
