@@ -649,7 +649,7 @@ impl Agent {
     /// [`AgentState::usage`] and, while it is frozen on a batch that mirrors a worker's, what the
     /// workers down that chain used until they froze. Those are not in the session's own usage
     /// yet: a worker's usage is added there when its delegating call finishes, or with the end of
-    /// a batch a dismissal settles (see [`super::delegate`]). A suspended run's usage is this.
+    /// a batch a dismissal settles (see the `delegate` module). A suspended run's usage is this.
     ///
     /// # Errors
     /// The store's errors.
