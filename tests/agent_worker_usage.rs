@@ -142,16 +142,7 @@ async fn a_worker_found_completed_after_a_crash_is_counted_once() {
 
 #[tokio::test]
 async fn a_dismissal_adds_what_the_worker_used_until_it_froze() {
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
-        costing(calls(&[("d2", DELEGATE_TASK, r#"{"task":"b"}"#)]), 200, 20), // worker
-        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30),       // worker's worker: frozen
-    ]));
-    let store = Arc::new(MemStore::new());
-    let agent = agent(model, store.clone(), &cleared, 2);
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
+    let (agent, store, cleared) = frozen_two_levels_down().await;
     let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
     assert_eq!(finished_usage(&out), usage(600, 60), "the parent's round and both workers'");
@@ -161,6 +152,19 @@ async fn a_dismissal_adds_what_the_worker_used_until_it_froze() {
 
 #[tokio::test]
 async fn a_suspended_parent_tells_what_its_frozen_workers_used_so_far() {
+    let (agent, store, cleared) = frozen_two_levels_down().await;
+    // Not counted in the parent's own usage until the delegating call finishes or is dismissed.
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(100, 10));
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
+    assert_eq!(agent.usage_so_far("nobody").await.unwrap(), None);
+    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(finished_usage(&out), usage(600, 60), "the same once the run ends");
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
+}
+
+/// A parent suspended on its worker's worker's dangerous call (each level's round costs 100,
+/// 200, 300 prompt tokens), with the count of calls of that tool.
+async fn frozen_two_levels_down() -> (Arc<Agent>, Arc<MemStore>, Arc<AtomicUsize>) {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![
         costing(calls(&[("d1", DELEGATE_TASK, r#"{"task":"a"}"#)]), 100, 10), // parent
@@ -171,13 +175,7 @@ async fn a_suspended_parent_tells_what_its_frozen_workers_used_so_far() {
     let agent = agent(model, store.clone(), &cleared, 2);
     let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
     assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
-    // Not counted in the parent's own usage until the delegating call finishes or is dismissed.
-    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(100, 10));
-    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
-    assert_eq!(agent.usage_so_far("nobody").await.unwrap(), None);
-    let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
-    assert_eq!(finished_usage(&out), usage(600, 60), "the same once the run ends");
-    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
+    (agent, store, cleared)
 }
 
 /// An agent whose `stop_all` tool cancels the returned signal (the one its runs are given).

@@ -11,6 +11,8 @@
 //! Vercel AI SDK's Mistral provider, `packages/mistral/src/__fixtures__/mistral-reasoning.*`, and
 //! Spring AI's magistral-medium-2509 test): ids, fields and their order as recorded, texts our own.
 
+#[path = "support/derived.rs"]
+mod derived;
 #[path = "support/drain.rs"]
 mod drain;
 #[path = "support/mock_server.rs"]
@@ -19,12 +21,13 @@ mod mock_server;
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, RunOutcome};
 use arkagent::provider::convert::parse_response;
 use arkagent::provider::{
-    decode_sse_body, ChatModel, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient,
-    RetryPolicy, StreamAssembler,
+    ChatModel, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient, RetryPolicy,
+    StreamAssembler,
 };
 use arkagent::state::FileStore;
 use arkagent::tool::FnExecutor;
 use arkagent::{codes, CancellationSignal, ChatMessage, ToolCall, ToolDefinition, ToolResult};
+use derived::sse;
 use mock_server::{MockServer, Reply};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -83,22 +86,9 @@ const MAGISTRAL_STREAM: [&str; 6] = [
     "[DONE]",
 ];
 
-fn sse(payloads: &[&str]) -> Vec<u8> {
-    payloads.iter().map(|p| format!("data: {p}\n\n")).collect::<String>().into_bytes()
-}
-
-/// The events of a stream, checked against the same payloads through the derived parse alone
-/// (the reference of the fast path), which must agree event for event.
+/// The events of a stream (see `derived::events_both_ways`).
 fn stream_events(payloads: &[&str]) -> Vec<ModelEvent> {
-    let events = decode_sse_body(&sse(payloads)).unwrap_or_else(|e| panic!("{payloads:?}: {e}"));
-    let mut derived = StreamAssembler::new();
-    let mut out = Vec::new();
-    for p in payloads {
-        derived.push_payload_derived(None, p, &mut out).unwrap_or_else(|e| panic!("{p}: {e}"));
-    }
-    derived.finish(&mut out);
-    assert_eq!(events, out, "{payloads:?}");
-    events
+    derived::events_both_ways(payloads)
 }
 
 fn finished(events: &[ModelEvent]) -> &ModelResponse {

@@ -5,6 +5,8 @@
 //! end. The rest of the answer (text, the other calls, the finish reason, usage) is kept, on the
 //! fast path and the derived parse alike, and through the client.
 
+#[path = "support/derived.rs"]
+mod derived;
 #[path = "support/drain.rs"]
 mod drain;
 #[path = "support/mock_server.rs"]
@@ -12,29 +14,17 @@ mod mock_server;
 
 use arkagent::provider::convert::parse_response;
 use arkagent::provider::{
-    decode_sse_body, ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient,
-    RetryPolicy, StreamAssembler,
+    ChatRequest, ClientConfig, ModelEvent, ModelResponse, OpenAiCompatibleClient, RetryPolicy,
 };
 use arkagent::{ChatMessage, ToolCall};
+use derived::sse;
 use mock_server::{MockServer, Reply};
 use std::sync::Arc;
 
-fn sse(payloads: &[&str]) -> Vec<u8> {
-    payloads.iter().map(|p| format!("data: {p}\n\n")).collect::<String>().into_bytes()
-}
-
-/// The answer of a stream, and the same payloads through the derived parse alone (the reference
-/// of the fast path), which must agree event for event.
+/// The answer of a stream, the same through the derived parse alone (see
+/// `derived::events_both_ways`).
 fn answer(payloads: &[&str]) -> ModelResponse {
-    let events = decode_sse_body(&sse(payloads)).unwrap_or_else(|e| panic!("{payloads:?}: {e}"));
-    let mut derived = StreamAssembler::new();
-    let mut out = Vec::new();
-    for p in payloads {
-        derived.push_payload_derived(None, p, &mut out).unwrap_or_else(|e| panic!("{p}: {e}"));
-    }
-    derived.finish(&mut out);
-    assert_eq!(events, out, "{payloads:?}");
-    match events.last() {
+    match derived::events_both_ways(payloads).last() {
         Some(ModelEvent::Finished(r)) => r.clone(),
         other => panic!("{payloads:?}: last event {other:?}"),
     }
