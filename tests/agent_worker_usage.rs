@@ -160,6 +160,7 @@ async fn a_suspended_parent_tells_what_its_frozen_workers_used_so_far() {
     let out = agent.dismiss("parent", "moved on", &EventLog::new(), &none()).await.unwrap();
     assert_eq!(finished_usage(&out), usage(600, 60), "the same once the run ends");
     assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "the frozen call never ran");
 }
 
 /// A parent suspended on its worker's worker's dangerous call (each level's round costs 100,
