@@ -198,16 +198,7 @@ pub fn plan_batch(
     let mut items = Vec::new();
     let mut batch_calls = Vec::with_capacity(calls.len());
     for input in calls {
-        let plan = match input.disposition {
-            CallDisposition::Run => BatchCallPlan::Run,
-            CallDisposition::Answer(result) => BatchCallPlan::Answer { result },
-            CallDisposition::Confirm(reason) => {
-                let item = PendingApprovalItem::pending(input.call.clone(), input.risk_level, reason, now_ms);
-                let approval_id = item.approval_id.clone();
-                items.push(item);
-                BatchCallPlan::Confirm { approval_id }
-            }
-        };
+        let plan = plan_of(&input.call, input.risk_level, input.disposition, &mut items, now_ms);
         batch_calls.push(BatchCall { call: input.call, plan });
     }
     BatchPlan::Freeze(PendingApprovalBatch {
@@ -223,6 +214,27 @@ pub fn plan_batch(
         dismissed: None,
         approved_calls: None,
     })
+}
+
+/// The plan of `call` for its disposition; a confirmation adds its new pending item (created at
+/// `now_ms`) to `items`.
+fn plan_of(
+    call: &ToolCall,
+    risk_level: RiskLevel,
+    disposition: CallDisposition,
+    items: &mut Vec<PendingApprovalItem>,
+    now_ms: u64,
+) -> BatchCallPlan {
+    match disposition {
+        CallDisposition::Run => BatchCallPlan::Run,
+        CallDisposition::Answer(result) => BatchCallPlan::Answer { result },
+        CallDisposition::Confirm(reason) => {
+            let item = PendingApprovalItem::pending(call.clone(), risk_level, reason, now_ms);
+            let approval_id = item.approval_id.clone();
+            items.push(item);
+            BatchCallPlan::Confirm { approval_id }
+        }
+    }
 }
 
 impl PendingApprovalItem {
@@ -417,24 +429,15 @@ impl PendingApprovalBatch {
         now_ms: u64,
     ) -> Result<bool, AgentError> {
         let mut calls = self.effective_calls()?;
-        let mut asked = false;
+        let items_before = self.items.len();
         for c in &mut calls {
             if c.plan != BatchCallPlan::Run {
                 continue;
             }
             let Some(input) = recheck(&c.call) else { continue };
-            c.plan = match input.disposition {
-                CallDisposition::Run => BatchCallPlan::Run,
-                CallDisposition::Answer(result) => BatchCallPlan::Answer { result },
-                CallDisposition::Confirm(reason) => {
-                    let item = PendingApprovalItem::pending(c.call.clone(), input.risk_level, reason, now_ms);
-                    let approval_id = item.approval_id.clone();
-                    self.items.push(item);
-                    asked = true;
-                    BatchCallPlan::Confirm { approval_id }
-                }
-            };
+            c.plan = plan_of(&c.call, input.risk_level, input.disposition, &mut self.items, now_ms);
         }
+        let asked = self.items.len() > items_before;
         if asked {
             // Items in call order, as the planner makes them.
             self.items.sort_by_key(|i| calls.iter().position(|c| c.call.id == i.tool_call.id));
