@@ -305,21 +305,33 @@ impl WorkerLink {
     }
 }
 
+/// Where a worker's events come from: the parent's delegating call and the worker's session.
+pub(crate) struct WorkerOrigin {
+    pub(crate) call_id: String,
+    pub(crate) session_id: String,
+}
+
+impl WorkerOrigin {
+    /// `event` wrapped as the parent sees it.
+    fn wrap(&self, event: AgentEvent) -> AgentEvent {
+        AgentEvent::WorkerEvent {
+            call_id: self.call_id.clone(),
+            session_id: self.session_id.clone(),
+            event: Box::new(event),
+        }
+    }
+}
+
 /// Forwards a worker's events, wrapped, into its parent driver's channel.
 struct ForwardSink {
-    call_id: String,
-    session_id: String,
+    origin: WorkerOrigin,
     tx: UnboundedSender<AgentEvent>,
 }
 
 impl EventSink for ForwardSink {
     fn emit(&self, event: AgentEvent) {
         // The receiver lives as long as the batch; a send after it is gone has no one to tell.
-        let _ = self.tx.send(AgentEvent::WorkerEvent {
-            call_id: self.call_id.clone(),
-            session_id: self.session_id.clone(),
-            event: Box::new(event),
-        });
+        let _ = self.tx.send(self.origin.wrap(event));
     }
 }
 
@@ -327,18 +339,13 @@ impl EventSink for ForwardSink {
 /// the parent's own task settles (a dismissal's, see `Run::dismiss_worker`), so no channel is
 /// needed.
 pub(crate) struct WrappingSink<'a> {
-    pub(crate) call_id: String,
-    pub(crate) session_id: String,
+    pub(crate) origin: WorkerOrigin,
     pub(crate) sink: &'a dyn EventSink,
 }
 
 impl EventSink for WrappingSink<'_> {
     fn emit(&self, event: AgentEvent) {
-        self.sink.emit(AgentEvent::WorkerEvent {
-            call_id: self.call_id.clone(),
-            session_id: self.session_id.clone(),
-            event: Box::new(event),
-        });
+        self.sink.emit(self.origin.wrap(event));
     }
 }
 
@@ -365,11 +372,8 @@ impl WorkerEvents {
         worker_session: String,
         call_id: &str,
     ) -> WorkerSinkGuard<'a> {
-        let sink = ForwardSink {
-            call_id: call_id.to_string(),
-            session_id: worker_session.clone(),
-            tx: self.tx.clone(),
-        };
+        let origin = WorkerOrigin { call_id: call_id.to_string(), session_id: worker_session.clone() };
+        let sink = ForwardSink { origin, tx: self.tx.clone() };
         let link = Arc::new(WorkerLink { sink, report: Mutex::default() });
         agent
             .worker_sinks

@@ -3,7 +3,7 @@
 
 use super::config::AgentConfig;
 use super::delegate::{
-    worker_session_id, DelegationSetup, WorkerEvents, WorkerSinks, WrappingSink, DELEGATE_TASK,
+    worker_session_id, DelegationSetup, WorkerEvents, WorkerOrigin, WorkerSinks, WrappingSink, DELEGATE_TASK,
 };
 use super::events::{AgentEvent, EventSink};
 use super::machine::{phase, Phase};
@@ -2616,7 +2616,8 @@ impl<'a> Run<'a> {
             .find(|call| self.worker_of(&batch_call_id, call).as_deref() == Some(worker))
             .map(|call| call.id.clone())
             .unwrap_or_default();
-        let sink = WrappingSink { call_id, session_id: worker.to_string(), sink: self.sink };
+        let origin = WorkerOrigin { call_id, session_id: worker.to_string() };
+        let sink = WrappingSink { origin, sink: self.sink };
         let settled = async {
             let _held = self.agent.hold(worker).await?;
             // Boxed: the worker's own dismissal settles its workers through this again.
