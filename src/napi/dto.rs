@@ -389,7 +389,7 @@ impl ToolResultObject {
             contents.push(match (&*part.kind, part.text, part.json) {
                 ("text", Some(text), _) => ContentPart::Text { text: text.into() },
                 ("json", _, Some(json)) => json_part(i, &json)?,
-                ("text", None, _) => return Err(format!("contents[{i}] of type text has no string `text`")),
+                ("text", None, _) => return Err(text_missing(i)),
                 ("json", _, None) => return Err(format!("contents[{i}] of type json has no string `json`")),
                 (other, _, _) => return Err(part_type_refused(i, other)),
             });
@@ -411,6 +411,11 @@ impl ToolResultObject {
 fn json_part(i: usize, json: &str) -> Result<ContentPart, String> {
     let value = from_app_json(json).map_err(|e| format!("contents[{i}].json is not JSON: {e}"))?;
     Ok(ContentPart::Json { value })
+}
+
+/// The refusal of text part `i` without its `text`.
+fn text_missing(i: usize) -> String {
+    format!("contents[{i}] of type text has no string `text`")
 }
 
 /// The refusal of part `i`'s type `kind`.
@@ -491,7 +496,7 @@ impl HookResultJson {
                 ("text", Some(text), None, None) => ContentPart::Text { text },
                 ("json", None, Some(value), None) => ContentPart::Json { value },
                 ("json", None, None, Some(json)) => json_part(i, &json)?,
-                ("text", None, ..) => return Err(format!("contents[{i}] of type text has no string `text`")),
+                ("text", None, ..) => return Err(text_missing(i)),
                 ("text", Some(_), ..) => {
                     return Err(format!("contents[{i}] of type text has a json part's `value` or `json`"))
                 }

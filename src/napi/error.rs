@@ -501,6 +501,11 @@ pub unsafe trait JsClass: FromNapiRef + 'static {
     const JS_NAME: &'static str;
     /// Its tag.
     const TAG: ClassTag;
+
+    /// The name it is exported under, for messages.
+    fn name() -> &'static str {
+        Self::JS_NAME.trim_end_matches('\0')
+    }
 }
 
 /// The tag at the start of the native object `ptr` points at.
@@ -524,7 +529,7 @@ pub(crate) fn check_this<T: JsClass>(env: &Env, this: &T) -> napi_ohos::Result<(
     if unsafe { tag_at((this as *const T).cast()) } == T::TAG {
         return Ok(());
     }
-    let name = T::JS_NAME.trim_end_matches('\0');
+    let name = T::name();
     let error = AgentError::of(
         codes::ARGUMENT_INVALID,
         format!("wrong this: a method of {name} was called on an object that is not a {name}"),
@@ -537,7 +542,7 @@ pub(crate) fn check_this<T: JsClass>(env: &Env, this: &T) -> napi_ohos::Result<(
 /// # Safety
 /// On the JS thread, with the env and a value of the current call.
 unsafe fn is_instance<T: JsClass>(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<bool> {
-    let name = T::JS_NAME.trim_end_matches('\0');
+    let name = T::name();
     let ctor_ref = napi_ohos::bindgen_prelude::get_class_constructor(T::JS_NAME)
         .ok_or_else(|| napi_ohos::Error::from_reason(format!("class {name} is not registered")))?;
     let mut ctor = std::ptr::null_mut();
@@ -593,7 +598,7 @@ pub(crate) fn check_new<T: JsClass>(
     if fresh {
         return Ok(());
     }
-    let name = T::JS_NAME.trim_end_matches('\0');
+    let name = T::name();
     let error = AgentError::of(
         codes::ARGUMENT_INVALID,
         format!("{name} is a class: create one with `new {name}(...)`"),
@@ -613,7 +618,7 @@ pub struct ArgRef<T: 'static>(pub &'static T);
 
 impl<T: JsClass> FromNapiValue for ArgRef<T> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
-        let name = T::JS_NAME.trim_end_matches('\0');
+        let name = T::name();
         let checked = converting(env, || {
             // SAFETY: on the JS thread, with this call's env and value.
             if !unsafe { is_instance::<T>(env, value) }? {

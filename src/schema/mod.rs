@@ -192,7 +192,8 @@ impl CompiledSchema {
             // `{"scope": "tmp", "scope": "all"}` would be approved as one thing and run as another.
             Ok(()) if parser.duplicate_key.is_some() => {
                 let key = parser.duplicate_key.take().unwrap_or_default();
-                let shown: String = key.chars().take(64).collect();
+                // Shown by its start, as a path shows a long key (the error goes back to the model).
+                let shown: String = key.chars().take(path::KEY_SHOWN_CHARS).collect();
                 let more = if shown.len() < key.len() { "..." } else { "" };
                 Err(AgentError::of(
                     codes::JSON_INVALID,

@@ -54,7 +54,7 @@ impl<'a> Path<'a> {
 /// The most characters of a key a path shows: the path goes back to the model in the call's
 /// error, and a key of the model's own making can be as long as the arguments (a megabyte, sent
 /// again with every later request).
-const KEY_SHOWN_CHARS: usize = 64;
+pub(crate) const KEY_SHOWN_CHARS: usize = 64;
 
 /// `.name` for a plain name, `["odd key"]` (JSON-quoted) otherwise; a key longer than
 /// [`KEY_SHOWN_CHARS`] characters is shown by its start, `["start…" (N characters)]`.
