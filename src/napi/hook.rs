@@ -14,6 +14,8 @@
 //! "text", "text"} | {"type": "json", "value"}], "is_error"?, "stop"?, "metadata"?}`, what
 //! `afterToolCall` is handed) or an executor's (`ToolResultObject`: `isError`, `metadataJson`,
 //! `{"type": "json", "json": "<JSON text>"}`); any other key fails the hook ([`HookResultJson`]).
+//! So does a key the decision object does not have, or one its method does not read
+//! (`HookAnswer`).
 //!
 //! `requestJson` is `{"messages","tools","tool_choice"?,"temperature"?,"max_tokens"?,
 //! "parallel_tool_calls"?}` (the
@@ -167,6 +169,61 @@ impl FromNapiValue for Ignored {
     }
 }
 
+/// The keys a `beforeToolCall` or `afterToolCall` answer may have (the fields of
+/// [`HookDecisionObject`]); [`BEFORE_ONLY`] and [`AFTER_ONLY`] are each one method's.
+const DECISION_KEYS: [&str; 6] = ["action", "argumentsJson", "name", "resultJson", "reason", "injectJson"];
+/// The keys only a `beforeToolCall` answer reads.
+const BEFORE_ONLY: [&str; 2] = ["argumentsJson", "name"];
+/// The key only an `afterToolCall` answer reads.
+const AFTER_ONLY: &str = "injectJson";
+
+/// A `beforeToolCall` or `afterToolCall` answer read as a [`HookDecisionObject`], refused when it
+/// has another key with a value: the object's conversion skips such a key without a word, so a
+/// misspelt rewrite (`arguments_json`, `argumentJson`) let the call run with its arguments
+/// unchanged. A key whose value is `undefined` counts as absent, as the fields' own do.
+struct HookAnswer(HookDecisionObject);
+
+impl FromNapiValue for HookAnswer {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        // SAFETY (all three): on the JS thread, with the env and value of the reply being read.
+        let decision = unsafe { HookDecisionObject::from_napi_value(env, value) }?;
+        let object = unsafe { Object::from_napi_value(env, value) }?;
+        let names = object.get_property_names()?;
+        for i in 0..names.get_array_length()? {
+            let key: String = names.get_element(i)?;
+            if !DECISION_KEYS.contains(&key.as_str())
+                && object.get_named_property::<Unknown>(&key)?.get_type()? != ValueType::Undefined
+            {
+                // Shown by its start, as a path shows a long key; the text reaches the state.
+                let mut shown: String = key.chars().take(crate::schema::KEY_SHOWN_CHARS).collect();
+                redact_text(&mut shown);
+                return Err(napi_ohos::Error::from_reason(format!(
+                    "unknown key {shown:?} (a decision has {})",
+                    DECISION_KEYS.join(", ")
+                )));
+            }
+        }
+        Ok(HookAnswer(decision))
+    }
+}
+
+/// `Err` naming the first key of `decision` that `method` does not read.
+fn method_keys(method: &str, decision: &HookDecisionObject) -> Result<(), String> {
+    let stray = match method {
+        "beforeToolCall" => decision.inject_json.is_some().then_some((AFTER_ONLY, "an afterToolCall")),
+        _ => [decision.arguments_json.is_some(), decision.name.is_some()]
+            .iter()
+            .position(|set| *set)
+            .map(|i| (BEFORE_ONLY[i], "a beforeToolCall")),
+    };
+    match stray {
+        Some((key, owner)) => {
+            Err(format!("{method} returned an invalid decision: {key} belongs to {owner} answer"))
+        }
+        None => Ok(()),
+    }
+}
+
 /// A hook decision, or why the call gave none.
 fn outcome<R>(
     method: &str,
@@ -225,6 +282,7 @@ impl From<HookDecisionObject> for Decision {
 /// # Errors
 /// A description of what is wrong with it.
 fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
+    method_keys("beforeToolCall", &decision)?;
     let mut decision = Decision::from(decision);
     // App text on its way to the state (a frozen batch keeps the rewritten call), the events and
     // the model: without the API key.
@@ -275,6 +333,7 @@ fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<Befo
 /// # Errors
 /// A description of what is wrong with it.
 fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String> {
+    method_keys("afterToolCall", &decision)?;
     let mut decision = Decision::from(decision);
     decision.reason.iter_mut().for_each(redact_text);
     let action = match decision.action.as_str() {
@@ -373,9 +432,9 @@ impl AgentHook for JsHook {
         };
         super::panic_point!(Hook);
         let args = HookArgs::new(ctx, [Some(to_json(call)), definition.map(to_json)]);
-        let settled = call_js::<_, HookDecisionObject>(function, args, self.timeout).await;
+        let settled = call_js::<_, HookAnswer>(function, args, self.timeout).await;
         match outcome("beforeToolCall", settled, self.timeout)
-            .and_then(|d| d.map(|d| before_decision(call, d)).transpose())
+            .and_then(|d| d.map(|HookAnswer(d)| before_decision(call, d)).transpose())
         {
             Ok(Some(decision)) => decision,
             Ok(None) => BeforeToolCall::Proceed(None),
@@ -396,8 +455,9 @@ impl AgentHook for JsHook {
             return AfterToolCall::default();
         };
         let args = HookArgs::new(ctx, [Some(to_json(call)), Some(to_json(result))]);
-        let settled = call_js::<_, HookDecisionObject>(function, args, self.timeout).await;
-        match outcome("afterToolCall", settled, self.timeout).and_then(|d| d.map(after_decision).transpose())
+        let settled = call_js::<_, HookAnswer>(function, args, self.timeout).await;
+        match outcome("afterToolCall", settled, self.timeout)
+            .and_then(|d| d.map(|HookAnswer(d)| after_decision(d)).transpose())
         {
             Ok(Some(decision)) => decision,
             Ok(None) => AfterToolCall::default(),

@@ -42,6 +42,7 @@ mod compile;
 mod num;
 mod onepass;
 mod path;
+pub(crate) use path::KEY_SHOWN_CHARS;
 mod simple_pattern;
 
 pub use check::Violation;

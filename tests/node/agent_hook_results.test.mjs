@@ -128,3 +128,49 @@ test('afterToolCall proceed with a result of unknown or mixed keys: the run ends
     assert.doesNotMatch(tool.content, /sent/, what);
   }
 });
+
+// The decision object itself: a key it does not have was skipped without a word, so a misspelt
+// rewrite (`arguments_json`) let the call run with the model's arguments.
+test('beforeToolCall: a decision with a key it does not have fails the hook (the call is denied, never run as it came)', async () => {
+  const answers = [
+    [{ action: 'proceed', arguments_json: '{"amount":1}' }, /unknown key "arguments_json" \(a decision has action, argumentsJson, name, resultJson, reason, injectJson\)/],
+    [{ action: 'proceed', argumentJson: '{"amount":1}' }, /unknown key "argumentJson"/],
+    [{ action: 'deny', result: 'no' }, /unknown key "result"/],
+    [{ action: 'proceed', ['k'.repeat(100)]: 1 }, new RegExp(`unknown key "${'k'.repeat(64)}"`)],
+    [{ action: 'proceed', injectJson: '[]' }, /injectJson belongs to an afterToolCall answer/],
+  ];
+  for (const [answer, why] of answers) {
+    const { agent, ran } = setup({ beforeToolCall: () => answer });
+    const out = await agent.run('s', 'go');
+    const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+    const what = JSON.stringify(answer);
+    assert.equal(out.status, 'completed', what);
+    assert.deepEqual(ran, [], what);
+    assert.match(tool.content, /^error \[hook_failed\]: beforeToolCall returned an invalid decision: /, what);
+    assert.match(tool.content, why, what);
+  }
+});
+
+test('afterToolCall: a decision with a key it does not read ends the run with hook_failed', async () => {
+  const answers = [
+    [{ action: 'proceed', result_json: '{"contents":[]}' }, /unknown key "result_json"/],
+    [{ action: 'proceed', argumentsJson: '{}' }, /argumentsJson belongs to a beforeToolCall answer/],
+    [{ action: 'proceed', name: 'transfer' }, /name belongs to a beforeToolCall answer/],
+  ];
+  for (const [answer, why] of answers) {
+    const { agent, ran } = setup({ afterToolCall: () => answer });
+    const out = await agent.run('s', 'go');
+    const what = JSON.stringify(answer);
+    assert.equal(out.status, 'aborted', what);
+    assert.equal(out.errorCode, 'hook_failed', what);
+    assert.match(out.errorMessage, why, what);
+    assert.deepEqual(ran, [1], what);
+  }
+});
+
+test('a decision key whose value is undefined counts as absent, as the known ones do', async () => {
+  const { agent, ran } = setup({ beforeToolCall: () => ({ action: 'proceed', note: undefined, injectJson: undefined }) });
+  const out = await agent.run('s', 'go');
+  assert.equal(out.status, 'completed');
+  assert.deepEqual(ran, [1]);
+});

@@ -444,7 +444,12 @@ export interface AgentHookObject {
   onError?: (contextJson: string, errorJson: string) => void | Promise<void>;
 }
 
-/** A hook's answer (see AgentHookObject). */
+/**
+ * A hook's answer (see AgentHookObject). A key it does not have (a misspelling such as
+ * arguments_json) or one the method does not read (injectJson from beforeToolCall, argumentsJson or
+ * name from afterToolCall) fails the hook (hook_failed, naming the key) rather than being skipped:
+ * a rewrite that is not applied must not pass for one. A key whose value is undefined is absent.
+ */
 export interface HookDecisionObject {
   action: string;
   argumentsJson?: string;
