@@ -566,7 +566,10 @@ impl JsAgent {
                     // `Agent::set_metadata` does (the soak found json_invalid answered
                     // session_busy): without a turn, the entry is checked here before the refusal.
                     let value_json = crate::json::lone_surrogate_escapes_replaced(&value_json);
-                    let value = crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
+                    let mut value =
+                        crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
+                    // App text on its way to the state and every executor's context: no API key.
+                    super::executor::redact_value(&mut value);
                     let turn = turn.or_else(|busy| {
                         crate::state::metadata::check_metadata_entry(&Default::default(), &key, &value)
                             .and(Err(busy))

@@ -229,7 +229,7 @@ pub(crate) fn redact_text(text: &mut String) {
 }
 
 /// `value` without the API key in any string or object key ([`redact_map`]), in place.
-fn redact_value(value: &mut Value) {
+pub(crate) fn redact_value(value: &mut Value) {
     match value {
         Value::String(text) => redact_text(text),
         Value::Array(items) => items.iter_mut().for_each(redact_value),

@@ -247,7 +247,9 @@ impl JsToolRegistry {
         // Inserted one by one: `collect` into a BTreeMap sorts first, with a sort instantiated
         // for this one iterator (BENCHMARKS.md, "Size of the stripped release `.so`").
         let mut metadata = BTreeMap::new();
-        for (key, value) in options.metadata()? {
+        for (key, mut value) in options.metadata()? {
+            // The executor's context shows no API key (as the agent's setMetadata stores none).
+            super::executor::redact_value(&mut value);
             metadata.insert(key, value);
         }
         let context = call_context(

@@ -208,3 +208,27 @@ test('a session frozen on a sub-agent call is in the middle of a batch: setMetad
   await agent.setMetadata('p', 'userId', '"bob"');
   assert.equal(JSON.parse(await agent.stateJson('p')).metadata.userId, 'bob');
 });
+
+test('an API key the app put in metadata reaches neither the state nor an executor\'s context', async () => {
+  // An Agent with a key registers it with the process logger as a secret for as long as it lives.
+  const key = 'sk-metadata-secret-7c2e4a';
+  const keyed = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: key });
+  const { agent, seen } = whoamiAgent();
+  await agent.setMetadata('s1', 'auth', JSON.stringify({ header: `Bearer ${key}`, [key]: 1, list: [key] }));
+  const state = await agent.stateJson('s1');
+  assert.ok(!state.includes(key), state);
+  assert.deepEqual(JSON.parse(state).metadata.auth, { header: 'Bearer [REDACTED]', '[REDACTED]': 1, list: ['[REDACTED]'] });
+  assert.equal((await agent.run('s1', 'who am I?')).status, 'completed');
+  assert.deepEqual(seen[0].auth, { header: 'Bearer [REDACTED]', '[REDACTED]': 1, list: ['[REDACTED]'] });
+
+  const { ToolRegistry } = loadModule();
+  const registry = new ToolRegistry();
+  const contexts = [];
+  registry.register({ name: 't', description: 'd', parametersJson: objectSchema }, (_args, ctx) => {
+    contexts.push(ctx.metadataJson);
+    return text('ok');
+  });
+  await registry.execute({ id: 'c1', name: 't', arguments: '{}' }, undefined, { metadataJson: JSON.stringify({ token: key }) });
+  assert.deepEqual(contexts.map((c) => JSON.parse(c)), [{ token: '[REDACTED]' }]);
+  assert.deepEqual(keyed.toolNames(), []);
+});
