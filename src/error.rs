@@ -201,6 +201,8 @@ error_codes! {
     TOOL_TIMEOUT = "tool_timeout" => Tool;
     /// The executor returned something that is not a ToolResult (bindings).
     TOOL_RESULT_INVALID = "tool_result_invalid" => Tool;
+    /// The tool's result (after the after-hooks) is larger than the agent's `max_result_bytes`.
+    TOOL_RESULT_TOO_LARGE = "tool_result_too_large" => Tool;
     /// The call was denied (by the approval policy, the user or a hook).
     TOOL_DENIED = "tool_denied" => Tool;
     /// The call was not run because another call of its batch was denied.

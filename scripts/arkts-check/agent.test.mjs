@@ -90,8 +90,9 @@ test('AgentConfig writes the provider options and the trimming budget; temperatu
   config.streamUsage = false;
   config.sendReasoningContent = true;
   config.toolChoice = 'required';
+  config.maxResultBytes = 65536;
   assert.deepEqual(config.toObject(), { provider: 'moonshot', model: 'kimi-k2.5', apiKey: 'k', temperature: null,
-    contextBudgetTokens: 8000, streamUsage: false, sendReasoningContent: true, toolChoice: 'required' });
+    maxResultBytes: 65536, contextBudgetTokens: 8000, streamUsage: false, sendReasoningContent: true, toolChoice: 'required' });
   const { native } = newAgent(config);
   assert.equal(native.config.temperature, null);
   assert.equal(native.config.toolChoice, 'required');

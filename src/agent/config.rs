@@ -10,6 +10,9 @@ use std::time::Duration;
 /// The answer recorded when a run reaches its round limit (the seed's fixed fallback).
 pub const MAX_ROUNDS_FALLBACK: &str = "已多次调用工具仍未得到结论，请稍后重试或联系人工客服。";
 
+/// The default of [`AgentConfig::max_result_bytes`]: 1 MiB, the arguments' default size limit.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
+
 /// How an agent runs.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -56,6 +59,12 @@ pub struct AgentConfig {
     /// tokens; system messages and the last user message (the question of the current turn) stay,
     /// and an assistant message never loses its tool results. The state keeps the whole history.
     pub context_budget_tokens: Option<usize>,
+    /// The largest tool result recorded (default [`DEFAULT_MAX_RESULT_BYTES`]; at least 1), in
+    /// bytes of [`ToolResult::size_bytes`](crate::tool::ToolResult::size_bytes), counted after
+    /// the after-hooks (one may shrink a result). A larger one is recorded as the error
+    /// `tool_result_too_large` instead: it would be saved in the state and sent with every later
+    /// request of the session.
+    pub max_result_bytes: usize,
 }
 
 impl Default for AgentConfig {
@@ -75,6 +84,7 @@ impl Default for AgentConfig {
             loop_max_cycle_period: DEFAULT_MAX_CYCLE_PERIOD,
             max_delegation_depth: 1,
             context_budget_tokens: None,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         }
     }
 }
@@ -89,7 +99,8 @@ impl AgentConfig {
     /// # Errors
     /// `config_invalid` naming the first bad field: `max_rounds` 0, a zero `tool_timeout`, a
     /// `temperature` that is not a number from 0 to 2, `max_tokens` 0, a `loop_window` outside
-    /// 2..=1000, a `loop_max_cycle_period` outside 1..=3, an empty tool name in `tool_choice`.
+    /// 2..=1000, a `loop_max_cycle_period` outside 1..=3, `max_result_bytes` 0, an empty tool
+    /// name in `tool_choice`.
     pub fn validate(&self) -> Result<(), AgentError> {
         let invalid = |message: String| Err(AgentError::of(codes::CONFIG_INVALID, message));
         if self.max_rounds == 0 {
@@ -118,6 +129,9 @@ impl AgentConfig {
                 self.loop_max_cycle_period
             ));
         }
+        if self.max_result_bytes == 0 {
+            return invalid("max_result_bytes must be at least 1, got 0".into());
+        }
         if let Some(ToolChoice::Function(name)) = &self.tool_choice {
             if name.trim().is_empty() {
                 return invalid("tool_choice names a tool with an empty name".into());
@@ -139,6 +153,7 @@ mod tests {
             (AgentConfig { loop_window: 1, ..d() }, "loop_window"),
             (AgentConfig { loop_max_cycle_period: 0, ..d() }, "loop_max_cycle_period"),
             (AgentConfig { temperature: Some(f32::INFINITY), ..d() }, "temperature"),
+            (AgentConfig { max_result_bytes: 0, ..d() }, "max_result_bytes"),
             (AgentConfig { tool_choice: Some(ToolChoice::Function(" ".into())), ..d() }, "tool_choice"),
         ] {
             let err = config.validate().unwrap_err();

@@ -2456,7 +2456,7 @@ impl<'a> Run<'a> {
                     AfterControl::Stop => self.stop_requested = true,
                     AfterControl::Abort(e) => abort = Some(e),
                 }
-                let result = after.result;
+                let result = within_size(after.result, &call.name, self.agent.config.max_result_bytes);
                 self.record(StateEvent::ToolFinished {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -2802,6 +2802,23 @@ fn hold_answers_for_the_batch(state: &mut AgentState, report: &mut crate::state:
     let tail = state.messages.split_off(pos + 1);
     state.messages.extend(tail.into_iter().filter(|m| !is_held(m)));
     report.events.retain(|e| !matches!(e, StateEvent::MessageAppended { message } if is_held(message)));
+}
+
+/// `result`, or the error `tool_result_too_large` in its place when it takes more than `limit`
+/// bytes ([`AgentConfig::max_result_bytes`]); the stop flag is kept.
+fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
+    let size = result.size_bytes();
+    if size <= limit {
+        return result;
+    }
+    ToolResult::from_error(&AgentError::of(
+        codes::TOOL_RESULT_TOO_LARGE,
+        format!(
+            "the result of {tool} takes {size} bytes, more than the limit of {limit}: ask the tool for \
+             less (a page, a filter, a summary)"
+        ),
+    ))
+    .with_stop(result.stop)
 }
 
 /// A call's time limit: its definition's, else the config's `tool_timeout`; none for a

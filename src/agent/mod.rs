@@ -11,7 +11,7 @@ pub mod machine;
 mod metadata;
 mod sessions;
 
-pub use config::{AgentConfig, MAX_ROUNDS_FALLBACK};
+pub use config::{AgentConfig, DEFAULT_MAX_RESULT_BYTES, MAX_ROUNDS_FALLBACK};
 pub use delegate::{delegate_task_definition, WorkerFactory, DELEGATE_TASK};
 pub use driver::{Agent, AgentBuilder, RunOutcome, TurnReservation};
 pub use events::{AgentEvent, EventLog, EventSink, NoEvents};

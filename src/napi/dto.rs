@@ -696,6 +696,9 @@ pub struct AgentConfigObject {
     pub loop_max_cycle_period: Option<f64>,
     /// Register `delegate_task`.
     pub enable_delegation: Option<bool>,
+    /// The largest tool result recorded, bytes (default 1 MiB; a larger one is
+    /// `tool_result_too_large`).
+    pub max_result_bytes: Option<f64>,
 
     // Provider options and history trimming (see `provider_options`).
     /// Approximate token budget of the history sent with each request (trimming).
@@ -870,6 +873,9 @@ impl AgentConfigObject {
         config.system_prompt = self.system_prompt.clone().map(String::from);
         if let Some(v) = self.context_budget_tokens {
             config.context_budget_tokens = Some(positive("contextBudgetTokens", v)?);
+        }
+        if let Some(v) = self.max_result_bytes {
+            config.max_result_bytes = positive("maxResultBytes", v)?;
         }
         if let Some(choice) = self.tool_choice.as_deref() {
             config.tool_choice = Some(tool_choice(choice)?);

@@ -194,7 +194,7 @@ impl CompiledSchema {
             Ok(()) if parser.duplicate_key.is_some() => {
                 let key = parser.duplicate_key.take().unwrap_or_default();
                 // Shown by its start, as a path shows a long key (the error goes back to the model).
-                let shown: String = key.chars().take(path::KEY_SHOWN_CHARS).collect();
+                let shown: String = key.chars().take(KEY_SHOWN_CHARS).collect();
                 let more = if shown.len() < key.len() { "..." } else { "" };
                 Err(AgentError::of(
                     codes::JSON_INVALID,

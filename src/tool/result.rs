@@ -113,6 +113,36 @@ impl ToolResult {
         self
     }
 
+    /// The bytes the result takes: its texts, its JSON parts and its metadata as compact JSON
+    /// (what is saved and, but for the metadata, sent to the model).
+    pub fn size_bytes(&self) -> usize {
+        /// Counts what is written.
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0 += buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        for part in &self.contents {
+            match part {
+                ContentPart::Text { text } => count.0 += text.len(),
+                // Writing a Value to a sink that never fails cannot fail.
+                ContentPart::Json { value } => {
+                    let _ = serde_json::to_writer(&mut count, value);
+                }
+            }
+        }
+        if let Some(metadata) = &self.metadata {
+            let _ = serde_json::to_writer(&mut count, metadata);
+        }
+        count.0
+    }
+
     /// The text the model is shown: text parts as they are, JSON parts as compact JSON, joined by
     /// newlines.
     pub fn to_model_text(&self) -> String {
@@ -145,6 +175,16 @@ mod tests {
             metadata: None,
         };
         assert_eq!(r.to_model_text(), "a\n{\"b\":1}");
+    }
+
+    #[test]
+    fn size_counts_texts_json_and_metadata() {
+        let mut r = ToolResult::text("héllo");
+        assert_eq!(r.size_bytes(), 6);
+        r.contents.push(ContentPart::json(json!({"a": [1, "x"]})));
+        assert_eq!(r.size_bytes(), 6 + r#"{"a":[1,"x"]}"#.len());
+        r.metadata = Some(json!({"k": true}).as_object().cloned().unwrap_or_default());
+        assert_eq!(r.size_bytes(), 6 + 13 + r#"{"k":true}"#.len());
     }
 
     #[test]

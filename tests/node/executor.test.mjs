@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { loadModule, objectSchema, rejectsWithCode, text, waitFor } from './helper.mjs';
+import { loadModule, objectSchema, rejectsWithCode, text, throwsWithCode, waitFor } from './helper.mjs';
 
 const { Agent, ToolRegistry } = loadModule();
 
@@ -362,4 +362,29 @@ test('after every kind of failure the executor still works', async () => {
   await rejectsWithCode(assert, run(), 'tool_result_invalid');
   mode = 'ok';
   assert.equal((await run()).contents[0].text, 'fine');
+});
+
+test('maxResultBytes: a larger result is recorded as tool_result_too_large; 0, a fraction or a negative is config_invalid', async () => {
+  const agentWith = (maxResultBytes) => {
+    const agent = new Agent({
+      provider: 'scripted',
+      scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'dump', arguments: '{}' }] }, { content: 'done' }]),
+      maxResultBytes,
+    });
+    agent.registerTool({ name: 'dump', description: 'd', parametersJson: objectSchema }, () => text('x'.repeat(200)));
+    return agent;
+  };
+  const toolMessage = async (agent) => {
+    assert.equal((await agent.run('s', 'go')).status, 'completed');
+    return JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+  };
+  const fits = await toolMessage(agentWith(200));
+  assert.deepEqual([fits.content.length, fits.is_error === true], [200, false]);
+  const over = await toolMessage(agentWith(199));
+  assert.equal(over.is_error, true);
+  assert.match(over.content, /^error \[tool_result_too_large\]: the result of dump takes 200 bytes, more than the limit of 199/);
+  for (const bad of [0, 2.5, -1]) {
+    const e = throwsWithCode(assert, () => agentWith(bad), 'config_invalid', 'config');
+    assert.match(e.message, /^maxResultBytes must be a whole number from 1/, String(bad));
+  }
 });

@@ -259,6 +259,13 @@ export interface AgentConfigObject {
   loopMaxCyclePeriod?: number;
   /** Register the delegate_task tool (sub-agents; default false). */
   enableDelegation?: boolean;
+  /**
+   * The largest tool result recorded, in bytes: its texts, JSON parts and metadata as compact JSON,
+   * counted after afterToolCall (which may shrink it) (whole, >= 1; default 1048576). A larger one is
+   * recorded as the error tool_result_too_large instead (the call's result to the model, the state
+   * and the tool_result event), so it is neither saved nor sent with every later request.
+   */
+  maxResultBytes?: number;
 
   // Provider options and history trimming.
   /**

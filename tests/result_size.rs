@@ -1,0 +1,132 @@
+//! A tool result larger than `AgentConfig::max_result_bytes` (default 1 MiB) is recorded as the
+//! error `tool_result_too_large`: saved as it was, it would be in the state and sent with every
+//! later request of the session. The size is counted after the after-hooks, so a hook that shrinks
+//! a large result (a summary, a page) lets it through. Before, any size was kept.
+
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{AgentBuilder, AgentConfig, AgentEvent, EventLog, DEFAULT_MAX_RESULT_BYTES};
+use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
+use arkagent::state::{FileStore, RunStatus, StateStore};
+use arkagent::tool::{FnExecutor, ToolContext, ToolDefinition, ToolRegistry, ToolResult};
+use arkagent::{CancellationSignal, ChatMessage, ToolCall};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use support::{answer, calls, Script};
+
+/// A registry whose `report` tool returns `size` bytes of text, with the stop flag `stop`.
+fn registry(size: usize, stop: bool) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    r.register(
+        ToolDefinition::new("report", "d", json!({"type": "object"})),
+        Arc::new(FnExecutor(move |_a: Map<String, Value>, _c: ToolContext| async move {
+            Ok(ToolResult::text("x".repeat(size)).with_stop(stop))
+        })),
+    )
+    .unwrap();
+    r
+}
+
+/// Runs one call of `report` in a saved session; the tool message read back, the tool_result
+/// event's result and the run's status.
+async fn run(
+    size: usize,
+    stop: bool,
+    config: AgentConfig,
+    hook: Option<Arc<dyn AgentHook>>,
+) -> (String, bool, ToolResult, RunStatus) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "report", "{}")]), answer("done")]));
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let mut builder = AgentBuilder::new(model, store).tools(registry(size, stop)).config(config);
+    if let Some(hook) = hook {
+        builder = builder.hook(hook);
+    }
+    let events = EventLog::new();
+    builder.build().run("s", "q", &events, &CancellationSignal::new()).await.unwrap();
+    let state = FileStore::new(dir.path()).load("s").await.unwrap().unwrap();
+    let (content, is_error) = state
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            ChatMessage::Tool { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .unwrap();
+    let event = events
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolResult { result, .. } => Some(result),
+            _ => None,
+        })
+        .unwrap();
+    (content, is_error, event, state.status)
+}
+
+#[tokio::test]
+async fn a_result_over_the_limit_is_recorded_as_tool_result_too_large() {
+    let limit = 1000;
+    let config = || AgentConfig { max_result_bytes: limit, ..AgentConfig::default() };
+    let (content, is_error, event, status) = run(limit, false, config(), None).await;
+    assert_eq!((content.len(), is_error, status), (limit, false, RunStatus::Completed));
+    assert_eq!(event, ToolResult::text("x".repeat(limit)));
+
+    let (content, is_error, event, status) = run(limit + 1, false, config(), None).await;
+    assert!(is_error, "{content}");
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(
+        content,
+        "error [tool_result_too_large]: the result of report takes 1001 bytes, more than the limit of \
+         1000: ask the tool for less (a page, a filter, a summary)"
+    );
+    assert!(event.is_error && event.to_model_text() == content, "{event:?}");
+    assert_eq!(event.metadata.as_ref().unwrap()["code"], "tool_result_too_large");
+}
+
+#[tokio::test]
+async fn the_default_limit_is_one_mebibyte_and_the_stop_flag_is_kept() {
+    assert_eq!(AgentConfig::default().max_result_bytes, 1 << 20);
+    let (_, is_error, _, _) = run(DEFAULT_MAX_RESULT_BYTES, false, AgentConfig::default(), None).await;
+    assert!(!is_error);
+    let (content, is_error, event, status) =
+        run(DEFAULT_MAX_RESULT_BYTES + 1, true, AgentConfig::default(), None).await;
+    assert!(is_error && content.contains("tool_result_too_large"), "{content}");
+    // The tool asked to stop: the run still ends after the batch, without asking the model again.
+    assert!(event.stop);
+    assert_eq!(status, RunStatus::Completed);
+}
+
+/// An after-hook that cuts every text result to its first ten bytes.
+struct Shortens;
+
+#[async_trait::async_trait]
+impl AgentHook for Shortens {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        _call: &ToolCall,
+        result: &ToolResult,
+    ) -> AfterToolCall {
+        let short = result.to_model_text().chars().take(10).collect::<String>();
+        AfterToolCall {
+            action: AfterToolCallAction::Proceed(Some(ToolResult::text(short))),
+            inject: Vec::new(),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_size_is_counted_after_the_after_hooks() {
+    let config = AgentConfig { max_result_bytes: 100, ..AgentConfig::default() };
+    let (content, is_error, _, _) = run(5000, false, config, Some(Arc::new(Shortens))).await;
+    assert_eq!((content.as_str(), is_error), ("xxxxxxxxxx", false));
+}
+
+#[test]
+fn a_zero_limit_is_config_invalid() {
+    let e = AgentConfig { max_result_bytes: 0, ..AgentConfig::default() }.validate().unwrap_err();
+    assert_eq!(e.code, "config_invalid");
+    assert_eq!(e.message, "max_result_bytes must be at least 1, got 0");
+}
