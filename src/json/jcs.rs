@@ -25,7 +25,7 @@ pub fn canonicalize(value: &Value) -> String {
 /// # Errors
 /// `json_too_large`, `json_invalid` (also: a name twice in an object) or `json_too_deep`.
 pub fn canonicalize_str(text: &str, limits: &JsonLimits) -> Result<String, AgentError> {
-    Ok(canonicalize(&super::parse::parse_value_unique(text, limits)?))
+    Ok(canonicalize(&super::parse_value_unique(text, limits)?))
 }
 
 /// Formats a double as ECMAScript `Number.prototype.toString` does (the JCS number form).

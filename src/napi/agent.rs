@@ -537,8 +537,8 @@ impl JsAgent {
     /// removal).
     ///
     /// # Errors
-    /// Rejects with `json_invalid`, `json_too_deep`, `json_too_large` (the value),
-    /// `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run, resume, dismissal or
+    /// Rejects with `json_invalid` (also for a key twice in an object), `json_too_deep`,
+    /// `json_too_large` (the value), `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run, resume, dismissal or
     /// decision holds the session, or was asked for before and has not finished),
     /// `invalid_state` (a worker session whose parent still names it), `session_id_invalid` or a
     /// persistence error.
@@ -566,8 +566,10 @@ impl JsAgent {
                     // `Agent::set_metadata` does (the soak found json_invalid answered
                     // session_busy): without a turn, the entry is checked here before the refusal.
                     let value_json = crate::json::lone_surrogate_escapes_replaced(&value_json);
+                    // A key twice is refused, as in arguments: which value was meant is
+                    // ambiguous, and the app would read back one it may not have meant.
                     let mut value =
-                        crate::json::parse_value(&value_json, &crate::json::JsonLimits::default())?;
+                        crate::json::parse_value_unique(&value_json, &crate::json::JsonLimits::default())?;
                     // App text on its way to the state and every executor's context: no API key.
                     super::executor::redact_value(&mut value);
                     let turn = turn.or_else(|busy| {
