@@ -379,12 +379,13 @@ impl JsAgent {
         })
     }
 
-    /// Sets the event listener (replaces the previous one).
+    /// Sets the event listener (replaces the previous one); `null` or `undefined` removes it
+    /// (and with it the listener's hold on what it captures).
     #[napi]
     pub fn on_event(
         &self,
         env: Env,
-        listener: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
+        listener: Arg<Option<Function<'_, Unknown<'static>, Unknown<'static>>>>,
     ) -> napi_ohos::Result<()> {
         check_this(&env, self)?;
         let Arg(listener) = listener;

@@ -45,17 +45,21 @@ pub(crate) struct EventListener {
 }
 
 impl EventListener {
-    /// Sets the listener (call on the JS thread).
+    /// Sets the listener, or removes it (`None`) (call on the JS thread). Events of runs
+    /// already going go to the new listener from their next one.
     ///
     /// # Errors
     /// When the thread-safe function cannot be created.
     pub(crate) fn set(
         &self,
         env: &Env,
-        function: Function<'_, Unknown<'static>, Unknown<'static>>,
+        function: Option<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
-        let listener: Listener = super::callback::passthrough_fn(env, &function)?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(listener));
+        let listener = match function {
+            Some(function) => Some(Arc::new(super::callback::passthrough_fn(env, &function)?)),
+            None => None,
+        };
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = listener;
         Ok(())
     }
 

@@ -144,6 +144,25 @@ test('onEvent replaces the listener; no listener is fine', async () => {
   assert.ok(second.length >= 3);
 });
 
+test('onEvent(null) and onEvent(undefined) remove the listener; another value is argument_invalid', async () => {
+  const agent = scripted([{ content: 'a' }, { content: 'b' }, { content: 'c' }]);
+  const heard = [];
+  agent.onEvent((e) => heard.push(e));
+  await agent.run('s', 'one');
+  const once = heard.length;
+  assert.ok(once >= 3);
+  agent.onEvent(null);
+  assert.equal((await agent.run('s', 'two')).finalText, 'b');
+  assert.equal(heard.length, once);
+  agent.onEvent((e) => heard.push(e));
+  agent.onEvent(undefined);
+  await agent.run('s', 'three');
+  assert.equal(heard.length, once);
+  for (const bad of [5, 'listener', {}]) {
+    throwsWithCode(assert, () => agent.onEvent(bad), 'argument_invalid', 'config');
+  }
+});
+
 test('tools: register, names in order, unregister; registration errors are coded', () => {
   const agent = scripted([]);
   agent.registerTool({ name: 'b', description: 'd', parametersJson: objectSchema }, () => text('b'));

@@ -519,9 +519,10 @@ export declare class Agent {
    * Sets the event listener (replaces the previous one). It hears each run's events in order; run() and
    * resume() resolve once it was handed the run's last event, or after 5 s if it has not been by then (a
    * listener slower than the run: the rest follows). Events wait for a slow listener in memory, unbounded:
-   * keep it quick (e.g. append text deltas to a buffer that the UI reads).
+   * keep it quick (e.g. append text deltas to a buffer that the UI reads). null or undefined removes
+   * the listener (and its hold on what it captures); a run going on hears nothing from its next event.
    */
-  onEvent(listener: AgentEventListener): void;
+  onEvent(listener: AgentEventListener | null | undefined): void;
   /**
    * Sets the approval policy (replaces the previous one; null restores the default: safe and unknown
    * tools allowed, sensitive and dangerous ones need confirmation). timeoutMs bounds each answer,
