@@ -304,6 +304,7 @@ async fn a_batch_under_way_refuses_metadata_until_it_is_settled() {
     let e = agent.set_metadata("s", "userId", json!("bob")).await.unwrap_err();
     assert_eq!(e.code, "invalid_state", "{e}");
     assert!(e.message.contains("middle of a batch"), "{e}");
+    assert!(e.message.contains("resume or dismiss it first"), "{e}");
     assert_eq!(store.load("s").await.unwrap().unwrap(), before, "nothing written");
 
     agent.approve("s", &batch.items[0].approval_id).await.unwrap();
@@ -322,4 +323,12 @@ async fn a_batch_under_way_refuses_metadata_until_it_is_settled() {
     store.save_snapshot(&died).await.unwrap();
     let e = agent.set_metadata("died", "userId", json!("carol")).await.unwrap_err();
     assert_eq!(e.code, "invalid_state", "{e}");
+    // Nothing awaits a decision there: the way out named is the one that works (a dismissal is
+    // no_pending_approval).
+    assert!(e.message.ends_with("resume it (or run it with a new message) first, then set it"), "{e}");
+    let dismissed =
+        agent.dismiss("died", "moving on", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(dismissed.code, "no_pending_approval", "{dismissed}");
+    agent.resume("died", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    agent.set_metadata("died", "userId", json!("carol")).await.unwrap();
 }

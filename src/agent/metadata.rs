@@ -257,12 +257,12 @@ impl Agent {
             // Nothing to remove: nothing is written (and no session is created for it).
             return Ok(());
         }
-        if let Some(why) = batch_under_way(&state) {
+        if let Some((why, way_out)) = batch_under_way(&state) {
             return Err(AgentError::of(
                 codes::INVALID_STATE,
                 format!(
                     "session {session_id} is in the middle of a batch ({why}): the rest of it would run \
-                     with the new metadata; resume or dismiss it first, then set it"
+                     with the new metadata; {way_out} first, then set it"
                 ),
             ));
         }
@@ -274,18 +274,22 @@ impl Agent {
     }
 }
 
-/// Why the session's batch is under way, when it is: a batch frozen on a sub-agent's call (the
-/// batch's calls before it ran, and the worker started with a copy of the metadata), or a batch
-/// that started and never finished (its process died). The rest of either runs on resume, so a
-/// metadata change now would show halfway through it.
-fn batch_under_way(state: &AgentState) -> Option<&'static str> {
+/// Why the session's batch is under way, when it is, and what ends it: a batch frozen on a
+/// sub-agent's call (the batch's calls before it ran, and the worker started with a copy of the
+/// metadata), which a resume or a dismissal ends, or a batch that started and never finished (its
+/// process died), which only a resume (or a run) ends: nothing awaits a decision, so there is
+/// nothing to dismiss. The rest of either runs on resume, so a metadata change now would show
+/// halfway through it.
+fn batch_under_way(state: &AgentState) -> Option<(&'static str, &'static str)> {
     match state.status {
         RunStatus::AwaitingApproval
             if state.pending_approval.as_ref().is_some_and(|b| b.worker_session.is_some()) =>
         {
-            Some("frozen on a sub-agent's call")
+            Some(("frozen on a sub-agent's call", "resume or dismiss it"))
         }
-        RunStatus::Running if !state.tool_runs.is_empty() => Some("its run stopped while it ran"),
+        RunStatus::Running if !state.tool_runs.is_empty() => {
+            Some(("its run stopped while it ran", "resume it (or run it with a new message)"))
+        }
         _ => None,
     }
 }

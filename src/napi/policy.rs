@@ -29,8 +29,10 @@
 //! a panic never allow the call: the call needs the user's confirmation (the whole batch freezes,
 //! as for a sensitive tool), with a reason that starts with the code `approval_policy_failed` and
 //! says what went wrong. The failure is also logged as a warning. A late answer is dropped. A call
-//! of an unknown tool is the exception: nothing could run it, so it is not asked about (the
-//! runtime's rule for every policy) and the registry answers it `tool_not_found`.
+//! of an unknown tool is the exception: the policy is asked (`definitionJson` null) and its denial
+//! stands, but nothing could run the call, so the user is never asked about it (the runtime's rule
+//! for every policy): where the policy wants a confirmation or fails, the registry answers it
+//! `tool_not_found`.
 
 use super::callback::{call_js, passthrough_fn, CallFailure, JsFn, Settled};
 use super::dto::{to_json, Text};

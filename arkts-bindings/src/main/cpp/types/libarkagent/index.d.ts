@@ -602,7 +602,7 @@ export declare class Agent {
    * or invalid_state on a sub-agent's worker session whose parent session still names it (set it on
    * the parent; nothing is written). A session suspended for approval is not held, but one frozen on a
    * sub-agent's call, or stopped mid-batch by a killed app, is in the middle of a batch: invalid_state
-   * (resume or dismiss it first; nothing is written). A bad key or
+   * (resume it first, or dismiss one frozen on a sub-agent; nothing is written). A bad key or
    * value is refused as such (its code above) whether or not the session is busy.
    * It takes the session's turn when called: a run(), resume() or decision called after it waits
    * for it, awaited or not (the run sees the value); so does another setMetadata on the session
