@@ -8,7 +8,7 @@ mod common;
 use arkagent::hook::{persist_is_forced, AgentHook, HookContext, HookPipeline, PersistDecision};
 use arkagent::loop_detect::{
     call_signature, diagnose_loop, signature, DiagnosisSchedule, LoopCheck, LoopDetector, LoopDetectorConfig,
-    LoopDiagnoser, LoopDiagnosis, LoopKind, ModelLoopDiagnoser,
+    LoopDiagnoser, LoopDiagnosis, LoopKind, ModelLoopDiagnoser, SIGNATURE_KEPT_BYTES,
 };
 use arkagent::provider::{ChatModel, ChatRequest, ModelEventStream, ModelResponse};
 use arkagent::state::{AgentState, RunStatus, StateEvent};
@@ -77,6 +77,39 @@ fn key_order_and_spacing_give_the_same_signature() {
         .map(|i| d.record_call(&ToolCall::new(format!("c{i}"), "t", orders[i % 2])).is_loop())
         .collect();
     assert_eq!(checks, [false, false, false, false, true]);
+}
+
+/// A signature longer than `SIGNATURE_KEPT_BYTES` keeps its start and the SHA-256 of the whole:
+/// the window is saved with the session, and arguments may take a megabyte each (five of them
+/// made every commit of the session's snapshot five megabytes larger).
+#[test]
+fn a_long_signature_is_kept_as_its_start_and_its_digest() {
+    let big = |c: &str| format!(r#"{{"text":"{}","tail":"{c}"}}"#, "x".repeat(100_000));
+    let a = signature("write", &big("a"));
+    assert!(a.len() < SIGNATURE_KEPT_BYTES, "{} bytes", a.len());
+    assert!(a.starts_with(r#"write:{"tail":"a","text":"xxx"#), "{a}");
+    assert!(a.contains("(100028 bytes, sha256:"), "{a}");
+    // Key order still does not count; any other difference does, past the kept start too.
+    let reordered = format!(r#"{{"tail":"a","text":"{}"}}"#, "x".repeat(100_000));
+    assert_eq!(a, signature("write", &reordered));
+    let late = format!(r#"{{"text":"{}y","tail":"a"}}"#, "x".repeat(99_999));
+    assert_ne!(a, signature("write", &late));
+    assert_ne!(a, signature("write", &big("b")));
+    // Text that is not JSON too; a short signature stays whole.
+    let raw = format!("{{{}", "z".repeat(1000));
+    assert!(signature("t", &raw).len() < SIGNATURE_KEPT_BYTES);
+    assert_eq!(signature("t", "{oops"), "t:{oops");
+    // Five of them are a loop, as short ones are.
+    let mut d = detector(5);
+    let checks: Vec<bool> =
+        (0..5).map(|i| d.record_call(&ToolCall::new(format!("c{i}"), "write", big("a"))).is_loop()).collect();
+    assert_eq!(checks, [false, false, false, false, true]);
+    assert!(d.window().iter().all(|s| s == &a));
+    // A window saved whole (before compaction) compares equal with the new signatures.
+    let whole =
+        format!("write:{}", arkagent::json::canonicalize_str(&big("a"), &Default::default()).unwrap());
+    let mut old = LoopDetector::from_window(&LoopDetectorConfig { window: 5 }, vec![whole; 4]).unwrap();
+    assert!(old.record_call(&ToolCall::new("c9", "write", big("a"))).is_loop());
 }
 
 #[test]

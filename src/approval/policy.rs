@@ -32,10 +32,15 @@ impl ApprovalPolicy for DefaultApprovalPolicy {
 /// hash the same. Arguments that are not JSON are hashed as their raw text; such text can never
 /// equal a canonical JSON text (that would parse), so the two cases cannot collide.
 pub fn arguments_hash(arguments: &str) -> String {
-    let digest = match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(value) => digest(&SHA256, crate::json::canonicalize(&value).as_bytes()),
-        Err(_) => digest(&SHA256, arguments.as_bytes()),
-    };
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(value) => sha256_text(crate::json::canonicalize(&value).as_bytes()),
+        Err(_) => sha256_text(arguments.as_bytes()),
+    }
+}
+
+/// `sha256:` and the lowercase hex SHA-256 of `bytes`.
+pub(crate) fn sha256_text(bytes: &[u8]) -> String {
+    let digest = digest(&SHA256, bytes);
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
     for &byte in digest.as_ref() {

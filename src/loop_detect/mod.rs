@@ -66,13 +66,37 @@ pub const CYCLE_TURNS: usize = 3;
 pub fn signature(name: &str, arguments: &str) -> String {
     match serde_json::from_str::<Value>(arguments) {
         Ok(value) => signature_of_value(name, &value),
-        Err(_) => format!("{name}:{arguments}"),
+        Err(_) => compact(format!("{name}:{arguments}")),
     }
 }
 
 /// The signature of a call whose arguments are already parsed.
 pub fn signature_of_value(name: &str, arguments: &Value) -> String {
-    format!("{name}:{}", crate::json::canonicalize(arguments))
+    compact(format!("{name}:{}", crate::json::canonicalize(arguments)))
+}
+
+/// The longest signature kept whole, in bytes. A longer one keeps its start and the SHA-256 of
+/// the whole: the window is saved with the session and held in memory, and arguments may take a
+/// megabyte each; the messages show a signature's first 120 bytes anyway.
+pub const SIGNATURE_KEPT_BYTES: usize = 256;
+
+/// `signature`, or for a longer one than [`SIGNATURE_KEPT_BYTES`] its first 128 bytes (at a
+/// character boundary), `…`, and the SHA-256 of the whole: equal signatures stay equal, unequal
+/// ones unequal (but for a SHA-256 collision).
+fn compact(signature: String) -> String {
+    if signature.len() <= SIGNATURE_KEPT_BYTES {
+        return signature;
+    }
+    let mut end = 128;
+    while !signature.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} bytes, {})",
+        &signature[..end],
+        signature.len(),
+        crate::approval::sha256_text(signature.as_bytes())
+    )
 }
 
 /// The signature of a call.
@@ -198,7 +222,8 @@ impl LoopDetector {
     pub fn from_window(config: &LoopDetectorConfig, window: Vec<String>) -> Result<Self, AgentError> {
         let mut detector = LoopDetector::new(config)?;
         for signature in window {
-            detector.push(signature);
+            // A window saved before signatures were compacted holds them whole.
+            detector.push(compact(signature));
         }
         Ok(detector)
     }
