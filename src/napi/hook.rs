@@ -207,19 +207,39 @@ impl FromNapiValue for HookAnswer {
     }
 }
 
-/// `Err` naming the first key of `decision` that `method` does not read.
-fn method_keys(method: &str, decision: &HookDecisionObject) -> Result<(), String> {
-    let stray = match method {
-        "beforeToolCall" => decision.inject_json.is_some().then_some((AFTER_ONLY, "an afterToolCall")),
-        _ => [decision.arguments_json.is_some(), decision.name.is_some()]
-            .iter()
-            .position(|set| *set)
-            .map(|i| (BEFORE_ONLY[i], "a beforeToolCall")),
+/// `Err` naming the first key of `decision` that its method, or its action, does not read: a
+/// rewrite that is not applied must not pass for one (`{action: 'defer', argumentsJson}` asked
+/// the user about the call as it came; `{action: 'stop', resultJson}` kept the unfiltered
+/// result). `reason` is read by any action that can use it and ignored by the others; an
+/// unknown action is refused afterwards, as such.
+fn unread_keys(method: &str, decision: &HookDecisionObject) -> Result<(), String> {
+    let before = method == "beforeToolCall";
+    let call_key =
+        [(decision.arguments_json.is_some(), BEFORE_ONLY[0]), (decision.name.is_some(), BEFORE_ONLY[1])]
+            .into_iter()
+            .find_map(|(set, key)| set.then_some(key));
+    let (actions, result_action) = if before {
+        (&["proceed", "deny", "defer", "abort"][..], "deny")
+    } else {
+        (&["proceed", "stop", "abort"][..], "proceed")
+    };
+    let action: &str = &decision.action;
+    let known = actions.contains(&action);
+    let stray = match call_key {
+        _ if before && decision.inject_json.is_some() => {
+            Some((AFTER_ONLY, "belongs to an afterToolCall answer".to_string()))
+        }
+        Some(key) if !before => Some((key, "belongs to a beforeToolCall answer".to_string())),
+        Some(key) if known && action != "proceed" => {
+            Some((key, format!("is read with the action proceed only, not {action}")))
+        }
+        _ if known && decision.result_json.is_some() && action != result_action => {
+            Some(("resultJson", format!("is read with the action {result_action} only, not {action}")))
+        }
+        _ => None,
     };
     match stray {
-        Some((key, owner)) => {
-            Err(format!("{method} returned an invalid decision: {key} belongs to {owner} answer"))
-        }
+        Some((key, why)) => Err(format!("{method} returned an invalid decision: {key} {why}")),
         None => Ok(()),
     }
 }
@@ -282,7 +302,7 @@ impl From<HookDecisionObject> for Decision {
 /// # Errors
 /// A description of what is wrong with it.
 fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<BeforeToolCall, String> {
-    method_keys("beforeToolCall", &decision)?;
+    unread_keys("beforeToolCall", &decision)?;
     let mut decision = Decision::from(decision);
     // App text on its way to the state (a frozen batch keeps the rewritten call), the events and
     // the model: without the API key.
@@ -333,7 +353,7 @@ fn before_decision(call: &ToolCall, decision: HookDecisionObject) -> Result<Befo
 /// # Errors
 /// A description of what is wrong with it.
 fn after_decision(decision: HookDecisionObject) -> Result<AfterToolCall, String> {
-    method_keys("afterToolCall", &decision)?;
+    unread_keys("afterToolCall", &decision)?;
     let mut decision = Decision::from(decision);
     decision.reason.iter_mut().for_each(redact_text);
     let action = match decision.action.as_str() {

@@ -138,6 +138,12 @@ test('beforeToolCall: a decision with a key it does not have fails the hook (the
     [{ action: 'deny', result: 'no' }, /unknown key "result"/],
     [{ action: 'proceed', ['k'.repeat(100)]: 1 }, new RegExp(`unknown key "${'k'.repeat(64)}"`)],
     [{ action: 'proceed', injectJson: '[]' }, /injectJson belongs to an afterToolCall answer/],
+    // A rewrite the action does not read: the user was asked about, or the model told of, the
+    // call as it came, as if the rewrite had been applied.
+    [{ action: 'defer', argumentsJson: '{"amount":1}', reason: 'confirm 1' }, /argumentsJson is read with the action proceed only, not defer/],
+    [{ action: 'deny', name: 'transfer', reason: 'no' }, /name is read with the action proceed only, not deny/],
+    [{ action: 'abort', resultJson: '{"contents":[]}', reason: 'x' }, /resultJson is read with the action deny only, not abort/],
+    [{ action: 'proceed', resultJson: '{"contents":[]}' }, /resultJson is read with the action deny only, not proceed/],
   ];
   for (const [answer, why] of answers) {
     const { agent, ran } = setup({ beforeToolCall: () => answer });
@@ -156,6 +162,9 @@ test('afterToolCall: a decision with a key it does not read ends the run with ho
     [{ action: 'proceed', result_json: '{"contents":[]}' }, /unknown key "result_json"/],
     [{ action: 'proceed', argumentsJson: '{}' }, /argumentsJson belongs to a beforeToolCall answer/],
     [{ action: 'proceed', name: 'transfer' }, /name belongs to a beforeToolCall answer/],
+    // A filtered result with stop or abort: the unfiltered one was kept and sent to the model.
+    [{ action: 'stop', resultJson: '{"contents":[]}' }, /resultJson is read with the action proceed only, not stop/],
+    [{ action: 'abort', reason: 'x', resultJson: '{"contents":[]}' }, /resultJson is read with the action proceed only, not abort/],
   ];
   for (const [answer, why] of answers) {
     const { agent, ran } = setup({ afterToolCall: () => answer });

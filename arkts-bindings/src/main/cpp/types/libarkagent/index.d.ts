@@ -453,9 +453,11 @@ export interface AgentHookObject {
 
 /**
  * A hook's answer (see AgentHookObject). A key it does not have (a misspelling such as
- * arguments_json) or one the method does not read (injectJson from beforeToolCall, argumentsJson or
- * name from afterToolCall) fails the hook (hook_failed, naming the key) rather than being skipped:
- * a rewrite that is not applied must not pass for one. A key whose value is undefined is absent.
+ * arguments_json), one the method does not read (injectJson from beforeToolCall, argumentsJson or
+ * name from afterToolCall) or a rewrite its action does not read (argumentsJson or name but with
+ * proceed; resultJson but with beforeToolCall deny or afterToolCall proceed) fails the hook
+ * (hook_failed, naming the key) rather than being skipped: a rewrite that is not applied must not
+ * pass for one. A key whose value is undefined is absent; reason is ignored where unused.
  */
 export interface HookDecisionObject {
   action: string;
