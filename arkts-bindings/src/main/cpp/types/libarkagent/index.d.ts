@@ -404,7 +404,10 @@ export interface RunOutcomeObject {
  * sub-agent's events (the worker a delegate_task call runs) come wrapped: {"type": "worker_event",
  * "run_id": <the parent's run>, "call_id": <the parent's delegate_task call>, "session_id": <the
  * worker's session>, "event": <the worker's event, with the worker's run_id; a worker_event again for
- * a worker's worker>}, between the delegating call's start and its tool_result. run_finished has
+ * a worker's worker>}, between the delegating call's start and its tool_result. A resumed run
+ * reports first the results its batch already had, and some of those were reported before: the
+ * calls that finished before a sub-agent froze the batch, or before the app was killed. Key a call's
+ * result by its call_id (a second tool_result for a call carries the same result). run_finished has
  * "status", "final_text" (null when none), "usage" ({prompt_tokens, completion_tokens, total_tokens}),
  * "finish_reason"? and, for a run that ended with an error (failed, aborted, loop_detected), "error":
  * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
