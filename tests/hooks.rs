@@ -245,6 +245,14 @@ async fn outcomes_combine_with_the_policy() {
         defer.into_batch_input(&p, Some(&safe)).unwrap().disposition,
         CallDisposition::Confirm("hook asks".into())
     );
+    // A defer without a reason: the approval dialog still says what is asked.
+    for reason in ["", "  "] {
+        let defer = BeforeToolCallOutcome::Defer { call: call(), reason: reason.into() };
+        assert_eq!(
+            defer.into_batch_input(&p, Some(&safe)).unwrap().disposition,
+            CallDisposition::Confirm(format!("A hook asks to confirm tool \"{}\"", call().name))
+        );
+    }
     let abort = BeforeToolCallOutcome::Abort(AgentError::of(codes::HOOK_ABORTED, "x"));
     assert_eq!(abort.into_batch_input(&p, None).unwrap_err().code, codes::HOOK_ABORTED);
 }

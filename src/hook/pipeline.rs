@@ -136,6 +136,12 @@ impl BeforeToolCallOutcome {
                 (call, d)
             }
             BeforeToolCallOutcome::Defer { call, reason } => {
+                // The reason is what the user reads in the approval dialog: never empty.
+                let reason = if reason.trim().is_empty() {
+                    format!("A hook asks to confirm tool \"{}\"", call.name)
+                } else {
+                    reason
+                };
                 let d = decide(&call).deferred(reason);
                 (call, d)
             }
