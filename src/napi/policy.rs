@@ -28,7 +28,9 @@
 //! object, an unknown action, stray keys), no answer within the timeout, a closing environment or
 //! a panic never allow the call: the call needs the user's confirmation (the whole batch freezes,
 //! as for a sensitive tool), with a reason that starts with the code `approval_policy_failed` and
-//! says what went wrong. The failure is also logged as a warning. A late answer is dropped. A call
+//! says what went wrong. The failure is also logged as a warning. A late answer is dropped, and a
+//! call still waiting for a busy JS thread when the timeout passes (or the run is cancelled) is
+//! never made: the function is not asked about a call already decided without it (`callback`). A call
 //! of an unknown tool is the exception: nothing could run it, so it is not asked about (the
 //! runtime's rule for every policy) and the registry answers it `tool_not_found`.
 
