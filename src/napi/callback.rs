@@ -26,6 +26,16 @@
 //! call back into the module, and no later call can find it. Only [`call_args`] makes a
 //! [`JsArgs`] (its field is private), and it refuses an empty one: a call without arguments is
 //! always a refused one.
+//!
+//! # Calls nobody waits for any more
+//! The JS thread reaches a queued call only when it is free. While it was busy (the app's own
+//! synchronous work, a synchronous executor or hook), the [`call_js`] that queued the call may have
+//! stopped waiting: it timed out, or its future was dropped (a cancelled run), and the runtime has
+//! gone on as it does without an answer (`tool_timeout`, a hook's or the policy's failure) or
+//! ended the run. Each waited-for call carries a flag that its [`Waiting`] sets when it ends, and
+//! [`call_args`] reads it first: such a call is refused, so the app function never runs for a call
+//! the runtime has already dealt with. (One the JS thread starts just before the timeout is made,
+//! and its late answer dropped.)
 
 use napi_ohos::bindgen_prelude::{
     FromNapiValue, Function, JsValue, JsValuesTupleIntoVec, PromiseRaw, ToNapiValue, Unknown,
@@ -34,12 +44,30 @@ use napi_ohos::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallM
 use napi_ohos::{sys, Env, Status, ValueType};
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// A JS function callable from any thread: `T` is the Rust data queued per call, turned into
-/// [`JsArgs`] on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
-pub(crate) type JsFn<T> = ThreadsafeFunction<T, Unknown<'static>, JsArgs, Status, false, true>;
+/// A JS function callable from any thread: `T` is the Rust data queued per call ([`Queued`]),
+/// turned into [`JsArgs`] on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
+pub(crate) type JsFn<T> = ThreadsafeFunction<Queued<T>, Unknown<'static>, JsArgs, Status, false, true>;
+
+/// One call of a [`JsFn`] on its way to the JS thread: its Rust data, and for a call whose answer
+/// is waited for ([`call_js`]), whether the waiting side has stopped waiting.
+pub(crate) struct Queued<T> {
+    value: T,
+    /// Set by the call's [`Waiting`] when [`call_js`] returns or its future is dropped; `None` for
+    /// a call nothing waits on.
+    abandoned: Option<Arc<AtomicBool>>,
+}
+
+impl<T> Queued<T> {
+    /// A call nothing waits on (the event listener's, an `onCancel` callback's): always made.
+    pub(crate) fn unwaited(value: T) -> Self {
+        Queued { value, abandoned: None }
+    }
+}
 
 /// The JS arguments of one call, made on the JS thread by [`call_args`]; none when making them
 /// failed (the call is refused).
@@ -80,20 +108,31 @@ fn panicked(env: &Env, payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// On the JS thread, in a thread-safe function's callback: the JS arguments of a call, made by
-/// `make` from the queued `value` under a panic guard. A panic or an error refuses the call: no
+/// `make` from the queued value under a panic guard. A call its waiting side has stopped waiting
+/// for (see "Calls nobody waits for any more" above), a panic or an error refuses the call: no
 /// arguments (the [`shield`] then does not call the app function), and why for its reply. Never
 /// fails: an `Err` from the callback would be raised as an uncaught exception, and the reply
 /// (with the sender the Rust side waits on) dropped unanswered.
 pub(crate) fn call_args<T>(
     env: &Env,
-    value: T,
+    queued: Queued<T>,
     make: impl FnOnce(&Env, T) -> napi_ohos::Result<Vec<sys::napi_value>>,
 ) -> JsArgs {
+    let Queued { value, abandoned } = queued;
+    if abandoned.is_some_and(|abandoned| abandoned.load(Ordering::Relaxed)) {
+        return abandoned_args();
+    }
     let made = caught(env, || {
         super::panic_point!(Args);
         make(env, value)
     });
     made_args(env, made)
+}
+
+/// The refusal of a call nobody waits for any more ([`call_args`]; not generic, as [`made_args`]).
+fn abandoned_args() -> JsArgs {
+    refuse("nobody waited for its answer any more (a timeout or a cancel came first)".to_string());
+    JsArgs(Vec::new())
 }
 
 /// The [`JsArgs`] of what [`call_args`] made, or the refusal (not generic: one instance for every
@@ -247,7 +286,7 @@ pub(crate) fn passthrough_fn<T: 'static + JsValuesTupleIntoVec>(
     function: &Function<'_, Unknown<'static>, Unknown<'static>>,
 ) -> napi_ohos::Result<JsFn<T>> {
     shield(env, function)?
-        .build_threadsafe_function::<T>()
+        .build_threadsafe_function::<Queued<T>>()
         .weak::<true>()
         .callee_handled::<false>()
         .build_callback(|ctx| Ok(call_args(&ctx.env, ctx.value, |env, value| value.into_vec(env.raw()))))
@@ -298,23 +337,37 @@ pub(crate) enum CallFailure {
 }
 
 /// The calls of [`call_js`] waiting for an answer, in the process.
-static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static WAITING: AtomicUsize = AtomicUsize::new(0);
 
-/// One call counted in [`WAITING`] while it lives.
+/// One call of [`call_js`] while it waits: counted in [`WAITING`], and, once it ends (an answer, a
+/// timeout, or its future dropped), marking its queued call abandoned: should the JS thread reach
+/// that call only now, it is not made ([`call_args`]).
 struct Waiting {
     /// Whether no other call was waiting when this one started.
     alone: bool,
+    /// The queued call's flag ([`Queued`]).
+    abandoned: Arc<AtomicBool>,
 }
 
 impl Waiting {
     fn enter() -> Self {
-        Waiting { alone: WAITING.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 }
+        Waiting {
+            alone: WAITING.fetch_add(1, Ordering::Relaxed) == 0,
+            abandoned: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// `value` queued as this call's.
+    fn queued<T>(&self, value: T) -> Queued<T> {
+        Queued { value, abandoned: Some(Arc::clone(&self.abandoned)) }
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        WAITING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        // Once answered, the flag is no longer read: the call was made.
+        self.abandoned.store(true, Ordering::Relaxed);
+        WAITING.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -322,7 +375,9 @@ impl Drop for Waiting {
 /// its worker.
 const SPIN: Duration = Duration::from_micros(100);
 
-/// Calls the function and waits (at most `timeout`) for its value or its Promise's settlement.
+/// Calls the function and waits (at most `timeout`) for its value or its Promise's settlement. A
+/// call the JS thread reaches only after this has returned or been dropped is never made (see
+/// "Calls nobody waits for any more" above).
 pub(crate) async fn call_js<T, R>(
     function: &JsFn<T>,
     data: T,
@@ -333,12 +388,16 @@ where
     R: FromNapiValue + Send + 'static,
 {
     let (tx, rx) = oneshot::channel::<Answer<R>>();
-    let status =
-        function.call_with_return_value(data, ThreadsafeFunctionCallMode::NonBlocking, move |ret, env| {
+    let waiting = Waiting::enter();
+    let status = function.call_with_return_value(
+        waiting.queued(data),
+        ThreadsafeFunctionCallMode::NonBlocking,
+        move |ret, env| {
             reply(ret, &env, tx);
             // Never Err here: napi-ohos would raise it as an uncaught exception.
             Ok(())
-        });
+        },
+    );
     if status != Status::Ok {
         return Err(CallFailure::NotQueued(status));
     }
@@ -349,7 +408,6 @@ where
     // (to the JS thread, if it shares the core) and the worker (to its other tasks) between looks.
     // Calls made while others wait do not: under load, spinning only takes the core from them.
     let mut rx = rx;
-    let waiting = Waiting::enter();
     if waiting.alone {
         let spin_until = std::time::Instant::now() + SPIN;
         while std::time::Instant::now() < spin_until {

@@ -134,7 +134,7 @@ impl EventSink for RunEvents {
         let Some(listener) = self.listener.get() else { return };
         let (tx, rx) = oneshot::channel();
         let status = listener.call_with_return_value(
-            self.wire_json(&event),
+            super::callback::Queued::unwaited(self.wire_json(&event)),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |ret, env| {
                 // Run from napi-ohos' `extern "C"` callback: under the binding's guard, which

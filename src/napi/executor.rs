@@ -27,7 +27,7 @@
 //! Cancellation reaches the function through `context.signal` (a `CancellationHandle`: poll
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
-use super::callback::{call_args, call_js, shield, CallFailure, JsFn, Settled, Thrown};
+use super::callback::{call_args, call_js, shield, CallFailure, JsFn, Queued, Settled, Thrown};
 use super::dto::{ToolDefinitionObject, ToolResultObject};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
@@ -87,8 +87,9 @@ fn executor_args(env: &Env, call: ExecutorCall) -> napi_ohos::Result<Vec<sys::na
     // work on the UI thread, a synchronous executor), the call may have timed out or its run been
     // cancelled, and the runtime has answered it already (`tool_timeout`, or nothing in a cancelled
     // run). Starting the tool now would do what the history says did not happen: the call is
-    // refused instead, and the function never runs.
-    // (`signal` is a child of the run's: its cancel reaches it.)
+    // refused instead, and the function never runs. [`call_args`] refuses a call whose `call_js`
+    // has stopped waiting; the signal is checked here too, as a cancel reaches it at once, before
+    // the waiting side has acted on it. (`signal` is a child of the run's: its cancel reaches it.)
     if let Some(reason) = cancelled_reason(&call.signal) {
         return Err(napi_ohos::Error::from_reason(format!(
             "the call was cancelled ({reason}) before the JS thread could start it"
@@ -170,7 +171,7 @@ impl JsToolExecutor {
         timeout: Duration,
     ) -> napi_ohos::Result<Self> {
         let function = shield(env, &function)?
-            .build_threadsafe_function::<ExecutorCall>()
+            .build_threadsafe_function::<Queued<ExecutorCall>>()
             .weak::<true>()
             .callee_handled::<false>()
             .build_callback(|ctx| Ok(call_args(&ctx.env, ctx.value, executor_args)))?;

@@ -24,7 +24,10 @@
 //! without `beforePersistState` costs no serialization of the state at each save.
 //!
 //! Each method may answer directly or with a Promise; `undefined` means "no change". Every call is
-//! awaited up to the hook timeout (notifications too, so they happen in step with the run).
+//! awaited up to the hook timeout (notifications too, so they happen in step with the run). The
+//! timeout counts from when the call is queued for the JS thread: a call still waiting for a busy
+//! thread when it times out, or when its run is cancelled, is never made (`callback`), so a hook is
+//! never called late, for a call, a save or a run the runtime has gone on without it.
 //!
 //! Failures are contained: a `beforeToolCall` that throws, rejects, times out, answers a wrong
 //! shape or fails in the binding on the JS thread (a panic caught there: `callback`) denies the

@@ -28,11 +28,13 @@
 //! object, an unknown action, stray keys), no answer within the timeout, a closing environment or
 //! a panic never allow the call: the call needs the user's confirmation (the whole batch freezes,
 //! as for a sensitive tool), with a reason that starts with the code `approval_policy_failed` and
-//! says what went wrong. The failure is also logged as a warning. A late answer is dropped. A call
-//! of an unknown tool is the exception: the policy is asked (`definitionJson` null) and its denial
-//! stands, but nothing could run the call, so the user is never asked about it (the runtime's rule
-//! for every policy): where the policy wants a confirmation or fails, the registry answers it
-//! `tool_not_found`.
+//! says what went wrong. The failure is also logged as a warning. A late answer is dropped, and a
+//! call still waiting for a busy JS thread when the timeout passes (or the run is cancelled) is
+//! never made: the function is not asked about a call already decided without it (`callback`). A
+//! call of an unknown tool is the exception: the policy is asked (`definitionJson` null) and its
+//! denial stands, but nothing could run the call, so the user is never asked about it (the
+//! runtime's rule for every policy): where the policy wants a confirmation or fails, the registry
+//! answers it `tool_not_found`.
 
 use super::callback::{call_js, passthrough_fn, CallFailure, JsFn, Settled};
 use super::dto::{to_json, Text};

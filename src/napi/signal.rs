@@ -2,7 +2,7 @@
 //! call (`ToolRegistry.execute`, the Agent's `run` and `resume`); an executor finds one in its context as
 //! `signal` and can poll `cancelled` or register `onCancel`.
 
-use super::callback::JsFn;
+use super::callback::{JsFn, Queued};
 use super::dto::{ReasonArg, Text};
 use super::error::{check_new, check_this, guard, guard_napi, Arg, ClassTag};
 use crate::tool::CancellationSignal;
@@ -175,7 +175,7 @@ impl CancellationHandle {
                             .unwrap_or_else(|| DEFAULT_REASON.to_string());
                         // The return value (or a throw) is dropped on the JS thread, under the
                         // binding's guard (the reply runs from napi-ohos' `extern "C"` callback).
-                        callback.call_with_return_value(reason, ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
+                        callback.call_with_return_value(Queued::unwaited(reason), ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
                             let replied = super::callback::in_reply(&env, |threw| {
                                 super::panic_point!(Cancel);
                                 super::callback::drop_reply(&env, &ret, threw, "an onCancel callback");

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadModule, objectSchema, waitFor } from './helper.mjs';
+import { busy, loadModule, objectSchema, resolveThen, text, waitFor } from './helper.mjs';
 
 const { Agent, CancellationHandle } = loadModule();
 
@@ -112,12 +112,6 @@ for (const where of ['policy', 'beforeToolCall', 'afterToolCall']) {
   });
 }
 
-/** Keeps the JS thread busy for `ms` (the app's own synchronous work on the UI thread). */
-function busy(ms) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) { /* the app's own work */ }
-}
-
 test('a call that timed out while the JS thread was busy is never started: the tool does not run after the model was told it timed out', async () => {
   const answers = [{ tool_calls: [{ id: 'c1', name: 'place_order', arguments: '{}' }] }, { content: 'done' }];
   const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), toolTimeoutMs: 100 });
@@ -159,3 +153,46 @@ test('calls still queued for the JS thread when their run is cancelled are never
   assert.equal(outcome.status, 'cancelled');
   assert.deepEqual(started, ['a']);
 });
+
+// A hook or policy call still waiting for the busy JS thread when its run is cancelled is never
+// made: the run has ended without its answer, and the app must not act on a call it no longer has.
+for (const where of ['policy', 'beforeToolCall', 'afterToolCall']) {
+  test(`${where}: a call still queued for the busy JS thread when its run is cancelled is never made`, async () => {
+    const agent = new Agent({
+      provider: 'scripted',
+      toolTimeoutMs: 20000,
+      scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'wipe', arguments: '{}' }] }, { content: 'never asked' }]),
+    });
+    const handle = new CancellationHandle();
+    // The call queues while the JS thread is busy; the cancel comes before the thread is free.
+    const cancelWhileBusy = () => {
+      busy(200);
+      handle.cancel('user pressed stop');
+      busy(100);
+    };
+    let ran = 0;
+    agent.registerTool({ name: 'wipe', description: 'd', parametersJson: objectSchema, riskLevel: 'dangerous' }, () => {
+      ran++;
+      // Busy once the executor has answered, while its afterToolCall queues.
+      return where === 'afterToolCall' ? resolveThen(text('wiped'), cancelWhileBusy) : text('wiped');
+    });
+    const asked = [];
+    const answers = { policy: 'allow', beforeToolCall: { action: 'proceed' }, afterToolCall: { action: 'proceed' } };
+    const asking = () => {
+      asked.push(where);
+      return answers[where];
+    };
+    agent.setApprovalPolicy(where === 'policy' ? asking : () => 'allow');
+    if (where !== 'policy') agent.addHook({ [where]: asking });
+    const running = agent.run('s', 'go', handle);
+    if (where !== 'afterToolCall') cancelWhileBusy();
+    const out = await running;
+    await sleep(100);
+    assert.equal(out.status, 'cancelled');
+    assert.deepEqual(asked, [], `the ${where} was asked after its run was cancelled`);
+    assert.equal(ran, where === 'afterToolCall' ? 1 : 0);
+    const state = JSON.parse(await agent.stateJson('s'));
+    assert.equal(state.status, 'cancelled');
+    assert.equal(state.pending_approval ?? null, null, 'nothing frozen');
+  });
+}

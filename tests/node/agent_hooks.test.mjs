@@ -2,7 +2,8 @@
 // Promise; afterToolCall rewrites, injects and stops; notifications in order; failures contained.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadModule, objectSchema, throwsWithCode } from './helper.mjs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { busy, loadModule, objectSchema, resolveThen, text, throwsWithCode } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -234,6 +235,84 @@ test('a failing afterToolCall ends the run with hook_failed: an unfiltered resul
     assert.match(tool.content, /hook_failed/);
     assert.doesNotMatch(tool.content, /^2$/);
   }
+});
+
+// A hook call that times out while it waits for the busy JS thread (the app's own synchronous work,
+// a synchronous executor) is never made once the thread is free: the runtime has handled it as a
+// failed hook already, and a hook with side effects must not act on a call, a save or a run that
+// has moved on.
+test('a beforeToolCall that timed out while the JS thread was busy is never called: the call is denied with hook_failed', async () => {
+  const { agent, ran } = setup({ toolTimeoutMs: 100 });
+  const asked = [];
+  agent.addHook({
+    beforeToolCall: (_ctx, callJson) => {
+      asked.push(JSON.parse(callJson).id);
+      return { action: 'proceed' };
+    },
+  });
+  const running = agent.run('s', 'go');
+  busy(500);
+  const out = await running;
+  await sleep(100);
+  assert.equal(out.status, 'completed');
+  assert.deepEqual(asked, [], 'beforeToolCall was asked about a call already denied');
+  assert.deepEqual(ran, []);
+  const tool = await toolMessage(agent);
+  assert.equal(tool.is_error, true);
+  assert.match(tool.content, /^error \[hook_failed\]: beforeToolCall did not settle within 100 ms/);
+});
+
+test('an afterToolCall that timed out while the JS thread was busy is never called: the run ends with hook_failed', async () => {
+  const agent = new Agent({
+    provider: 'scripted',
+    toolTimeoutMs: 100,
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'add', arguments: '{"n":1}' }] }, { content: 'done' }]),
+  });
+  // The JS thread is busy right after the executor answered, while afterToolCall queues.
+  agent.registerTool({ name: 'add', description: 'adds one', parametersJson: schema }, () =>
+    resolveThen(text('2'), () => busy(500)));
+  const asked = [];
+  agent.addHook({
+    afterToolCall: (_ctx, callJson) => {
+      asked.push(JSON.parse(callJson).id);
+      return { action: 'proceed' };
+    },
+  });
+  const out = await agent.run('s', 'go');
+  await sleep(100);
+  assert.equal(out.status, 'aborted');
+  assert.equal(out.errorCode, 'hook_failed');
+  assert.match(out.errorMessage, /afterToolCall did not settle within 100 ms/);
+  assert.deepEqual(asked, [], 'afterToolCall was asked about a result already recorded as its failure');
+  const tool = await toolMessage(agent);
+  assert.match(tool.content, /hook_failed/);
+});
+
+test('notifications and beforePersistState that timed out while the JS thread was busy are never called: the run completes and is saved', async () => {
+  const agent = new Agent({ provider: 'scripted', toolTimeoutMs: 50, scriptJson: JSON.stringify([{ content: 'done' }]) });
+  const asked = [];
+  const asking = (name, answer) => () => {
+    asked.push(name);
+    return answer;
+  };
+  agent.addHook({
+    onRunStart: asking('onRunStart'),
+    beforeModelCall: asking('beforeModelCall'),
+    afterModelResponse: asking('afterModelResponse'),
+    beforePersistState: asking('beforePersistState', 'skip'),
+    onRunEnd: asking('onRunEnd'),
+  });
+  const running = agent.run('s', 'go');
+  // Six hook calls of 50 ms each: all time out while the thread is busy.
+  busy(1000);
+  const out = await running;
+  await sleep(100);
+  assert.equal(out.status, 'completed');
+  assert.equal(out.finalText, 'done');
+  assert.deepEqual(asked, [], 'hooks were called after the run had gone on without them');
+  // A failed beforePersistState lets the save happen.
+  const state = JSON.parse(await agent.stateJson('s'));
+  assert.equal(state.status, 'completed');
 });
 
 test('all nine methods in order, each with the context (session, run, round) and its arguments', async () => {

@@ -5,7 +5,8 @@
 // once; null restores the default; a process with a policy set still exits by itself.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildModule, loadModule, objectSchema, runNode, throwsWithCode } from './helper.mjs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { buildModule, busy, loadModule, objectSchema, runNode, throwsWithCode } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -178,6 +179,27 @@ for (const [what, policy, reason] of FAILING) {
     assert.deepEqual(ran, ['read']);
   });
 }
+
+// A policy call that times out while it waits for the busy JS thread is never made once the thread
+// is free: its answer would no longer count, and a policy with side effects (a log, a prompt) must
+// not act on a call already frozen for the user.
+test('a policy that timed out while the JS thread was busy is never called: the call needs confirmation', async () => {
+  const { agent, ran } = setup([call('r1', 'read')]);
+  const asked = [];
+  agent.setApprovalPolicy((callJson) => {
+    asked.push(JSON.parse(callJson).id);
+    return 'allow';
+  }, 100);
+  const running = agent.run('s', 'go');
+  busy(500);
+  const out = await running;
+  await sleep(100);
+  assert.equal(out.status, 'awaiting_approval');
+  const [item] = JSON.parse(out.batchJson).items;
+  assert.match(item.reason, /^approval_policy_failed: the policy did not answer within 100 ms/);
+  assert.deepEqual(asked, [], 'the policy was asked about a call already frozen for the user');
+  assert.deepEqual(ran, []);
+});
 
 test('a policy that denies after a failure keeps working: each call is asked afresh', async () => {
   let n = 0;

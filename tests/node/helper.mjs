@@ -187,6 +187,28 @@ export function text(t) {
 
 export const objectSchema = JSON.stringify({ type: 'object' });
 
+/**
+ * Keeps the JS thread busy for `ms` (the app's own synchronous work on the UI thread, a synchronous
+ * executor): calls queued for it meanwhile wait.
+ */
+export function busy(ms) {
+  const until = Date.now() + ms;
+  while (Date.now() < until) { /* the app's own work */ }
+}
+
+/**
+ * An executor's answer: a Promise that resolves to `result` on a later turn of the event loop, then
+ * runs `then` right after the binding has taken the answer (its reaction to the Promise is queued
+ * first), before the JS thread goes back to the event loop: a call the runtime queues for the
+ * thread meanwhile (the call's afterToolCall) waits until `then` returns.
+ */
+export function resolveThen(result, then) {
+  return new Promise((resolve) => setTimeout(() => {
+    resolve(result);
+    queueMicrotask(then);
+  }, 0));
+}
+
 /** Waits until `condition()` is true (polling), or fails after `ms`. */
 export async function waitFor(condition, what, ms = 5000) {
   const deadline = Date.now() + ms;

@@ -421,7 +421,11 @@ export type AgentEventListener = (eventJson: string) => void;
  * with a Promise; a throw, a rejection, a wrong shape or no answer within the hook timeout
  * (toolTimeoutMs) never escapes: a failing beforeToolCall answers the call with hook_failed, a
  * failing afterToolCall ends the run 'aborted' with hook_failed (its result never reaches the model),
- * a failing beforePersistState lets the save happen, a failing notification is logged. Every method gets the hook context first: contextJson =
+ * a failing beforePersistState lets the save happen, a failing notification is logged. The timeout
+ * counts from when the call is made, including any wait for the JS thread: a call that times out or
+ * whose run is cancelled while the thread is busy (the app's own synchronous work, a synchronous
+ * executor) is never made, so a method is never called for a call, a save or a run the runtime has
+ * gone on without it. Every method gets the hook context first: contextJson =
  * {"session_id","run_id","round"} (round: the model round, 1-based; 0 before the first).
  * - beforeToolCall(contextJson, callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
@@ -495,7 +499,9 @@ export interface HookDecisionObject {
  * "approval_policy_failed: ..."), never allows it. A call of an unknown tool never needs
  * confirmation, whatever the policy answers or however it fails: nothing could run it, so the
  * registry answers it (tool_not_found). It runs on the JS thread while a native worker waits for it:
- * keep it quick.
+ * keep it quick. The timeout counts from when the call is made, including any wait for the JS thread:
+ * a call that times out or whose run is cancelled while the thread is busy is never made, so the
+ * policy is never asked about a call already decided without it.
  */
 export type ApprovalPolicyFunction =
   (callJson: string, definitionJson: string | null) => string | Promise<string>;
