@@ -199,6 +199,9 @@ error_codes! {
     TOOL_EXECUTION_FAILED = "tool_execution_failed" => Tool;
     /// The executor did not finish within its timeout.
     TOOL_TIMEOUT = "tool_timeout" => Tool;
+    /// A binding's executor could not even be started within its timeout (the app's JS thread
+    /// was busy all along): the tool did not run.
+    TOOL_NOT_STARTED = "tool_not_started" => Tool;
     /// The executor returned something that is not a ToolResult (bindings).
     TOOL_RESULT_INVALID = "tool_result_invalid" => Tool;
     /// The tool's result (after the after-hooks) is larger than the agent's `max_result_bytes`.

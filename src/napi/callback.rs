@@ -35,7 +35,9 @@
 //! ended the run. Each waited-for call carries a flag that its [`Waiting`] sets when it ends, and
 //! [`call_args`] reads it first: such a call is refused, so the app function never runs for a call
 //! the runtime has already dealt with. (One the JS thread starts just before the timeout is made,
-//! and its late answer dropped.)
+//! and its late answer dropped.) The flag is one atomic that either side sets first: the JS thread
+//! marks the call started, the waiting side abandoned, so a timeout knows whether the function
+//! ever ran ([`CallFailure::TimedOut`]`{ started }`).
 
 use napi_ohos::bindgen_prelude::{
     FromNapiValue, Function, JsValue, JsValuesTupleIntoVec, PromiseRaw, ToNapiValue, Unknown,
@@ -44,7 +46,7 @@ use napi_ohos::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallM
 use napi_ohos::{sys, Env, Status, ValueType};
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -53,13 +55,21 @@ use tokio::sync::oneshot;
 /// turned into [`JsArgs`] on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
 pub(crate) type JsFn<T> = ThreadsafeFunction<Queued<T>, Unknown<'static>, JsArgs, Status, false, true>;
 
+/// A queued call not yet reached ([`Queued`]).
+const QUEUED: u8 = 0;
+/// A queued call the JS thread has made.
+const STARTED: u8 = 1;
+/// A queued call nobody waits for any more: never made.
+const ABANDONED: u8 = 2;
+
 /// One call of a [`JsFn`] on its way to the JS thread: its Rust data, and for a call whose answer
 /// is waited for ([`call_js`]), whether the waiting side has stopped waiting.
 pub(crate) struct Queued<T> {
     value: T,
-    /// Set by the call's [`Waiting`] when [`call_js`] returns or its future is dropped; `None` for
-    /// a call nothing waits on.
-    abandoned: Option<Arc<AtomicBool>>,
+    /// [`QUEUED`], then [`STARTED`] (set on the JS thread as the call is made) or [`ABANDONED`]
+    /// (set by the call's [`Waiting`] when [`call_js`] returns or its future is dropped), whichever
+    /// comes first; `None` for a call nothing waits on.
+    abandoned: Option<Arc<AtomicU8>>,
 }
 
 impl<T> Queued<T> {
@@ -119,7 +129,10 @@ pub(crate) fn call_args<T>(
     make: impl FnOnce(&Env, T) -> napi_ohos::Result<Vec<sys::napi_value>>,
 ) -> JsArgs {
     let Queued { value, abandoned } = queued;
-    if abandoned.is_some_and(|abandoned| abandoned.load(Ordering::Relaxed)) {
+    // Started, unless the waiting side gave up first.
+    if abandoned.is_some_and(|flag| {
+        flag.compare_exchange(QUEUED, STARTED, Ordering::AcqRel, Ordering::Acquire).is_err()
+    }) {
         return abandoned_args();
     }
     let made = caught(env, || {
@@ -332,8 +345,24 @@ pub(crate) enum CallFailure {
     /// says why (a panic's message is redacted of secrets).
     Binding(String),
     /// No outcome within the timeout (a Promise that never settles or was collected unsettled,
-    /// a busy JS thread).
-    TimedOut,
+    /// a busy JS thread). `started`: whether the function was called; a call the JS thread had
+    /// not reached by then never is.
+    TimedOut {
+        /// Whether the function was called.
+        started: bool,
+    },
+}
+
+impl CallFailure {
+    /// What a timeout adds to its message: nothing for a call that was made, that it never was
+    /// for one the JS thread had not reached.
+    pub(crate) fn not_called_note(started: bool) -> &'static str {
+        if started {
+            ""
+        } else {
+            " (the JS thread was busy all along: it was never called)"
+        }
+    }
 }
 
 /// The calls of [`call_js`] waiting for an answer, in the process.
@@ -346,14 +375,14 @@ struct Waiting {
     /// Whether no other call was waiting when this one started.
     alone: bool,
     /// The queued call's flag ([`Queued`]).
-    abandoned: Arc<AtomicBool>,
+    abandoned: Arc<AtomicU8>,
 }
 
 impl Waiting {
     fn enter() -> Self {
         Waiting {
             alone: WAITING.fetch_add(1, Ordering::Relaxed) == 0,
-            abandoned: Arc::new(AtomicBool::new(false)),
+            abandoned: Arc::new(AtomicU8::new(QUEUED)),
         }
     }
 
@@ -361,12 +390,19 @@ impl Waiting {
     fn queued<T>(&self, value: T) -> Queued<T> {
         Queued { value, abandoned: Some(Arc::clone(&self.abandoned)) }
     }
+
+    /// Stops waiting: the call's [`CallFailure::TimedOut`], which says whether the JS thread had
+    /// made it (else it never will).
+    fn timed_out(&self) -> CallFailure {
+        let never = self.abandoned.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
+        CallFailure::TimedOut { started: never.is_err() }
+    }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         // Once answered, the flag is no longer read: the call was made.
-        self.abandoned.store(true, Ordering::Relaxed);
+        let _ = self.abandoned.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
         WAITING.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -428,9 +464,9 @@ where
         // it as such, at the deadline, so the outcome never depends on when the GC runs.
         Ok(Err(_)) => {
             tokio::time::sleep_until(deadline).await;
-            Err(CallFailure::TimedOut)
+            Err(waiting.timed_out())
         }
-        Err(_) => Err(CallFailure::TimedOut),
+        Err(_) => Err(waiting.timed_out()),
     }
 }
 

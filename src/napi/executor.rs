@@ -10,7 +10,8 @@
 //! | returns / resolves a wrong shape                        | `tool_result_invalid`         |
 //! | does not settle within the timeout                      | `tool_timeout`                |
 //! | the call is cancelled meanwhile                         | `tool_cancelled`              |
-//! | (timed out or cancelled before the JS thread reached it) | never called                  |
+//! | (timed out before the JS thread reached it: never called) | `tool_not_started`           |
+//! | (cancelled before the JS thread reached it)               | never called                  |
 //! | (the binding panics or fails on the JS thread)           | `tool_execution_failed`       |
 //!
 //! A domain error is an object whose `code` property is a stable code (snake_case, at most 64
@@ -325,12 +326,25 @@ impl ToolExecutor for JsToolExecutor {
             )),
             Ok(Settled::Threw(thrown)) => Err(thrown_error(name, "threw", thrown)),
             Ok(Settled::Rejected(thrown)) => Err(thrown_error(name, "rejected", thrown)),
-            Err(CallFailure::TimedOut) => {
+            Err(CallFailure::TimedOut { started }) => {
                 signal.cancel(crate::tool::TIMEOUT_REASON);
-                Err(AgentError::of(
-                    codes::TOOL_TIMEOUT,
-                    format!("executor of {name} did not finish within {} ms", self.timeout.as_millis()),
-                ))
+                let ms = self.timeout.as_millis();
+                Err(if started {
+                    AgentError::of(
+                        codes::TOOL_TIMEOUT,
+                        format!("executor of {name} did not finish within {ms} ms"),
+                    )
+                } else {
+                    // Never called: nothing of it can have taken effect (no tool_timeout caveat),
+                    // and calling it again is safe.
+                    AgentError::of(
+                        codes::TOOL_NOT_STARTED,
+                        format!(
+                            "executor of {name} was not started within {ms} ms: the app was busy, and the \
+                             tool did not run"
+                        ),
+                    )
+                })
             }
             Err(CallFailure::NotQueued(status)) => Err(AgentError::execution_failed(format!(
                 "executor of {name} could not be called ({status}); the ArkTS environment may be closing"

@@ -260,9 +260,11 @@ fn outcome<R>(
         // The text reaches a hook_failed result or error (state, events): no secret.
         Ok(Settled::Threw(thrown)) => Err(format!("{method} threw: {}", redact_secrets(&thrown.text))),
         Ok(Settled::Rejected(thrown)) => Err(format!("{method} rejected: {}", redact_secrets(&thrown.text))),
-        Err(CallFailure::TimedOut) => {
-            Err(format!("{method} did not settle within {} ms", timeout.as_millis()))
-        }
+        Err(CallFailure::TimedOut { started }) => Err(format!(
+            "{method} did not settle within {} ms{}",
+            timeout.as_millis(),
+            CallFailure::not_called_note(started)
+        )),
         Err(CallFailure::NotQueued(status)) => Err(format!("{method} could not be called ({status})")),
         Err(CallFailure::Binding(why)) => Err(format!("{method} failed in the binding: {why}")),
     }

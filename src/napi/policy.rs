@@ -157,8 +157,12 @@ impl JsApprovalPolicy {
             Ok(Settled::Rejected(thrown)) => {
                 return Err(format!("the policy's Promise rejected: {}", redact_secrets(&thrown.text)))
             }
-            Err(CallFailure::TimedOut) => {
-                return Err(format!("the policy did not answer within {} ms", self.timeout.as_millis()))
+            Err(CallFailure::TimedOut { started }) => {
+                return Err(format!(
+                    "the policy did not answer within {} ms{}",
+                    self.timeout.as_millis(),
+                    CallFailure::not_called_note(started)
+                ))
             }
             Err(CallFailure::NotQueued(status)) => {
                 return Err(format!(

@@ -112,7 +112,7 @@ for (const where of ['policy', 'beforeToolCall', 'afterToolCall']) {
   });
 }
 
-test('a call that timed out while the JS thread was busy is never started: the tool does not run after the model was told it timed out', async () => {
+test('a call that timed out while the JS thread was busy is never started: the tool does not run, and the model is told it did not', async () => {
   const answers = [{ tool_calls: [{ id: 'c1', name: 'place_order', arguments: '{}' }] }, { content: 'done' }];
   const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), toolTimeoutMs: 100 });
   const started = [];
@@ -125,9 +125,22 @@ test('a call that timed out while the JS thread was busy is never started: the t
   const outcome = await running;
   await sleep(50);
   assert.equal(outcome.status, 'completed');
-  assert.deepEqual(started, [], 'the executor ran after its call had been answered tool_timeout');
+  assert.deepEqual(started, [], 'the executor ran after its call had been answered');
   const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
-  assert.match(tool.content, /^error \[tool_timeout\]/);
+  // Not tool_timeout's "may or may not have taken effect, so check": it never ran, and calling it
+  // again is safe.
+  assert.equal(tool.content,
+    'error [tool_not_started]: executor of place_order was not started within 100 ms: the app was busy, and the tool did not run');
+});
+
+test('a call the JS thread started and that then timed out is tool_timeout, with its caveat', async () => {
+  const answers = [{ tool_calls: [{ id: 'c1', name: 'place_order', arguments: '{}' }] }, { content: 'done' }];
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), toolTimeoutMs: 100 });
+  agent.registerTool({ name: 'place_order', description: 'places an order', parametersJson: objectSchema },
+    () => new Promise(() => {}));
+  assert.equal((await agent.run('s', 'order it')).status, 'completed');
+  const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+  assert.match(tool.content, /^error \[tool_timeout\]: executor of place_order did not finish within 100 ms; it may or may not have taken effect/);
 });
 
 test('calls still queued for the JS thread when their run is cancelled are never started', async () => {

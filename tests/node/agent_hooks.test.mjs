@@ -259,7 +259,7 @@ test('a beforeToolCall that timed out while the JS thread was busy is never call
   assert.deepEqual(ran, []);
   const tool = await toolMessage(agent);
   assert.equal(tool.is_error, true);
-  assert.match(tool.content, /^error \[hook_failed\]: beforeToolCall did not settle within 100 ms/);
+  assert.match(tool.content, /^error \[hook_failed\]: beforeToolCall did not settle within 100 ms \(the JS thread was busy all along: it was never called\)/);
 });
 
 test('an afterToolCall that timed out while the JS thread was busy is never called: the run ends with hook_failed', async () => {
@@ -282,7 +282,7 @@ test('an afterToolCall that timed out while the JS thread was busy is never call
   await sleep(100);
   assert.equal(out.status, 'aborted');
   assert.equal(out.errorCode, 'hook_failed');
-  assert.match(out.errorMessage, /afterToolCall did not settle within 100 ms/);
+  assert.match(out.errorMessage, /afterToolCall did not settle within 100 ms \(the JS thread was busy all along: it was never called\)/);
   assert.deepEqual(asked, [], 'afterToolCall was asked about a result already recorded as its failure');
   const tool = await toolMessage(agent);
   assert.match(tool.content, /hook_failed/);

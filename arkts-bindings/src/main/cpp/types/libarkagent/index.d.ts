@@ -115,7 +115,9 @@ export interface ToolContextObject {
  * json part or metadataJson nesting deeper than 64 levels), no answer within the timeout tool_timeout.
  * The timeout counts from when the call is made, including any wait for the JS thread: a call that
  * times out or is cancelled while the thread is busy (the app's own synchronous work, another
- * executor's) is never started, so the tool does not act after the model was told it did not.
+ * executor's) is never started, so the tool does not act after the model was told it did not: a
+ * timeout then is tool_not_started ("the tool did not run": calling it again is safe) rather than
+ * tool_timeout (whose message says it may or may not have taken effect).
  */
 export type ToolExecutorFunction =
   (argumentsJson: string, context: ToolContextObject) => ToolResultObject | Promise<ToolResultObject>;
