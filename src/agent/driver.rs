@@ -264,6 +264,22 @@ impl TurnReservation {
         drop(self);
         output
     }
+
+    /// The reservation once more, without its place: the session counts as reserved (a metadata
+    /// change or a deletion asked for is refused with `session_busy`) until both are dropped. A
+    /// binding keeps it until the app is handed the call's outcome, so that a call the app makes
+    /// before that is refused whether or not the call's task is over by then (a run of a few
+    /// milliseconds ends before the app's next line runs, or after: the order of the app's calls
+    /// decides, not the timing). Run within it, a call takes the session as usual.
+    pub fn kept(&self) -> TurnReservation {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        *sessions.reserved.entry(self.session_id.clone()).or_default() += 1;
+        TurnReservation {
+            sessions: Arc::clone(&self.sessions),
+            session_id: self.session_id.clone(),
+            place: None,
+        }
+    }
 }
 
 /// The place a [`TurnReservation::within`] around this task lent for `session_id`'s `lock`, if
@@ -582,6 +598,47 @@ impl Agent {
         })
     }
 
+    /// Takes a deletion's turn on a session where the app asks for it: a binding that runs
+    /// [`Agent::delete_session`] on its runtime takes the turn on the caller's thread first and
+    /// runs the deletion [`within`](TurnReservation::within) it, as it reserves a run's place
+    /// ([`Agent::reserve_turn`]). The turn holds the session's lock at once (or waits behind
+    /// the metadata changes that hold it, taken before it: [`Agent::metadata_turn`]), so a call
+    /// reserved after it (a `run` of a new conversation under the same id, not awaited) takes
+    /// the session once the deletion is over and starts a new session; a metadata change asked
+    /// for after it is refused with `session_busy`, as while a deletion holds the session. A
+    /// deletion asked for while a call of this agent (or of a worker agent it built) holds the
+    /// session, but for a metadata change, or reserved its turn on it and has not finished (a
+    /// run asked for just before, not awaited; a deletion too), is refused now, as
+    /// [`Agent::delete_session`] refuses it while that call holds the session: whether it
+    /// applies depends on the order of the calls, not on when their tasks start.
+    ///
+    /// # Errors
+    /// `session_id_invalid`; `session_busy` in those cases.
+    pub fn deletion_turn(&self, session_id: &str) -> Result<TurnReservation, AgentError> {
+        crate::state::validate_session_id(session_id)?;
+        let lock = self.session_lock(session_id);
+        let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
+        // A call reserved before comes first, though it may not hold the lock yet.
+        if sessions.reserved.contains_key(session_id) {
+            return Err(deletion_busy(session_id));
+        }
+        // Free: held from now. Held by metadata changes asked for before (not awaited): the
+        // deletion waits behind them, as a run would. Held by any other call: refused.
+        let place =
+            super::metadata::with_changes_seen(&lock, |changing| match Arc::clone(&lock).try_lock_owned() {
+                Ok(guard) => Some(QueuedLock { lock: Arc::clone(&lock), acquire: Acquire::Held(guard) }),
+                Err(_) if changing => Some(QueuedLock::join(Arc::clone(&lock))),
+                Err(_) => None,
+            })
+            .ok_or_else(|| deletion_busy(session_id))?;
+        *sessions.reserved.entry(session_id.to_string()).or_default() += 1;
+        Ok(TurnReservation {
+            sessions: Arc::clone(&self.session_locks),
+            session_id: session_id.to_string(),
+            place: Some(place),
+        })
+    }
+
     /// Whether a call of this agent (or of a worker agent it built) holds the session now (a run,
     /// resume, dismissal, decision or deletion), or reserved its turn on it and has not finished.
     /// Creates no lock for a session that has none, and never takes one: a call holding or
@@ -668,7 +725,10 @@ impl Agent {
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
     /// or process is writing, nor one whose worker is being written (e.g. resumed directly):
     /// nothing is written then. A session that does not exist is not touched (nothing is created
-    /// for it either, not even a lease's lock file).
+    /// for it either, not even a lease's lock file). Nor one a call reserved its turn on
+    /// ([`Agent::reserve_turn`]) that has not finished, though it may not hold the session yet.
+    /// Run [`within`](TurnReservation::within) a turn taken with [`Agent::deletion_turn`], the
+    /// deletion takes the session in that turn's place (held since it was taken).
     ///
     /// A worker session ([`AgentState::delegation`]) belongs to its parent: it is refused while
     /// the parent session exists and names it (its list of workers, or its frozen batch; a
@@ -703,11 +763,13 @@ impl Agent {
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, AgentError> {
         crate::state::validate_session_id(session_id)?;
         let lock = self.session_lock(session_id);
-        let Ok(_guard) = lock.try_lock() else {
-            return Err(AgentError::of(
-                codes::SESSION_BUSY,
-                format!("session {session_id} is in use by this agent; cancel its run before deleting it"),
-            ));
+        let _guard = match reserved_place(session_id, &lock) {
+            // Taken where the app asked for the deletion (`Agent::deletion_turn`).
+            Some(place) => place.acquired().await,
+            // A call reserved before it comes first, though it may not hold the lock (yet, or
+            // any more: kept until the app is handed its outcome, see `TurnReservation::kept`).
+            None if self.turn_reserved(session_id) => return Err(deletion_busy(session_id)),
+            None => Arc::clone(&lock).try_lock_owned().map_err(|_| deletion_busy(session_id))?,
         };
         match self.store.exists(session_id).await {
             // Nothing to delete, and nothing is created for it (a lease's lock file).
@@ -2992,4 +3054,17 @@ fn readable_for_deletion(
         }
         other => other,
     }
+}
+
+/// The refusal of a deletion while a call of this agent holds the session, or was asked for
+/// before it and has not finished ([`Agent::delete_session`], [`Agent::deletion_turn`]).
+fn deletion_busy(session_id: &str) -> AgentError {
+    AgentError::of(
+        codes::SESSION_BUSY,
+        format!(
+            "session {session_id} is in use by this agent (a run, resume, decision, metadata change \
+             or deletion, running or asked for before the deletion); cancel its run, or await it, \
+             before deleting it"
+        ),
+    )
 }

@@ -26,6 +26,9 @@
 //!   apply, instead of a value that appears (or not) depending on when the run got the lock. A
 //!   change that waits behind another change is not handed the session past a reserved run
 //!   either: it is refused when asked for, so the queue holds only changes asked for first.
+//! - A deletion takes its turn where the app calls too ([`Agent::deletion_turn`]): asked for after
+//!   changes that hold the session, it waits behind them (the session is deleted with them); a
+//!   change asked for after it is refused with `session_busy`, as after a reserved run.
 //! - Setting metadata on a session that does not exist creates it (idle, no messages), as `run`
 //!   does: an app sets the user's id before the session's first run.
 //! - A worker of `delegate_task` acts for the same user: its new session starts with a copy of
@@ -103,6 +106,18 @@ impl Drop for Holding {
         // finds either the entry or the session free.
         drop(next.guard.take());
     }
+}
+
+/// Runs `look` on whether a metadata change holds `lock` (or is handing it on to the next change
+/// waiting), with the changes' handoffs locked: a change takes the lock and enters its handoff,
+/// or leaves its handoff and lets the lock go, under the same lock, so what `look` sees of the
+/// lock agrees with that answer ([`Agent::deletion_turn`] queues behind the changes).
+pub(super) fn with_changes_seen<R>(
+    lock: &std::sync::Arc<tokio::sync::Mutex<()>>,
+    look: impl FnOnce(bool) -> R,
+) -> R {
+    let handoffs = handoffs();
+    look(handoffs.contains_key(&(std::sync::Arc::as_ptr(lock) as usize)))
 }
 
 fn busy(session_id: &str) -> AgentError {

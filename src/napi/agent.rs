@@ -26,12 +26,14 @@ use super::dto::{
     to_json, AgentConfigObject, ApprovalIdArg, Id, InputArg, LoopDiagnosisObject, MetadataKeyArg, ReasonArg,
     RunOutcomeObject, SessionIdArg, Text, ToolDefinitionObject, ToolNameArg, ValueJsonArg,
 };
-use super::error::{check_new, check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
+use super::error::{
+    check_new, check_this, guard, guard_napi, spawn_guarded, spawn_guarded_keeping, Arg, ArgRef, ClassTag,
+};
 use super::events::{EventListener, RunEvents};
 use super::hook::JsHook;
 use super::policy::{JsApprovalPolicy, PolicySlot};
 use super::signal::CancellationHandle;
-use crate::agent::{Agent, AgentBuilder, RunOutcome};
+use crate::agent::{Agent, AgentBuilder, RunOutcome, TurnReservation};
 use crate::error::{codes, AgentError};
 use crate::loop_detect::ModelLoopDiagnoser;
 use crate::provider::{
@@ -216,9 +218,13 @@ impl JsAgent {
             // The call's place is reserved now, in the order the app calls: calls on the session
             // not awaited hold it in that order (`approve` then `resume`: approve first), and a
             // setMetadata called right after is session_busy instead of applying first.
+            // It is kept until the app is handed the outcome: a call made before that (not
+            // awaited) finds the session reserved, however soon the run's task ended.
             let reservation = core.reserve_turn(&session_id);
-            spawn_guarded(
+            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
+            spawn_guarded_keeping(
                 env,
+                kept,
                 async move {
                     let outcome = reservation?
                         .within(async {
@@ -467,10 +473,12 @@ impl JsAgent {
         let (Arg(Id(session_id, _)), Arg(Id(approval_id, _))) = (session_id, approval_id);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
-            // Reserved now, as a run is (see `run_promise`).
+            // Reserved now, and kept until settled, as a run is (see `run_promise`).
             let reservation = core.reserve_turn(&session_id);
-            spawn_guarded(
+            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
+            spawn_guarded_keeping(
                 env,
+                kept,
                 async move {
                     let decided = core.approve(&session_id, &approval_id);
                     reservation?.within(decided).await.map(|b| to_json(&b))
@@ -497,10 +505,12 @@ impl JsAgent {
             (session_id, approval_id, reason);
         let core = Arc::clone(&self.core);
         guard_napi(env, || {
-            // Reserved now, as a run is (see `run_promise`).
+            // Reserved now, and kept until settled, as a run is (see `run_promise`).
             let reservation = core.reserve_turn(&session_id);
-            spawn_guarded(
+            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
+            spawn_guarded_keeping(
                 env,
+                kept,
                 async move {
                     let decided = core.deny(&session_id, &approval_id, &reason);
                     reservation?.within(decided).await.map(|b| to_json(&b))
@@ -661,10 +671,12 @@ impl JsAgent {
         })
     }
 
-    /// Deletes a session; resolves to whether it existed.
+    /// Deletes a session; resolves to whether it existed. Takes its turn on the session when
+    /// called (see `Agent::deletion_turn`).
     ///
     /// # Errors
-    /// Rejects with `session_busy` (the session is running here or being written elsewhere),
+    /// Rejects with `session_busy` (a call of this agent on the session holds it, or was called
+    /// before and has not settled; or it is being written elsewhere),
     /// `invalid_state` (a worker session whose parent still names it: delete the parent),
     /// `session_id_invalid` or a persistence error.
     #[napi]
@@ -676,6 +688,19 @@ impl JsAgent {
         check_this(env, self)?;
         let Arg(Id(session_id, _)) = session_id;
         let core = Arc::clone(&self.core);
-        guard_napi(env, || spawn_guarded(env, async move { core.delete_session(&session_id).await }, same))
+        guard_napi(env, || {
+            // The deletion's turn is taken now, in the order the app calls, and kept until
+            // settled (see `run_promise`): a run called right after waits for it (and starts a
+            // new session), while a run called before and not settled makes it session_busy,
+            // whichever task starts or ends first.
+            let turn = core.deletion_turn(&session_id);
+            let kept = turn.as_ref().ok().map(TurnReservation::kept);
+            spawn_guarded_keeping(
+                env,
+                kept,
+                async move { turn?.within(core.delete_session(&session_id)).await },
+                same,
+            )
+        })
     }
 }

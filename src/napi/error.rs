@@ -121,6 +121,28 @@ where
     V: ToNapiValue + 'static,
     F: Future<Output = Result<T, AgentError>> + Send + 'static,
 {
+    spawn_guarded_keeping(env, (), future, to_js)
+}
+
+/// [`spawn_guarded`], keeping `kept` until the Promise is settled on the JS thread (or its
+/// settlement is dropped, its environment gone), whether it resolves or rejects: a call's
+/// place on its session stays reserved until the app is handed the outcome, not only until the
+/// call's task ends (see `TurnReservation::kept`).
+///
+/// # Errors
+/// Only when the Promise itself cannot be created.
+pub(crate) fn spawn_guarded_keeping<'env, K, T, V, F>(
+    env: &'env Env,
+    kept: K,
+    future: F,
+    to_js: fn(T) -> V,
+) -> napi_ohos::Result<PromiseRaw<'env, V>>
+where
+    K: Send + 'static,
+    T: Send + 'static,
+    V: ToNapiValue + 'static,
+    F: Future<Output = Result<T, AgentError>> + Send + 'static,
+{
     super::panic_point!(Promise);
     let pending: Pending = Box::pin(async move {
         super::panic_point!(Future);
@@ -132,7 +154,7 @@ where
         });
         Ok(convert)
     });
-    let promise = spawn_pending(env, pending)?;
+    let promise = spawn_pending(env, pending, Box::new(kept))?;
     Ok(PromiseRaw::new(env.raw(), promise))
 }
 
@@ -142,7 +164,12 @@ struct Settlement {
     deferred: sys::napi_deferred,
     outcome: Result<ToJs, AgentError>,
     tsfn: sys::napi_threadsafe_function,
+    // What the export keeps until its Promise is settled ([`spawn_guarded_keeping`]).
+    _kept: Kept,
 }
+
+/// What an async export keeps until its Promise is settled, with its type erased.
+type Kept = Box<dyn Send>;
 
 /// The thread-safe function that settles one Promise on its JS thread, guarded against the
 /// teardown of its environment.
@@ -208,9 +235,13 @@ impl Settler {
 
     /// Queues the settlement to the JS thread, which releases the function once it settled the
     /// Promise; if the environment is gone, the settlement is dropped here.
-    fn settle(mut self, outcome: Result<ToJs, AgentError>) {
-        let settlement =
-            Box::into_raw(Box::new(Settlement { deferred: self.deferred, outcome, tsfn: self.tsfn }));
+    fn settle(mut self, outcome: Result<ToJs, AgentError>, kept: Kept) {
+        let settlement = Box::into_raw(Box::new(Settlement {
+            deferred: self.deferred,
+            outcome,
+            tsfn: self.tsfn,
+            _kept: kept,
+        }));
         let alive = self.alive.read().unwrap_or_else(|p| p.into_inner());
         let queued = *alive
             // SAFETY: the function is alive (its finalizer has not run: it waits for this lock).
@@ -284,18 +315,18 @@ unsafe extern "C" fn call_settle(
 }
 
 /// The non-generic part of [`spawn_guarded`]: spawns the future under `catch_unwind` and returns
-/// the raw Promise, settled through a [`Settler`].
+/// the raw Promise, settled through a [`Settler`], which drops `kept` as it settles it.
 ///
 /// # Errors
 /// Only when the Promise itself cannot be created.
-fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_value> {
+fn spawn_pending(env: &Env, pending: Pending, kept: Kept) -> napi_ohos::Result<sys::napi_value> {
     let (promise, settler) = Settler::new(env)?;
     napi_ohos::bindgen_prelude::spawn(async move {
         let outcome = match AssertUnwindSafe(pending).catch_unwind().await {
             Ok(outcome) => outcome,
             Err(payload) => Err(panic_error(payload.as_ref())),
         };
-        settler.settle(outcome);
+        settler.settle(outcome, kept);
     });
     Ok(promise)
 }
@@ -304,7 +335,10 @@ fn spawn_pending(env: &Env, pending: Pending) -> napi_ohos::Result<sys::napi_val
 /// error (a value that cannot be converted rejects it with napi's error, one whose conversion
 /// panics with `internal_panic`).
 fn settle(env: &Env, settlement: Settlement) {
-    let Settlement { deferred, outcome, .. } = settlement;
+    let Settlement { deferred, outcome, _kept: kept, .. } = settlement;
+    // Given up before the outcome reaches the app: code that runs once the Promise is settled
+    // finds the session free.
+    drop(kept);
     let raw = env.raw();
     let value = match outcome {
         // This runs under `call_settle`, an `extern "C"` function: a panic unwinding out of it

@@ -1,7 +1,8 @@
 // Calls on one session that the app does not await hold the session in the order the app made
-// them, through the real .so: each call reserves its place on the JS thread (Agent::reserve_turn)
-// and runs in it on the runtime, whichever worker thread starts first. Repeated, because the
-// tasks' start order is up to the scheduler: before the fix, either call could go first.
+// them, through the real .so: each call reserves its place on the JS thread (Agent::reserve_turn,
+// Agent::deletion_turn for deleteSession) and runs in it on the runtime, whichever worker thread
+// starts first. Repeated, because the tasks' start order is up to the scheduler: before the fix,
+// either call could go first.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -48,3 +49,59 @@ test('approve then resume, neither awaited: the decision is made before the resu
     assert.equal(runs.length, 1, `round ${round}`);
   }
 });
+
+// The user deletes a chat and starts a new one under the same id. Before the fix deleteSession
+// took the session only when its task ran: it was session_busy although called first, or it ran
+// after the run and deleted the new conversation (deleteSession true, run completed, state null).
+for (const where of ['in memory', 'with a stateDir']) {
+  const newAgent = (t) => {
+    const script = Array.from({ length: 2 * ROUNDS + 1 }, (_, i) => ({ content: `answer ${i}` }));
+    const stateDir = where === 'in memory' ? {} : { stateDir: tempDir(t) };
+    return new Agent({ provider: 'scripted', scriptJson: JSON.stringify(script), ...stateDir });
+  };
+  const userMessages = async (agent) => {
+    const state = JSON.parse(await agent.stateJson('s'));
+    return state && state.messages.filter((m) => m.role === 'user').map((m) => m.content);
+  };
+
+  test(`deleteSession then run, neither awaited (${where}): deleted first, the new conversation kept`, async (t) => {
+    const agent = newAgent(t);
+    for (let round = 0; round < ROUNDS; round += 1) {
+      await agent.run('s', `old ${round}`);
+      const deleting = agent.deleteSession('s');
+      const running = agent.run('s', `new ${round}`);
+      const [deleted, out] = await Promise.allSettled([deleting, running]);
+      assert.deepEqual([deleted.value, out.value?.status], [true, 'completed'], `round ${round}: ${deleted.reason}`);
+      assert.deepEqual(await userMessages(agent), [`new ${round}`], `round ${round}`);
+    }
+  });
+
+  test(`run then deleteSession, neither awaited (${where}): the deletion is session_busy`, async (t) => {
+    const agent = newAgent(t);
+    await agent.run('s', 'old');
+    for (let round = 0; round < ROUNDS; round += 1) {
+      const running = agent.run('s', `again ${round}`);
+      const deleting = agent.deleteSession('s');
+      const [out, deleted] = await Promise.allSettled([running, deleting]);
+      assert.equal(out.value?.status, 'completed', `round ${round}`);
+      assert.deepEqual([deleted.reason?.code, deleted.reason?.layer], ['session_busy', 'persistence'], `round ${round}`);
+      assert.equal((await userMessages(agent)).length, round + 2, `round ${round}: nothing deleted`);
+    }
+    // Once the run has settled, the deletion applies.
+    assert.equal(await agent.deleteSession('s'), true);
+    assert.equal(await agent.stateJson('s'), null);
+  });
+
+  test(`setMetadata, deleteSession, run, none awaited (${where}): in that order`, async (t) => {
+    const agent = newAgent(t);
+    for (let round = 0; round < ROUNDS / 4; round += 1) {
+      const setting = agent.setMetadata('s', 'userId', JSON.stringify(`u-${round}`));
+      const deleting = agent.deleteSession('s');
+      const running = agent.run('s', `new ${round}`);
+      const [set, deleted, out] = await Promise.allSettled([setting, deleting, running]);
+      assert.deepEqual([set.status, deleted.value, out.value?.status], ['fulfilled', true, 'completed'], `round ${round}`);
+      const state = JSON.parse(await agent.stateJson('s'));
+      assert.deepEqual([state.metadata, await userMessages(agent)], [{}, [`new ${round}`]], `round ${round}`);
+    }
+  });
+}

@@ -551,8 +551,8 @@ export declare class Agent {
    * a tool the agent does not have, while it has others) and persistence errors, among them
    * session_busy: another Agent object or process is writing this session (run, resume, decision);
    * nothing was done. Calls on one session through one Agent wait for each other, and hold it in the
-   * order they were made even when not awaited (run, resume, dismiss, approve, deny: approve() then
-   * resume() without await approves first). So an executor, hook or policy of a run must not await such
+   * order they were made even when not awaited (run, resume, dismiss, approve, deny, deleteSession:
+   * approve() then resume() without await approves first; deleteSession() then run() deletes first). So an executor, hook or policy of a run must not await such
    * a call on that run's own session: it would wait for the run, which waits for it, until the
    * executor's or hook's timeout (call it without awaiting it, or from the approvalRequired event).
    * A session a crash or a kill left running (its state's status is 'running') takes a new message:
@@ -620,10 +620,10 @@ export declare class Agent {
    * It takes the session's turn when called: a run(), resume() or decision called after it waits
    * for it, awaited or not (the run sees the value); so does another setMetadata on the session
    * (the changes apply in the order they were called, none is session_busy for another).
-   * The reverse holds too: a run(), resume(), dismiss(), approve() or deny() keeps its place from
-   * the moment it is called, so a setMetadata called after it, before it settles (awaited or not),
-   * rejects with session_busy and the run never sees that value. Set metadata before run(), or
-   * await the run first.
+   * The reverse holds too: a run(), resume(), dismiss(), approve(), deny() or deleteSession() keeps
+   * its place from the moment it is called, so a setMetadata called after it, before it settles
+   * (awaited or not), rejects with session_busy and the run never sees that value. Set metadata
+   * before run(), or await the run first.
    */
   setMetadata(sessionId: string, key: string, valueJson: string): Promise<void>;
   /**
@@ -654,9 +654,16 @@ export declare class Agent {
    * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
    * existed (a missing session is not touched; one that cannot be read, state_corrupt or
    * state_version_unsupported, is deleted too, as is a file or link standing where its directory
-   * should be). Rejects with session_busy while it is being run here or by another Agent or
-   * process (cancel first), invalid_state for a worker session whose parent session still names
-   * it (delete the parent).
+   * should be). It takes its place on the session when called, as run() does, whether or not it
+   * is awaited: a run(), resume() or decision called after it waits for it (deleteSession then
+   * run() on the same id, neither awaited, deletes first and the run starts a new session), and a
+   * setMetadata called after it, before it settles, rejects with session_busy; called after
+   * setMetadata calls not settled yet, it waits for them. Rejects with session_busy when a run(),
+   * resume(), dismiss(), approve(), deny() or deleteSession() of the session called before it has
+   * not settled (run() then deleteSession() without await is always session_busy: cancel or
+   * await the run first; nothing is deleted), or while another Agent or process is writing the
+   * session; invalid_state for a worker session whose parent session still names it (delete the
+   * parent).
    */
   deleteSession(sessionId: string): Promise<boolean>;
 }
