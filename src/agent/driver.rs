@@ -1110,12 +1110,18 @@ impl Agent {
             && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
         {
             // A batch whose last results repair supplied (the process died before the batch
-            // completed): it completes now, with the stop its results or its hooks asked for.
-            let stop_requested = run
-                .state
-                .pending_approval
-                .as_ref()
-                .is_some_and(|b| b.stop_requested || b.dismissed.is_some())
+            // completed): it completes now, with the stop its results or its hooks asked for, and
+            // then the messages its hooks injected, as the batch would have.
+            let (hooks_stop, recorded) = run.recorded_after_hooks();
+            let mut injected =
+                run.state.pending_approval.as_ref().map(|b| b.injected.clone()).unwrap_or_default();
+            injected.extend(recorded);
+            let stop_requested = hooks_stop
+                || run
+                    .state
+                    .pending_approval
+                    .as_ref()
+                    .is_some_and(|b| b.stop_requested || b.dismissed.is_some())
                 || run
                     .state
                     .tool_runs
@@ -1124,6 +1130,9 @@ impl Agent {
             run.record(StateEvent::BatchCompleted { stop_requested });
             if run.state.pending_approval.is_some() {
                 run.record(StateEvent::ApprovalCleared);
+            }
+            for message in injected {
+                run.record(StateEvent::MessageAppended { message });
             }
         }
         sink.emit(AgentEvent::RunStarted { session_id, run_id, resumed: true });
@@ -1772,6 +1781,39 @@ impl<'a> Run<'a> {
         answer.cloned().unwrap_or_else(|| ChatMessage::assistant_text(""))
     }
 
+    /// What the after-hooks of the current batch's calls that finished in an earlier process (or
+    /// an earlier run of the batch) asked, from the calls' records, in call order: a stop, and the
+    /// messages to append after the batch's results. A mirror's calls answered when its worker
+    /// froze are left out: the mirror carries what their hooks asked (its `stop_requested` and
+    /// `injected`).
+    fn recorded_after_hooks(&self) -> (bool, Vec<ChatMessage>) {
+        let carried: HashSet<&str> = match &self.state.pending_approval {
+            Some(batch) if batch.worker_session.is_some() => batch
+                .calls
+                .iter()
+                .filter(|c| matches!(c.plan, BatchCallPlan::Answer { .. }))
+                .map(|c| c.call.id.as_str())
+                .collect(),
+            _ => HashSet::new(),
+        };
+        let answer = self.last_answer();
+        let mut seen = HashSet::new();
+        let mut stop = false;
+        let mut injected = Vec::new();
+        for call in answer.tool_calls() {
+            if carried.contains(call.id.as_str()) || !seen.insert(call.id.as_str()) {
+                continue;
+            }
+            if let Some(ToolRunRecord::Finished { stop_requested, injected: messages, .. }) =
+                self.state.tool_runs.get(&call.id)
+            {
+                stop |= *stop_requested;
+                injected.extend(messages.iter().cloned());
+            }
+        }
+        (stop, injected)
+    }
+
     fn ids(&self) -> (String, String, u32) {
         (self.state.session_id.clone(), self.run_id(), self.state.round)
     }
@@ -1975,6 +2017,8 @@ impl<'a> Run<'a> {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 result: ToolResult::from_error(&error),
+                stop_requested: false,
+                injected: Vec::new(),
             });
         }
     }
@@ -2084,7 +2128,11 @@ impl<'a> Run<'a> {
             }
         }
         match plan_batch(&self.run_id(), self.last_answer(), inputs, now_ms()) {
-            BatchPlan::Run(steps) => self.execute(steps, &tools, Vec::new()).await,
+            BatchPlan::Run(steps) => {
+                let (stop_requested, injected) = self.recorded_after_hooks();
+                self.stop_requested |= stop_requested;
+                self.execute(steps, &tools, injected).await
+            }
             BatchPlan::Freeze(batch) => self.freeze(batch).await,
         }
     }
@@ -2265,7 +2313,11 @@ impl<'a> Run<'a> {
                 }
             })
             .collect();
-        self.execute(steps, &tools, batch.injected).await
+        let (stop_requested, recorded) = self.recorded_after_hooks();
+        self.stop_requested |= stop_requested;
+        let mut injected = batch.injected;
+        injected.extend(recorded);
+        self.execute(steps, &tools, injected).await
     }
 
     /// What the policy says now about a call of a frozen batch that was planned to run: the tool
@@ -2450,18 +2502,26 @@ impl<'a> Run<'a> {
                 let Some(after) = hooked.await else {
                     return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                 };
-                injected.extend(after.inject);
-                match after.control {
-                    AfterControl::Continue => {}
-                    AfterControl::Stop => self.stop_requested = true,
-                    AfterControl::Abort(e) => abort = Some(e),
-                }
+                let stop_requested = match after.control {
+                    AfterControl::Continue => false,
+                    AfterControl::Stop => true,
+                    AfterControl::Abort(e) => {
+                        abort = Some(e);
+                        false
+                    }
+                };
+                self.stop_requested |= stop_requested;
                 let result = within_size(after.result, &call.name, self.agent.config.max_result_bytes);
+                // The hooks' stop and messages are saved with the call, so a process that dies
+                // later in the batch loses neither (see `recorded_after_hooks`).
                 self.record(StateEvent::ToolFinished {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     result: result.clone(),
+                    stop_requested,
+                    injected: after.inject.clone(),
                 });
+                injected.extend(after.inject);
                 if let Some(worker) = self.worker_of(&batch_call_id, &call) {
                     // The worker's usage counts in this session's, added once, with the call's
                     // result (after it: a commit cut short never counts it twice).
