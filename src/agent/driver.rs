@@ -6,7 +6,7 @@ use super::delegate::{
     worker_session_id, DelegationSetup, WorkerEvents, WorkerOrigin, WorkerSinks, WrappingSink, DELEGATE_TASK,
 };
 use super::events::{AgentEvent, EventSink};
-use super::machine::{phase, Phase};
+use super::machine::{phase, unanswered_calls, Phase};
 use crate::approval::{
     plan_batch, AnsweredCall, ApprovalDecision, ApprovalPolicy, BatchCall, BatchCallInput, BatchCallPlan,
     BatchPlan, BatchSettlement, BatchStep, CallDisposition, PendingApprovalBatch, UserDecision,
@@ -1745,6 +1745,9 @@ struct Run<'a> {
     // The approval ids of worker batches this run found frozen and announced already (by the
     // app's own resume of the worker session): a mirror of them is not announced again.
     announced_elsewhere: HashSet<String>,
+    // The calls of the batch under way whose `ToolResult` this run emitted: a run that ends
+    // before the batch's end gives the others theirs (see `finish`).
+    reported: HashSet<String>,
 }
 
 impl<'a> Run<'a> {
@@ -1763,6 +1766,18 @@ impl<'a> Run<'a> {
             batch_usage: None,
             announces_approvals: agent.depth() == 0,
             announced_elsewhere: HashSet::new(),
+            reported: HashSet::new(),
+        }
+    }
+
+    /// Emits a call's `ToolResult`, once per call of the batch under way.
+    fn report_result(&mut self, call: &ToolCall, result: &ToolResult) {
+        if self.reported.insert(call.id.clone()) {
+            self.sink.emit(AgentEvent::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                result: result.clone(),
+            });
         }
     }
 
@@ -2073,6 +2088,7 @@ impl<'a> Run<'a> {
     /// A fresh batch: before-hooks, then the policy; the planner freezes the whole batch if any
     /// call needs confirmation, else its steps run.
     async fn tool_batch(&mut self, calls: Vec<ToolCall>) -> Result<Flow, AgentError> {
+        self.reported.clear();
         let tools = self.turn_tools.clone().unwrap_or_else(|| self.agent.tools());
         let (s, r, round) = self.ids();
         let mut inputs = Vec::with_capacity(calls.len());
@@ -2201,6 +2217,7 @@ impl<'a> Run<'a> {
     /// runs (see [`recheck_planned_run`](Self::recheck_planned_run)): one that now needs the
     /// user's confirmation freezes the batch again, with what was decided kept.
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
+        self.reported.clear();
         let mut batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
         let open: HashSet<&str> = unanswered.iter().map(|c| c.id.as_str()).collect();
@@ -2395,11 +2412,7 @@ impl<'a> Run<'a> {
             match step {
                 BatchStep::Answer(AnsweredCall { call, result }) => {
                     // Answers known before execution (denials, recorded results) are reported first.
-                    self.sink.emit(AgentEvent::ToolResult {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        result: result.clone(),
-                    });
+                    self.report_result(&call, &result);
                     results.insert(call.id, result);
                 }
                 BatchStep::Execute(call) => to_run.push(call),
@@ -2535,11 +2548,7 @@ impl<'a> Run<'a> {
                 // Group commit: finished records become durable with the next chunk's `started`
                 // commit or the batch's last commit. A crash before that reports the call as
                 // interrupted ("may or may not have taken effect"): never run twice.
-                self.sink.emit(AgentEvent::ToolResult {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    result: result.clone(),
-                });
+                self.report_result(&call, &result);
                 results.insert(call.id.clone(), result);
                 if let Some(e) = abort {
                     // The calls of the chunk still running are told, as on a cancel, and the run
@@ -2793,6 +2802,10 @@ impl<'a> Run<'a> {
         text: Option<String>,
         error: Option<AgentError>,
     ) -> Result<RunOutcome, AgentError> {
+        // The calls of the model's last answer the run ends without answering (a cancel or an
+        // abort cut the batch short, before or while they ran) and whose `ToolResult` it did not
+        // emit: the state does not record their answers, the next load's repair gives them.
+        let cut_short = unanswered_calls(&self.state.messages);
         let mut final_text = text;
         if status == RunStatus::MaxRounds {
             // Counted in `AgentState::fallback_answers` with the status.
@@ -2819,6 +2832,17 @@ impl<'a> Run<'a> {
             error: error.clone(),
         });
         self.persist(true).await?;
+        // Each gets its `ToolResult` now that the run's end is saved, with that answer (a
+        // finished call's recorded result, else `tool_interrupted`), so a UI that pairs every
+        // call with its result closes them all before `RunFinished`.
+        for call in cut_short {
+            let result = match self.state.tool_runs.get(&call.id) {
+                Some(ToolRunRecord::Finished { result, .. }) => result.clone(),
+                Some(ToolRunRecord::Started { .. }) => crate::state::repair::interrupted_result(&call),
+                None => crate::state::repair::not_started_result(&call),
+            };
+            self.report_result(&call, &result);
+        }
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
         // Told, but not waited for once the run is cancelled (a cancel ends the run at once).
