@@ -319,7 +319,13 @@ async fn a_batch_finished_after_a_restart_counts_the_whole_answer() {
             },
         },
         StateEvent::ToolStarted { call_id: "a3".into(), name: "a".into(), worker_session: None },
-        StateEvent::ToolFinished { call_id: "a3".into(), name: "a".into(), result: ToolResult::text("ok") },
+        StateEvent::ToolFinished {
+            call_id: "a3".into(),
+            name: "a".into(),
+            result: ToolResult::text("ok"),
+            stop_requested: false,
+            injected: Vec::new(),
+        },
     ] {
         state.apply(&event);
     }

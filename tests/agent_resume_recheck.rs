@@ -343,6 +343,8 @@ async fn a_batch_killed_mid_run_freezes_again_without_running_its_finished_call_
             call_id: "c1".into(),
             name: "clear_cache".into(),
             result: ToolResult::text("cleared before the kill"),
+            stop_requested: false,
+            injected: Vec::new(),
         },
     ];
     for e in &events {

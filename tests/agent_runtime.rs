@@ -784,6 +784,8 @@ async fn after_a_crash_finished_calls_keep_their_result_started_ones_are_interru
             call_id: "done".into(),
             name: "query_order".into(),
             result: ToolResult::text("recorded"),
+            stop_requested: false,
+            injected: Vec::new(),
         },
         StateEvent::ToolStarted { call_id: "half".into(), name: "query_order".into(), worker_session: None },
     ];

@@ -1,5 +1,7 @@
 //! A stop asked for by a batch (a result's `stop`, an after-hook's stop) survives the process
 //! dying before the run's end was saved: the resumed run completes without asking the model again.
+//! An after-hook's stop and the messages it injected survive too when the process dies later in
+//! the same batch (saved with the call's finished record).
 //! The death is a store that refuses every commit from a chosen one on (what was committed before
 //! stays on disk); a fresh agent over the same directory then resumes.
 
@@ -58,13 +60,14 @@ fn batch_completed(event: &StateEvent) -> bool {
     matches!(event, StateEvent::BatchCompleted { .. })
 }
 
-/// `finish_task` answers with `stop`; `note` does not. Both count their executions.
+/// `finish_task` answers with `stop`; `note` and `fetch` (idempotent: run again on resume) do
+/// not. All count their executions.
 fn tools(executions: &Arc<AtomicUsize>) -> ToolRegistry {
     let mut r = ToolRegistry::new();
-    for (name, stop) in [("finish_task", true), ("note", false)] {
+    for (name, stop) in [("finish_task", true), ("note", false), ("fetch", false)] {
         let executions = Arc::clone(executions);
         r.register(
-            ToolDefinition::new(name, "test tool", json!({"type":"object"})),
+            ToolDefinition::new(name, "test tool", json!({"type":"object"})).idempotent(name == "fetch"),
             Arc::new(FnExecutor(move |_a, _c| {
                 executions.fetch_add(1, Ordering::SeqCst);
                 async move { Ok(ToolResult::text("done").with_stop(stop)) }
@@ -91,6 +94,27 @@ impl AgentHook for StopAfterNote {
     }
 }
 
+/// After call `c1`: stop, and inject a reminder (as the ArkTS hook of the report did).
+struct StopAndRemindAfterFirst;
+
+#[async_trait::async_trait]
+impl AgentHook for StopAndRemindAfterFirst {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _r: &ToolResult,
+    ) -> AfterToolCall {
+        if call.id != "c1" {
+            return AfterToolCall { action: AfterToolCallAction::Proceed(None), inject: Vec::new() };
+        }
+        AfterToolCall {
+            action: AfterToolCallAction::Stop,
+            inject: vec![ChatMessage::user("REMINDER from hook")],
+        }
+    }
+}
+
 /// One call at a time: a call's finished record becomes durable with the next call's start.
 fn one_at_a_time() -> AgentConfig {
     AgentConfig { max_parallel_tools: 1, ..AgentConfig::default() }
@@ -103,15 +127,15 @@ async fn die_then_resume(
     dir: &Path,
     first: &[(&str, &str, &str)],
     dies_at: fn(&StateEvent) -> bool,
-    hook: bool,
+    hook: Option<Arc<dyn AgentHook>>,
 ) -> (RunStatus, usize, usize, AgentState) {
     let executions = Arc::new(AtomicUsize::new(0));
     let dies = DiesAt { when: dies_at, dead: AtomicBool::new(false) };
     let store = Arc::new(Wrapped::new(Arc::new(FileStore::new(dir)), dies));
     let model = Arc::new(Script::new(vec![calls(first), answer("asked again")]));
     let mut builder = AgentBuilder::new(model, store).config(one_at_a_time()).tools(tools(&executions));
-    if hook {
-        builder = builder.hook(Arc::new(StopAfterNote));
+    if let Some(hook) = &hook {
+        builder = builder.hook(Arc::clone(hook));
     }
     let died = builder.build().run("s", "q", &EventLog::new(), &CancellationSignal::new()).await;
     assert_eq!(died.unwrap_err().code, codes::STATE_IO, "the first process dies while saving");
@@ -121,8 +145,8 @@ async fn die_then_resume(
     let store = Arc::new(FileStore::new(dir));
     let mut builder =
         AgentBuilder::new(model.clone(), store.clone()).config(one_at_a_time()).tools(tools(&executions));
-    if hook {
-        builder = builder.hook(Arc::new(StopAfterNote));
+    if let Some(hook) = hook {
+        builder = builder.hook(hook);
     }
     let out = builder.build().resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     let state = store.load("s").await.unwrap().unwrap();
@@ -133,7 +157,7 @@ async fn die_then_resume(
 async fn a_result_stop_saved_with_its_batch_ends_the_resumed_run() {
     let dir = tempfile::tempdir().unwrap();
     let (status, requests, executions, state) =
-        die_then_resume(dir.path(), &[("c1", "finish_task", "{}")], finished, false).await;
+        die_then_resume(dir.path(), &[("c1", "finish_task", "{}")], finished, None).await;
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(requests, 0, "the model is not asked again after a stop");
     assert_eq!(executions, 1, "nothing ran twice");
@@ -152,7 +176,7 @@ async fn a_result_stop_whose_batch_was_not_saved_ends_the_resumed_run() {
         dir.path(),
         &[("c1", "finish_task", "{}"), ("c2", "note", "{}")],
         batch_completed,
-        false,
+        None,
     )
     .await;
     assert_eq!(status, RunStatus::Completed);
@@ -174,7 +198,7 @@ async fn a_result_stop_whose_batch_was_not_saved_ends_the_resumed_run() {
 async fn an_after_hook_stop_saved_with_its_batch_ends_the_resumed_run() {
     let dir = tempfile::tempdir().unwrap();
     let (status, requests, executions, _) =
-        die_then_resume(dir.path(), &[("c1", "note", "{}")], finished, true).await;
+        die_then_resume(dir.path(), &[("c1", "note", "{}")], finished, Some(Arc::new(StopAfterNote))).await;
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(requests, 0);
     assert_eq!(executions, 1);
@@ -185,7 +209,7 @@ async fn without_a_stop_the_resumed_run_asks_the_model() {
     // The control: the same death without any stop continues the conversation.
     let dir = tempfile::tempdir().unwrap();
     let (status, requests, executions, state) =
-        die_then_resume(dir.path(), &[("c1", "note", "{}")], batch_completed, false).await;
+        die_then_resume(dir.path(), &[("c1", "note", "{}")], batch_completed, None).await;
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(requests, 1);
     assert_eq!(executions, 1);
@@ -195,11 +219,76 @@ async fn without_a_stop_the_resumed_run_asks_the_model() {
 #[tokio::test]
 async fn a_new_run_does_not_inherit_a_stop() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, _, _, state) = die_then_resume(dir.path(), &[("c1", "finish_task", "{}")], finished, false).await;
+    let (_, _, _, state) = die_then_resume(dir.path(), &[("c1", "finish_task", "{}")], finished, None).await;
     assert_eq!(state.status, RunStatus::Completed);
     let model = Arc::new(Script::new(vec![answer("hello again")]));
     let agent = AgentBuilder::new(model.clone(), Arc::new(FileStore::new(dir.path()))).build();
     let out = agent.run("s", "next", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
     assert_eq!(model.requests().len(), 1);
+}
+
+/// The history's messages after the first answer's tool calls, as (role, call id or text).
+fn tail(state: &AgentState) -> Vec<(String, String)> {
+    let first = state.messages.iter().position(|m| !m.tool_calls().is_empty()).expect("a batch");
+    state.messages[first + 1..]
+        .iter()
+        .map(|m| match m {
+            ChatMessage::Tool { tool_call_id, .. } => ("tool".into(), tool_call_id.clone()),
+            ChatMessage::User { content } => ("user".into(), content.clone()),
+            other => ("other".into(), format!("{other:?}")),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_after_hook_stop_and_its_messages_survive_a_death_later_in_the_batch() {
+    // `c1`'s hook stops and injects a reminder; its finished record is durable (saved with
+    // `c2`'s start), the batch's completion is not. The resumed run answers `c2` interrupted,
+    // appends the reminder after both results, as the batch would have, and does not ask the model.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, state) = die_then_resume(
+        dir.path(),
+        &[("c1", "note", "{}"), ("c2", "note", "{}")],
+        batch_completed,
+        Some(Arc::new(StopAndRemindAfterFirst)),
+    )
+    .await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 0, "the hook's stop holds after the death");
+    assert_eq!(executions, 2, "nothing ran twice");
+    assert_eq!(
+        tail(&state),
+        [
+            ("tool".into(), "c1".into()),
+            ("tool".into(), "c2".into()),
+            ("user".into(), "REMINDER from hook".into())
+        ]
+    );
+    assert!(state.tool_runs.is_empty() && !state.stop_requested);
+}
+
+#[tokio::test]
+async fn an_after_hook_stop_survives_when_the_batch_runs_on_after_the_death() {
+    // `c2` is idempotent: the resumed run runs it again within the batch (not a completion by
+    // repair), and the stop and the reminder of `c1`, finished in the dead process, still hold.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, state) = die_then_resume(
+        dir.path(),
+        &[("c1", "note", "{}"), ("c2", "fetch", "{}")],
+        batch_completed,
+        Some(Arc::new(StopAndRemindAfterFirst)),
+    )
+    .await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 0);
+    assert_eq!(executions, 3, "c2 ran again, c1 did not");
+    assert_eq!(
+        tail(&state),
+        [
+            ("tool".into(), "c1".into()),
+            ("tool".into(), "c2".into()),
+            ("user".into(), "REMINDER from hook".into())
+        ]
+    );
 }

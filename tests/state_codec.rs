@@ -190,7 +190,10 @@ fn batch_calls_of_every_plan_and_tool_runs_of_both_phases_decode_back() {
     ];
     let batch = batch.clone();
     state.tool_runs.insert("c1".into(), ToolRunRecord::Started { name: "a".into() });
-    state.tool_runs.insert("c2".into(), ToolRunRecord::Finished { name: "b".into(), result });
+    state.tool_runs.insert(
+        "c2".into(),
+        ToolRunRecord::Finished { name: "b".into(), result, stop_requested: false, injected: Vec::new() },
+    );
     assert_eq!(decode_snapshot(&encode_snapshot(&state).unwrap()).unwrap(), state);
 
     let events = vec![StateEvent::ApprovalRequested { batch, announced: false }];
@@ -426,6 +429,38 @@ fn a_batch_completion_without_a_stop_is_written_as_before_the_field_existed() {
     assert_eq!(stop, r#"{"event":"batch_completed","stop_requested":true}"#);
     let state = serde_json::to_value(arkagent::state::AgentState::new("s")).unwrap();
     assert!(state.get("stop_requested").is_none(), "{state}");
+}
+
+#[test]
+fn a_finished_call_without_after_hook_asks_is_written_as_before_the_fields_existed() {
+    // Readers that predate `stop_requested` and `injected` take the record as they always did,
+    // and a record they wrote reads with neither.
+    let result = arkagent::ToolResult::text("r");
+    let finished = |stop_requested, injected| StateEvent::ToolFinished {
+        call_id: "c".into(),
+        name: "t".into(),
+        result: result.clone(),
+        stop_requested,
+        injected,
+    };
+    let plain = serde_json::to_value(finished(false, Vec::new())).unwrap();
+    let keys: Vec<&String> = plain.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["call_id", "event", "name", "result"], "{plain}");
+    let old = r#"{"event":"tool_finished","call_id":"c","name":"t","result":{"contents":[{"type":"text","text":"r"}]}}"#;
+    assert_eq!(serde_json::from_str::<StateEvent>(old).unwrap(), finished(false, Vec::new()));
+    let asked = finished(true, vec![arkagent::message::ChatMessage::user("remember")]);
+    let text = serde_json::to_string(&asked).unwrap();
+    assert!(
+        text.ends_with(r#""stop_requested":true,"injected":[{"role":"user","content":"remember"}]}"#),
+        "{text}"
+    );
+    assert_eq!(serde_json::from_str::<StateEvent>(&text).unwrap(), asked);
+    // In a snapshot too: the state's record of the call keeps them.
+    let mut state = arkagent::state::AgentState::new("s");
+    state.apply(&asked);
+    assert_eq!(decode_snapshot(&encode_snapshot(&state).unwrap()).unwrap(), state);
+    let record = serde_json::to_value(&state.tool_runs["c"]).unwrap();
+    assert_eq!(record["stop_requested"], true, "{record}");
 }
 
 #[test]

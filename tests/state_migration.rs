@@ -135,8 +135,13 @@ async fn file_store_leaves_a_newer_session_untouched_byte_for_byte() {
         let e = store.load(id).await.unwrap_err();
         assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED, "{id}");
         let mut s = AgentState::new(id);
-        let ev =
-            StateEvent::ToolFinished { call_id: "c".into(), name: "t".into(), result: ToolResult::text("r") };
+        let ev = StateEvent::ToolFinished {
+            call_id: "c".into(),
+            name: "t".into(),
+            result: ToolResult::text("r"),
+            stop_requested: false,
+            injected: Vec::new(),
+        };
         s.apply(&ev);
         let e = store.commit(&s, &[ev]).await.unwrap_err();
         assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED, "{id}");

@@ -37,7 +37,12 @@ fn crashed_mid_batch() -> AgentState {
     s.messages.push(assistant(&[("a", "pay"), ("b", "refresh"), ("c", "notify")]));
     s.tool_runs.insert(
         "a".into(),
-        ToolRunRecord::Finished { name: "pay".into(), result: ToolResult::text("paid 10") },
+        ToolRunRecord::Finished {
+            name: "pay".into(),
+            result: ToolResult::text("paid 10"),
+            stop_requested: false,
+            injected: Vec::new(),
+        },
     );
     s.tool_runs.insert("b".into(), ToolRunRecord::Started { name: "refresh".into() });
     s
@@ -238,7 +243,12 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
     for (c, finished) in records {
         let id = format!("c{n}-{c}");
         let rec = if *finished {
-            ToolRunRecord::Finished { name: "t".into(), result: ToolResult::text("recorded") }
+            ToolRunRecord::Finished {
+                name: "t".into(),
+                result: ToolResult::text("recorded"),
+                stop_requested: false,
+                injected: Vec::new(),
+            }
         } else {
             ToolRunRecord::Started { name: "t".into() }
         };

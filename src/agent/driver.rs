@@ -6,7 +6,7 @@ use super::delegate::{
     worker_session_id, DelegationSetup, WorkerEvents, WorkerOrigin, WorkerSinks, WrappingSink, DELEGATE_TASK,
 };
 use super::events::{AgentEvent, EventSink};
-use super::machine::{phase, Phase};
+use super::machine::{phase, unanswered_calls, Phase};
 use crate::approval::{
     plan_batch, AnsweredCall, ApprovalDecision, ApprovalPolicy, BatchCall, BatchCallInput, BatchCallPlan,
     BatchPlan, BatchSettlement, BatchStep, CallDisposition, PendingApprovalBatch, UserDecision,
@@ -1172,12 +1172,18 @@ impl Agent {
             && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
         {
             // A batch whose last results repair supplied (the process died before the batch
-            // completed): it completes now, with the stop its results or its hooks asked for.
-            let stop_requested = run
-                .state
-                .pending_approval
-                .as_ref()
-                .is_some_and(|b| b.stop_requested || b.dismissed.is_some())
+            // completed): it completes now, with the stop its results or its hooks asked for, and
+            // then the messages its hooks injected, as the batch would have.
+            let (hooks_stop, recorded) = run.recorded_after_hooks();
+            let mut injected =
+                run.state.pending_approval.as_ref().map(|b| b.injected.clone()).unwrap_or_default();
+            injected.extend(recorded);
+            let stop_requested = hooks_stop
+                || run
+                    .state
+                    .pending_approval
+                    .as_ref()
+                    .is_some_and(|b| b.stop_requested || b.dismissed.is_some())
                 || run
                     .state
                     .tool_runs
@@ -1186,6 +1192,9 @@ impl Agent {
             run.record(StateEvent::BatchCompleted { stop_requested });
             if run.state.pending_approval.is_some() {
                 run.record(StateEvent::ApprovalCleared);
+            }
+            for message in injected {
+                run.record(StateEvent::MessageAppended { message });
             }
         }
         sink.emit(AgentEvent::RunStarted { session_id, run_id, resumed: true });
@@ -1798,6 +1807,9 @@ struct Run<'a> {
     // The approval ids of worker batches this run found frozen and announced already (by the
     // app's own resume of the worker session): a mirror of them is not announced again.
     announced_elsewhere: HashSet<String>,
+    // The calls of the batch under way whose `ToolResult` this run emitted: a run that ends
+    // before the batch's end gives the others theirs (see `finish`).
+    reported: HashSet<String>,
 }
 
 impl<'a> Run<'a> {
@@ -1816,6 +1828,18 @@ impl<'a> Run<'a> {
             batch_usage: None,
             announces_approvals: agent.depth() == 0,
             announced_elsewhere: HashSet::new(),
+            reported: HashSet::new(),
+        }
+    }
+
+    /// Emits a call's `ToolResult`, once per call of the batch under way.
+    fn report_result(&mut self, call: &ToolCall, result: &ToolResult) {
+        if self.reported.insert(call.id.clone()) {
+            self.sink.emit(AgentEvent::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                result: result.clone(),
+            });
         }
     }
 
@@ -1832,6 +1856,39 @@ impl<'a> Run<'a> {
     fn last_answer(&self) -> ChatMessage {
         let answer = self.state.messages.iter().rev().find(|m| matches!(m, ChatMessage::Assistant { .. }));
         answer.cloned().unwrap_or_else(|| ChatMessage::assistant_text(""))
+    }
+
+    /// What the after-hooks of the current batch's calls that finished in an earlier process (or
+    /// an earlier run of the batch) asked, from the calls' records, in call order: a stop, and the
+    /// messages to append after the batch's results. A mirror's calls answered when its worker
+    /// froze are left out: the mirror carries what their hooks asked (its `stop_requested` and
+    /// `injected`).
+    fn recorded_after_hooks(&self) -> (bool, Vec<ChatMessage>) {
+        let carried: HashSet<&str> = match &self.state.pending_approval {
+            Some(batch) if batch.worker_session.is_some() => batch
+                .calls
+                .iter()
+                .filter(|c| matches!(c.plan, BatchCallPlan::Answer { .. }))
+                .map(|c| c.call.id.as_str())
+                .collect(),
+            _ => HashSet::new(),
+        };
+        let answer = self.last_answer();
+        let mut seen = HashSet::new();
+        let mut stop = false;
+        let mut injected = Vec::new();
+        for call in answer.tool_calls() {
+            if carried.contains(call.id.as_str()) || !seen.insert(call.id.as_str()) {
+                continue;
+            }
+            if let Some(ToolRunRecord::Finished { stop_requested, injected: messages, .. }) =
+                self.state.tool_runs.get(&call.id)
+            {
+                stop |= *stop_requested;
+                injected.extend(messages.iter().cloned());
+            }
+        }
+        (stop, injected)
     }
 
     fn ids(&self) -> (String, String, u32) {
@@ -2037,6 +2094,8 @@ impl<'a> Run<'a> {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 result: ToolResult::from_error(&error),
+                stop_requested: false,
+                injected: Vec::new(),
             });
         }
     }
@@ -2091,6 +2150,7 @@ impl<'a> Run<'a> {
     /// A fresh batch: before-hooks, then the policy; the planner freezes the whole batch if any
     /// call needs confirmation, else its steps run.
     async fn tool_batch(&mut self, calls: Vec<ToolCall>) -> Result<Flow, AgentError> {
+        self.reported.clear();
         let tools = self.turn_tools.clone().unwrap_or_else(|| self.agent.tools());
         let (s, r, round) = self.ids();
         let mut inputs = Vec::with_capacity(calls.len());
@@ -2146,7 +2206,11 @@ impl<'a> Run<'a> {
             }
         }
         match plan_batch(&self.run_id(), self.last_answer(), inputs, now_ms()) {
-            BatchPlan::Run(steps) => self.execute(steps, &tools, Vec::new()).await,
+            BatchPlan::Run(steps) => {
+                let (stop_requested, injected) = self.recorded_after_hooks();
+                self.stop_requested |= stop_requested;
+                self.execute(steps, &tools, injected).await
+            }
             BatchPlan::Freeze(batch) => self.freeze(batch).await,
         }
     }
@@ -2215,6 +2279,7 @@ impl<'a> Run<'a> {
     /// runs (see [`recheck_planned_run`](Self::recheck_planned_run)): one that now needs the
     /// user's confirmation freezes the batch again, with what was decided kept.
     async fn settle_batch(&mut self, unanswered: Vec<ToolCall>) -> Result<Flow, AgentError> {
+        self.reported.clear();
         let mut batch = self.state.pending_approval.clone().expect("settling needs a batch");
         let tools = self.agent.tools();
         let open: HashSet<&str> = unanswered.iter().map(|c| c.id.as_str()).collect();
@@ -2327,7 +2392,11 @@ impl<'a> Run<'a> {
                 }
             })
             .collect();
-        self.execute(steps, &tools, batch.injected).await
+        let (stop_requested, recorded) = self.recorded_after_hooks();
+        self.stop_requested |= stop_requested;
+        let mut injected = batch.injected;
+        injected.extend(recorded);
+        self.execute(steps, &tools, injected).await
     }
 
     /// What the policy says now about a call of a frozen batch that was planned to run: the tool
@@ -2405,11 +2474,7 @@ impl<'a> Run<'a> {
             match step {
                 BatchStep::Answer(AnsweredCall { call, result }) => {
                     // Answers known before execution (denials, recorded results) are reported first.
-                    self.sink.emit(AgentEvent::ToolResult {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        result: result.clone(),
-                    });
+                    self.report_result(&call, &result);
                     results.insert(call.id, result);
                 }
                 BatchStep::Execute(call) => to_run.push(call),
@@ -2512,18 +2577,26 @@ impl<'a> Run<'a> {
                 let Some(after) = hooked.await else {
                     return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                 };
-                injected.extend(after.inject);
-                match after.control {
-                    AfterControl::Continue => {}
-                    AfterControl::Stop => self.stop_requested = true,
-                    AfterControl::Abort(e) => abort = Some(e),
-                }
+                let stop_requested = match after.control {
+                    AfterControl::Continue => false,
+                    AfterControl::Stop => true,
+                    AfterControl::Abort(e) => {
+                        abort = Some(e);
+                        false
+                    }
+                };
+                self.stop_requested |= stop_requested;
                 let result = within_size(after.result, &call.name, self.agent.config.max_result_bytes);
+                // The hooks' stop and messages are saved with the call, so a process that dies
+                // later in the batch loses neither (see `recorded_after_hooks`).
                 self.record(StateEvent::ToolFinished {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     result: result.clone(),
+                    stop_requested,
+                    injected: after.inject.clone(),
                 });
+                injected.extend(after.inject);
                 if let Some(worker) = self.worker_of(&batch_call_id, &call) {
                     // The worker's usage counts in this session's, added once, with the call's
                     // result (after it: a commit cut short never counts it twice).
@@ -2537,11 +2610,7 @@ impl<'a> Run<'a> {
                 // Group commit: finished records become durable with the next chunk's `started`
                 // commit or the batch's last commit. A crash before that reports the call as
                 // interrupted ("may or may not have taken effect"): never run twice.
-                self.sink.emit(AgentEvent::ToolResult {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    result: result.clone(),
-                });
+                self.report_result(&call, &result);
                 results.insert(call.id.clone(), result);
                 if let Some(e) = abort {
                     // The calls of the chunk still running are told, as on a cancel, and the run
@@ -2795,6 +2864,10 @@ impl<'a> Run<'a> {
         text: Option<String>,
         error: Option<AgentError>,
     ) -> Result<RunOutcome, AgentError> {
+        // The calls of the model's last answer the run ends without answering (a cancel or an
+        // abort cut the batch short, before or while they ran) and whose `ToolResult` it did not
+        // emit: the state does not record their answers, the next load's repair gives them.
+        let cut_short = unanswered_calls(&self.state.messages);
         let mut final_text = text;
         if status == RunStatus::MaxRounds {
             // Counted in `AgentState::fallback_answers` with the status.
@@ -2821,6 +2894,17 @@ impl<'a> Run<'a> {
             error: error.clone(),
         });
         self.persist(true).await?;
+        // Each gets its `ToolResult` now that the run's end is saved, with that answer (a
+        // finished call's recorded result, else `tool_interrupted`), so a UI that pairs every
+        // call with its result closes them all before `RunFinished`.
+        for call in cut_short {
+            let result = match self.state.tool_runs.get(&call.id) {
+                Some(ToolRunRecord::Finished { result, .. }) => result.clone(),
+                Some(ToolRunRecord::Started { .. }) => crate::state::repair::interrupted_result(&call),
+                None => crate::state::repair::not_started_result(&call),
+            };
+            self.report_result(&call, &result);
+        }
         let (s, r, round) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round };
         // Told, but not waited for once the run is cancelled (a cancel ends the run at once).

@@ -17,6 +17,16 @@
 //!    or a save failed (the store's error, e.g. `state_io` on a full disk, is then the run's own
 //!    error: `run`/`resume` return it, and no `RunFinished` says the run ended).
 //!
+//! Every call of a model answer gets exactly one `ToolResult`, also when the run ends before its
+//! batch does (cancelled, or aborted by a hook, while calls ran or before they could): right after
+//! the terminal `StatePersisted` and before `RunFinished`, each call of the batch that had none
+//! gets one, in call order, with the answer the state gives it when read back (the run records
+//! none, the next load's repair does): a finished call's recorded result, else `tool_interrupted`,
+//! "may or may not have taken effect" for a call that started, "did not run" for one that did not.
+//! The exceptions: the calls of a batch frozen for approval (theirs come when a resume settles
+//! it), a run whose save failed (no `RunFinished` either), and the calls a crash cut short, which
+//! the repair answers before a resumed run starts (no event tells them).
+//!
 //! A `delegate_task` call's worker runs between the call's `StatePersisted` (its `started` record)
 //! and the call's `ToolResult`: its own events, in this same order, arrive in between, each wrapped
 //! in a `WorkerEvent` naming the delegating call and the worker's session (a worker's worker nests
@@ -85,7 +95,8 @@ pub enum AgentEvent {
         /// The batch.
         batch: PendingApprovalBatch,
     },
-    /// A call has its result (errors included).
+    /// A call has its result (errors included): one per call, also for a call a cancel or an
+    /// abort cut short (see the order above).
     ToolResult {
         /// Call id.
         call_id: String,

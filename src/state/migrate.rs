@@ -35,8 +35,11 @@
 //! saved before one existed reads it as absent, and a reader that predates it ignores it (states
 //! and events are read without refusing unknown fields). So far: the run's `finish_reason`, its
 //! `run_error` (and `StatusChanged`'s `finish_reason` and `error`), `delegation`, `workers`,
-//! `stop_requested`, `turn_question` and `approval_announced` (with `ApprovalRequested`'s
-//! `announced`).
+//! `stop_requested`, `turn_question`, `approval_announced` (with `ApprovalRequested`'s
+//! `announced`), and `ToolFinished`'s `stop_requested` and `injected` (with a finished tool-run
+//! record's): what a call's after-hooks asked, saved with the call. A reader that predates those
+//! two ignores them, so a process of that version resuming a batch cut short loses the stop and
+//! the messages of the calls finished before the cut, as it always did.
 
 use super::{AgentState, SCHEMA_VERSION};
 use crate::error::{codes, AgentError};

@@ -125,6 +125,12 @@ pub enum ToolRunRecord {
         name: String,
         /// The result (errors included).
         result: ToolResult,
+        /// The call's after-hooks asked to end the run (see [`StateEvent::ToolFinished`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stop_requested: bool,
+        /// The messages the call's after-hooks injected, for after the batch's results.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        injected: Vec<ChatMessage>,
     },
 }
 
@@ -336,6 +342,17 @@ pub enum StateEvent {
         name: String,
         /// The result.
         result: ToolResult,
+        /// The call's after-hooks asked to end the run after the batch (a result's own `stop` is
+        /// in `result`). Saved with the call, not only with the batch's completion: a process
+        /// that dies later in the batch loses neither this nor `injected`, which the resumed run
+        /// applies as the batch would have. Absent when false, so the record reads as it did
+        /// before the field existed (a reader that predates it ignores it).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stop_requested: bool,
+        /// The messages the call's after-hooks injected, appended after the batch's results.
+        /// Absent when empty, as `stop_requested`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        injected: Vec<ChatMessage>,
     },
     /// The batch's results are in the history; the tool-run records are cleared.
     BatchCompleted {
@@ -581,10 +598,15 @@ impl AgentState {
                     }
                 }
             }
-            StateEvent::ToolFinished { call_id, name, result } => {
+            StateEvent::ToolFinished { call_id, name, result, stop_requested, injected } => {
                 self.tool_runs.insert(
                     call_id.clone(),
-                    ToolRunRecord::Finished { name: name.clone(), result: result.clone() },
+                    ToolRunRecord::Finished {
+                        name: name.clone(),
+                        result: result.clone(),
+                        stop_requested: *stop_requested,
+                        injected: injected.clone(),
+                    },
                 );
             }
             StateEvent::BatchCompleted { stop_requested } => {

@@ -2,8 +2,11 @@
 // Promise; afterToolCall rewrites, injects and stops; notifications in order; failures contained.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { busy, loadModule, objectSchema, resolveThen, text, throwsWithCode } from './helper.mjs';
+import { busy, loadModule, objectSchema, resolveThen, runUntilKilled, text, throwsWithCode } from './helper.mjs';
 
 const { Agent } = loadModule();
 
@@ -464,4 +467,44 @@ test('each hook method gets exactly its arguments: strings, and null where a val
     onError: 'string,string',
     onRunEndFailed: 'string,string,null', // no final text
   });
+});
+
+// The child: `note` runs c1 then c2, one at a time; the hook stops on c1 and injects a reminder.
+// The process prints once c2 runs (c1's finished record saved with c2's start) and waits to be killed.
+const stopThenKilled = String.raw`
+const m = { exports: {} };
+process.dlopen(m, process.env.ARKAGENT_SO);
+const { Agent } = m.exports;
+const calls = [{ id: 'c1', name: 'note', arguments: '{}' }, { id: 'c2', name: 'note', arguments: '{}' }];
+const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ tool_calls: calls }]), stateDir: process.argv[1], maxParallelTools: 1 });
+agent.registerTool({ name: 'note', description: 'd', parametersJson: '{"type":"object"}' }, (args, ctx) => {
+  if (ctx.callId === 'c2') {
+    console.log('c2 runs');
+    return new Promise(() => {});
+  }
+  return { contents: [{ type: 'text', text: 'noted' }] };
+});
+agent.addHook({ afterToolCall: (ctx, call) => JSON.parse(call).id === 'c1'
+  ? { action: 'stop', injectJson: JSON.stringify([{ role: 'user', content: 'REMINDER from hook' }]) }
+  : undefined });
+agent.run('s', 'go');
+setInterval(() => {}, 1000);
+`;
+
+test("afterToolCall's stop and injected messages survive the app being killed later in the batch", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-hooks-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  await runUntilKilled(['-e', stopThenKilled, dir], (out) => out.includes('c2 runs'), 'c2 runs');
+
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify([{ content: 'asked again' }]), stateDir: dir });
+  agent.registerTool({ name: 'note', description: 'd', parametersJson: objectSchema }, () => ({ contents: [] }));
+  const outcome = await agent.resume('s');
+  assert.equal(outcome.status, 'completed');
+  assert.notEqual(outcome.finalText, 'asked again', 'the stop holds: the model is not asked again');
+  const state = JSON.parse(await agent.stateJson('s'));
+  assert.deepEqual(
+    state.messages.slice(2).map((m) => [m.role, m.tool_call_id ?? m.content]),
+    [['tool', 'c1'], ['tool', 'c2'], ['user', 'REMINDER from hook']],
+  );
+  assert.match(state.messages[3].content, /interrupt/);
 });

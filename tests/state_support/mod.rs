@@ -77,6 +77,8 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                     call_id: format!("call-{}", k - 3),
                     name: "clear_baking_cache".into(),
                     result: result.clone(),
+                    stop_requested: false,
+                    injected: Vec::new(),
                 },
                 StateEvent::MessageAppended {
                     message: ChatMessage::Tool {

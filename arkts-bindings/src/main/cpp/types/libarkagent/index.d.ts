@@ -413,6 +413,9 @@ export interface RunOutcomeObject {
  * "status", "final_text" (null when none), "usage" ({prompt_tokens, completion_tokens, total_tokens}),
  * "finish_reason"? and, for a run that ended with an error (failed, aborted, loop_detected), "error":
  * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
+ * Every tool call of an answer gets exactly one tool_result, also one a cancel or an abort cut
+ * short (right before run_finished, with the tool_interrupted answer the state gives it), except
+ * the calls of a batch frozen for approval until a resume settles it.
  * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained, and so is the
  * rejection of an async listener's Promise (logged).
  */
