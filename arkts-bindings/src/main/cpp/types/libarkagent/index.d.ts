@@ -189,7 +189,10 @@ export declare class ToolRegistry {
   copyIntoExcluding(target: ToolRegistry, excludedNames: Array<string>): void;
   /** The registered names, in registration order. */
   names(): Array<string>;
-  /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout when set). */
+  /**
+   * The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout
+   * when set); parameters as parametersJson was written, keys in their order, compacted.
+   */
   definitionsJson(): string;
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
