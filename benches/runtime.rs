@@ -2,6 +2,8 @@
 //! 10 registered tools with no-op executors, 1,000 messages of history, a model that answers at
 //! once with one tool call per round (streamed as events), the in-memory store. Compared in the
 //! same run with serializing that round's request body (what any client must do every round).
+//! Also the `tools` part alone: the ten schemas built as values (serialised each round) against
+//! the same schemas registered as text (sent in their key order, copied as kept).
 //!
 //! `cargo bench --bench runtime`
 
@@ -153,6 +155,28 @@ fn bench(c: &mut Criterion) {
         ratios[0],
         ratios[ratios.len() - 1]
     );
+
+    // The tools of a request (one short message beside them), schemas as values or as text.
+    let question: Arc<Vec<ChatMessage>> = Arc::new(vec![ChatMessage::user("再查一次")]);
+    let as_text: Arc<[ToolDefinition]> = tools
+        .definitions()
+        .iter()
+        .map(|d| {
+            ToolDefinition::from_schema_text(d.name.clone(), d.description.clone(), &d.parameters.text())
+                .unwrap()
+        })
+        .collect();
+    let mut group = c.benchmark_group("request_tools");
+    for (name, definitions) in [("value_schemas", Arc::clone(tools.definitions())), ("text_schemas", as_text)]
+    {
+        let request = ChatRequest::new(Arc::clone(&question), definitions);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                black_box(serde_json::to_vec(&to_wire_request(&request, "gpt-4o", &quirks, true)).unwrap())
+            })
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

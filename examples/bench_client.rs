@@ -61,14 +61,19 @@ fn fail(why: &str) -> ! {
 }
 
 async fn run(base_url: String, rounds: u32, store_kind: String, state_dir: Option<String>) {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../benches/e2e/tool_schema.json")).expect("tool_schema.json");
+    // From its text, so the model is sent the schema in the file's key order, as the peers send it.
+    let definition = ToolDefinition::from_schema_text(
+        "record_reading",
+        "Records one station reading.",
+        include_str!("../benches/e2e/tool_schema.json"),
+    )
+    .expect("tool_schema.json");
     let executed = Arc::new(AtomicUsize::new(0));
     let mut tools = ToolRegistry::new();
     let counter = Arc::clone(&executed);
     tools
         .register(
-            ToolDefinition::new("record_reading", "Records one station reading.", schema),
+            definition,
             Arc::new(FnExecutor(move |args: serde_json::Map<String, serde_json::Value>, _ctx| {
                 let counter = Arc::clone(&counter);
                 async move {

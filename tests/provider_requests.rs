@@ -1,7 +1,8 @@
 //! What the client sends: the endpoint, headers and the JSON body (messages with tool calls and
 //! tool results, tools from the request, tool_choice, temperature, token limit, stream options),
 //! preset quirks (DeepSeek reasoning_content), and never a `null` (but for a tool-call message
-//! without text: `"content": null`, see `tests/answer_replay.rs`). Also the URL policy.
+//! without text: `"content": null`, see `tests/answer_replay.rs`). Also the URL policy, and a tool
+//! schema registered as text going out in the key order it was written.
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -9,9 +10,10 @@ mod mock_server;
 use arkagent::provider::{
     ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, ProviderPreset, RetryPolicy, ToolChoice,
 };
+use arkagent::tool::{FnExecutor, ToolContext, ToolRegistry, ToolResult};
 use arkagent::{codes, ChatMessage, ToolCall, ToolDefinition};
 use mock_server::{MockServer, Reply};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 fn conversation() -> ChatRequest {
@@ -261,5 +263,71 @@ async fn bodies_on_the_wire_are_the_plain_serialisation_with_a_content_length() 
         assert_eq!(r.header("content-length"), Some(body.len().to_string().as_str()));
         assert_eq!(r.header("transfer-encoding"), None);
         assert_eq!(&r.body, body, "{}", String::from_utf8_lossy(&r.body));
+    }
+}
+
+/// A schema registered as text reaches the model with its keys in the order written, at every
+/// level (`reasoning` before `answer`, on purpose; a nested object's keys too), compacted; the
+/// registry still validates calls against it; a definition built from a `Value` beside it is sent
+/// as that value serialises (keys sorted). Both the unstreamed and the streamed body.
+#[tokio::test]
+async fn a_schema_registered_as_text_is_sent_in_its_key_order() {
+    let written = r#"{
+        "type": "object",
+        "properties": {
+            "reasoning": {"type": "string", "description": "why, before the answer"},
+            "answer": {"type": "object", "properties": {"zone": {"type": "string"}, "amount": {"type": "integer"}}, "required": ["zone"]}
+        },
+        "required": ["reasoning", "answer"],
+        "additionalProperties": false
+    }"#;
+    let compact = r#"{"type":"object","properties":{"reasoning":{"type":"string","description":"why, before the answer"},"answer":{"type":"object","properties":{"zone":{"type":"string"},"amount":{"type":"integer"}},"required":["zone"]}},"required":["reasoning","answer"],"additionalProperties":false}"#;
+    let noop =
+        || Arc::new(FnExecutor(|_: Map<String, Value>, _: ToolContext| async { Ok(ToolResult::text("ok")) }));
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(ToolDefinition::from_schema_text("decide", "decides", written).unwrap(), noop())
+        .unwrap();
+    let by_value =
+        json!({"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "string"}}});
+    registry.register(ToolDefinition::new("by_value", "a value schema", by_value.clone()), noop()).unwrap();
+    // Validation reads the parsed schema, whatever the order of its text.
+    let refused = registry
+        .execute(
+            &ToolCall::new("c1", "decide", r#"{"reasoning":"r","answer":{"amount":1}}"#),
+            ToolContext::detached("s", "c1"),
+        )
+        .await;
+    assert_eq!(refused.unwrap_err().code, codes::TOOL_ARGUMENT_REQUIRED);
+
+    let server = MockServer::start([ok(), Reply::sse(b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")]).await;
+    let config = ClientConfig::new(ProviderPreset::OpenAi, "gpt-4o", "sk-order-test-1")
+        .with_base_url(server.base_url());
+    let c = OpenAiCompatibleClient::new(config).unwrap();
+    let req = ChatRequest::new(
+        Arc::from(vec![ChatMessage::user("decide")]),
+        Arc::clone(registry.snapshot().definitions()),
+    );
+    c.complete(&req).await.unwrap();
+    let mut s = c.stream(&req).await.unwrap();
+    while futures_util::StreamExt::next(&mut s).await.is_some() {}
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        let raw = std::str::from_utf8(&r.body).unwrap();
+        assert!(
+            raw.contains(&format!(r#""name":"decide","description":"decides","parameters":{compact}}}"#)),
+            "{raw}"
+        );
+        let sorted =
+            r#""parameters":{"properties":{"a":{"type":"string"},"b":{"type":"string"}},"type":"object"}"#;
+        assert!(raw.contains(sorted), "{raw}");
+        let body = r.json();
+        assert_eq!(
+            body["tools"][0]["function"]["parameters"],
+            serde_json::from_str::<Value>(written).unwrap()
+        );
+        assert_eq!(body["tools"][1]["function"]["parameters"], by_value);
     }
 }

@@ -5,6 +5,8 @@
 use super::{JsonLimits, DEPTH_CAP};
 use crate::error::{codes, AgentError};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
@@ -249,6 +251,40 @@ pub(crate) fn compact_len(value: &Value, cap: usize) -> Option<usize> {
     }
     let mut counter = Counter { len: 0, cap };
     serde_json::to_writer(&mut counter, value).ok().map(|()| counter.len)
+}
+
+/// Valid JSON text without the whitespace outside its strings, as a [`RawValue`]: keys in the
+/// order written, strings and numbers byte for byte. serde_json's `Value` sorts object keys, so
+/// this is how a text's order is kept. Whitespace bytes and the quote and backslash are ASCII,
+/// which never occur inside a multi-byte UTF-8 sequence.
+///
+/// # Errors
+/// serde_json's, when the text is not JSON (parse it within limits first: the check here has no
+/// depth limit).
+pub(crate) fn raw_compact(text: &str) -> Result<Box<RawValue>, serde_json::Error> {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if matches!(c, ' ' | '\t' | '\n' | '\r') {
+            continue;
+        } else if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+    }
+    let mut de = serde_json::Deserializer::from_str(&out);
+    de.disable_recursion_limit();
+    let raw = Box::<RawValue>::deserialize(&mut de)?;
+    de.end()?;
+    Ok(raw)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::loop_detect::DiagnosisSchedule;
 use crate::loop_detect::{DEFAULT_MAX_CYCLE_PERIOD, MAX_WINDOW, MIN_WINDOW};
 use crate::message::{ToolCall, Usage};
 use crate::provider::{ClientConfig, TimeoutLimit, TimeoutOverrides, Timeouts, ToolChoice};
-use crate::tool::{ContentPart, RiskLevel, ToolDefinition, ToolResult};
+use crate::tool::{ContentPart, ParametersSchema, RiskLevel, ToolDefinition, ToolResult};
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Array, FromNapiValue, Object, ToNapiValue, TypeName, ValidateNapiValue};
 use napi_ohos::bindgen_prelude::{Either, Null};
@@ -149,10 +149,13 @@ impl ToolDefinitionObject {
     /// The core definition.
     ///
     /// # Errors
-    /// `schema_invalid_root` when `parametersJson` is not JSON, `schema_too_deep` when it nests
-    /// deeper than 128 levels, `config_invalid` for an unknown risk level or a zero timeout.
+    /// `schema_invalid_root` when `parametersJson` is not JSON or names a key twice in one object,
+    /// `schema_too_deep` when it nests deeper than 128 levels, `config_invalid` for an unknown risk
+    /// level or a zero timeout. The schema is kept as that text too, which the model is sent (see
+    /// [`ParametersSchema`]).
     pub fn into_core(self) -> Result<ToolDefinition, AgentError> {
-        let parameters = parameters_value(&self.name.0, &self.parameters_json)?;
+        let parameters =
+            ParametersSchema::parse(&self.parameters_json, &format!("parametersJson of {}", self.name.0))?;
         let risk_level = match self.risk_level.as_deref() {
             None | Some("safe") => RiskLevel::Safe,
             Some("sensitive") => RiskLevel::Sensitive,
@@ -174,33 +177,6 @@ impl ToolDefinitionObject {
             timeout,
         })
     }
-}
-
-/// A tool's `parametersJson` as a value, read as [`from_app_json`] reads app JSON but within the
-/// JSON module's depth cap (128 levels) rather than serde_json's guard: nesting past it is the
-/// schema's depth, `schema_too_deep` as the compiler's own limit of 64 subschemas, not text that
-/// is "not JSON". A subschema under `properties` or `anyOf` is two levels below its parent, so
-/// through them the text reaches the cap at 63 subschemas.
-///
-/// # Errors
-/// `schema_too_deep` past 128 levels, `schema_invalid_root` when the text is not JSON.
-fn parameters_value(name: &str, text: &str) -> Result<Value, AgentError> {
-    let cap = crate::json::DEPTH_CAP;
-    let limits = JsonLimits { max_depth: cap, max_bytes: usize::MAX };
-    crate::json::parse_value(&crate::json::lone_surrogate_escapes_replaced(text), &limits).map_err(|e| {
-        if e.code == codes::JSON_TOO_DEEP {
-            AgentError::of(
-                codes::SCHEMA_TOO_DEEP,
-                format!(
-                    "parametersJson of {name} nests deeper than {cap} JSON levels (a subschema under \
-                     properties or anyOf is two levels below its parent)"
-                ),
-            )
-        } else {
-            let why = e.message.strip_prefix("invalid JSON: ").unwrap_or(&e.message);
-            AgentError::of(codes::SCHEMA_INVALID_ROOT, format!("parametersJson of {name} is not JSON: {why}"))
-        }
-    })
 }
 
 /// The longest timeout accepted (one day), so that a typo cannot mean "never".

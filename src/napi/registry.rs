@@ -185,7 +185,8 @@ impl JsToolRegistry {
     }
 
     /// The definitions as a JSON array, in registration order, in the core's serialised shape
-    /// (`name`, `description`, `parameters`, `risk_level`, `idempotent`, `timeout` in ms).
+    /// (`name`, `description`, `parameters`, `risk_level`, `idempotent`, `timeout` in ms), the
+    /// parameters as `parametersJson` was written (keys in their order, compacted).
     #[napi]
     pub fn definitions_json(&self, env: Env) -> napi_ohos::Result<String> {
         check_this(&env, self)?;

@@ -1,7 +1,12 @@
 //! What the model sees of a tool: name, description, JSON-Schema parameters and a risk level.
 
-use serde::{Deserialize, Serialize};
+use crate::error::{codes, AgentError};
+use crate::json::JsonLimits;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How risky running a tool is; the default approval policy asks the user for anything but `Safe`.
@@ -24,8 +29,9 @@ pub struct ToolDefinition {
     pub name: String,
     /// What the tool does; the model decides from this.
     pub description: String,
-    /// The JSON Schema of the arguments (an object schema, whitelisted keywords only).
-    pub parameters: Value,
+    /// The JSON Schema of the arguments (an object schema, whitelisted keywords only). Built from
+    /// text ([`ToolDefinition::from_schema_text`]), the model is sent it in the key order written.
+    pub parameters: ParametersSchema,
     /// Risk level (default safe).
     #[serde(default)]
     pub risk_level: RiskLevel,
@@ -40,15 +46,43 @@ pub struct ToolDefinition {
 
 impl ToolDefinition {
     /// A safe, non-idempotent tool with the default timeout.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+    ///
+    /// A [`Value`]'s objects keep their keys sorted (serde_json without `preserve_order`), so the
+    /// model is sent `parameters` with its keys in alphabetical order at every level. To send them
+    /// in the order written (models tend to fill the arguments in the order of `properties`), use
+    /// [`ToolDefinition::from_schema_text`].
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: impl Into<ParametersSchema>,
+    ) -> Self {
         ToolDefinition {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: parameters.into(),
             risk_level: RiskLevel::Safe,
             idempotent: false,
             timeout: None,
         }
+    }
+
+    /// A safe, non-idempotent tool with the default timeout, whose parameters schema is JSON text:
+    /// the model is sent that schema with its keys in the order of the text, at every level
+    /// (compacted: whitespace outside strings is dropped). Validation compiles the parsed value,
+    /// as for [`ToolDefinition::new`].
+    ///
+    /// # Errors
+    /// `schema_invalid_root` when the text is not JSON or names a key twice in one object (the
+    /// model would be sent both, the validator would keep the last), `schema_too_deep` when it
+    /// nests deeper than 128 JSON levels. The schema itself is checked when the tool is registered.
+    pub fn from_schema_text(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters_json: &str,
+    ) -> Result<Self, AgentError> {
+        let name = name.into();
+        let parameters = ParametersSchema::parse(parameters_json, &format!("parameters of {name}"))?;
+        Ok(ToolDefinition::new(name, description, parameters))
     }
 
     /// The same definition with another risk level.
@@ -70,6 +104,8 @@ impl ToolDefinition {
     }
 
     /// The OpenAI `tools` entry: `{"type":"function","function":{name, description, parameters}}`.
+    /// As a [`Value`], its objects' keys are sorted; the request body keeps the order of
+    /// [`ParametersSchema::text`] (the client writes the wire types, not this value).
     pub fn to_openai_tool(&self) -> Value {
         serde_json::json!({
             "type": "function",
@@ -79,6 +115,105 @@ impl ToolDefinition {
                 "parameters": self.parameters,
             }
         })
+    }
+}
+
+/// A tool's parameters schema: the parsed [`Value`], which the registry compiles and validation
+/// reads, and, when it was given as text, that text compacted with its keys in the order written,
+/// which is what the model is sent (in the request's `tools`, and wherever the definition is
+/// serialised: hooks, policies, the binding's `definitionsJson`). Without text it is sent as the
+/// value serialises, keys sorted. The two cannot drift apart: the fields are private and there is
+/// no mutable access.
+#[derive(Debug, Clone)]
+pub struct ParametersSchema {
+    value: Value,
+    text: Option<Arc<RawValue>>,
+}
+
+impl ParametersSchema {
+    /// A schema from JSON text, kept in the order written (see [`ToolDefinition::from_schema_text`]).
+    ///
+    /// # Errors
+    /// As [`ToolDefinition::from_schema_text`].
+    pub fn from_text(text: &str) -> Result<Self, AgentError> {
+        Self::parse(text, "the parameters schema")
+    }
+
+    /// [`ParametersSchema::from_text`], with `what` naming the text in error messages. A lone
+    /// surrogate's `\u` escape reads as U+FFFD (see
+    /// [`lone_surrogate_escapes_replaced`](crate::json::lone_surrogate_escapes_replaced)), in the
+    /// value and the text alike.
+    pub(crate) fn parse(text: &str, what: &str) -> Result<Self, AgentError> {
+        let cap = crate::json::DEPTH_CAP;
+        let limits = JsonLimits { max_depth: cap, max_bytes: usize::MAX };
+        let text = crate::json::lone_surrogate_escapes_replaced(text);
+        let value = crate::json::parse_value_unique(&text, &limits).map_err(|e| {
+            if e.code == codes::JSON_TOO_DEEP {
+                AgentError::of(
+                    codes::SCHEMA_TOO_DEEP,
+                    format!(
+                        "{what} nests deeper than {cap} JSON levels (a subschema under properties or \
+                         anyOf is two levels below its parent)"
+                    ),
+                )
+            } else {
+                let why = e.message.strip_prefix("invalid JSON: ").unwrap_or(&e.message);
+                AgentError::of(codes::SCHEMA_INVALID_ROOT, format!("{what} is not JSON: {why}"))
+            }
+        })?;
+        let raw = crate::json::raw_compact(&text)
+            .map_err(|e| AgentError::of(codes::SCHEMA_INVALID_ROOT, format!("{what} is not JSON: {e}")))?;
+        Ok(ParametersSchema { value, text: Some(Arc::from(raw)) })
+    }
+
+    /// The parsed schema (what the registry compiles).
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The JSON text the model is sent: the text given, compacted, in its key order; else the
+    /// value's (keys sorted).
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.text {
+            Some(raw) => Cow::Borrowed(raw.get()),
+            None => Cow::Owned(self.value.to_string()),
+        }
+    }
+}
+
+impl From<Value> for ParametersSchema {
+    /// A schema built as a value: sent with its keys sorted (see [`ToolDefinition::new`]).
+    fn from(value: Value) -> Self {
+        ParametersSchema { value, text: None }
+    }
+}
+
+impl PartialEq for ParametersSchema {
+    /// Equal when the values are and the model is sent the same text.
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+            && match (&self.text, &other.text) {
+                (None, None) => true,
+                _ => self.text() == other.text(),
+            }
+    }
+}
+
+impl Serialize for ParametersSchema {
+    /// The text the model is sent ([`ParametersSchema::text`]), as JSON (not as a string).
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.text {
+            Some(raw) => raw.serialize(s),
+            None => self.value.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ParametersSchema {
+    /// Read from JSON text (serde_json's deserializers), the schema keeps the order of that text.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        ParametersSchema::from_text(raw.get()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -122,5 +257,81 @@ mod tests {
         assert_eq!(v["risk_level"], "dangerous");
         assert_eq!(v["timeout"], 1500);
         assert_eq!(serde_json::from_value::<ToolDefinition>(v).unwrap(), d);
+    }
+
+    /// A schema whose keys are out of alphabetical order at every level, with whitespace between
+    /// tokens and inside strings.
+    const ORDERED: &str = r#"{
+        "type": "object",
+        "properties": {
+            "reasoning": {"type": "string", "description": "think \"first\", then answer"},
+            "answer": {"type": "object", "properties": {"z_last_name": {"type": "string"}, "a_value": {"type": "number", "minimum": 1e2}}}
+        },
+        "required": ["reasoning", "answer"]
+    }"#;
+    const ORDERED_COMPACT: &str = r#"{"type":"object","properties":{"reasoning":{"type":"string","description":"think \"first\", then answer"},"answer":{"type":"object","properties":{"z_last_name":{"type":"string"},"a_value":{"type":"number","minimum":1e2}}}},"required":["reasoning","answer"]}"#;
+
+    #[test]
+    fn a_text_schema_keeps_its_key_order_compacted() {
+        let d = ToolDefinition::from_schema_text("answer", "d", ORDERED).unwrap();
+        assert_eq!(d.parameters.text(), ORDERED_COMPACT);
+        // The value validation compiles is the same schema.
+        assert_eq!(d.parameters.value(), &serde_json::from_str::<Value>(ORDERED).unwrap());
+        // Serialised (hooks, policies, definitionsJson) in the same order.
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains(&format!(r#""parameters":{ORDERED_COMPACT}"#)), "{json}");
+        // Read back from that text, the order stays.
+        let back: ToolDefinition = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.parameters.text(), ORDERED_COMPACT);
+        assert_eq!(back, d);
+    }
+
+    #[test]
+    fn a_value_schema_is_sent_as_it_serialises() {
+        let d = ToolDefinition::new("a", "b", json!({"type": "object", "properties": {"b": {}, "a": {}}}));
+        assert_eq!(d.parameters.text(), r#"{"properties":{"a":{},"b":{}},"type":"object"}"#);
+        assert_eq!(d.parameters.value()["type"], "object");
+        // The same schema from text in that order is the same definition; in another order it is not.
+        let sorted = d.parameters.text().into_owned();
+        assert_eq!(ToolDefinition::from_schema_text("a", "b", &sorted).unwrap(), d);
+        let other = r#"{"type":"object","properties":{"b":{},"a":{}}}"#;
+        assert_ne!(ToolDefinition::from_schema_text("a", "b", other).unwrap(), d);
+    }
+
+    #[test]
+    fn schema_text_that_is_not_json_or_names_a_key_twice_is_refused() {
+        for (text, says) in [
+            ("{not json", "parameters of t is not JSON: key must be a string at line 1 column 2"),
+            (
+                r#"{"type":"object"} x"#,
+                "parameters of t is not JSON: trailing characters at line 1 column 19",
+            ),
+            (
+                r#"{"type":"object","properties":{"a":{},"a":{"type":"string"}}}"#,
+                r#"parameters of t is not JSON: the name "a" appears twice in an object at line 1 column 60"#,
+            ),
+        ] {
+            let e = ToolDefinition::from_schema_text("t", "d", text).unwrap_err();
+            assert_eq!(e.code, codes::SCHEMA_INVALID_ROOT, "{text}");
+            assert_eq!(e.message, says);
+        }
+        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        let e = ParametersSchema::from_text(&deep).unwrap_err();
+        assert_eq!(e.code, codes::SCHEMA_TOO_DEEP);
+        assert!(
+            e.message.starts_with("the parameters schema nests deeper than 128 JSON levels"),
+            "{}",
+            e.message
+        );
+        // 128 levels are read (the registry's compiler then has its own limit).
+        let at_cap = format!("{}{}", "[".repeat(128), "]".repeat(128));
+        assert_eq!(ParametersSchema::from_text(&at_cap).unwrap().text(), at_cap);
+    }
+
+    #[test]
+    fn a_lone_surrogate_escape_reads_as_the_replacement_character_in_both_forms() {
+        let s = ParametersSchema::from_text(r#"{"description":"cut \ud83c here"}"#).unwrap();
+        assert_eq!(s.value()["description"], "cut \u{fffd} here");
+        assert_eq!(s.text(), r#"{"description":"cut \uFFFD here"}"#);
     }
 }

@@ -9,7 +9,7 @@ mod result;
 pub use context::{
     CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry, TIMEOUT_REASON,
 };
-pub use definition::{RiskLevel, ToolDefinition};
+pub use definition::{ParametersSchema, RiskLevel, ToolDefinition};
 pub(crate) use registry::{cancelled_error, tool_not_found};
 pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};
 pub use result::{ContentPart, ToolResult, MAX_RESULT_DEPTH};

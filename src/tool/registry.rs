@@ -120,7 +120,7 @@ impl ToolRegistry {
             ));
         }
         let options = SchemaOptions { mode: self.mode, ..SchemaOptions::default() };
-        let schema = CompiledSchema::compile_with(&definition.parameters, &options)?;
+        let schema = CompiledSchema::compile_with(definition.parameters.value(), &options)?;
         self.insert(Arc::new(RegisteredTool { definition, schema, executor }));
         Ok(())
     }

@@ -1,6 +1,7 @@
 // The Agent against a local mock OpenAI-compatible server (127.0.0.1:0, SSE): a full run with a
 // streamed tool call and a streamed answer; cancellation closing the HTTP stream; and the API key
-// (a sentinel) never showing up in events, outcomes, errors, state files or log lines.
+// (a sentinel) never showing up in events, outcomes, errors, state files or log lines; and a tool's
+// parametersJson reaching the server in the key order it was written.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -12,6 +13,35 @@ import { startMock, streamChunks, textChunks, toolCallChunks } from './mock_open
 const { Agent, CancellationHandle } = loadModule();
 
 const lookupSchema = JSON.stringify({ type: 'object', properties: { city: { type: 'string' } }, required: ['city'] });
+
+test('parametersJson goes to the model, and into definitionsJson, in the key order it was written', async (t) => {
+  const mock = await startMock(async (_i, _request, res) => streamChunks(res, textChunks('done')));
+  t.after(() => mock.close());
+  const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'mock-model', apiKey: 'sk-test-key' });
+  // Not alphabetical at any level: "reasoning" before "answer" on purpose, a nested object's keys
+  // too; written with whitespace, sent compact.
+  const parametersJson = `{
+    "type": "object",
+    "properties": {
+      "reasoning": { "type": "string", "description": "why, before the answer" },
+      "answer": { "type": "object", "properties": { "zone": { "type": "string" }, "amount": { "type": "integer" } } }
+    },
+    "required": ["reasoning", "answer"]
+  }`;
+  const compact = JSON.stringify(JSON.parse(parametersJson));
+  agent.registerTool({ name: 'decide', description: 'decides', parametersJson }, () => ({ contents: [] }));
+  const out = await agent.run('order', 'decide');
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+
+  assert.equal(mock.requests.length, 1);
+  const { raw, body } = mock.requests[0];
+  assert.ok(raw.includes(`"parameters":${compact}`), raw);
+  const sent = body.tools[0].function.parameters;
+  assert.deepEqual(Object.keys(sent), ['type', 'properties', 'required']);
+  assert.deepEqual(Object.keys(sent.properties), ['reasoning', 'answer']);
+  assert.deepEqual(Object.keys(sent.properties.answer.properties), ['zone', 'amount']);
+  assert.ok(agent.definitionsJson().includes(`"parameters":${compact}`), agent.definitionsJson());
+});
 
 test('a full run against the mock server: streamed tool-call deltas, the tool result, a streamed answer', async (t) => {
   const args = '{"city":"Hangzhou, 西湖区"}';

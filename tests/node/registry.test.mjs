@@ -51,6 +51,15 @@ test('a parametersJson nesting too deep is schema_too_deep, not "not JSON"', () 
   assert.deepEqual(r.names(), ['at_127_levels', 'at_128_levels']);
 });
 
+test('a parametersJson naming a key twice in one object is schema_invalid_root', () => {
+  // The model is sent the text as written (both keys), the validator would keep the last: refused.
+  const r = new ToolRegistry();
+  const twice = '{"type":"object","properties":{"a":{"type":"string"},"a":{"type":"integer"}}}';
+  const e = throwsWithCode(assert, () => r.register({ name: 'twice', description: 'd', parametersJson: twice }, noop), 'schema_invalid_root', 'config');
+  assert.equal(e.message, 'parametersJson of twice is not JSON: the name "a" appears twice in an object at line 1 column 76');
+  assert.deepEqual(r.names(), []);
+});
+
 test('registry options are checked', () => {
   for (const options of [{ defaultTimeoutMs: -5 }, { defaultTimeoutMs: 0 }, { maxArgumentBytes: 0 }, { maxArgumentDepth: 2.5 }, { maxArgumentBytes: -1 }]) {
     throwsWithCode(assert, () => new ToolRegistry(options), 'config_invalid', 'config');

@@ -2,8 +2,8 @@
 //! copies nothing large; `None` and empty fields are never serialised, but for one: an assistant
 //! message's `content`, written as `null` beside tool calls (see [`WireMessage::Assistant`]).
 
+use crate::tool::ParametersSchema;
 use serde::Serialize;
-use serde_json::Value;
 
 /// The whole request body.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -148,8 +148,9 @@ pub struct WireFunction<'a> {
     pub name: &'a str,
     /// Description.
     pub description: &'a str,
-    /// JSON Schema of the arguments.
-    pub parameters: &'a Value,
+    /// JSON Schema of the arguments: the text the app registered, in its key order, when it gave
+    /// text (see [`ParametersSchema`]).
+    pub parameters: &'a ParametersSchema,
 }
 
 /// `tool_choice`: a mode string or a named function.

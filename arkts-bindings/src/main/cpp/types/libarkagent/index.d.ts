@@ -51,8 +51,14 @@ export interface ToolDefinitionObject {
    * and `default`; a root `$schema` is accepted and ignored, and true / false may stand for a
    * subschema. Any other keyword at any depth (`oneOf`, `format`, `$ref`, `items` as an array...)
    * is refused at registration with schema_unsupported_keyword, naming the keyword and where it is.
-   * Text that is not JSON is schema_invalid_root; more than 64 subschemas deep, or more than 128
-   * JSON levels, schema_too_deep.
+   * Text that is not JSON, or that names a key twice in one object, is schema_invalid_root; more
+   * than 64 subschemas deep, or more than 128 JSON levels, schema_too_deep.
+   *
+   * The model is sent this text, compacted (whitespace outside strings dropped), with its keys in
+   * the order written at every level: models tend to fill the arguments in the order of
+   * `properties`, so put e.g. a "reasoning" property before "answer" on purpose. definitionsJson,
+   * and the definition a hook or the approval policy is given, show it the same way. Validation
+   * reads the parsed schema: the order never changes what is accepted.
    */
   parametersJson: string;
   /** 'safe' (default), 'sensitive' or 'dangerous'. */
@@ -168,7 +174,11 @@ export declare class CancellationHandle {
 /** The tools of an app. */
 export declare class ToolRegistry {
   constructor(options?: ToolRegistryOptions);
-  /** Throws tool_name_empty, tool_name_invalid, tool_name_duplicate, schema_* or config_invalid. */
+  /**
+   * Throws tool_name_empty, tool_name_invalid, tool_name_duplicate, schema_* or config_invalid.
+   * The schema goes to the model as definition.parametersJson was written, keys in their order
+   * (see ToolDefinitionObject.parametersJson).
+   */
   register(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
   /** Removes a tool; returns whether it was there. */
   unregister(name: string): boolean;
@@ -181,7 +191,10 @@ export declare class ToolRegistry {
   copyIntoExcluding(target: ToolRegistry, excludedNames: Array<string>): void;
   /** The registered names, in registration order. */
   names(): Array<string>;
-  /** The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout when set). */
+  /**
+   * The definitions as a JSON array (name, description, parameters, risk_level, idempotent, timeout
+   * when set); parameters as parametersJson was written, keys in their order, compacted.
+   */
   definitionsJson(): string;
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
@@ -518,7 +531,10 @@ export declare class Agent {
    * extraRootsPem that holds no readable certificate.
    */
   constructor(config: AgentConfigObject);
-  /** As ToolRegistry.register. */
+  /**
+   * As ToolRegistry.register: the schema goes to the model as definition.parametersJson was
+   * written, keys in their order.
+   */
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
   /** Removes a tool; returns whether it was there. */
   unregisterTool(name: string): boolean;
