@@ -149,6 +149,13 @@ async fn a_deletion_refused_because_a_worker_is_busy_leaves_the_session_as_it_wa
     let held = store.lease(&worker).await.unwrap();
     let e = agent.delete_session("parent").await.unwrap_err();
     assert_eq!(e.code, "session_busy", "{e}");
+    // The message names the session asked about, and its worker as the one in use.
+    assert!(
+        e.message.starts_with(&format!(
+            "cannot delete session parent: its worker session {worker} is being written"
+        )),
+        "{e}"
+    );
     // Refused: nothing was deleted, nor changed (its batch still pending, its run resumable).
     assert_eq!(store.load_unrepaired("parent").await.unwrap().unwrap(), before);
     assert!(store.load(&worker).await.unwrap().is_some());

@@ -829,7 +829,13 @@ impl Agent {
         // delete it (a session of many delegations holds few lock files open at once).
         let mut leases = Vec::with_capacity(found.len());
         for (worker, live) in found.iter().zip(&live) {
-            let lease = self.store.lease(worker).await?;
+            let lease = self.store.lease(worker).await.map_err(|mut e| {
+                // The app asked about `session_id`: say that its worker is the one in use.
+                if e.code == codes::SESSION_BUSY {
+                    e.message = format!("cannot delete session {session_id}: its worker {}", e.message);
+                }
+                e
+            })?;
             leases.push(live.then_some(lease));
         }
         // A worker that delegated in turn is ended too: left running or frozen by a deletion cut

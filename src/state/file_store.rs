@@ -1032,7 +1032,8 @@ fn lock_session(
         AgentError::of(
             codes::SESSION_BUSY,
             format!(
-                "session {id} is being written by another agent or process; try again when it has finished"
+                "session {id} is being written (a run, resume or decision of an agent, in this or another \
+                 process, holds it); try again when it has finished"
             ),
         )
     };

@@ -137,7 +137,8 @@ impl StateStore for MemoryStore {
             return Err(AgentError::of(
                 codes::SESSION_BUSY,
                 format!(
-                    "session {session_id} is being written by another agent; try again when it has finished"
+                    "session {session_id} is being written (a run, resume or decision of an agent holds it); \
+                     try again when it has finished"
                 ),
             ));
         }
