@@ -230,6 +230,9 @@ export interface AgentConfigObject {
   /**
    * For 'scripted': a JSON array of model answers replayed in order, each
    * {"content"?: string, "reasoning_content"?: string, "tool_calls"?: [{"id","name","arguments"}]}.
+   * One queue for the agent and its sub-agents' workers: each model request, whoever makes it, takes
+   * the next answer, so workers of delegations running in parallel take theirs in the order they ask
+   * (not fixed: script parallel delegations with interchangeable answers, or maxParallelTools: 1).
    */
   scriptJson?: string;
   /**
