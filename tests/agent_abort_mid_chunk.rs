@@ -10,8 +10,7 @@ mod delegation;
 mod support;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, EventLog, DELEGATE_TASK};
-use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
-use arkagent::message::ToolCall;
+use arkagent::hook::{AgentHook, HookContext};
 use arkagent::state::{RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{codes, CancellationSignal, ToolDefinition, ToolRegistry, ToolResult};
@@ -19,27 +18,8 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{answer, calls, MemStore, Script};
+use support::{answer, calls, AbortOnFast, MemStore, Script};
 use tokio::sync::Notify;
-
-/// Aborts the run on the result of `fast`.
-struct AbortOnFast;
-
-#[async_trait::async_trait]
-impl AgentHook for AbortOnFast {
-    async fn after_tool_call(
-        &self,
-        _ctx: &HookContext<'_>,
-        call: &ToolCall,
-        _result: &ToolResult,
-    ) -> AfterToolCall {
-        if call.name == "fast" {
-            AfterToolCall { action: AfterToolCallAction::Abort("policy says stop".into()), inject: vec![] }
-        } else {
-            AfterToolCall::default()
-        }
-    }
-}
 
 /// `fast` (answers once `go` is notified) and `slow` (keeps its signal in `heard`, then waits for
 /// it to be cancelled). A Rust executor's future is dropped with the chunk, so what it was told is

@@ -9,7 +9,6 @@
 mod support;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, AgentEvent, EventLog};
-use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
 use arkagent::message::ToolCall;
 use arkagent::state::{tool_result_message, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
@@ -18,7 +17,7 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{answer, calls, MemStore, Script};
+use support::{answer, calls, AbortOnFast, MemStore, Script};
 
 /// `fast` answers at once; `slow` waits for its signal (a Rust executor's future is dropped with
 /// the chunk on a cancel). `finished` counts the answers of `fast`.
@@ -124,25 +123,6 @@ async fn a_cancel_mid_batch_gives_the_calls_still_running_their_tool_result() {
         ["", "", codes::TOOL_INTERRUPTED, codes::TOOL_INTERRUPTED]
     );
     assert!(results[2].to_model_text().contains("may or may not have taken effect"), "{:?}", results[2]);
-}
-
-/// Aborts the run on the result of `fast`.
-struct AbortOnFast;
-
-#[async_trait::async_trait]
-impl AgentHook for AbortOnFast {
-    async fn after_tool_call(
-        &self,
-        _ctx: &HookContext<'_>,
-        call: &ToolCall,
-        _result: &ToolResult,
-    ) -> AfterToolCall {
-        if call.name == "fast" {
-            AfterToolCall { action: AfterToolCallAction::Abort("policy says stop".into()), inject: vec![] }
-        } else {
-            AfterToolCall::default()
-        }
-    }
 }
 
 #[tokio::test]

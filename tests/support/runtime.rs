@@ -59,3 +59,23 @@ pub fn tool_messages(messages: &[ChatMessage]) -> Vec<(String, String, bool)> {
         })
         .collect()
 }
+
+/// An after-hook that aborts the run on the result of `fast`.
+pub struct AbortOnFast;
+
+#[async_trait]
+impl arkagent::hook::AgentHook for AbortOnFast {
+    async fn after_tool_call(
+        &self,
+        _ctx: &arkagent::hook::HookContext<'_>,
+        call: &ToolCall,
+        _result: &arkagent::tool::ToolResult,
+    ) -> arkagent::hook::AfterToolCall {
+        if call.name == "fast" {
+            let action = arkagent::hook::AfterToolCallAction::Abort("policy says stop".into());
+            arkagent::hook::AfterToolCall { action, inject: vec![] }
+        } else {
+            arkagent::hook::AfterToolCall::default()
+        }
+    }
+}
