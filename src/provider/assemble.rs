@@ -686,10 +686,15 @@ impl StreamDecoder {
     }
 
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
-    /// answer is finished and later bytes are ignored. Returns [`is_finished`](Self::is_finished).
+    /// answer is finished and later bytes are ignored; so it is at a bad payload, an error in the
+    /// stream or an oversized event that comes after the finish reason, with no answer data
+    /// between ([`ends_on_finish_reason`](Self::ends_on_finish_reason)): the answer is complete,
+    /// as when the stream breaks off there. Returns [`is_finished`](Self::is_finished).
     ///
     /// # Errors
-    /// A provider-layer error for a bad payload, an error in the stream, or an oversized event.
+    /// A provider-layer error for a bad payload, an error in the stream, or an oversized event,
+    /// before the answer's finish reason (or after answer data that followed it: its finish
+    /// reasons come early).
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<ModelEvent>) -> Result<bool, AgentError> {
         if self.assembler.is_finished() {
             return Ok(true);
@@ -711,13 +716,16 @@ impl StreamDecoder {
         let assembler = &mut self.assembler;
         let saw_done = &mut self.saw_done;
         let mut saw_event = false;
-        self.parser.feed(bytes, |ev| {
+        let fed = self.parser.feed(bytes, |ev| {
             saw_event = true;
             if !*saw_done && assembler.push_payload(ev.event, ev.data, out)? {
                 *saw_done = true;
             }
             Ok(())
-        })?;
+        });
+        if let Err(e) = fed {
+            self.end_at_finish_reason(e)?;
+        }
         if saw_event && !self.is_event_stream {
             self.stop_keeping_the_body();
         }
@@ -725,6 +733,24 @@ impl StreamDecoder {
             self.assembler.finish(out);
         }
         Ok(self.is_finished())
+    }
+
+    /// After `e`, the error of a payload: when the answer ended on its finish reason before it,
+    /// the payload is taken as the end of the stream (as `[DONE]` is, or a break there: the
+    /// answer was complete, and a gateway's trailing error or garbage does not undo it), with a
+    /// warning that names only the error's code (its message quotes the provider's raw text);
+    /// otherwise `e` stands.
+    fn end_at_finish_reason(&mut self, e: AgentError) -> Result<(), AgentError> {
+        if !self.assembler.ends_on_finish_reason() {
+            return Err(e);
+        }
+        log::warn!(
+            "provider: the stream sent a payload that is no more of the answer ({}) after its finish \
+             reason; the answer is complete",
+            e.code
+        );
+        self.saw_done = true;
+        Ok(())
     }
 
     fn stop_keeping_the_body(&mut self) {
@@ -760,12 +786,15 @@ impl StreamDecoder {
         let cut_line = self.parser.has_partial_line();
         let assembler = &mut self.assembler;
         let saw_done = &mut self.saw_done;
-        self.parser.finish(|ev| {
+        let fed = self.parser.finish(|ev| {
             if !*saw_done && assembler.push_payload(ev.event, ev.data, out)? {
                 *saw_done = true;
             }
             Ok(())
-        })?;
+        });
+        if let Err(e) = fed {
+            self.end_at_finish_reason(e)?;
+        }
         if self.saw_done || self.assembler.ends_on_finish_reason() {
             self.assembler.finish(out);
             return Ok(());
