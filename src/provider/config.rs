@@ -816,9 +816,9 @@ impl ClientConfig {
             "http" => {
                 // The host the HTTP client will connect to counts, as its (WHATWG) URL parser reads
                 // it: `http://evil.example\@127.0.0.1/` goes to evil.example, whatever the split
-                // above says.
+                // above says, and `http://127.1/` or `http://2130706433/` to 127.0.0.1.
                 let client_host = client_url_host(base);
-                let loopback = is_loopback_host(host) && client_host.as_deref().is_some_and(is_loopback_host);
+                let loopback = client_host.as_deref().is_some_and(is_loopback_host);
                 if !self.allow_insecure_http && !loopback {
                     let shown = client_host.as_deref().unwrap_or(host);
                     return Err(AgentError::of(
