@@ -3,14 +3,15 @@
 //!
 //! Merging a call fragment: the key is its `index` when present, else its non-empty `id`, else the
 //! previous call. An `id` or `name` that is `""` never overwrites (Qwen, GLM continuations); a name
-//! may arrive late; several calls may share one delta (Mistral); indexes may start at 1 (Claude
-//! through a compatible endpoint) and are renumbered from 0 in order of appearance; a known index
-//! that arrives with a different non-empty id starts a new call (gateways that send every call as
-//! index 0), and a new index always does, even with the id of an earlier call. Ids are made unique
-//! within the answer before they are announced (`call_<n>` for a missing one, `<id>_<n>` for a
-//! repeated one): each result is paired with its call by id. Arguments are appended as text; an
-//! object is serialised; empty arguments become `{}` at the end, and text that is not valid JSON is
-//! kept as it is (the registry reports it).
+//! may arrive late, or in pieces, which are joined (but for a piece that repeats the whole name so
+//! far: providers that send it in every fragment); several calls may share one delta (Mistral);
+//! indexes may start at 1 (Claude through a compatible endpoint) and are renumbered from 0 in
+//! order of appearance; a known index that arrives with a different non-empty id starts a new call
+//! (gateways that send every call as index 0), and a new index always does, even with the id of
+//! an earlier call. Ids are made unique within the answer before they are announced (`call_<n>`
+//! for a missing one, `<id>_<n>` for a repeated one): each result is paired with its call by id.
+//! Arguments are appended as text; an object is serialised; empty arguments become `{}` at the
+//! end, and text that is not valid JSON is kept as it is (the registry reports it).
 //! `tool_calls` that is `null` or not an array, an entry that is not an object and a `function`
 //! that is not an object add nothing (read as leniently as a whole answer's, see
 //! [`wire::chunk`](super::wire::chunk)), and a call none of whose fragments had a `function` is
@@ -403,9 +404,13 @@ impl StreamAssembler {
                 call.id = id.into_owned();
             }
         }
-        if call.name.is_empty() {
-            if let Some(name) = name {
+        if let Some(name) = name {
+            // A name streamed in pieces (`get_`, `weather`) is joined; one repeated whole in each
+            // fragment is not doubled.
+            if call.name.is_empty() {
                 call.name = name.into_owned();
+            } else if *name != *call.name {
+                call.name.push_str(&name);
             }
         }
         let was_started = call.started;
