@@ -34,7 +34,9 @@
 //! one costs nothing more.
 
 use super::chunk_read::{read_chunk, ChunkRecord};
-use super::convert::{error_of_body, normalise_arguments, parse_response, raw_excerpt};
+use super::convert::{
+    error_of_body, legacy_function_call_error, normalise_arguments, parse_response, raw_excerpt,
+};
 use super::sse::SseParser;
 use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments, WireContent};
 use super::{ModelEvent, ModelResponse};
@@ -72,6 +74,8 @@ pub struct StreamAssembler {
     /// Answer data came since the last finish reason (or none came yet): a stream cut off here
     /// may have been cut inside the answer (see [`ends_on_finish_reason`](Self::ends_on_finish_reason)).
     data_since_finish: bool,
+    /// A delta of choice 0 had a legacy `function_call` (see [`check_calls`](Self::check_calls)).
+    legacy_function_call: bool,
     /// The provider's error that ended the stream, when it sent one (see
     /// [`provider_error`](Self::provider_error)).
     failure: Option<ProviderErrorDetail>,
@@ -297,6 +301,7 @@ impl StreamAssembler {
                 self.usage = Some((*u).into());
             }
             if let Some(delta) = choice.delta {
+                self.legacy_function_call |= delta.legacy_function_call;
                 let (content, reasoning) =
                     WireContent::text_and_reasoning(delta.content, delta.reasoning_content);
                 self.push_text(reasoning, content, out);
@@ -488,6 +493,18 @@ impl StreamAssembler {
                 },
             },
         }
+    }
+
+    /// Whether the answer may end: not when it called a function only with the legacy
+    /// `function_call` and has no call in `tool_calls` (see [`parse_response`]).
+    ///
+    /// # Errors
+    /// `provider_decode` naming `function_call` then.
+    pub fn check_calls(&self) -> Result<(), AgentError> {
+        if self.legacy_function_call && !self.calls.iter().any(|c| c.has_function) {
+            return Err(legacy_function_call_error());
+        }
+        Ok(())
     }
 
     /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, with
@@ -735,6 +752,7 @@ impl StreamDecoder {
             self.stop_keeping_the_body();
         }
         if self.saw_done {
+            self.assembler.check_calls()?;
             self.assembler.finish(out);
         }
         Ok(self.is_finished())
@@ -801,6 +819,7 @@ impl StreamDecoder {
             self.end_at_finish_reason(e)?;
         }
         if self.saw_done || self.assembler.ends_on_finish_reason() {
+            self.assembler.check_calls()?;
             self.assembler.finish(out);
             return Ok(());
         }
