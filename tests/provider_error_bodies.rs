@@ -182,6 +182,46 @@ async fn a_key_with_slashes_echoed_json_escaped_is_redacted() {
     }
 }
 
+/// A gateway whose JSON encoder escapes characters echoes the key as `\u0073k-...` in a body the
+/// error shows raw: an error status, a 200 that is not JSON or not an answer, a stream chunk that
+/// is not JSON, an error event; and spelt all in escapes across the end of an excerpt that was cut.
+/// None of these errors shows the key or a start of it.
+#[tokio::test]
+async fn the_key_echoed_with_json_escapes_is_redacted_from_every_raw_excerpt() {
+    let escaped = format!("\\u0073{}", &KEY[1..]);
+    let all: String = KEY.chars().map(|c| format!("\\u{:04x}", u32::from(c))).collect();
+    // The escapes of the key from 2,000 bytes on: the excerpt of 2,048 bytes ends inside them.
+    let long = format!(r#"{{"detail":"{}Bearer {all} and more"}}"#, "x ".repeat(993));
+    let sse = |payload: &str| format!("{payload}\n\ndata: [DONE]\n\n").into_bytes();
+    let cases = [
+        (
+            "an error status",
+            Reply::raw(401, format!(r#"{{"detail":"invalid header: Bearer {escaped}"}}"#)),
+            false,
+        ),
+        ("a 200 not JSON", Reply::raw(200, format!("<html>Bearer {escaped}</html>")), false),
+        ("a 200 not an answer", Reply::raw(200, format!(r#"{{"detail":"Bearer {escaped}"}}"#)), false),
+        ("an error status cut", Reply::raw(502, long.clone()), false),
+        ("a 200 cut", Reply::raw(200, long), false),
+        ("a stream chunk not JSON", Reply::sse(&sse(&format!("data: {{Bearer {escaped}"))), true),
+        ("an error event", Reply::sse(&sse(&format!("event: error\ndata: Bearer {escaped}"))), true),
+    ];
+    for (what, reply, stream) in cases {
+        let server = MockServer::start([reply]).await;
+        let c = client(&server, 0);
+        let e = if stream {
+            drain::drain(&c, &request()).await.1.expect("an error")
+        } else {
+            c.complete(&request()).await.unwrap_err()
+        };
+        let text = format!("{e} {e:?}");
+        assert!(text.contains("<redacted>"), "{what}: the echo is shown: {text}");
+        for shown in [&KEY[1..], &escaped[..10], &all[..24]] {
+            assert!(!text.contains(shown), "{what}: {shown} is shown: {text}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_error_payload_at_the_top_level_inside_a_stream_is_the_streams_error() {
     // iFlytek Spark's compatible API and some relays report a failure inside the stream as a

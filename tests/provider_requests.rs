@@ -167,6 +167,37 @@ fn plain_http_only_to_loopback_unless_allowed() {
     assert_eq!(e.code, codes::CONFIG_INVALID);
 }
 
+/// A base URL with a query (Azure-style `?api-version=`) sends `/chat/completions` after its path
+/// and keeps the query; a `#fragment` (never sent: the path would be lost with it) and a base URL
+/// that already ends in `/chat/completions` (doubled, a bare 404) are refused when the client is
+/// built, naming the base URL.
+#[tokio::test]
+async fn a_base_url_keeps_its_query_and_refuses_a_fragment_or_the_endpoint_path() {
+    let server = MockServer::start([ok(), ok()]).await;
+    for base in [
+        format!("{}?api-version=2024-10-21", server.base_url()),
+        format!("{}/?api-version=2024-10-21", server.base_url()),
+    ] {
+        let c = OpenAiCompatibleClient::new(ClientConfig::custom(base, "m", "k")).unwrap();
+        c.complete(&conversation()).await.unwrap();
+    }
+    for r in server.requests() {
+        assert_eq!(r.path, "/v1/chat/completions?api-version=2024-10-21");
+    }
+    for bad in [
+        format!("{}#section", server.base_url()),
+        format!("{}?api-version=1#section", server.base_url()),
+        format!("{}/chat/completions", server.base_url()),
+        format!("{}/Chat/Completions/?api-version=1", server.base_url()),
+    ] {
+        let e = OpenAiCompatibleClient::new(ClientConfig::custom(&bad, "m", "k")).unwrap_err();
+        assert_eq!(e.code, codes::CONFIG_INVALID, "{bad}: {e}");
+        assert!(e.message.starts_with("base_url: "), "{bad}: {e}");
+        let said = if bad.contains('#') { "#fragment" } else { "without it" };
+        assert!(e.message.contains(said), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn presets_have_base_urls() {
     for (p, host) in [

@@ -3,7 +3,8 @@
 //! call fragment in that delta, an entry that is not an object is left out, a `function` that is
 //! not an object is none, and a call none of whose fragments had a `function` is left out at the
 //! end. The rest of the answer (text, the other calls, the finish reason, usage) is kept, on the
-//! fast path and the derived parse alike, and through the client.
+//! fast path and the derived parse alike, and through the client. A call's name streamed in
+//! pieces is joined; a name repeated whole in each fragment is not doubled.
 
 #[path = "support/derived.rs"]
 mod derived;
@@ -129,6 +130,27 @@ fn a_stream_and_a_whole_answer_with_the_same_entries_give_the_same_calls() {
         let streamed = answer(&[&delta(calls), FINISH]);
         assert_eq!(streamed.tool_calls, whole.tool_calls, "{calls}");
         assert_eq!(streamed.content, whole.content, "{calls}");
+    }
+}
+
+#[test]
+fn a_name_streamed_in_pieces_is_joined_and_one_repeated_whole_is_not_doubled() {
+    let piece = |name: &str, args: &str| {
+        delta(&format!(r#"[{{"index":0,"function":{{"name":"{name}","arguments":"{args}"}}}}]"#))
+    };
+    let first =
+        delta(r#"[{"index":0,"id":"c1","type":"function","function":{"name":"get_","arguments":""}}]"#);
+    let cases = [
+        // In pieces: joined.
+        (vec![first.clone(), piece("weather", "{}"), FINISH.to_string()], "get_weather"),
+        (vec![first.clone(), piece("wea", ""), piece("ther", "{}"), FINISH.to_string()], "get_weather"),
+        // Repeated whole in each fragment (the name so far): kept once.
+        (vec![first.clone(), piece("get_", "{}"), FINISH.to_string()], "get_"),
+        (vec![first, piece("weather", ""), piece("get_weather", "{}"), FINISH.to_string()], "get_weather"),
+    ];
+    for (payloads, want) in cases {
+        let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+        assert_eq!(answer(&payloads).tool_calls, [ToolCall::new("c1", want, "{}")], "{payloads:?}");
     }
 }
 

@@ -618,10 +618,27 @@ fn plain_http_to_a_non_loopback_host_is_refused_even_when_disguised() {
         assert_eq!(e.code, codes::INSECURE_URL, "{url}");
         assert!(!e.message.contains(KEY));
     }
-    // Loopback in any spelling the client connects to loopback with is fine.
-    for url in ["http://127.0.0.1:9/v1", "http://[::1]:9/v1", "http://localhost:9/v1", "http://127.1.2.3/v1"]
-    {
+    // Loopback in any spelling the client connects to loopback with is fine: the IPv4 shorthand
+    // and number forms its parser reads as 127.0.0.1 too.
+    for url in [
+        "http://127.0.0.1:9/v1",
+        "http://[::1]:9/v1",
+        "http://localhost:9/v1",
+        "http://127.1.2.3/v1",
+        "http://127.1:9/v1",
+        "http://2130706433:9/v1",
+        "http://0x7f.1:9/v1",
+    ] {
+        if !url.contains("[::1]") && !url.contains("localhost") {
+            assert!(reqwest::Url::parse(url).unwrap().host_str().unwrap().starts_with("127."), "{url}");
+        }
         assert!(OpenAiCompatibleClient::new(ClientConfig::custom(url, "m", KEY)).is_ok(), "{url}");
+    }
+    // What a refusal names is the host the client would connect to, never a loopback one.
+    for url in ["http://10.1:9/v1", "http://167772161:9/v1"] {
+        let e = OpenAiCompatibleClient::new(ClientConfig::custom(url, "m", KEY)).unwrap_err();
+        assert_eq!(e.code, codes::INSECURE_URL, "{url}");
+        assert!(e.message.contains("to 10.0.0.1 "), "{url}: {e}");
     }
     // Allowed explicitly: accepted.
     let mut allowed = ClientConfig::custom("http://evil.example\\@127.0.0.1/v1", "m", KEY);

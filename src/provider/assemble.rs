@@ -3,14 +3,15 @@
 //!
 //! Merging a call fragment: the key is its `index` when present, else its non-empty `id`, else the
 //! previous call. An `id` or `name` that is `""` never overwrites (Qwen, GLM continuations); a name
-//! may arrive late; several calls may share one delta (Mistral); indexes may start at 1 (Claude
-//! through a compatible endpoint) and are renumbered from 0 in order of appearance; a known index
-//! that arrives with a different non-empty id starts a new call (gateways that send every call as
-//! index 0), and a new index always does, even with the id of an earlier call. Ids are made unique
-//! within the answer before they are announced (`call_<n>` for a missing one, `<id>_<n>` for a
-//! repeated one): each result is paired with its call by id. Arguments are appended as text; an
-//! object is serialised; empty arguments become `{}` at the end, and text that is not valid JSON is
-//! kept as it is (the registry reports it).
+//! may arrive late, or in pieces, which are joined (but for a piece that repeats the whole name so
+//! far: providers that send it in every fragment); several calls may share one delta (Mistral);
+//! indexes may start at 1 (Claude through a compatible endpoint) and are renumbered from 0 in
+//! order of appearance; a known index that arrives with a different non-empty id starts a new call
+//! (gateways that send every call as index 0), and a new index always does, even with the id of
+//! an earlier call. Ids are made unique within the answer before they are announced (`call_<n>`
+//! for a missing one, `<id>_<n>` for a repeated one): each result is paired with its call by id.
+//! Arguments are appended as text; an object is serialised; empty arguments become `{}` at the
+//! end, and text that is not valid JSON is kept as it is (the registry reports it).
 //! `tool_calls` that is `null` or not an array, an entry that is not an object and a `function`
 //! that is not an object add nothing (read as leniently as a whole answer's, see
 //! [`wire::chunk`](super::wire::chunk)), and a call none of whose fragments had a `function` is
@@ -33,7 +34,9 @@
 //! one costs nothing more.
 
 use super::chunk_read::{read_chunk, ChunkRecord};
-use super::convert::{error_of_body, normalise_arguments, parse_response, raw_excerpt};
+use super::convert::{
+    error_of_body, legacy_function_call_error, normalise_arguments, parse_response, raw_excerpt,
+};
 use super::sse::SseParser;
 use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments, WireContent};
 use super::{ModelEvent, ModelResponse};
@@ -71,6 +74,8 @@ pub struct StreamAssembler {
     /// Answer data came since the last finish reason (or none came yet): a stream cut off here
     /// may have been cut inside the answer (see [`ends_on_finish_reason`](Self::ends_on_finish_reason)).
     data_since_finish: bool,
+    /// A delta of choice 0 had a legacy `function_call` (see [`check_calls`](Self::check_calls)).
+    legacy_function_call: bool,
     /// The provider's error that ended the stream, when it sent one (see
     /// [`provider_error`](Self::provider_error)).
     failure: Option<ProviderErrorDetail>,
@@ -296,6 +301,7 @@ impl StreamAssembler {
                 self.usage = Some((*u).into());
             }
             if let Some(delta) = choice.delta {
+                self.legacy_function_call |= delta.legacy_function_call;
                 let (content, reasoning) =
                     WireContent::text_and_reasoning(delta.content, delta.reasoning_content);
                 self.push_text(reasoning, content, out);
@@ -403,9 +409,13 @@ impl StreamAssembler {
                 call.id = id.into_owned();
             }
         }
-        if call.name.is_empty() {
-            if let Some(name) = name {
+        if let Some(name) = name {
+            // A name streamed in pieces (`get_`, `weather`) is joined; one repeated whole in each
+            // fragment is not doubled.
+            if call.name.is_empty() {
                 call.name = name.into_owned();
+            } else if *name != *call.name {
+                call.name.push_str(&name);
             }
         }
         let was_started = call.started;
@@ -483,6 +493,18 @@ impl StreamAssembler {
                 },
             },
         }
+    }
+
+    /// Whether the answer may end: not when it called a function only with the legacy
+    /// `function_call` and has no call in `tool_calls` (see [`parse_response`]).
+    ///
+    /// # Errors
+    /// `provider_decode` naming `function_call` then.
+    pub fn check_calls(&self) -> Result<(), AgentError> {
+        if self.legacy_function_call && !self.calls.iter().any(|c| c.has_function) {
+            return Err(legacy_function_call_error());
+        }
+        Ok(())
     }
 
     /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, with
@@ -686,10 +708,15 @@ impl StreamDecoder {
     }
 
     /// Feeds body bytes (any split); appends the events they complete to `out`. At `[DONE]` the
-    /// answer is finished and later bytes are ignored. Returns [`is_finished`](Self::is_finished).
+    /// answer is finished and later bytes are ignored; so it is at a bad payload, an error in the
+    /// stream or an oversized event that comes after the finish reason, with no answer data
+    /// between ([`ends_on_finish_reason`](Self::ends_on_finish_reason)): the answer is complete,
+    /// as when the stream breaks off there. Returns [`is_finished`](Self::is_finished).
     ///
     /// # Errors
-    /// A provider-layer error for a bad payload, an error in the stream, or an oversized event.
+    /// A provider-layer error for a bad payload, an error in the stream, or an oversized event,
+    /// before the answer's finish reason (or after answer data that followed it: its finish
+    /// reasons come early).
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<ModelEvent>) -> Result<bool, AgentError> {
         if self.assembler.is_finished() {
             return Ok(true);
@@ -711,20 +738,42 @@ impl StreamDecoder {
         let assembler = &mut self.assembler;
         let saw_done = &mut self.saw_done;
         let mut saw_event = false;
-        self.parser.feed(bytes, |ev| {
+        let fed = self.parser.feed(bytes, |ev| {
             saw_event = true;
             if !*saw_done && assembler.push_payload(ev.event, ev.data, out)? {
                 *saw_done = true;
             }
             Ok(())
-        })?;
+        });
+        if let Err(e) = fed {
+            self.end_at_finish_reason(e)?;
+        }
         if saw_event && !self.is_event_stream {
             self.stop_keeping_the_body();
         }
         if self.saw_done {
+            self.assembler.check_calls()?;
             self.assembler.finish(out);
         }
         Ok(self.is_finished())
+    }
+
+    /// After `e`, the error of a payload: when the answer ended on its finish reason before it,
+    /// the payload is taken as the end of the stream (as `[DONE]` is, or a break there: the
+    /// answer was complete, and a gateway's trailing error or garbage does not undo it), with a
+    /// warning that names only the error's code (its message quotes the provider's raw text);
+    /// otherwise `e` stands.
+    fn end_at_finish_reason(&mut self, e: AgentError) -> Result<(), AgentError> {
+        if !self.assembler.ends_on_finish_reason() {
+            return Err(e);
+        }
+        log::warn!(
+            "provider: the stream sent a payload that is no more of the answer ({}) after its finish \
+             reason; the answer is complete",
+            e.code
+        );
+        self.saw_done = true;
+        Ok(())
     }
 
     fn stop_keeping_the_body(&mut self) {
@@ -760,13 +809,17 @@ impl StreamDecoder {
         let cut_line = self.parser.has_partial_line();
         let assembler = &mut self.assembler;
         let saw_done = &mut self.saw_done;
-        self.parser.finish(|ev| {
+        let fed = self.parser.finish(|ev| {
             if !*saw_done && assembler.push_payload(ev.event, ev.data, out)? {
                 *saw_done = true;
             }
             Ok(())
-        })?;
+        });
+        if let Err(e) = fed {
+            self.end_at_finish_reason(e)?;
+        }
         if self.saw_done || self.assembler.ends_on_finish_reason() {
+            self.assembler.check_calls()?;
             self.assembler.finish(out);
             return Ok(());
         }

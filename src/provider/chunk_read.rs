@@ -7,7 +7,7 @@
 //! [`WireArguments`], [`WireUsage`]; strings are borrowed from the payload when they hold no
 //! escapes), so whatever it reads, the derived parse reads as the same chunk. Everything else makes
 //! it give up ([`read_chunk`] returns an error, whose text is not used): any JSON error, an `error`
-//! that is not `null`, a `base_resp` that is not an object or whose `status_code` is not 0, a
+//! or a delta's legacy `function_call` that is not `null`, a `base_resp` that is not an object or whose `status_code` is not 0, a
 //! repeated field (the derived parse rejects it), a struct written as an array (which the derived
 //! parse accepts), `tool_calls`, a call fragment or a `function` of another JSON type than the usual
 //! (which the derived parse reads leniently), a second choice 0, more than [`INLINE_FRAGMENTS`]
@@ -106,7 +106,8 @@ enum Field<'r, 'a> {
     Arguments(&'r mut Option<WireArguments<'a>>),
     /// An object or array, or `null`.
     Node(Node<'r, 'a>),
-    /// The chunk's `error`: `null`, or the parse gives up (the derived one reports it).
+    /// The chunk's `error`, a delta's legacy `function_call`: `null`, or the parse gives up (the
+    /// derived one reports it).
     Error,
     /// MiniMax's `base_resp`: a status of 0 (or none), or the parse gives up (the derived one
     /// reports a failed one, and reads one that is not an object as none).
@@ -153,6 +154,7 @@ impl<'de, 'r> Visitor<'de> for Node<'r, 'de> {
                 (Node::Delta(c), "content") => (1, Field::Str(&mut c.content)),
                 (Node::Delta(c), "reasoning_content") => (2, Field::Str(&mut c.reasoning)),
                 (Node::Delta(c), "tool_calls") => (4, Field::Node(Node::Fragments(c))),
+                (Node::Delta(_), "function_call") => (8, Field::Error),
                 (Node::Fragment(f), "index") => (1, Field::Index(&mut f.index)),
                 (Node::Fragment(f), "id") => (2, Field::Str(&mut f.id)),
                 (Node::Fragment(f), "function") => (4, Field::Node(Node::Function(f))),

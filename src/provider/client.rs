@@ -454,19 +454,22 @@ fn undecoded_body(coding: &str) -> String {
 /// `s` before `...`, when the key starts with `s`) out of messages, for no gain in secrecy.
 const KEY_START_REDACTED: usize = 4;
 
-/// An error message with the key taken out ([`redact_key`]), and any start of it
-/// ([`KEY_START_REDACTED`] bytes or more) that ends where an excerpt of a body was cut (right
-/// before a `...`: [`raw_excerpt`], [`raw_excerpt_of_prefix`]). The excerpt ends before a word it
-/// would cut, but a key is not always one word: iFlytek Spark's `APIKey:APISecret` is two, and a
-/// key glued to a run of word characters longer than a key could be is cut where the excerpt
-/// ends; the whole key is not there for [`redact_key`] to find.
+/// An error message with the key taken out, also where JSON escapes spell it ([`redact_key`],
+/// [`redact_escaped_key`]: a message shows excerpts of the provider's raw text, and a gateway whose
+/// JSON encoder escapes characters echoes the key as `\u0073k-...`), and any start of it
+/// ([`KEY_START_REDACTED`] bytes or more, literal or escaped) that ends where an excerpt of a body
+/// was cut (right before a `...`: [`raw_excerpt`], [`raw_excerpt_of_prefix`]). The excerpt ends
+/// before a word it would cut, but a key is not always one word: iFlytek Spark's
+/// `APIKey:APISecret` is two, a key glued to a run of word characters longer than a key could be
+/// is cut where the excerpt ends, and an escape's `\` is no word character; the whole key is not
+/// there for [`redact_key`] to find. Every error of the provider goes through here
+/// ([`redact_error`]).
 fn redact_message(text: String, key: &str) -> String {
     let mut text = redact_key(text, key);
     if key.len() < 6 {
         return text;
     }
-    let escaped = key.contains('/').then(|| key.replace('/', "\\/"));
-    let forms: Vec<&[u8]> = std::iter::once(key).chain(escaped.as_deref()).map(str::as_bytes).collect();
+    redact_escaped_key(&mut text, key);
     // Where a `...` starts: in a run of dots, at each dot with two after it (a key with a `.` cut
     // after it shows as `ak-1234....`).
     let bytes = text.as_bytes();
@@ -477,16 +480,37 @@ fn redact_message(text: String, key: &str) -> String {
         from = run + bytes[run..].iter().take_while(|&&b| b == b'.').count();
         marks.extend(run..from.saturating_sub(2));
     }
+    if marks.is_empty() {
+        return text;
+    }
+    // The text decoded (`\/`, `\u0073`), with where each decoded byte came from, when it holds an
+    // escape: a start of the key its escapes spell is looked for there.
+    let (mut decoded, mut origins) = (Vec::new(), Vec::new());
+    if memchr::memchr(b'\\', bytes).is_some() {
+        decode_escapes(bytes, &mut decoded, Some(&mut origins));
+    }
+    let shown_start = |before: &[u8]| {
+        (KEY_START_REDACTED..key.len()).rev().find(|&n| before.ends_with(&key.as_bytes()[..n]))
+    };
     // The ranges to take out, in order; overlapping ones merged.
     let mut cuts: Vec<(usize, usize)> = Vec::new();
     for at in marks {
-        let before = &text.as_bytes()[..at];
-        let shown = forms
-            .iter()
-            .filter_map(|form| (KEY_START_REDACTED..form.len()).rev().find(|&n| before.ends_with(&form[..n])))
-            .max();
-        let Some(shown) = shown else { continue };
-        let start = at - shown;
+        let literal = shown_start(&bytes[..at]).map(|n| at - n);
+        // A `.` is never part of an escape: the decoded bytes before it are those of `..at`, but
+        // for the `\` of an escape the cut left alone (it falls before the escape's `u0073`, a
+        // word), taken out with what it follows.
+        let escaped =
+            (!origins.is_empty())
+                .then(|| origins.partition_point(|o: &(usize, usize)| o.1 <= at))
+                .map(|d| {
+                    if at > 0 && bytes[at - 1] == b'\\' && origins[d - 1] == (at - 1, at) {
+                        d - 1
+                    } else {
+                        d
+                    }
+                })
+                .and_then(|d| shown_start(&decoded[..d]).map(|n| origins[d - n].0));
+        let Some(start) = literal.into_iter().chain(escaped).min() else { continue };
         if !text.is_char_boundary(start) {
             continue;
         }
@@ -545,7 +569,8 @@ fn redact_call(call: &mut crate::message::ToolCall, key: &str) {
     redact_escaped_key(&mut call.arguments, key);
 }
 
-/// `json` (a call's arguments, or a piece of them) with every copy of `key` that its JSON escapes
+/// `json` (a call's arguments, or a piece of them; an error message quoting the provider's raw
+/// text: [`redact_message`]) with every copy of `key` that its JSON escapes
 /// spell (`"\u0073k-..."`: a gateway whose JSON encoder escapes characters copies the
 /// `Authorization` header into the arguments) replaced by `<redacted>`. The arguments are decoded
 /// later (the registry hands the tool the decoded strings; the loop detection writes a signature
@@ -1446,5 +1471,27 @@ mod tests {
         }
         // A key too short to look for is not looked for.
         assert_eq!(redact_message("abcd...".into(), "abcde"), "abcd...");
+        // The key spelt with JSON escapes (an encoder that escapes characters), whole or cut.
+        let key = "sk-abc123/xyz";
+        for (text, want) in [
+            (r#"raw body: {"d":"Bearer \u0073k-abc123\/xyz"}"#, r#"raw body: {"d":"Bearer <redacted>"}"#),
+            (
+                r#"raw body: {"d":"Bearer \u0073\u006b\u002d\u0061... (3000 bytes in all)"#,
+                r#"raw body: {"d":"Bearer <redacted>... (3000 bytes in all)"#,
+            ),
+            (r#"{"d":"\u0073k-abc1\u0032..."#, r#"{"d":"<redacted>..."#),
+            // The cut fell inside an escape's `u0073`: its `\` is left before the `...`.
+            (
+                r#"{"d":"\u0073\u006b\u002d\u0061\... (3000 bytes in all)"#,
+                r#"{"d":"<redacted>... (3000 bytes in all)"#,
+            ),
+            // Escapes that spell no start of the key, and three bytes of it, are kept.
+            (
+                r#"{"d":"\u00e9 \u0073k-... (3000 bytes in all)"#,
+                r#"{"d":"\u00e9 \u0073k-... (3000 bytes in all)"#,
+            ),
+        ] {
+            assert_eq!(redact_message(text.into(), key), want, "{text}");
+        }
     }
 }

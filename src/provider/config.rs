@@ -651,7 +651,8 @@ impl RetryPolicy {
 pub struct ClientConfig {
     /// The provider preset (its quirks for the model are copied into `quirks`).
     pub preset: ProviderPreset,
-    /// Base URL; `/chat/completions` is appended.
+    /// Base URL; `/chat/completions` is appended to its path (before a query, which is kept; a
+    /// `#fragment` or a path already ending in `/chat/completions` is refused).
     pub base_url: String,
     /// Model name.
     pub model: String,
@@ -773,16 +774,24 @@ impl ClientConfig {
     }
 
     /// The chat-completions endpoint URL, checked: `https://`, or `http://` to loopback
-    /// (127.0.0.0/8, ::1, localhost) unless `allow_insecure_http`.
+    /// (127.0.0.0/8, ::1, localhost) unless `allow_insecure_http`. `/chat/completions` goes after
+    /// the base URL's path, before its query (`?api-version=...` of Azure-style gateways), which
+    /// is kept.
     ///
     /// # Errors
-    /// `config_invalid` for an empty, unparsable or non-HTTP URL or an empty model;
-    /// `insecure_url` for plain http to another host.
+    /// `config_invalid` for an empty, unparsable or non-HTTP URL, one with a `#fragment` (never
+    /// sent: the path after it would be lost) or one whose path already ends in
+    /// `/chat/completions` (it would be doubled), or an empty model; `insecure_url` for plain http
+    /// to another host.
     pub fn endpoint(&self) -> Result<String, AgentError> {
         if self.model.trim().is_empty() {
             return Err(AgentError::of(codes::CONFIG_INVALID, "model: empty"));
         }
-        let base = self.base_url.trim().trim_end_matches('/');
+        let whole = self.base_url.trim();
+        // The query and fragment start at the first `?` or `#`: neither can be in the authority,
+        // which ends at either.
+        let (base, query) = whole.split_at(whole.find(['?', '#']).unwrap_or(whole.len()));
+        let base = base.trim_end_matches('/');
         if base.is_empty() {
             return Err(AgentError::of(
                 codes::CONFIG_INVALID,
@@ -807,9 +816,9 @@ impl ClientConfig {
             "http" => {
                 // The host the HTTP client will connect to counts, as its (WHATWG) URL parser reads
                 // it: `http://evil.example\@127.0.0.1/` goes to evil.example, whatever the split
-                // above says.
+                // above says, and `http://127.1/` or `http://2130706433/` to 127.0.0.1.
                 let client_host = client_url_host(base);
-                let loopback = is_loopback_host(host) && client_host.as_deref().is_some_and(is_loopback_host);
+                let loopback = client_host.as_deref().is_some_and(is_loopback_host);
                 if !self.allow_insecure_http && !loopback {
                     let shown = client_host.as_deref().unwrap_or(host);
                     return Err(AgentError::of(
@@ -833,7 +842,26 @@ impl ClientConfig {
                 "base_url: user:password@ in the URL is not supported (the API key is given as the key)",
             ));
         }
-        let endpoint = format!("{base}/chat/completions");
+        if query.contains('#') {
+            return Err(AgentError::of(
+                codes::CONFIG_INVALID,
+                format!(
+                    "base_url: a #fragment is never sent to the server; give the base URL without it: {}",
+                    shown(whole)
+                ),
+            ));
+        }
+        if base.to_ascii_lowercase().ends_with("/chat/completions") {
+            return Err(AgentError::of(
+                codes::CONFIG_INVALID,
+                format!(
+                    "base_url: ends in /chat/completions, which the client adds; give the base URL \
+                     without it (e.g. https://api.example.com/v1): {}",
+                    shown(whole)
+                ),
+            ));
+        }
+        let endpoint = format!("{base}/chat/completions{query}");
         // What the HTTP client will parse. Its URL parser has no Unicode host names (idna_adapter
         // 1.0, see Cargo.toml), so such a name is a configuration error here, not a failed request.
         if let Err(e) = reqwest::Url::parse(&endpoint) {

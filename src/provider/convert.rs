@@ -417,6 +417,18 @@ fn body_error(err: &ProviderErrorDetail) -> AgentError {
     AgentError::of(err.stable_code().unwrap_or(codes::PROVIDER_HTTP_STATUS), err.describe())
 }
 
+/// The error of an answer whose call is a legacy `function_call` (the deprecated functions API)
+/// and which has no `tool_calls`: the agent asks with `tools` and reads only `tool_calls`, so the
+/// call would be dropped without a word and the run end as if the model had answered nothing.
+pub(crate) fn legacy_function_call_error() -> AgentError {
+    AgentError::of(
+        codes::PROVIDER_DECODE,
+        "the answer calls a function with the legacy `function_call` (the deprecated functions API), \
+         not `tool_calls`: the agent sends `tools` and reads only `tool_calls`; use a model or \
+         gateway that answers with `tool_calls`",
+    )
+}
+
 /// The provider's error a body [`parse_response`] refused holds, when it holds one (the error
 /// [`parse_response`] returned is made of it): the client reads its code and form to decide on a
 /// retry.
@@ -481,6 +493,9 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
         ..ModelResponse::default()
     };
     if let Some(message) = choice.message {
+        if message.legacy_function_call && message.tool_calls.is_empty() {
+            return Err(legacy_function_call_error());
+        }
         // `content` may be an array of parts whose thinking parts are reasoning (Mistral).
         let (content, reasoning) =
             WireContent::text_and_reasoning(message.content, message.reasoning_content);

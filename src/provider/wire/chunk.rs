@@ -7,7 +7,7 @@
 //! that is not an object is left out, and a `function` that is not an object is none.
 //!
 //! The rare parts (an error's details, a usage block inside a choice) are boxed: a chunk and a
-//! choice stay small values (80 and 112 bytes), which the parse builds and moves for every chunk
+//! choice stay small values (88 and 120 bytes), which the parse builds and moves for every chunk
 //! without a `memmove` call (with them inline, at 168 and 152 bytes, `memmove` was ~9% of the
 //! assembly's time).
 
@@ -66,6 +66,10 @@ pub struct ChunkDelta<'a> {
     /// Call fragments: the object entries of an array; anything else reads as none.
     #[serde(borrow, default, deserialize_with = "objects_or_none")]
     pub tool_calls: Vec<ChunkToolCall<'a>>,
+    /// A fragment of a legacy `function_call` object (the deprecated functions API) was there
+    /// (see [`ResponseMessage`](super::ResponseMessage)).
+    #[serde(rename = "function_call", default, deserialize_with = "super::lenient::is_object")]
+    pub legacy_function_call: bool,
 }
 
 /// A fragment of one call.

@@ -19,6 +19,11 @@ where
     d.deserialize_any(Lenient::<Option<T>>(PhantomData))
 }
 
+/// Whether the value is a JSON object (its fields are not read).
+pub(crate) fn is_object<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(object_or_none::<D, IgnoredAny>(d)?.is_some())
+}
+
 /// The object entries of a JSON array, each read as `T` (other entries are left out); empty for
 /// any other value.
 pub(crate) fn objects_or_none<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>

@@ -70,6 +70,10 @@ pub struct ResponseMessage<'a> {
     /// Calls: the object entries of an array; anything else reads as no calls.
     #[serde(borrow, default, deserialize_with = "objects_or_none")]
     pub tool_calls: Vec<ResponseToolCall<'a>>,
+    /// A legacy `function_call` object (the deprecated functions API) was there: a call the
+    /// agent, which asks with `tools` and reads `tool_calls`, does not take.
+    #[serde(rename = "function_call", default, deserialize_with = "super::lenient::is_object")]
+    pub legacy_function_call: bool,
 }
 
 /// One call of a response.

@@ -215,6 +215,9 @@ export interface AgentConfigObject {
   /**
    * Overrides the preset's base URL (required for 'custom'). Plain http:// only to loopback unless
    * allowInsecureHttp; credentials in the URL (user:password@) are refused (config_invalid).
+   * '/chat/completions' is added to its path, before a query, which is kept ('?api-version=...');
+   * a '#fragment' or a path already ending in '/chat/completions' is refused (config_invalid
+   * naming baseUrl).
    */
   baseUrl?: string;
   /** The model name (required except for 'scripted'). */
