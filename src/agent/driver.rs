@@ -704,7 +704,8 @@ impl Agent {
 
     /// The tokens a session has used so far (`None`: no such session): its
     /// [`AgentState::usage`] and, while it is frozen on a batch that mirrors a worker's, what the
-    /// workers down that chain used until they froze. Those are not in the session's own usage
+    /// workers down that chain used until they froze, and the workers frozen beside it (parallel
+    /// delegations of the same batch), each counted once. Those are not in the session's own usage
     /// yet: a worker's usage is added there when its delegating call finishes, or with the end of
     /// a batch a dismissal settles (see the `delegate` module). A suspended run's usage is this.
     ///
@@ -716,6 +717,13 @@ impl Agent {
         let mirror = state.pending_approval.as_ref().filter(|b| b.worker_session.is_some());
         if let Some(batch) = mirror.filter(|_| state.status == RunStatus::AwaitingApproval) {
             usage.add(&self.mirror_worker(batch).await?.1);
+            // The workers frozen beside the mirrored one (parallel delegations), each with what
+            // its own workers used: none of it is counted above them yet either.
+            for worker in sibling_workers(&state, batch) {
+                if let Some(used) = Box::pin(self.usage_so_far(&worker)).await? {
+                    usage.add(&used);
+                }
+            }
         }
         Ok(Some(usage))
     }
@@ -1744,6 +1752,21 @@ impl Agent {
 /// part of a worker's session id: see `worker_session_id`).
 fn batch_id_of(state: &AgentState) -> String {
     format!("{}:{}", state.run_id.as_deref().unwrap_or_default(), state.round)
+}
+
+/// The workers of `state`'s frozen `batch` besides the one it mirrors (`worker_session`): those
+/// of its delegating calls still to run, which froze in the same chunk (parallel delegations; a
+/// call not reached has no worker session yet). The parent's resume runs each call again, which
+/// continues its worker (or mirrors its batch in turn).
+fn sibling_workers(state: &AgentState, batch: &PendingApprovalBatch) -> Vec<String> {
+    let batch_call_id = batch_id_of(state);
+    batch
+        .calls
+        .iter()
+        .filter(|c| c.call.name == DELEGATE_TASK && matches!(c.plan, BatchCallPlan::Run))
+        .map(|c| worker_session_id(&state.session_id, &batch_call_id, &c.call.id))
+        .filter(|worker| batch.worker_session.as_ref() != Some(worker))
+        .collect()
 }
 
 /// The answer of a call a dismissal (`reason`) did not run.

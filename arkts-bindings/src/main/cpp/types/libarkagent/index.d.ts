@@ -399,7 +399,8 @@ export interface RunOutcomeObject {
   batchJson?: string;
   /**
    * Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}.
-   * Suspended on a sub-agent's batch: with what the sub-agents frozen on it used until then.
+   * Suspended on a sub-agent's batch: with what the sub-agents frozen on it used until then, and
+   * the sub-agents frozen beside it (parallel delegations of the same batch), each counted once.
    */
   usageJson: string;
   /**
