@@ -704,7 +704,8 @@ impl Agent {
 
     /// The tokens a session has used so far (`None`: no such session): its
     /// [`AgentState::usage`] and, while it is frozen on a batch that mirrors a worker's, what the
-    /// workers down that chain used until they froze. Those are not in the session's own usage
+    /// workers down that chain used until they froze, and the workers frozen beside it (parallel
+    /// delegations of the same batch), each counted once. Those are not in the session's own usage
     /// yet: a worker's usage is added there when its delegating call finishes, or with the end of
     /// a batch a dismissal settles (see the `delegate` module). A suspended run's usage is this.
     ///
@@ -716,6 +717,13 @@ impl Agent {
         let mirror = state.pending_approval.as_ref().filter(|b| b.worker_session.is_some());
         if let Some(batch) = mirror.filter(|_| state.status == RunStatus::AwaitingApproval) {
             usage.add(&self.mirror_worker(batch).await?.1);
+            // The workers frozen beside the mirrored one (parallel delegations), each with what
+            // its own workers used: none of it is counted above them yet either.
+            for worker in sibling_workers(&state, batch) {
+                if let Some(used) = Box::pin(self.usage_so_far(&worker)).await? {
+                    usage.add(&used);
+                }
+            }
         }
         Ok(Some(usage))
     }
@@ -841,7 +849,7 @@ impl Agent {
         // A worker that delegated in turn is ended too: left running or frozen by a deletion cut
         // short, a resume of it (directly) would run its own delegation again from scratch.
         for id in &delegating {
-            self.end_before_deletion(id).await?;
+            self.end_part_way(id).await?;
         }
         // Deepest first, so a cut-short deletion never leaves a worker unnamed. Each lease is
         // released once its worker is gone (its lock file goes with it).
@@ -855,10 +863,12 @@ impl Agent {
         self.store.delete(session_id).await
     }
 
-    /// Durably ends a session about to be deleted whose run may go on (`running`, or awaiting
-    /// approval): `cancelled`, its frozen batch cleared (see [`delete_session`](Self::delete_session)).
+    /// Durably ends a session whose run may go on (`running`, or awaiting approval) and must not:
+    /// `cancelled`, its frozen batch cleared. That is a session about to be deleted (see
+    /// [`delete_session`](Self::delete_session)), and a worker frozen in a batch whose parent's
+    /// run ended cancelled or aborted (see [`end_frozen_worker`](Self::end_frozen_worker)).
     /// The caller holds its lease. Written on the state as stored (no repair made durable).
-    async fn end_before_deletion(&self, session_id: &str) -> Result<(), AgentError> {
+    async fn end_part_way(&self, session_id: &str) -> Result<(), AgentError> {
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else { return Ok(()) };
         if !state.status.is_part_way() {
             return Ok(());
@@ -875,6 +885,32 @@ impl Agent {
             state.apply(event);
         }
         self.store.commit(&state, &events).await
+    }
+
+    /// Durably ends a worker session left frozen by its parent's run, which ended cancelled or
+    /// aborted in the middle of the batch that delegated to it (its own delegating call, or one
+    /// beside it, frozen; the others still running then ended with the cancel): `cancelled`, its
+    /// frozen batch cleared, as a deletion does, and so on down its own frozen workers. Its
+    /// answer has no reader any more: the parent's next run answers the delegating call
+    /// `tool_interrupted` (counting what the worker used), and a cancelled parent is not resumed;
+    /// left awaiting, its own approve and resume would run its calls for nobody. A worker no
+    /// longer frozen (the app settled it directly meanwhile) is left as it stands.
+    ///
+    /// # Errors
+    /// `session_busy` (held by another process), the store's errors.
+    async fn end_frozen_worker(&self, worker: &str) -> Result<(), AgentError> {
+        let held = self.hold(worker).await?;
+        let Some(state) = self.store.load_unrepaired(worker).await? else { return Ok(()) };
+        let frozen = state.pending_approval.as_ref().filter(|_| state.status == RunStatus::AwaitingApproval);
+        let Some(batch) = frozen else { return Ok(()) };
+        let below: Vec<String> =
+            batch.worker_session.iter().cloned().chain(sibling_workers(&state, batch)).collect();
+        self.end_part_way(worker).await?;
+        drop(held);
+        for worker in below {
+            Box::pin(self.end_frozen_worker(&worker)).await?;
+        }
+        Ok(())
     }
 
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
@@ -1746,6 +1782,21 @@ fn batch_id_of(state: &AgentState) -> String {
     format!("{}:{}", state.run_id.as_deref().unwrap_or_default(), state.round)
 }
 
+/// The workers of `state`'s frozen `batch` besides the one it mirrors (`worker_session`): those
+/// of its delegating calls still to run, which froze in the same chunk (parallel delegations; a
+/// call not reached has no worker session yet). The parent's resume runs each call again, which
+/// continues its worker (or mirrors its batch in turn).
+fn sibling_workers(state: &AgentState, batch: &PendingApprovalBatch) -> Vec<String> {
+    let batch_call_id = batch_id_of(state);
+    batch
+        .calls
+        .iter()
+        .filter(|c| c.call.name == DELEGATE_TASK && matches!(c.plan, BatchCallPlan::Run))
+        .map(|c| worker_session_id(&state.session_id, &batch_call_id, &c.call.id))
+        .filter(|worker| batch.worker_session.as_ref() != Some(worker))
+        .collect()
+}
+
 /// The answer of a call a dismissal (`reason`) did not run.
 fn not_run_dismissed(call: &ToolCall, reason: &str) -> BatchStep {
     BatchStep::Answer(AnsweredCall {
@@ -2308,6 +2359,22 @@ impl<'a> Run<'a> {
                     self.dismiss_worker(worker, &unanswered, reason).await;
                 }
             }
+            // The workers frozen beside the mirrored one (parallel delegations): the dismissal
+            // answers their calls not run too, so each is settled with the same denial (left
+            // awaiting, its resume would run its calls for nobody), and what it used counts here,
+            // with the batch's end (it asks no model: what it used until it froze).
+            if let Some(reason) = dismissal.clone().or_else(|| dismissed_after_worker.clone()) {
+                let batch_call_id = batch_id_of(&self.state);
+                let unanswered_workers: HashSet<String> =
+                    unanswered.iter().filter_map(|call| self.worker_of(&batch_call_id, call)).collect();
+                let siblings = sibling_workers(&self.state, &batch).into_iter();
+                for worker in siblings.filter(|w| unanswered_workers.contains(w)) {
+                    if let Some(used) = self.agent.usage_so_far(&worker).await? {
+                        self.batch_usage.get_or_insert_with(Usage::default).add(&used);
+                    }
+                    self.dismiss_worker(&worker, &unanswered, &reason).await;
+                }
+            }
         }
         let steps = if let Some(reason) = dismissal {
             // Dismissed: the worker is not continued (its model would be asked; it was settled
@@ -2550,7 +2617,7 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
-                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, delegations, &calls, &mut workers, None).await;
                     }
                     break;
                 };
@@ -2559,7 +2626,7 @@ impl<'a> Run<'a> {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
-                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, delegations, &calls, &mut workers, None).await;
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
@@ -2581,7 +2648,7 @@ impl<'a> Run<'a> {
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
                 let Some(after) = hooked.await else {
-                    return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                    return self.ended_mid_chunk(running, delegations, &calls, &mut workers, None).await;
                 };
                 let stop_requested = match after.control {
                     AfterControl::Continue => false,
@@ -2623,7 +2690,7 @@ impl<'a> Run<'a> {
                     // ends as a cancelled one does: delegations are let end, other calls are not
                     // waited for (they stay `started`; the next run answers them interrupted).
                     chunk_cancel.cancel(ABORTED_BY_HOOK);
-                    return self.ended_mid_chunk(running, delegations, &mut workers, Some(e)).await;
+                    return self.ended_mid_chunk(running, delegations, &calls, &mut workers, Some(e)).await;
                 }
             }
             if waiting.is_some() {
@@ -2713,12 +2780,13 @@ impl<'a> Run<'a> {
     /// delegations (`open`) have ended: their workers see the cancel (a child signal) and end
     /// their own runs promptly, durably `cancelled` (dropped mid-run instead, a worker's session
     /// stayed `running` for good and its hooks never heard its run end), and what they said is
-    /// forwarded. Other tools are not waited for: they are dropped with the chunk and stay
-    /// `started`, as before.
+    /// forwarded; the workers of the `batch` left frozen are ended `cancelled` too. Other tools
+    /// are not waited for: they are dropped with the chunk and stay `started`, as before.
     async fn ended_mid_chunk<S, R>(
         &mut self,
         mut running: S,
         mut open: HashSet<String>,
+        batch: &[ToolCall],
         workers: &mut Option<WorkerEvents>,
         aborted: Option<AgentError>,
     ) -> Result<Flow, AgentError>
@@ -2735,15 +2803,26 @@ impl<'a> Run<'a> {
         }
         WorkerEvents::drain(workers, self.sink);
         drop(running);
+        // A worker frozen in the batch (its delegating call stays `started`) is never continued:
+        // it is ended too, as the workers still running ended with the cancel. Best effort: one
+        // that cannot be ended now is logged and left.
+        let batch_call_id = batch_id_of(&self.state);
+        for worker in batch.iter().filter_map(|call| self.worker_of(&batch_call_id, call)) {
+            if let Err(e) = self.agent.end_frozen_worker(&worker).await {
+                log::warn!("arkagent: a worker frozen in a batch whose run ended was not ended: {e}");
+            }
+        }
         let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };
         self.finish(status, None, aborted).await.map(Flow::Done)
     }
 
-    /// Ends the run of the worker a dismissed mirror was frozen on, with the same dismissal: its
-    /// batch holds the denials already, so it completes with them, without its model (and so
-    /// on down its own workers). Its answer has no reader any more (the delegating call is
-    /// answered `tool_not_run`): left awaiting, it would look resumable, and its resume would ask
-    /// its model for an answer nobody reads. Its events reach this run's sink wrapped as the
+    /// Ends the run of the worker a dismissed mirror was frozen on, or of one frozen beside it
+    /// (parallel delegations), with the same dismissal: its batch holds the denials already (a
+    /// worker beside the mirrored one has what is pending denied here first), so it completes
+    /// with them, without its model (and so on down its own workers). Its answer has no reader
+    /// any more (the delegating call is answered `tool_not_run`): left awaiting, it would look
+    /// resumable, and its resume would ask its model for an answer nobody reads (and run its
+    /// calls). Its events reach this run's sink wrapped as the
     /// delegating call's. Best effort, as [`Agent::decide_above`]: a worker that cannot be
     /// settled now (held by another process, a store error) is logged and left as decided.
     async fn dismiss_worker(&self, worker: &str, unanswered: &[ToolCall], reason: &str) {
@@ -2757,8 +2836,25 @@ impl<'a> Run<'a> {
         let sink = WrappingSink { origin, sink: self.sink };
         let settled = async {
             let _held = self.agent.hold(worker).await?;
+            let Some(state) = self.agent.store.load_unrepaired(worker).await? else { return Ok(()) };
+            let Some(batch) = state.pending_approval.filter(|_| state.status == RunStatus::AwaitingApproval)
+            else {
+                // Settled meanwhile (the app resumed it directly): nothing left to dismiss.
+                return Ok(());
+            };
+            // A mirrored worker's items were denied through its parent's mirror; a worker frozen
+            // beside it (parallel delegations) has them denied here, as `Agent::dismiss` would.
+            let deny = UserDecision::Deny(reason.to_string());
+            for item in batch.pending_items() {
+                match self.agent.decide_held(worker, &item.approval_id, &deny, false).await {
+                    Err(e) if e.code == codes::APPROVAL_ALREADY_DECIDED => {}
+                    other => {
+                        other?;
+                    }
+                }
+            }
             // Boxed: the worker's own dismissal settles its workers through this again.
-            Box::pin(self.agent.resume_held(worker, &sink, &self.cancel, Some(reason))).await
+            Box::pin(self.agent.resume_held(worker, &sink, &self.cancel, Some(reason))).await.map(drop)
         };
         if let Err(e) = settled.await {
             log::warn!("arkagent: the worker session of a dismissed batch was not settled: {e}");

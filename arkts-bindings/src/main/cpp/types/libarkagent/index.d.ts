@@ -402,7 +402,8 @@ export interface RunOutcomeObject {
   batchJson?: string;
   /**
    * Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}.
-   * Suspended on a sub-agent's batch: with what the sub-agents frozen on it used until then.
+   * Suspended on a sub-agent's batch: with what the sub-agents frozen on it used until then, and
+   * the sub-agents frozen beside it (parallel delegations of the same batch), each counted once.
    */
   usageJson: string;
   /**
@@ -603,7 +604,8 @@ export declare class Agent {
    * the model reads the denials. A batch frozen on a sub-agent's call does not continue the
    * sub-agent: its calls not run yet are answered tool_not_run (finished ones keep their results),
    * and the sub-agent's session completes with the denial, without its model (no longer awaiting
-   * approval: nobody would read its answer).
+   * approval: nobody would read its answer); so does every sub-agent frozen beside it (parallel
+   * delegations of the same batch), what each used counted in the parent's usage once.
    * A batch approved entirely runs and may meet a new freeze: the outcome is then suspended. Rejects with no_pending_approval when nothing
    * awaits approval, session_not_found for a session that does not exist or when the batch mirrors a worker session that is gone. A worker session may be dismissed itself: it runs as resume() runs it (invalid_state and
    * delegation_depth_exceeded as there).

@@ -1,0 +1,302 @@
+//! Parallel delegations of one batch whose workers freeze side by side: the parent mirrors one
+//! worker's batch (`worker_session`), the others wait beside it. A dismissal of the parent settles
+//! every one of them with its denial (none runs its dangerous call, none stays awaiting, each
+//! one's usage counted in the parent once); a parent's run that ends cancelled or aborted while
+//! one is frozen ends it `cancelled`, its batch cleared, so its call never runs for nobody; and
+//! `Agent::usage_so_far` of the frozen parent counts all of them, once.
+
+#[path = "support/delegation.rs"]
+mod delegation;
+#[path = "support/runtime.rs"]
+mod support;
+
+use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
+use arkagent::message::{ToolCall, Usage};
+use arkagent::provider::ModelResponse;
+use arkagent::state::{RunStatus, StateStore};
+use arkagent::tool::{FnExecutor, ToolContext};
+use arkagent::{CancellationSignal, ToolDefinition, ToolResult};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{answer, calls, tool_messages, MemStore, Script};
+
+fn costing(mut response: ModelResponse, prompt: u64, completion: u64) -> ModelResponse {
+    response.usage = Some(usage(prompt, completion));
+    response
+}
+
+fn usage(prompt: u64, completion: u64) -> Usage {
+    Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+}
+
+fn none() -> CancellationSignal {
+    CancellationSignal::new()
+}
+
+/// The parent's answer: two delegations in one batch (both `delegate_task`, safe: they run in
+/// parallel).
+fn two_delegations() -> ModelResponse {
+    costing(
+        calls(&[
+            ("d1", DELEGATE_TASK, r#"{"task":"清缓存 A"}"#),
+            ("d2", DELEGATE_TASK, r#"{"task":"清缓存 B"}"#),
+        ]),
+        100,
+        10,
+    )
+}
+
+/// The worker sessions of `parent`'s delegations, in the order its calls started.
+async fn workers(store: &MemStore) -> Vec<String> {
+    store.load_unrepaired("parent").await.unwrap().unwrap().workers
+}
+
+/// Waits until a worker of the parent's is frozen (awaiting approval) in `store`.
+async fn until_a_worker_froze(store: &MemStore) {
+    let waited = async {
+        loop {
+            if let Some(parent) = store.load_unrepaired("parent").await.unwrap() {
+                for worker in &parent.workers {
+                    let state = store.load_unrepaired(worker).await.unwrap();
+                    if state.is_some_and(|s| s.status == RunStatus::AwaitingApproval) {
+                        return;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), waited).await.expect("a worker froze");
+}
+
+/// Neither worker may be continued into its dangerous call: each is settled (not awaiting, no
+/// batch), refuses a decision and a resume, and `clear_baking_cache` never ran.
+async fn assert_no_worker_runs_on(
+    agent: &Agent,
+    store: &MemStore,
+    cleared: &AtomicUsize,
+    settled: RunStatus,
+) {
+    let workers = workers(store).await;
+    assert_eq!(workers.len(), 2);
+    for worker in &workers {
+        let state = store.load(worker).await.unwrap().unwrap();
+        assert_eq!(state.status, settled, "{worker}");
+        assert!(state.pending_approval.is_none(), "{worker}");
+        assert!(agent.resume(worker, &EventLog::new(), &none()).await.is_err(), "{worker}");
+    }
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "no dangerous call ran");
+}
+
+#[tokio::test]
+async fn a_dismissal_settles_every_worker_frozen_in_the_batch() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20), // one worker: frozen
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30), // the other: frozen
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let mirrored = batch.worker_session.clone().unwrap();
+    let other = workers(&store).await.into_iter().find(|w| *w != mirrored).unwrap();
+    assert_eq!(store.load(&other).await.unwrap().unwrap().status, RunStatus::AwaitingApproval);
+    let total = usage(600, 60);
+
+    let events = EventLog::new();
+    let out = agent.dismiss("parent", "不用了", &events, &none()).await.unwrap();
+    let RunOutcome::Finished { status, usage: used, .. } = out else { panic!("{out:?}") };
+    assert_eq!(status, RunStatus::Completed);
+    assert_no_worker_runs_on(&agent, &store, &cleared, RunStatus::Completed).await;
+    assert_eq!(used, total, "both workers' usage counted in the parent's, once");
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, total);
+    assert_eq!(model.remaining(), 0, "no model asked, the workers' neither");
+
+    // The worker beside the mirrored one completed with the denial too, without its model.
+    let state = store.load(&other).await.unwrap().unwrap();
+    let results = tool_messages(&state.messages);
+    assert!(results.iter().any(|r| r.1.contains("不用了")), "{results:?}");
+    // Its events reach the parent's sink, wrapped as its delegating call's.
+    let finished_here = events.events().iter().any(|e| {
+        matches!(e, AgentEvent::WorkerEvent { session_id, event, .. }
+            if *session_id == other && matches!(**event, AgentEvent::RunFinished { .. }))
+    });
+    assert!(finished_here, "{:?}", events.events());
+    // Approving the settled worker's item is refused: nothing is pending there any more.
+    let item = &batch.items[0].approval_id;
+    assert!(agent.approve(&other, item).await.is_err());
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(total));
+}
+
+#[tokio::test]
+async fn usage_so_far_counts_every_worker_frozen_in_the_batch_once() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model, store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { .. } = out else { panic!("{out:?}") };
+    // Its own round and both workers' (the mirrored one and the one beside it), once each.
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
+    assert_eq!(store.load("parent").await.unwrap().unwrap().usage, usage(100, 10), "not saved yet");
+}
+
+#[tokio::test]
+async fn a_resume_still_reaches_the_second_frozen_worker_counted_once() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30),
+        costing(answer("worker done"), 400, 40), // the mirrored worker, continued
+        costing(answer("worker done"), 500, 50), // the other, continued on the second resume
+        costing(answer("parent done"), 600, 60),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch: second } = out else { panic!("{out:?}") };
+    assert_ne!(second.worker_session, batch.worker_session, "the other worker's items, as before");
+    assert_eq!(cleared.load(Ordering::SeqCst), 1);
+    // The first worker finished (its usage is the parent's now), the second is mirrored.
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(1000, 100)));
+    agent.approve("parent", &second.items[0].approval_id).await.unwrap();
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, usage: used, .. } = out else { panic!("{out:?}") };
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(used, usage(2100, 210));
+    assert_eq!(cleared.load(Ordering::SeqCst), 2);
+}
+
+/// An agent whose workers also have `wait` (safe): it waits until a worker froze, then runs
+/// `then` (given the call's context), and answers `waited`.
+fn agent_with_wait<F, Fut>(
+    model: Arc<Script>,
+    store: Arc<MemStore>,
+    cleared: &Arc<AtomicUsize>,
+    then: F,
+) -> AgentBuilder
+where
+    F: Fn(ToolContext) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut tools = delegation::tools(cleared);
+    let watched = store.clone();
+    tools
+        .register(
+            ToolDefinition::new("wait", "等", json!({"type": "object"})),
+            Arc::new(FnExecutor(move |_a, ctx: ToolContext| {
+                let (store, then) = (watched.clone(), then.clone());
+                async move {
+                    until_a_worker_froze(&store).await;
+                    then(ctx).await;
+                    Ok(ToolResult::text("waited"))
+                }
+            })),
+        )
+        .unwrap();
+    AgentBuilder::new(model, store)
+        .tools(tools)
+        .config(AgentConfig { max_delegation_depth: 1, ..AgentConfig::default() })
+}
+
+#[tokio::test]
+async fn a_cancel_ends_a_worker_frozen_while_another_ran() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20), // one worker: frozen
+        costing(calls(&[("w1", "wait", "{}")]), 300, 30),               // the other: cancels
+        costing(answer("parent, next"), 400, 40),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let cancel = none();
+    let run_cancel = cancel.clone();
+    let cancel_then_wait = move |ctx: ToolContext| {
+        let cancel = run_cancel.clone();
+        async move {
+            cancel.cancel("user left");
+            ctx.signal.cancelled().await;
+        }
+    };
+    let agent = Arc::new(agent_with_wait(model.clone(), store.clone(), &cleared, cancel_then_wait).build());
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &cancel).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Cancelled);
+    assert_no_worker_runs_on(&agent, &store, &cleared, RunStatus::Cancelled).await;
+    // The parent's next run answers both delegating calls interrupted and counts what each
+    // worker used, once.
+    let out = agent.run("parent", "next", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, usage: used, .. } = out else { panic!("{out:?}") };
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(used, usage(1000, 100));
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    assert_eq!(model.remaining(), 0);
+}
+
+/// Aborts the run on a delegating call's result.
+struct AbortOnDelegation;
+
+#[async_trait::async_trait]
+impl AgentHook for AbortOnDelegation {
+    async fn after_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _result: &ToolResult,
+    ) -> AfterToolCall {
+        if call.name == DELEGATE_TASK {
+            AfterToolCall { action: AfterToolCallAction::Abort("policy says stop".into()), inject: vec![] }
+        } else {
+            AfterToolCall::default()
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_abort_ends_a_worker_frozen_beside_the_call_it_aborted_on() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20), // one worker: frozen
+        costing(calls(&[("w1", "wait", "{}")]), 300, 30),               // the other: answers
+        costing(answer("worker done"), 400, 40),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = Arc::new(
+        agent_with_wait(model.clone(), store.clone(), &cleared, |_ctx| async {})
+            .hook(Arc::new(AbortOnDelegation))
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Aborted);
+    let workers = workers(&store).await;
+    let statuses: Vec<RunStatus> = {
+        let mut s = Vec::new();
+        for w in &workers {
+            s.push(store.load(w).await.unwrap().unwrap().status);
+        }
+        s
+    };
+    assert!(statuses.contains(&RunStatus::Completed), "the worker that answered: {statuses:?}");
+    assert!(statuses.contains(&RunStatus::Cancelled), "the frozen one, ended: {statuses:?}");
+    for worker in &workers {
+        assert!(store.load(worker).await.unwrap().unwrap().pending_approval.is_none(), "{worker}");
+        assert!(agent.resume(worker, &EventLog::new(), &none()).await.is_err(), "{worker}");
+    }
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    assert_eq!(model.remaining(), 0);
+}
