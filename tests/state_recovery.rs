@@ -228,6 +228,63 @@ async fn a_commit_after_mid_journal_damage_keeps_the_damaged_journal_aside() {
 }
 
 #[tokio::test]
+async fn a_second_damage_in_the_same_generation_is_kept_aside_too() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    {
+        let store = FileStore::new(root.path());
+        let mut state = AgentState::new("s1");
+        play(&store, 1, 8, &mut state).await;
+    }
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let record = |k| arkagent::state::codec::encode_records(&turn(k)).unwrap().len();
+    // Damage 1: inside the record of turn 3 (turns 4..=8 follow it whole).
+    let mut first = fs::read(&journal).unwrap();
+    first[8 + record(2) + 20] ^= 0xff;
+    fs::write(&journal, &first).unwrap();
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 2));
+    play(&store, 3, 8, &mut s).await;
+    drop(store);
+    assert_eq!(files(&dir, "damaged-").len(), 1);
+
+    // Damage 2, in the same generation: inside the record of turn 4 (turns 5..=8 follow it).
+    let mut second = fs::read(&journal).unwrap();
+    second[8 + record(2) + record(3) + 20] ^= 0xff;
+    fs::write(&journal, &second).unwrap();
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 3));
+    play(&store, 4, 8, &mut s).await;
+    drop(store);
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 8));
+    // Both damaged journals are on disk, byte for byte: the commits after each damage were not lost.
+    let stem = first_copy_stem(&journal);
+    assert_eq!(files(&dir, "damaged-journal-").len(), 2);
+    assert_eq!(fs::read(dir.join(format!("{stem}.ark"))).unwrap(), first);
+    assert_eq!(fs::read(dir.join(format!("{stem}-2.ark"))).unwrap(), second);
+
+    // Damage 3, whose copy a commit that failed after making it left: not made again.
+    let mut third = fs::read(&journal).unwrap();
+    third[8 + record(2) + record(3) + record(4) + 20] ^= 0xff;
+    fs::write(&journal, &third).unwrap();
+    fs::write(dir.join(format!("{stem}-3.ark")), &third).unwrap();
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 4));
+    play(&store, 5, 5, &mut s).await;
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 5));
+    assert_eq!(files(&dir, "damaged-journal-").len(), 3);
+}
+
+/// `damaged-journal-<gen>` for `journal` (`journal-<gen>.ark`).
+fn first_copy_stem(journal: &Path) -> String {
+    let name = journal.file_name().unwrap().to_str().unwrap();
+    name.replace("journal-", "damaged-journal-").trim_end_matches(".ark").to_string()
+}
+
+#[tokio::test]
 async fn a_commit_after_a_cut_chain_keeps_the_journals_it_could_not_fold() {
     let root = tempfile::tempdir().unwrap();
     let state = two_generations(root.path()).await;

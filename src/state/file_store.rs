@@ -57,7 +57,10 @@
 //! leave (a bad record with more bytes after it, or an older journal cut when the fallback needs
 //! it) loads the state as it stood before the damage; the first commit after it copies the
 //! journals it cannot fold to `damaged-journal-<gen>.ark` (read by no load, removed with the
-//! session) and logs a warning before it truncates or prunes them.
+//! session) and logs a warning naming the copies before it truncates or prunes them. A copy is
+//! never written over: the same journal damaged again in the same generation (other bytes) is
+//! kept as `damaged-journal-<gen>-2.ark`, then `-3` and so on; the same bytes (a commit that
+//! failed after its copy) are not copied twice.
 //!
 //! A journal holding records past the newest snapshot had its snapshot removed by something other
 //! than a store (a writer appends only once a generation's snapshot is in place). It is folded
@@ -799,25 +802,51 @@ fn ensure_open(
     Ok(true)
 }
 
-/// The name a damaged journal's copy takes: read by no load, pruned by no compaction, removed
-/// with the session.
-fn damaged_copy_path(dir: &Path, gen: u64) -> PathBuf {
-    dir.join(format!("damaged-journal-{gen:020}.ark"))
+/// The name the `n`th distinct copy of generation `gen`'s damaged journal takes (`n` from 1; the
+/// first has no number): read by no load, pruned by no compaction, removed with the session.
+fn damaged_copy_path(dir: &Path, gen: u64, n: u64) -> PathBuf {
+    if n <= 1 {
+        dir.join(format!("damaged-journal-{gen:020}.ark"))
+    } else {
+        dir.join(format!("damaged-journal-{gen:020}-{n}.ark"))
+    }
 }
 
-/// Copies the journals of generations `damage.from_gen` on to [`damaged_copy_path`] (synced, then
-/// the directory) before a commit truncates or prunes what no load could read of them, and logs a
-/// warning naming them. A copy already there (a commit that failed after making it) is kept. A
-/// failure fails the commit: the session is not written over until its bytes are kept.
+/// Where `bytes` of generation `gen`'s journal are kept: the copy that already holds these very
+/// bytes (`false`: a commit that failed after making it), else the first free name (`true`: to
+/// write). A copy of other bytes (the journal was damaged again since, in the same generation)
+/// is never written over.
+fn damaged_copy_for(dir: &Path, gen: u64, bytes: &[u8]) -> Result<(PathBuf, bool), AgentError> {
+    for n in 1.. {
+        let copy = damaged_copy_path(dir, gen, n);
+        match fs::symlink_metadata(&copy) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((copy, true)),
+            Err(e) => return Err(io_err("cannot open", &copy, e)),
+            Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => {
+                if read_optional(&copy)?.as_deref() == Some(bytes) {
+                    return Ok((copy, false));
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+    unreachable!("a free name is found before u64::MAX copies")
+}
+
+/// Copies the journals of generations `damage.from_gen` on aside ([`damaged_copy_for`]; synced,
+/// then the directory) before a commit truncates or prunes what no load could read of them, and
+/// logs a warning naming the copies. A copy of the same bytes already there (a commit that
+/// failed after making it) is kept, not made again; each damage with other bytes gets its own.
+/// A failure fails the commit: the session is not written over until its bytes are kept.
 fn keep_damaged(dir: &Path, session_id: &str, damage: &Damage) -> Result<(), AgentError> {
     let journals = list_generations(dir)?.journals;
     let mut kept = Vec::new();
     for gen in journals.into_iter().filter(|g| *g >= damage.from_gen) {
-        let copy = damaged_copy_path(dir, gen);
-        if fs::symlink_metadata(&copy).is_err() {
-            let from = journal_path(dir, gen);
-            let Some(bytes) = read_optional(&from)? else { continue };
-            let tmp = dir.join(format!("damaged-journal-{gen:020}.tmp"));
+        let from = journal_path(dir, gen);
+        let Some(bytes) = read_optional(&from)? else { continue };
+        let (copy, to_write) = damaged_copy_for(dir, gen, &bytes)?;
+        if to_write {
+            let tmp = copy.with_extension("tmp");
             let mut f = File::create(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
             f.write_all(&bytes).map_err(|e| io_err("cannot write", &tmp, e))?;
             f.sync_all().map_err(|e| io_err("cannot sync", &tmp, e))?;
