@@ -285,6 +285,31 @@ fn first_copy_stem(journal: &Path) -> String {
 }
 
 #[tokio::test]
+async fn a_flipped_length_bit_mid_journal_is_kept_aside_not_cut_as_a_torn_tail() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    {
+        let store = FileStore::new(root.path());
+        let mut state = AgentState::new("s1");
+        play(&store, 1, 8, &mut state).await;
+    }
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let mut bad = fs::read(&journal).unwrap();
+    // One bit of the length of turn 3's record: it now runs past the end of the file.
+    let at = 8 + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
+    bad[at + 2] ^= 1;
+    fs::write(&journal, &bad).unwrap();
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 2));
+    play(&store, 3, 3, &mut s).await;
+    let copies = files(&dir, "damaged-journal-");
+    assert_eq!(copies.len(), 1, "turns 3..=8 are kept before the journal is cut");
+    assert_eq!(fs::read(&copies[0]).unwrap(), bad);
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 3));
+}
+
+#[tokio::test]
 async fn a_commit_after_a_cut_chain_keeps_the_journals_it_could_not_fold() {
     let root = tempfile::tempdir().unwrap();
     let state = two_generations(root.path()).await;
