@@ -285,6 +285,31 @@ fn first_copy_stem(journal: &Path) -> String {
 }
 
 #[tokio::test]
+async fn a_flipped_length_bit_mid_journal_is_kept_aside_not_cut_as_a_torn_tail() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    {
+        let store = FileStore::new(root.path());
+        let mut state = AgentState::new("s1");
+        play(&store, 1, 8, &mut state).await;
+    }
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let mut bad = fs::read(&journal).unwrap();
+    // One bit of the length of turn 3's record: it now runs past the end of the file.
+    let at = 8 + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
+    bad[at + 2] ^= 1;
+    fs::write(&journal, &bad).unwrap();
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 2));
+    play(&store, 3, 3, &mut s).await;
+    let copies = files(&dir, "damaged-journal-");
+    assert_eq!(copies.len(), 1, "turns 3..=8 are kept before the journal is cut");
+    assert_eq!(fs::read(&copies[0]).unwrap(), bad);
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 3));
+}
+
+#[tokio::test]
 async fn a_commit_after_a_cut_chain_keeps_the_journals_it_could_not_fold() {
     let root = tempfile::tempdir().unwrap();
     let state = two_generations(root.path()).await;
@@ -320,6 +345,45 @@ async fn a_commit_after_a_cut_chain_keeps_the_journals_it_could_not_fold() {
     assert_eq!(fs::read(&copies[0]).unwrap(), older);
     assert_eq!(fs::read(&copies[1]).unwrap(), newer);
     assert!(!journals[0].exists(), "the older generation was pruned");
+}
+
+#[tokio::test]
+async fn a_missing_or_empty_older_journal_stops_the_fallback_and_keeps_the_newer_one_aside() {
+    for missing in [false, true] {
+        let root = tempfile::tempdir().unwrap();
+        let state = two_generations(root.path()).await;
+        let dir = root.path().join("s1");
+        let newest = files(&dir, "snapshot-").pop().unwrap();
+        let mut b = fs::read(&newest).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 1;
+        fs::write(&newest, b).unwrap();
+        let journals = files(&dir, "journal-");
+        assert_eq!(journals.len(), 2);
+        if missing {
+            fs::remove_file(&journals[0]).unwrap();
+        } else {
+            fs::write(&journals[0], b"").unwrap();
+        }
+        let newer = fs::read(&journals[1]).unwrap();
+        // The older snapshot alone: its journal's records are gone, so the newer journal (which
+        // continues from them) is not folded onto it.
+        let older_snapshot = files(&dir, "snapshot-")[0].clone();
+        let alone = arkagent::state::codec::decode_snapshot(&fs::read(&older_snapshot).unwrap()).unwrap();
+        let loaded = load(root.path()).await.unwrap().unwrap();
+        assert_eq!(loaded, alone, "missing: {missing}");
+        assert_ne!(loaded, state);
+
+        // The next commit starts a fresh generation and keeps the newer journal aside first.
+        let store = FileStore::new(root.path());
+        let mut s = loaded.clone();
+        let ev = arkagent::state::StateEvent::MetadataSet { key: "x".into(), value: 1.into() };
+        s.apply(&ev);
+        store.commit(&s, &[ev]).await.unwrap();
+        assert_eq!(load(root.path()).await.unwrap().unwrap(), s);
+        let copies = files(&dir, "damaged-journal-");
+        assert!(copies.iter().any(|c| fs::read(c).unwrap() == newer), "missing: {missing}, {copies:?}");
+    }
 }
 
 #[tokio::test]

@@ -8,7 +8,11 @@
 //! payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the payload: one commit's
 //! events as JSON, a [`StateEvent`] object for a commit of one event, an array of them for a
 //! commit of several. Records are only ever appended; a crash can leave a torn last record, which
-//! the checksum (or the missing bytes) exposes, and which is dropped on load. A commit is thus
+//! the checksum (or the missing bytes) exposes, and which is dropped on load. Only bytes a crash
+//! could leave of one record count as torn: a prefix of its payload (compact JSON, no byte below
+//! 0x20), maybe followed by zeros. A length that runs past the end over anything else (the header
+//! of a later record, after a flipped bit of the length) or over a whole record is corruption,
+//! which the file store keeps aside before it truncates. A commit is thus
 //! loaded whole or not at all: a commit of several events is never half applied.
 //!
 //! Formats: 1 and 2 name the schema version of the events, one event per record (journals written
@@ -168,6 +172,15 @@ pub struct JournalScan {
     pub format: u32,
 }
 
+/// Whether `present`, the bytes after a record's header that end the file short of its length,
+/// could be what a crash left of the last record: a prefix of its payload (compact JSON, no byte
+/// below 0x20), maybe followed by zeros (blocks that never reached the disk). A record header
+/// after it (its length's high bytes are zero) or any other control byte is damage instead.
+fn could_be_torn(present: &[u8]) -> bool {
+    let written = present.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    present[..written].iter().all(|b| *b >= 0x20)
+}
+
 /// Decodes a journal, keeping the longest valid prefix of records. An empty or headerless file is
 /// an empty journal (a crash while it was being created).
 ///
@@ -212,7 +225,12 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
         }
         let end = RECORD_HEADER_LEN + len as usize;
         if rest.len() < end {
-            scan.tail = JournalTail::Torn;
+            // A length running past the end is a torn last record only when what follows could
+            // be what a crash left of one; else (a flipped bit of the length) it hides records.
+            let present = &rest[RECORD_HEADER_LEN..];
+            let whole = checksum(present.len() as u32, present) == crc;
+            scan.tail =
+                if !whole && could_be_torn(present) { JournalTail::Torn } else { JournalTail::Corrupt };
             return Ok(scan);
         }
         let payload = &rest[RECORD_HEADER_LEN..end];
@@ -321,6 +339,28 @@ mod tests {
         let e = decode_state_json(b"{\"schema_version\":2,\"session_id\":\"s\",\"x\":\"\xff\"}").unwrap_err();
         assert_eq!(e.code, codes::STATE_CORRUPT);
         assert!(e.message.starts_with("the state is not valid JSON"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_flipped_length_bit_is_corrupt_not_a_torn_tail() {
+        let mut bytes = journal_header().to_vec();
+        for _ in 0..3 {
+            bytes.extend(encode_records(&events()).unwrap());
+        }
+        let second = JOURNAL_HEADER_LEN + encode_records(&events()).unwrap().len();
+        let third = second + encode_records(&events()).unwrap().len();
+        for (at, bit, start) in [(second, 2, second), (second + 1, 0, second), (third + 2, 0, third)] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1 << bit;
+            let scan = decode_journal(&bad).unwrap();
+            assert_eq!(scan.tail, JournalTail::Corrupt, "flip at {at}");
+            assert_eq!(scan.valid_len, start, "flip at {at}");
+        }
+        // What a crash leaves stays torn: a cut prefix, or one padded with zeros.
+        let mut padded = bytes[..third + 20].to_vec();
+        padded.extend([0u8; 40]);
+        assert_eq!(decode_journal(&padded).unwrap().tail, JournalTail::Torn);
+        assert_eq!(decode_journal(&bytes[..third + 20]).unwrap().tail, JournalTail::Torn);
     }
 
     #[test]

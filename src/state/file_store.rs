@@ -54,8 +54,8 @@
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
 //! its checksum falls back to the previous generation, whose journal holds every event up to the
 //! newer snapshot, followed by the newer journal: nothing committed is lost. Damage a crash cannot
-//! leave (a bad record with more bytes after it, or an older journal cut when the fallback needs
-//! it) loads the state as it stood before the damage; the first commit after it copies the
+//! leave (a bad record with more bytes after it, or an older journal cut, emptied or missing when
+//! the fallback needs it) loads the state as it stood before the damage; the first commit after it copies the
 //! journals it cannot fold to `damaged-journal-<gen>.ark` (read by no load, removed with the
 //! session) and logs a warning naming the copies before it truncates or prunes them. A copy is
 //! never written over: the same journal damaged again in the same generation (other bytes) is
@@ -506,6 +506,18 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 if scan.format != 0 && scan.format < JOURNAL_FORMAT {
                     appendable = false;
                 }
+            } else if scan.format == 0 && scan.tail == JournalTail::Clean {
+                // Missing or empty: never what a compaction left (it creates and syncs the
+                // journal's header before the snapshot of its generation), so no continuation.
+                appendable = false;
+                damage = Some(Damage {
+                    from_gen: g,
+                    what: format!(
+                        "{} is missing or empty; the later journals continue from records it lost",
+                        jpath.display()
+                    ),
+                });
+                break;
             } else if scan.tail != JournalTail::Clean {
                 // A journal before the newest one lost records: later journals continue from a
                 // state this chain cannot reach. Stop here; the next commit starts a fresh snapshot.
