@@ -232,7 +232,7 @@ pub(crate) fn depth_exceeds(value: &Value, limit: usize) -> bool {
 /// The length in bytes of a value's compact JSON text, or `None` once it passes `cap` (the
 /// writing stops there: nothing is allocated). Check [`depth_exceeds`] first: serde_json writes
 /// nested values recursively.
-pub(crate) fn compact_len(value: &Value, cap: usize) -> Option<usize> {
+pub(crate) fn compact_len<T: serde::Serialize + ?Sized>(value: &T, cap: usize) -> Option<usize> {
     struct Counter {
         len: usize,
         cap: usize,

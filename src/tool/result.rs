@@ -116,31 +116,18 @@ impl ToolResult {
     /// The bytes the result takes: its texts, its JSON parts and its metadata as compact JSON
     /// (what is saved and, but for the metadata, sent to the model).
     pub fn size_bytes(&self) -> usize {
-        /// Counts what is written.
-        struct Count(usize);
-        impl std::io::Write for Count {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0 += buf.len();
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut count = Count(0);
-        for part in &self.contents {
-            match part {
-                ContentPart::Text { text } => count.0 += text.len(),
-                // Writing a Value to a sink that never fails cannot fail.
-                ContentPart::Json { value } => {
-                    let _ = serde_json::to_writer(&mut count, value);
-                }
-            }
-        }
-        if let Some(metadata) = &self.metadata {
-            let _ = serde_json::to_writer(&mut count, metadata);
-        }
-        count.0
+        use crate::json::compact_len;
+        // Uncapped, the count never stops early: there is always a length.
+        let parts: usize = self
+            .contents
+            .iter()
+            .map(|part| match part {
+                ContentPart::Text { text } => text.len(),
+                ContentPart::Json { value } => compact_len(value, usize::MAX).unwrap_or(usize::MAX),
+            })
+            .fold(0, usize::saturating_add);
+        let metadata = self.metadata.as_ref().map_or(0, |m| compact_len(m, usize::MAX).unwrap_or(usize::MAX));
+        parts.saturating_add(metadata)
     }
 
     /// The text the model is shown: text parts as they are, JSON parts as compact JSON, joined by
