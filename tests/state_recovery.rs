@@ -7,7 +7,7 @@ use arkagent::codes;
 use arkagent::state::{AgentState, FileStore, FileStoreOptions, StateStore};
 use state_support::{files, state_after, turn};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 async fn play(store: &FileStore, from: u64, to: u64, state: &mut AgentState) {
     for k in from..=to {
@@ -163,8 +163,9 @@ async fn both_snapshots_corrupt_is_state_corrupt_and_the_next_commit_starts_afre
     assert_eq!(load(root.path()).await.unwrap().unwrap(), s);
 }
 
-#[tokio::test]
-async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
+/// Session `s1` in a new root, played turns 1..=8 (the first snapshot holds turn 1, the journal
+/// turns 2..=8): the root, the session's directory and its journal.
+async fn eight_turns() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("s1");
     {
@@ -173,6 +174,12 @@ async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
         play(&store, 1, 8, &mut state).await;
     }
     let journal = files(&dir, "journal-").pop().unwrap();
+    (root, dir, journal)
+}
+
+#[tokio::test]
+async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
+    let (root, _, journal) = eight_turns().await;
     let full = fs::read(&journal).unwrap();
     // The first snapshot holds turn 1 (it created the session); the journal holds turns 2..=8.
     let mut offset = 8;
@@ -187,14 +194,7 @@ async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
 
 #[tokio::test]
 async fn a_commit_after_mid_journal_damage_keeps_the_damaged_journal_aside() {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("s1");
-    {
-        let store = FileStore::new(root.path());
-        let mut state = AgentState::new("s1");
-        play(&store, 1, 8, &mut state).await;
-    }
-    let journal = files(&dir, "journal-").pop().unwrap();
+    let (root, dir, journal) = eight_turns().await;
     let mut bad = fs::read(&journal).unwrap();
     let offset = 8 + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
     bad[offset + 20] ^= 0xff; // inside the record of turn 3: turns 4..=8 follow it whole
@@ -229,14 +229,7 @@ async fn a_commit_after_mid_journal_damage_keeps_the_damaged_journal_aside() {
 
 #[tokio::test]
 async fn a_second_damage_in_the_same_generation_is_kept_aside_too() {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("s1");
-    {
-        let store = FileStore::new(root.path());
-        let mut state = AgentState::new("s1");
-        play(&store, 1, 8, &mut state).await;
-    }
-    let journal = files(&dir, "journal-").pop().unwrap();
+    let (root, dir, journal) = eight_turns().await;
     let record = |k| arkagent::state::codec::encode_records(&turn(k)).unwrap().len();
     // Damage 1: inside the record of turn 3 (turns 4..=8 follow it whole).
     let mut first = fs::read(&journal).unwrap();
@@ -286,14 +279,7 @@ fn first_copy_stem(journal: &Path) -> String {
 
 #[tokio::test]
 async fn a_flipped_length_bit_mid_journal_is_kept_aside_not_cut_as_a_torn_tail() {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("s1");
-    {
-        let store = FileStore::new(root.path());
-        let mut state = AgentState::new("s1");
-        play(&store, 1, 8, &mut state).await;
-    }
-    let journal = files(&dir, "journal-").pop().unwrap();
+    let (root, dir, journal) = eight_turns().await;
     let mut bad = fs::read(&journal).unwrap();
     // One bit of the length of turn 3's record: it now runs past the end of the file.
     let at = 8 + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
