@@ -98,7 +98,6 @@ use crate::tool::{ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolR
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
@@ -250,9 +249,7 @@ pub(crate) fn worker_session_id(parent: &str, batch_call_id: &str, call_id: &str
     let digest = ctx.finish();
     let mut id = String::with_capacity(33);
     id.push('w');
-    for byte in &digest.as_ref()[..16] {
-        let _ = write!(id, "{byte:02x}");
-    }
+    crate::approval::push_hex(&mut id, &digest.as_ref()[..16]);
     id
 }
 
@@ -563,6 +560,17 @@ mod tests {
     use crate::agent::{AgentBuilder, EventLog};
     use crate::provider::ScriptedModel;
     use crate::state::MemoryStore;
+
+    #[test]
+    fn a_worker_session_id_is_stable_across_versions() {
+        // Saved parents name their workers by this id: it must never change. The value is
+        // SHA-256 over the length-prefixed parts, computed outside this crate (Python hashlib).
+        assert_eq!(worker_session_id("parent", "batch-1", "call_7"), "wdc90fa5d163b66b378bfe296879c8406");
+        assert_ne!(
+            worker_session_id("parent", "batch-1", "call_7"),
+            worker_session_id("parent", "batch-1c", "all_7")
+        );
+    }
 
     #[test]
     fn a_forwarded_sink_wraps_until_its_guard_is_dropped() {

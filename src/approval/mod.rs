@@ -11,7 +11,7 @@
 mod answer;
 mod batch;
 mod policy;
-pub(crate) use policy::sha256_text;
+pub(crate) use policy::{push_hex, sha256_text};
 
 pub use answer::parse_policy_answer;
 

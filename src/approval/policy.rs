@@ -40,17 +40,20 @@ pub fn arguments_hash(arguments: &str) -> String {
 
 /// `sha256:` and the lowercase hex SHA-256 of `bytes`.
 pub(crate) fn sha256_text(bytes: &[u8]) -> String {
-    let digest = digest(&SHA256, bytes);
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
-    for &byte in digest.as_ref() {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
-    }
+    push_hex(&mut out, digest(&SHA256, bytes).as_ref());
     out
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
+/// Appends `bytes` to `out` as lowercase hex.
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &byte in bytes {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+}
 
 #[cfg(test)]
 mod tests {
