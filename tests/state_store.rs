@@ -96,7 +96,11 @@ async fn save_snapshot_starts_an_empty_journal() {
     store.save_snapshot(&state).await.unwrap();
     let dir = root.path().join("s1");
     let journal = files(&dir, "journal-").pop().unwrap();
-    assert_eq!(fs::metadata(&journal).unwrap().len(), 8, "header only");
+    assert_eq!(
+        fs::metadata(&journal).unwrap().len(),
+        arkagent::state::codec::JOURNAL_HEADER_LEN as u64,
+        "header only"
+    );
     assert_eq!(FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap(), state);
 }
 
@@ -268,21 +272,23 @@ async fn events_that_create_a_session_are_held_by_its_first_snapshot() {
     state.apply(&ev);
     store.commit(&state, &[ev]).await.unwrap();
     let dir = root.path().join("s1");
-    assert_eq!(fs::metadata(files(&dir, "journal-").pop().unwrap()).unwrap().len(), 8);
+    assert_eq!(
+        fs::metadata(files(&dir, "journal-").pop().unwrap()).unwrap().len(),
+        arkagent::state::codec::JOURNAL_HEADER_LEN as u64
+    );
     assert_eq!(FileStore::new(root.path()).load("s1").await.unwrap().unwrap(), state);
 }
 
 #[tokio::test]
 async fn a_journal_of_the_former_format_is_read_and_never_appended_to() {
-    use arkagent::state::codec::{decode_journal, encode_records, journal_header, JOURNAL_FORMAT};
+    use arkagent::state::codec::{decode_journal, encode_records, JOURNAL_FORMAT};
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("s1");
     let mut state = AgentState::new("s1");
     play(&FileStore::new(root.path()), 1, 1, &mut state).await;
     // Turns 2 and 3 as the former code journaled them: format 2, one event per record.
     let journal = files(&dir, "journal-").pop().unwrap();
-    let mut legacy = journal_header().to_vec();
-    legacy[4..8].copy_from_slice(&2u32.to_le_bytes());
+    let mut legacy = b"ARKJ\x02\x00\x00\x00".to_vec();
     for e in [turn(2), turn(3)].concat() {
         legacy.extend(encode_records(std::slice::from_ref(&e)).unwrap());
         state.apply(&e);

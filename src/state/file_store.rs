@@ -54,8 +54,10 @@
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
 //! its checksum falls back to the previous generation, whose journal holds every event up to the
 //! newer snapshot, followed by the newer journal: nothing committed is lost. Damage a crash cannot
-//! leave (a bad record with more bytes after it, or an older journal cut, emptied or missing when
-//! the fallback needs it) loads the state as it stood before the damage; the first commit after it copies the
+//! leave (a bad record with more bytes after it, a journal header that fails its checksum, a
+//! journal whose header names another generation than its file name, e.g. a copy of another
+//! generation's journal, or an older journal cut, emptied or missing when the fallback needs it)
+//! loads the state as it stood before the damage; the first commit after it copies the
 //! journals it cannot fold to `damaged-journal-<gen>.ark` (read by no load, removed with the
 //! session) and logs a warning naming the copies before it truncates or prunes them. A copy is
 //! never written over: the same journal damaged again in the same generation (other bytes) is
@@ -484,6 +486,16 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
             }
             let bytes = read_listed(&jpath, vanished)?.unwrap_or_default();
             let scan = decode_journal(&bytes)?;
+            if let Some(written) = scan.generation.filter(|written| *written != g) {
+                // A journal written for another generation (a copy under this one's name): its
+                // records continue another snapshot, some of them maybe folded already.
+                appendable = false;
+                damage = Some(Damage {
+                    from_gen: g,
+                    what: format!("{} is the journal of generation {written}, not of {g}", jpath.display()),
+                });
+                break;
+            }
             for event in &scan.events {
                 state.apply(event);
             }
@@ -693,7 +705,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         .open(&jpath)
         .map_err(|e| io_err("cannot create", &jpath, e))?;
     journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
-    journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
+    journal.write_all(&journal_header(gen)).map_err(|e| io_err("cannot write", &jpath, e))?;
     journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
     let spath = snapshot_path(dir, gen);
     let tmp = snapshot_temp_path(dir, gen);
@@ -763,7 +775,9 @@ fn ensure_open(
             let mut valid = scan.journal_valid_len;
             if valid < JOURNAL_HEADER_LEN as u64 {
                 journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
-                journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
+                journal
+                    .write_all(&journal_header(scan.latest_gen))
+                    .map_err(|e| io_err("cannot write", &jpath, e))?;
                 valid = JOURNAL_HEADER_LEN as u64;
                 journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
                 sync_dir(dir)?;
