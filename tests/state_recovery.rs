@@ -580,3 +580,48 @@ async fn a_copy_of_a_journal_under_another_generation_is_not_folded_twice() {
         assert!(seen.insert(serde_json::to_string(m).unwrap()), "a message folded twice: {m:?}");
     }
 }
+
+#[tokio::test]
+async fn a_generation_at_u64_max_never_panics_nor_wraps() {
+    use arkagent::state::codec::journal_header;
+    // Generation 1 renamed (by hand) to the last generation there can be, its journal's header
+    // saying so: the compaction after it computed `gen + 1` and panicked (overflow), and the
+    // commit failed with internal_panic.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let mut state = AgentState::new("s1");
+    play(&FileStore::new(root.path()), 1, 2, &mut state).await;
+    let last = |kind: &str| dir.join(format!("{kind}-{:020}.ark", u64::MAX));
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let mut bytes = journal_header(u64::MAX).to_vec();
+    bytes.extend(&fs::read(&journal).unwrap()[JOURNAL_HEADER_LEN..]);
+    fs::write(last("journal"), &bytes).unwrap();
+    fs::remove_file(&journal).unwrap();
+    fs::rename(files(&dir, "snapshot-").pop().unwrap(), last("snapshot")).unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 2));
+
+    // Compactions are due at every commit and cannot be made: the commits go on in the journal.
+    let opts = FileStoreOptions { compact_min_bytes: 100, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts.clone());
+    play(&store, 3, 8, &mut state).await;
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 8));
+    assert_eq!(files(&dir, "snapshot-"), [last("snapshot")]);
+    assert_eq!(files(&dir, "journal-"), [last("journal")]);
+
+    // A commit that must start a new generation (the journal is another generation's) is refused
+    // with a structured error; the session still loads as it stood.
+    let mut bad = fs::read(last("journal")).unwrap();
+    bad[..JOURNAL_HEADER_LEN].copy_from_slice(&journal_header(1));
+    fs::write(last("journal"), &bad).unwrap();
+    let store = FileStore::with_options(root.path(), opts);
+    let snapshot = arkagent::state::codec::decode_snapshot(&fs::read(last("snapshot")).unwrap()).unwrap();
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, snapshot);
+    let ev = arkagent::state::StateEvent::MetadataSet { key: "x".into(), value: 1.into() };
+    s.apply(&ev);
+    let e = store.commit(&s, &[ev]).await.unwrap_err();
+    assert_eq!(e.code, codes::STATE_CORRUPT, "{e}");
+    assert!(e.message.contains("no new generation"), "{e}");
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), snapshot);
+    assert!(store.delete("s1").await.unwrap());
+}

@@ -28,7 +28,10 @@
 //! their number grows with the logarithm of the journal's size. A compaction that succeeds starts
 //! a fresh writer, with no backoff. Should a failure leave the new generation in place (its
 //! snapshot renamed, the directory not synced), the writer is dropped and the next commit reopens
-//! the session from what is on disk, appending to the newest journal.
+//! the session from what is on disk, appending to the newest journal. No generation follows
+//! `u64::MAX` (a number only a file renamed by hand can reach): a compaction past it fails as
+//! above (the commits go on in the journal), and a commit that needs a new generation fails with
+//! `state_corrupt`; a generation never wraps to 0, which would sort before the older files.
 //! The first commit of a session in a process also reads the session once (to find the end of its
 //! journal and drop a torn tail) and serialises the state once (in case a snapshot must be started).
 //!
@@ -469,8 +472,8 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 // generation after it began from a snapshot of a commit it does not hold, and
                 // folding onto it would make a state that never was.
                 let after = folded.map_or(gen, |(prev, _)| prev);
-                let continues =
-                    folded.is_some_and(|(prev, format)| prev + 1 == g && format == JOURNAL_FORMAT);
+                let continues = folded
+                    .is_some_and(|(prev, format)| prev.checked_add(1) == Some(g) && format == JOURNAL_FORMAT);
                 if !continues {
                     appendable = false;
                     damage = Some(Damage {
@@ -891,9 +894,27 @@ fn keep_damaged(dir: &Path, session_id: &str, damage: &Damage) -> Result<(), Age
 }
 
 /// One past the highest generation of any file of the session.
+///
+/// # Errors
+/// `state_corrupt` past `u64::MAX` ([`gen_after`]).
 fn next_gen(dir: &Path) -> Result<u64, AgentError> {
     let l = list_generations(dir)?;
-    Ok(l.snaps.into_iter().chain(l.journals).max().unwrap_or(0) + 1)
+    gen_after(dir, l.snaps.into_iter().chain(l.journals).max().unwrap_or(0))
+}
+
+/// The generation after `gen`. None follows `u64::MAX`, a name only a hand (or damage) gives a
+/// file: `state_corrupt`, never a wrap to 0, whose files would sort before the older ones.
+fn gen_after(dir: &Path, gen: u64) -> Result<u64, AgentError> {
+    gen.checked_add(1).ok_or_else(|| {
+        AgentError::of(
+            codes::STATE_CORRUPT,
+            format!(
+                "{} holds generation {gen}, the last there can be: no new generation can be written (the session \
+                 can still be loaded and deleted)",
+                dir.display()
+            ),
+        )
+    })
 }
 
 impl Writer {
@@ -922,7 +943,7 @@ impl Writer {
     }
 
     fn compact(&mut self, payload: &[u8]) -> Result<(), AgentError> {
-        let next = write_generation(&self.dir, self.gen + 1, payload)?;
+        let next = write_generation(&self.dir, gen_after(&self.dir, self.gen)?, payload)?;
         *self = next;
         Ok(())
     }
@@ -944,10 +965,12 @@ impl Writer {
             }
             Err(e) => e,
         };
-        let next = self.gen + 1;
-        match fs::symlink_metadata(snapshot_path(&self.dir, next)) {
-            Err(nf) if nf.kind() == io::ErrorKind::NotFound => {}
-            _ => {
+        // No generation after `u64::MAX`: nothing was made (the commits go on appending).
+        let next = self.gen.checked_add(1);
+        match next.map(|next| fs::symlink_metadata(snapshot_path(&self.dir, next))) {
+            None => {}
+            Some(Err(nf)) if nf.kind() == io::ErrorKind::NotFound => {}
+            Some(_) => {
                 // The new snapshot is in place (only syncing its directory failed, or it cannot
                 // be told): loads read the new generation, so this journal is no longer theirs.
                 log::warn!(
@@ -958,8 +981,10 @@ impl Writer {
             }
         }
         // Not made: no load reads what it left, which may hold the space a full disk lacks.
-        let _ = fs::remove_file(snapshot_temp_path(&self.dir, next));
-        let _ = fs::remove_file(journal_path(&self.dir, next));
+        if let Some(next) = next {
+            let _ = fs::remove_file(snapshot_temp_path(&self.dir, next));
+            let _ = fs::remove_file(journal_path(&self.dir, next));
+        }
         self.failed_compactions = failures.saturating_add(1);
         let grow = self.journal_len.max(payload.len() as u64);
         self.retry_at = self.journal_len.saturating_add(grow);
