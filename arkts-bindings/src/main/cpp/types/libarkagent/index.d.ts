@@ -679,8 +679,9 @@ export declare class Agent {
   listSessionsJson(includeWorkers?: boolean): Promise<string>;
   /**
    * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
-   * existed (a missing session is not touched; one that cannot be read, state_corrupt or
-   * state_version_unsupported, is deleted too, as is a file or link standing where its directory
+   * existed (a missing session is not touched; one that cannot be read, state_corrupt,
+   * state_version_unsupported or state_io, is deleted too, its sub-agent sessions, which only its
+   * state names, left and listed as workers whose parent is gone, as is a file or link standing where its directory
    * should be). Only files arkagent wrote are removed: in a stateDir the app shares, a directory
    * holding none of arkagent's files (snapshot-*.ark, journal-*.ark...) is no session (resolves
    * false, nothing touched), and the app's own files in a session's directory stay there, with the
