@@ -218,3 +218,54 @@ async fn a_file_in_a_session_s_place_is_state_corrupt_and_deleted_by_its_id() {
     assert!(root.join("stray").is_dir());
     assert!(store.load("stray").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn a_directory_of_the_app_s_own_is_not_deleted_by_its_name() {
+    // `deleteSession("images")` on a root the app shares removed the app's `images` directory
+    // (no file of the store in it: listed by nobody, loaded as `None`) and answered `true`.
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    std::fs::write(images.join("cat.png"), b"png").unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent = delegation::agent(Arc::new(Script::new(vec![answer("hi")])), store.clone(), &cleared, 1);
+    assert!(!agent.delete_session("images").await.unwrap(), "no session of that name");
+    assert_eq!(std::fs::read(images.join("cat.png")).unwrap(), b"png");
+    // A session run under that name shares the directory: deleting it keeps the app's file.
+    agent.run("images", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert!(store.load("images").await.unwrap().is_some());
+    assert!(agent.delete_session("images").await.unwrap());
+    assert_eq!(store.load("images").await.unwrap(), None);
+    assert!(agent.list_sessions().await.unwrap().is_empty());
+    let left: Vec<_> = std::fs::read_dir(&images).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["cat.png"]);
+}
+
+#[tokio::test]
+async fn a_session_whose_files_cannot_be_read_is_deleted_too() {
+    // A session listed with state_io (here a directory stands where its snapshot file should; on
+    // a device, a file that fails with EIO): its deletion failed with that same state_io, so the
+    // app could never be rid of it.
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let agent = delegation::agent(Arc::new(Script::new(vec![answer("hi")])), store.clone(), &cleared, 1);
+    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let session = dir.path().join("s");
+    let snapshot = std::fs::read_dir(&session)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("snapshot-"))
+        .unwrap();
+    std::fs::remove_file(&snapshot).unwrap();
+    std::fs::create_dir(&snapshot).unwrap();
+    assert_eq!(store.load("s").await.unwrap_err().code, "state_io");
+    let listed = agent.list_sessions().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].error.as_ref().map(|e| e.code.to_string()), Some("state_io".to_string()));
+    assert!(agent.delete_session("s").await.unwrap());
+    assert!(!session.exists());
+    assert!(agent.list_sessions().await.unwrap().is_empty());
+    assert_eq!(std::fs::read_dir(dir.path().join(TRASH_DIR)).unwrap().count(), 0);
+}

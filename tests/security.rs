@@ -575,7 +575,7 @@ async fn deep_and_huge_state_files_are_refused_without_a_crash() {
     write("big-legacy", "state.json", big_state.as_bytes());
     write("big-snap", "snapshot-00000000000000000001.ark", &framed(big_state.as_bytes()));
     // A journal whose record holds a 10,000-deep event (valid checksum).
-    let mut journal = arkagent::state::codec::journal_header().to_vec();
+    let mut journal = arkagent::state::codec::journal_header(1).to_vec();
     let payload = format!(r#"{{"event":"metadata_set","key":"k","value":{}}}"#, deep(10_000));
     journal.extend(&framed(payload.as_bytes())[4..]);
     write("deep-journal", "journal-00000000000000000001.ark", &journal);

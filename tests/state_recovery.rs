@@ -4,6 +4,7 @@
 mod state_support;
 
 use arkagent::codes;
+use arkagent::state::codec::JOURNAL_HEADER_LEN;
 use arkagent::state::{AgentState, FileStore, FileStoreOptions, StateStore};
 use state_support::{files, state_after, turn};
 use std::fs;
@@ -182,7 +183,7 @@ async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
     let (root, _, journal) = eight_turns().await;
     let full = fs::read(&journal).unwrap();
     // The first snapshot holds turn 1 (it created the session); the journal holds turns 2..=8.
-    let mut offset = 8;
+    let mut offset = JOURNAL_HEADER_LEN;
     for k in 2..=4 {
         offset += arkagent::state::codec::encode_records(&turn(k)).unwrap().len();
     }
@@ -196,7 +197,7 @@ async fn a_flipped_byte_mid_journal_keeps_the_records_before_it() {
 async fn a_commit_after_mid_journal_damage_keeps_the_damaged_journal_aside() {
     let (root, dir, journal) = eight_turns().await;
     let mut bad = fs::read(&journal).unwrap();
-    let offset = 8 + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
+    let offset = JOURNAL_HEADER_LEN + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
     bad[offset + 20] ^= 0xff; // inside the record of turn 3: turns 4..=8 follow it whole
     fs::write(&journal, &bad).unwrap();
     let copy =
@@ -282,7 +283,7 @@ async fn a_flipped_length_bit_mid_journal_is_kept_aside_not_cut_as_a_torn_tail()
     let (root, dir, journal) = eight_turns().await;
     let mut bad = fs::read(&journal).unwrap();
     // One bit of the length of turn 3's record: it now runs past the end of the file.
-    let at = 8 + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
+    let at = JOURNAL_HEADER_LEN + arkagent::state::codec::encode_records(&turn(2)).unwrap().len();
     bad[at + 2] ^= 1;
     fs::write(&journal, &bad).unwrap();
     let store = FileStore::new(root.path());
@@ -384,8 +385,11 @@ async fn leftovers_of_a_crash_during_compaction_are_ignored() {
     };
     let gen = files(&dir, "snapshot-").len() as u64;
     // A crash after the next generation's journal was created and its snapshot half written.
-    fs::write(dir.join(format!("journal-{:020}.ark", gen + 1)), arkagent::state::codec::journal_header())
-        .unwrap();
+    fs::write(
+        dir.join(format!("journal-{:020}.ark", gen + 1)),
+        arkagent::state::codec::journal_header(gen + 1),
+    )
+    .unwrap();
     fs::write(dir.join(format!("snapshot-{:020}.tmp", gen + 1)), b"ARKS\x10\x00").unwrap();
     assert_eq!(load(root.path()).await.unwrap().unwrap(), state);
     // The next compaction clears them.
@@ -426,7 +430,7 @@ async fn a_hand_deleted_newest_snapshot_folds_its_journal_onto_the_previous_one(
 
 #[tokio::test]
 async fn a_journal_whose_snapshot_is_gone_and_cannot_be_folded_is_kept_aside() {
-    use arkagent::state::codec::{encode_records, journal_header};
+    use arkagent::state::codec::encode_records;
     // Generation 1's journal is of the former format (2): the next commit (turn 4) started
     // generation 2 from a snapshot, without journaling turn 4 anywhere else. Folding generation
     // 2's journal onto generation 1 would give turns 1, 2, 3 and 5: a state that never was.
@@ -435,8 +439,7 @@ async fn a_journal_whose_snapshot_is_gone_and_cannot_be_folded_is_kept_aside() {
     let mut state = AgentState::new("s1");
     play(&FileStore::new(root.path()), 1, 1, &mut state).await;
     let journal = files(&dir, "journal-").pop().unwrap();
-    let mut former = journal_header().to_vec();
-    former[4..8].copy_from_slice(&2u32.to_le_bytes());
+    let mut former = b"ARKJ\x02\x00\x00\x00".to_vec();
     for e in [turn(2), turn(3)].concat() {
         former.extend(encode_records(std::slice::from_ref(&e)).unwrap());
         state.apply(&e);
@@ -507,8 +510,118 @@ async fn a_journal_whose_only_snapshot_is_gone_is_state_corrupt_not_a_missing_se
     // A journal holding no record (what a first commit cut short leaves) is still no session.
     let other = root.path().join("s2");
     fs::create_dir(&other).unwrap();
-    fs::write(other.join(format!("journal-{:020}.ark", 1)), arkagent::state::codec::journal_header())
+    fs::write(other.join(format!("journal-{:020}.ark", 1)), arkagent::state::codec::journal_header(1))
         .unwrap();
     assert_eq!(store.load("s2").await.unwrap(), None);
     assert_eq!(store.list().await.unwrap(), ["s1"]);
+}
+
+#[tokio::test]
+async fn a_flipped_bit_of_the_journal_format_is_damage_not_a_newer_version() {
+    // Format 4 with bit 2 flipped reads 0: with bit 0, 5, a format no arkagent wrote yet. The
+    // header's checksum tells damage from a newer arkagent's journal, which would be refused.
+    for bit in [0, 1, 3, 7] {
+        let (root, dir, journal) = eight_turns().await;
+        let mut bad = fs::read(&journal).unwrap();
+        bad[4] ^= 1 << bit;
+        fs::write(&journal, &bad).unwrap();
+        let store = FileStore::new(root.path());
+        // The journal is unreadable from its header on: the state of the snapshot (turn 1).
+        let mut s = store.load_unrepaired("s1").await.unwrap_or_else(|e| panic!("bit {bit}: {e}")).unwrap();
+        assert_eq!(s, state_after("s1", 1), "bit {bit}");
+        assert_eq!(store.list().await.unwrap(), ["s1"]);
+        // The next commit keeps the journal aside, byte for byte, and goes on.
+        play(&store, 2, 2, &mut s).await;
+        let copies = files(&dir, "damaged-journal-");
+        assert_eq!(copies.len(), 1, "bit {bit}: {copies:?}");
+        assert_eq!(fs::read(&copies[0]).unwrap(), bad);
+        assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 2));
+    }
+}
+
+#[tokio::test]
+async fn a_copy_of_a_journal_under_another_generation_is_not_folded_twice() {
+    // Generation 1: the snapshot of turn 1, the journal of turns 2..=3. A copy of that journal
+    // named as generation 2's (no snapshot) looked like the continuation of generation 1, so its
+    // records were applied a second time (turns 2 and 3 twice in the history).
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let mut state = AgentState::new("s1");
+    play(&FileStore::new(root.path()), 1, 3, &mut state).await;
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let copy = dir.join(format!("journal-{:020}.ark", 2));
+    fs::copy(&journal, &copy).unwrap();
+    let copied = fs::read(&copy).unwrap();
+
+    let store = FileStore::new(root.path());
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, state_after("s1", 3));
+    // The next commit keeps the copy aside and starts a fresh generation.
+    play(&store, 4, 4, &mut s).await;
+    let kept = files(&dir, "damaged-journal-");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(fs::read(&kept[0]).unwrap(), copied);
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 4));
+
+    // The same copy over a generation that has its snapshot: that snapshot's state alone.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let mut state = AgentState::new("s1");
+    play(&FileStore::with_options(root.path(), opts.clone()), 1, 30, &mut state).await;
+    let journals = files(&dir, "journal-");
+    assert_eq!(journals.len(), 2, "{journals:?}");
+    let newest = FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap();
+    fs::copy(&journals[0], &journals[1]).unwrap();
+    let s = FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap();
+    assert!(s.messages.len() <= newest.messages.len(), "no message twice");
+    let mut seen = std::collections::HashSet::new();
+    for m in &s.messages {
+        assert!(seen.insert(serde_json::to_string(m).unwrap()), "a message folded twice: {m:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_generation_at_u64_max_never_panics_nor_wraps() {
+    use arkagent::state::codec::journal_header;
+    // Generation 1 renamed (by hand) to the last generation there can be, its journal's header
+    // saying so: the compaction after it computed `gen + 1` and panicked (overflow), and the
+    // commit failed with internal_panic.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let mut state = AgentState::new("s1");
+    play(&FileStore::new(root.path()), 1, 2, &mut state).await;
+    let last = |kind: &str| dir.join(format!("{kind}-{:020}.ark", u64::MAX));
+    let journal = files(&dir, "journal-").pop().unwrap();
+    let mut bytes = journal_header(u64::MAX).to_vec();
+    bytes.extend(&fs::read(&journal).unwrap()[JOURNAL_HEADER_LEN..]);
+    fs::write(last("journal"), &bytes).unwrap();
+    fs::remove_file(&journal).unwrap();
+    fs::rename(files(&dir, "snapshot-").pop().unwrap(), last("snapshot")).unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 2));
+
+    // Compactions are due at every commit and cannot be made: the commits go on in the journal.
+    let opts = FileStoreOptions { compact_min_bytes: 100, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts.clone());
+    play(&store, 3, 8, &mut state).await;
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 8));
+    assert_eq!(files(&dir, "snapshot-"), [last("snapshot")]);
+    assert_eq!(files(&dir, "journal-"), [last("journal")]);
+
+    // A commit that must start a new generation (the journal is another generation's) is refused
+    // with a structured error; the session still loads as it stood.
+    let mut bad = fs::read(last("journal")).unwrap();
+    bad[..JOURNAL_HEADER_LEN].copy_from_slice(&journal_header(1));
+    fs::write(last("journal"), &bad).unwrap();
+    let store = FileStore::with_options(root.path(), opts);
+    let snapshot = arkagent::state::codec::decode_snapshot(&fs::read(last("snapshot")).unwrap()).unwrap();
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    assert_eq!(s, snapshot);
+    let ev = arkagent::state::StateEvent::MetadataSet { key: "x".into(), value: 1.into() };
+    s.apply(&ev);
+    let e = store.commit(&s, &[ev]).await.unwrap_err();
+    assert_eq!(e.code, codes::STATE_CORRUPT, "{e}");
+    assert!(e.message.contains("no new generation"), "{e}");
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), snapshot);
+    assert!(store.delete("s1").await.unwrap());
 }

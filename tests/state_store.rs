@@ -96,7 +96,11 @@ async fn save_snapshot_starts_an_empty_journal() {
     store.save_snapshot(&state).await.unwrap();
     let dir = root.path().join("s1");
     let journal = files(&dir, "journal-").pop().unwrap();
-    assert_eq!(fs::metadata(&journal).unwrap().len(), 8, "header only");
+    assert_eq!(
+        fs::metadata(&journal).unwrap().len(),
+        arkagent::state::codec::JOURNAL_HEADER_LEN as u64,
+        "header only"
+    );
     assert_eq!(FileStore::new(root.path()).load_unrepaired("s1").await.unwrap().unwrap(), state);
 }
 
@@ -268,21 +272,23 @@ async fn events_that_create_a_session_are_held_by_its_first_snapshot() {
     state.apply(&ev);
     store.commit(&state, &[ev]).await.unwrap();
     let dir = root.path().join("s1");
-    assert_eq!(fs::metadata(files(&dir, "journal-").pop().unwrap()).unwrap().len(), 8);
+    assert_eq!(
+        fs::metadata(files(&dir, "journal-").pop().unwrap()).unwrap().len(),
+        arkagent::state::codec::JOURNAL_HEADER_LEN as u64
+    );
     assert_eq!(FileStore::new(root.path()).load("s1").await.unwrap().unwrap(), state);
 }
 
 #[tokio::test]
 async fn a_journal_of_the_former_format_is_read_and_never_appended_to() {
-    use arkagent::state::codec::{decode_journal, encode_records, journal_header, JOURNAL_FORMAT};
+    use arkagent::state::codec::{decode_journal, encode_records, JOURNAL_FORMAT};
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("s1");
     let mut state = AgentState::new("s1");
     play(&FileStore::new(root.path()), 1, 1, &mut state).await;
     // Turns 2 and 3 as the former code journaled them: format 2, one event per record.
     let journal = files(&dir, "journal-").pop().unwrap();
-    let mut legacy = journal_header().to_vec();
-    legacy[4..8].copy_from_slice(&2u32.to_le_bytes());
+    let mut legacy = b"ARKJ\x02\x00\x00\x00".to_vec();
     for e in [turn(2), turn(3)].concat() {
         legacy.extend(encode_records(std::slice::from_ref(&e)).unwrap());
         state.apply(&e);
@@ -335,4 +341,70 @@ async fn a_store_keeps_a_bounded_number_of_journals_open() {
     for state in &states {
         assert_eq!(fresh.load_unrepaired(&state.session_id).await.unwrap().as_ref(), Some(state));
     }
+}
+
+#[tokio::test]
+async fn a_directory_of_the_app_s_own_is_no_session_and_deleting_its_name_removes_nothing() {
+    // A root the app shares: its own directory, no file of the store in it. It was no session
+    // for loads and listings, yet `delete` of its name removed it with the app's files.
+    let root = tempfile::tempdir().unwrap();
+    let images = root.path().join("images");
+    fs::create_dir_all(images.join("thumbs")).unwrap();
+    fs::write(images.join("cat.png"), b"png").unwrap();
+    fs::write(images.join("thumbs/cat.png"), b"png").unwrap();
+    // Names near the store's, but not its own.
+    for name in ["snapshot-x.ark", "journal-1.ark.bak", "upload.tmp", "damaged-journal-1-x.ark"] {
+        fs::write(images.join(name), b"app").unwrap();
+    }
+    let store = FileStore::new(root.path());
+    assert_eq!(store.load("images").await.unwrap(), None);
+    assert!(store.list().await.unwrap().is_empty());
+    assert!(!store.exists("images").await.unwrap());
+    assert!(!store.delete("images").await.unwrap(), "no session of that name");
+    assert_eq!(files(&images, "").len(), 6, "every file of the app's is still there");
+    assert_eq!(fs::read(images.join("thumbs/cat.png")).unwrap(), b"png");
+}
+
+#[tokio::test]
+async fn deleting_a_session_removes_the_store_s_files_and_keeps_the_app_s_own() {
+    // A session whose directory also holds the app's files (a root it shares, an id that names
+    // one of its directories): the deletion removes the session, never those files.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    fs::create_dir_all(dir.join("attachments")).unwrap();
+    fs::write(dir.join("attachments/a.txt"), b"a").unwrap();
+    fs::write(dir.join("notes.tmp"), b"notes").unwrap();
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts);
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 30, &mut state).await;
+    assert!(files(&dir, "snapshot-").len() >= 2, "compactions ran");
+    assert_eq!(
+        fs::read(dir.join("notes.tmp")).unwrap(),
+        b"notes",
+        "a compaction prunes only its own temp files"
+    );
+    assert!(store.delete("s1").await.unwrap());
+    assert_eq!(store.load("s1").await.unwrap(), None);
+    assert!(!store.exists("s1").await.unwrap());
+    assert!(store.list().await.unwrap().is_empty());
+    let mut left: Vec<String> =
+        fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(left, ["attachments", "notes.tmp"], "the app's files stay where they were");
+    assert_eq!(fs::read(dir.join("attachments/a.txt")).unwrap(), b"a");
+    let trash = root.path().join(arkagent::state::TRASH_DIR);
+    assert_eq!(fs::read_dir(&trash).unwrap().count(), 0);
+
+    // A kill right after the move leaves the app's files in the trash: the next sweep moves them
+    // back, removing only the store's.
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 3, &mut state).await;
+    fs::rename(&dir, trash.join("s1.killed")).unwrap();
+    let fresh = FileStore::open(root.path(), FileStoreOptions::default()).await.unwrap();
+    assert_eq!(fs::read_dir(&trash).unwrap().count(), 0, "swept");
+    assert_eq!(fresh.load("s1").await.unwrap(), None);
+    assert_eq!(fs::read(dir.join("attachments/a.txt")).unwrap(), b"a");
+    assert_eq!(fs::read(dir.join("notes.tmp")).unwrap(), b"notes");
+    assert!(files(&dir, "snapshot-").is_empty() && files(&dir, "journal-").is_empty());
 }

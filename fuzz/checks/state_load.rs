@@ -41,7 +41,7 @@ pub fn run(data: &[u8]) {
         snap_raw.to_vec()
     };
     let journal = if flags & 2 == 2 {
-        let mut j = journal_header().to_vec();
+        let mut j = journal_header(1).to_vec();
         for payload in journal_raw.split(|&b| b == 0) {
             frame(payload, &mut j);
         }

@@ -760,7 +760,8 @@ impl Agent {
     /// of it is: deleting is the app's only way to be rid of it. That is a damaged session
     /// (`state_corrupt`; with a [`FileStore`](crate::state::FileStore), also a file or link
     /// standing where its directory should be), one a newer version wrote
-    /// (`state_version_unsupported`) and one whose migration fails (`state_migration_failed`);
+    /// (`state_version_unsupported`), one whose migration fails (`state_migration_failed`) and
+    /// one whose files cannot be read at all (`state_io`: an unreadable file, a bad flash block);
     /// its lease is taken as for any session, so one another process holds is refused with
     /// `session_busy`. Its own workers, which only its state names, are left as orphans (each
     /// deleted as any session).
@@ -3227,14 +3228,16 @@ fn unreadable(e: &AgentError) -> bool {
 }
 
 /// A session's state as [`Agent::delete_session`] reads it: one that no load of this version can
-/// read ([`unreadable`]) counts as a session without workers or delegation, so it is still
-/// deleted (logged); other errors (`state_io`) stop the deletion.
+/// read ([`unreadable`]), or that cannot be read at all (`state_io`: an unreadable file, a bad
+/// flash block), counts as a session without workers or delegation, so it is still deleted
+/// (logged): else the app could never be rid of it. Its workers, which only its state names, are
+/// left, each listed as a worker whose parent is gone and deleted as any session.
 fn readable_for_deletion(
     session_id: &str,
     loaded: Result<Option<AgentState>, AgentError>,
 ) -> Result<Option<AgentState>, AgentError> {
     match loaded {
-        Err(e) if unreadable(&e) => {
+        Err(e) if unreadable(&e) || e.code == codes::STATE_IO => {
             log::warn!("arkagent: session {session_id} is deleted unread: {e}");
             Ok(None)
         }

@@ -4,23 +4,33 @@
 //! A snapshot file is `ARKS` + payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the
 //! payload: the state as JSON. Any flipped bit is caught by the checksum.
 //!
-//! A journal file is `ARKJ` + its format (u32 LE, [`JOURNAL_FORMAT`]), then records, each
-//! payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the payload: one commit's
-//! events as JSON, a [`StateEvent`] object for a commit of one event, an array of them for a
-//! commit of several. Records are only ever appended; a crash can leave a torn last record, which
-//! the checksum (or the missing bytes) exposes, and which is dropped on load. Only bytes a crash
-//! could leave of one record count as torn: a prefix of its payload (compact JSON, no byte below
-//! 0x20), maybe followed by zeros. A length that runs past the end over anything else (the header
-//! of a later record, after a flipped bit of the length) or over a whole record is corruption,
-//! which the file store keeps aside before it truncates. A commit is thus
+//! A journal file is a header, then records, each payload length (u32 LE) + CRC-32 (u32 LE) of
+//! length and payload + the payload: one commit's events as JSON, a [`StateEvent`] object for a
+//! commit of one event, an array of them for a commit of several. The header of the format this
+//! code writes ([`JOURNAL_FORMAT`], 4) is `ARKJ` + its format (u32 LE) + the generation of the
+//! journal (u64 LE: the `<gen>` of its `journal-<gen>.ark` name) + CRC-32 (u32 LE) of those 16
+//! bytes, [`JOURNAL_HEADER_LEN`] bytes in all; formats 1 to 3 had only `ARKJ` + format
+//! ([`LEGACY_JOURNAL_HEADER_LEN`] bytes). Records are only ever appended; a crash can leave a torn
+//! last record, which the checksum (or the missing bytes) exposes, and which is dropped on load.
+//! Only bytes a crash could leave of one record count as torn: a prefix of its payload (compact
+//! JSON, no byte below 0x20), maybe followed by zeros. A length that runs past the end over
+//! anything else (the header of a later record, after a flipped bit of the length) or over a whole
+//! record is corruption, which the file store keeps aside before it truncates. A commit is thus
 //! loaded whole or not at all: a commit of several events is never half applied.
 //!
 //! Formats: 1 and 2 name the schema version of the events, one event per record (journals written
 //! before commits were one record; they load as before); 3 is schema-2 events, one record per
-//! commit. A journal of a format this code does not know is refused (`state_version_unsupported`),
-//! and code that knows only format 2 refuses a format-3 journal in the same way instead of
-//! misreading its records. New records are never appended to a journal of an older format (the
-//! file store starts a new generation first).
+//! commit; 4 is format 3 with the generation and the checksum in the header. A journal of a
+//! format this code does not know is refused (`state_version_unsupported`) only when its header
+//! checksum holds: every format from 4 on keeps this header, so a format field damaged by a
+//! flipped bit (the checksum fails) is damage ([`JournalTail::Corrupt`]), never taken for a file
+//! of a newer arkagent. (A format-3 header damaged into a newer format is damage too: the bytes
+//! where the checksum would be are its first record's, which match with a chance of 2^-32.) Code
+//! that knows only format 2 refuses a format-3 journal in the same way instead of misreading its
+//! records. New records are never appended to a journal of an older format (the file store starts
+//! a new generation first). The generation in the header lets the file store fold a journal only
+//! onto the generation it was written for: a copy under another generation's name is damage, not
+//! commits to replay twice (journals of formats 1 to 3 carry none).
 
 use super::migrate::migrate_value;
 use super::{AgentState, StateEvent};
@@ -32,9 +42,14 @@ pub const SNAPSHOT_MAGIC: &[u8; 4] = b"ARKS";
 /// The magic bytes that open a journal file.
 pub const JOURNAL_MAGIC: &[u8; 4] = b"ARKJ";
 /// The format of the journals this code writes (see the module doc).
-pub const JOURNAL_FORMAT: u32 = 3;
-/// Bytes of the journal header (magic + format).
-pub const JOURNAL_HEADER_LEN: usize = 8;
+pub const JOURNAL_FORMAT: u32 = 4;
+/// Bytes of the journal header of format 4 on (magic + format + generation + checksum).
+pub const JOURNAL_HEADER_LEN: usize = 20;
+/// Bytes of the journal header of formats 1 to 3 (magic + format).
+pub const LEGACY_JOURNAL_HEADER_LEN: usize = 8;
+/// The newest format whose header is [`LEGACY_JOURNAL_HEADER_LEN`] bytes (no generation, no
+/// checksum).
+pub const LAST_LEGACY_JOURNAL_FORMAT: u32 = 3;
 /// Bytes before each record's payload (length + checksum).
 pub const RECORD_HEADER_LEN: usize = 8;
 /// The largest record or snapshot payload accepted (a guard against a corrupt length).
@@ -122,11 +137,20 @@ fn parse_text<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> 
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
-/// The journal header of the format this code writes ([`JOURNAL_FORMAT`]).
-pub fn journal_header() -> [u8; JOURNAL_HEADER_LEN] {
+/// The CRC-32 of a journal header's first 16 bytes (magic, format, generation).
+fn header_checksum(fields: &[u8]) -> u32 {
+    crc32fast::hash(fields)
+}
+
+/// The journal header of the format this code writes ([`JOURNAL_FORMAT`]) for the journal of
+/// generation `gen`.
+pub fn journal_header(gen: u64) -> [u8; JOURNAL_HEADER_LEN] {
     let mut h = [0u8; JOURNAL_HEADER_LEN];
     h[..4].copy_from_slice(JOURNAL_MAGIC);
-    h[4..].copy_from_slice(&JOURNAL_FORMAT.to_le_bytes());
+    h[4..8].copy_from_slice(&JOURNAL_FORMAT.to_le_bytes());
+    h[8..16].copy_from_slice(&gen.to_le_bytes());
+    let crc = header_checksum(&h[..16]);
+    h[16..].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
@@ -170,6 +194,9 @@ pub struct JournalScan {
     pub tail: JournalTail,
     /// The format its header names (0 when it has no valid header).
     pub format: u32,
+    /// The generation its header names (format 4 on; `None` for formats 1 to 3 and without a
+    /// valid header).
+    pub generation: Option<u64>,
 }
 
 /// Whether `present`, the bytes after a record's header that end the file short of its length,
@@ -185,11 +212,18 @@ fn could_be_torn(present: &[u8]) -> bool {
 /// an empty journal (a crash while it was being created).
 ///
 /// # Errors
-/// `state_version_unsupported` when the header names a newer schema version (the events may mean
-/// something this code does not know).
+/// `state_version_unsupported` when the header names a newer format and its checksum holds (the
+/// events may mean something this code does not know); a header that fails its checksum is
+/// [`JournalTail::Corrupt`] instead.
 pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
-    let mut scan = JournalScan { events: Vec::new(), valid_len: 0, tail: JournalTail::Clean, format: 0 };
-    if bytes.len() < JOURNAL_HEADER_LEN {
+    let mut scan = JournalScan {
+        events: Vec::new(),
+        valid_len: 0,
+        tail: JournalTail::Clean,
+        format: 0,
+        generation: None,
+    };
+    if bytes.len() < LEGACY_JOURNAL_HEADER_LEN {
         scan.tail = if bytes.is_empty() { JournalTail::Clean } else { JournalTail::Torn };
         return Ok(scan);
     }
@@ -198,18 +232,35 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
         return Ok(scan);
     }
     let version = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-    if version > JOURNAL_FORMAT {
-        return Err(AgentError::of(
-            codes::STATE_VERSION_UNSUPPORTED,
-            format!("the journal has format {version}; this code knows up to {JOURNAL_FORMAT}"),
-        ));
-    }
     if version == 0 {
         scan.tail = JournalTail::Corrupt;
         return Ok(scan);
     }
+    let mut pos = LEGACY_JOURNAL_HEADER_LEN;
+    if version > LAST_LEGACY_JOURNAL_FORMAT {
+        if bytes.len() < JOURNAL_HEADER_LEN {
+            // A header cut short: a crash while the journal was being created.
+            scan.tail = JournalTail::Torn;
+            return Ok(scan);
+        }
+        let crc = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+        if header_checksum(&bytes[..16]) != crc {
+            // A damaged header (a flipped bit of the format, say), not a newer arkagent's.
+            scan.tail = JournalTail::Corrupt;
+            return Ok(scan);
+        }
+        if version > JOURNAL_FORMAT {
+            return Err(AgentError::of(
+                codes::STATE_VERSION_UNSUPPORTED,
+                format!("the journal has format {version}; this code knows up to {JOURNAL_FORMAT}"),
+            ));
+        }
+        let mut gen = [0u8; 8];
+        gen.copy_from_slice(&bytes[8..16]);
+        scan.generation = Some(u64::from_le_bytes(gen));
+        pos = JOURNAL_HEADER_LEN;
+    }
     scan.format = version;
-    let mut pos = JOURNAL_HEADER_LEN;
     scan.valid_len = pos;
     while pos < bytes.len() {
         let rest = &bytes[pos..];
@@ -274,7 +325,7 @@ mod tests {
 
     #[test]
     fn journal_round_trips() {
-        let mut bytes = journal_header().to_vec();
+        let mut bytes = journal_header(1).to_vec();
         bytes.extend(encode_records(&events()).unwrap());
         let scan = decode_journal(&bytes).unwrap();
         assert_eq!(scan.events, events());
@@ -290,8 +341,7 @@ mod tests {
         assert_eq!(u32::from_le_bytes(whole[..4].try_into().unwrap()) as usize, payload.len());
         assert!(encode_records(&[]).unwrap().is_empty());
         // The former layout: format 2, each event its own record.
-        let mut old = journal_header().to_vec();
-        old[4..8].copy_from_slice(&2u32.to_le_bytes());
+        let mut old = legacy_header(2);
         for event in events() {
             let payload = serde_json::to_vec(&event).unwrap();
             frame(None, &payload, &mut old).unwrap();
@@ -301,12 +351,12 @@ mod tests {
         assert_eq!(scan.events, [events(), events()].concat());
         assert_eq!(scan.tail, JournalTail::Clean);
         assert_eq!(scan.format, 2);
-        assert_eq!(decode_journal(&journal_header()).unwrap().format, JOURNAL_FORMAT);
+        assert_eq!(decode_journal(&journal_header(1)).unwrap().format, JOURNAL_FORMAT);
     }
 
     #[test]
     fn a_cut_record_is_torn_and_dropped() {
-        let mut bytes = journal_header().to_vec();
+        let mut bytes = journal_header(1).to_vec();
         bytes.extend(encode_records(&events()[..1]).unwrap());
         let first_end = bytes.len();
         bytes.extend(encode_records(&events()[1..]).unwrap());
@@ -324,7 +374,7 @@ mod tests {
             &b"{\"event\":\"run_started\",\"run_id\":\"r\xff\"}"[..],
             b"{\"event\":\"run_started\",\"run_id\":\"r\",\"x\":\"\xff\"}",
         ] {
-            let mut bytes = journal_header().to_vec();
+            let mut bytes = journal_header(1).to_vec();
             bytes.extend(encode_records(&events()[..1]).unwrap());
             let valid = bytes.len();
             let len = payload.len() as u32;
@@ -343,7 +393,7 @@ mod tests {
 
     #[test]
     fn a_flipped_length_bit_is_corrupt_not_a_torn_tail() {
-        let mut bytes = journal_header().to_vec();
+        let mut bytes = journal_header(1).to_vec();
         for _ in 0..3 {
             bytes.extend(encode_records(&events()).unwrap());
         }
@@ -363,12 +413,55 @@ mod tests {
         assert_eq!(decode_journal(&bytes[..third + 20]).unwrap().tail, JournalTail::Torn);
     }
 
+    /// The header of a journal of format 1 to 3 (magic and format only).
+    fn legacy_header(format: u32) -> Vec<u8> {
+        [&JOURNAL_MAGIC[..], &format.to_le_bytes()].concat()
+    }
+
+    /// A header of `format` for generation `gen` whose checksum holds.
+    fn header_of(format: u32, gen: u64) -> Vec<u8> {
+        let mut h = journal_header(gen);
+        h[4..8].copy_from_slice(&format.to_le_bytes());
+        let crc = header_checksum(&h[..16]);
+        h[16..].copy_from_slice(&crc.to_le_bytes());
+        h.to_vec()
+    }
+
     #[test]
     fn a_newer_journal_is_refused() {
-        let mut bytes = journal_header().to_vec();
-        bytes[4..8].copy_from_slice(&(JOURNAL_FORMAT + 1).to_le_bytes());
+        let mut bytes = header_of(JOURNAL_FORMAT + 1, 1);
+        bytes.extend(encode_records(&events()).unwrap());
         let e = decode_journal(&bytes).unwrap_err();
         assert_eq!(e.code, codes::STATE_VERSION_UNSUPPORTED);
+    }
+
+    #[test]
+    fn a_flipped_bit_of_the_header_is_damage_not_a_newer_format() {
+        let mut bytes = journal_header(7).to_vec();
+        bytes.extend(encode_records(&events()).unwrap());
+        let scan = decode_journal(&bytes).unwrap();
+        assert_eq!((scan.format, scan.generation, scan.tail), (JOURNAL_FORMAT, Some(7), JournalTail::Clean));
+        assert_eq!(scan.events, events());
+        for at in 4..JOURNAL_HEADER_LEN {
+            for bit in 0..8 {
+                let mut bad = bytes.clone();
+                bad[at] ^= 1 << bit;
+                let scan = decode_journal(&bad).unwrap_or_else(|e| panic!("flip {bit} of byte {at}: {e}"));
+                assert_eq!(scan.tail, JournalTail::Corrupt, "flip {bit} of byte {at}");
+                assert!(scan.events.is_empty(), "flip {bit} of byte {at}");
+            }
+        }
+        // A format-3 journal (no checksum in its header) whose format reads as a newer one: its
+        // first record stands where the checksum would be.
+        let mut old = legacy_header(3);
+        old.extend(encode_records(&events()).unwrap());
+        assert_eq!(decode_journal(&old).unwrap().generation, None);
+        for bit in 2..32 {
+            let mut bad = old.clone();
+            let format = 3u32 ^ (1 << bit);
+            bad[4..8].copy_from_slice(&format.to_le_bytes());
+            assert_eq!(decode_journal(&bad).unwrap().tail, JournalTail::Corrupt, "format {format}");
+        }
     }
 
     #[test]

@@ -28,7 +28,10 @@
 //! their number grows with the logarithm of the journal's size. A compaction that succeeds starts
 //! a fresh writer, with no backoff. Should a failure leave the new generation in place (its
 //! snapshot renamed, the directory not synced), the writer is dropped and the next commit reopens
-//! the session from what is on disk, appending to the newest journal.
+//! the session from what is on disk, appending to the newest journal. No generation follows
+//! `u64::MAX` (a number only a file renamed by hand can reach): a compaction past it fails as
+//! above (the commits go on in the journal), and a commit that needs a new generation fails with
+//! `state_corrupt`; a generation never wraps to 0, which would sort before the older files.
 //! The first commit of a session in a process also reads the session once (to find the end of its
 //! journal and drop a torn tail) and serialises the state once (in case a snapshot must be started).
 //!
@@ -38,6 +41,17 @@
 //! an older generation alone (which loads as the session stood before its last compaction).
 //! Leftovers in the trash (a kill between the rename and the removal) are read by nothing and
 //! swept by [`FileStore::open`], by a store's first [`list`](StateStore::list) and by each deletion.
+//!
+//! The store removes only the files it writes (`is_store_file`; a version-1 `state.json` only
+//! when it holds that session's state), never the app's (a root the app shares). A directory
+//! holding none of them is no session: `exists` is false and `delete` touches nothing. Files of
+//! the app's in a session's directory go into the trash with the directory (so the session
+//! still goes in one step) and come back out of it: the sweep removes the store's files of each
+//! directory in the trash and moves the rest back to the session's place under the root (made
+//! again if needed), so after a deletion they stand where they stood. A kill before the sweep
+//! leaves them in the trash until the next sweep; one that cannot move them back (something of
+//! the same name stands there) leaves them there, logged, never removed. Compactions prune only
+//! the store's own temp files too.
 //! A load by another store (loads take no lease) that the move catches part way finds files gone
 //! under it: it looks at the directory again and answers `None` when it is gone (the load came
 //! after the deletion), never `state_io`, `state_corrupt` or the older state of a snapshot read
@@ -54,8 +68,10 @@
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
 //! its checksum falls back to the previous generation, whose journal holds every event up to the
 //! newer snapshot, followed by the newer journal: nothing committed is lost. Damage a crash cannot
-//! leave (a bad record with more bytes after it, or an older journal cut, emptied or missing when
-//! the fallback needs it) loads the state as it stood before the damage; the first commit after it copies the
+//! leave (a bad record with more bytes after it, a journal header that fails its checksum, a
+//! journal whose header names another generation than its file name, e.g. a copy of another
+//! generation's journal, or an older journal cut, emptied or missing when the fallback needs it)
+//! loads the state as it stood before the damage; the first commit after it copies the
 //! journals it cannot fold to `damaged-journal-<gen>.ark` (read by no load, removed with the
 //! session) and logs a warning naming the copies before it truncates or prunes them. A copy is
 //! never written over: the same journal damaged again in the same generation (other bytes) is
@@ -220,6 +236,53 @@ struct Listing {
     temps: Vec<PathBuf>,
 }
 
+/// Whether `name` is one this store gives the files it writes in a session's directory:
+/// `snapshot-<gen>.ark` and its `.tmp`, `journal-<gen>.ark`, `damaged-journal-<gen>[-<n>].ark` and
+/// its `.tmp`. (A version-1 `state.json` is the store's only when it holds the session's state:
+/// see [`written_by_store`].) Anything else in the directory is the app's own, or a hand's: never
+/// removed (see "Deletion" in the module docs).
+fn is_store_file(name: &str) -> bool {
+    let gen = |rest: &str| !rest.is_empty() && rest.len() <= 20 && rest.bytes().all(|b| b.is_ascii_digit());
+    let of = |prefix: &str, suffixes: &[&str]| {
+        name.strip_prefix(prefix)
+            .and_then(|rest| suffixes.iter().find_map(|suffix| rest.strip_suffix(suffix)))
+            .is_some_and(|middle| {
+                // `damaged-journal-<gen>-<n>`: the copies after the first.
+                let (g, n) = middle.split_once('-').unwrap_or((middle, "1"));
+                gen(g) && (prefix == "damaged-journal-" || middle == g) && gen(n)
+            })
+    };
+    of("snapshot-", &[".ark", ".tmp"])
+        || of("journal-", &[".ark"])
+        || of("damaged-journal-", &[".ark", ".tmp"])
+}
+
+/// Whether the entry `name` of session `id`'s directory `dir` was written by this store
+/// ([`is_store_file`]), or is a version-1 `state.json` holding the state of session `id` (a
+/// `state.json` of the app's own is not the store's to remove).
+fn written_by_store(dir: &Path, name: &str, id: &str) -> bool {
+    if is_store_file(name) {
+        return true;
+    }
+    if name != LEGACY_STATE_FILE {
+        return false;
+    }
+    let Ok(Some(bytes)) = read_optional(&dir.join(name)) else { return false };
+    serde_json::from_slice::<serde_json::Value>(&bytes)
+        .is_ok_and(|state| state.get("session_id").and_then(|s| s.as_str()) == Some(id))
+}
+
+/// Whether session `id`'s directory `dir` holds any file this store wrote ([`written_by_store`]).
+/// A directory that holds none is no session, whatever else it holds: it is the app's own (a root
+/// the app shares), which [`delete`](StateStore::delete) leaves alone. One that cannot be listed
+/// counts as the session's (its load tells the error).
+fn holds_store_files(dir: &Path, id: &str) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else { return true };
+    entries
+        .flatten()
+        .any(|entry| entry.file_name().to_str().is_some_and(|name| written_by_store(dir, name, id)))
+}
+
 fn list_generations(dir: &Path) -> Result<Listing, AgentError> {
     let mut snaps = Vec::new();
     let mut journals = Vec::new();
@@ -235,7 +298,7 @@ fn list_generations(dir: &Path) -> Result<Listing, AgentError> {
             snaps.push(g);
         } else if let Some(g) = gen_of("journal-", ".ark") {
             journals.push(g);
-        } else if name.ends_with(".tmp") {
+        } else if name.ends_with(".tmp") && is_store_file(name) {
             temps.push(entry.path());
         }
     }
@@ -467,8 +530,8 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
                 // generation after it began from a snapshot of a commit it does not hold, and
                 // folding onto it would make a state that never was.
                 let after = folded.map_or(gen, |(prev, _)| prev);
-                let continues =
-                    folded.is_some_and(|(prev, format)| prev + 1 == g && format == JOURNAL_FORMAT);
+                let continues = folded
+                    .is_some_and(|(prev, format)| prev.checked_add(1) == Some(g) && format == JOURNAL_FORMAT);
                 if !continues {
                     appendable = false;
                     damage = Some(Damage {
@@ -484,6 +547,16 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
             }
             let bytes = read_listed(&jpath, vanished)?.unwrap_or_default();
             let scan = decode_journal(&bytes)?;
+            if let Some(written) = scan.generation.filter(|written| *written != g) {
+                // A journal written for another generation (a copy under this one's name): its
+                // records continue another snapshot, some of them maybe folded already.
+                appendable = false;
+                damage = Some(Damage {
+                    from_gen: g,
+                    what: format!("{} is the journal of generation {written}, not of {g}", jpath.display()),
+                });
+                break;
+            }
             for event in &scan.events {
                 state.apply(event);
             }
@@ -581,11 +654,17 @@ fn orphan_journals(dir: &Path, listing: &Listing, vanished: &mut bool) -> Result
     Ok(orphans)
 }
 
-/// Whether anything of a session is on disk: its directory (which may hold no state a load
-/// reads, e.g. what a first commit cut short left), or a stray file in its place. Never writes.
-fn session_on_disk(dir: &Path) -> Result<bool, AgentError> {
-    // A stray file in its place is there too: its deletion removes it.
-    Ok(!matches!(session_entry(dir)?, SessionEntry::Missing))
+/// Whether anything of a session is on disk: its directory holding a file this store wrote
+/// (maybe no state a load reads, e.g. what a first commit cut short left), or a stray file in its
+/// place. A directory holding none of the store's files is the app's own, no session. Never
+/// writes.
+fn session_on_disk(dir: &Path, id: &str) -> Result<bool, AgentError> {
+    Ok(match session_entry(dir)? {
+        SessionEntry::Missing => false,
+        // A stray file in its place is there too: its deletion removes it.
+        SessionEntry::Stray => true,
+        SessionEntry::Dir(..) => holds_store_files(dir, id),
+    })
 }
 
 /// Whether a session directory holds a state a load reads or refuses: a snapshot file, or a
@@ -671,7 +750,7 @@ fn sweep_trash(root: &Path) -> usize {
     for entry in entries.flatten() {
         let path = entry.path();
         let gone = if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            fs::remove_dir_all(&path)
+            empty_grave(root, &path)
         } else {
             fs::remove_file(&path)
         };
@@ -680,6 +759,57 @@ fn sweep_trash(root: &Path) -> usize {
         }
     }
     removed
+}
+
+/// Empties and removes a session directory moved into the trash (`<id>.<uuid>`): the files this
+/// store wrote are removed; anything else (the app's own files in the session's directory) is
+/// moved back to the session's place under the root, made again if needed, and never removed. An
+/// entry that cannot go back (something of that name stands there, or a file stands in the
+/// directory's place) stays in the trash, as does the grave then (logged).
+fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
+    let grave_name = grave.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let id = grave_name.rsplit_once('.').map_or(grave_name, |(id, _)| id);
+    let home = root.join(id);
+    let mut restored = false;
+    for entry in fs::read_dir(grave)?.flatten() {
+        let name = entry.file_name();
+        let path = entry.path();
+        if name.to_str().is_some_and(|name| written_by_store(grave, name, id)) {
+            // A name of the store's: whatever stands under it (a directory made by a hand in a
+            // snapshot's place) is not the app's.
+            if entry.file_type()?.is_dir() {
+                fs::remove_dir_all(&path)?;
+            } else {
+                fs::remove_file(&path)?;
+            }
+            continue;
+        }
+        if validate_session_id(id).is_err()
+            || !matches!(session_entry(&home), Ok(SessionEntry::Dir(..) | SessionEntry::Missing))
+        {
+            continue;
+        }
+        match fs::create_dir(&home) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(_) => continue,
+        }
+        let back = home.join(&name);
+        if fs::symlink_metadata(&back).is_err() && fs::rename(&path, &back).is_ok() {
+            restored = true;
+        }
+    }
+    if restored {
+        let _ = sync_dir(&home);
+        let _ = sync_dir(root);
+    }
+    fs::remove_dir(grave).inspect_err(|e| {
+        log::warn!(
+            "arkagent: {} keeps files of the app's own that could not go back to {}: {e}",
+            grave.display(),
+            home.display()
+        );
+    })
 }
 
 /// Writes generation `gen` with `payload` as its snapshot and an empty journal, then prunes the
@@ -693,7 +823,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         .open(&jpath)
         .map_err(|e| io_err("cannot create", &jpath, e))?;
     journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
-    journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
+    journal.write_all(&journal_header(gen)).map_err(|e| io_err("cannot write", &jpath, e))?;
     journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
     let spath = snapshot_path(dir, gen);
     let tmp = snapshot_temp_path(dir, gen);
@@ -763,7 +893,9 @@ fn ensure_open(
             let mut valid = scan.journal_valid_len;
             if valid < JOURNAL_HEADER_LEN as u64 {
                 journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
-                journal.write_all(&journal_header()).map_err(|e| io_err("cannot write", &jpath, e))?;
+                journal
+                    .write_all(&journal_header(scan.latest_gen))
+                    .map_err(|e| io_err("cannot write", &jpath, e))?;
                 valid = JOURNAL_HEADER_LEN as u64;
                 journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
                 sync_dir(dir)?;
@@ -877,9 +1009,27 @@ fn keep_damaged(dir: &Path, session_id: &str, damage: &Damage) -> Result<(), Age
 }
 
 /// One past the highest generation of any file of the session.
+///
+/// # Errors
+/// `state_corrupt` past `u64::MAX` ([`gen_after`]).
 fn next_gen(dir: &Path) -> Result<u64, AgentError> {
     let l = list_generations(dir)?;
-    Ok(l.snaps.into_iter().chain(l.journals).max().unwrap_or(0) + 1)
+    gen_after(dir, l.snaps.into_iter().chain(l.journals).max().unwrap_or(0))
+}
+
+/// The generation after `gen`. None follows `u64::MAX`, a name only a hand (or damage) gives a
+/// file: `state_corrupt`, never a wrap to 0, whose files would sort before the older ones.
+fn gen_after(dir: &Path, gen: u64) -> Result<u64, AgentError> {
+    gen.checked_add(1).ok_or_else(|| {
+        AgentError::of(
+            codes::STATE_CORRUPT,
+            format!(
+                "{} holds generation {gen}, the last there can be: no new generation can be written (the session \
+                 can still be loaded and deleted)",
+                dir.display()
+            ),
+        )
+    })
 }
 
 impl Writer {
@@ -908,7 +1058,7 @@ impl Writer {
     }
 
     fn compact(&mut self, payload: &[u8]) -> Result<(), AgentError> {
-        let next = write_generation(&self.dir, self.gen + 1, payload)?;
+        let next = write_generation(&self.dir, gen_after(&self.dir, self.gen)?, payload)?;
         *self = next;
         Ok(())
     }
@@ -930,10 +1080,12 @@ impl Writer {
             }
             Err(e) => e,
         };
-        let next = self.gen + 1;
-        match fs::symlink_metadata(snapshot_path(&self.dir, next)) {
-            Err(nf) if nf.kind() == io::ErrorKind::NotFound => {}
-            _ => {
+        // No generation after `u64::MAX`: nothing was made (the commits go on appending).
+        let next = self.gen.checked_add(1);
+        match next.map(|next| fs::symlink_metadata(snapshot_path(&self.dir, next))) {
+            None => {}
+            Some(Err(nf)) if nf.kind() == io::ErrorKind::NotFound => {}
+            Some(_) => {
                 // The new snapshot is in place (only syncing its directory failed, or it cannot
                 // be told): loads read the new generation, so this journal is no longer theirs.
                 log::warn!(
@@ -944,8 +1096,10 @@ impl Writer {
             }
         }
         // Not made: no load reads what it left, which may hold the space a full disk lacks.
-        let _ = fs::remove_file(snapshot_temp_path(&self.dir, next));
-        let _ = fs::remove_file(journal_path(&self.dir, next));
+        if let Some(next) = next {
+            let _ = fs::remove_file(snapshot_temp_path(&self.dir, next));
+            let _ = fs::remove_file(journal_path(&self.dir, next));
+        }
         self.failed_compactions = failures.saturating_add(1);
         let grow = self.journal_len.max(payload.len() as u64);
         self.retry_at = self.journal_len.saturating_add(grow);
@@ -974,8 +1128,11 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
     let trash = root.join(TRASH_DIR);
     // A stray file (or link) in the session's place goes the same way: the rename moves the
     // entry itself, never what a link points to.
-    if let SessionEntry::Missing = session_entry(dir)? {
-        return Ok(false);
+    match session_entry(dir)? {
+        SessionEntry::Missing => return Ok(false),
+        // The app's own directory: no file of the store, no session.
+        SessionEntry::Dir(..) if !holds_store_files(dir, id) => return Ok(false),
+        _ => {}
     }
     fs::create_dir_all(&trash).map_err(|e| io_err("cannot create", &trash, e))?;
     let grave = trash.join(format!("{id}.{}", uuid::Uuid::new_v4().simple()));
@@ -1283,7 +1440,8 @@ impl StateStore for FileStore {
 
     async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {
         let dir = self.session_dir(session_id)?;
-        tokio::task::spawn_blocking(move || session_on_disk(&dir)).await.map_err(join_error)?
+        let id = session_id.to_string();
+        tokio::task::spawn_blocking(move || session_on_disk(&dir, &id)).await.map_err(join_error)?
     }
 
     async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {

@@ -679,9 +679,13 @@ export declare class Agent {
   listSessionsJson(includeWorkers?: boolean): Promise<string>;
   /**
    * Deletes a session with the sub-agent (delegate_task) sessions it ran; resolves to whether it
-   * existed (a missing session is not touched; one that cannot be read, state_corrupt or
-   * state_version_unsupported, is deleted too, as is a file or link standing where its directory
-   * should be). It takes its place on the session when called, as run() does, whether or not it
+   * existed (a missing session is not touched; one that cannot be read, state_corrupt,
+   * state_version_unsupported or state_io, is deleted too, its sub-agent sessions, which only its
+   * state names, left and listed as workers whose parent is gone, as is a file or link standing where its directory
+   * should be). Only files arkagent wrote are removed: in a stateDir the app shares, a directory
+   * holding none of arkagent's files (snapshot-*.ark, journal-*.ark...) is no session (resolves
+   * false, nothing touched), and the app's own files in a session's directory stay there, with the
+   * directory. It takes its place on the session when called, as run() does, whether or not it
    * is awaited: a run(), resume() or decision called after it waits for it (deleteSession then
    * run() on the same id, neither awaited, deletes first and the run starts a new session), and a
    * setMetadata called after it, before it settles, rejects with session_busy; called after
