@@ -95,6 +95,21 @@ async fn file_store_migrates_a_v1_session_and_replaces_it_on_the_first_commit() 
 }
 
 #[tokio::test]
+async fn file_store_deletes_a_v1_session() {
+    // Its `state.json` (version 1 spells the id `sessionId`) is the store's: the session is listed
+    // and deleted whole, never taken for a directory of the app's own.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("order-chat-1");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join(LEGACY_STATE_FILE), fixture("v1/state.json")).unwrap();
+    let store = FileStore::new(root.path());
+    assert!(store.exists("order-chat-1").await.unwrap());
+    assert!(store.delete("order-chat-1").await.unwrap());
+    assert!(!dir.exists());
+    assert_eq!(store.load("order-chat-1").await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn file_store_leaves_a_newer_session_untouched_byte_for_byte() {
     let root = tempfile::tempdir().unwrap();
     // A v3 session as a v1-style file and one as a framed snapshot + journal.

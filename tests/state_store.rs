@@ -408,3 +408,21 @@ async fn deleting_a_session_removes_the_store_s_files_and_keeps_the_app_s_own() 
     assert_eq!(fs::read(dir.join("notes.tmp")).unwrap(), b"notes");
     assert!(files(&dir, "snapshot-").is_empty() && files(&dir, "journal-").is_empty());
 }
+
+#[tokio::test]
+async fn a_compaction_keeps_a_state_json_of_the_app_s_own() {
+    // A version-1 `state.json` is the store's to prune only when it holds this session's state;
+    // one the app put in the session's directory later stays through every compaction.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("s1");
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts);
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 3, &mut state).await;
+    let before = files(&dir, "snapshot-");
+    fs::write(dir.join("state.json"), br#"{"session_id":"other","app":true}"#).unwrap();
+    play(&store, 4, 30, &mut state).await;
+    assert_ne!(files(&dir, "snapshot-"), before, "compactions ran");
+    assert_eq!(fs::read(dir.join("state.json")).unwrap(), br#"{"session_id":"other","app":true}"#);
+    assert_eq!(store.load("s1").await.unwrap(), Some(state));
+}

@@ -268,8 +268,8 @@ fn written_by_store(dir: &Path, name: &str, id: &str) -> bool {
         return false;
     }
     let Ok(Some(bytes)) = read_optional(&dir.join(name)) else { return false };
-    serde_json::from_slice::<serde_json::Value>(&bytes)
-        .is_ok_and(|state| state.get("session_id").and_then(|s| s.as_str()) == Some(id))
+    // Read as a load reads it (version 1 spells the field `sessionId`).
+    decode_state_json(&bytes).is_ok_and(|state| state.session_id == id)
 }
 
 /// Whether session `id`'s directory `dir` holds any file this store wrote ([`written_by_store`]).
@@ -813,7 +813,7 @@ fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
 }
 
 /// Writes generation `gen` with `payload` as its snapshot and an empty journal, then prunes the
-/// generations before `gen - 1`, temp files and a version-1 `state.json`.
+/// generations before `gen - 1`, its temp files and a version-1 `state.json` of the session's.
 fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, AgentError> {
     let jpath = journal_path(dir, gen);
     // O_APPEND: every write lands at the end, whatever else holds the file.
@@ -846,7 +846,14 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         for t in temps {
             let _ = fs::remove_file(t);
         }
-        let _ = fs::remove_file(dir.join(LEGACY_STATE_FILE));
+        // The directory's name is its session's id; a `state.json` of another's is the app's.
+        let ours = dir
+            .file_name()
+            .and_then(|id| id.to_str())
+            .is_some_and(|id| written_by_store(dir, LEGACY_STATE_FILE, id));
+        if ours {
+            let _ = fs::remove_file(dir.join(LEGACY_STATE_FILE));
+        }
     }
     Ok(Writer {
         dir: dir.to_path_buf(),
