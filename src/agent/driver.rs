@@ -2542,16 +2542,32 @@ impl<'a> Run<'a> {
     ) -> Result<Flow, AgentError> {
         let calls: Vec<ToolCall> = steps.iter().map(|s| s.call().clone()).collect();
         let mut results: HashMap<String, ToolResult> = HashMap::new();
+        let runs_any = steps.iter().any(|step| matches!(step, BatchStep::Execute(_)));
         let mut to_run = Vec::new();
         for step in steps {
-            match step {
-                BatchStep::Answer(AnsweredCall { call, result }) => {
-                    // Answers known before execution (denials, recorded results) are reported first.
-                    self.report_result(&call, &result);
-                    results.insert(call.id, result);
+            let (call, result) = match step {
+                BatchStep::Answer(AnsweredCall { call, result }) => (call, result),
+                BatchStep::Execute(call) => {
+                    to_run.push(call);
+                    continue;
                 }
-                BatchStep::Execute(call) => to_run.push(call),
+            };
+            // An answer decided without running (a denial by the policy, a hook or the user, a
+            // call not run) is recorded as finished when calls run after it, saved with their
+            // `started` commit: a cancel or a crash in the middle of the batch then reads it back
+            // as it was reported, not as a call the run cut short. (Recorded results keep theirs.)
+            if runs_any && !self.state.tool_runs.contains_key(&call.id) {
+                self.record(StateEvent::ToolFinished {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: result.clone(),
+                    stop_requested: false,
+                    injected: Vec::new(),
+                });
             }
+            // Answers known before execution (denials, recorded results) are reported first.
+            self.report_result(&call, &result);
+            results.insert(call.id, result);
         }
         let all_safe =
             to_run.iter().all(|c| tools.definition(&c.name).is_none_or(|d| d.risk_level == RiskLevel::Safe));
