@@ -153,7 +153,7 @@ impl Agent {
             ));
         }
         let executor = DelegateTask { parent: Arc::downgrade(self), factory: factory.clone() };
-        self.register_tool(delegate_task_definition(), Arc::new(executor))?;
+        self.register_any_tool(delegate_task_definition(), Arc::new(executor))?;
         *self.delegation.write().unwrap_or_else(|p| p.into_inner()) = Some(DelegationSetup { factory });
         Ok(())
     }
@@ -227,7 +227,7 @@ impl Agent {
     }
 
     /// The factory `enable_delegation` set (`None`: delegation was never enabled).
-    fn delegation_factory(&self) -> Option<Option<Arc<dyn WorkerFactory>>> {
+    pub(super) fn delegation_factory(&self) -> Option<Option<Arc<dyn WorkerFactory>>> {
         self.delegation.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|d| d.factory.clone())
     }
 }

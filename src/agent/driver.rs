@@ -423,14 +423,39 @@ impl AgentBuilder {
         }
     }
 
-    /// The agent, once its configuration is checked ([`AgentConfig::validate`]).
+    /// The agent, once its configuration is checked ([`AgentConfig::validate`]) and its tools
+    /// hold no `delegate_task` of the app's.
     ///
     /// # Errors
-    /// `config_invalid` naming the first bad field.
+    /// `config_invalid` naming the first bad field; `tool_name_reserved` for a `delegate_task`
+    /// in [`tools`](Self::tools) (see [`Agent::register_tool`]).
     pub fn try_build(self) -> Result<Agent, AgentError> {
         self.config.validate()?;
+        check_no_own_delegate_task(&self.tools.snapshot(), false)?;
         Ok(self.build())
     }
+}
+
+/// `delegate_task` is the delegation's tool: an app's tool of that name would have its calls
+/// taken for delegations (a worker session recorded for each, never run).
+fn reserved_tool_name() -> AgentError {
+    AgentError::of(
+        codes::TOOL_NAME_RESERVED,
+        format!(
+            "the tool name {DELEGATE_TASK} is reserved for delegation to sub-agents: enable it with \
+             enable_delegation (the native config's enableDelegation), or name the app's tool otherwise"
+        ),
+    )
+}
+
+/// Refuses a `delegate_task` in `tools` that is not the delegation's (`delegates`: the agent
+/// enabled delegation, which registered it): one the app put in the registry it built the agent
+/// with ([`Agent::register_tool`] refuses it).
+fn check_no_own_delegate_task(tools: &ToolSnapshot, delegates: bool) -> Result<(), AgentError> {
+    if !delegates && tools.definition(DELEGATE_TASK).is_some() {
+        return Err(reserved_tool_name());
+    }
+    Ok(())
 }
 
 fn now_ms() -> u64 {
@@ -441,8 +466,22 @@ impl Agent {
     /// Registers a tool (see [`ToolRegistry::register`]); later model rounds see it.
     ///
     /// # Errors
-    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate` or a `schema_*` error.
+    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate` or a `schema_*` error;
+    /// `tool_name_reserved` for `delegate_task`, the delegation's own tool
+    /// ([`enable_delegation`](Self::enable_delegation)), whether delegation is enabled or not.
     pub fn register_tool(
+        &self,
+        definition: ToolDefinition,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<(), AgentError> {
+        if definition.name == DELEGATE_TASK {
+            return Err(reserved_tool_name());
+        }
+        self.register_any_tool(definition, executor)
+    }
+
+    /// Registers a tool, `delegate_task` included (`enable_delegation` registers it so).
+    pub(super) fn register_any_tool(
         &self,
         definition: ToolDefinition,
         executor: Arc<dyn ToolExecutor>,
@@ -481,7 +520,9 @@ impl Agent {
     /// when some are).
     fn check_config(&self) -> Result<(), AgentError> {
         self.config.validate()?;
-        self.check_tool_choice(&self.tools())
+        let tools = self.tools();
+        check_no_own_delegate_task(&tools, self.delegation_factory().is_some())?;
+        self.check_tool_choice(&tools)
     }
 
     /// A `tool_choice` naming a function against `tools` (it is sent only when there are some).
@@ -2573,6 +2614,10 @@ impl<'a> Run<'a> {
             to_run.iter().all(|c| tools.definition(&c.name).is_none_or(|d| d.risk_level == RiskLevel::Safe));
         let width = if all_safe { self.agent.config.max_parallel_tools.max(1) } else { 1 };
         let batch_call_id = batch_id_of(&self.state);
+        // A `delegate_task` call runs a worker only when the delegation's tool is registered (the
+        // name is reserved for it): else the registry answers `tool_not_found` (a model that
+        // names it unasked), and no worker session is recorded for a worker that never existed.
+        let delegates = tools.definition(DELEGATE_TASK).is_some();
         let view = Arc::new(self.state.readonly_view());
         let mut abort: Option<AgentError> = None;
         let mut waiting: Option<PendingApprovalBatch> = None;
@@ -2581,7 +2626,7 @@ impl<'a> Run<'a> {
 
         'chunks: for chunk in to_run.chunks(width) {
             for call in chunk {
-                let worker_session = self.worker_of(&batch_call_id, call);
+                let worker_session = self.worker_of(&batch_call_id, call).filter(|_| delegates);
                 self.record(StateEvent::ToolStarted {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -2603,7 +2648,7 @@ impl<'a> Run<'a> {
                         services: Arc::clone(&self.agent.services),
                     };
                     let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
-                    let forward = self.worker_of(&batch_call_id, call).map(|worker| {
+                    let forward = self.worker_of(&batch_call_id, call).filter(|_| delegates).map(|worker| {
                         workers.get_or_insert_with(WorkerEvents::new).forward(self.agent, worker, &call.id)
                     });
                     let run = run_one(tools.clone(), call.clone(), ctx, timeout);
@@ -2686,7 +2731,7 @@ impl<'a> Run<'a> {
                     injected: after.inject.clone(),
                 });
                 injected.extend(after.inject);
-                if let Some(worker) = self.worker_of(&batch_call_id, &call) {
+                if let Some(worker) = self.worker_of(&batch_call_id, &call).filter(|_| delegates) {
                     // The worker's usage counts in this session's, added once, with the call's
                     // result (after it: a commit cut short never counts it twice).
                     let usage = match report.take().and_then(|r| r.usage) {

@@ -540,7 +540,8 @@ export declare class Agent {
   constructor(config: AgentConfigObject);
   /**
    * As ToolRegistry.register: the schema goes to the model as definition.parametersJson was
-   * written, keys in their order.
+   * written, keys in their order. Also throws tool_name_reserved for the name delegate_task, the
+   * tool enableDelegation registers (with delegation on or off).
    */
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
   /** Removes a tool; returns whether it was there. */
