@@ -27,7 +27,7 @@ use crate::tool::{
     ToolServiceRegistry, ToolSnapshot,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -1565,7 +1565,7 @@ impl Agent {
         while let Some(above) = parent.take() {
             let mirrors = |state: &AgentState| {
                 state.pending_approval.as_ref().is_some_and(|b| {
-                    b.worker_session.as_deref() == Some(worker.as_str())
+                    b.item_worker(approval_id) == Some(worker.as_str())
                         && b.item(approval_id).is_some_and(|i| i.decision == ApprovalDecision::Pending)
                 })
             };
@@ -1664,7 +1664,9 @@ impl Agent {
         if mirrored && decided == Some(decision.outcome()) {
             return Ok(Some(Decided { batch: batch.clone(), parent: None }));
         }
-        if let Some(worker) = batch.worker_session.clone() {
+        // The worker whose batch holds the item (a mirror's: the mirrored worker's, or one frozen
+        // beside it).
+        if let Some(worker) = batch.item_worker(approval_id).map(str::to_owned) {
             if mirrored || decided == Some(ApprovalDecision::Pending) {
                 // `None`: the worker moved on; this mirror records the decision alone, unless
                 // the app decided otherwise on the worker session and that decision is still
@@ -1733,7 +1735,7 @@ impl Agent {
         batch: &PendingApprovalBatch,
         approval_id: &str,
     ) -> Result<Option<UserDecision>, AgentError> {
-        let mut next = batch.worker_session.clone();
+        let mut next = batch.item_worker(approval_id).map(str::to_owned);
         while let Some(worker) = next.take() {
             if self.session_in_use(&worker).now {
                 drop(self.session_lock(&worker).lock_owned().await);
@@ -1744,7 +1746,7 @@ impl Agent {
             match b.item(approval_id) {
                 None => break,
                 Some(i) => match i.decision {
-                    ApprovalDecision::Pending => next = b.worker_session.clone(),
+                    ApprovalDecision::Pending => next = b.item_worker(approval_id).map(str::to_owned),
                     ApprovalDecision::Approved => return Ok(Some(UserDecision::Approve)),
                     ApprovalDecision::Denied => {
                         return Ok(Some(UserDecision::Deny(i.deny_reason.clone().unwrap_or_default())))
@@ -1808,7 +1810,7 @@ impl Agent {
             match state.pending_approval {
                 Some(b) if b.item(&first.approval_id).is_some() => {
                     usage.add(&state.usage);
-                    next = b.worker_session;
+                    next = b.item_worker(&first.approval_id).map(str::to_owned);
                 }
                 _ => return Ok((true, usage)),
             }
@@ -2695,7 +2697,13 @@ impl<'a> Run<'a> {
                         match self.worker_awaiting(&batch_call_id, &call, frozen, announced).await {
                             // The call stays `started`: it runs again once the user decided.
                             Some(mirror) => {
-                                waiting.get_or_insert(mirror);
+                                match &mut waiting {
+                                    None => waiting = Some(mirror),
+                                    // A worker frozen beside the first (parallel delegations):
+                                    // its items are offered with the first's, so the user
+                                    // decides them all at once, each in its own worker.
+                                    Some(first) => first.add_beside(mirror),
+                                }
                                 continue;
                             }
                             None => ToolResult::from_error(&e),
@@ -2962,6 +2970,7 @@ impl<'a> Run<'a> {
             // Filled in by `execute` with the parent's batch as it stands.
             calls: Vec::new(),
             worker_session: Some(worker),
+            item_workers: BTreeMap::new(),
             injected: Vec::new(),
             stop_requested: false,
             dismissed: None,

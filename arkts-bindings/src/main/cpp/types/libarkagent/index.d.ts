@@ -398,7 +398,11 @@ export interface RunOutcomeObject {
   errorCode?: string;
   errorLayer?: string;
   errorMessage?: string;
-  /** The frozen batch when status is 'awaiting_approval', as JSON (PendingApprovalBatch, snake_case). */
+  /**
+   * The frozen batch when status is 'awaiting_approval', as JSON (PendingApprovalBatch, snake_case).
+   * A sub-agent's: worker_session names the worker; the items of workers frozen beside it (parallel
+   * delegations) come in the same batch, after its own, with item_workers {approval_id: worker session}.
+   */
   batchJson?: string;
   /**
    * Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}.
