@@ -352,3 +352,41 @@ async fn an_abort_ends_a_worker_frozen_beside_the_call_it_aborted_on() {
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
     assert_eq!(model.remaining(), 0);
 }
+
+#[tokio::test]
+async fn workers_frozen_side_by_side_one_level_down_are_offered_at_once_at_the_top() {
+    // The parent delegates once; its worker delegates twice in parallel, and both of those freeze.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级清缓存"}"#)]),
+        calls(&[
+            ("e1", DELEGATE_TASK, r#"{"task":"清缓存 A"}"#),
+            ("e2", DELEGATE_TASK, r#"{"task":"清缓存 B"}"#),
+        ]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("已清空"),
+        answer("已清空"),
+        answer("下级已清空"),
+        answer("全部完成"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 2);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items.len(), 2, "both inner workers' calls, offered at the top: {batch:#?}");
+    let middle = batch.worker_session.clone().unwrap();
+    assert!(batch.item_workers.is_empty(), "every item is decided through the middle worker");
+    let middle_batch = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap();
+    assert_eq!(middle_batch.item_workers.len(), 1, "{middle_batch:#?}");
+    for item in &batch.items {
+        agent.approve("parent", &item.approval_id).await.unwrap();
+        let inner = middle_batch.item_worker(&item.approval_id).unwrap();
+        let held = store.load(inner).await.unwrap().unwrap().pending_approval.unwrap();
+        assert!(held.is_fully_decided(), "{inner} decided too");
+    }
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 2);
+    assert_eq!(model.remaining(), 0);
+}
