@@ -75,6 +75,9 @@ error_codes! {
     TOOL_NAME_INVALID = "tool_name_invalid" => Config;
     /// A tool with this name is already registered.
     TOOL_NAME_DUPLICATE = "tool_name_duplicate" => Config;
+    /// An app's tool named `delegate_task`: the name is the runtime's delegation tool, whose
+    /// calls run sub-agents (`Agent::enable_delegation`, the native config's `enableDelegation`).
+    TOOL_NAME_RESERVED = "tool_name_reserved" => Config;
     /// A schema uses a keyword outside the whitelist (the message names it and its path).
     SCHEMA_UNSUPPORTED_KEYWORD = "schema_unsupported_keyword" => Config;
     /// `type` is missing where required, not a string / array of strings, or names an unknown type.

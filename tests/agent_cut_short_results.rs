@@ -3,12 +3,14 @@
 //! short get the answer the state gives them when it is read back (a started call's
 //! `tool_interrupted` "may or may not have taken effect", one that never ran its "did not run"),
 //! after the run's end was saved. A UI that pairs each `ToolCallFinished` with its `ToolResult`
-//! closes them all.
+//! closes them all. A call the batch answered without running it (a denial) was not cut short:
+//! the state keeps the answer its event gave.
 
 #[path = "support/runtime.rs"]
 mod support;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, AgentEvent, EventLog};
+use arkagent::approval::{ApprovalPolicy, DefaultApprovalPolicy, PolicyDecision};
 use arkagent::message::ToolCall;
 use arkagent::state::{tool_result_message, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
@@ -169,4 +171,46 @@ async fn a_batch_that_completes_gives_no_second_tool_result() {
     let events = events.events();
     results_match_the_state(&events, &store, &["c1", "c2"]).await;
     assert!(matches!(events.last(), Some(AgentEvent::RunFinished { .. })));
+}
+
+/// The default policy, but `fast` is denied outright.
+struct DenyFast;
+
+impl ApprovalPolicy for DenyFast {
+    fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
+        if call.name == "fast" {
+            return PolicyDecision::Deny("fast is off".into());
+        }
+        DefaultApprovalPolicy.decide(call, definition)
+    }
+}
+
+#[tokio::test]
+async fn a_call_the_policy_denied_keeps_its_denial_when_the_batch_is_cancelled() {
+    // `c1` is denied by the policy (its `ToolResult` goes out before anything runs), `c2` runs
+    // until the cancel: the state read back says `c1` was denied, as the event did, not that the
+    // run was interrupted before it ran.
+    let finished = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("c1", "fast", "{}"), ("c2", "slow", "{}")]),
+        answer("never asked"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent =
+        AgentBuilder::new(model, store.clone()).tools(tools(&finished)).policy(Arc::new(DenyFast)).build();
+    let (events, signal) = (EventLog::new(), CancellationSignal::new());
+    let run = agent.run("s", "q", &events, &signal);
+    let cancel = async {
+        while !events.events().iter().any(|e| matches!(e, AgentEvent::ToolResult { .. })) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        signal.cancel("the user left");
+    };
+    let (out, ()) = tokio::join!(tokio::time::timeout(Duration::from_secs(5), run), cancel);
+    assert_eq!(out.expect("the cancel ends the run").unwrap().status(), RunStatus::Cancelled);
+    assert_eq!(finished.load(Ordering::SeqCst), 0, "the denied call never ran");
+    let results = results_match_the_state(&events.events(), &store, &["c1", "c2"]).await;
+    assert_eq!(results[0].to_model_text(), "denied by policy: fast is off");
+    assert_eq!(code(&results[0]), codes::TOOL_DENIED);
+    assert_eq!(code(&results[1]), codes::TOOL_INTERRUPTED);
 }

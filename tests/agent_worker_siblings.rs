@@ -1,5 +1,7 @@
 //! Parallel delegations of one batch whose workers freeze side by side: the parent mirrors one
-//! worker's batch (`worker_session`), the others wait beside it. A dismissal of the parent settles
+//! worker's batch (`worker_session`) and offers the items of the others frozen beside it in the
+//! same batch (`item_workers`), so the user decides them all at once and one resume runs them,
+//! each decision reaching the worker that holds its item. A dismissal of the parent settles
 //! every one of them with its denial (none runs its dangerous call, none stays awaiting, each
 //! one's usage counted in the parent once); a parent's run that ends cancelled or aborted while
 //! one is frozen ends it `cancelled`, its batch cleared, so its call never runs for nobody; and
@@ -11,6 +13,7 @@ mod delegation;
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
+use arkagent::approval::ApprovalDecision;
 use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
 use arkagent::message::{ToolCall, Usage};
 use arkagent::provider::ModelResponse;
@@ -151,33 +154,82 @@ async fn usage_so_far_counts_every_worker_frozen_in_the_batch_once() {
 }
 
 #[tokio::test]
-async fn a_resume_still_reaches_the_second_frozen_worker_counted_once() {
+async fn every_frozen_worker_items_are_offered_at_once_and_one_resume_runs_them() {
     let cleared = Arc::new(AtomicUsize::new(0));
     let model = Arc::new(Script::new(vec![
         two_delegations(),
         costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20),
         costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30),
-        costing(answer("worker done"), 400, 40), // the mirrored worker, continued
-        costing(answer("worker done"), 500, 50), // the other, continued on the second resume
+        costing(answer("worker done"), 400, 40),
+        costing(answer("worker done"), 500, 50),
+        costing(answer("parent done"), 600, 60),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 1);
+    let events = EventLog::new();
+    let out = agent.run("parent", "q", &events, &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    // One batch offers both workers' calls: the mirrored worker's, and the one frozen beside it,
+    // each named with the worker session it is decided in.
+    let workers = workers(&store).await;
+    assert_eq!(workers.len(), 2);
+    assert_eq!(batch.items.len(), 2, "{batch:#?}");
+    let first = batch.worker_session.clone().expect("a mirror");
+    let beside = workers.iter().find(|w| **w != first).unwrap().clone();
+    assert_eq!(batch.item_worker(&batch.items[0].approval_id), Some(first.as_str()));
+    assert_eq!(batch.item_worker(&batch.items[1].approval_id), Some(beside.as_str()));
+    let approvals: Vec<_> =
+        events.events().into_iter().filter(|e| matches!(e, AgentEvent::ApprovalRequired { .. })).collect();
+    assert!(matches!(approvals.last(), Some(AgentEvent::ApprovalRequired { batch: last }) if *last == batch));
+    // Both frozen workers' usage, counted once.
+    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(600, 60)));
+    // A decision on the parent reaches the worker that holds the item.
+    agent.approve("parent", &batch.items[1].approval_id).await.unwrap();
+    let held = store.load(&beside).await.unwrap().unwrap().pending_approval.unwrap();
+    assert_eq!(held.items[0].decision, ApprovalDecision::Approved);
+    // A decision on a worker session reaches the parent's batch.
+    agent.approve(&first, &batch.items[0].approval_id).await.unwrap();
+    let mirror = store.load("parent").await.unwrap().unwrap().pending_approval.unwrap();
+    assert!(mirror.is_fully_decided(), "{mirror:#?}");
+    // One resume runs both approved calls, in their workers, and the parent answers.
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, usage: used, .. } = out else { panic!("{out:?}") };
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(used, usage(2100, 210));
+    assert_eq!(cleared.load(Ordering::SeqCst), 2);
+    for worker in &workers {
+        assert_eq!(store.load(worker).await.unwrap().unwrap().status, RunStatus::Completed, "{worker}");
+    }
+}
+
+#[tokio::test]
+async fn a_denial_of_the_item_beside_reaches_its_worker_only() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 200, 20),
+        costing(calls(&[("w1", "clear_baking_cache", "{}")]), 300, 30),
+        costing(answer("worker done"), 400, 40),
+        costing(answer("worker done"), 500, 50),
         costing(answer("parent done"), 600, 60),
     ]));
     let store = Arc::new(MemStore::new());
     let agent = delegation::agent(model.clone(), store.clone(), &cleared, 1);
     let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items.len(), 2, "{batch:#?}");
     agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    agent.deny("parent", &batch.items[1].approval_id, "not that one").await.unwrap();
     let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch: second } = out else { panic!("{out:?}") };
-    assert_ne!(second.worker_session, batch.worker_session, "the other worker's items, as before");
-    assert_eq!(cleared.load(Ordering::SeqCst), 1);
-    // The first worker finished (its usage is the parent's now), the second is mirrored.
-    assert_eq!(agent.usage_so_far("parent").await.unwrap(), Some(usage(1000, 100)));
-    agent.approve("parent", &second.items[0].approval_id).await.unwrap();
-    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Finished { status, usage: used, .. } = out else { panic!("{out:?}") };
-    assert_eq!(status, RunStatus::Completed);
-    assert_eq!(used, usage(2100, 210));
-    assert_eq!(cleared.load(Ordering::SeqCst), 2);
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 1, "only the approved call ran");
+    // Each delegating call got its worker's answer (the denied worker answered after its denial).
+    let results = tool_messages(&store.load("parent").await.unwrap().unwrap().messages);
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|(_, text, is_error)| text == "worker done" && !is_error), "{results:?}");
+    let beside = batch.item_worker(&batch.items[1].approval_id).unwrap();
+    let worker = store.load(beside).await.unwrap().unwrap();
+    assert!(tool_messages(&worker.messages)[0].1.contains("not that one"), "{:?}", worker.messages);
 }
 
 /// An agent whose workers also have `wait` (safe): it waits until a worker froze, then runs
@@ -298,5 +350,43 @@ async fn an_abort_ends_a_worker_frozen_beside_the_call_it_aborted_on() {
         assert!(agent.resume(worker, &EventLog::new(), &none()).await.is_err(), "{worker}");
     }
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn workers_frozen_side_by_side_one_level_down_are_offered_at_once_at_the_top() {
+    // The parent delegates once; its worker delegates twice in parallel, and both of those freeze.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级清缓存"}"#)]),
+        calls(&[
+            ("e1", DELEGATE_TASK, r#"{"task":"清缓存 A"}"#),
+            ("e2", DELEGATE_TASK, r#"{"task":"清缓存 B"}"#),
+        ]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("已清空"),
+        answer("已清空"),
+        answer("下级已清空"),
+        answer("全部完成"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 2);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items.len(), 2, "both inner workers' calls, offered at the top: {batch:#?}");
+    let middle = batch.worker_session.clone().unwrap();
+    assert!(batch.item_workers.is_empty(), "every item is decided through the middle worker");
+    let middle_batch = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap();
+    assert_eq!(middle_batch.item_workers.len(), 1, "{middle_batch:#?}");
+    for item in &batch.items {
+        agent.approve("parent", &item.approval_id).await.unwrap();
+        let inner = middle_batch.item_worker(&item.approval_id).unwrap();
+        let held = store.load(inner).await.unwrap().unwrap().pending_approval.unwrap();
+        assert!(held.is_fully_decided(), "{inner} decided too");
+    }
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 2);
     assert_eq!(model.remaining(), 0);
 }

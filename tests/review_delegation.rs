@@ -393,8 +393,9 @@ async fn two_items_decided_differently_on_the_worker_missing_the_parent() {
     assert_eq!(model.remaining(), 0);
 }
 
-/// Two delegating calls in one batch, both workers freeze. The parent mirrors one; each is
-/// approved in turn through the parent; each dangerous call runs once.
+/// Two delegating calls in one batch, both workers freeze. The parent mirrors one and offers
+/// the other's item in the same batch; both are approved through the parent, and one resume runs
+/// each dangerous call once.
 #[tokio::test]
 async fn two_delegations_in_one_batch_both_freeze() {
     let store: Arc<dyn StateStore> = Arc::new(MemStore::new());
@@ -408,21 +409,17 @@ async fn two_delegations_in_one_batch_both_freeze() {
         answer("parent answer"),
     ]));
     let agent = agent(model.clone(), store.clone(), &cleared, 1);
-    let mut out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
-    let mut workers = Vec::new();
-    let mut rounds = 0;
-    while let RunOutcome::Suspended { batch } = &out {
-        rounds += 1;
-        assert!(rounds < 5, "{out:?}");
-        workers.push(batch.worker_session.clone().unwrap());
-        // Decide the worker that is not mirrored too, directly (approve), when it exists.
-        agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
-        out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
-    }
-    let RunOutcome::Finished { status, final_text, .. } = out else { unreachable!() };
-    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    let workers: Vec<&str> = batch.items.iter().filter_map(|i| batch.item_worker(&i.approval_id)).collect();
     assert_eq!(workers.len(), 2);
     assert_ne!(workers[0], workers[1]);
+    for item in &batch.items {
+        agent.approve("parent", &item.approval_id).await.unwrap();
+    }
+    let out = agent.resume("parent", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Finished { status, final_text, .. } = out else { panic!("{out:?}") };
+    assert_eq!((status, final_text.as_deref()), (RunStatus::Completed, Some("parent answer")));
     assert_eq!(cleared.load(Ordering::SeqCst), 2);
 }
 

@@ -149,6 +149,7 @@ fn awaiting() -> AgentState {
         stop_requested: false,
         dismissed: None,
         approved_calls: None,
+        item_workers: Default::default(),
     });
     s
 }
@@ -273,6 +274,7 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
             stop_requested: false,
             dismissed: None,
             approved_calls: None,
+            item_workers: Default::default(),
         });
     }
     s

@@ -11,7 +11,12 @@
 //! 2. The parent's runtime then freezes its own batch on the worker's items
 //!    ([`PendingApprovalBatch::worker_session`](crate::approval::PendingApprovalBatch)); the
 //!    delegating call stays `started`. The app sees one `approval_required`, on the parent.
-//! 3. A decision on the parent goes to the worker's batch first, then to the parent's.
+//!    Workers that froze beside it (parallel delegations of the same chunk) have their items
+//!    offered in the same batch, after the first's
+//!    ([`PendingApprovalBatch::item_workers`](crate::approval::PendingApprovalBatch)).
+//! 3. A decision on the parent goes to the batch of the worker that holds the item first
+//!    ([`PendingApprovalBatch::item_worker`](crate::approval::PendingApprovalBatch::item_worker)),
+//!    then to the parent's.
 //! 4. On the parent's resume the delegating call runs again. The call is idempotent: it continues
 //!    the worker session (one per delegating call and batch) where it stands, so the approved call
 //!    runs once, in the worker, and the worker's answer becomes the parent's result. The same holds
@@ -152,7 +157,7 @@ impl Agent {
             ));
         }
         let executor = DelegateTask { parent: Arc::downgrade(self), factory: factory.clone() };
-        self.register_tool(delegate_task_definition(), Arc::new(executor))?;
+        self.register_any_tool(delegate_task_definition(), Arc::new(executor))?;
         *self.delegation.write().unwrap_or_else(|p| p.into_inner()) = Some(DelegationSetup { factory });
         Ok(())
     }
@@ -226,7 +231,7 @@ impl Agent {
     }
 
     /// The factory `enable_delegation` set (`None`: delegation was never enabled).
-    fn delegation_factory(&self) -> Option<Option<Arc<dyn WorkerFactory>>> {
+    pub(super) fn delegation_factory(&self) -> Option<Option<Arc<dyn WorkerFactory>>> {
         self.delegation.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|d| d.factory.clone())
     }
 }

@@ -27,7 +27,7 @@ use crate::tool::{
     ToolServiceRegistry, ToolSnapshot,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -423,14 +423,39 @@ impl AgentBuilder {
         }
     }
 
-    /// The agent, once its configuration is checked ([`AgentConfig::validate`]).
+    /// The agent, once its configuration is checked ([`AgentConfig::validate`]) and its tools
+    /// hold no `delegate_task` of the app's.
     ///
     /// # Errors
-    /// `config_invalid` naming the first bad field.
+    /// `config_invalid` naming the first bad field; `tool_name_reserved` for a `delegate_task`
+    /// in [`tools`](Self::tools) (see [`Agent::register_tool`]).
     pub fn try_build(self) -> Result<Agent, AgentError> {
         self.config.validate()?;
+        check_no_own_delegate_task(&self.tools.snapshot(), false)?;
         Ok(self.build())
     }
+}
+
+/// `delegate_task` is the delegation's tool: an app's tool of that name would have its calls
+/// taken for delegations (a worker session recorded for each, never run).
+fn reserved_tool_name() -> AgentError {
+    AgentError::of(
+        codes::TOOL_NAME_RESERVED,
+        format!(
+            "the tool name {DELEGATE_TASK} is reserved for delegation to sub-agents: enable it with \
+             enable_delegation (the native config's enableDelegation), or name the app's tool otherwise"
+        ),
+    )
+}
+
+/// Refuses a `delegate_task` in `tools` that is not the delegation's (`delegates`: the agent
+/// enabled delegation, which registered it): one the app put in the registry it built the agent
+/// with ([`Agent::register_tool`] refuses it).
+fn check_no_own_delegate_task(tools: &ToolSnapshot, delegates: bool) -> Result<(), AgentError> {
+    if !delegates && tools.definition(DELEGATE_TASK).is_some() {
+        return Err(reserved_tool_name());
+    }
+    Ok(())
 }
 
 fn now_ms() -> u64 {
@@ -441,8 +466,22 @@ impl Agent {
     /// Registers a tool (see [`ToolRegistry::register`]); later model rounds see it.
     ///
     /// # Errors
-    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate` or a `schema_*` error.
+    /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate` or a `schema_*` error;
+    /// `tool_name_reserved` for `delegate_task`, the delegation's own tool
+    /// ([`enable_delegation`](Self::enable_delegation)), whether delegation is enabled or not.
     pub fn register_tool(
+        &self,
+        definition: ToolDefinition,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<(), AgentError> {
+        if definition.name == DELEGATE_TASK {
+            return Err(reserved_tool_name());
+        }
+        self.register_any_tool(definition, executor)
+    }
+
+    /// Registers a tool, `delegate_task` included (`enable_delegation` registers it so).
+    pub(super) fn register_any_tool(
         &self,
         definition: ToolDefinition,
         executor: Arc<dyn ToolExecutor>,
@@ -481,7 +520,9 @@ impl Agent {
     /// when some are).
     fn check_config(&self) -> Result<(), AgentError> {
         self.config.validate()?;
-        self.check_tool_choice(&self.tools())
+        let tools = self.tools();
+        check_no_own_delegate_task(&tools, self.delegation_factory().is_some())?;
+        self.check_tool_choice(&tools)
     }
 
     /// A `tool_choice` naming a function against `tools` (it is sent only when there are some).
@@ -1525,7 +1566,7 @@ impl Agent {
         while let Some(above) = parent.take() {
             let mirrors = |state: &AgentState| {
                 state.pending_approval.as_ref().is_some_and(|b| {
-                    b.worker_session.as_deref() == Some(worker.as_str())
+                    b.item_worker(approval_id) == Some(worker.as_str())
                         && b.item(approval_id).is_some_and(|i| i.decision == ApprovalDecision::Pending)
                 })
             };
@@ -1624,7 +1665,9 @@ impl Agent {
         if mirrored && decided == Some(decision.outcome()) {
             return Ok(Some(Decided { batch: batch.clone(), parent: None }));
         }
-        if let Some(worker) = batch.worker_session.clone() {
+        // The worker whose batch holds the item (a mirror's: the mirrored worker's, or one frozen
+        // beside it).
+        if let Some(worker) = batch.item_worker(approval_id).map(str::to_owned) {
             if mirrored || decided == Some(ApprovalDecision::Pending) {
                 // `None`: the worker moved on; this mirror records the decision alone, unless
                 // the app decided otherwise on the worker session and that decision is still
@@ -1693,7 +1736,7 @@ impl Agent {
         batch: &PendingApprovalBatch,
         approval_id: &str,
     ) -> Result<Option<UserDecision>, AgentError> {
-        let mut next = batch.worker_session.clone();
+        let mut next = batch.item_worker(approval_id).map(str::to_owned);
         while let Some(worker) = next.take() {
             if self.session_in_use(&worker).now {
                 drop(self.session_lock(&worker).lock_owned().await);
@@ -1704,7 +1747,7 @@ impl Agent {
             match b.item(approval_id) {
                 None => break,
                 Some(i) => match i.decision {
-                    ApprovalDecision::Pending => next = b.worker_session.clone(),
+                    ApprovalDecision::Pending => next = b.item_worker(approval_id).map(str::to_owned),
                     ApprovalDecision::Approved => return Ok(Some(UserDecision::Approve)),
                     ApprovalDecision::Denied => {
                         return Ok(Some(UserDecision::Deny(i.deny_reason.clone().unwrap_or_default())))
@@ -1768,7 +1811,7 @@ impl Agent {
             match state.pending_approval {
                 Some(b) if b.item(&first.approval_id).is_some() => {
                     usage.add(&state.usage);
-                    next = b.worker_session;
+                    next = b.item_worker(&first.approval_id).map(str::to_owned);
                 }
                 _ => return Ok((true, usage)),
             }
@@ -2543,21 +2586,41 @@ impl<'a> Run<'a> {
     ) -> Result<Flow, AgentError> {
         let calls: Vec<ToolCall> = steps.iter().map(|s| s.call().clone()).collect();
         let mut results: HashMap<String, ToolResult> = HashMap::new();
+        let runs_any = steps.iter().any(|step| matches!(step, BatchStep::Execute(_)));
         let mut to_run = Vec::new();
         for step in steps {
-            match step {
-                BatchStep::Answer(AnsweredCall { call, result }) => {
-                    // Answers known before execution (denials, recorded results) are reported first.
-                    self.report_result(&call, &result);
-                    results.insert(call.id, result);
+            let (call, result) = match step {
+                BatchStep::Answer(AnsweredCall { call, result }) => (call, result),
+                BatchStep::Execute(call) => {
+                    to_run.push(call);
+                    continue;
                 }
-                BatchStep::Execute(call) => to_run.push(call),
+            };
+            // An answer decided without running (a denial by the policy, a hook or the user, a
+            // call not run) is recorded as finished when calls run after it, saved with their
+            // `started` commit: a cancel or a crash in the middle of the batch then reads it back
+            // as it was reported, not as a call the run cut short. (Recorded results keep theirs.)
+            if runs_any && !self.state.tool_runs.contains_key(&call.id) {
+                self.record(StateEvent::ToolFinished {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: result.clone(),
+                    stop_requested: false,
+                    injected: Vec::new(),
+                });
             }
+            // Answers known before execution (denials, recorded results) are reported first.
+            self.report_result(&call, &result);
+            results.insert(call.id, result);
         }
         let all_safe =
             to_run.iter().all(|c| tools.definition(&c.name).is_none_or(|d| d.risk_level == RiskLevel::Safe));
         let width = if all_safe { self.agent.config.max_parallel_tools.max(1) } else { 1 };
         let batch_call_id = batch_id_of(&self.state);
+        // A `delegate_task` call runs a worker only when the delegation's tool is registered (the
+        // name is reserved for it): else the registry answers `tool_not_found` (a model that
+        // names it unasked), and no worker session is recorded for a worker that never existed.
+        let delegates = tools.definition(DELEGATE_TASK).is_some();
         let view = Arc::new(self.state.readonly_view());
         let mut abort: Option<AgentError> = None;
         let mut waiting: Option<PendingApprovalBatch> = None;
@@ -2566,7 +2629,7 @@ impl<'a> Run<'a> {
 
         'chunks: for chunk in to_run.chunks(width) {
             for call in chunk {
-                let worker_session = self.worker_of(&batch_call_id, call);
+                let worker_session = self.worker_of(&batch_call_id, call).filter(|_| delegates);
                 self.record(StateEvent::ToolStarted {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -2588,7 +2651,7 @@ impl<'a> Run<'a> {
                         services: Arc::clone(&self.agent.services),
                     };
                     let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
-                    let forward = self.worker_of(&batch_call_id, call).map(|worker| {
+                    let forward = self.worker_of(&batch_call_id, call).filter(|_| delegates).map(|worker| {
                         workers.get_or_insert_with(WorkerEvents::new).forward(self.agent, worker, &call.id)
                     });
                     let run = run_one(tools.clone(), call.clone(), ctx, timeout);
@@ -2635,7 +2698,13 @@ impl<'a> Run<'a> {
                         match self.worker_awaiting(&batch_call_id, &call, frozen, announced).await {
                             // The call stays `started`: it runs again once the user decided.
                             Some(mirror) => {
-                                waiting.get_or_insert(mirror);
+                                match &mut waiting {
+                                    None => waiting = Some(mirror),
+                                    // A worker frozen beside the first (parallel delegations):
+                                    // its items are offered with the first's, so the user
+                                    // decides them all at once, each in its own worker.
+                                    Some(first) => first.add_beside(mirror),
+                                }
                                 continue;
                             }
                             None => ToolResult::from_error(&e),
@@ -2671,7 +2740,7 @@ impl<'a> Run<'a> {
                     injected: after.inject.clone(),
                 });
                 injected.extend(after.inject);
-                if let Some(worker) = self.worker_of(&batch_call_id, &call) {
+                if let Some(worker) = self.worker_of(&batch_call_id, &call).filter(|_| delegates) {
                     // The worker's usage counts in this session's, added once, with the call's
                     // result (after it: a commit cut short never counts it twice).
                     let usage = match report.take().and_then(|r| r.usage) {
@@ -2902,6 +2971,7 @@ impl<'a> Run<'a> {
             // Filled in by `execute` with the parent's batch as it stands.
             calls: Vec::new(),
             worker_session: Some(worker),
+            item_workers: BTreeMap::new(),
             injected: Vec::new(),
             stop_requested: false,
             dismissed: None,

@@ -28,6 +28,7 @@ use crate::state::StateEvent;
 use crate::tool::{RiskLevel, ToolResult};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// What happens to one call of a batch, once hooks and the policy have spoken.
 #[derive(Debug, Clone, PartialEq)]
@@ -209,6 +210,7 @@ pub fn plan_batch(
         created_at_ms: now_ms,
         calls: batch_calls,
         worker_session: None,
+        item_workers: BTreeMap::new(),
         injected: Vec::new(),
         stop_requested: false,
         dismissed: None,
@@ -276,6 +278,23 @@ impl PendingApprovalBatch {
     /// The item with this approval id.
     pub fn item(&self, approval_id: &str) -> Option<&PendingApprovalItem> {
         self.items.iter().find(|i| i.approval_id == approval_id)
+    }
+
+    /// The worker session whose frozen batch holds the item `approval_id` of a mirror: the one
+    /// [`item_workers`](Self::item_workers) names, else [`worker_session`](Self::worker_session)
+    /// (`None` for a batch of this session's own calls).
+    pub fn item_worker(&self, approval_id: &str) -> Option<&str> {
+        self.item_workers.get(approval_id).or(self.worker_session.as_ref()).map(String::as_str)
+    }
+
+    /// Adds to this mirror the items of `beside`, the mirror of a worker frozen beside this one's
+    /// in the same batch (parallel delegations): offered with these, each decided in its worker.
+    pub fn add_beside(&mut self, beside: PendingApprovalBatch) {
+        let Some(worker) = beside.worker_session else { return };
+        for item in beside.items {
+            self.item_workers.insert(item.approval_id.clone(), worker.clone());
+            self.items.push(item);
+        }
     }
 
     /// The items still waiting for a decision, in call order.

@@ -24,6 +24,7 @@ pub use policy::{arguments_hash, DefaultApprovalPolicy};
 use crate::message::{ChatMessage, ToolCall};
 use crate::tool::{CancellationSignal, RiskLevel, ToolDefinition};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What a policy says about one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +123,14 @@ pub struct PendingApprovalBatch {
     /// again. Empty in mirrors persisted before this was kept (the calls are then planned anew).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_session: Option<String>,
+    /// A mirror's (see `worker_session`): the items of the workers frozen beside that one in
+    /// the same batch (parallel delegations), by approval id, with the worker session each comes
+    /// from. They are offered in `items` after the mirrored worker's, so the user decides every
+    /// frozen worker's calls at once; a decision on one goes to its own worker's batch first
+    /// ([`item_worker`](Self::item_worker)). Empty when one worker froze (and in batches persisted
+    /// before this was kept: the others' items then come with the parent's next resume).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub item_workers: BTreeMap<String, String>,
     /// A mirror's (see `worker_session`) messages that the parent's after-hooks injected for the
     /// calls that finished before the worker froze: appended after the batch's results once it
     /// completes, as they would have been without the freeze.

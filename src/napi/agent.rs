@@ -291,7 +291,8 @@ impl JsAgent {
     ///
     /// # Errors
     /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate`, a `schema_*` error, or
-    /// `config_invalid`.
+    /// `config_invalid`; `tool_name_reserved` for `delegate_task` (the tool `enableDelegation`
+    /// registers).
     #[napi]
     pub fn register_tool(
         &self,

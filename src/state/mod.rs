@@ -334,7 +334,8 @@ pub enum StateEvent {
         worker_session: Option<String>,
     },
     /// A call finished, or was answered without running (its arguments were cut off at the
-    /// model's token limit: `tool_arguments_truncated`).
+    /// model's token limit: `tool_arguments_truncated`; or it was denied, by the policy, a hook
+    /// or the user, in a batch whose other calls run).
     ToolFinished {
         /// Call id.
         call_id: String,

@@ -239,6 +239,15 @@ test('enableDelegation registers delegate_task; a worker answers through it', as
   assert.deepEqual(scripted([]).toolNames(), []);
 });
 
+test('delegate_task is the delegation\'s name: an app\'s own tool of that name is tool_name_reserved, delegation on or off', () => {
+  for (const enableDelegation of [false, true]) {
+    const agent = scripted([], { enableDelegation });
+    const e = throwsWithCode(assert, () => agent.registerTool({ name: 'delegate_task', description: 'mine', parametersJson: objectSchema }, () => text('mine')), 'tool_name_reserved', 'config');
+    assert.match(e.message, /enableDelegation/);
+    assert.deepEqual(agent.toolNames(), enableDelegation ? ['delegate_task'] : []);
+  }
+});
+
 test('a worker\'s events reach the listener as worker_event, wrapped, before the delegating call\'s result', async () => {
   const agent = scripted(
     [

@@ -46,6 +46,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         stop_requested: false,
                         dismissed: None,
                         approved_calls: None,
+                        item_workers: Default::default(),
                     },
                     // Both forms of the record (a worker's batch announced, and not).
                     announced: k.is_multiple_of(2),

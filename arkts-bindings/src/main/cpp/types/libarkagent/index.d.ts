@@ -398,7 +398,11 @@ export interface RunOutcomeObject {
   errorCode?: string;
   errorLayer?: string;
   errorMessage?: string;
-  /** The frozen batch when status is 'awaiting_approval', as JSON (PendingApprovalBatch, snake_case). */
+  /**
+   * The frozen batch when status is 'awaiting_approval', as JSON (PendingApprovalBatch, snake_case).
+   * A sub-agent's: worker_session names the worker; the items of workers frozen beside it (parallel
+   * delegations) come in the same batch, after its own, with item_workers {approval_id: worker session}.
+   */
   batchJson?: string;
   /**
    * Token usage of the session so far, as JSON {prompt_tokens, completion_tokens, total_tokens}.
@@ -540,7 +544,8 @@ export declare class Agent {
   constructor(config: AgentConfigObject);
   /**
    * As ToolRegistry.register: the schema goes to the model as definition.parametersJson was
-   * written, keys in their order.
+   * written, keys in their order. Also throws tool_name_reserved for the name delegate_task, the
+   * tool enableDelegation registers (with delegation on or off).
    */
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
   /** Removes a tool; returns whether it was there. */
