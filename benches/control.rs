@@ -15,12 +15,12 @@
 
 use arkagent::hook::{AgentHook, BeforeToolCallOutcome, HookContext, HookPipeline};
 use arkagent::loop_detect::{signature, signature_of_value, LoopDetector, LoopDetectorConfig};
-use arkagent::{ToolCall, ToolDefinition, ToolResult};
+use arkagent::{CancellationSignal, ToolCall, ToolDefinition, ToolResult};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use futures_util::FutureExt;
 use serde_json::{json, Value};
 use std::hint::black_box;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// A realistic call of the order demo: nested items, a note with non-ASCII text (~190 bytes).
 const ARGS: &str = r#"{"order_id":"ORD-20260712-0042","customer":{"name":"李雷","phone":"138****0000"},"items":[{"sku":"FLOUR-1KG","qty":2},{"sku":"SUGAR-500G","qty":1}],"note":"放在门口, leave at the door"}"#;
@@ -28,7 +28,10 @@ const ARGS: &str = r#"{"order_id":"ORD-20260712-0042","customer":{"name":"李雷
 struct Noop;
 impl AgentHook for Noop {}
 
-const CTX: HookContext<'static> = HookContext { session_id: "s1", run_id: "run-1", round: 3 };
+static CTX: LazyLock<HookContext<'static>> = LazyLock::new(|| {
+    static SIGNAL: LazyLock<CancellationSignal> = LazyLock::new(CancellationSignal::new);
+    HookContext { session_id: "s1", run_id: "run-1", round: 3, signal: &SIGNAL }
+});
 
 fn signatures() -> Vec<String> {
     // Seven different calls in rotation: a busy run that never loops (the usual case).

@@ -1,7 +1,9 @@
 //! An API key that cannot go into an HTTP header (a line break, NUL, DEL or another control
 //! character: a key pasted with its newline) is refused when the client is built, with
 //! `config_invalid` naming `api_key` and never showing the key, instead of every run failing later
-//! with `provider_connect` "failed to parse header value". So is a missing key for a preset's own
+//! with `provider_connect` "failed to parse header value". So is a key no provider issues though a
+//! header could carry it (a tab, whitespace around it, only whitespace: a copy-paste slip), which
+//! was sent as is and answered 401, far from the cause. So is a missing key for a preset's own
 //! cloud endpoint, which refuses every request without one (it failed at the first request, with
 //! `provider_auth`); a custom base URL (a local server, a gateway) may go without one.
 
@@ -17,6 +19,8 @@ fn a_key_with_a_byte_invalid_in_a_header_is_refused_at_construction() {
         "sk-SECRET\x7fabc",
         "sk-SECRET\x1babc",
         "\nsk-SECRET",
+        "sk-SECRET\tabc",
+        "sk-SECRET\u{85}abc",
     ] {
         let config = ClientConfig::custom("http://127.0.0.1:9/v1", "m", key);
         let e = OpenAiCompatibleClient::new(config.clone()).unwrap_err();
@@ -30,8 +34,8 @@ fn a_key_with_a_byte_invalid_in_a_header_is_refused_at_construction() {
 
 #[test]
 fn usable_keys_are_accepted() {
-    // Printable ASCII of any kind, a tab (valid in a header value), no key at all (local gateways).
-    for key in ["sk-proj-AbC_123.xyz~+/=", "k", "", "key\twith tab"] {
+    // Printable ASCII of any kind, no key at all (local gateways).
+    for key in ["sk-proj-AbC_123.xyz~+/=", "k", ""] {
         let config = ClientConfig::custom("http://127.0.0.1:9/v1", "m", key);
         assert_eq!(config.check_api_key(), Ok(()), "{key:?}");
         assert!(OpenAiCompatibleClient::new(config).is_ok(), "{key:?}");
@@ -61,5 +65,46 @@ fn a_cloud_preset_without_a_key_is_refused_at_construction() {
         assert!(OpenAiCompatibleClient::new(ClientConfig::new(preset, "m", "k")).is_ok(), "{preset:?}");
         let local = ClientConfig::new(preset, "m", "").with_base_url("http://127.0.0.1:8080/v1");
         assert!(OpenAiCompatibleClient::new(local).is_ok(), "{preset:?}");
+    }
+}
+
+#[test]
+fn a_key_with_whitespace_around_it_or_only_whitespace_is_refused_for_presets_and_custom_urls() {
+    let refused = |config: ClientConfig, key: &str, start: &str| {
+        let e = OpenAiCompatibleClient::new(config.clone()).unwrap_err();
+        assert_eq!((e.layer, e.code.as_ref()), (ErrorLayer::Config, codes::CONFIG_INVALID), "{key:?}: {e}");
+        assert_eq!(config.check_api_key(), Err(e.clone()));
+        assert!(e.message.starts_with(start), "{key:?}: {e}");
+        assert!(
+            !e.message.contains("SECRET") && !format!("{e:?}").contains("SECRET"),
+            "the key is shown: {e}"
+        );
+    };
+    // A copy-paste slip: spaces, a newline, a no-break or ideographic space around the key.
+    for key in ["  sk-SECRET\n", " sk-SECRET", "sk-SECRET ", "\u{a0}sk-SECRET", "sk-SECRET\u{3000}"] {
+        let custom = ClientConfig::custom("http://127.0.0.1:9/v1", "m", key);
+        refused(custom, key, "api_key: ");
+        for preset in ProviderPreset::ALL.into_iter().filter(|p| *p != ProviderPreset::Custom) {
+            refused(ClientConfig::new(preset, "m", key), key, "api_key: ");
+        }
+    }
+    for key in [" sk-SECRET", "sk-SECRET\u{3000}"] {
+        refused(
+            ClientConfig::custom("http://127.0.0.1:9/v1", "m", key),
+            key,
+            "api_key: starts or ends with whitespace",
+        );
+    }
+    // A blank key is no key: a custom base URL may go without one, but then empty.
+    for key in [" ", "   ", "\u{3000}"] {
+        refused(ClientConfig::custom("http://127.0.0.1:9/v1", "m", key), key, "api_key: blank");
+    }
+    // What is inside the key (a space, a non-ASCII letter) is the provider's to judge.
+    for key in ["sk-a b", "sk-s\u{e9}cret"] {
+        assert_eq!(
+            ClientConfig::custom("http://127.0.0.1:9/v1", "m", key).check_api_key(),
+            Ok(()),
+            "{key:?}"
+        );
     }
 }

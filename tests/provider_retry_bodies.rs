@@ -152,7 +152,8 @@ async fn retries_of_a_200_error_run_out_with_its_stable_code() {
 #[tokio::test]
 async fn an_error_after_a_piece_of_the_answer_is_not_retried() {
     let delta = json!({"choices": [{"index": 0, "delta": {"content": "Hel"}}]});
-    let calls = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": ""}}]}}]});
+    // A call is handed out once announced: when its arguments start (its name may come in pieces).
+    let calls = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": "{"}}]}}]});
     let reasoning = json!({"choices": [{"index": 0, "delta": {"reasoning_content": "thinking"}}]});
     let errors = [
         json!({"error": {"message": "The server had an error", "type": "server_error"}}),
@@ -181,6 +182,17 @@ async fn an_error_after_a_piece_of_the_answer_is_not_retried() {
         errors[1]
     );
     let server = MockServer::start([Reply::sse(body.as_bytes()), streamed("whole")]).await;
+    let (events, e) = drain::drain(&client(&server, 3), &request()).await;
+    assert!(e.is_none(), "{e:?}");
+    assert_eq!(answer_text(&events), (Some("whole".into()), 1), "{events:?}");
+    assert_eq!(server.requests().len(), 2);
+    // A call not announced yet (a name, no arguments: more of the name may come) was not handed
+    // out either, in an earlier read too.
+    let name_only = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "get_", "arguments": ""}}]}}]});
+    let parts =
+        vec![format!("data: {name_only}\n\n").into_bytes(), format!("data: {}\n\n", errors[0]).into_bytes()];
+    let reply = Reply::Stream { parts, delay: Duration::from_millis(30), end: End::Complete };
+    let server = MockServer::start([reply, streamed("whole")]).await;
     let (events, e) = drain::drain(&client(&server, 3), &request()).await;
     assert!(e.is_none(), "{e:?}");
     assert_eq!(answer_text(&events), (Some("whole".into()), 1), "{events:?}");

@@ -4,7 +4,9 @@
 //! not an object is none, and a call none of whose fragments had a `function` is left out at the
 //! end. The rest of the answer (text, the other calls, the finish reason, usage) is kept, on the
 //! fast path and the derived parse alike, and through the client. A call's name streamed in
-//! pieces is joined; a name repeated whole in each fragment is not doubled.
+//! pieces is joined; a name repeated whole in each fragment is not doubled. The call's
+//! `ToolCallStarted` names it whole too (it showed only the first piece), and comes before its
+//! arguments.
 
 #[path = "support/derived.rs"]
 mod derived;
@@ -151,6 +153,70 @@ fn a_name_streamed_in_pieces_is_joined_and_one_repeated_whole_is_not_doubled() {
     for (payloads, want) in cases {
         let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
         assert_eq!(answer(&payloads).tool_calls, [ToolCall::new("c1", want, "{}")], "{payloads:?}");
+    }
+}
+
+/// Per call (by index): the name its `ToolCallStarted` gave, and the arguments its deltas add up
+/// to, each delta checked to come after the start.
+fn announced(events: &[ModelEvent]) -> Vec<(usize, String, String)> {
+    let mut calls: Vec<(usize, String, String)> = Vec::new();
+    for e in events {
+        match e {
+            ModelEvent::ToolCallStarted { index, name, .. } => {
+                assert!(calls.iter().all(|c| c.0 != *index), "started twice: {events:?}");
+                calls.push((*index, name.clone(), String::new()));
+            }
+            ModelEvent::ToolCallArgumentsDelta { index, delta } => {
+                let call = calls.iter_mut().find(|c| c.0 == *index);
+                call.unwrap_or_else(|| panic!("a delta before its start: {events:?}")).2.push_str(delta);
+            }
+            _ => {}
+        }
+    }
+    calls
+}
+
+#[test]
+fn a_call_whose_name_is_streamed_in_pieces_is_announced_with_its_whole_name() {
+    // As a gateway streams it: the first fragment has the id, a first piece of the name and empty
+    // arguments; the rest of the name comes with the arguments, or alone before them, or the call
+    // has no arguments and the next call (or the end) follows.
+    let first = |i: u32, id: &str, name: &str| {
+        delta(&format!(
+            r#"[{{"index":{i},"id":"{id}","type":"function","function":{{"name":"{name}","arguments":""}}}}]"#
+        ))
+    };
+    let piece = |i: u32, name: &str, args: &str| {
+        delta(&format!(r#"[{{"index":{i},"function":{{"name":"{name}","arguments":"{args}"}}}}]"#))
+    };
+    let city = r#"{\"city\":\"Paris\"}"#;
+    let cases = [
+        vec![first(0, "c1", "get_"), piece(0, "weather", city), FINISH.to_string()],
+        vec![first(0, "c1", "get_"), piece(0, "wea", ""), piece(0, "ther", city), FINISH.to_string()],
+        vec![first(0, "c1", "get_"), piece(0, "weather", ""), FINISH.to_string()],
+        vec![
+            first(0, "c1", "get_"),
+            piece(0, "weather", ""),
+            first(1, "c2", "query"),
+            piece(1, "_order", ""),
+            piece(1, "", r#"{\"order_id\":"#),
+            piece(1, "", r#"\"1\"}"#),
+            FINISH.to_string(),
+        ],
+    ];
+    for payloads in cases {
+        let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+        let events = derived::events_both_ways(&payloads);
+        let calls = match events.last() {
+            Some(ModelEvent::Finished(r)) => r.tool_calls.clone(),
+            other => panic!("{payloads:?}: last event {other:?}"),
+        };
+        assert_eq!(calls[0].name, "get_weather", "{payloads:?}");
+        let raw =
+            |i: usize| if calls[i].arguments == "{}" { String::new() } else { calls[i].arguments.clone() };
+        let want: Vec<(usize, String, String)> =
+            calls.iter().enumerate().map(|(i, c)| (i, c.name.clone(), raw(i))).collect();
+        assert_eq!(announced(&events), want, "{payloads:?}");
     }
 }
 

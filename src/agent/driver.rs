@@ -2012,7 +2012,7 @@ impl<'a> Run<'a> {
 
     async fn hooks_run_start(&self) {
         let (s, r, round) = self.ids();
-        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
         self.notify(self.hooks.on_run_start(&ctx)).await;
     }
 
@@ -2024,7 +2024,7 @@ impl<'a> Run<'a> {
         }
         let forced = force || persist_is_forced(self.state.status);
         let (s, r, round) = self.ids();
-        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
         // A cancelled run saves: the hook's answer is not waited for.
         let decision =
             unless_cancelled(&self.cancel, self.hooks.before_persist_state(&ctx, &self.state, forced));
@@ -2089,7 +2089,11 @@ impl<'a> Run<'a> {
         // ends as its start would have refused it, before this round is counted or sent.
         if let Err(e) = self.agent.check_tool_choice(&tools) {
             let (s, r, round) = self.ids();
-            self.notify(self.hooks.on_error(&HookContext { session_id: &s, run_id: &r, round }, &e)).await;
+            self.notify(
+                self.hooks
+                    .on_error(&HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel }, &e),
+            )
+            .await;
             return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
         }
         let round = self.state.round + 1;
@@ -2115,7 +2119,7 @@ impl<'a> Run<'a> {
             parallel_tool_calls: config.parallel_tool_calls,
         };
         let (s, r, _) = self.ids();
-        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
         self.notify(self.hooks.before_model_call(&ctx, &request)).await;
         let cancel = self.cancel.clone();
         let answer = tokio::select! {
@@ -2285,7 +2289,7 @@ impl<'a> Run<'a> {
                 // fresh one: its before-hooks' rewrite was not saved, so they run again.
                 Some(ToolRunRecord::Started { .. }) | None => {}
             }
-            let ctx = HookContext { session_id: &s, run_id: &r, round };
+            let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
             let definition = tools.definition(&call.name);
             let hooked = unless_cancelled(&self.cancel, self.hooks.before_tool_call(&ctx, call, definition));
             let Some(outcome) = hooked.await else {
@@ -2349,7 +2353,7 @@ impl<'a> Run<'a> {
     /// Tells the hooks (`on_approval_required`) of a batch frozen and persisted.
     async fn announce(&self, batch: &PendingApprovalBatch) {
         let (s, r, round) = self.ids();
-        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
         self.notify(self.hooks.on_approval_required(&ctx, batch)).await;
     }
 
@@ -2713,7 +2717,7 @@ impl<'a> Run<'a> {
                     Err(e) => ToolResult::from_error(&e),
                 };
                 let (s, r, round) = self.ids();
-                let ctx = HookContext { session_id: &s, run_id: &r, round };
+                let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
                 // Cancelled before the after-hooks answered: the result they never released is
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
@@ -3079,7 +3083,7 @@ impl<'a> Run<'a> {
             self.report_result(&call, &result);
         }
         let (s, r, round) = self.ids();
-        let ctx = HookContext { session_id: &s, run_id: &r, round };
+        let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
         // Told, but not waited for once the run is cancelled (a cancel ends the run at once).
         self.notify(self.hooks.on_run_end(&ctx, status, final_text.as_deref())).await;
         self.sink.emit(AgentEvent::RunFinished {

@@ -65,7 +65,8 @@ pub enum AgentEvent {
         /// The text.
         delta: String,
     },
-    /// The model began a tool call.
+    /// The model began a tool call (announced with its whole name: one streamed in pieces once
+    /// its arguments start, another call starts or the answer ends).
     ToolCallStarted {
         /// Position in the answer (0-based). A number may be skipped: a streamed call that never
         /// had a `function` is left out of the answer and keeps its position unused, so pair a

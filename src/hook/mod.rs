@@ -17,7 +17,7 @@ use crate::error::AgentError;
 use crate::message::{ChatMessage, ToolCall};
 use crate::provider::{ChatRequest, ModelResponse};
 use crate::state::{AgentState, RunStatus};
-use crate::tool::{ToolDefinition, ToolResult};
+use crate::tool::{CancellationSignal, ToolDefinition, ToolResult};
 use async_trait::async_trait;
 
 /// Where a hook is called from.
@@ -29,6 +29,9 @@ pub struct HookContext<'a> {
     pub run_id: &'a str,
     /// The model round (1-based; 0 before the first).
     pub round: u32,
+    /// The run's cancellation signal. Once it fires the run no longer waits for a hook's answer
+    /// (nor keeps the call): a hook that has not begun its work may skip it.
+    pub signal: &'a CancellationSignal,
 }
 
 /// What `before_tool_call` decides.

@@ -34,11 +34,15 @@
 //! gone on as it does without an answer (`tool_timeout`, a hook's or the policy's failure) or
 //! ended the run. Each waited-for call carries a flag that its [`Waiting`] sets when it ends, and
 //! [`call_args`] reads it first: such a call is refused, so the app function never runs for a call
-//! the runtime has already dealt with. (One the JS thread starts just before the timeout is made,
+//! the runtime has already dealt with. It carries the signal its caller stops waiting on too (the
+//! run's, for a hook or the policy; the call's, for an executor), which [`call_args`] reads as
+//! well: a cancel ends the wait only a moment later, on a worker thread, and the JS thread, free
+//! again right after the app's `cancel()`, must not make the call in between. (One the JS thread starts just before the timeout is made,
 //! and its late answer dropped.) The flag is one atomic that either side sets first: the JS thread
 //! marks the call started, the waiting side abandoned, so a timeout knows whether the function
 //! ever ran ([`CallFailure::TimedOut`]`{ started }`).
 
+use crate::tool::CancellationSignal;
 use napi_ohos::bindgen_prelude::{
     FromNapiValue, Function, JsValue, JsValuesTupleIntoVec, PromiseRaw, ToNapiValue, Unknown,
 };
@@ -66,16 +70,38 @@ const ABANDONED: u8 = 2;
 /// is waited for ([`call_js`]), whether the waiting side has stopped waiting.
 pub(crate) struct Queued<T> {
     value: T,
-    /// [`QUEUED`], then [`STARTED`] (set on the JS thread as the call is made) or [`ABANDONED`]
-    /// (set by the call's [`Waiting`] when [`call_js`] returns or its future is dropped), whichever
-    /// comes first; `None` for a call nothing waits on.
-    abandoned: Option<Arc<AtomicU8>>,
+    /// `None` for a call nothing waits on.
+    waited: Option<Waited>,
 }
 
 impl<T> Queued<T> {
     /// A call nothing waits on (the event listener's, an `onCancel` callback's): always made.
     pub(crate) fn unwaited(value: T) -> Self {
-        Queued { value, abandoned: None }
+        Queued { value, waited: None }
+    }
+}
+
+/// What a call whose answer is waited for carries to the JS thread.
+struct Waited {
+    /// [`QUEUED`], then [`STARTED`] (set on the JS thread as the call is made) or [`ABANDONED`]
+    /// (set by the call's [`Waiting`] when [`call_js`] returns or its future is dropped, or on the
+    /// JS thread for a call whose run was cancelled), whichever comes first.
+    flag: Arc<AtomicU8>,
+    /// The signal the wait ends on (the run's, the call's): once it fired, the wait is dropped.
+    cancel: CancellationSignal,
+}
+
+impl Waited {
+    /// On the JS thread, as the call is about to be made: whether it may be (then it is marked
+    /// started). Not when the waiting side gave up first, nor once its signal fired: the wait
+    /// ends on a worker thread a moment after the cancel, and the JS thread (which the cancel
+    /// itself may have come from) must not make the call in between.
+    fn start(&self) -> bool {
+        if self.cancel.is_cancelled() {
+            let _ = self.flag.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
+            return false;
+        }
+        self.flag.compare_exchange(QUEUED, STARTED, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 }
 
@@ -128,11 +154,8 @@ pub(crate) fn call_args<T>(
     queued: Queued<T>,
     make: impl FnOnce(&Env, T) -> napi_ohos::Result<Vec<sys::napi_value>>,
 ) -> JsArgs {
-    let Queued { value, abandoned } = queued;
-    // Started, unless the waiting side gave up first.
-    if abandoned.is_some_and(|flag| {
-        flag.compare_exchange(QUEUED, STARTED, Ordering::AcqRel, Ordering::Acquire).is_err()
-    }) {
+    let Queued { value, waited } = queued;
+    if waited.is_some_and(|waited| !waited.start()) {
         return abandoned_args();
     }
     let made = caught(env, || {
@@ -374,21 +397,41 @@ static WAITING: AtomicUsize = AtomicUsize::new(0);
 struct Waiting {
     /// Whether no other call was waiting when this one started.
     alone: bool,
-    /// The queued call's flag ([`Queued`]).
+    /// The queued call's flag ([`Waited`]).
     abandoned: Arc<AtomicU8>,
+    /// The signal its caller stops waiting on ([`call_js`]).
+    cancel: CancellationSignal,
 }
 
 impl Waiting {
-    fn enter() -> Self {
+    fn enter(cancel: &CancellationSignal) -> Self {
         Waiting {
             alone: WAITING.fetch_add(1, Ordering::Relaxed) == 0,
             abandoned: Arc::new(AtomicU8::new(QUEUED)),
+            cancel: cancel.clone(),
         }
     }
 
     /// `value` queued as this call's.
     fn queued<T>(&self, value: T) -> Queued<T> {
-        Queued { value, abandoned: Some(Arc::clone(&self.abandoned)) }
+        let waited = Waited { flag: Arc::clone(&self.abandoned), cancel: self.cancel.clone() };
+        Queued { value, waited: Some(waited) }
+    }
+
+    /// What the call's `answer` makes it. A refusal of the JS thread for the cancel ([`Waited`])
+    /// is no answer: the caller stops waiting on that cancel and hears it instead, at once (at
+    /// the latest, at the deadline, a timeout of a call never made), rather than a binding
+    /// failure of a call that was never going to be made.
+    async fn answered<R>(
+        &self,
+        answer: Answer<R>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Settled<R>, CallFailure> {
+        if answer.is_err() && self.abandoned.load(Ordering::Acquire) == ABANDONED {
+            tokio::time::sleep_until(deadline).await;
+            return Err(CallFailure::TimedOut { started: false });
+        }
+        answer.map_err(CallFailure::Binding)
     }
 
     /// Stops waiting: the call's [`CallFailure::TimedOut`], which says whether the JS thread had
@@ -412,19 +455,21 @@ impl Drop for Waiting {
 const SPIN: Duration = Duration::from_micros(100);
 
 /// Calls the function and waits (at most `timeout`) for its value or its Promise's settlement. A
-/// call the JS thread reaches only after this has returned or been dropped is never made (see
-/// "Calls nobody waits for any more" above).
+/// call the JS thread reaches only after this has returned or been dropped, or after `cancel` (the
+/// signal the caller stops waiting on: its run's, its call's) fired, is never made (see "Calls
+/// nobody waits for any more" above).
 pub(crate) async fn call_js<T, R>(
     function: &JsFn<T>,
     data: T,
     timeout: Duration,
+    cancel: &CancellationSignal,
 ) -> Result<Settled<R>, CallFailure>
 where
     T: 'static,
     R: FromNapiValue + Send + 'static,
 {
     let (tx, rx) = oneshot::channel::<Answer<R>>();
-    let waiting = Waiting::enter();
+    let waiting = Waiting::enter(cancel);
     let status = function.call_with_return_value(
         waiting.queued(data),
         ThreadsafeFunctionCallMode::NonBlocking,
@@ -448,7 +493,7 @@ where
         let spin_until = std::time::Instant::now() + SPIN;
         while std::time::Instant::now() < spin_until {
             match rx.try_recv() {
-                Ok(answer) => return answer.map_err(CallFailure::Binding),
+                Ok(answer) => return waiting.answered(answer, deadline).await,
                 Err(oneshot::error::TryRecvError::Empty) => {
                     std::thread::yield_now();
                     tokio::task::yield_now().await;
@@ -458,7 +503,7 @@ where
         }
     }
     match tokio::time::timeout_at(deadline, rx).await {
-        Ok(Ok(answer)) => answer.map_err(CallFailure::Binding),
+        Ok(Ok(answer)) => waiting.answered(answer, deadline).await,
         // The sender goes away unanswered when the function's Promise is garbage-collected before
         // it settled (nothing could ever settle it). That is a Promise that never settles: report
         // it as such, at the deadline, so the outcome never depends on when the GC runs.

@@ -303,7 +303,7 @@ impl ToolExecutor for JsToolExecutor {
                 let reason = context.signal.reason().unwrap_or_else(|| "Tool cancelled".to_string());
                 return Err(AgentError::of(codes::TOOL_CANCELLED, reason));
             }
-            outcome = call_js::<_, ExecutorResult>(&self.function, call, self.timeout) => outcome,
+            outcome = call_js::<_, ExecutorResult>(&self.function, call, self.timeout, &context.signal) => outcome,
         };
         match outcome {
             Ok(Settled::Value(ExecutorResult(result))) => {

@@ -409,9 +409,15 @@ fn persist_decision(answer: &str) -> Result<PersistDecision, String> {
 impl JsHook {
     /// Calls a notification method (if present; `args` are built only then) and waits for it;
     /// failures are logged.
-    async fn notify(&self, name: &str, function: &Method, args: impl FnOnce() -> HookArgs) {
+    async fn notify(
+        &self,
+        name: &str,
+        function: &Method,
+        ctx: &HookContext<'_>,
+        args: impl FnOnce() -> HookArgs,
+    ) {
         let Some(function) = function else { return };
-        let settled = call_js::<_, Ignored>(function, args(), self.timeout).await;
+        let settled = call_js::<_, Ignored>(function, args(), self.timeout, ctx.signal).await;
         if let Err(why) = outcome(name, settled, self.timeout) {
             log::warn!("arkagent: hook {why}; ignored");
         }
@@ -421,11 +427,11 @@ impl JsHook {
 #[async_trait]
 impl AgentHook for JsHook {
     async fn on_run_start(&self, ctx: &HookContext<'_>) {
-        self.notify("onRunStart", &self.on_run_start, || HookArgs::new(ctx, [])).await;
+        self.notify("onRunStart", &self.on_run_start, ctx, || HookArgs::new(ctx, [])).await;
     }
 
     async fn before_model_call(&self, ctx: &HookContext<'_>, request: &ChatRequest) {
-        self.notify("beforeModelCall", &self.before_model_call, || {
+        self.notify("beforeModelCall", &self.before_model_call, ctx, || {
             let view = ChatRequestView {
                 messages: &request.messages,
                 tools: &request.tools,
@@ -440,7 +446,7 @@ impl AgentHook for JsHook {
     }
 
     async fn after_model_response(&self, ctx: &HookContext<'_>, response: &ModelResponse) {
-        self.notify("afterModelResponse", &self.after_model_response, || {
+        self.notify("afterModelResponse", &self.after_model_response, ctx, || {
             HookArgs::new(ctx, [Some(to_json(response))])
         })
         .await;
@@ -457,7 +463,7 @@ impl AgentHook for JsHook {
         };
         super::panic_point!(Hook);
         let args = HookArgs::new(ctx, [Some(to_json(call)), definition.map(to_json)]);
-        let settled = call_js::<_, HookAnswer>(function, args, self.timeout).await;
+        let settled = call_js::<_, HookAnswer>(function, args, self.timeout, ctx.signal).await;
         match outcome("beforeToolCall", settled, self.timeout)
             .and_then(|d| d.map(|HookAnswer(d)| before_decision(call, d)).transpose())
         {
@@ -480,7 +486,7 @@ impl AgentHook for JsHook {
             return AfterToolCall::default();
         };
         let args = HookArgs::new(ctx, [Some(to_json(call)), Some(to_json(result))]);
-        let settled = call_js::<_, HookAnswer>(function, args, self.timeout).await;
+        let settled = call_js::<_, HookAnswer>(function, args, self.timeout, ctx.signal).await;
         match outcome("afterToolCall", settled, self.timeout)
             .and_then(|d| d.map(|HookAnswer(d)| after_decision(d)).transpose())
         {
@@ -494,7 +500,7 @@ impl AgentHook for JsHook {
     }
 
     async fn on_approval_required(&self, ctx: &HookContext<'_>, batch: &PendingApprovalBatch) {
-        self.notify("onApprovalRequired", &self.on_approval_required, || {
+        self.notify("onApprovalRequired", &self.on_approval_required, ctx, || {
             HookArgs::new(ctx, [Some(to_json(batch))])
         })
         .await;
@@ -505,7 +511,7 @@ impl AgentHook for JsHook {
             return PersistDecision::Persist;
         };
         let args = HookArgs::new(ctx, [Some(to_json(state))]);
-        let settled = call_js::<_, Text>(function, args, self.timeout).await;
+        let settled = call_js::<_, Text>(function, args, self.timeout, ctx.signal).await;
         match outcome("beforePersistState", settled, self.timeout)
             .and_then(|answer| answer.as_deref().map(persist_decision).transpose())
         {
@@ -518,13 +524,13 @@ impl AgentHook for JsHook {
     }
 
     async fn on_run_end(&self, ctx: &HookContext<'_>, status: RunStatus, final_text: Option<&str>) {
-        self.notify("onRunEnd", &self.on_run_end, || {
+        self.notify("onRunEnd", &self.on_run_end, ctx, || {
             HookArgs::new(ctx, [Some(status_name(status)), final_text.map(str::to_string)])
         })
         .await;
     }
 
     async fn on_error(&self, ctx: &HookContext<'_>, error: &AgentError) {
-        self.notify("onError", &self.on_error, || HookArgs::new(ctx, [Some(to_json(error))])).await;
+        self.notify("onError", &self.on_error, ctx, || HookArgs::new(ctx, [Some(to_json(error))])).await;
     }
 }

@@ -134,7 +134,7 @@ impl JsApprovalPolicy {
             handle.block_on(async {
                 tokio::select! {
                     biased;
-                    waited = call_js::<_, Text>(&self.function, args, self.timeout) => Some(waited),
+                    waited = call_js::<_, Text>(&self.function, args, self.timeout, cancel) => Some(waited),
                     () = cancel.cancelled() => None,
                 }
             })

@@ -10,6 +10,10 @@
 //! (gateways that send every call as index 0), and a new index always does, even with the id of
 //! an earlier call. Ids are made unique within the answer before they are announced (`call_<n>`
 //! for a missing one, `<id>_<n>` for a repeated one): each result is paired with its call by id.
+//! A call is announced (`ToolCallStarted`) once its name is whole, so the event names the tool the
+//! answer will: when its arguments start, when a fragment of another call comes, or at the end
+//! (the arguments that came before the announcement follow it in one piece; a piece of the name
+//! that came after it would still join the call, not the event).
 //! Arguments are appended as text; an object is serialised; empty arguments become `{}` at the
 //! end, and text that is not valid JSON is kept as it is (the registry reports it).
 //! `tool_calls` that is `null` or not an array, an entry that is not an object and a `function`
@@ -54,6 +58,15 @@ struct CallSlot {
     /// A fragment of the call had a `function` object: a call that never had one names nothing
     /// to run and is left out at the end, as a whole answer's entry without a `function` is.
     has_function: bool,
+}
+
+impl CallSlot {
+    /// Not announced yet and has an id and a name. The name may still be incomplete (it may come
+    /// in pieces): the call is announced once its arguments start, a fragment of another call
+    /// comes or the answer ends (see [`StreamAssembler::merge`]).
+    fn can_announce(&self) -> bool {
+        !self.started && !self.id.is_empty() && !self.name.is_empty()
+    }
 }
 
 /// Assembles the payloads of one streamed answer.
@@ -401,7 +414,12 @@ impl StreamAssembler {
         let name = name.filter(|s| !s.is_empty());
         let arguments = arguments.map(|a| a.0).filter(|s| !s.is_empty());
         let slot = self.find_slot(index, id.as_deref());
-        self.last = Some(slot);
+        // A fragment of another call: the one before has its whole name by now.
+        if let Some(before) = self.last.replace(slot).filter(|before| *before != slot) {
+            if self.calls[before].can_announce() {
+                self.announce(before, out);
+            }
+        }
         let call = &mut self.calls[slot];
         call.has_function |= has_function;
         if call.id.is_empty() {
@@ -418,25 +436,29 @@ impl StreamAssembler {
                 call.name.push_str(&name);
             }
         }
-        let was_started = call.started;
         if let Some(args) = arguments {
             call.arguments.push_str(&args);
-            if was_started {
+            if call.started {
                 out.push(ModelEvent::ToolCallArgumentsDelta { index: slot, delta: args.into_owned() });
+            } else if call.can_announce() {
+                // Its arguments started: its name is whole (the arguments so far follow the start).
+                self.announce(slot, out);
             }
         }
-        if !call.started && !call.id.is_empty() && !call.name.is_empty() {
-            self.make_id_unique(slot);
-            let call = &mut self.calls[slot];
-            call.started = true;
-            out.push(ModelEvent::ToolCallStarted {
-                index: slot,
-                id: call.id.clone(),
-                name: call.name.clone(),
-            });
-            if !call.arguments.is_empty() {
-                out.push(ModelEvent::ToolCallArgumentsDelta { index: slot, delta: call.arguments.clone() });
-            }
+    }
+
+    /// Announces the call in `slot`, once: `ToolCallStarted` with its id made unique, then the
+    /// arguments that came before, in one piece.
+    fn announce(&mut self, slot: usize, out: &mut Vec<ModelEvent>) {
+        if self.calls[slot].started {
+            return;
+        }
+        self.make_id_unique(slot);
+        let call = &mut self.calls[slot];
+        call.started = true;
+        out.push(ModelEvent::ToolCallStarted { index: slot, id: call.id.clone(), name: call.name.clone() });
+        if !call.arguments.is_empty() {
+            out.push(ModelEvent::ToolCallArgumentsDelta { index: slot, delta: call.arguments.clone() });
         }
     }
 
@@ -507,8 +529,9 @@ impl StreamAssembler {
         Ok(())
     }
 
-    /// Ends the answer: every call gets `ToolCallStarted` (if it never had both id and name, with
-    /// its id made unique as above, so a missing one reads `call_<n>`) and `ToolCallFinished`,
+    /// Ends the answer: every call not announced yet gets `ToolCallStarted` (one that never had
+    /// both id and name with its id made unique as above, so a missing one reads `call_<n>`), then
+    /// every call `ToolCallFinished`,
     /// then `Usage` (once, the last report) and `Finished`. Returns the response.
     ///
     /// A call none of whose fragments had a `function` object is left out (no events: it never
@@ -522,21 +545,8 @@ impl StreamAssembler {
                 log::debug!("ignoring a streamed call without a function (id {:?})", self.calls[i].id);
                 continue;
             }
-            if !self.calls[i].started {
-                self.make_id_unique(i);
-            }
-            let call = &mut self.calls[i];
-            if !call.started {
-                call.started = true;
-                out.push(ModelEvent::ToolCallStarted {
-                    index: i,
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                });
-                if !call.arguments.is_empty() {
-                    out.push(ModelEvent::ToolCallArgumentsDelta { index: i, delta: call.arguments.clone() });
-                }
-            }
+            self.announce(i, out);
+            let call = &self.calls[i];
             let done = ToolCall::new(
                 call.id.clone(),
                 call.name.clone(),
@@ -987,8 +997,8 @@ mod tests {
             })
             .collect();
         // The repeated id is changed before it is announced; the call without an id gets one at
-        // the end, past the provider's own `call_2`.
-        assert_eq!(started, [(0, "x"), (1, "x_1"), (3, "call_2"), (2, "call_2_2")]);
+        // the end, past the provider's own `call_2` (announced at the end too: no arguments).
+        assert_eq!(started, [(0, "x"), (1, "x_1"), (2, "call_2_2"), (3, "call_2")]);
         let r = finished(&ev);
         assert_eq!(
             r.tool_calls,

@@ -38,7 +38,7 @@
 //! against the same retry limit as the statuses' retries, with the same waits, log line and
 //! cancellation. Any other failure of a 2xx answer (a timeout, a broken or undecodable body) is
 //! not retried. A streamed answer is read ahead until its first piece (text, reasoning, a tool
-//! call, or its end; a usage report is held back with it): an error before it may be retried, as
+//! call once announced, with its whole name, or its end; a usage report is held back with it): an error before it may be retried, as
 //! nothing was handed out; once the first piece is handed out, an error ends the stream as an item
 //! and is never retried (the caller would get the answer twice). Events of the read that brought
 //! an error are dropped with it, so a piece that came in the same read is never handed out

@@ -737,40 +737,50 @@ impl ClientConfig {
 
     /// Checks the API key: a preset's own cloud endpoint needs one (see
     /// [`uses_preset_endpoint`](Self::uses_preset_endpoint)), so a config without one is refused
-    /// when the client is built rather than at its first request (with `provider_auth`); and the
-    /// key must go into the `Authorization` header: no line break, NUL, DEL or other control
-    /// character (a tab is allowed, as in any header value). A key pasted with its newline is
-    /// refused here too, rather than failing every request.
+    /// when the client is built rather than at its first request (with `provider_auth`). A key
+    /// given (not empty) must be the key as issued, which never holds a space at either end nor a
+    /// control character: no line break, tab, NUL, DEL (a line break or NUL could not even go into
+    /// the `Authorization` header), no surrounding whitespace (Unicode's, the ideographic space of
+    /// a Chinese input method included), and not blank. A key pasted with its newline or a
+    /// space is refused here, for a custom base URL too, rather than sent as is and answered 401
+    /// by the provider, far from the cause. No key at all (empty) is fine for a custom base URL (a
+    /// local server, a gateway).
     ///
     /// # Errors
-    /// `config_invalid` naming `api_key`: missing (empty or blank) for a preset's endpoint, or the
-    /// kind of character it holds (never the key).
+    /// `config_invalid` naming `api_key`: missing (empty or blank) for a preset's endpoint, blank,
+    /// with whitespace around it, or the kind of character it holds (never the key).
     pub fn check_api_key(&self) -> Result<(), AgentError> {
         let key = self.api_key.expose();
+        let refused = |why: String| Err(AgentError::of(codes::CONFIG_INVALID, format!("api_key: {why}")));
         if key.trim().is_empty() && self.uses_preset_endpoint() {
-            return Err(AgentError::of(
-                codes::CONFIG_INVALID,
-                format!(
-                    "api_key: required for the {} preset's endpoint ({}); only a custom base URL \
-                     (a local server, a gateway) may go without one",
-                    self.preset.name(),
-                    self.base_url.trim()
-                ),
+            return refused(format!(
+                "required for the {} preset's endpoint ({}); only a custom base URL (a local \
+                 server, a gateway) may go without one",
+                self.preset.name(),
+                self.base_url.trim()
             ));
         }
-        // What the HTTP client checks when it builds the header (`Bearer <key>`).
-        if key.is_empty() || reqwest::header::HeaderValue::from_str(key).is_ok() {
+        if key.is_empty() {
             return Ok(());
         }
-        let kind = match key.bytes().find(|b| (*b < 0x20 && *b != b'\t') || *b == 0x7f) {
-            Some(b'\n' | b'\r') => "a line break",
-            Some(0) => "a NUL byte",
-            _ => "a control character",
-        };
-        Err(AgentError::of(
-            codes::CONFIG_INVALID,
-            format!("api_key: contains {kind}, which an HTTP header cannot carry"),
-        ))
+        if let Some(c) = key.chars().find(|c| c.is_control()) {
+            let kind = match c {
+                '\n' | '\r' => "a line break",
+                '\0' => "a NUL byte",
+                '\t' => "a tab",
+                _ => "a control character",
+            };
+            return refused(format!("contains {kind}, which an API key never holds (a copy-paste slip?)"));
+        }
+        if key.trim().is_empty() {
+            return refused("blank (only whitespace); leave it empty to send no key".into());
+        }
+        if key.trim() != key {
+            return refused(
+                "starts or ends with whitespace, which an API key never holds (a copy-paste slip?)".into(),
+            );
+        }
+        Ok(())
     }
 
     /// The chat-completions endpoint URL, checked: `https://`, or `http://` to loopback

@@ -144,7 +144,8 @@ pub enum ModelEvent {
     TextDelta(String),
     /// A piece of reasoning text.
     ReasoningDelta(String),
-    /// A tool call began (its id and name are known).
+    /// A tool call began (its id and whole name are known: a name streamed in pieces is
+    /// announced once its arguments start, another call starts or the stream ends).
     ToolCallStarted {
         /// Position of the call in the answer (0-based, normalised; a streamed call that is left
         /// out at the end, one that never had a `function`, leaves its position unused).

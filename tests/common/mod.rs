@@ -6,15 +6,20 @@ use arkagent::approval::{plan_batch, ApprovalPolicy, BatchCallInput, BatchPlan, 
 use arkagent::hook::{HookContext, HookPipeline};
 use arkagent::tool::FnExecutor;
 use arkagent::{
-    AgentError, ChatMessage, RiskLevel, ToolCall, ToolContext, ToolDefinition, ToolRegistry, ToolResult,
+    AgentError, CancellationSignal, ChatMessage, RiskLevel, ToolCall, ToolContext, ToolDefinition,
+    ToolRegistry, ToolResult,
 };
 use serde_json::json;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// The ids of the calls whose executor ran, in the order they ran.
 pub type RunLog = Arc<Mutex<Vec<String>>>;
 
-pub const CTX: HookContext<'static> = HookContext { session_id: "s1", run_id: "run-1", round: 1 };
+/// A run's hook context, of a run never cancelled.
+pub static CTX: LazyLock<HookContext<'static>> = LazyLock::new(|| {
+    static SIGNAL: LazyLock<CancellationSignal> = LazyLock::new(CancellationSignal::new);
+    HookContext { session_id: "s1", run_id: "run-1", round: 1, signal: &SIGNAL }
+});
 
 /// A registry with one tool per (name, risk); each executor logs its call id and answers
 /// `ran <name> <arguments>`.

@@ -1,6 +1,8 @@
 // A malformed API key (a line break, NUL, DEL or another byte an HTTP header value cannot hold: a
 // key pasted with its newline) is refused by `new Agent` with config_invalid naming apiKey, never
-// showing the key, instead of every run failing later with provider_connect.
+// showing the key, instead of every run failing later with provider_connect. So is a key with
+// whitespace around it, a tab or only whitespace (a copy-paste slip), which was sent as is and
+// answered 401 by the provider, for a preset's endpoint and a baseUrl of its own alike.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadModule, throwsWithCode } from './helper.mjs';
@@ -21,5 +23,24 @@ test('new Agent refuses an API key an HTTP header cannot carry', () => {
 test('new Agent accepts usable keys and no key', () => {
   for (const key of ['sk-proj-AbC_123.xyz~+/=', 'k', '', undefined]) {
     assert.ok(new Agent(config(key)), JSON.stringify(key));
+  }
+});
+
+test('new Agent refuses an API key with whitespace around it, or only whitespace', () => {
+  const cases = [
+    ['  sk-SECRETabc\n', /^apiKey: contains a line break/],
+    [' sk-SECRETabc', /^apiKey: starts or ends with whitespace/],
+    ['sk-SECRETabc\u3000', /^apiKey: starts or ends with whitespace/],
+    ['sk-SECRET\tabc', /^apiKey: contains a tab/],
+    ['   ', /^apiKey: blank/],
+  ];
+  for (const [key, message] of cases) {
+    for (const c of [config(key), { provider: 'deepseek', model: 'deepseek-chat', apiKey: key }]) {
+      const e = throwsWithCode(assert, () => new Agent(c), 'config_invalid', 'config');
+      const want = c.provider === 'deepseek' && key.trim() === '' ? /^apiKey: required/ : message;
+      assert.match(e.message, want, JSON.stringify(key));
+      assert.ok(!e.message.includes('SECRET'), `the key is shown: ${e.message}`);
+      assert.ok(!JSON.stringify(e).includes('SECRET'));
+    }
   }
 });

@@ -1,5 +1,6 @@
 // Cancelling an Agent run through the CancellationHandle given to run(): the signal reaches the
-// JS executor through context.signal (polled and onCancel), and the run ends as cancelled.
+// JS executor through context.signal (polled and onCancel), and the run ends as cancelled; an app
+// function whose call still waits for the JS thread when the run is cancelled is never called.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -214,5 +215,43 @@ for (const where of ['policy', 'beforeToolCall', 'afterToolCall']) {
     const state = JSON.parse(await agent.stateJson('s'));
     assert.equal(state.status, 'cancelled');
     assert.equal(state.pending_approval ?? null, null, 'nothing frozen');
+  });
+}
+
+// The same when the JS thread is free again right after the app's cancel(): the run's wait for the
+// call ends a moment later, on a worker thread, and the call queued for the JS thread must not be
+// made in between. The call's run signal is read on the JS thread before the call is made, after
+// the cancel, so this holds every time; before, it was a race the call won in some runs (this test
+// failed in most of its runs then, not all: hence 25 runs per kind of call).
+for (const where of ['executor', 'policy', 'beforeToolCall']) {
+  test(`${where}: a call queued for the busy JS thread is never made when the thread is free right after the cancel`, async () => {
+    const asked = [];
+    for (let i = 0; i < 25; i++) {
+      const agent = new Agent({
+        provider: 'scripted',
+        toolTimeoutMs: 20000,
+        scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'wipe', arguments: '{}' }] }, { content: 'never asked' }]),
+      });
+      const handle = new CancellationHandle();
+      const asking = (answer) => () => {
+        asked.push(`${where} of run ${i}`);
+        return answer;
+      };
+      agent.registerTool({ name: 'wipe', description: 'd', parametersJson: objectSchema, riskLevel: 'dangerous' },
+        where === 'executor' ? asking(text('wiped')) : () => text('wiped'));
+      agent.setApprovalPolicy(where === 'policy' ? asking('allow') : () => 'allow');
+      if (where === 'beforeToolCall') agent.addHook({ beforeToolCall: asking({ action: 'proceed' }) });
+      const running = agent.run('s', 'go', handle);
+      // The call queues while the JS thread is busy; the cancel is the last thing it does.
+      busy(30);
+      handle.cancel('user pressed stop');
+      const out = await running;
+      assert.equal(out.status, 'cancelled');
+      const state = JSON.parse(await agent.stateJson('s'));
+      assert.equal(state.status, 'cancelled');
+      assert.equal(state.pending_approval ?? null, null, 'nothing frozen');
+    }
+    await sleep(50);
+    assert.deepEqual(asked, [], `the ${where} was called after its run was cancelled`);
   });
 }

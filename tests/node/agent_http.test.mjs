@@ -1,7 +1,8 @@
 // The Agent against a local mock OpenAI-compatible server (127.0.0.1:0, SSE): a full run with a
 // streamed tool call and a streamed answer; cancellation closing the HTTP stream; and the API key
 // (a sentinel) never showing up in events, outcomes, errors, state files or log lines; and a tool's
-// parametersJson reaching the server in the key order it was written.
+// parametersJson reaching the server in the key order it was written; a tool name streamed in
+// pieces announced whole.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -96,6 +97,34 @@ test('a full run against the mock server: streamed tool-call deltas, the tool re
   assert.ok(types.indexOf('text_delta') > types.indexOf('tool_result'));
   assert.equal(text.map((e) => e.delta).join(''), 'It is sunny in Hangzhou today.');
   assert.deepEqual([types[0], types.at(-1)], ['run_started', 'run_finished']);
+});
+
+test('a tool name streamed in pieces is announced whole: tool_call_started names the tool that runs', async (t) => {
+  const args = '{"city":"Paris"}';
+  const mock = await startMock(async (i, _request, res) => {
+    if (i > 0) return streamChunks(res, textChunks('Sunny.'));
+    // As a gateway streams it: `get_` with the id, then `weather` alone, then the arguments.
+    const chunks = toolCallChunks('call_1', 'get_', args, 2);
+    chunks.splice(1, 0, { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { name: 'weather' } }] }, finish_reason: null }] });
+    return streamChunks(res, chunks);
+  });
+  t.after(() => mock.close());
+  const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'mock-model', apiKey: 'sk-test-key' });
+  let ran = 0;
+  agent.registerTool({ name: 'get_weather', description: 'weather', parametersJson: lookupSchema }, () => {
+    ran++;
+    return { contents: [{ type: 'text', text: 'sunny' }] };
+  });
+  const events = [];
+  agent.onEvent((e) => events.push(JSON.parse(e)));
+  const out = await agent.run('pieces', 'weather in Paris?');
+  assert.equal(out.status, 'completed', JSON.stringify(out));
+  assert.equal(ran, 1);
+  const calls = events.filter((e) => e.type.startsWith('tool_call_'));
+  assert.deepEqual(calls.map((e) => e.type), ['tool_call_started', 'tool_call_arguments_delta', 'tool_call_arguments_delta', 'tool_call_finished']);
+  assert.equal(calls[0].name, 'get_weather');
+  assert.equal(calls.at(-1).call.name, 'get_weather');
+  assert.equal(calls.slice(1, -1).map((e) => e.delta).join(''), args);
 });
 
 test('cancelling the handle mid-stream ends the run as cancelled and closes the HTTP stream', async (t) => {
