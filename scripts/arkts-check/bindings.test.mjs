@@ -136,13 +136,45 @@ test('random documents: write equals JSON.stringify, parse inverts it (compact a
   }
 });
 
-test('parse follows JSON.parse on escapes, duplicates and key order', () => {
+test('parse follows JSON.parse on escapes and key order; a duplicate key only when asked for', () => {
   const text = '{"b":1,"a":"\\u00e9\\ud83d\\ude00\\/\\n","b":2,"z":[true,false,null,-0.5e+2,1E3]}';
-  const obj = M.JsonObject.fromJsonString(text);
+  const obj = M.JsonObject.fromJsonString(text, true);
   assert.deepEqual(obj.keys(), ['b', 'a', 'z']);
   assert.equal(obj.getNumber('b'), 2);
   assert.equal(obj.getString('a'), 'é😀/\n');
   assert.equal(obj.toJsonString(), JSON.stringify(JSON.parse(text)));
+  const unique = text.replace('"b":2,', '');
+  assert.equal(M.JsonObject.fromJsonString(unique).toJsonString(), JSON.stringify(JSON.parse(unique)));
+});
+
+test('a key written twice in one object is refused with json_invalid at the second key, at any depth', () => {
+  const cases = [
+    ['{"b":1,"a":2,"b":3}', 13, '"b"'],
+    ['{"s":{"x":[{"k":1}, {"k":2,"k":2}]}}', 27, '"k"'],
+    ['[{}, {"\\u0061":1, "a":2}]', 18, '"a"'], // the same key, however escaped
+    [`{"${'é'.repeat(70)}":1,"${'é'.repeat(70)}":2}`, 76, `"${'é'.repeat(64)}..."`], // shown by its start
+  ];
+  for (const [text, offset, shown] of cases) {
+    assert.throws(() => M.JsonValue.fromJsonString(text), (e) => {
+      assert.ok(e instanceof M.JsonError, `${text}: ${e}`);
+      assert.equal(e.code, 'json_invalid', text);
+      assert.equal(e.layer, 'decode');
+      assert.equal(e.offset, offset, `${text}: ${e.message}`);
+      assert.equal(e.message, `the key ${shown} appears twice in one object at offset ${offset}`);
+      return true;
+    });
+    assert.throws(() => M.JsonObject.fromJsonString(text), (e) => e.code === 'json_invalid' && e.offset === offset);
+    assert.equal(M.JsonValue.fromJsonString(text, true).toJsonString(), JSON.stringify(JSON.parse(text)), text);
+  }
+  // Keys that differ (by case, by a character) are not duplicates.
+  assert.deepEqual(M.JsonObject.fromJsonString('{"a":1,"A":2,"a ":3}').keys(), ['a', 'A', 'a ']);
+});
+
+test('numbers are JS doubles: an integer beyond 2^53 is rounded as JSON.parse rounds it', () => {
+  assert.equal(M.JsonValue.fromJsonString('9007199254740993').asNumber(), 9007199254740992);
+  const big = M.JsonObject.fromJsonString('{"id":12345678901234567890}');
+  assert.equal(big.getNumber('id'), JSON.parse('12345678901234567890'));
+  assert.equal(big.toJsonString(), '{"id":12345678901234567000}');
 });
 
 test('invalid JSON is refused with json_invalid and the offset of the problem', () => {
