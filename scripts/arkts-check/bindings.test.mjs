@@ -228,6 +228,26 @@ test('ToolDefinition takes a JsonObject or JSON text, validates the timeout, and
   }
 });
 
+test('a ToolDefinition given schema text registers that text as written: order, numbers, a repeated key', () => {
+  const texts = [
+    '{"type":"object","properties":{"reasoning":{"type":"string"},"answer":{"type":"string"}}}',
+    '{ "type": "object",\n  "properties": { "id": { "const": 12345678901234567890 }, "r": { "maximum": 1.50e2 } } }',
+    '{"type":"object","properties":{"a":{"type":"string"},"a":{"type":"integer"}}}',
+  ];
+  for (const text of texts) {
+    const definition = new M.ToolDefinition('t', 'd', text);
+    assert.equal(definition.parametersJson(), text);
+    assert.equal(definition.parameters.getString('type'), 'object', 'the parsed view');
+  }
+  // The view keeps the last of a repeated key (the native module refuses the text at registration).
+  const repeated = new M.ToolDefinition('t', 'd', texts[2]);
+  assert.equal(repeated.parameters.getObject('properties').getObject('a').getString('type'), 'integer');
+  // A JsonObject schema registers as its compact text.
+  const built = new M.JsonObject().setString('type', 'object').setObject('properties', new M.JsonObject());
+  assert.equal(new M.ToolDefinition('t', 'd', built).parametersJson(), '{"type":"object","properties":{}}');
+  assert.equal(M.ToolDefinition.fromJson(repeated.toJson()).parametersJson(), repeated.parameters.toJsonString());
+});
+
 test('ToolResult round-trips through the Rust wire shape and reports bad shapes', () => {
   const meta = new M.JsonObject().setNumber('rows', 3);
   const result = new M.ToolResult([M.ContentPart.text('a "b"'), M.ContentPart.json(M.JsonValue.object(meta))], true, true, meta);

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { transpileFile } from './transpile.mjs';
 import { realBindings } from './real_bindings.mjs';
-import { rejectsWithCode } from '../../tests/node/helper.mjs';
+import { rejectsWithCode, throwsWithCode } from '../../tests/node/helper.mjs';
 import { tempDir } from './tmp.mjs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -566,4 +566,27 @@ test('a schema as deep as the native module takes (128 levels) is read back: def
   const outcome = await agent.run('deep-1', 'go');
   assert.equal(outcome.status, 'completed');
   assert.deepEqual(errors, []);
+});
+
+test('a ToolDefinition given schema text registers that text: a repeated key refused, big integers and key order kept', async () => {
+  // ToolDefinition re-serialized the text it had parsed: the last of a repeated key won, and an
+  // integer beyond 2^53 was rounded, so the value the schema names was refused as tool_argument_const.
+  const repeated = '{"type":"object","properties":{"a":{"type":"string"},"a":{"type":"integer"}}}';
+  const run = async () => B.ToolResult.text('ran');
+  throwsWithCode(assert, () => new B.ToolRegistry().register(new B.ToolDefinition('t', 'd', repeated), { execute: run }),
+    'schema_invalid_root', 'config');
+  throwsWithCode(assert, () => new B.Agent(B.AgentConfig.scripted('[]')).registerTool(new B.ToolDefinition('t', 'd', repeated),
+    { execute: run }), 'schema_invalid_root', 'config');
+  const big = '{ "type": "object", "properties": { "id": { "const": 12345678901234567890 }, "b": { "maximum": 1.50e2 } } }';
+  const registry = new B.ToolRegistry();
+  registry.register(new B.ToolDefinition('t', 'd', big), { execute: run });
+  const result = await registry.execute(new B.ToolCall('i', 't', '{"id":12345678901234567890}'));
+  assert.equal(result.toModelText(), 'ran');
+  await assert.rejects(registry.execute(new B.ToolCall('i', 't', '{"id":12345678901234567000}')),
+    (e) => B.agentErrorOf(e).code === 'tool_argument_const');
+  // What the module keeps (and sends to the model) is the text as written, compacted.
+  const nativeRegistry = new native.ToolRegistry();
+  nativeRegistry.register(B.toolDefinitionObject(new B.ToolDefinition('t', 'd', big)), () => ({ contents: [] }));
+  assert.match(nativeRegistry.definitionsJson(),
+    /"parameters":\{"type":"object","properties":\{"id":\{"const":12345678901234567890\},"b":\{"maximum":1\.50e2\}\}\}/);
 });
