@@ -443,7 +443,7 @@ export interface RunOutcomeObject {
  * the calls of a batch frozen for approval until a resume settles it. A call whose arguments the
  * registry refuses for their size or depth (json_too_large, json_too_deep): its
  * tool_call_arguments_delta events stream the text as the model sent it, its tool_call_finished
- * carries "arguments": "{}" (as the state, messages(), the hooks and every later request do), and
+ * carries "arguments": "{}" (as stateJson, the hooks and every later request do), and
  * its tool_result is that error; it never runs.
  * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained, and so is the
  * rejection of an async listener's Promise (logged).
