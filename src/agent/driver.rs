@@ -2125,7 +2125,7 @@ impl<'a> Run<'a> {
         let answer = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            r = self.call_model(&request) => Some(r),
+            r = self.call_model(&request, tools.limits()) => Some(r),
         };
         drop(request);
         self.state.messages = Arc::try_unwrap(messages).unwrap_or_else(|shared| (*shared).clone());
@@ -2143,6 +2143,7 @@ impl<'a> Run<'a> {
         if renamed > 0 {
             log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or repeated; made unique");
         }
+        let refused = refuse_arguments_over_limits(&tools, &mut response.tool_calls);
         self.notify(self.hooks.after_model_response(&ctx, &response)).await;
         self.finish_reason = response.finish_reason.clone();
         if response.is_empty() {
@@ -2165,6 +2166,9 @@ impl<'a> Run<'a> {
         self.record(StateEvent::MessageAppended { message: response.to_message() });
         if let Some(usage) = response.usage {
             self.record(StateEvent::UsageAdded { usage });
+        }
+        for (call, error) in refused {
+            self.record_answer(&call, &error);
         }
         if response.finish_reason.as_deref() == Some("length") {
             self.answer_truncated_calls(&response.tool_calls);
@@ -2195,17 +2199,29 @@ impl<'a> Run<'a> {
                     call.name, e.message
                 ),
             );
-            self.record(StateEvent::ToolFinished {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                result: ToolResult::from_error(&error),
-                stop_requested: false,
-                injected: Vec::new(),
-            });
+            self.record_answer(call, &error);
         }
     }
 
-    async fn call_model(&self, request: &ChatRequest) -> Result<ModelResponse, AgentError> {
+    /// Records `call` as finished with `error` for its result: a call answered as soon as the
+    /// answer is recorded, which the batch answers from its record without running it.
+    fn record_answer(&mut self, call: &ToolCall, error: &AgentError) {
+        self.record(StateEvent::ToolFinished {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            result: ToolResult::from_error(error),
+            stop_requested: false,
+            injected: Vec::new(),
+        });
+    }
+
+    /// Asks the model; a streamed call's `ToolCallFinished` carries its arguments as the history
+    /// will (`"{}"` when they are over `limits`, see [`refuse_arguments_over_limits`]).
+    async fn call_model(
+        &self,
+        request: &ChatRequest,
+        limits: crate::json::JsonLimits,
+    ) -> Result<ModelResponse, AgentError> {
         if !self.agent.config.streaming {
             return self.agent.model.complete(request).await;
         }
@@ -2231,6 +2247,9 @@ impl<'a> Run<'a> {
                 ModelEvent::ToolCallFinished { index, mut call } => {
                     if let Some(a) = announced.iter().find(|a| a.0 == index) {
                         call.id = a.2.clone();
+                    }
+                    if crate::json::over_limits(&call.arguments, &limits).is_some() {
+                        call.arguments = EMPTY_ARGUMENTS.to_string();
                     }
                     self.sink.emit(AgentEvent::ToolCallFinished { index, call })
                 }
@@ -3142,6 +3161,32 @@ fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
         ),
     ))
     .with_stop(result.stop)
+}
+
+/// What a call's arguments are recorded as when the registry refuses them for their size or depth:
+/// what the provider is sent for them in any case (see [`crate::provider::convert::wire_arguments`]).
+const EMPTY_ARGUMENTS: &str = "{}";
+
+/// The calls of an answer whose arguments are over the argument limits of `tools` (`json_too_large`,
+/// `json_too_deep`), with the registry's refusal of each (`tool_not_found` first for a tool it
+/// does not have, as its gates go), their arguments replaced by `"{}"`.
+///
+/// Such a call never runs, and its arguments would be saved with the session, shown to the hooks
+/// with every later request and re-read with every run, while the provider is sent `"{}"` for
+/// them: replaced as the answer comes in, the state, the hooks, `messages()` and the requests
+/// agree. The call is answered at once with the refusal (which tells the model the size or depth
+/// of what it sent and the limit), without hooks, approval or a run, as a call cut off at the
+/// token limit is (`answer_truncated_calls`).
+fn refuse_arguments_over_limits(tools: &ToolSnapshot, calls: &mut [ToolCall]) -> Vec<(ToolCall, AgentError)> {
+    let limits = tools.limits();
+    let mut refused = Vec::new();
+    for call in calls {
+        let Some(over) = crate::json::over_limits(&call.arguments, &limits) else { continue };
+        let error = tools.prepare(call).err().unwrap_or(over);
+        call.arguments = EMPTY_ARGUMENTS.to_string();
+        refused.push((call.clone(), error));
+    }
+    refused
 }
 
 /// A call's time limit: its definition's, else the config's `tool_timeout`; none for a

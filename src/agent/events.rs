@@ -84,7 +84,9 @@ pub enum AgentEvent {
         /// The piece.
         delta: String,
     },
-    /// The model finished a tool call.
+    /// The model finished a tool call: the call as the history records it (arguments the
+    /// registry refuses for their size or depth, which the deltas streamed as the model sent them,
+    /// are `"{}"` here, as in the state and in every later request; the call never runs).
     ToolCallFinished {
         /// Position in the answer.
         index: usize,

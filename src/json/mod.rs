@@ -17,7 +17,10 @@ mod surrogates;
 
 pub(crate) use jcs::shortest_decimal;
 pub use jcs::{canonicalize, canonicalize_str, format_number};
-pub(crate) use parse::{check_size, compact_len, depth_exceeds, kind_name, parse_value_unique, raw_compact};
+pub(crate) use parse::{
+    check_size, compact_len, depth_exceeds, kind_name, nests_deeper_than, over_limits, parse_value_unique,
+    raw_compact,
+};
 pub use parse::{parse_object, parse_value};
 pub(crate) use surrogates::lone_surrogate_escapes_mapped;
 pub use surrogates::lone_surrogate_escapes_replaced;

@@ -229,6 +229,48 @@ pub(crate) fn depth_exceeds(value: &Value, limit: usize) -> bool {
     false
 }
 
+/// Whether valid JSON text nests deeper than `limit` containers (counted as the parser counts:
+/// the root is depth 1). One pass over the bytes, skipping strings; nothing is built.
+pub(crate) fn nests_deeper_than(json: &str, limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The error [`parse_object`] refuses `text` with for its size or its depth (`json_too_large`,
+/// `json_too_deep`), if it does; `None` for text within both limits (not parsed: one pass over
+/// its bytes) or refused for another reason (`json_invalid`, `json_not_object`).
+pub(crate) fn over_limits(text: &str, limits: &JsonLimits) -> Option<AgentError> {
+    if text.len() <= limits.max_bytes && !nests_deeper_than(text, limits.max_depth.min(DEPTH_CAP)) {
+        return None;
+    }
+    parse_object(text, limits)
+        .err()
+        .filter(|e| e.code == codes::JSON_TOO_LARGE || e.code == codes::JSON_TOO_DEEP)
+}
+
 /// The length in bytes of a value's compact JSON text, or `None` once it passes `cap` (the
 /// writing stops there: nothing is allocated). Check [`depth_exceeds`] first: serde_json writes
 /// nested values recursively.
@@ -302,6 +344,30 @@ mod tests {
         assert_eq!(parse_value(&nested(4), &limits).unwrap_err().code, codes::JSON_TOO_DEEP);
         assert!(parse_value("[1, {\"a\": [2]}]", &limits).is_ok());
         assert_eq!(parse_value("[1, {\"a\": [[2]]}]", &limits).unwrap_err().code, codes::JSON_TOO_DEEP);
+    }
+
+    #[test]
+    fn over_limits_names_only_size_and_depth() {
+        let limits = JsonLimits { max_depth: 3, max_bytes: 32 };
+        let code = |text: &str| over_limits(text, &limits).map(|e| e.code.into_owned());
+        assert_eq!(code(r#"{"a": [[1]], "b": "]]]]"}"#), None);
+        assert_eq!(code(r#"{"a": [[[1]]]}"#).as_deref(), Some(codes::JSON_TOO_DEEP));
+        assert_eq!(
+            code(&format!(r#"{{"a": "{}"}}"#, "x".repeat(32))).as_deref(),
+            Some(codes::JSON_TOO_LARGE)
+        );
+        // Cut off past the depth limit is too deep, as the parser says; cut off within it, or not
+        // an object, is refused for another reason.
+        assert_eq!(code(r#"{"a": [[[1"#).as_deref(), Some(codes::JSON_TOO_DEEP));
+        assert_eq!(code(r#"{"a": 1"#), None);
+        assert_eq!(code("[1]"), None);
+        // The parser's cap holds whatever the limit says.
+        let deep = format!(r#"{{"a":{}}}"#, nested(DEPTH_CAP));
+        let roomy = JsonLimits { max_depth: 1000, max_bytes: 1 << 20 };
+        assert_eq!(
+            over_limits(&deep, &roomy).map(|e| e.code.into_owned()).as_deref(),
+            Some(codes::JSON_TOO_DEEP)
+        );
     }
 
     #[test]

@@ -30,8 +30,8 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 /// intact since it has no calls; a tool call's arguments that are not a JSON object text (cut off
 /// at the token limit, malformed), or are over the registry's default argument limits (refused
 /// `json_too_large` or `json_too_deep`), are sent as `"{}"` (vLLM and strict gateways reject the
-/// first; the second would make every later request as large; the state keeps the raw text and
-/// the call's error result tells the model what was wrong: see [`wire_arguments`]); a tool-call
+/// first; the second would make every later request as large; the call's error result tells the
+/// model what was wrong: see [`wire_arguments`]); a tool-call
 /// message's missing text is sent as `"content": null`.
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
@@ -249,14 +249,15 @@ fn app_name(name: &mut String, renames: &[(&str, &str)]) {
 /// request that carries them ("arguments must be a valid JSON object string"). Arguments over the
 /// limits were refused by the registry (`json_too_large`, `json_too_deep`) and never ran; sent
 /// back, they would make every later request of the session as large (a server with a body limit
-/// answers each with 413; more than 1 MiB of text is also past most models' context window).
+/// answers each with 413; more than 1 MiB of text is also past most models' context window). The
+/// runtime records those as `"{}"` already when the answer comes in (with the limits of its
+/// registry), so this matters for sessions saved by earlier versions, and for other histories.
 ///
 /// The conversion does not know the limits of the registry that ran the calls, so it applies the
-/// defaults. A registry with lower limits refuses some arguments that still go back as they are:
-/// no larger or deeper than what a default registry runs and sends back. A registry with higher
-/// limits runs some calls whose arguments go back as `"{}"` (the state keeps them; their results
-/// go back as they are): a body carrying more than 1 MiB of one call's arguments in every later
-/// request is not one a provider can be relied on to take.
+/// defaults. A registry with higher limits runs some calls whose arguments go back as `"{}"` (the
+/// state keeps them: the call runs with them; their results go back as they are): a body carrying
+/// more than 1 MiB of one call's arguments in every later request is not one a provider can be
+/// relied on to take.
 pub fn wire_arguments(arguments: &str) -> &str {
     let limits = JsonLimits::default();
     if arguments.len() > limits.max_bytes {
@@ -266,41 +267,11 @@ pub fn wire_arguments(arguments: &str) -> &str {
     // builds nothing (`IgnoredAny`); a body serialises each message once (the body cache).
     let is_object = arguments.trim_start().starts_with('{')
         && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
-    if is_object && !nests_deeper_than(arguments, limits.max_depth) {
+    if is_object && !crate::json::nests_deeper_than(arguments, limits.max_depth) {
         arguments
     } else {
         "{}"
     }
-}
-
-/// Whether valid JSON text nests deeper than `limit` containers (counted as the registry counts:
-/// the root is depth 1). One pass over the bytes, skipping strings.
-fn nests_deeper_than(json: &str, limit: usize) -> bool {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in json.as_bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > limit {
-                    return true;
-                }
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
 }
 
 fn wire_tool_choice<'a>(c: &'a ToolChoice, quirks: &ProviderQuirks) -> Option<WireToolChoice<'a>> {

@@ -53,8 +53,9 @@ impl ToolRegistry {
 
     /// An empty registry with the given limits for tool-call arguments.
     ///
-    /// The history sent to the provider replaces arguments over the *default* limits with `{}`
-    /// whatever these say (see [`crate::provider::convert::wire_arguments`]).
+    /// A call whose arguments these refuse for their size or depth is recorded by the agent with
+    /// `{}` for them; the history sent to the provider also replaces arguments over the *default*
+    /// limits with `{}` whatever these say (see [`crate::provider::convert::wire_arguments`]).
     pub fn with_limits(limits: JsonLimits) -> Self {
         ToolRegistry { limits, ..Self::default() }
     }
@@ -265,6 +266,11 @@ impl ToolSnapshot {
     /// The definition of a tool.
     pub fn definition(&self, name: &str) -> Option<&ToolDefinition> {
         self.get(name).map(|t| &t.definition)
+    }
+
+    /// The argument limits of the registry this snapshot was taken of.
+    pub fn limits(&self) -> JsonLimits {
+        self.inner.limits
     }
 
     /// Gates one to three: the tool is registered, its arguments parse as a JSON object within the

@@ -440,7 +440,11 @@ export interface RunOutcomeObject {
  * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
  * Every tool call of an answer gets exactly one tool_result, also one a cancel or an abort cut
  * short (right before run_finished, with the tool_interrupted answer the state gives it), except
- * the calls of a batch frozen for approval until a resume settles it.
+ * the calls of a batch frozen for approval until a resume settles it. A call whose arguments the
+ * registry refuses for their size or depth (json_too_large, json_too_deep): its
+ * tool_call_arguments_delta events stream the text as the model sent it, its tool_call_finished
+ * carries "arguments": "{}" (as stateJson, the hooks and every later request do), and
+ * its tool_result is that error; it never runs.
  * Order: see src/agent/events.rs. Its return value is ignored; a throw is contained, and so is the
  * rejection of an async listener's Promise (logged).
  */
