@@ -673,7 +673,7 @@ pub struct AgentConfigObject {
     /// Register `delegate_task`.
     pub enable_delegation: Option<bool>,
     /// The largest tool result recorded, bytes (default 1 MiB; a larger one is
-    /// `tool_result_too_large`).
+    /// `tool_result_too_large`, a larger error result is cut to fit).
     pub max_result_bytes: Option<f64>,
 
     // Provider options and history trimming (see `provider_options`).

@@ -284,7 +284,10 @@ export interface AgentConfigObject {
    * The largest tool result recorded, in bytes: its texts, JSON parts and metadata as compact JSON,
    * counted after afterToolCall (which may shrink it) (whole, >= 1; default 1048576). A larger one is
    * recorded as the error tool_result_too_large instead (the call's result to the model, the state
-   * and the tool_result event), so it is neither saved nor sent with every later request.
+   * and the tool_result event), so it is neither saved nor sent with every later request. A larger
+   * error result (json_invalid, tool_execution_failed...) keeps its code and metadata, its text cut
+   * to fit and ended by `… [N more bytes cut]` (a limit under a few hundred bytes may be passed by
+   * the code, layer, approval id and note alone, by at most 272 bytes in all).
    */
   maxResultBytes?: number;
 
