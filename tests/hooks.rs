@@ -313,6 +313,37 @@ async fn after_stop_and_abort_short_circuit() {
     assert_eq!(entries(&l).len(), 1);
 }
 
+/// Only user and system messages can be injected: an assistant message would put words in the
+/// model's mouth, a tool message would answer no call. The message names the role with its article.
+#[tokio::test]
+async fn injecting_an_assistant_or_tool_message_fails_the_hook() {
+    let injects = |message: ChatMessage| {
+        let l = log();
+        let m = message.clone();
+        let p = pipeline(vec![Scripted::new("a", &l).after(move |_| AfterToolCall {
+            action: AfterToolCallAction::Proceed(None),
+            inject: vec![m.clone()],
+        })]);
+        async move { p.after_tool_call(&CTX, &call(), ToolResult::text("done")).await }
+    };
+    let tool = ChatMessage::Tool {
+        tool_call_id: "call_1".into(),
+        name: "update_note".into(),
+        content: "x".into(),
+        is_error: false,
+    };
+    for (message, wanted) in [
+        (ChatMessage::assistant_text("sure"), "hook #0 injected an assistant message after call call_1"),
+        (tool, "hook #0 injected a tool message after call call_1"),
+    ] {
+        let out = injects(message).await;
+        let AfterControl::Abort(e) = out.control else { panic!("{:?}", out.control) };
+        assert_eq!(e.code, codes::HOOK_FAILED);
+        assert_eq!(e.message, format!("{wanted}: only user and system messages can be injected"));
+        assert!(out.inject.is_empty());
+    }
+}
+
 #[tokio::test]
 async fn persistence_can_be_skipped_except_for_forced_states() {
     let l = log();

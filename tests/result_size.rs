@@ -2,6 +2,10 @@
 //! error `tool_result_too_large`: saved as it was, it would be in the state and sent with every
 //! later request of the session. The size is counted after the after-hooks, so a hook that shrinks
 //! a large result (a summary, a page) lets it through. Before, any size was kept.
+//!
+//! An error result over the limit keeps its code and metadata, its text cut to fit: replaced by
+//! `tool_result_too_large` ("ask the tool for less"), as it was before, a bad JSON argument or a
+//! thrown executor told the model the wrong failure and the wrong fix.
 
 #[path = "support/runtime.rs"]
 mod support;
@@ -10,10 +14,10 @@ use arkagent::agent::{AgentBuilder, AgentConfig, AgentEvent, EventLog, DEFAULT_M
 use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
 use arkagent::state::{FileStore, RunStatus, StateStore};
 use arkagent::tool::{FnExecutor, ToolContext, ToolDefinition, ToolRegistry, ToolResult};
-use arkagent::{CancellationSignal, ChatMessage, ToolCall};
+use arkagent::{AgentError, CancellationSignal, ChatMessage, ToolCall};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use support::{answer, calls, Script};
+use support::{answer, calls, tool_messages, Script};
 
 /// A registry whose `report` tool returns `size` bytes of text, with the stop flag `stop`.
 fn registry(size: usize, stop: bool) -> ToolRegistry {
@@ -129,4 +133,75 @@ fn a_zero_limit_is_config_invalid() {
     let e = AgentConfig { max_result_bytes: 0, ..AgentConfig::default() }.validate().unwrap_err();
     assert_eq!(e.code, "config_invalid");
     assert_eq!(e.message, "max_result_bytes must be at least 1, got 0");
+}
+
+#[tokio::test]
+async fn an_error_result_over_the_limit_keeps_its_code_and_is_cut_to_fit() {
+    let limit = 120;
+    let mut tools = ToolRegistry::new();
+    // A long property name: the type mismatch's message names its path.
+    let schema = json!({"type": "object", "properties": {"count_of_items_in_one_page": {"type": "integer"}}});
+    tools
+        .register(
+            ToolDefinition::new("t", "d", schema),
+            Arc::new(FnExecutor(|_a: Map<String, Value>, _c: ToolContext| async move {
+                Ok(ToolResult::text("ok"))
+            })),
+        )
+        .unwrap();
+    tools
+        .register(
+            ToolDefinition::new("boom", "d", json!({"type": "object"})),
+            Arc::new(FnExecutor(|_a: Map<String, Value>, _c: ToolContext| async move {
+                Err(AgentError::execution_failed(format!("kaboom: {}", "ü".repeat(200))))
+            })),
+        )
+        .unwrap();
+    let model = Arc::new(Script::new(vec![
+        calls(&[
+            ("bad_json", "t", &format!("{{\"n\": {}", "1".repeat(300))),
+            ("bad_type", "t", r#"{"count_of_items_in_one_page": "x"}"#),
+            ("throws", "boom", "{}"),
+        ]),
+        answer("done"),
+    ]));
+    let store: Arc<dyn StateStore> = Arc::new(support::MemStore::new());
+    let config = AgentConfig { max_result_bytes: limit, ..AgentConfig::default() };
+    let agent = AgentBuilder::new(model, store.clone()).tools(tools).config(config).build();
+    let events = EventLog::new();
+    agent.run("s", "q", &events, &CancellationSignal::new()).await.unwrap();
+
+    let results: Vec<(String, ToolResult)> = events
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult { call_id, result, .. } => Some((call_id, result)),
+            _ => None,
+        })
+        .collect();
+    let codes: Vec<(&str, &str)> = results
+        .iter()
+        .map(|(id, r)| (id.as_str(), r.metadata.as_ref().unwrap()["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("bad_json", "json_invalid"),
+            ("bad_type", "tool_argument_type_mismatch"),
+            ("throws", "tool_execution_failed"),
+        ]
+    );
+    let state = store.load("s").await.unwrap().unwrap();
+    let saved = tool_messages(&state.messages);
+    for ((id, result), (saved_id, content, is_error)) in results.iter().zip(&saved) {
+        assert!(result.is_error && *is_error && id == saved_id);
+        assert_eq!(&result.to_model_text(), content);
+        assert!(result.size_bytes() <= limit, "{id}: {result:?}");
+        let code = result.metadata.as_ref().unwrap()["code"].as_str().unwrap();
+        assert!(content.starts_with(&format!("error [{code}]: ")), "{content}");
+        assert!(content.ends_with("more bytes cut]"), "{content}");
+    }
+    let throws = &saved[2].1;
+    assert!(throws.starts_with("error [tool_execution_failed]: kaboom: üü"), "{throws}");
+    assert_eq!(state.status, RunStatus::Completed);
 }

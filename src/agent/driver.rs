@@ -3146,12 +3146,17 @@ fn hold_answers_for_the_batch(state: &mut AgentState, report: &mut crate::state:
     report.events.retain(|e| !matches!(e, StateEvent::MessageAppended { message } if is_held(message)));
 }
 
-/// `result`, or the error `tool_result_too_large` in its place when it takes more than `limit`
-/// bytes ([`AgentConfig::max_result_bytes`]); the stop flag is kept.
+/// `result` when it takes at most `limit` bytes ([`AgentConfig::max_result_bytes`]); else an
+/// error result cut to fit ([`ToolResult::cut_error`]: its code and metadata say what failed,
+/// "ask for less" would not), a successful one replaced by the error `tool_result_too_large`.
+/// The stop flag is kept.
 fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
     let size = result.size_bytes();
     if size <= limit {
         return result;
+    }
+    if result.is_error {
+        return result.cut_error(limit);
     }
     ToolResult::from_error(&AgentError::of(
         codes::TOOL_RESULT_TOO_LARGE,

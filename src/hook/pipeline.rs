@@ -322,10 +322,12 @@ impl HookPipeline {
                 .iter()
                 .find(|m| !matches!(m, ChatMessage::User { .. } | ChatMessage::System { .. }))
             {
+                // Only assistant and tool messages get here.
+                let article = if m.role().starts_with('a') { "an" } else { "a" };
                 return AfterToolCallOutcome::failed(AgentError::of(
                     codes::HOOK_FAILED,
                     format!(
-                        "hook #{index} injected a {} message after call {}: only user and system messages can be injected",
+                        "hook #{index} injected {article} {} message after call {}: only user and system messages can be injected",
                         m.role(),
                         call.id
                     ),

@@ -23,8 +23,8 @@
 //!   model request (the HTTP stream is dropped) and reaches executors through `context.signal`.
 
 use super::dto::{
-    to_json, AgentConfigObject, ApprovalIdArg, Id, InputArg, LoopDiagnosisObject, MetadataKeyArg, ReasonArg,
-    RunOutcomeObject, SessionIdArg, Text, ToolDefinitionObject, ToolNameArg, ValueJsonArg,
+    to_json, AgentConfigObject, ApprovalIdArg, Checked, Id, InputArg, LoopDiagnosisObject, MetadataKeyArg,
+    ReasonArg, RunOutcomeObject, SessionIdArg, Text, ToolDefinitionObject, ToolNameArg, ValueJsonArg,
 };
 use super::error::{
     check_new, check_this, guard, guard_napi, spawn_guarded, spawn_guarded_keeping, Arg, ArgRef, ClassTag,
@@ -143,7 +143,8 @@ fn core_agent(
 ) -> Result<(Arc<Agent>, Duration), AgentError> {
     let agent_config = config.agent_config()?;
     let max_tokens = agent_config.max_tokens;
-    let diagnosis = config.loop_diagnosis.as_ref().map(LoopDiagnosisObject::schedule).transpose()?;
+    let diagnosis = config.loop_diagnosis.take().map(Checked::known).transpose()?;
+    let diagnosis = diagnosis.as_ref().map(LoopDiagnosisObject::schedule).transpose()?;
     let timeouts = config.provider_timeouts()?;
     let model = model(&mut config, timeouts)?;
     let store: Arc<dyn StateStore> = match config.state_dir.as_ref() {
@@ -271,12 +272,16 @@ impl JsAgent {
     /// # Errors
     /// `config_invalid` (the message names the field), `insecure_url`, `provider_tls`.
     #[napi(constructor)]
-    pub fn new(env: Env, this: This<Unknown>, config: Arg<AgentConfigObject>) -> napi_ohos::Result<Self> {
+    pub fn new(
+        env: Env,
+        this: This<Unknown>,
+        config: Arg<Checked<AgentConfigObject>>,
+    ) -> napi_ohos::Result<Self> {
         check_new::<Self>(&env, &this)?;
         let Arg(config) = config;
         guard(&env, || {
             let policy = Arc::new(PolicySlot::default());
-            let (core, tool_timeout) = core_agent(config, Arc::clone(&policy))?;
+            let (core, tool_timeout) = core_agent(config.known()?, Arc::clone(&policy))?;
             Ok(JsAgent {
                 tag: ClassTag::AGENT,
                 core,
@@ -297,7 +302,7 @@ impl JsAgent {
     pub fn register_tool(
         &self,
         env: Env,
-        definition: Arg<ToolDefinitionObject>,
+        definition: Arg<Checked<ToolDefinitionObject>>,
         executor: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
         check_this(&env, self)?;

@@ -128,6 +128,141 @@ unsafe fn read_id(env: sys::napi_env, value: sys::napi_value, name: &str) -> nap
 
 super::text::napi_as_string!(Id);
 
+/// An object an export takes whose keys are all known: [`Checked`] refuses any other.
+pub trait KnownKeys {
+    /// What the object is, for a refusal (`the Agent config`).
+    const WHAT: &'static str;
+    /// Its keys, as JS spells them.
+    const KEYS: &'static [&'static str];
+}
+
+/// An options object an export takes, read as `T`, with the first key it has that `T` does not
+/// read: napi's conversion skips such a key without a word, so a misspelt option (`maxRound`,
+/// `statedir`) left its default in place (for `statedir`, a memory-only agent). [`known`](Self::known)
+/// refuses it as `config_invalid`. A key whose value is `undefined` counts as absent, as the
+/// fields' own do.
+pub struct Checked<T> {
+    value: T,
+    unknown: Option<String>,
+}
+
+impl<T: KnownKeys> Checked<T> {
+    /// The object, when it has no unknown key.
+    ///
+    /// # Errors
+    /// `config_invalid` naming the key, and the known key it is nearest to (else all of them).
+    pub fn known(self) -> Result<T, AgentError> {
+        let Some(key) = self.unknown else { return Ok(self.value) };
+        let hint = match nearest_key(&key, T::KEYS) {
+            Some(near) => format!("did you mean {near}?"),
+            None => format!("it has {}", T::KEYS.join(", ")),
+        };
+        Err(AgentError::of(codes::CONFIG_INVALID, format!("unknown key {key:?} in {} ({hint})", T::WHAT)))
+    }
+}
+
+/// The known key `key` is likely a misspelling of: the nearest by edit distance, ignoring case,
+/// when at most two edits (or a third of the key) away.
+fn nearest_key(key: &str, known: &[&'static str]) -> Option<&'static str> {
+    fn distance(a: &[char], b: &[char]) -> usize {
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.iter().enumerate() {
+            let mut diagonal = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let substituted = diagonal + usize::from(ca != cb);
+                diagonal = row[j + 1];
+                row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
+            }
+        }
+        row[b.len()]
+    }
+    let lower = |s: &str| s.to_lowercase().chars().collect::<Vec<char>>();
+    let key = lower(key);
+    let (d, near) = known.iter().map(|k| (distance(&key, &lower(k)), *k)).min_by_key(|(d, _)| *d)?;
+    (d <= 2.max(key.len() / 3)).then_some(near)
+}
+
+/// The first key of `object` that is not one of `known` and has a value (`undefined` counts as
+/// absent), shown by its start and without the API key: the text reaches errors, events and the
+/// state.
+pub(crate) fn unknown_key(object: &Object<'_>, known: &[&str]) -> napi_ohos::Result<Option<String>> {
+    use napi_ohos::bindgen_prelude::{JsObjectValue, Unknown};
+    let names = object.get_property_names()?;
+    for i in 0..names.get_array_length()? {
+        let key: String = names.get_element(i)?;
+        if !known.contains(&key.as_str())
+            && object.get_named_property::<Unknown>(&key)?.get_type()? != napi_ohos::ValueType::Undefined
+        {
+            // Shown by its start, as a path shows a long key.
+            let mut shown: String = key.chars().take(crate::schema::KEY_SHOWN_CHARS).collect();
+            super::executor::redact_text(&mut shown);
+            return Ok(Some(shown));
+        }
+    }
+    Ok(None)
+}
+
+impl<T: FromNapiValue + KnownKeys> FromNapiValue for Checked<T> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
+        // SAFETY (both): the caller's, passed on; read as `T` first, the value is an object.
+        let value_read = unsafe { T::from_napi_value(env, value) }?;
+        let object = unsafe { Object::from_napi_value(env, value) }?;
+        let unknown = unknown_key(&object, T::KEYS)?;
+        Ok(Checked { value: value_read, unknown })
+    }
+}
+
+impl<T: ValidateNapiValue + FromNapiValue + KnownKeys> ValidateNapiValue for Checked<T> {
+    unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<sys::napi_value> {
+        // SAFETY: the caller's, passed on.
+        unsafe { T::validate(env, value) }
+    }
+}
+
+impl<T: TypeName> TypeName for Checked<T> {
+    fn type_name() -> &'static str {
+        T::type_name()
+    }
+
+    fn value_type() -> napi_ohos::ValueType {
+        T::value_type()
+    }
+}
+
+impl<T: ToNapiValue> ToNapiValue for Checked<T> {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi_ohos::Result<sys::napi_value> {
+        // SAFETY: the caller's, passed on.
+        unsafe { T::to_napi_value(env, value.value) }
+    }
+}
+
+/// Implements [`KnownKeys`] for objects napi reads.
+macro_rules! known_keys {
+    ($($ty:ty => $what:literal [$($key:literal),* $(,)?];)*) => {$(
+        impl KnownKeys for $ty {
+            const WHAT: &'static str = $what;
+            const KEYS: &'static [&'static str] = &[$($key),*];
+        }
+    )*};
+}
+
+known_keys! {
+    ToolDefinitionObject => "a tool definition"
+        ["name", "description", "parametersJson", "riskLevel", "idempotent", "timeoutMs"];
+    ToolRegistryOptions => "the ToolRegistry options" ["defaultTimeoutMs", "maxArgumentBytes", "maxArgumentDepth"];
+    ExecuteOptions => "the execute options" ["sessionId", "batchCallId", "metadataJson"];
+    LoopDiagnosisObject => "loopDiagnosis" ["firstRound", "every", "minConfidence"];
+    AgentConfigObject => "the Agent config" [
+        "provider", "baseUrl", "model", "apiKey", "scriptJson", "stateDir", "systemPrompt", "maxRounds",
+        "maxParallelTools", "toolTimeoutMs", "streaming", "temperature", "maxTokens", "allowInsecureHttp",
+        "extraRootsPem", "loopWindow", "loopMaxCyclePeriod", "enableDelegation", "maxResultBytes",
+        "contextBudgetTokens", "streamUsage", "sendReasoningContent", "toolChoice", "parallelToolCalls",
+        "loopDiagnosis", "connectTimeoutMs", "firstByteTimeoutMs", "idleTimeoutMs", "totalTimeoutMs",
+        "afterFinishTimeoutMs",
+    ];
+}
+
 /// A tool definition as ArkTS gives it.
 #[napi(object)]
 pub struct ToolDefinitionObject {
@@ -673,7 +808,7 @@ pub struct AgentConfigObject {
     /// Register `delegate_task`.
     pub enable_delegation: Option<bool>,
     /// The largest tool result recorded, bytes (default 1 MiB; a larger one is
-    /// `tool_result_too_large`).
+    /// `tool_result_too_large`, a larger error result is cut to fit).
     pub max_result_bytes: Option<f64>,
 
     // Provider options and history trimming (see `provider_options`).
@@ -688,7 +823,7 @@ pub struct AgentConfigObject {
     /// `parallel_tool_calls` with every request that has tools (absent: not sent).
     pub parallel_tool_calls: Option<bool>,
     /// Ask the agent's own model whether the session is looping, on a schedule.
-    pub loop_diagnosis: Option<LoopDiagnosisObject>,
+    pub loop_diagnosis: Option<Checked<LoopDiagnosisObject>>,
 
     // Provider timeouts, on top of the model's defaults (see `provider_timeouts`).
     /// TCP + TLS set-up of each attempt, ms (default 10000).

@@ -29,7 +29,7 @@
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
 use super::callback::{call_args, call_js, shield, CallFailure, JsFn, Queued, Settled, Thrown};
-use super::dto::{ToolDefinitionObject, ToolResultObject};
+use super::dto::{Checked, ToolDefinitionObject, ToolResultObject};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::tool::{CancellationSignal, ContentPart, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
@@ -53,10 +53,14 @@ pub(crate) type CoreTool = (ToolDefinition, Arc<dyn ToolExecutor>);
 /// function could not be wrapped), the inner one the definition's (`config_invalid`...).
 pub(crate) fn js_tool(
     env: &Env,
-    definition: ToolDefinitionObject,
+    definition: Checked<ToolDefinitionObject>,
     executor: Function<'_, Unknown<'static>, Unknown<'static>>,
     default_timeout: Duration,
 ) -> napi_ohos::Result<Result<CoreTool, AgentError>> {
+    let definition = match definition.known() {
+        Ok(definition) => definition,
+        Err(e) => return Ok(Err(e)),
+    };
     // An invalid timeoutMs is reported by into_core below; the default stands in meanwhile.
     let timeout = definition
         .timeout_ms

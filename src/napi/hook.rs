@@ -191,20 +191,11 @@ impl FromNapiValue for HookAnswer {
         // SAFETY (all three): on the JS thread, with the env and value of the reply being read.
         let decision = unsafe { HookDecisionObject::from_napi_value(env, value) }?;
         let object = unsafe { Object::from_napi_value(env, value) }?;
-        let names = object.get_property_names()?;
-        for i in 0..names.get_array_length()? {
-            let key: String = names.get_element(i)?;
-            if !DECISION_KEYS.contains(&key.as_str())
-                && object.get_named_property::<Unknown>(&key)?.get_type()? != ValueType::Undefined
-            {
-                // Shown by its start, as a path shows a long key; the text reaches the state.
-                let mut shown: String = key.chars().take(crate::schema::KEY_SHOWN_CHARS).collect();
-                redact_text(&mut shown);
-                return Err(napi_ohos::Error::from_reason(format!(
-                    "unknown key {shown:?} (a decision has {})",
-                    DECISION_KEYS.join(", ")
-                )));
-            }
+        if let Some(shown) = super::dto::unknown_key(&object, &DECISION_KEYS)? {
+            return Err(napi_ohos::Error::from_reason(format!(
+                "unknown key {shown:?} (a decision has {})",
+                DECISION_KEYS.join(", ")
+            )));
         }
         Ok(HookAnswer(decision))
     }

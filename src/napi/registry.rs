@@ -4,8 +4,8 @@
 //! registers its own tools with `registerTool`, through the same `JsToolExecutor`.)
 
 use super::dto::{
-    ExcludedNamesArg, ExecuteOptions, Id, JsArray, ToolCallObject, ToolDefinitionObject, ToolNameArg,
-    ToolRegistryOptions, ToolResultObject,
+    Checked, ExcludedNamesArg, ExecuteOptions, Id, JsArray, ToolCallObject, ToolDefinitionObject,
+    ToolNameArg, ToolRegistryOptions, ToolResultObject,
 };
 use super::error::{check_new, check_this, guard, guard_napi, spawn_guarded, Arg, ArgRef, ClassTag};
 use super::signal::CancellationHandle;
@@ -91,16 +91,19 @@ impl JsToolRegistry {
 #[napi]
 impl JsToolRegistry {
     /// An empty registry.
+    ///
+    /// # Errors
+    /// `config_invalid` for an option out of range or a key the options do not have.
     #[napi(constructor)]
     pub fn new(
         env: Env,
         this: This<Unknown>,
-        options: Arg<Option<ToolRegistryOptions>>,
+        options: Arg<Option<Checked<ToolRegistryOptions>>>,
     ) -> napi_ohos::Result<Self> {
         check_new::<Self>(&env, &this)?;
         let Arg(options) = options;
         guard(&env, || {
-            let (limits, default_timeout) = match &options {
+            let (limits, default_timeout) = match options.map(Checked::known).transpose()? {
                 Some(o) => (o.limits()?, o.default_timeout()?),
                 None => (Default::default(), None),
             };
@@ -122,7 +125,7 @@ impl JsToolRegistry {
     pub fn register(
         &self,
         env: Env,
-        definition: Arg<ToolDefinitionObject>,
+        definition: Arg<Checked<ToolDefinitionObject>>,
         executor: Arg<Function<'_, Unknown<'static>, Unknown<'static>>>,
     ) -> napi_ohos::Result<()> {
         check_this(&env, self)?;
@@ -212,7 +215,7 @@ impl JsToolRegistry {
         env: &'env Env,
         call: Arg<ToolCallObject>,
         signal: Option<ArgRef<CancellationHandle>>,
-        options: Arg<Option<ExecuteOptions>>,
+        options: Arg<Option<Checked<ExecuteOptions>>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ToolResultObject>> {
         check_this(env, self)?;
         let (Arg(call), signal, Arg(options)) = (call, signal.map(|s| s.0), options);
@@ -240,10 +243,13 @@ impl JsToolRegistry {
         &self,
         call: ToolCallObject,
         signal: Option<&CancellationHandle>,
-        options: Option<ExecuteOptions>,
+        options: Option<Checked<ExecuteOptions>>,
     ) -> Result<(crate::tool::ToolSnapshot, ToolCall, ToolContext), AgentError> {
-        let options =
-            options.unwrap_or(ExecuteOptions { session_id: None, batch_call_id: None, metadata_json: None });
+        let options = options.map(Checked::known).transpose()?.unwrap_or(ExecuteOptions {
+            session_id: None,
+            batch_call_id: None,
+            metadata_json: None,
+        });
         let session_id = options.session_id.as_ref().map(|id| id.0.clone()).unwrap_or_default();
         // Inserted one by one: `collect` into a BTreeMap sorts first, with a sort instantiated
         // for this one iterator (BENCHMARKS.md, "Size of the stripped release `.so`").

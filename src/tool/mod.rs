@@ -12,7 +12,7 @@ pub use context::{
 pub use definition::{ParametersSchema, RiskLevel, ToolDefinition};
 pub(crate) use registry::{cancelled_error, tool_not_found};
 pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};
-pub use result::{ContentPart, ToolResult, MAX_RESULT_DEPTH};
+pub use result::{ContentPart, ToolResult, MAX_CUT_ERROR_BYTES, MAX_RESULT_DEPTH};
 
 use crate::error::AgentError;
 use async_trait::async_trait;

@@ -55,6 +55,20 @@ pub struct ToolResult {
 /// ([`JsonLimits`](crate::json::JsonLimits)).
 pub const MAX_RESULT_DEPTH: usize = 64;
 
+/// The metadata keys a cut error result keeps when its metadata leaves no room
+/// ([`ToolResult::cut_error`]): the ones the runtime's own error results carry.
+const KEPT_ERROR_KEYS: [&str; 3] = ["code", "layer", "approval_id"];
+
+/// The most bytes an error result cut by [`ToolResult::cut_error`] takes, whatever the limit:
+/// the metadata's kept keys with values of at most 64 bytes of JSON text each, quotes aside
+/// (231 bytes), and the note with a 20-digit count (41 bytes).
+pub const MAX_CUT_ERROR_BYTES: usize = 272;
+
+/// The note ending a cut error text: `… [N more bytes cut]`.
+fn cut_note(cut: usize) -> String {
+    format!("… [{cut} more bytes cut]")
+}
+
 impl ToolResult {
     /// `tool_result_invalid` when a JSON part or the metadata nests deeper than
     /// [`MAX_RESULT_DEPTH`] levels (`from` names who made the result, for the message).
@@ -130,6 +144,53 @@ impl ToolResult {
         parts.saturating_add(metadata)
     }
 
+    /// This error result cut to take at most `limit` bytes ([`size_bytes`](Self::size_bytes)):
+    /// its model text, cut at a character boundary and ended by a note of how many bytes were
+    /// cut (`… [N more bytes cut]`), becomes its one text part; the flags and the metadata (the
+    /// code, layer, approval id: what the app and the model need to tell the failure) are kept.
+    /// Metadata that leaves no room for the note is reduced to its `code`, `layer` and
+    /// `approval_id` (each kept when a string of at most [`crate::error::MAX_CODE_LEN`] bytes as
+    /// JSON text, quotes aside);
+    /// if those and the note still do not fit (a limit of a few hundred bytes), the result takes
+    /// more than `limit`, by at most [`MAX_CUT_ERROR_BYTES`] in all.
+    pub(crate) fn cut_error(self, limit: usize) -> ToolResult {
+        use crate::json::compact_len;
+        let text = self.to_model_text();
+        let meta_len = |m: &Option<Map<String, Value>>| {
+            m.as_ref().map_or(0, |m| compact_len(m, usize::MAX).unwrap_or(usize::MAX))
+        };
+        // The note's longest form: at most the whole text is cut.
+        let note_len = cut_note(text.len()).len();
+        let mut metadata = self.metadata;
+        if meta_len(&metadata).saturating_add(note_len) > limit {
+            metadata = metadata.map(|m| {
+                m.into_iter()
+                    .filter(|(key, value)| {
+                        KEPT_ERROR_KEYS.contains(&key.as_str())
+                            && value.is_string()
+                            && compact_len(value, crate::error::MAX_CODE_LEN + 2).is_some()
+                    })
+                    .collect()
+            });
+        }
+        let room = limit.saturating_sub(meta_len(&metadata).saturating_add(note_len));
+        let mut kept = room.min(text.len());
+        while !text.is_char_boundary(kept) {
+            kept -= 1;
+        }
+        let cut = match text.len() - kept {
+            // Only the metadata was too large.
+            0 => text,
+            n => format!("{}{}", &text[..kept], cut_note(n)),
+        };
+        ToolResult {
+            contents: vec![ContentPart::text(cut)],
+            is_error: self.is_error,
+            stop: self.stop,
+            metadata,
+        }
+    }
+
     /// The text the model is shown: text parts as they are, JSON parts as compact JSON, joined by
     /// newlines.
     pub fn to_model_text(&self) -> String {
@@ -172,6 +233,64 @@ mod tests {
         assert_eq!(r.size_bytes(), 6 + r#"{"a":[1,"x"]}"#.len());
         r.metadata = Some(json!({"k": true}).as_object().cloned().unwrap_or_default());
         assert_eq!(r.size_bytes(), 6 + 13 + r#"{"k":true}"#.len());
+    }
+
+    fn denied(reason: &str) -> ToolResult {
+        let mut r =
+            ToolResult::from_error(&AgentError::of(codes::TOOL_DENIED, format!("denied by user: {reason}")));
+        r.metadata
+            .as_mut()
+            .unwrap()
+            .insert("approval_id".into(), json!("0b1c1d3e-0000-4000-8000-000000000000"));
+        r.with_stop(true)
+    }
+
+    #[test]
+    fn a_cut_error_keeps_its_flags_and_metadata_and_fits() {
+        // "é" is two bytes: no cut falls inside one.
+        let r = denied(&"é".repeat(500));
+        let size = r.size_bytes();
+        let meta = r.metadata.clone();
+        for limit in [200, 201, 202, 300, size - 1] {
+            let cut = r.clone().cut_error(limit);
+            // Less only by a character's other byte and a digit of the count reserved for the note.
+            assert!(cut.size_bytes() <= limit && cut.size_bytes() >= limit - 2, "{limit}: {cut:?}");
+            assert!(cut.is_error && cut.stop && cut.metadata == meta, "{cut:?}");
+            let text = cut.to_model_text();
+            let (kept, note) = text.rsplit_once("… [").unwrap();
+            assert!(text.starts_with("error [tool_denied]: denied by user: é"), "{text}");
+            assert!(r.to_model_text().starts_with(kept));
+            assert_eq!(note, format!("{} more bytes cut]", r.to_model_text().len() - kept.len()));
+        }
+    }
+
+    #[test]
+    fn metadata_that_leaves_no_room_keeps_the_runtime_keys() {
+        let mut r = denied("no");
+        r.metadata.as_mut().unwrap().insert("app".into(), json!("x".repeat(1000)));
+        // The text fits once the app's key is left out: it is kept whole.
+        let cut = r.clone().cut_error(200);
+        assert_eq!(cut.to_model_text(), "error [tool_denied]: denied by user: no");
+        let meta = cut.metadata.unwrap();
+        assert_eq!(meta.keys().collect::<Vec<_>>(), ["approval_id", "code", "layer"]);
+        assert_eq!(meta["approval_id"], "0b1c1d3e-0000-4000-8000-000000000000");
+
+        // The worst case: a limit of one byte, the kept keys at their longest, the longest note.
+        let long = "c".repeat(crate::error::MAX_CODE_LEN);
+        let mut r = ToolResult::error_text("x".repeat(100_000));
+        r.metadata = Some(
+            json!({"code": long, "layer": long, "approval_id": long, "other": 1})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        let cut = r.cut_error(1);
+        assert_eq!(cut.to_model_text(), "… [100000 more bytes cut]");
+        assert_eq!(cut.size_bytes(), MAX_CUT_ERROR_BYTES - 14, "a 6-digit count, not 20");
+        // A longer value is not kept.
+        let mut r = ToolResult::error_text("x");
+        r.metadata = Some(json!({"code": format!("{long}c")}).as_object().cloned().unwrap());
+        assert_eq!(r.cut_error(1).metadata, Some(Map::new()));
     }
 
     #[test]

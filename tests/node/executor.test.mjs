@@ -388,3 +388,34 @@ test('maxResultBytes: a larger result is recorded as tool_result_too_large; 0, a
     assert.match(e.message, /^maxResultBytes must be a whole number from 1/, String(bad));
   }
 });
+
+test('maxResultBytes: an error result over the limit keeps its code and metadata, its text cut to fit', async () => {
+  const maxResultBytes = 100;
+  const agent = new Agent({
+    provider: 'scripted',
+    maxResultBytes,
+    scriptJson: JSON.stringify([
+      { tool_calls: [{ id: 'bad_json', name: 'dump', arguments: '{bad' }, { id: 'throws', name: 'boom', arguments: '{}' }] },
+      { content: 'done' },
+    ]),
+  });
+  agent.registerTool({ name: 'dump', description: 'd', parametersJson: objectSchema }, () => text('fine'));
+  agent.registerTool({ name: 'boom', description: 'd', parametersJson: objectSchema }, () => {
+    throw new Error(`kaboom ${'ü'.repeat(100)}`);
+  });
+  const results = [];
+  agent.onEvent((e) => {
+    e = JSON.parse(e);
+    if (e.type === 'tool_result') results.push(e.result);
+  });
+  assert.equal((await agent.run('s', 'go')).status, 'completed');
+  const size = (r) => Buffer.byteLength(r.contents[0].text) + JSON.stringify(r.metadata).length;
+  assert.deepEqual(results.map((r) => r.metadata.code), ['json_invalid', 'tool_execution_failed']);
+  for (const r of results) {
+    assert.equal(r.is_error, true);
+    assert.match(r.contents[0].text, new RegExp(`^error \\[${r.metadata.code}\\].*… \\[\\d+ more bytes cut\\]$`));
+    assert.ok(size(r) <= maxResultBytes, JSON.stringify(r));
+  }
+  const saved = JSON.parse(await agent.stateJson('s')).messages.filter((m) => m.role === 'tool');
+  assert.deepEqual(saved.map((m) => m.content), results.map((r) => r.contents[0].text));
+});

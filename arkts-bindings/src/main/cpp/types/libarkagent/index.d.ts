@@ -31,7 +31,11 @@
  * keeps it, with its sessions, in memory for good; dropped otherwise, it is collected.
  */
 
-/** A tool definition. */
+/**
+ * A tool definition. Like every options object of the module, it may have no other key (one
+ * whose value is undefined counts as absent): a misspelt one (risklevel) is config_invalid naming
+ * it and the key it is nearest to.
+ */
 export interface ToolDefinitionObject {
   /**
    * The name the model calls: 1 to 64 ASCII letters, digits, '_' or '-' (what model APIs accept;
@@ -128,7 +132,7 @@ export interface ToolContextObject {
 export type ToolExecutorFunction =
   (argumentsJson: string, context: ToolContextObject) => ToolResultObject | Promise<ToolResultObject>;
 
-/** Options of new ToolRegistry(). */
+/** Options of new ToolRegistry(); another key is config_invalid (as for ToolDefinitionObject). */
 export interface ToolRegistryOptions {
   /** Timeout of executors whose definition has none, 1 to 86400000 ms (default 60000). */
   defaultTimeoutMs?: number;
@@ -138,7 +142,7 @@ export interface ToolRegistryOptions {
   maxArgumentDepth?: number;
 }
 
-/** Options of ToolRegistry.execute(): the context the executor sees. */
+/** Options of ToolRegistry.execute(): the context the executor sees; another key rejects with config_invalid. */
 export interface ExecuteOptions {
   sessionId?: string;
   batchCallId?: string;
@@ -204,7 +208,11 @@ export declare class ToolRegistry {
   execute(call: ToolCallObject, signal?: CancellationHandle, options?: ExecuteOptions): Promise<ToolResultObject>;
 }
 
-/** Options of new Agent(). Numbers are whole and positive unless said otherwise. */
+/**
+ * Options of new Agent(). Numbers are whole and positive unless said otherwise. Another key, here
+ * or in loopDiagnosis, is config_invalid naming it and the key it is nearest to (maxRound: did you
+ * mean maxRounds?), so a misspelt option never silently keeps its default; undefined counts as absent.
+ */
 export interface AgentConfigObject {
   /**
    * 'openai', 'deepseek', 'zhipu', 'qwen', 'moonshot', 'custom' (any OpenAI-compatible gateway,
@@ -285,7 +293,10 @@ export interface AgentConfigObject {
    * The largest tool result recorded, in bytes: its texts, JSON parts and metadata as compact JSON,
    * counted after afterToolCall (which may shrink it) (whole, >= 1; default 1048576). A larger one is
    * recorded as the error tool_result_too_large instead (the call's result to the model, the state
-   * and the tool_result event), so it is neither saved nor sent with every later request.
+   * and the tool_result event), so it is neither saved nor sent with every later request. A larger
+   * error result (json_invalid, tool_execution_failed...) keeps its code and metadata, its text cut
+   * to fit and ended by `… [N more bytes cut]` (a limit under a few hundred bytes may be passed by
+   * the code, layer, approval id and note alone, by at most 272 bytes in all).
    */
   maxResultBytes?: number;
 

@@ -1,0 +1,86 @@
+// The options objects the exports take (the Agent config and its loopDiagnosis, the ToolRegistry
+// options, a tool definition, the execute options) refuse a key they do not read, as config_invalid
+// naming it and the known key it is nearest to: napi's conversion skipped such a key without a word,
+// so a misspelt option left its default in place (`statedir`: a memory-only agent). A key whose value
+// is undefined counts as absent. The keys accepted are exactly the .d.ts interface's.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadModule, objectSchema, readDts, rejectsWithCode, text, throwsWithCode } from './helper.mjs';
+
+const { Agent, ToolRegistry } = loadModule();
+const scripted = { provider: 'scripted', scriptJson: '[]' };
+const definition = { name: 't', description: 'd', parametersJson: objectSchema };
+
+test('a misspelt Agent config key is config_invalid naming it and the key meant', () => {
+  for (const [key, meant] of [['maxRound', 'maxRounds'], ['toolTimeout', 'toolTimeoutMs'], ['statedir', 'stateDir']]) {
+    const e = throwsWithCode(assert, () => new Agent({ ...scripted, [key]: 1 }), 'config_invalid', 'config');
+    assert.equal(e.message, `unknown key "${key}" in the Agent config (did you mean ${meant}?)`);
+  }
+  const e = throwsWithCode(
+    assert,
+    () => new Agent({ ...scripted, loopDiagnosis: { firstround: 3 } }),
+    'config_invalid',
+    'config',
+  );
+  assert.equal(e.message, 'unknown key "firstround" in loopDiagnosis (did you mean firstRound?)');
+});
+
+test('a misspelt ToolRegistry option, tool definition key or execute option is config_invalid', async () => {
+  let e = throwsWithCode(assert, () => new ToolRegistry({ defaultTimeout: 5 }), 'config_invalid', 'config');
+  assert.equal(e.message, 'unknown key "defaultTimeout" in the ToolRegistry options (did you mean defaultTimeoutMs?)');
+
+  const registry = new ToolRegistry();
+  // A misspelt riskLevel registered a dangerous tool as safe: it would have run without asking.
+  e = throwsWithCode(assert, () => registry.register({ ...definition, risklevel: 'dangerous' }, () => text('x')), 'config_invalid');
+  assert.equal(e.message, 'unknown key "risklevel" in a tool definition (did you mean riskLevel?)');
+  const agent = new Agent(scripted);
+  e = throwsWithCode(assert, () => agent.registerTool({ ...definition, timeout: 5 }, () => text('x')), 'config_invalid');
+  assert.equal(e.message, 'unknown key "timeout" in a tool definition (did you mean timeoutMs?)');
+  assert.deepEqual([registry.names(), agent.toolNames()], [[], []], 'nothing was registered');
+
+  registry.register(definition, () => text('ran'));
+  const call = { id: 'c1', name: 't', arguments: '{}' };
+  e = await rejectsWithCode(assert, registry.execute(call, undefined, { sessionid: 's' }), 'config_invalid');
+  assert.equal(e.message, 'unknown key "sessionid" in the execute options (did you mean sessionId?)');
+});
+
+test('a key far from every known one lists the known keys; undefined values count as absent', async () => {
+  const e = throwsWithCode(assert, () => new ToolRegistry({ zzz: 1 }), 'config_invalid');
+  assert.equal(
+    e.message,
+    'unknown key "zzz" in the ToolRegistry options (it has defaultTimeoutMs, maxArgumentBytes, maxArgumentDepth)',
+  );
+  const agent = new Agent({ ...scripted, statedir: undefined, loopDiagnosis: { every: 2, other: undefined } });
+  const registry = new ToolRegistry({ defaultTimeout: undefined });
+  agent.registerTool({ ...definition, risklevel: undefined }, () => text('x'));
+  registry.register({ ...definition, risklevel: undefined }, () => text('ran'));
+  const call = { id: 'c1', name: 't', arguments: '{}' };
+  assert.equal((await registry.execute(call, undefined, { sessionid: undefined })).contents[0].text, 'ran');
+});
+
+/** The keys of `export interface <name>` in the .d.ts. */
+function dtsKeys(name) {
+  const dts = readDts();
+  const start = dts.indexOf(`export interface ${name} {`);
+  assert.notEqual(start, -1, name);
+  const body = dts.slice(start, dts.indexOf('\n}', start));
+  return [...body.matchAll(/^ {2}(\w+)\??:/gm)].map((m) => m[1]);
+}
+
+test('the keys each object accepts are exactly its .d.ts interface keys', async () => {
+  const listed = (e) => e.message.match(/\(it has (.*)\)$/)[1].split(', ');
+  const cases = [
+    ['AgentConfigObject', () => new Agent({ ...scripted, zzz: 1 })],
+    ['LoopDiagnosisObject', () => new Agent({ ...scripted, loopDiagnosis: { zzz: 1 } })],
+    ['ToolRegistryOptions', () => new ToolRegistry({ zzz: 1 })],
+    ['ToolDefinitionObject', () => new ToolRegistry().register({ ...definition, zzz: 1 }, () => text('x'))],
+  ];
+  for (const [name, make] of cases) {
+    const e = throwsWithCode(assert, make, 'config_invalid');
+    assert.deepEqual(listed(e).sort(), dtsKeys(name).sort(), name);
+  }
+  const registry = new ToolRegistry();
+  registry.register(definition, () => text('x'));
+  const e = await rejectsWithCode(assert, registry.execute({ id: 'c', name: 't', arguments: '{}' }, undefined, { zzz: 1 }), 'config_invalid');
+  assert.deepEqual(listed(e).sort(), dtsKeys('ExecuteOptions').sort());
+});
