@@ -528,8 +528,9 @@ export interface HookDecisionObject {
  * stray key) or no answer within the policy timeout makes the call need confirmation (reason
  * "approval_policy_failed: ..."), never allows it. A call of an unknown tool never needs
  * confirmation, whatever the policy answers or however it fails: nothing could run it, so the
- * registry answers it (tool_not_found). It runs on the JS thread while a native worker waits for it:
- * keep it quick. The timeout counts from when the call is made, including any wait for the JS thread:
+ * registry answers it (tool_not_found). It runs on the JS thread; the run awaits its answer without
+ * holding a native thread, so any number of runs may wait on it at once and it may await the agent's
+ * other methods. Keep it quick: every run's policy and callbacks share the JS thread. The timeout counts from when the call is made, including any wait for the JS thread:
  * a call that times out or whose run is cancelled while the thread is busy is never made, so the
  * policy is never asked about a call already decided without it.
  */
