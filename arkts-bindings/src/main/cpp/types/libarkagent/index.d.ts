@@ -245,7 +245,9 @@ export interface AgentConfigObject {
    * absolute one, e.g. under the ability's filesDir); omitted: kept in memory only, and nothing survives
    * the app being killed. The constructor throws config_invalid for an empty name, one holding a NUL or
    * one naming an existing file, and argument_invalid for one holding a lone UTF-16 surrogate
-   * (tests/node/agent_state_dir.test.mjs).
+   * (tests/node/agent_state_dir.test.mjs). File work runs on at most 16 native threads shared by all
+   * Agents of the process (more runs at once queue for them), beside the module's two runtime
+   * threads; a run waiting on the app (its policy, hooks or tools) holds none.
    */
   stateDir?: string;
   /** A system message put first in a new session. */
