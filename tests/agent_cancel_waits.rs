@@ -218,3 +218,53 @@ async fn the_policy_is_given_the_runs_cancel_signal() {
     assert_eq!(out.status(), RunStatus::Cancelled);
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the answer given after the cancel runs nothing");
 }
+
+/// A policy whose answer is awaited (`decide_async`): it answers once `barrier` saw every run
+/// waiting on it. Its synchronous `decide` denies, so a run that asked that one shows it.
+struct AwaitsTheOthers {
+    barrier: tokio::sync::Barrier,
+}
+
+#[async_trait::async_trait]
+impl ApprovalPolicy for AwaitsTheOthers {
+    fn decide(&self, _call: &ToolCall, _definition: Option<&ToolDefinition>) -> PolicyDecision {
+        PolicyDecision::Deny("the synchronous decide was asked".into())
+    }
+
+    async fn decide_async(
+        &self,
+        _call: &ToolCall,
+        _definition: Option<&ToolDefinition>,
+        _cancel: &CancellationSignal,
+    ) -> PolicyDecision {
+        self.barrier.wait().await;
+        PolicyDecision::Allow
+    }
+}
+
+#[tokio::test]
+async fn runs_await_the_policys_answer_without_holding_a_thread() {
+    // Every run waits on the policy at once on a one-thread runtime: none holds the thread while it
+    // waits (a blocking wait could never let the others reach the policy).
+    const RUNS: usize = 20;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let policy = Arc::new(AwaitsTheOthers { barrier: tokio::sync::Barrier::new(RUNS) });
+    let agents: Vec<_> = (0..RUNS)
+        .map(|i| {
+            let model =
+                Arc::new(Script::new(vec![calls(&[(&format!("c{i}"), "wipe", "{}")]), answer("done")]));
+            AgentBuilder::new(model, Arc::new(MemStore::new()))
+                .tools(registry(&ran))
+                .policy(policy.clone())
+                .build()
+        })
+        .collect();
+    let runs = agents.iter().map(|agent| async move {
+        agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap().status()
+    });
+    let statuses = tokio::time::timeout(Duration::from_secs(10), futures_util::future::join_all(runs))
+        .await
+        .expect("every run waited on the policy at once");
+    assert_eq!(statuses, vec![RunStatus::Completed; RUNS]);
+    assert_eq!(ran.load(Ordering::SeqCst), RUNS, "the awaited answer (allow) ran the dangerous tool");
+}

@@ -2317,7 +2317,10 @@ impl<'a> Run<'a> {
             if let crate::hook::BeforeToolCallOutcome::Refused { error, .. } = &outcome {
                 self.notify(self.hooks.on_error(&ctx, error)).await;
             }
-            match outcome.into_batch_input_cancellable(self.agent.policy.as_ref(), definition, &self.cancel) {
+            match outcome
+                .into_batch_input_cancellable(self.agent.policy.as_ref(), definition, &self.cancel)
+                .await
+            {
                 Ok(input) => inputs.push(input),
                 Err(abort) => {
                     return self.finish(RunStatus::Aborted, None, Some(abort)).await.map(Flow::Done)
@@ -2483,12 +2486,18 @@ impl<'a> Run<'a> {
                         })
                         .collect()
                 }
-                None => self.recheck_mirrored(steps, &batch, &tools, &open),
+                None => self.recheck_mirrored(steps, &batch, &tools, &open).await,
             }
         } else {
             if !batch.has_denial() {
-                let asked =
-                    batch.replan_runs(|call| self.recheck_planned_run(&tools, &open, call), now_ms())?;
+                // The policy's answers are awaited first: the batch replans with them.
+                let mut rechecked = HashMap::new();
+                for call in batch.planned_runs()? {
+                    if let Some(input) = self.recheck_planned_run(&tools, &open, &call).await {
+                        rechecked.insert(call.id, input);
+                    }
+                }
+                let asked = batch.replan_runs(|call| rechecked.remove(&call.id), now_ms())?;
                 // A cancel while the policy answered (an ArkTS one waits for the JS thread).
                 if self.cancel.is_cancelled() {
                     return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done);
@@ -2544,7 +2553,7 @@ impl<'a> Run<'a> {
     /// planned, and nobody was asked about the call. Its before-hooks are not asked again (their
     /// word is in the plan). `None` for a call the batch no longer settles (not in `open`) or with
     /// a record: it ran or started in an earlier process, and is never planned again.
-    fn recheck_planned_run(
+    async fn recheck_planned_run(
         &self,
         tools: &ToolSnapshot,
         open: &HashSet<&str>,
@@ -2560,6 +2569,7 @@ impl<'a> Run<'a> {
                 tools.definition(&call.name),
                 &self.cancel,
             )
+            .await
             // Unreachable: only a hook's `Abort` is an error.
             .unwrap_or_else(|e| BatchCallInput {
                 call: call.clone(),
@@ -2573,7 +2583,7 @@ impl<'a> Run<'a> {
     /// not reached when the worker froze run now, unless the policy now denies them or asks for a
     /// confirmation the user did not give (the parent's batch was already running: it is not
     /// frozen again; such a call is answered `tool_not_run`).
-    fn recheck_mirrored(
+    async fn recheck_mirrored(
         &self,
         steps: Vec<BatchStep>,
         batch: &PendingApprovalBatch,
@@ -2581,11 +2591,11 @@ impl<'a> Run<'a> {
         open: &HashSet<&str>,
     ) -> Vec<BatchStep> {
         let Some(approved) = &batch.approved_calls else { return steps };
-        steps
-            .into_iter()
-            .map(|step| match step {
+        let mut rechecked = Vec::with_capacity(steps.len());
+        for step in steps {
+            rechecked.push(match step {
                 BatchStep::Execute(call) if !approved.contains(&call.id) => {
-                    match self.recheck_planned_run(tools, open, &call).map(|input| input.disposition) {
+                    match self.recheck_planned_run(tools, open, &call).await.map(|input| input.disposition) {
                         Some(CallDisposition::Answer(result)) => {
                             BatchStep::Answer(AnsweredCall { call, result })
                         }
@@ -2594,8 +2604,9 @@ impl<'a> Run<'a> {
                     }
                 }
                 step => step,
-            })
-            .collect()
+            });
+        }
+        rechecked
     }
 
     /// Runs the `Execute` steps (each journaled `started` before it runs and `finished` after),

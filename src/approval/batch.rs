@@ -429,6 +429,20 @@ impl PendingApprovalBatch {
         Ok(BatchSettlement::Denied(answers))
     }
 
+    /// The calls planned `run` (in call order): those [`replan_runs`](Self::replan_runs) asks
+    /// `recheck` about.
+    ///
+    /// # Errors
+    /// `approval_mismatch` when the batch's calls and items disagree.
+    pub fn planned_runs(&self) -> Result<Vec<ToolCall>, AgentError> {
+        Ok(self
+            .effective_calls()?
+            .into_iter()
+            .filter(|c| c.plan == BatchCallPlan::Run)
+            .map(|c| c.call)
+            .collect())
+    }
+
     /// Plans again the calls planned `run` for which `recheck` gives a new input: the calls that
     /// will run when the batch settles, asked again before they do (the app may have registered
     /// their tool anew, dangerous now, or changed its policy since the batch was frozen, and nobody

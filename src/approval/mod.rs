@@ -23,6 +23,7 @@ pub use policy::{arguments_hash, DefaultApprovalPolicy};
 
 use crate::message::{ChatMessage, ToolCall};
 use crate::tool::{CancellationSignal, RiskLevel, ToolDefinition};
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -39,14 +40,22 @@ pub enum PolicyDecision {
 }
 
 /// Decides whether a call may run. `definition` is `None` for an unknown tool.
+///
+/// The runtime awaits [`decide_async`](Self::decide_async), whose default answers at once with
+/// [`decide_cancellable`](Self::decide_cancellable): a policy that decides synchronously
+/// implements only [`decide`](Self::decide) (and `decide_cancellable` if it may wait). A policy
+/// whose answer comes from elsewhere (an app's, from its UI thread) implements `decide_async` and
+/// awaits it there, so a waiting run holds no thread.
+#[async_trait]
 pub trait ApprovalPolicy: Send + Sync {
     /// The decision for one call.
     fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision;
 
-    /// The decision for one call of a run that `cancel` may end meanwhile; the runtime asks this
-    /// one. A policy that waits for its answer (an app's, from its UI thread) should stop waiting
-    /// once `cancel` fires: whatever it answers then, the run ends `cancelled` and nothing of the
-    /// batch runs or freezes. By default [`decide`](Self::decide).
+    /// The decision for one call of a run that `cancel` may end meanwhile, given synchronously
+    /// (the default [`decide_async`](Self::decide_async), which the runtime awaits, answers with
+    /// it). A policy that waits for its answer should stop waiting once `cancel` fires: whatever
+    /// it answers then, the run ends `cancelled` and nothing of the batch runs or freezes. By
+    /// default [`decide`](Self::decide).
     fn decide_cancellable(
         &self,
         call: &ToolCall,
@@ -54,6 +63,18 @@ pub trait ApprovalPolicy: Send + Sync {
         _cancel: &CancellationSignal,
     ) -> PolicyDecision {
         self.decide(call, definition)
+    }
+
+    /// The decision for one call of a run that `cancel` may end meanwhile, awaited: the runtime
+    /// asks this one. A policy that waits should stop once `cancel` fires (as for
+    /// [`decide_cancellable`](Self::decide_cancellable)). By default `decide_cancellable`, at once.
+    async fn decide_async(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+        cancel: &CancellationSignal,
+    ) -> PolicyDecision {
+        self.decide_cancellable(call, definition, cancel)
     }
 }
 

@@ -35,7 +35,9 @@
 //! and the first panic is returned as a `hook_failed` error.
 
 use super::{AfterToolCallAction, AgentHook, BeforeToolCall, HookContext, PersistDecision};
-use crate::approval::{ApprovalPolicy, BatchCallInput, CallDisposition, PendingApprovalBatch};
+use crate::approval::{
+    ApprovalPolicy, BatchCallInput, CallDisposition, PendingApprovalBatch, PolicyDecision,
+};
 use crate::error::{codes, AgentError};
 use crate::message::{ChatMessage, ToolCall};
 use crate::provider::{ChatRequest, ModelResponse};
@@ -112,29 +114,41 @@ impl BeforeToolCallOutcome {
         policy: &dyn ApprovalPolicy,
         definition: Option<&ToolDefinition>,
     ) -> Result<BatchCallInput, AgentError> {
-        self.into_batch_input_cancellable(policy, definition, &CancellationSignal::new())
+        let disposition = match self.question()? {
+            Question::Policy { call, defer } => {
+                let decision = policy.decide_cancellable(&call, definition, &CancellationSignal::new());
+                Question::decided(call, defer, decision)
+            }
+            Question::Answered { call, result } => (call, CallDisposition::Answer(result)),
+        };
+        Ok(batch_input(disposition, definition))
     }
 
     /// [`into_batch_input`](Self::into_batch_input) for a run that `cancel` may end while the
-    /// policy decides ([`ApprovalPolicy::decide_cancellable`]).
+    /// policy decides: the policy's answer is awaited ([`ApprovalPolicy::decide_async`]).
     ///
     /// # Errors
     /// As [`into_batch_input`](Self::into_batch_input).
-    pub fn into_batch_input_cancellable(
+    pub async fn into_batch_input_cancellable(
         self,
         policy: &dyn ApprovalPolicy,
         definition: Option<&ToolDefinition>,
         cancel: &CancellationSignal,
     ) -> Result<BatchCallInput, AgentError> {
-        let risk_level = definition.map(|d| d.risk_level).unwrap_or_default();
-        let decide = |call: &ToolCall| {
-            CallDisposition::from_policy(policy.decide_cancellable(call, definition, cancel))
-        };
-        let (call, disposition) = match self {
-            BeforeToolCallOutcome::Proceed(call) => {
-                let d = decide(&call);
-                (call, d)
+        let disposition = match self.question()? {
+            Question::Policy { call, defer } => {
+                let decision = policy.decide_async(&call, definition, cancel).await;
+                Question::decided(call, defer, decision)
             }
+            Question::Answered { call, result } => (call, CallDisposition::Answer(result)),
+        };
+        Ok(batch_input(disposition, definition))
+    }
+
+    /// What is left to ask the policy. An `Abort` is the error.
+    fn question(self) -> Result<Question, AgentError> {
+        Ok(match self {
+            BeforeToolCallOutcome::Proceed(call) => Question::Policy { call, defer: None },
             BeforeToolCallOutcome::Defer { call, reason } => {
                 // The reason is what the user reads in the approval dialog: never empty.
                 let reason = if reason.trim().is_empty() {
@@ -142,23 +156,57 @@ impl BeforeToolCallOutcome {
                 } else {
                     reason
                 };
-                let d = decide(&call).deferred(reason);
-                (call, d)
+                Question::Policy { call, defer: Some(reason) }
             }
-            BeforeToolCallOutcome::Deny { call, result } => (call, CallDisposition::Answer(result)),
+            BeforeToolCallOutcome::Deny { call, result } => Question::Answered { call, result },
             BeforeToolCallOutcome::Refused { call, error } => {
-                (call, CallDisposition::Answer(ToolResult::from_error(&error)))
+                Question::Answered { call, result: ToolResult::from_error(&error) }
             }
             BeforeToolCallOutcome::Abort(error) => return Err(error),
-        };
-        let disposition = match disposition {
-            CallDisposition::Confirm(_) if definition.is_none() => {
-                CallDisposition::Answer(ToolResult::from_error(&crate::tool::tool_not_found(&call.name)))
-            }
-            d => d,
-        };
-        Ok(BatchCallInput { call, risk_level, disposition })
+        })
     }
+}
+
+/// A before-hooks outcome short of an abort: a call for the policy to decide, or one answered
+/// without running (the policy is not asked).
+enum Question {
+    /// Ask the policy; `defer` is the reason of a hook's `Defer`.
+    Policy { call: ToolCall, defer: Option<String> },
+    /// A hook's denial or a refused rewrite.
+    Answered { call: ToolCall, result: ToolResult },
+}
+
+impl Question {
+    /// The call's disposition once the policy decided (a hook's defer applies after it: a policy
+    /// denial stays a denial).
+    fn decided(
+        call: ToolCall,
+        defer: Option<String>,
+        decision: PolicyDecision,
+    ) -> (ToolCall, CallDisposition) {
+        let disposition = CallDisposition::from_policy(decision);
+        match defer {
+            Some(reason) => (call, disposition.deferred(reason)),
+            None => (call, disposition),
+        }
+    }
+}
+
+/// The planner's input for a call and its disposition: a call of an unknown tool that wants a
+/// confirmation is answered `tool_not_found` instead
+/// ([`into_batch_input`](BeforeToolCallOutcome::into_batch_input)).
+fn batch_input(
+    (call, disposition): (ToolCall, CallDisposition),
+    definition: Option<&ToolDefinition>,
+) -> BatchCallInput {
+    let risk_level = definition.map(|d| d.risk_level).unwrap_or_default();
+    let disposition = match disposition {
+        CallDisposition::Confirm(_) if definition.is_none() => {
+            CallDisposition::Answer(ToolResult::from_error(&crate::tool::tool_not_found(&call.name)))
+        }
+        d => d,
+    };
+    BatchCallInput { call, risk_level, disposition }
 }
 
 /// What the run does after a call's after-hooks.

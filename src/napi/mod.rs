@@ -4,7 +4,8 @@
 //! weak thread-safe functions.
 //!
 //! Compiled only with the `napi` feature. The module owns the one tokio runtime of the process
-//! (two worker threads), installed when the module loads.
+//! (two worker threads, a blocking pool of at most 16 for file work), installed when the module
+//! loads.
 //!
 //! # Layout
 //! - `error`: [`AgentError`](crate::AgentError) -> JS `Error` with `code` and `layer`, and the
@@ -63,12 +64,20 @@ use napi_ohos::Env;
 /// Worker threads of the module's tokio runtime.
 const WORKER_THREADS: usize = 2;
 
+/// Most threads of the runtime's blocking pool (tokio's default: 512). Only a `stateDir`'s file
+/// work runs there (`FileStore`, each step short and bounded, none waiting on another), so more
+/// jobs at once queue instead of each getting an OS thread: 1000 runs at once with a `stateDir`
+/// peak at 29 threads instead of 525, in the same time (BENCHMARKS.md, "Blocking pool"). Runs
+/// waiting on the app (its policy, hooks, executors) hold no thread at all.
+const MAX_BLOCKING_THREADS: usize = 16;
+
 #[napi_derive_ohos::module_init]
 fn init() {
     logging::init();
     logging::install_panic_hook();
     match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .thread_name("arkagent-rt")
         .enable_all()
         .build()

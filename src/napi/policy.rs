@@ -9,19 +9,25 @@
 //! [`parse_policy_answer`] accepts: `allow`, `deny`, `requireConfirmation`, or
 //! `{"action": ..., "reason"?: ...}`.
 //!
-//! # Blocking
-//! [`ApprovalPolicy::decide`] is synchronous and the runtime calls it on one of its worker threads
-//! (inside a run's task), never on the JS thread. The adapter queues the call to the JS thread and
-//! blocks that worker until the answer (or the Promise's settlement) arrives, at most the timeout,
-//! or until the run is cancelled ([`ApprovalPolicy::decide_cancellable`]).
-//! It blocks inside [`tokio::task::block_in_place`], so the worker's other tasks move to another
-//! thread meanwhile, and several runs may wait on their policies at once.
+//! # Waiting
+//! The runtime asks [`ApprovalPolicy::decide_async`] inside a run's task, never on the JS thread.
+//! The adapter queues the call to the JS thread and awaits the answer (or the Promise's
+//! settlement), at most the timeout, or until the run is cancelled. The run's task is suspended
+//! meanwhile and holds no thread: any number of runs may wait on their policies at once (each costs
+//! a queued call and a timer, not an OS thread), and the runtime's workers go on with everything
+//! else, the policy's own calls back into the agent (`stateJson`...) included.
+//!
+//! The synchronous [`decide`](ApprovalPolicy::decide) /
+//! [`decide_cancellable`](ApprovalPolicy::decide_cancellable) are for direct callers only: they
+//! block the calling thread on the same wait inside [`tokio::task::block_in_place`] (the worker's
+//! other tasks move to another thread meanwhile; each such wait holds a thread of the runtime's
+//! blocking pool). Should one be called on the JS thread itself (which would wait for itself) or
+//! outside a multi-thread runtime (which cannot block), the adapter does not call the function and
+//! fails closed at once.
 //!
 //! No deadlock: the JS thread never waits synchronously on the runtime (every export that reaches
-//! the runtime returns a Promise; the synchronous ones only take locks that the waiting worker
-//! does not hold; the slot's lock is released before the call). Should `decide` ever be reached on
-//! the JS thread itself (which would wait for itself) or outside a multi-thread runtime (which
-//! cannot block), the adapter does not call the function and fails closed at once.
+//! the runtime returns a Promise; the synchronous ones only take locks that a waiting run does not
+//! hold; the slot's lock is released before the call).
 //!
 //! # Failure: closed
 //! A throw, a rejection, an answer that is not one of the accepted strings (`undefined`, an
@@ -44,6 +50,8 @@ use crate::error::{codes, AgentError};
 use crate::logging::redact_secrets;
 use crate::message::ToolCall;
 use crate::tool::{CancellationSignal, ToolDefinition};
+use async_trait::async_trait;
+use futures_util::FutureExt;
 use napi_ohos::bindgen_prelude::{Function, Unknown};
 use napi_ohos::Env;
 use std::panic::AssertUnwindSafe;
@@ -65,8 +73,14 @@ impl PolicySlot {
     pub(crate) fn set(&self, policy: Option<JsApprovalPolicy>) {
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = policy.map(Arc::new);
     }
+
+    /// The app's policy, if one is set (the lock is released at once).
+    fn current(&self) -> Option<Arc<JsApprovalPolicy>> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
+#[async_trait]
 impl ApprovalPolicy for PolicySlot {
     fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
         self.decide_cancellable(call, definition, &CancellationSignal::new())
@@ -78,9 +92,20 @@ impl ApprovalPolicy for PolicySlot {
         definition: Option<&ToolDefinition>,
         cancel: &CancellationSignal,
     ) -> PolicyDecision {
-        let current = self.current.read().unwrap_or_else(|p| p.into_inner()).clone();
-        match current {
+        match self.current() {
             Some(policy) => policy.decide_cancellable(call, definition, cancel),
+            None => DefaultApprovalPolicy.decide(call, definition),
+        }
+    }
+
+    async fn decide_async(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+        cancel: &CancellationSignal,
+    ) -> PolicyDecision {
+        match self.current() {
+            Some(policy) => policy.decide_async(call, definition, cancel).await,
             None => DefaultApprovalPolicy.decide(call, definition),
         }
     }
@@ -109,36 +134,20 @@ impl JsApprovalPolicy {
     }
 
     /// The function's decision, or why there is none.
-    fn ask(
+    async fn ask(
         &self,
         call: &ToolCall,
         definition: Option<&ToolDefinition>,
         cancel: &CancellationSignal,
     ) -> Result<PolicyDecision, String> {
-        if std::thread::current().id() == self.js_thread {
-            return Err(
-                "the policy was consulted on the JS thread, which cannot wait for its own answer".to_string()
-            );
-        }
-        let handle = Handle::try_current()
-            .map_err(|_| "the policy was consulted outside the module's runtime".to_string())?;
-        if matches!(handle.runtime_flavor(), RuntimeFlavor::CurrentThread) {
-            return Err(
-                "the policy was consulted on a current-thread runtime, which cannot block".to_string()
-            );
-        }
         let args = HookArgs::from_texts(vec![Some(to_json(call)), definition.map(to_json)]);
         // A cancelled run stops waiting: it ends without running or freezing anything, so the
         // decision given here is never acted on (the late answer is dropped).
-        let waited = tokio::task::block_in_place(|| {
-            handle.block_on(async {
-                tokio::select! {
-                    biased;
-                    waited = call_js::<_, Text>(&self.function, args, self.timeout, cancel) => Some(waited),
-                    () = cancel.cancelled() => None,
-                }
-            })
-        });
+        let waited = tokio::select! {
+            biased;
+            waited = call_js::<_, Text>(&self.function, args, self.timeout, cancel) => Some(waited),
+            () = cancel.cancelled() => None,
+        };
         let Some(waited) = waited else {
             return Ok(PolicyDecision::RequireConfirmation(
                 "the run was cancelled before the policy answered".to_string(),
@@ -173,20 +182,58 @@ impl JsApprovalPolicy {
         };
         parse_policy_answer(&answer, &call.name).map_err(|e| e.message)
     }
+
+    /// The runtime a synchronous caller blocks on until the answer comes, or why this thread
+    /// cannot wait for it.
+    fn blocking_handle(&self) -> Result<Handle, String> {
+        if std::thread::current().id() == self.js_thread {
+            return Err(
+                "the policy was consulted on the JS thread, which cannot wait for its own answer".to_string()
+            );
+        }
+        let handle = Handle::try_current()
+            .map_err(|_| "the policy was consulted outside the module's runtime".to_string())?;
+        if matches!(handle.runtime_flavor(), RuntimeFlavor::CurrentThread) {
+            return Err(
+                "the policy was consulted on a current-thread runtime, which cannot block".to_string()
+            );
+        }
+        Ok(handle)
+    }
 }
 
+#[async_trait]
 impl ApprovalPolicy for JsApprovalPolicy {
     fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
         self.decide_cancellable(call, definition, &CancellationSignal::new())
     }
 
+    /// A direct caller's synchronous wait (the runtime awaits [`decide_async`](Self::decide_async)).
     fn decide_cancellable(
         &self,
         call: &ToolCall,
         definition: Option<&ToolDefinition>,
         cancel: &CancellationSignal,
     ) -> PolicyDecision {
-        let why = match std::panic::catch_unwind(AssertUnwindSafe(|| self.ask(call, definition, cancel))) {
+        let blocked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let handle = self.blocking_handle()?;
+            Ok(tokio::task::block_in_place(|| handle.block_on(self.decide_async(call, definition, cancel))))
+        }));
+        let why = match blocked {
+            Ok(Ok(decision)) => return decision,
+            Ok(Err(why)) => why,
+            Err(payload) => super::error::panic_error(payload.as_ref()).message,
+        };
+        fail_closed(call, definition.is_some(), why)
+    }
+
+    async fn decide_async(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+        cancel: &CancellationSignal,
+    ) -> PolicyDecision {
+        let why = match AssertUnwindSafe(self.ask(call, definition, cancel)).catch_unwind().await {
             Ok(Ok(decision)) => return decision,
             Ok(Err(why)) => why,
             Err(payload) => super::error::panic_error(payload.as_ref()).message,

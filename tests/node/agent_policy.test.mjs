@@ -351,3 +351,51 @@ test('a process with a policy set exits by itself', async () => {
   assert.equal(out.trim(), 'done completed');
   assert.ok(Date.now() - started < 10000);
 });
+
+// Many runs waiting on the policy at once, in a child (killed after `ms`: a hang fails the test
+// instead of blocking it). Each of N runs on its own in-memory session calls one safe tool; the
+// policy given as POLICY (a function source; `agent` in scope) decides, with TIMEOUT_MS. Prints the runs' statuses
+// by count and the time they took.
+const crowd = String.raw`
+const m = { exports: {} };
+process.dlopen(m, process.env.ARKAGENT_SO);
+const { Agent } = m.exports;
+const N = Number(process.env.N);
+const script = [];
+for (let i = 0; i < N; i++) script.push({ tool_calls: [{ id: 'c' + i, name: 't', arguments: '{}' }] });
+for (let i = 0; i < N; i++) script.push({ content: 'done' });
+const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(script) });
+agent.registerTool({ name: 't', description: 'd', parametersJson: '{"type":"object"}', riskLevel: 'safe' },
+  () => ({ contents: [{ type: 'text', text: 'ok' }] }));
+agent.setApprovalPolicy(eval(process.env.POLICY), Number(process.env.TIMEOUT_MS));
+(async () => {
+  const started = Date.now();
+  const outs = await Promise.all(Array.from({ length: N }, (_, i) => agent.run('s' + i, 'go')));
+  const by = {};
+  for (const o of outs) by[o.status] = (by[o.status] ?? 0) + 1;
+  console.log(JSON.stringify({ by, ms: Date.now() - started }));
+})();
+`;
+
+async function runCrowd(n, policy, timeoutMs) {
+  buildModule();
+  const env = { N: String(n), POLICY: policy, TIMEOUT_MS: String(timeoutMs) };
+  const { code, out, err } = await runNode(['-e', crowd], { env, ms: 20_000 });
+  assert.equal(code, 0, `the runs did not all settle (exit ${code}; stdout: ${out}; stderr: ${err.slice(-2000)})`);
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
+test('600 runs waiting at once on a policy that never answers all fail closed at its timeout', async () => {
+  // More waiting runs than tokio's blocking pool has threads (512): a policy wait holds no thread.
+  // (The timeout is long enough for every run to be waiting before the first one times out.)
+  const { by, ms } = await runCrowd(600, '() => new Promise(() => {})', 1000);
+  assert.deepEqual(by, { awaiting_approval: 600 });
+  assert.ok(ms < 10_000, `settled in ${ms} ms`);
+});
+
+test('600 runs whose policy awaits another export of the agent before answering all finish', async () => {
+  // The export (stateJson) needs the runtime while every run waits on the policy.
+  const { by, ms } = await runCrowd(600, "async () => { await agent.stateJson('s0'); return 'allow'; }", 5000);
+  assert.deepEqual(by, { completed: 600 });
+  assert.ok(ms < 10_000, `finished in ${ms} ms`);
+});

@@ -1,10 +1,11 @@
 // The Agent's stateDir through the real .so: a relative one is taken from the working directory
 // when the Agent is made (a chdir later does not move its sessions or its locks); a name no
 // directory can have (a NUL, an existing file, a lone UTF-16 surrogate) is refused by the
-// constructor, not by every later call.
+// constructor, not by every later call. Many runs at once on a stateDir share a few native
+// threads for their file work.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadModule } from './helper.mjs';
@@ -61,4 +62,21 @@ test('a stateDir no directory can be is refused by the constructor', (t) => {
   assert.ok(scripted(join(root, 'later', 'state')) instanceof Agent);
   assert.ok(scripted(root) instanceof Agent);
   assert.ok(scripted(join(root, 'x\uD83D\uDE00')) instanceof Agent);
+});
+
+test('1000 runs at once on a stateDir use a few native threads, not one per waiting file job', {
+  skip: !existsSync('/proc/self/task') && 'no /proc/self/task here',
+}, async (t) => {
+  const stateDir = tempDir(t);
+  const script = [];
+  for (let i = 0; i < 1000; i++) script.push({ tool_calls: [{ id: `c${i}`, name: 't', arguments: '{}' }] });
+  for (let i = 0; i < 1000; i++) script.push({ content: 'done' });
+  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(script), stateDir });
+  agent.registerTool({ name: 't', description: 'd', parametersJson: '{"type":"object"}' },
+    () => ({ contents: [{ type: 'text', text: 'ok' }] }));
+  const outs = await Promise.all(Array.from({ length: 1000 }, (_, i) => agent.run(`s${i}`, 'go')));
+  assert.deepEqual([...new Set(outs.map((o) => o.status))], ['completed']);
+  // The runtime's idle blocking threads live on for 10 s: the count now is the peak's.
+  const threads = readdirSync('/proc/self/task').length;
+  assert.ok(threads < 64, `${threads} threads (the blocking pool is capped at 16)`);
 });

@@ -3,7 +3,7 @@
 // the native default, a JS function answering 'allow', and the ArkTS-shaped JSON answer
 // '{"action":"allow","reason":""}'. Runs alternate between the variants (so drift on a shared machine
 // hits all alike) and the per-call difference of the medians is reported: the price of one policy
-// round trip (queue to the JS thread, the worker blocked in block_in_place, the answer parsed).
+// round trip (queue to the JS thread, the run's task awaiting the answer, the answer parsed).
 //
 //   cargo build --release --features napi --lib
 //   ARKAGENT_SO=target/release/libarkagent.so node tests/node/bench_policy.mjs

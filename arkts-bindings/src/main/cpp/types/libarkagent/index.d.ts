@@ -253,7 +253,9 @@ export interface AgentConfigObject {
    * absolute one, e.g. under the ability's filesDir); omitted: kept in memory only, and nothing survives
    * the app being killed. The constructor throws config_invalid for an empty name, one holding a NUL or
    * one naming an existing file, and argument_invalid for one holding a lone UTF-16 surrogate
-   * (tests/node/agent_state_dir.test.mjs).
+   * (tests/node/agent_state_dir.test.mjs). File work runs on at most 16 native threads shared by all
+   * Agents of the process (more runs at once queue for them), beside the module's two runtime
+   * threads; a run waiting on the app (its policy, hooks or tools) holds none.
    */
   stateDir?: string;
   /** A system message put first in a new session. */
@@ -543,8 +545,9 @@ export interface HookDecisionObject {
  * stray key) or no answer within the policy timeout makes the call need confirmation (reason
  * "approval_policy_failed: ..."), never allows it. A call of an unknown tool never needs
  * confirmation, whatever the policy answers or however it fails: nothing could run it, so the
- * registry answers it (tool_not_found). It runs on the JS thread while a native worker waits for it:
- * keep it quick. The timeout counts from when the call is made, including any wait for the JS thread:
+ * registry answers it (tool_not_found). It runs on the JS thread; the run awaits its answer without
+ * holding a native thread, so any number of runs may wait on it at once and it may await the agent's
+ * other methods. Keep it quick: every run's policy and callbacks share the JS thread. The timeout counts from when the call is made, including any wait for the JS thread:
  * a call that times out or whose run is cancelled while the thread is busy is never made, so the
  * policy is never asked about a call already decided without it.
  */
