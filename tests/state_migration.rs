@@ -110,6 +110,54 @@ async fn file_store_deletes_a_v1_session() {
 }
 
 #[tokio::test]
+async fn file_store_lists_loads_and_deletes_a_torn_v1_session_alike() {
+    // A version-1 file cut short is the store's, damaged: listed, refused on load, deleted.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("torn");
+    fs::create_dir(&dir).unwrap();
+    let whole = fixture("v1/state.json");
+    fs::write(dir.join(LEGACY_STATE_FILE), &whole[..whole.len() / 2]).unwrap();
+    let store = FileStore::new(root.path());
+    assert_eq!(store.list().await.unwrap(), ["torn"]);
+    assert_eq!(store.load("torn").await.unwrap_err().code, codes::STATE_CORRUPT);
+    assert!(store.exists("torn").await.unwrap());
+    assert!(store.delete("torn").await.unwrap());
+    assert!(!dir.exists());
+    assert!(store.list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn file_store_passes_by_a_state_json_of_the_app_s_own() {
+    // JSON that names no session (or another) is the app's: not listed, not loaded, not deleted;
+    // a session of that id lives beside it.
+    let root = tempfile::tempdir().unwrap();
+    for (id, text) in [("prefs", r#"{"theme":"dark"}"#), ("other", r#"{"sessionId":"someone-else"}"#)] {
+        let dir = root.path().join(id);
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join(LEGACY_STATE_FILE), text).unwrap();
+    }
+    let store = FileStore::new(root.path());
+    assert!(store.list().await.unwrap().is_empty());
+    assert_eq!(store.load("prefs").await.unwrap(), None);
+    assert!(!store.exists("prefs").await.unwrap());
+    assert!(!store.delete("prefs").await.unwrap());
+    assert_eq!(fs::read(root.path().join("prefs").join(LEGACY_STATE_FILE)).unwrap(), br#"{"theme":"dark"}"#);
+
+    let mut state = AgentState::new("other");
+    let ev = StateEvent::MessageAppended { message: ChatMessage::user("hi") };
+    state.apply(&ev);
+    store.commit(&state, &[ev]).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["other"]);
+    assert_eq!(FileStore::new(root.path()).load("other").await.unwrap(), Some(state));
+    assert!(store.delete("other").await.unwrap());
+    assert_eq!(
+        fs::read(root.path().join("other").join(LEGACY_STATE_FILE)).unwrap(),
+        br#"{"sessionId":"someone-else"}"#
+    );
+    assert!(store.list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn file_store_leaves_a_newer_session_untouched_byte_for_byte() {
     let root = tempfile::tempdir().unwrap();
     // A v3 session as a v1-style file and one as a framed snapshot + journal.

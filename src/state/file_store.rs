@@ -43,7 +43,7 @@
 //! swept by [`FileStore::open`], by a store's first [`list`](StateStore::list) and by each deletion.
 //!
 //! The store removes only the files it writes (`is_store_file`; a version-1 `state.json` only
-//! when it holds that session's state), never the app's (a root the app shares). A directory
+//! when it is that session's, `legacy_state_is_ours`, which listing and loading follow too), never the app's (a root the app shares). A directory
 //! holding none of them is no session: `exists` is false and `delete` touches nothing. Files of
 //! the app's in a session's directory go into the trash with the directory (so the session
 //! still goes in one step) and come back out of it: the sweep removes the store's files of each
@@ -258,18 +258,33 @@ fn is_store_file(name: &str) -> bool {
 }
 
 /// Whether the entry `name` of session `id`'s directory `dir` was written by this store
-/// ([`is_store_file`]), or is a version-1 `state.json` holding the state of session `id` (a
-/// `state.json` of the app's own is not the store's to remove).
+/// ([`is_store_file`]), or is a `state.json` of the session's ([`legacy_state_is_ours`]).
 fn written_by_store(dir: &Path, name: &str, id: &str) -> bool {
     if is_store_file(name) {
         return true;
     }
-    if name != LEGACY_STATE_FILE {
-        return false;
+    name == LEGACY_STATE_FILE
+        && matches!(read_optional(&dir.join(name)), Ok(Some(bytes)) if legacy_state_is_ours(&bytes, id))
+}
+
+/// Whether a `state.json` in session `id`'s directory is the store's: a version-1 session's
+/// (whole or damaged), not a file of the app's own. It is the app's when it is JSON that does not
+/// name the session (`session_id`, or version 1's `sessionId`): listing, loading and deleting then
+/// all pass it by. Text that is not JSON is a damaged file of the store's (a version-1 write cut
+/// short): listed and loaded as `state_corrupt`, and deleted with its session.
+fn legacy_state_is_ours(bytes: &[u8], id: &str) -> bool {
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Err(_) => true,
+        Ok(value) => {
+            ["session_id", "sessionId"].iter().any(|key| value.get(key).and_then(|v| v.as_str()) == Some(id))
+        }
     }
-    let Ok(Some(bytes)) = read_optional(&dir.join(name)) else { return false };
-    // Read as a load reads it (version 1 spells the field `sessionId`).
-    decode_state_json(&bytes).is_ok_and(|state| state.session_id == id)
+}
+
+/// The bytes of the `state.json` of session `id`'s directory `dir` when it is the store's
+/// ([`legacy_state_is_ours`]); `None` when there is none or it is the app's.
+fn read_legacy_state(dir: &Path, id: &str) -> Result<Option<Vec<u8>>, AgentError> {
+    Ok(read_optional(&dir.join(LEGACY_STATE_FILE))?.filter(|bytes| legacy_state_is_ours(bytes, id)))
 }
 
 /// Whether session `id`'s directory `dir` holds any file this store wrote ([`written_by_store`]).
@@ -447,7 +462,7 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
     let snaps = listing.snaps;
     if snaps.is_empty() {
         let legacy = dir.join(LEGACY_STATE_FILE);
-        let Some(bytes) = read_optional(&legacy)? else {
+        let Some(bytes) = read_legacy_state(dir, session_id)? else {
             // Records with no snapshot left to fold them onto: no state to give, but a session
             // all the same (listed, deleted), never one that does not exist, over whose journal
             // a new run would start.
@@ -667,17 +682,17 @@ fn session_on_disk(dir: &Path, id: &str) -> Result<bool, AgentError> {
     })
 }
 
-/// Whether a session directory holds a state a load reads or refuses: a snapshot file, or a
-/// version-1 `state.json`. A directory a first commit cut short (its journal made, its snapshot
+/// Whether session `id`'s directory holds a state a load reads or refuses: a snapshot file, or a
+/// version-1 `state.json` of the session's ([`legacy_state_is_ours`]). A directory a first commit cut short (its journal made, its snapshot
 /// not yet renamed in place: only a temp file) holds none: `load` answers `None` for it, so it is
 /// no session to list. A directory that cannot be read is counted in: its load tells the error;
 /// so is one whose journal holds records with no snapshot left (`state_corrupt`).
-fn holds_state(dir: &Path) -> bool {
+fn holds_state(dir: &Path, id: &str) -> bool {
     match list_generations(dir) {
         Ok(listing) => {
             let mut missed = false;
             !listing.snaps.is_empty()
-                || dir.join(LEGACY_STATE_FILE).exists()
+                || read_legacy_state(dir, id).map_or(true, |legacy| legacy.is_some())
                 || orphan_journals(dir, &listing, &mut missed).map_or(true, |o| !o.is_empty())
                 || missed
         }
@@ -708,7 +723,7 @@ fn list_session_dirs(root: &Path) -> Result<Vec<String>, AgentError> {
         // store: a file may be the app's own (a root it shares), so it is never offered as a
         // damaged session to delete. Named by id, such a stray file is `state_corrupt` and
         // `delete` removes it.
-        if matches!(session_entry(&path), Ok(SessionEntry::Dir(..))) && holds_state(&path) {
+        if matches!(session_entry(&path), Ok(SessionEntry::Dir(..))) && holds_state(&path, name) {
             ids.push(name.to_string());
         }
     }
