@@ -18,27 +18,9 @@ use arkagent::provider::{ClientConfig, OpenAiCompatibleClient, RetryPolicy};
 use arkagent::state::{AgentState, FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
 use arkagent::{codes, CancellationSignal, ToolDefinition, ToolResult};
-use mock_server::{MockServer, Reply};
+use mock_server::{chunk, MockServer, Reply};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-
-fn sse(chunks: &[Value]) -> Reply {
-    let mut out = String::new();
-    for c in chunks {
-        out.push_str(&format!("data: {c}\n\n"));
-    }
-    out.push_str("data: [DONE]\n\n");
-    Reply::sse(out.as_bytes())
-}
-
-fn chunk(delta: Value, finish: Option<&str>) -> Value {
-    json!({"id":"c","object":"chat.completion.chunk","created":1,"model":"m",
-           "choices":[{"index":0,"delta":delta,"finish_reason":finish}]})
-}
-
-fn text_reply(t: &str) -> Reply {
-    sse(&[chunk(json!({"role":"assistant","content":t}), None), chunk(json!({}), Some("stop"))])
-}
 
 type Ran = Arc<Mutex<Vec<String>>>;
 
@@ -128,12 +110,12 @@ fn run_finished_reason(log: &EventLog) -> Option<String> {
 #[tokio::test]
 async fn a_reasoning_only_answer_cut_at_the_limit_is_not_recorded_and_the_next_turn_works() {
     let server = MockServer::start([
-        sse(&[
+        Reply::sse_chunks(&[
             chunk(json!({"role":"assistant","reasoning_content":"thinking..."}), None),
             json!({"choices":[{"index":0,"delta":{},"finish_reason":"length"}],
                    "usage":{"prompt_tokens":7,"completion_tokens":100,"total_tokens":107}}),
         ]),
-        text_reply("hello"),
+        Reply::sse_text("hello"),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -170,8 +152,8 @@ async fn a_question_whose_model_call_failed_goes_with_the_next_one() {
     // The provider fails (no retry), the user asks again: the first question has no answer.
     let server = MockServer::start([
         Reply::json(500, &json!({"error":{"message":"overloaded"}})),
-        text_reply("hello"),
-        text_reply("again"),
+        Reply::sse_text("hello"),
+        Reply::sse_text("again"),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -230,7 +212,7 @@ async fn a_session_saved_with_an_empty_assistant_message_keeps_working() {
     state.status = RunStatus::Completed;
     store.commit(&state, &[]).await.unwrap();
 
-    let server = MockServer::start([text_reply("fine")]).await;
+    let server = MockServer::start([Reply::sse_text("fine")]).await;
     let ran = Ran::default();
     let a = agent(&server, dir.path(), &ran, true);
     let out = a.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
@@ -243,14 +225,14 @@ async fn a_session_saved_with_an_empty_assistant_message_keeps_working() {
 #[tokio::test]
 async fn arguments_cut_at_the_token_limit_are_a_truncated_result_and_go_back_as_an_empty_object() {
     let server = MockServer::start([
-        sse(&[
+        Reply::sse_chunks(&[
             chunk(json!({"role":"assistant","tool_calls":[
                 {"index":0,"id":"c0","type":"function","function":{"name":"echo","arguments":"{\"x\":\"ok\"}"}},
                 {"index":1,"id":"c1","type":"function","function":{"name":"echo","arguments":"{\"x\": \"hel"}}]}), None),
             chunk(json!({}), Some("length")),
         ]),
-        text_reply("done"),
-        text_reply("again"),
+        Reply::sse_text("done"),
+        Reply::sse_text("again"),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -359,7 +341,9 @@ async fn arguments_over_the_limits_are_refused_and_go_back_as_an_empty_object() 
             {"index":2,"id":"c2","type":"function","function":{"name":"echo","arguments":r#"{"x":"ok"}"#}}]}),
         Some("tool_calls"),
     ));
-    let server = MockServer::start([sse(&chunks), text_reply("done"), text_reply("again")]).await;
+    let server =
+        MockServer::start([Reply::sse_chunks(&chunks), Reply::sse_text("done"), Reply::sse_text("again")])
+            .await;
     let dir = tempfile::tempdir().unwrap();
     let ran = Ran::default();
     let a = agent(&server, dir.path(), &ran, true);
@@ -407,13 +391,13 @@ async fn arguments_over_the_limits_are_refused_and_go_back_as_an_empty_object() 
 #[tokio::test]
 async fn a_truncated_call_beside_one_awaiting_approval_is_answered_once_after_a_restart() {
     let server = MockServer::start([
-        sse(&[
+        Reply::sse_chunks(&[
             chunk(json!({"role":"assistant","tool_calls":[
                 {"index":0,"id":"c0","type":"function","function":{"name":"pay","arguments":"{\"x\":\"1\"}"}},
                 {"index":1,"id":"c1","type":"function","function":{"name":"echo","arguments":"{\"x\": \"hel"}}]}), None),
             chunk(json!({}), Some("length")),
         ]),
-        text_reply("paid"),
+        Reply::sse_text("paid"),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();

@@ -16,27 +16,9 @@ use arkagent::provider::{ChatRequest, ClientConfig, ModelResponse, OpenAiCompati
 use arkagent::state::FileStore;
 use arkagent::tool::{FnExecutor, ToolRegistry};
 use arkagent::{codes, CancellationSignal, ToolDefinition, ToolResult};
-use mock_server::{MockServer, Reply};
+use mock_server::{chunk, MockServer, Reply};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-
-fn sse(chunks: &[Value]) -> Reply {
-    let mut out = String::new();
-    for c in chunks {
-        out.push_str(&format!("data: {c}\n\n"));
-    }
-    out.push_str("data: [DONE]\n\n");
-    Reply::sse(out.as_bytes())
-}
-
-fn chunk(delta: Value, finish: Option<&str>) -> Value {
-    json!({"id":"c","object":"chat.completion.chunk","created":1,"model":"m",
-           "choices":[{"index":0,"delta":delta,"finish_reason":finish}]})
-}
-
-fn text_reply(t: &str) -> Reply {
-    sse(&[chunk(json!({"role":"assistant","content":t}), None), chunk(json!({}), Some("stop"))])
-}
 
 /// An answer calling `calls` (id, name, arguments), each call's arguments streamed in 64 KiB pieces.
 fn calls_reply(calls: &[(&str, &str, &str)]) -> Reply {
@@ -52,7 +34,7 @@ fn calls_reply(calls: &[(&str, &str, &str)]) -> Reply {
         }
     }
     chunks.push(chunk(json!({}), Some("tool_calls")));
-    sse(&chunks)
+    Reply::sse_chunks(&chunks)
 }
 
 /// What the hooks were shown: the arguments of every call in each request's history, those of
@@ -185,8 +167,8 @@ async fn arguments_over_the_limits_are_recorded_and_shown_as_the_provider_is_sen
     let ok = r#"{"x":"ok"}"#;
     let server = MockServer::start([
         calls_reply(&[("c0", "echo", &big), ("c1", "echo", &deep), ("c2", "echo", ok), ("c3", "nope", &big)]),
-        text_reply("done"),
-        text_reply("again"),
+        Reply::sse_text("done"),
+        Reply::sse_text("again"),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -251,7 +233,7 @@ async fn arguments_over_the_limits_are_recorded_and_shown_as_the_provider_is_sen
 #[tokio::test]
 async fn a_registry_with_lower_limits_records_what_it_refuses_as_an_empty_object() {
     let args = format!(r#"{{"x":"{}"}}"#, "y".repeat(2048));
-    let server = MockServer::start([calls_reply(&[("c0", "echo", &args)]), text_reply("done")]).await;
+    let server = MockServer::start([calls_reply(&[("c0", "echo", &args)]), Reply::sse_text("done")]).await;
     let dir = tempfile::tempdir().unwrap();
     let (shown, ran) = (Arc::new(Shown::default()), Ran::default());
     let tools = ToolRegistry::with_limits(JsonLimits { max_bytes: 1024, ..JsonLimits::default() });
@@ -275,9 +257,12 @@ async fn a_registry_with_lower_limits_records_what_it_refuses_as_an_empty_object
 #[tokio::test]
 async fn a_saved_session_holding_arguments_over_the_limits_is_loaded_and_sends_an_empty_object() {
     let big = format!(r#"{{"x":"{}"}}"#, "y".repeat(2 << 20));
-    let server =
-        MockServer::start([calls_reply(&[("c0", "echo", &big)]), text_reply("done"), text_reply("again")])
-            .await;
+    let server = MockServer::start([
+        calls_reply(&[("c0", "echo", &big)]),
+        Reply::sse_text("done"),
+        Reply::sse_text("again"),
+    ])
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let (shown, ran) = (Arc::new(Shown::default()), Ran::default());
     let roomy = ToolRegistry::with_limits(JsonLimits { max_bytes: 4 << 20, ..JsonLimits::default() });

@@ -17,6 +17,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+/// One `chat.completion.chunk` payload of a streamed answer: its choice's `delta` and
+/// `finish_reason`.
+pub fn chunk(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
 /// How a streamed reply ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -85,6 +92,24 @@ impl Reply {
     /// An SSE body in one chunk, ended properly.
     pub fn sse(body: &[u8]) -> Reply {
         Reply::Stream { parts: vec![body.to_vec()], delay: Duration::ZERO, end: End::Complete }
+    }
+
+    /// A streamed answer of these `chat.completion.chunk` payloads ([`chunk`]), then `[DONE]`.
+    pub fn sse_chunks(chunks: &[serde_json::Value]) -> Reply {
+        let mut out = String::new();
+        for c in chunks {
+            out.push_str(&format!("data: {c}\n\n"));
+        }
+        out.push_str("data: [DONE]\n\n");
+        Reply::sse(out.as_bytes())
+    }
+
+    /// A streamed text answer: `text`, then the finish reason `stop`.
+    pub fn sse_text(text: &str) -> Reply {
+        Reply::sse_chunks(&[
+            chunk(serde_json::json!({"role": "assistant", "content": text}), None),
+            chunk(serde_json::json!({}), Some("stop")),
+        ])
     }
 
     /// An SSE body cut into pieces of `size` bytes, `delay` apart.
