@@ -3,7 +3,8 @@
 //! same batch (`item_workers`), so the user decides them all at once and one resume runs them,
 //! each decision reaching the worker that holds its item. A dismissal of the parent settles
 //! every one of them with its denial (none runs its dangerous call, none stays awaiting, each
-//! one's usage counted in the parent once); a parent's run that ends cancelled or aborted while
+//! one's usage counted in the parent once), and none runs even a call the user approved unless
+//! every item was approved (then all run); a parent's run that ends cancelled or aborted while
 //! one is frozen ends it `cancelled`, its batch cleared, so its call never runs for nobody; and
 //! `Agent::usage_so_far` of the frozen parent counts all of them, once.
 
@@ -389,4 +390,117 @@ async fn workers_frozen_side_by_side_one_level_down_are_offered_at_once_at_the_t
     assert_eq!(out.status(), RunStatus::Completed);
     assert_eq!(cleared.load(Ordering::SeqCst), 2);
     assert_eq!(model.remaining(), 0);
+}
+
+/// Dismisses the parent after approving `approved` (by index in the parent's batch, each on the
+/// session `on` names: the parent, or the worker that holds the item), with both workers frozen
+/// side by side on `clear_baking_cache`. Returns the run's status and the parent's results.
+async fn dismiss_after_approving(
+    approved: &[usize],
+    on_worker: bool,
+    cleared: &Arc<AtomicUsize>,
+) -> (RunStatus, Vec<(String, String, bool)>, Arc<MemStore>, Arc<Agent>) {
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("worker done"),
+        answer("worker done"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model, store.clone(), cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items.len(), 2, "{batch:#?}");
+    for &i in approved {
+        let item = &batch.items[i].approval_id;
+        let session = if on_worker { batch.item_worker(item).unwrap() } else { "parent" };
+        agent.approve(session, item).await.unwrap();
+    }
+    let out = agent.dismiss("parent", "不用了", &EventLog::new(), &none()).await.unwrap();
+    let results = tool_messages(&store.load("parent").await.unwrap().unwrap().messages);
+    (out.status(), results, store, agent)
+}
+
+#[tokio::test]
+async fn a_dismissal_after_approving_one_worker_item_runs_no_worker_call() {
+    // The item approved may be the mirrored worker's or the one beside it's, decided on the
+    // parent or on the worker session itself: the parent's batch was not approved entirely, so
+    // the dismissal runs nothing in any worker (as with one worker holding both calls).
+    for (approved, on_worker) in [(0, false), (1, false), (0, true), (1, true)] {
+        let cleared = Arc::new(AtomicUsize::new(0));
+        let (status, results, store, agent) = dismiss_after_approving(&[approved], on_worker, &cleared).await;
+        assert_eq!(status, RunStatus::Completed);
+        assert_no_worker_runs_on(&agent, &store, &cleared, RunStatus::Completed).await;
+        // The parent's results tell the truth: neither delegation ran its call.
+        assert_eq!(results.len(), 2);
+        assert!(
+            results.iter().all(|(_, text, is_error)| *is_error && text.contains("tool_not_run")),
+            "{results:?}"
+        );
+        // Each worker answered its own call not run: the approved one with the dismissal's
+        // wording, the denied one with the denial.
+        for worker in workers(&store).await {
+            let state = store.load(&worker).await.unwrap().unwrap();
+            let worker_results = tool_messages(&state.messages);
+            assert_eq!(worker_results.len(), 1, "{worker}: {worker_results:?}");
+            let (_, text, is_error) = &worker_results[0];
+            assert!(*is_error && text.contains("不用了"), "{worker}: {text}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_dismissal_after_approving_every_worker_item_runs_them_all() {
+    for on_worker in [false, true] {
+        let cleared = Arc::new(AtomicUsize::new(0));
+        let (status, results, store, _agent) = dismiss_after_approving(&[0, 1], on_worker, &cleared).await;
+        assert_eq!(status, RunStatus::Completed);
+        assert_eq!(cleared.load(Ordering::SeqCst), 2, "a batch approved entirely runs");
+        assert_eq!(results.len(), 2);
+        assert!(results.iter().all(|(_, text, is_error)| text == "worker done" && !is_error), "{results:?}");
+        for worker in workers(&store).await {
+            assert_eq!(store.load(&worker).await.unwrap().unwrap().status, RunStatus::Completed, "{worker}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_dismissal_after_approving_one_item_runs_no_call_one_level_down() {
+    // The parent delegates once; its worker delegates twice in parallel, and both of those
+    // freeze. One item approved, then the parent dismissed: no inner worker runs its call.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级清缓存"}"#)]),
+        calls(&[
+            ("e1", DELEGATE_TASK, r#"{"task":"清缓存 A"}"#),
+            ("e2", DELEGATE_TASK, r#"{"task":"清缓存 B"}"#),
+        ]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("已清空"),
+        answer("下级已清空"),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 2);
+    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    assert_eq!(batch.items.len(), 2, "{batch:#?}");
+    agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    let out = agent.dismiss("parent", "不用了", &EventLog::new(), &none()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "no dangerous call ran");
+    let middle = batch.worker_session.clone().unwrap();
+    let middle_state = store.load(&middle).await.unwrap().unwrap();
+    assert_eq!(middle_state.status, RunStatus::Completed);
+    for inner in &middle_state.workers {
+        let state = store.load(inner).await.unwrap().unwrap();
+        assert_eq!(state.status, RunStatus::Completed, "{inner}");
+        assert!(state.pending_approval.is_none(), "{inner}");
+    }
+    let results = tool_messages(&store.load("parent").await.unwrap().unwrap().messages);
+    assert!(
+        results.iter().all(|(_, text, is_error)| *is_error && text.contains("tool_not_run")),
+        "{results:?}"
+    );
 }

@@ -148,6 +148,7 @@ fn awaiting() -> AgentState {
         injected: Vec::new(),
         stop_requested: false,
         dismissed: None,
+        denied_above: false,
         approved_calls: None,
         item_workers: Default::default(),
     });
@@ -273,6 +274,7 @@ fn build(items: &[Item], records: &[(u8, bool)], status_awaiting: bool) -> Agent
             injected: Vec::new(),
             stop_requested: false,
             dismissed: None,
+            denied_above: false,
             approved_calls: None,
             item_workers: Default::default(),
         });

@@ -1090,7 +1090,9 @@ impl Agent {
     /// delegations meets a new freeze, that batch is returned suspended, without this stop). For
     /// a batch that mirrors a worker's, the denial reaches the worker's batch, the worker is not
     /// continued (its model is not asked either): its run completes with the denial (settled as
-    /// a dismissal of it settles it, and so on down its own workers), so it no longer looks
+    /// a dismissal of it settles it, and so on down its own workers; none of its calls runs, even
+    /// those approved, as the user denied an item of this batch, its own or one of a worker frozen
+    /// beside it, answered `tool_not_run` with `reason`), so it no longer looks
     /// resumable, and its session is deleted with this one (a worker held by another process
     /// then, or that a store error stopped, is logged and left as decided); the delegating call
     /// and the calls not run yet are answered `tool_not_run` with `reason` (calls that finished
@@ -1153,7 +1155,8 @@ impl Agent {
                 }
             }
         }
-        let outcome = self.resume_held(session_id, sink, cancel, Some(reason)).await;
+        let dismissal = Dismissal { reason, denied_above: false };
+        let outcome = self.resume_held(session_id, sink, cancel, Some(dismissal)).await;
         // On their way up from before the session is let go (see `decide_here`).
         let _rising = parent.is_some().then(|| self.rising(denied.clone(), &deny));
         drop(held);
@@ -1170,7 +1173,7 @@ impl Agent {
         session_id: &str,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
-        dismissal: Option<&str>,
+        dismissal: Option<Dismissal<'_>>,
     ) -> Result<RunOutcome, AgentError> {
         let state =
             self.store.load_unrepaired(session_id).await?.ok_or_else(|| {
@@ -1205,7 +1208,7 @@ impl Agent {
         state: AgentState,
         sink: &dyn EventSink,
         cancel: &CancellationSignal,
-        dismissal: Option<&str>,
+        dismissal: Option<Dismissal<'_>>,
         by_app: bool,
     ) -> Result<(RunOutcome, AgentState), AgentError> {
         let session_id = state.session_id.clone();
@@ -1235,11 +1238,15 @@ impl Agent {
         let run_id = state.run_id.clone().unwrap_or_default();
         let mut run = Run::new(self, state, sink, cancel.clone());
         run.announces_approvals |= by_app;
-        if let (Some(reason), RunStatus::AwaitingApproval) = (dismissal, run.state.status) {
+        if let (Some(dismissal), RunStatus::AwaitingApproval) = (dismissal, run.state.status) {
             // The dismissal is saved with the batch (the one place the run reads it from), so a
             // kill mid-batch does not lose it: the resumed run settles it as this dismissal.
-            if let Some(mut batch) = run.state.pending_approval.clone().filter(|b| b.dismissed.is_none()) {
-                batch.dismissed = Some(reason.to_string());
+            let unsaved = |b: &PendingApprovalBatch| {
+                b.dismissed.is_none() || (dismissal.denied_above && !b.denied_above)
+            };
+            if let Some(mut batch) = run.state.pending_approval.clone().filter(unsaved) {
+                batch.dismissed.get_or_insert_with(|| dismissal.reason.to_string());
+                batch.denied_above |= dismissal.denied_above;
                 let announced = run.state.approval_announced;
                 run.record(StateEvent::ApprovalRequested { batch, announced });
             }
@@ -1877,6 +1884,15 @@ struct Decided {
     parent: Option<String>,
 }
 
+/// A dismissal (`Agent::dismiss`) a resume settles the session's batch with.
+#[derive(Clone, Copy)]
+struct Dismissal<'a> {
+    reason: &'a str,
+    /// Of the parent's batch, which the user did not approve entirely: none of this session's
+    /// batch runs (see [`PendingApprovalBatch::denied_above`]).
+    denied_above: bool,
+}
+
 // One value per step of the driver, moved once: its size costs nothing, a box would cost an
 // allocation at the end of every run.
 #[allow(clippy::large_enum_variant)]
@@ -2039,10 +2055,13 @@ impl<'a> Run<'a> {
 
     async fn drive(&mut self) -> Result<RunOutcome, AgentError> {
         loop {
-            // A dismissed batch with a denial runs nothing: it is answered even when cancelled, so
-            // the denials reach the history.
-            let answers_only =
-                self.state.pending_approval.as_ref().is_some_and(|b| b.dismissed.is_some() && b.has_denial());
+            // A dismissed batch with a denial (here or above) runs nothing: it is answered even
+            // when cancelled, so the denials reach the history.
+            let answers_only = self
+                .state
+                .pending_approval
+                .as_ref()
+                .is_some_and(|b| b.dismissed.is_some() && b.runs_nothing());
             if self.cancel.is_cancelled() && !answers_only {
                 return self.finish(RunStatus::Cancelled, None, None).await;
             }
@@ -2411,7 +2430,7 @@ impl<'a> Run<'a> {
         let tools = self.agent.tools();
         let open: HashSet<&str> = unanswered.iter().map(|c| c.id.as_str()).collect();
         let mut dismissal =
-            batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.has_denial());
+            batch.dismissed.clone().filter(|_| batch.worker_session.is_some() && batch.runs_nothing());
         // A dismissal whose denial never reached the worker (below).
         let mut dismissed_after_worker = None;
         if dismissal.is_some() {
@@ -2489,7 +2508,7 @@ impl<'a> Run<'a> {
                 None => self.recheck_mirrored(steps, &batch, &tools, &open).await,
             }
         } else {
-            if !batch.has_denial() {
+            if !batch.runs_nothing() {
                 // The policy's answers are awaited first: the batch replans with them.
                 let mut rechecked = HashMap::new();
                 for call in batch.planned_runs()? {
@@ -2513,9 +2532,18 @@ impl<'a> Run<'a> {
                     }
                 }
             }
-            match batch.settle()? {
-                BatchSettlement::Run(steps) => steps,
-                BatchSettlement::Denied(answers) => answers.into_iter().map(BatchStep::Answer).collect(),
+            match (batch.settle()?, &batch.dismissed) {
+                // Dismissed with the parent's batch, which the user did not approve entirely:
+                // what was approved here is not run either.
+                (BatchSettlement::Run(steps), Some(reason)) if batch.denied_above => steps
+                    .into_iter()
+                    .map(|step| match step {
+                        BatchStep::Execute(call) => not_run_dismissed(&call, reason),
+                        step => step,
+                    })
+                    .collect(),
+                (BatchSettlement::Run(steps), _) => steps,
+                (BatchSettlement::Denied(answers), _) => answers.into_iter().map(BatchStep::Answer).collect(),
             }
         };
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
@@ -2923,7 +2951,9 @@ impl<'a> Run<'a> {
     /// Ends the run of the worker a dismissed mirror was frozen on, or of one frozen beside it
     /// (parallel delegations), with the same dismissal: its batch holds the denials already (a
     /// worker beside the mirrored one has what is pending denied here first), so it completes
-    /// with them, without its model (and so on down its own workers). Its answer has no reader
+    /// with them, without its model (and so on down its own workers). The parent's batch holds a
+    /// denial, so none of the worker's calls runs, even when every item of its own was approved
+    /// (marked [`denied_above`](PendingApprovalBatch::denied_above)). Its answer has no reader
     /// any more (the delegating call is answered `tool_not_run`): left awaiting, it would look
     /// resumable, and its resume would ask its model for an answer nobody reads (and run its
     /// calls). Its events reach this run's sink wrapped as the
@@ -2958,7 +2988,10 @@ impl<'a> Run<'a> {
                 }
             }
             // Boxed: the worker's own dismissal settles its workers through this again.
-            Box::pin(self.agent.resume_held(worker, &sink, &self.cancel, Some(reason))).await.map(drop)
+            // The parent's batch holds a denial (it runs nothing): so does the worker's, though
+            // the user approved every item of it.
+            let dismissal = Dismissal { reason, denied_above: true };
+            Box::pin(self.agent.resume_held(worker, &sink, &self.cancel, Some(dismissal))).await.map(drop)
         };
         if let Err(e) = settled.await {
             log::warn!("arkagent: the worker session of a dismissed batch was not settled: {e}");
@@ -3009,6 +3042,7 @@ impl<'a> Run<'a> {
             injected: Vec::new(),
             stop_requested: false,
             dismissed: None,
+            denied_above: false,
             approved_calls: None,
         })
     }

@@ -214,6 +214,7 @@ pub fn plan_batch(
         injected: Vec::new(),
         stop_requested: false,
         dismissed: None,
+        denied_above: false,
         approved_calls: None,
     })
 }
@@ -305,6 +306,12 @@ impl PendingApprovalBatch {
     /// True when the user denied an item (then none of the batch runs).
     pub fn has_denial(&self) -> bool {
         self.items.iter().any(|i| i.decision == ApprovalDecision::Denied)
+    }
+
+    /// True when none of the batch runs once settled: the user denied an item here, or in the
+    /// parent's batch it was dismissed with ([`denied_above`](Self::denied_above)).
+    pub fn runs_nothing(&self) -> bool {
+        self.has_denial() || self.denied_above
     }
 
     /// True when no item is pending (a batch without items is fully decided).

@@ -172,4 +172,9 @@ pub struct PendingApprovalBatch {
     /// of it runs, so a run resumed after a kill settles it as that dismissal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dismissed: Option<String>,
+    /// A worker's batch dismissed with its parent's (see `dismissed`) that the user did not
+    /// approve entirely (an item there was denied, of this worker or of one frozen beside it):
+    /// none of this batch runs, though every item here was approved.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub denied_above: bool,
 }

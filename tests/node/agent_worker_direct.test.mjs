@@ -5,7 +5,8 @@
 // resumes it, and the approved call runs once, in the worker. A decision on it reaches the parent's
 // batch, also for a resume of the parent called right after it, not awaited.
 // A parent dismissed while frozen on its worker settles the worker too (its resume is then
-// invalid_state), and its suspended outcome counted what the worker used until it froze.
+// invalid_state), and its suspended outcome counted what the worker used until it froze. Two
+// workers frozen side by side, one item approved and then the parent dismissed: neither runs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -102,4 +103,37 @@ test('a parent dismissed while frozen on its worker settles the worker; its susp
   assert.equal(state.pending_approval ?? null, null);
   await rejectsWithCode(assert, agent.resume(worker), 'invalid_state', 'runtime');
   assert.deepEqual(runs, [], 'nothing ran');
+});
+
+test('a parent dismissed after one of two side-by-side workers\' items was approved runs neither', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'arkagent-worker-dismissed-beside-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const wipe = (scope) => ({ tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: JSON.stringify({ scope }) }] });
+  for (const which of [0, 1]) {
+    const runs = [];
+    const agent = open(join(dir, String(which)), [
+      { tool_calls: ['A', 'B'].map((s, i) => ({ id: `d${i}`, name: 'delegate_task', arguments: JSON.stringify({ task: s }) })) },
+      wipe('A'),
+      wipe('B'),
+      { content: 'worker answer' },
+    ], runs, { enableDelegation: true });
+    const out = await agent.run('p', 'go');
+    const batch = JSON.parse(out.batchJson);
+    assert.equal(batch.items.length, 2, 'both workers\' items in one batch');
+    await agent.approve('p', batch.items[which].approval_id);
+    const done = await agent.dismiss('p', 'never mind');
+    assert.equal(done.status, 'completed');
+    assert.deepEqual(runs, [], 'the batch was not approved entirely: nothing ran');
+    const parent = JSON.parse(await agent.stateJson('p'));
+    const results = parent.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.equal(results.length, 2);
+    for (const r of results) assert.match(r, /tool_not_run/);
+    for (const worker of parent.workers) {
+      const state = JSON.parse(await agent.stateJson(worker));
+      assert.equal(state.status, 'completed');
+      const answered = state.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+      assert.equal(answered.length, 1);
+      assert.match(answered[0], /never mind/);
+    }
+  }
 });

@@ -45,6 +45,7 @@ pub fn turn(k: u64) -> Vec<StateEvent> {
                         injected: Vec::new(),
                         stop_requested: false,
                         dismissed: None,
+                        denied_above: false,
                         approved_calls: None,
                         item_workers: Default::default(),
                     },

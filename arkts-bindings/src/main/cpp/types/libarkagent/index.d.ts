@@ -629,7 +629,9 @@ export declare class Agent {
    * sub-agent: its calls not run yet are answered tool_not_run (finished ones keep their results),
    * and the sub-agent's session completes with the denial, without its model (no longer awaiting
    * approval: nobody would read its answer); so does every sub-agent frozen beside it (parallel
-   * delegations of the same batch), what each used counted in the parent's usage once.
+   * delegations of the same batch), what each used counted in the parent's usage once. The batch
+   * offering several sub-agents' items is one batch: with a denial of any of them, no sub-agent
+   * runs any call, not even one the user approved (answered tool_not_run with reason).
    * A batch approved entirely runs and may meet a new freeze: the outcome is then suspended. Rejects with no_pending_approval when nothing
    * awaits approval, session_not_found for a session that does not exist or when the batch mirrors a worker session that is gone. A worker session may be dismissed itself: it runs as resume() runs it (invalid_state and
    * delegation_depth_exceeded as there).
