@@ -76,14 +76,21 @@ export interface ToolDefinitionObject {
   timeoutMs?: number;
 }
 
-/** One output part: { type: 'text', text } or { type: 'json', json: '<JSON text>' }. */
+/**
+ * One output part: { type: 'text', text } or { type: 'json', json: '<JSON text>' }. Another key
+ * (one whose value is undefined counts as absent) makes the result tool_result_invalid, naming it.
+ */
 export interface ContentPartObject {
   type: string;
   text?: string;
   json?: string;
 }
 
-/** A tool result. Errors are results too (isError). */
+/**
+ * A tool result. Errors are results too (isError). An executor's result with another key (a
+ * misspelling such as iserror or the state's is_error; undefined counts as absent) is
+ * tool_result_invalid naming it and the key it is nearest to, never read as a success.
+ */
 export interface ToolResultObject {
   contents: Array<ContentPartObject>;
   /** True when the call failed (default false). */
@@ -94,7 +101,10 @@ export interface ToolResultObject {
   metadataJson?: string;
 }
 
-/** A tool call as the model produced it. */
+/**
+ * A tool call as the model produced it. Given to ToolRegistry.execute, another key rejects with
+ * config_invalid naming it and the key it is nearest to (argument: did you mean arguments?).
+ */
 export interface ToolCallObject {
   id: string;
   name: string;
@@ -203,7 +213,8 @@ export declare class ToolRegistry {
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
    * cancelled) and the executor. Rejects with the coded error of the gate or the executor, or
-   * config_invalid for an options.metadataJson that is not a JSON object.
+   * config_invalid for a key the call or the options do not have, or an options.metadataJson that
+   * is not a JSON object.
    */
   execute(call: ToolCallObject, signal?: CancellationHandle, options?: ExecuteOptions): Promise<ToolResultObject>;
 }
