@@ -201,13 +201,18 @@ pub(crate) fn unknown_key(object: &Object<'_>, known: &[&str]) -> napi_ohos::Res
         if !known.contains(&key.as_str())
             && object.get_named_property::<Unknown>(&key)?.get_type()? != napi_ohos::ValueType::Undefined
         {
-            // Shown by its start, as a path shows a long key.
-            let mut shown: String = key.chars().take(crate::schema::KEY_SHOWN_CHARS).collect();
-            super::executor::redact_text(&mut shown);
-            return Ok(Some(shown));
+            return Ok(Some(shown_key(&key)));
         }
     }
     Ok(None)
+}
+
+/// A key of the app's as a refusal shows it: by its start, as a path shows a long key, and
+/// without the API key (the text reaches errors, events and the state).
+pub(crate) fn shown_key(key: &str) -> String {
+    let mut shown: String = key.chars().take(crate::schema::KEY_SHOWN_CHARS).collect();
+    super::executor::redact_text(&mut shown);
+    shown
 }
 
 impl<T: FromNapiValue + KnownKeys> FromNapiValue for Checked<T> {

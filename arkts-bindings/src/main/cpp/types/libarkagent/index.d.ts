@@ -499,7 +499,10 @@ export type AgentEventListener = (eventJson: string) => void;
  * An answer of undefined (a method that returns nothing, or resolves to nothing) changes nothing:
  * beforeToolCall and afterToolCall proceed with the call or result as it is, beforePersistState
  * persists. null is not nothing: it is a wrong shape, a failure as above. A method property that is
- * there but not a function makes addHook throw argument_invalid.
+ * there but not a function makes addHook throw argument_invalid; a function (own or inherited) that
+ * is no method but is spelt like one (beforeToolcall, onerror, afterToolCal) makes it throw
+ * config_invalid naming it and the method meant, as it would never be called. Other keys (fields and
+ * helpers of a class instance) are left alone.
  * A value is serialized only for the methods the object has.
  */
 export interface AgentHookObject {
