@@ -243,9 +243,11 @@ export interface AgentConfigObject {
   model?: string;
   /**
    * Lives only inside the native provider: never in state, events, logs, errors or ToolContext. A key
-   * with a line break, tab, NUL or another control character, with whitespace around it, or blank
-   * (only whitespace: give none instead) makes the constructor throw config_invalid naming apiKey
-   * (not the key): a copy-paste slip, which the provider would answer with a 401. Required (the constructor throws
+   * with a line break, tab, NUL or another control character, with whitespace around it, blank
+   * (only whitespace: give none instead), or with anything but visible ASCII ('!' to '~') inside it
+   * (a space, a zero-width space or byte order mark from a copy, a look-alike letter) makes the
+   * constructor throw config_invalid naming apiKey and saying what kind of character and where (not
+   * the key): a copy-paste slip, which the provider would answer with a 401. Required (the constructor throws
    * config_invalid naming apiKey without one) for a preset's own cloud endpoint, which refuses
    * every request without it; a baseUrl of its own (a local server, a gateway) may go without.
    */
