@@ -583,7 +583,10 @@ export declare class Agent {
    * tool enableDelegation registers (with delegation on or off).
    */
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
-  /** Removes a tool; returns whether it was there. */
+  /**
+   * Removes a tool; returns whether it was there. Throws tool_name_reserved for delegate_task while
+   * delegation is on (enableDelegation): nothing could register it again.
+   */
   unregisterTool(name: string): boolean;
   /** The registered tool names, in registration order. */
   toolNames(): Array<string>;
