@@ -310,8 +310,9 @@ export interface AgentConfigObject {
    * recorded as the error tool_result_too_large instead (the call's result to the model, the state
    * and the tool_result event), so it is neither saved nor sent with every later request. A larger
    * error result (json_invalid, tool_execution_failed...) keeps its code and metadata, its text cut
-   * to fit and ended by `… [N more bytes cut]` (a limit under a few hundred bytes may be passed by
-   * the code, layer, approval id and note alone, by at most 272 bytes in all).
+   * to fit after its `error [code]: ` (what tells the model the failure) and ended by
+   * `… [N more bytes cut]` (a limit under a few hundred bytes may be passed by that code, the
+   * metadata's code, layer and approval id and the note alone, by at most 346 bytes in all).
    */
   maxResultBytes?: number;
 
