@@ -2,6 +2,8 @@
 //! name (`tool_name_reserved`), with delegation enabled or not, through `Agent::register_tool` or
 //! the registry it builds the agent with. A model that calls `delegate_task` while delegation is
 //! off gets `tool_not_found`, as for any unknown tool, and no worker session is recorded for it.
+//! With delegation on, the delegation's `delegate_task` cannot be unregistered (nothing could
+//! register it again).
 
 #[path = "support/runtime.rs"]
 mod support;
@@ -35,10 +37,30 @@ async fn an_app_tool_named_delegate_task_is_refused_with_or_without_delegation()
     assert_eq!(e.code, codes::TOOL_NAME_RESERVED);
     assert!(e.message.contains("enable_delegation"), "{e}");
     assert!(agent.tools().definition(DELEGATE_TASK).is_none());
-    // Delegation still registers it, and the app's tool is refused the same way then.
+    assert!(e.message.contains("enable it with enable_delegation"), "{e}");
+    // Delegation still registers it, and the app's tool is refused the same way then, without
+    // asking to enable what is on.
     agent.enable_delegation(None).unwrap();
     let e = agent.register_tool(own_delegate_task(), answers_at_once()).unwrap_err();
     assert_eq!(e.code, codes::TOOL_NAME_RESERVED);
+    assert!(e.message.contains("this agent delegates") && !e.message.contains("enable it"), "{e}");
+    assert_eq!(
+        agent.tools().definition(DELEGATE_TASK).unwrap().description,
+        arkagent::agent::delegate_task_definition().description
+    );
+}
+
+#[tokio::test]
+async fn the_delegations_delegate_task_cannot_be_unregistered() {
+    let agent = Arc::new(AgentBuilder::new(delegating_model(), Arc::new(MemStore::new())).build());
+    // Without delegation there is none to remove.
+    assert_eq!(agent.unregister_tool(DELEGATE_TASK), Ok(false));
+    agent.enable_delegation(None).unwrap();
+    // Removed, it was gone for good: enable_delegation refuses a second time, the app may not
+    // register it, and every delegation the model asked for became tool_not_found.
+    let e = agent.unregister_tool(DELEGATE_TASK).unwrap_err();
+    assert_eq!(e.code, codes::TOOL_NAME_RESERVED);
+    assert!(e.message.contains("cannot be unregistered"), "{e}");
     assert_eq!(
         agent.tools().definition(DELEGATE_TASK).unwrap().description,
         arkagent::agent::delegate_task_definition().description

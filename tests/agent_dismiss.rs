@@ -243,7 +243,7 @@ async fn a_dismissal_is_not_refused_for_a_tool_choice_only_the_model_would_see()
     let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert!(matches!(out, RunOutcome::Suspended { .. }), "{out:?}");
     // The app swaps its tools: `wipe` is gone, another one is there.
-    assert!(agent.unregister_tool("wipe"));
+    assert_eq!(agent.unregister_tool("wipe"), Ok(true));
     agent
         .register_tool(
             ToolDefinition::new("look", "safe", json!({"type":"object"})),

@@ -146,7 +146,7 @@ async fn a_tool_swapped_for_a_dangerous_one_in_the_same_process_is_asked_about()
     );
     let out = a.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
-    assert!(a.unregister_tool("export_contacts"));
+    assert_eq!(a.unregister_tool("export_contacts"), Ok(true));
     let ran2 = Arc::clone(&ran);
     a.register_tool(
         ToolDefinition::new("export_contacts", "now dangerous", json!({"type":"object"}))

@@ -26,7 +26,7 @@ fn register_a(agent: &Arc<Agent>, ran: &Arc<AtomicUsize>) {
             Arc::new(FnExecutor(move |_args, _ctx| {
                 ran.fetch_add(1, Ordering::SeqCst);
                 if let Some(agent) = me.get().and_then(|w| w.upgrade()) {
-                    agent.unregister_tool("a");
+                    let _ = agent.unregister_tool("a");
                 }
                 async move { Ok(ToolResult::text("A")) }
             })),

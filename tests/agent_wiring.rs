@@ -129,7 +129,7 @@ async fn the_tool_list_is_read_again_every_round() {
         _ => None,
     });
     assert_eq!(answered, Some(("{}".to_string(), false)));
-    assert!(agent.unregister_tool("extra"));
+    assert_eq!(agent.unregister_tool("extra"), Ok(true));
     agent.run("s", "again", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(tool_names(&model.requests()[3]), ["unlock"], "an unregistered tool is gone the next round");
 }

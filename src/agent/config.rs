@@ -64,8 +64,9 @@ pub struct AgentConfig {
     /// the after-hooks (one may shrink a result). A larger one is recorded as the error
     /// `tool_result_too_large` instead: it would be saved in the state and sent with every later
     /// request of the session. A larger error result keeps its code and metadata, its text cut to
-    /// fit (a limit under [`MAX_CUT_ERROR_BYTES`](crate::tool::MAX_CUT_ERROR_BYTES) may be passed,
-    /// up to that size, by its code, layer, approval id and the note saying what was cut).
+    /// fit after its `error [code]: ` (a limit under
+    /// [`MAX_CUT_ERROR_BYTES`](crate::tool::MAX_CUT_ERROR_BYTES) may be passed, up to that size,
+    /// by that code, its metadata's code, layer, approval id and the note saying what was cut).
     pub max_result_bytes: usize,
 }
 

@@ -437,13 +437,20 @@ impl AgentBuilder {
 }
 
 /// `delegate_task` is the delegation's tool: an app's tool of that name would have its calls
-/// taken for delegations (a worker session recorded for each, never run).
-fn reserved_tool_name() -> AgentError {
+/// taken for delegations (a worker session recorded for each, never run). `delegates`: the agent
+/// enabled delegation, so the name is taken already.
+fn reserved_tool_name(delegates: bool) -> AgentError {
+    let how = if delegates {
+        "this agent delegates (enable_delegation, the native config's enableDelegation), so it has \
+         that tool already"
+    } else {
+        "enable it with enable_delegation (the native config's enableDelegation)"
+    };
     AgentError::of(
         codes::TOOL_NAME_RESERVED,
         format!(
-            "the tool name {DELEGATE_TASK} is reserved for delegation to sub-agents: enable it with \
-             enable_delegation (the native config's enableDelegation), or name the app's tool otherwise"
+            "the tool name {DELEGATE_TASK} is reserved for delegation to sub-agents: {how}; name the \
+             app's tool otherwise"
         ),
     )
 }
@@ -453,7 +460,7 @@ fn reserved_tool_name() -> AgentError {
 /// with ([`Agent::register_tool`] refuses it).
 fn check_no_own_delegate_task(tools: &ToolSnapshot, delegates: bool) -> Result<(), AgentError> {
     if !delegates && tools.definition(DELEGATE_TASK).is_some() {
-        return Err(reserved_tool_name());
+        return Err(reserved_tool_name(false));
     }
     Ok(())
 }
@@ -475,7 +482,7 @@ impl Agent {
         executor: Arc<dyn ToolExecutor>,
     ) -> Result<(), AgentError> {
         if definition.name == DELEGATE_TASK {
-            return Err(reserved_tool_name());
+            return Err(reserved_tool_name(self.delegation_factory().is_some()));
         }
         self.register_any_tool(definition, executor)
     }
@@ -490,8 +497,23 @@ impl Agent {
     }
 
     /// Removes a tool; returns whether it was there.
-    pub fn unregister_tool(&self, name: &str) -> bool {
-        self.tools.write().unwrap_or_else(|p| p.into_inner()).unregister(name)
+    ///
+    /// # Errors
+    /// `tool_name_reserved` for `delegate_task` when this agent delegates: the delegation's own
+    /// tool, which nothing could register again (an agent without delegation has no
+    /// `delegate_task`: `Ok(false)`).
+    pub fn unregister_tool(&self, name: &str) -> Result<bool, AgentError> {
+        if name == DELEGATE_TASK && self.delegation_factory().is_some() {
+            return Err(AgentError::of(
+                codes::TOOL_NAME_RESERVED,
+                format!(
+                    "{DELEGATE_TASK} is the delegation's own tool (this agent delegates: \
+                     enable_delegation, the native config's enableDelegation): it cannot be \
+                     unregistered; build the agent without delegation to go without it"
+                ),
+            ));
+        }
+        Ok(self.tools.write().unwrap_or_else(|p| p.into_inner()).unregister(name))
     }
 
     /// Adds a hook after the others. Runs that already started keep the hooks they started with;

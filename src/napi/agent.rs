@@ -317,11 +317,14 @@ impl JsAgent {
     }
 
     /// Removes a tool; returns whether it was there.
+    ///
+    /// # Errors
+    /// `tool_name_reserved` for `delegate_task` when the agent delegates (`enableDelegation`).
     #[napi]
     pub fn unregister_tool(&self, env: Env, name: Arg<Id<ToolNameArg>>) -> napi_ohos::Result<bool> {
         check_this(&env, self)?;
         let Arg(Id(name, _)) = name;
-        guard(&env, || Ok(self.core.unregister_tool(&name)))
+        guard(&env, || self.core.unregister_tool(&name))
     }
 
     /// The registered tool names, in registration order.

@@ -153,17 +153,24 @@ impl<T: KnownKeys> Checked<T> {
     /// `config_invalid` naming the key, and the known key it is nearest to (else all of them).
     pub fn known(self) -> Result<T, AgentError> {
         let Some(key) = self.unknown else { return Ok(self.value) };
-        let hint = match nearest_key(&key, T::KEYS) {
-            Some(near) => format!("did you mean {near}?"),
-            None => format!("it has {}", T::KEYS.join(", ")),
-        };
-        Err(AgentError::of(codes::CONFIG_INVALID, format!("unknown key {key:?} in {} ({hint})", T::WHAT)))
+        Err(AgentError::of(codes::CONFIG_INVALID, unknown_key_refusal::<T>(&key)))
     }
+}
+
+/// The refusal of the unknown key `key` (as [`unknown_key`] shows it) in a `T`: `unknown key
+/// "maxRound" in the Agent config (did you mean maxRounds?)`, or listing `T`'s keys when none is
+/// near.
+pub(crate) fn unknown_key_refusal<T: KnownKeys>(key: &str) -> String {
+    let hint = match nearest_key(key, T::KEYS) {
+        Some(near) => format!("did you mean {near}?"),
+        None => format!("it has {}", T::KEYS.join(", ")),
+    };
+    format!("unknown key {key:?} in {} ({hint})", T::WHAT)
 }
 
 /// The known key `key` is likely a misspelling of: the nearest by edit distance, ignoring case,
 /// when at most two edits (or a third of the key) away.
-fn nearest_key(key: &str, known: &[&'static str]) -> Option<&'static str> {
+pub(crate) fn nearest_key(key: &str, known: &[&'static str]) -> Option<&'static str> {
     fn distance(a: &[char], b: &[char]) -> usize {
         let mut row: Vec<usize> = (0..=b.len()).collect();
         for (i, ca) in a.iter().enumerate() {
@@ -194,13 +201,18 @@ pub(crate) fn unknown_key(object: &Object<'_>, known: &[&str]) -> napi_ohos::Res
         if !known.contains(&key.as_str())
             && object.get_named_property::<Unknown>(&key)?.get_type()? != napi_ohos::ValueType::Undefined
         {
-            // Shown by its start, as a path shows a long key.
-            let mut shown: String = key.chars().take(crate::schema::KEY_SHOWN_CHARS).collect();
-            super::executor::redact_text(&mut shown);
-            return Ok(Some(shown));
+            return Ok(Some(shown_key(&key)));
         }
     }
     Ok(None)
+}
+
+/// A key of the app's as a refusal shows it: by its start, as a path shows a long key, and
+/// without the API key (the text reaches errors, events and the state).
+pub(crate) fn shown_key(key: &str) -> String {
+    let mut shown: String = key.chars().take(crate::schema::KEY_SHOWN_CHARS).collect();
+    super::executor::redact_text(&mut shown);
+    shown
 }
 
 impl<T: FromNapiValue + KnownKeys> FromNapiValue for Checked<T> {
@@ -253,6 +265,9 @@ known_keys! {
     ToolRegistryOptions => "the ToolRegistry options" ["defaultTimeoutMs", "maxArgumentBytes", "maxArgumentDepth"];
     ExecuteOptions => "the execute options" ["sessionId", "batchCallId", "metadataJson"];
     LoopDiagnosisObject => "loopDiagnosis" ["firstRound", "every", "minConfidence"];
+    ToolCallObject => "the tool call" ["id", "name", "arguments"];
+    ToolResultObject => "a ToolResult" ["contents", "isError", "stop", "metadataJson"];
+    ContentPartObject => "a content part" ["type", "text", "json"];
     AgentConfigObject => "the Agent config" [
         "provider", "baseUrl", "model", "apiKey", "scriptJson", "stateDir", "systemPrompt", "maxRounds",
         "maxParallelTools", "toolTimeoutMs", "streaming", "temperature", "maxTokens", "allowInsecureHttp",

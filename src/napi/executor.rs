@@ -29,13 +29,16 @@
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
 use super::callback::{call_args, call_js, shield, CallFailure, JsFn, Queued, Settled, Thrown};
-use super::dto::{Checked, ToolDefinitionObject, ToolResultObject};
+use super::dto::{
+    unknown_key, unknown_key_refusal, Checked, ContentPartObject, KnownKeys, ToolDefinitionObject,
+    ToolResultObject,
+};
 use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::tool::{CancellationSignal, ContentPart, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use async_trait::async_trait;
 use napi_ohos::bindgen_prelude::{
-    FromNapiValue, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown,
+    Array, FromNapiValue, Function, JsObjectValue, JsValue, Object, ToNapiValue, Unknown,
 };
 use napi_ohos::{sys, Env};
 use serde_json::{Map, Value};
@@ -115,7 +118,9 @@ fn executor_args(env: &Env, call: ExecutorCall) -> napi_ohos::Result<Vec<sys::na
 
 /// What an executor returned, read as a [`ToolResultObject`]; refused when it also carries the
 /// state's snake_case spelling of a field (`is_error`, `metadata`, as a hook's `resultJson` may),
-/// which the object's conversion would skip without a word: `{ is_error: true }` read as a success.
+/// or any other key that it or one of its content parts does not have (`iserror`, `Stop`): the
+/// object's conversion skips such a key without a word, so `{ iserror: true }` was read as a
+/// success. A key whose value is `undefined` counts as absent.
 struct ExecutorResult(ToolResultObject);
 
 /// The result fields an executor spells otherwise: (the state's spelling, the executor's).
@@ -148,7 +153,23 @@ impl FromNapiValue for ExecutorResult {
             }
         }
         // SAFETY: as above.
-        unsafe { ToolResultObject::from_napi_value(env, value) }.map(ExecutorResult)
+        let result = unsafe { ToolResultObject::from_napi_value(env, value) }?;
+        // SAFETY: as above; read as a ToolResultObject, the value is an object.
+        let object = unsafe { Object::from_napi_value(env, value) }?;
+        if let Some(key) = unknown_key(&object, ToolResultObject::KEYS)? {
+            return Err(napi_ohos::Error::from_reason(unknown_key_refusal::<ToolResultObject>(&key)));
+        }
+        let contents: Array<'_> = object.get_named_property("contents")?;
+        for index in 0..contents.len() {
+            let Some(part) = contents.get::<Object<'_>>(index)? else { continue };
+            if let Some(key) = unknown_key(&part, ContentPartObject::KEYS)? {
+                return Err(napi_ohos::Error::from_reason(format!(
+                    "contents[{index}]: {}",
+                    unknown_key_refusal::<ContentPartObject>(&key)
+                )));
+            }
+        }
+        Ok(ExecutorResult(result))
     }
 }
 

@@ -15,7 +15,8 @@
 //! `afterToolCall` is handed) or an executor's (`ToolResultObject`: `isError`, `metadataJson`,
 //! `{"type": "json", "json": "<JSON text>"}`); any other key fails the hook ([`HookResultJson`]).
 //! So does a key the decision object does not have, or one its method does not read
-//! (`HookAnswer`).
+//! (`HookAnswer`). A function of the hook object spelt like a method it is not (`beforeToolcall`)
+//! makes `addHook` throw `config_invalid` (`refuse_misspelt_method`); other keys are left alone.
 //!
 //! `requestJson` is `{"messages","tools","tool_choice"?,"temperature"?,"max_tokens"?,
 //! "parallel_tool_calls"?}` (the
@@ -111,9 +112,11 @@ impl JsHook {
     /// Reads the hook's methods (call on the JS thread, when the hook is added).
     ///
     /// # Errors
-    /// When a method name is present but not a function (`config_invalid`, as a JS error), or a
-    /// thread-safe function cannot be created.
+    /// When a method name is present but not a function (`argument_invalid`, as a JS error), a
+    /// function is spelt like a method it is not (`config_invalid`: [`refuse_misspelt_method`]),
+    /// or a thread-safe function cannot be created.
     pub(crate) fn from_object(env: &Env, object: Object<'_>, timeout: Duration) -> napi_ohos::Result<Self> {
+        refuse_misspelt_method(env, &object)?;
         Ok(JsHook {
             on_run_start: method(env, &object, "onRunStart")?,
             before_model_call: method(env, &object, "beforeModelCall")?,
@@ -127,6 +130,61 @@ impl JsHook {
             timeout,
         })
     }
+}
+
+/// The methods a hook object may have, as JS spells them.
+const METHODS: [&str; 9] = [
+    "onRunStart",
+    "beforeModelCall",
+    "afterModelResponse",
+    "beforeToolCall",
+    "afterToolCall",
+    "onApprovalRequired",
+    "beforePersistState",
+    "onRunEnd",
+    "onError",
+];
+
+/// Refuses, as `config_invalid` (a JS error), a function of `object` (own or inherited,
+/// enumerable or not) that is no hook method but is spelt like one ([`nearest_key`]: the same
+/// ignoring case, or a few edits away): `beforeToolcall` was accepted and never called, a guard
+/// that never guards. Other keys are left alone: a hook may be an ArkTS class instance with
+/// fields and helpers of its own. Only a key near a method's name is read (a getter runs then).
+///
+/// [`nearest_key`]: super::dto::nearest_key
+fn refuse_misspelt_method(env: &Env, object: &Object<'_>) -> napi_ohos::Result<()> {
+    use napi_ohos::bindgen_prelude::{KeyCollectionMode, KeyConversion, KeyFilter};
+    let names = object.get_all_property_names(
+        KeyCollectionMode::IncludePrototypes,
+        KeyFilter::SkipSymbols,
+        KeyConversion::NumbersToStrings,
+    )?;
+    for i in 0..names.get_array_length()? {
+        let key: String = names.get_element(i)?;
+        if METHODS.contains(&key.as_str()) {
+            continue;
+        }
+        let Some(meant) = super::dto::nearest_key(&key, &METHODS) else { continue };
+        let is_function = match object.get_named_property::<Unknown<'_>>(&key) {
+            Ok(value) => value.get_type()? == ValueType::Function,
+            // A getter or a Proxy trap threw: not a method this check can name.
+            Err(_) => {
+                super::callback::take_pending_exception(env);
+                false
+            }
+        };
+        if is_function {
+            let error = AgentError::of(
+                codes::CONFIG_INVALID,
+                format!(
+                    "hook method {:?} is not one a hook has, so it would never be called (did you mean {meant}?)",
+                    super::dto::shown_key(&key)
+                ),
+            );
+            return Err(super::error::js_error(env, &error));
+        }
+    }
+    Ok(())
 }
 
 /// The bound method `name` of `object` as a weak thread-safe function, if present.

@@ -207,13 +207,13 @@ impl JsToolRegistry {
     /// # Errors
     /// Rejects with the gate's or the executor's coded error (`tool_not_found`, `json_*`,
     /// `tool_argument_*`, `tool_cancelled`, `tool_execution_failed`, `tool_result_invalid`,
-    /// `tool_timeout`, or the executor's own code), or `config_invalid` for a `metadataJson` that
-    /// is not a JSON object.
+    /// `tool_timeout`, or the executor's own code), or `config_invalid` for a key the call or the
+    /// options do not have, or a `metadataJson` that is not a JSON object.
     #[napi(ts_return_type = "Promise<ToolResultObject>")]
     pub fn execute<'env>(
         &self,
         env: &'env Env,
-        call: Arg<ToolCallObject>,
+        call: Arg<Checked<ToolCallObject>>,
         signal: Option<ArgRef<CancellationHandle>>,
         options: Arg<Option<Checked<ExecuteOptions>>>,
     ) -> napi_ohos::Result<PromiseRaw<'env, ToolResultObject>> {
@@ -238,13 +238,15 @@ impl JsToolRegistry {
     /// What `execute` runs: the registry's snapshot, the call and its context.
     ///
     /// # Errors
-    /// `config_invalid` when `metadataJson` is not a JSON object.
+    /// `config_invalid` for a key the call or the options do not have, or a `metadataJson` that
+    /// is not a JSON object.
     fn prepare(
         &self,
-        call: ToolCallObject,
+        call: Checked<ToolCallObject>,
         signal: Option<&CancellationHandle>,
         options: Option<Checked<ExecuteOptions>>,
     ) -> Result<(crate::tool::ToolSnapshot, ToolCall, ToolContext), AgentError> {
+        let call = call.known()?;
         let options = options.map(Checked::known).transpose()?.unwrap_or(ExecuteOptions {
             session_id: None,
             batch_call_id: None,

@@ -738,17 +738,18 @@ impl ClientConfig {
     /// Checks the API key: a preset's own cloud endpoint needs one (see
     /// [`uses_preset_endpoint`](Self::uses_preset_endpoint)), so a config without one is refused
     /// when the client is built rather than at its first request (with `provider_auth`). A key
-    /// given (not empty) must be the key as issued, which never holds a space at either end nor a
-    /// control character: no line break, tab, NUL, DEL (a line break or NUL could not even go into
-    /// the `Authorization` header), no surrounding whitespace (Unicode's, the ideographic space of
-    /// a Chinese input method included), and not blank. A key pasted with its newline or a
-    /// space is refused here, for a custom base URL too, rather than sent as is and answered 401
-    /// by the provider, far from the cause. No key at all (empty) is fine for a custom base URL (a
-    /// local server, a gateway).
+    /// given (not empty) must be the key as issued, which is visible ASCII only (`!` to `~`): no
+    /// control character (a line break, tab, NUL, DEL: a line break or NUL could not even go into
+    /// the `Authorization` header), no whitespace around it or inside it (Unicode's, the
+    /// ideographic space of a Chinese input method included), not blank, and nothing else outside
+    /// ASCII (a zero-width space or a byte order mark picked up with a copy, a look-alike letter),
+    /// which would be sent raw in the header. Such a key is refused here, for a custom base URL
+    /// too, rather than sent as is and answered 401 by the provider, far from the cause. No key at
+    /// all (empty) is fine for a custom base URL (a local server, a gateway).
     ///
     /// # Errors
     /// `config_invalid` naming `api_key`: missing (empty or blank) for a preset's endpoint, blank,
-    /// with whitespace around it, or the kind of character it holds (never the key).
+    /// with whitespace around it, or the kind of character it holds and where (never the key).
     pub fn check_api_key(&self) -> Result<(), AgentError> {
         let key = self.api_key.expose();
         let refused = |why: String| Err(AgentError::of(codes::CONFIG_INVALID, format!("api_key: {why}")));
@@ -779,6 +780,20 @@ impl ClientConfig {
             return refused(
                 "starts or ends with whitespace, which an API key never holds (a copy-paste slip?)".into(),
             );
+        }
+        if let Some((at, c)) = key.chars().enumerate().find(|(_, c)| !matches!(c, '!'..='~')) {
+            let code = c as u32;
+            let kind = match c {
+                ' ' => "a space".to_string(),
+                '\u{feff}' => "a byte order mark (U+FEFF)".to_string(),
+                '\u{200b}'..='\u{200d}' | '\u{2060}' => format!("a zero-width character (U+{code:04X})"),
+                c if c.is_whitespace() => format!("a non-ASCII space (U+{code:04X})"),
+                _ => format!("a non-ASCII character (U+{code:04X})"),
+            };
+            let place = if at == 0 { "at its start".to_string() } else { format!("at character {}", at + 1) };
+            return refused(format!(
+                "contains {kind} {place}; an API key is visible ASCII only (a copy-paste slip?)"
+            ));
         }
         Ok(())
     }

@@ -61,12 +61,24 @@ const KEPT_ERROR_KEYS: [&str; 3] = ["code", "layer", "approval_id"];
 
 /// The most bytes an error result cut by [`ToolResult::cut_error`] takes, whatever the limit:
 /// the metadata's kept keys with values of at most 64 bytes of JSON text each, quotes aside
-/// (231 bytes), and the note with a 20-digit count (41 bytes).
-pub const MAX_CUT_ERROR_BYTES: usize = 272;
+/// (231 bytes), the text's `error [code]: ` with a code of at most 64 bytes (74 bytes), and the
+/// note with a 20-digit count (41 bytes).
+pub const MAX_CUT_ERROR_BYTES: usize = 346;
 
 /// The note ending a cut error text: `… [N more bytes cut]`.
 fn cut_note(cut: usize) -> String {
     format!("… [{cut} more bytes cut]")
+}
+
+/// The length of the `error [code]: ` an error's model text starts with
+/// ([`AgentError::to_model_text`], a stable code: [`is_stable_code`](crate::error::is_stable_code)),
+/// 0 when it has none (an executor's own text).
+fn code_prefix_len(text: &str) -> usize {
+    let Some(rest) = text.strip_prefix("error [") else { return 0 };
+    match rest.split_once("]: ") {
+        Some((code, _)) if crate::error::is_stable_code(code) => "error [".len() + code.len() + "]: ".len(),
+        _ => 0,
+    }
 }
 
 impl ToolResult {
@@ -148,6 +160,8 @@ impl ToolResult {
     /// its model text, cut at a character boundary and ended by a note of how many bytes were
     /// cut (`… [N more bytes cut]`), becomes its one text part; the flags and the metadata (the
     /// code, layer, approval id: what the app and the model need to tell the failure) are kept.
+    /// So is the text's `error [code]: `, whatever the limit: the code is all the model is told
+    /// of the failure (the metadata is not sent); the message after it is what is cut.
     /// Metadata that leaves no room for the note is reduced to its `code`, `layer` and
     /// `approval_id` (each kept when a string of at most [`crate::error::MAX_CODE_LEN`] bytes as
     /// JSON text, quotes aside);
@@ -174,7 +188,7 @@ impl ToolResult {
             });
         }
         let room = limit.saturating_sub(meta_len(&metadata).saturating_add(note_len));
-        let mut kept = room.min(text.len());
+        let mut kept = room.max(code_prefix_len(&text)).min(text.len());
         while !text.is_char_boundary(kept) {
             kept -= 1;
         }
@@ -275,9 +289,10 @@ mod tests {
         assert_eq!(meta.keys().collect::<Vec<_>>(), ["approval_id", "code", "layer"]);
         assert_eq!(meta["approval_id"], "0b1c1d3e-0000-4000-8000-000000000000");
 
-        // The worst case: a limit of one byte, the kept keys at their longest, the longest note.
+        // The worst case: a limit of one byte, the kept keys and the code at their longest, the
+        // longest note.
         let long = "c".repeat(crate::error::MAX_CODE_LEN);
-        let mut r = ToolResult::error_text("x".repeat(100_000));
+        let mut r = ToolResult::error_text(format!("error [{long}]: {}", "x".repeat(100_000)));
         r.metadata = Some(
             json!({"code": long, "layer": long, "approval_id": long, "other": 1})
                 .as_object()
@@ -285,12 +300,33 @@ mod tests {
                 .unwrap(),
         );
         let cut = r.cut_error(1);
-        assert_eq!(cut.to_model_text(), "… [100000 more bytes cut]");
+        assert_eq!(cut.to_model_text(), format!("error [{long}]: … [100000 more bytes cut]"));
         assert_eq!(cut.size_bytes(), MAX_CUT_ERROR_BYTES - 14, "a 6-digit count, not 20");
         // A longer value is not kept.
         let mut r = ToolResult::error_text("x");
         r.metadata = Some(json!({"code": format!("{long}c")}).as_object().cloned().unwrap());
         assert_eq!(r.cut_error(1).metadata, Some(Map::new()));
+    }
+
+    #[test]
+    fn a_tiny_limit_keeps_the_code_the_model_is_shown_and_cuts_the_message() {
+        let r = denied(&"é".repeat(500));
+        for limit in [1, 40, 150] {
+            let text = r.clone().cut_error(limit).to_model_text();
+            let (kept, note) = text.split_once('…').unwrap();
+            assert!(kept.starts_with("error [tool_denied]: "), "{limit}: {text}");
+            assert!(r.to_model_text().starts_with(kept) && note.ends_with("more bytes cut]"), "{text}");
+        }
+        assert_eq!(
+            r.clone().cut_error(1).to_model_text(),
+            format!("error [tool_denied]: … [{} more bytes cut]", r.to_model_text().len() - 21)
+        );
+        // A text that starts with no code (an executor's own, or brackets holding no code) is
+        // cut from its start as before.
+        for text in ["x".repeat(500), format!("error [Not A Code]: {}", "x".repeat(500))] {
+            let cut = ToolResult::error_text(text.clone()).cut_error(1).to_model_text();
+            assert_eq!(cut, format!("… [{} more bytes cut]", text.len()));
+        }
     }
 
     #[test]

@@ -248,6 +248,14 @@ test('delegate_task is the delegation\'s name: an app\'s own tool of that name i
   }
 });
 
+test('with delegation on, delegate_task cannot be unregistered: nothing could register it again', () => {
+  const agent = scripted([], { enableDelegation: true });
+  const e = throwsWithCode(assert, () => agent.unregisterTool('delegate_task'), 'tool_name_reserved', 'config');
+  assert.match(e.message, /cannot be unregistered/);
+  assert.deepEqual(agent.toolNames(), ['delegate_task']);
+  assert.equal(scripted([]).unregisterTool('delegate_task'), false, 'without delegation there is none');
+});
+
 test('a worker\'s events reach the listener as worker_event, wrapped, before the delegating call\'s result', async () => {
   const agent = scripted(
     [

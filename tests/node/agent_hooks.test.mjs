@@ -439,6 +439,38 @@ test('addHook refuses a property that is not a function', () => {
   agent.addHook({});
 });
 
+test('addHook refuses a function spelt like a hook method it is not: it would never be called', async () => {
+  const { agent, ran } = setup();
+  const deny = () => ({ action: 'deny', reason: 'blocked' });
+  class Guard {
+    beforeToolcall() { return deny(); } // on the prototype, not enumerable
+  }
+  class Inherited extends Guard {}
+  const cases = [
+    [{ beforeToolcall: deny }, 'beforeToolcall', 'beforeToolCall'],
+    [{ onerror: () => {} }, 'onerror', 'onError'],
+    [{ afterToolCal: () => undefined }, 'afterToolCal', 'afterToolCall'],
+    [new Guard(), 'beforeToolcall', 'beforeToolCall'],
+    [new Inherited(), 'beforeToolcall', 'beforeToolCall'],
+    [{ beforeToolCall: deny, onRunEnds: () => {} }, 'onRunEnds', 'onRunEnd'],
+  ];
+  for (const [hook, key, meant] of cases) {
+    const e = throwsWithCode(assert, () => agent.addHook(hook), 'config_invalid', 'config');
+    assert.equal(e.message, `hook method "${key}" is not one a hook has, so it would never be called (did you mean ${meant}?)`);
+  }
+  // A class instance may carry fields and helpers of its own: only a function near a method's
+  // name is refused, and a field (not a function) of such a name is left alone.
+  class Audited {
+    constructor() { this.log = []; this.beforeToolcall = 'a note, not a method'; }
+    record(line) { this.log.push(line); }
+    beforeToolCall() { this.record('before'); return deny(); }
+  }
+  const hook = new Audited();
+  agent.addHook(hook);
+  assert.equal((await agent.run('s', 'go')).status, 'completed');
+  assert.deepEqual([hook.log, ran], [['before'], []], 'the guard ran and denied the call');
+});
+
 test('each hook method gets exactly its arguments: strings, and null where a value is absent', async () => {
   const agent = new Agent({
     provider: 'scripted',

@@ -390,7 +390,8 @@ test('maxResultBytes: a larger result is recorded as tool_result_too_large; 0, a
 });
 
 test('maxResultBytes: an error result over the limit keeps its code and metadata, its text cut to fit', async () => {
-  const maxResultBytes = 100;
+  // Room for the metadata, the note and the `error [code]: ` the cut keeps whatever the limit.
+  const maxResultBytes = 105;
   const agent = new Agent({
     provider: 'scripted',
     maxResultBytes,
@@ -413,7 +414,7 @@ test('maxResultBytes: an error result over the limit keeps its code and metadata
   assert.deepEqual(results.map((r) => r.metadata.code), ['json_invalid', 'tool_execution_failed']);
   for (const r of results) {
     assert.equal(r.is_error, true);
-    assert.match(r.contents[0].text, new RegExp(`^error \\[${r.metadata.code}\\].*… \\[\\d+ more bytes cut\\]$`));
+    assert.match(r.contents[0].text, new RegExp(`^error \\[${r.metadata.code}\\]: .+… \\[\\d+ more bytes cut\\]$`));
     assert.ok(size(r) <= maxResultBytes, JSON.stringify(r));
   }
   const saved = JSON.parse(await agent.stateJson('s')).messages.filter((m) => m.role === 'tool');

@@ -1,6 +1,7 @@
 // The options objects the exports take (the Agent config and its loopDiagnosis, the ToolRegistry
-// options, a tool definition, the execute options) refuse a key they do not read, as config_invalid
-// naming it and the known key it is nearest to: napi's conversion skipped such a key without a word,
+// options, a tool definition, the execute call and options) refuse a key they do not read, as
+// config_invalid naming it and the known key it is nearest to (an executor's result and its content
+// parts: tool_result_invalid): napi's conversion skipped such a key without a word,
 // so a misspelt option left its default in place (`statedir`: a memory-only agent). A key whose value
 // is undefined counts as absent. The keys accepted are exactly the .d.ts interface's.
 import { test } from 'node:test';
@@ -58,6 +59,47 @@ test('a key far from every known one lists the known keys; undefined values coun
   assert.equal((await registry.execute(call, undefined, { sessionid: undefined })).contents[0].text, 'ran');
 });
 
+test("a misspelt key in an executor's result or content part is tool_result_invalid, never a success", async () => {
+  const script = JSON.stringify([{ tool_calls: [{ id: 'c1', name: 't', arguments: '{}' }] }, { content: 'done' }]);
+  const cases = [
+    // A failure spelt iserror was recorded as a success; a misspelt stop was ignored.
+    [{ contents: [{ type: 'text', text: 'disk full' }], iserror: true }, 'unknown key "iserror" in a ToolResult (did you mean isError?)'],
+    [{ contents: [], Stop: true }, 'unknown key "Stop" in a ToolResult (did you mean stop?)'],
+    [{ contents: [{ type: 'text', text: 'x', extra: 1 }] }, 'contents[0]: unknown key "extra" in a content part (it has type, text, json)'],
+    [{ contents: [{ type: 'json', json: '{}' }, { type: 'text', txt: 'x' }] }, 'contents[1]: unknown key "txt" in a content part (did you mean text?)'],
+  ];
+  for (const [returned, why] of cases) {
+    const agent = new Agent({ provider: 'scripted', scriptJson: script });
+    agent.registerTool(definition, () => returned);
+    assert.equal((await agent.run('s', 'go')).status, 'completed');
+    const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
+    assert.equal(tool.is_error, true, why);
+    assert.equal(
+      tool.content,
+      `error [tool_result_invalid]: executor of t returned something that is not a ToolResult: ${why}`,
+    );
+  }
+  const registry = new ToolRegistry();
+  registry.register(definition, () => ({ contents: [{ type: 'text', text: 'ok', json: undefined }], stop: undefined, other: undefined }));
+  const result = await registry.execute({ id: 'c1', name: 't', arguments: '{}' });
+  assert.deepEqual([result.contents[0].text, result.isError], ['ok', false], 'undefined counts as absent');
+});
+
+test('a misspelt key in the call given to execute is config_invalid; the executor never runs', async () => {
+  const registry = new ToolRegistry();
+  let ran = 0;
+  registry.register(definition, () => { ran++; return text('ran'); });
+  const e = await rejectsWithCode(
+    assert,
+    registry.execute({ id: 'c1', name: 't', arguments: '{}', argument: '{"x":1}' }),
+    'config_invalid',
+  );
+  assert.equal(e.message, 'unknown key "argument" in the tool call (did you mean arguments?)');
+  assert.equal(ran, 0);
+  const ok = await registry.execute({ id: 'c1', name: 't', arguments: '{}', argument: undefined });
+  assert.deepEqual([ok.contents[0].text, ran], ['ran', 1]);
+});
+
 /** The keys of `export interface <name>` in the .d.ts. */
 function dtsKeys(name) {
   const dts = readDts();
@@ -81,6 +123,18 @@ test('the keys each object accepts are exactly its .d.ts interface keys', async 
   }
   const registry = new ToolRegistry();
   registry.register(definition, () => text('x'));
-  const e = await rejectsWithCode(assert, registry.execute({ id: 'c', name: 't', arguments: '{}' }, undefined, { zzz: 1 }), 'config_invalid');
+  const call = { id: 'c', name: 't', arguments: '{}' };
+  let e = await rejectsWithCode(assert, registry.execute(call, undefined, { zzz: 1 }), 'config_invalid');
   assert.deepEqual(listed(e).sort(), dtsKeys('ExecuteOptions').sort());
+  e = await rejectsWithCode(assert, registry.execute({ ...call, zzz: 1 }), 'config_invalid');
+  assert.deepEqual(listed(e).sort(), dtsKeys('ToolCallObject').sort());
+  for (const [name, returned] of [
+    ['ToolResultObject', { contents: [], zzz: 1 }],
+    ['ContentPartObject', { contents: [{ type: 'text', text: 'x', zzz: 1 }] }],
+  ]) {
+    const bad = new ToolRegistry();
+    bad.register(definition, () => returned);
+    e = await rejectsWithCode(assert, bad.execute(call), 'tool_result_invalid');
+    assert.deepEqual(listed(e).sort(), dtsKeys(name).sort(), name);
+  }
 });

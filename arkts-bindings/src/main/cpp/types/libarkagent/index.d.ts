@@ -76,14 +76,21 @@ export interface ToolDefinitionObject {
   timeoutMs?: number;
 }
 
-/** One output part: { type: 'text', text } or { type: 'json', json: '<JSON text>' }. */
+/**
+ * One output part: { type: 'text', text } or { type: 'json', json: '<JSON text>' }. Another key
+ * (one whose value is undefined counts as absent) makes the result tool_result_invalid, naming it.
+ */
 export interface ContentPartObject {
   type: string;
   text?: string;
   json?: string;
 }
 
-/** A tool result. Errors are results too (isError). */
+/**
+ * A tool result. Errors are results too (isError). An executor's result with another key (a
+ * misspelling such as iserror or the state's is_error; undefined counts as absent) is
+ * tool_result_invalid naming it and the key it is nearest to, never read as a success.
+ */
 export interface ToolResultObject {
   contents: Array<ContentPartObject>;
   /** True when the call failed (default false). */
@@ -94,7 +101,10 @@ export interface ToolResultObject {
   metadataJson?: string;
 }
 
-/** A tool call as the model produced it. */
+/**
+ * A tool call as the model produced it. Given to ToolRegistry.execute, another key rejects with
+ * config_invalid naming it and the key it is nearest to (argument: did you mean arguments?).
+ */
 export interface ToolCallObject {
   id: string;
   name: string;
@@ -203,7 +213,8 @@ export declare class ToolRegistry {
   /**
    * Runs one call through the four gates (registered, arguments are a JSON object, schema, not
    * cancelled) and the executor. Rejects with the coded error of the gate or the executor, or
-   * config_invalid for an options.metadataJson that is not a JSON object.
+   * config_invalid for a key the call or the options do not have, or an options.metadataJson that
+   * is not a JSON object.
    */
   execute(call: ToolCallObject, signal?: CancellationHandle, options?: ExecuteOptions): Promise<ToolResultObject>;
 }
@@ -232,9 +243,11 @@ export interface AgentConfigObject {
   model?: string;
   /**
    * Lives only inside the native provider: never in state, events, logs, errors or ToolContext. A key
-   * with a line break, tab, NUL or another control character, with whitespace around it, or blank
-   * (only whitespace: give none instead) makes the constructor throw config_invalid naming apiKey
-   * (not the key): a copy-paste slip, which the provider would answer with a 401. Required (the constructor throws
+   * with a line break, tab, NUL or another control character, with whitespace around it, blank
+   * (only whitespace: give none instead), or with anything but visible ASCII ('!' to '~') inside it
+   * (a space, a zero-width space or byte order mark from a copy, a look-alike letter) makes the
+   * constructor throw config_invalid naming apiKey and saying what kind of character and where (not
+   * the key): a copy-paste slip, which the provider would answer with a 401. Required (the constructor throws
    * config_invalid naming apiKey without one) for a preset's own cloud endpoint, which refuses
    * every request without it; a baseUrl of its own (a local server, a gateway) may go without.
    */
@@ -297,8 +310,9 @@ export interface AgentConfigObject {
    * recorded as the error tool_result_too_large instead (the call's result to the model, the state
    * and the tool_result event), so it is neither saved nor sent with every later request. A larger
    * error result (json_invalid, tool_execution_failed...) keeps its code and metadata, its text cut
-   * to fit and ended by `… [N more bytes cut]` (a limit under a few hundred bytes may be passed by
-   * the code, layer, approval id and note alone, by at most 272 bytes in all).
+   * to fit after its `error [code]: ` (what tells the model the failure) and ended by
+   * `… [N more bytes cut]` (a limit under a few hundred bytes may be passed by that code, the
+   * metadata's code, layer and approval id and the note alone, by at most 346 bytes in all).
    */
   maxResultBytes?: number;
 
@@ -488,7 +502,10 @@ export type AgentEventListener = (eventJson: string) => void;
  * An answer of undefined (a method that returns nothing, or resolves to nothing) changes nothing:
  * beforeToolCall and afterToolCall proceed with the call or result as it is, beforePersistState
  * persists. null is not nothing: it is a wrong shape, a failure as above. A method property that is
- * there but not a function makes addHook throw argument_invalid.
+ * there but not a function makes addHook throw argument_invalid; a function (own or inherited) that
+ * is no method but is spelt like one (beforeToolcall, onerror, afterToolCal) makes it throw
+ * config_invalid naming it and the method meant, as it would never be called. Other keys (fields and
+ * helpers of a class instance) are left alone.
  * A value is serialized only for the methods the object has.
  */
 export interface AgentHookObject {
@@ -567,7 +584,10 @@ export declare class Agent {
    * tool enableDelegation registers (with delegation on or off).
    */
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
-  /** Removes a tool; returns whether it was there. */
+  /**
+   * Removes a tool; returns whether it was there. Throws tool_name_reserved for delegate_task while
+   * delegation is on (enableDelegation): nothing could register it again.
+   */
   unregisterTool(name: string): boolean;
   /** The registered tool names, in registration order. */
   toolNames(): Array<string>;
