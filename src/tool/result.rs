@@ -59,7 +59,8 @@ pub const MAX_RESULT_DEPTH: usize = 64;
 /// ([`ToolResult::cut_error`]): the ones the runtime's own error results carry.
 const KEPT_ERROR_KEYS: [&str; 3] = ["code", "layer", "approval_id"];
 
-/// The most bytes an error result cut by [`ToolResult::cut_error`] takes, whatever the limit:
+/// The most bytes an error result cut to fit `max_result_bytes` takes, whatever the limit (its
+/// code, metadata and flags are kept, its text cut):
 /// the metadata's kept keys with values of at most 64 bytes of JSON text each, quotes aside
 /// (231 bytes), the text's `error [code]: ` with a code of at most 64 bytes (74 bytes), and the
 /// note with a 20-digit count (41 bytes).
