@@ -205,3 +205,44 @@ async fn an_error_result_over_the_limit_keeps_its_code_and_is_cut_to_fit() {
     assert!(throws.starts_with("error [tool_execution_failed]: kaboom: üü"), "{throws}");
     assert_eq!(state.status, RunStatus::Completed);
 }
+
+#[tokio::test]
+async fn a_denial_reason_longer_than_the_limit_is_refused_before_anything_is_written() {
+    // The reason goes to the model as the call's result and with every later request: it may take
+    // at most max_result_bytes, like a tool's result; before, any size was saved and sent.
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(Script::new(vec![calls(&[("c1", "report", "{}")]), answer("done")]));
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            ToolDefinition::new("report", "d", json!({"type": "object"}))
+                .with_risk(arkagent::RiskLevel::Dangerous),
+            Arc::new(FnExecutor(|_a: Map<String, Value>, _c: ToolContext| async {
+                Ok(ToolResult::text("ran"))
+            })),
+        )
+        .unwrap();
+    let config = AgentConfig { max_result_bytes: 200, ..AgentConfig::default() };
+    let agent = AgentBuilder::new(model, store).tools(tools).config(config).build();
+    let events = EventLog::new();
+    let outcome = agent.run("s", "q", &events, &CancellationSignal::new()).await.unwrap();
+    let arkagent::agent::RunOutcome::Suspended { batch } = outcome else { panic!("suspended: {outcome:?}") };
+    let id = batch.items[0].approval_id.clone();
+    let before = FileStore::new(dir.path()).load("s").await.unwrap().unwrap();
+
+    let long = "x".repeat(201);
+    let e = agent.deny("s", &id, &long).await.unwrap_err();
+    assert_eq!(e.code, arkagent::codes::ARGUMENT_INVALID);
+    assert!(e.message.contains("201 bytes") && e.message.contains("(200)"), "{}", e.message);
+    let e = agent.dismiss("s", &long, &events, &CancellationSignal::new()).await.unwrap_err();
+    assert_eq!(e.code, arkagent::codes::ARGUMENT_INVALID);
+    assert_eq!(FileStore::new(dir.path()).load("s").await.unwrap().unwrap(), before, "nothing written");
+
+    agent.deny("s", &id, &"y".repeat(200)).await.unwrap();
+    let outcome = agent.resume("s", &events, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+    let state = FileStore::new(dir.path()).load("s").await.unwrap().unwrap();
+    let (_, content, is_error) = tool_messages(&state.messages).into_iter().next().unwrap();
+    assert!(is_error && content.contains(&"y".repeat(200)), "{content}");
+}

@@ -1146,6 +1146,7 @@ impl Agent {
         // The whole check but `tool_choice`'s: a dismissal asks no model (the run completes with the
         // batch settled; a worker its approved delegations run checks its own config).
         self.config.validate()?;
+        self.check_reason(reason)?;
         // One hold of the session from the first denial to the settled batch: a resume from the
         // app in between would settle the denials without this dismissal and ask the model.
         self.check_exists(session_id).await?;
@@ -1545,14 +1546,34 @@ impl Agent {
     /// `session_not_found` (no such session, or the worker session a mirrored batch names is gone:
     /// its deletion was cut short, delete the session again), `no_pending_approval`,
     /// `approval_not_found`, `approval_already_decided` (also when a decision that reached the
-    /// worker's session before a crash differs), the store's errors.
+    /// worker's session before a crash differs), `argument_invalid` for a reason longer than
+    /// `max_result_bytes` (nothing written), the store's errors.
     pub async fn deny(
         &self,
         session_id: &str,
         approval_id: &str,
         reason: &str,
     ) -> Result<PendingApprovalBatch, AgentError> {
+        self.check_reason(reason)?;
         self.decide_here(session_id, approval_id, &UserDecision::Deny(reason.to_string())).await
+    }
+
+    /// A denial's reason goes to the model as the call's result (`denied by user: <reason>`)
+    /// and with every later request of the session: like a tool's result, it may take at most
+    /// `max_result_bytes`. A longer one is refused before anything is written.
+    fn check_reason(&self, reason: &str) -> Result<(), AgentError> {
+        let limit = self.config.max_result_bytes;
+        if reason.len() <= limit {
+            return Ok(());
+        }
+        Err(AgentError::of(
+            codes::ARGUMENT_INVALID,
+            format!(
+                "the denial's reason is {} bytes; it goes to the model as the call's result, so it \
+                 may take at most max_result_bytes ({limit}): give a shorter one",
+                reason.len()
+            ),
+        ))
     }
 
     /// [`decide`](Self::decide) on the session the app named (never `None` there).

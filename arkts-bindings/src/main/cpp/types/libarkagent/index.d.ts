@@ -664,7 +664,11 @@ export declare class Agent {
    * a resume() of the parent called after this one, even not awaited, sees it.
    */
   approve(sessionId: string, approvalId: string): Promise<string>;
-  /** Denies one pending item (durable when this resolves); resolves to the batch JSON; as approve() otherwise. */
+  /**
+   * Denies one pending item (durable when this resolves); resolves to the batch JSON; as approve() otherwise.
+   * The reason goes to the model as the call's result: one longer than maxResultBytes (in UTF-8 bytes) rejects
+   * with argument_invalid before anything is written, as it does for dismiss().
+   */
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /**
    * The persisted state of a session as JSON (AgentState, snake_case), or null. A call that started
