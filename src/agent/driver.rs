@@ -2230,7 +2230,7 @@ impl<'a> Run<'a> {
             self.record(StateEvent::UsageAdded { usage });
         }
         for (call, error) in refused {
-            self.record_answer(&call, &error);
+            self.record_answer(&call, ToolResult::from_error(&error));
         }
         if response.finish_reason.as_deref() == Some("length") {
             self.answer_truncated_calls(&response.tool_calls);
@@ -2261,17 +2261,18 @@ impl<'a> Run<'a> {
                     call.name, e.message
                 ),
             );
-            self.record_answer(call, &error);
+            self.record_answer(call, ToolResult::from_error(&error));
         }
     }
 
-    /// Records `call` as finished with `error` for its result: a call answered as soon as the
-    /// answer is recorded, which the batch answers from its record without running it.
-    fn record_answer(&mut self, call: &ToolCall, error: &AgentError) {
+    /// Records `call` as finished with `result`, answered without running: as soon as the
+    /// model's answer is recorded (the batch answers it from its record), or before the batch's
+    /// other calls run (see `execute`).
+    fn record_answer(&mut self, call: &ToolCall, result: ToolResult) {
         self.record(StateEvent::ToolFinished {
             call_id: call.id.clone(),
             name: call.name.clone(),
-            result: ToolResult::from_error(error),
+            result,
             stop_requested: false,
             injected: Vec::new(),
         });
@@ -2706,13 +2707,7 @@ impl<'a> Run<'a> {
             // `started` commit: a cancel or a crash in the middle of the batch then reads it back
             // as it was reported, not as a call the run cut short. (Recorded results keep theirs.)
             if runs_any && !self.state.tool_runs.contains_key(&call.id) {
-                self.record(StateEvent::ToolFinished {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    result: result.clone(),
-                    stop_requested: false,
-                    injected: Vec::new(),
-                });
+                self.record_answer(&call, result.clone());
             }
             // Answers known before execution (denials, recorded results) are reported first.
             self.report_result(&call, &result);
