@@ -36,6 +36,7 @@ pub mod message;
 pub mod provider;
 pub mod schema;
 pub mod state;
+mod text;
 pub mod tool;
 
 #[cfg(feature = "napi")]

@@ -201,10 +201,7 @@ pub fn hilog_pieces(line: &str, max: usize) -> Vec<String> {
     let mut pieces = Vec::new();
     let mut rest = clean.as_str();
     while rest.len() > max {
-        let mut cut = max;
-        while cut > 0 && !rest.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let mut cut = crate::text::floor_char_boundary(rest, max);
         if cut == 0 {
             // max is smaller than one character: take that character whole.
             cut = rest.chars().next().map_or(rest.len(), char::len_utf8);

@@ -87,10 +87,7 @@ fn compact(signature: String) -> String {
     if signature.len() <= SIGNATURE_KEPT_BYTES {
         return signature;
     }
-    let mut end = 128;
-    while !signature.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::text::floor_char_boundary(&signature, 128);
     format!(
         "{}… ({} bytes, {})",
         &signature[..end],
@@ -381,10 +378,7 @@ fn shorten(signature: &str) -> String {
     if signature.len() <= MAX {
         return signature.to_string();
     }
-    let mut end = MAX;
-    while !signature.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::text::floor_char_boundary(signature, MAX);
     format!("{}...", &signature[..end])
 }
 

@@ -336,10 +336,7 @@ pub fn raw_excerpt_of_prefix(prefix: &[u8]) -> String {
 fn excerpt(body: &[u8], prefix: bool) -> String {
     let shown = body.len().min(RAW_BODY_EXCERPT);
     let text = String::from_utf8_lossy(&body[..shown]);
-    let mut cut = text.len().min(RAW_BODY_EXCERPT);
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let mut cut = crate::text::floor_char_boundary(&text, RAW_BODY_EXCERPT);
     // The byte after the cut: in the text, or the first byte not decoded. After a prefix's last
     // byte comes one that did not arrive, which may go on the word that byte ends.
     let in_word = match text.as_bytes().get(cut).or(body.get(shown)) {

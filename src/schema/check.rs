@@ -303,11 +303,7 @@ fn bound(
 fn short_json(v: &Value) -> String {
     let mut s = v.to_string();
     if s.len() > 200 {
-        let mut cut = 200;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
+        s.truncate(crate::text::floor_char_boundary(&s, 200));
         s.push('…');
     }
     s

@@ -153,10 +153,7 @@ impl<'a> Parser<'a> {
         let before = &self.bytes[..at];
         let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
         let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-        let mut col_end = at;
-        while !self.text.is_char_boundary(col_end) {
-            col_end -= 1;
-        }
+        let col_end = crate::text::floor_char_boundary(self.text, at);
         let column = self.text[line_start..col_end].chars().count() + 1;
         format!("line {line} column {column}")
     }

@@ -189,10 +189,7 @@ impl ToolResult {
             });
         }
         let room = limit.saturating_sub(meta_len(&metadata).saturating_add(note_len));
-        let mut kept = room.max(code_prefix_len(&text)).min(text.len());
-        while !text.is_char_boundary(kept) {
-            kept -= 1;
-        }
+        let kept = crate::text::floor_char_boundary(&text, room.max(code_prefix_len(&text)));
         let cut = match text.len() - kept {
             // Only the metadata was too large.
             0 => text,
