@@ -14,7 +14,7 @@ mod delegation;
 mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
-use arkagent::approval::ApprovalDecision;
+use arkagent::approval::{ApprovalDecision, PendingApprovalBatch};
 use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
 use arkagent::message::{ToolCall, Usage};
 use arkagent::provider::ModelResponse;
@@ -354,11 +354,14 @@ async fn an_abort_ends_a_worker_frozen_beside_the_call_it_aborted_on() {
     assert_eq!(model.remaining(), 0);
 }
 
-#[tokio::test]
-async fn workers_frozen_side_by_side_one_level_down_are_offered_at_once_at_the_top() {
-    // The parent delegates once; its worker delegates twice in parallel, and both of those freeze.
-    let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
+/// The parent delegates once; its worker delegates twice in parallel, and both of those freeze
+/// on `clear_baking_cache`: the agent, its store and model, and the parent's batch, which offers
+/// both inner workers' calls at the top. The model answers `answers` after the freeze.
+async fn frozen_one_level_down(
+    answers: &[&str],
+    cleared: &Arc<AtomicUsize>,
+) -> (Arc<Agent>, Arc<MemStore>, Arc<Script>, PendingApprovalBatch) {
+    let mut script = vec![
         calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级清缓存"}"#)]),
         calls(&[
             ("e1", DELEGATE_TASK, r#"{"task":"清缓存 A"}"#),
@@ -366,16 +369,22 @@ async fn workers_frozen_side_by_side_one_level_down_are_offered_at_once_at_the_t
         ]),
         calls(&[("w1", "clear_baking_cache", "{}")]),
         calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("已清空"),
-        answer("已清空"),
-        answer("下级已清空"),
-        answer("全部完成"),
-    ]));
+    ];
+    script.extend(answers.iter().map(|text| answer(text)));
+    let model = Arc::new(Script::new(script));
     let store = Arc::new(MemStore::new());
-    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 2);
+    let agent = delegation::agent(model.clone(), store.clone(), cleared, 2);
     let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
     assert_eq!(batch.items.len(), 2, "both inner workers' calls, offered at the top: {batch:#?}");
+    (agent, store, model, batch)
+}
+
+#[tokio::test]
+async fn workers_frozen_side_by_side_one_level_down_are_offered_at_once_at_the_top() {
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let (agent, store, model, batch) =
+        frozen_one_level_down(&["已清空", "已清空", "下级已清空", "全部完成"], &cleared).await;
     let middle = batch.worker_session.clone().unwrap();
     assert!(batch.item_workers.is_empty(), "every item is decided through the middle worker");
     let middle_batch = store.load(&middle).await.unwrap().unwrap().pending_approval.unwrap();
@@ -467,25 +476,9 @@ async fn a_dismissal_after_approving_every_worker_item_runs_them_all() {
 
 #[tokio::test]
 async fn a_dismissal_after_approving_one_item_runs_no_call_one_level_down() {
-    // The parent delegates once; its worker delegates twice in parallel, and both of those
-    // freeze. One item approved, then the parent dismissed: no inner worker runs its call.
+    // One item approved, then the parent dismissed: no inner worker runs its call.
     let cleared = Arc::new(AtomicUsize::new(0));
-    let model = Arc::new(Script::new(vec![
-        calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级清缓存"}"#)]),
-        calls(&[
-            ("e1", DELEGATE_TASK, r#"{"task":"清缓存 A"}"#),
-            ("e2", DELEGATE_TASK, r#"{"task":"清缓存 B"}"#),
-        ]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        calls(&[("w1", "clear_baking_cache", "{}")]),
-        answer("已清空"),
-        answer("下级已清空"),
-    ]));
-    let store = Arc::new(MemStore::new());
-    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 2);
-    let out = agent.run("parent", "清缓存", &EventLog::new(), &none()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
-    assert_eq!(batch.items.len(), 2, "{batch:#?}");
+    let (agent, store, _model, batch) = frozen_one_level_down(&["已清空", "下级已清空"], &cleared).await;
     agent.approve("parent", &batch.items[0].approval_id).await.unwrap();
     let out = agent.dismiss("parent", "不用了", &EventLog::new(), &none()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
