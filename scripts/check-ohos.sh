@@ -171,7 +171,7 @@ expect_failure nonzero "OHOS_ARCH must be arm64-v8a or x86_64" cmake -S tests/oh
 ok "clear cmake errors"
 
 echo "-- the OHOS-only logging branch (hilog sink) compiles"
-# No OHOS standard library here, so compile src/logging.rs (and the error table it uses) for the host
+# No OHOS standard library here, so compile src/logging.rs (and the error table and text helpers it uses) for the host
 # with target_env="ohos" forced on for that crate only (libc and the other dependencies would break
 # under it). The crate lives in target/, with the project's lock file, so the versions are the same.
 crate=$repo/target/ohos-cfg-check
@@ -197,6 +197,8 @@ cat >"$crate/src/lib.rs" <<RS
 pub mod error;
 #[path = "$repo/src/logging.rs"]
 pub mod logging;
+#[path = "$repo/src/text.rs"]
+pub mod text;
 pub use error::codes;
 RS
 [ -f "$crate/Cargo.lock" ] || cp Cargo.lock "$crate/Cargo.lock"
