@@ -60,17 +60,22 @@ fn batch_completed(event: &StateEvent) -> bool {
     matches!(event, StateEvent::BatchCompleted { .. })
 }
 
-/// `finish_task` answers with `stop`; `note` and `fetch` (idempotent: run again on resume) do
-/// not. All count their executions.
+/// `finish_task` answers with `stop`; `note`, `fetch` (idempotent: run again on resume) and
+/// `download` (slow: it answers 300 ms after its start) do not. All count their executions.
 fn tools(executions: &Arc<AtomicUsize>) -> ToolRegistry {
     let mut r = ToolRegistry::new();
-    for (name, stop) in [("finish_task", true), ("note", false), ("fetch", false)] {
+    for (name, stop) in [("finish_task", true), ("note", false), ("fetch", false), ("download", false)] {
         let executions = Arc::clone(executions);
         r.register(
             ToolDefinition::new(name, "test tool", json!({"type":"object"})).idempotent(name == "fetch"),
             Arc::new(FnExecutor(move |_a, _c| {
                 executions.fetch_add(1, Ordering::SeqCst);
-                async move { Ok(ToolResult::text("done").with_stop(stop)) }
+                async move {
+                    if name == "download" {
+                        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    }
+                    Ok(ToolResult::text("done").with_stop(stop))
+                }
             })),
         )
         .unwrap();
@@ -121,19 +126,31 @@ fn one_at_a_time() -> AgentConfig {
 }
 
 /// Runs `first` (the model's tool calls) on a store that dies at `dies_at`, then resumes in a
-/// fresh agent over the same directory. Returns the resumed run's status, the number of model
-/// requests after the restart, the tool executions of both processes and the saved state.
+/// fresh agent over the same directory, one call at a time. Returns the resumed run's status, the
+/// number of model requests after the restart, the tool executions of both processes and the saved
+/// state.
 async fn die_then_resume(
     dir: &Path,
     first: &[(&str, &str, &str)],
     dies_at: fn(&StateEvent) -> bool,
     hook: Option<Arc<dyn AgentHook>>,
 ) -> (RunStatus, usize, usize, AgentState) {
+    die_then_resume_with(dir, first, dies_at, hook, one_at_a_time()).await
+}
+
+/// [`die_then_resume`] with the first process's config (the resumed one runs one at a time).
+async fn die_then_resume_with(
+    dir: &Path,
+    first: &[(&str, &str, &str)],
+    dies_at: fn(&StateEvent) -> bool,
+    hook: Option<Arc<dyn AgentHook>>,
+    config: AgentConfig,
+) -> (RunStatus, usize, usize, AgentState) {
     let executions = Arc::new(AtomicUsize::new(0));
     let dies = DiesAt { when: dies_at, dead: AtomicBool::new(false) };
     let store = Arc::new(Wrapped::new(Arc::new(FileStore::new(dir)), dies));
     let model = Arc::new(Script::new(vec![calls(first), answer("asked again")]));
-    let mut builder = AgentBuilder::new(model, store).config(one_at_a_time()).tools(tools(&executions));
+    let mut builder = AgentBuilder::new(model, store).config(config).tools(tools(&executions));
     if let Some(hook) = &hook {
         builder = builder.hook(Arc::clone(hook));
     }
@@ -291,4 +308,54 @@ async fn an_after_hook_stop_survives_when_the_batch_runs_on_after_the_death() {
             ("user".into(), "REMINDER from hook".into())
         ]
     );
+}
+
+#[tokio::test]
+async fn an_after_hook_stop_in_a_parallel_chunk_survives_a_death_before_the_chunk_ends() {
+    // `c1` and `c2` run side by side (the default for safe tools). `c1` ends at once, and its
+    // hook stops and injects a reminder; `c2` is still downloading when the process dies. What
+    // `c1` asked is durable although the chunk never ended: the resumed run answers `c2`
+    // interrupted, appends the reminder and does not ask the model.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, state) = die_then_resume_with(
+        dir.path(),
+        &[("c1", "note", "{}"), ("c2", "download", "{}")],
+        batch_completed,
+        Some(Arc::new(StopAndRemindAfterFirst)),
+        AgentConfig::default(),
+    )
+    .await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 0, "the hook's stop holds after the death");
+    assert_eq!(executions, 2, "nothing ran twice");
+    assert_eq!(
+        tail(&state),
+        [
+            ("tool".into(), "c1".into()),
+            ("tool".into(), "c2".into()),
+            ("user".into(), "REMINDER from hook".into())
+        ]
+    );
+    let c1 = state.messages.iter().find_map(|m| match m {
+        ChatMessage::Tool { tool_call_id, content, .. } if tool_call_id == "c1" => Some(content.clone()),
+        _ => None,
+    });
+    assert_eq!(c1.as_deref(), Some("done"), "c1 keeps the result it reported, not an interruption");
+}
+
+#[tokio::test]
+async fn a_result_stop_in_a_parallel_chunk_survives_a_death_before_the_chunk_ends() {
+    // The same with the result's own stop (`finish_task`) beside a slow download.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, requests, executions, _) = die_then_resume_with(
+        dir.path(),
+        &[("c1", "finish_task", "{}"), ("c2", "download", "{}")],
+        batch_completed,
+        None,
+        AgentConfig::default(),
+    )
+    .await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(requests, 0, "the result's stop holds after the death");
+    assert_eq!(executions, 2, "nothing ran twice");
 }

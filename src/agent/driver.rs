@@ -2830,6 +2830,11 @@ impl<'a> Run<'a> {
                 };
                 self.stop_requested |= stop_requested;
                 let result = within_size(after.result, &call.name, self.agent.config.max_result_bytes);
+                // Calls of the chunk still run (in parallel): what this call asked (a stop, its
+                // own or a hook's, messages to inject) is made durable now, not with the chunk's
+                // end, which a slow call may put off long enough for the process to die first.
+                let asks = stop_requested || result.stop || !after.inject.is_empty();
+                let durable_now = asks && !running.is_empty();
                 // The hooks' stop and messages are saved with the call, so a process that dies
                 // later in the batch loses neither (see `recorded_after_hooks`).
                 self.record(StateEvent::ToolFinished {
@@ -2840,6 +2845,14 @@ impl<'a> Run<'a> {
                     injected: after.inject.clone(),
                 });
                 injected.extend(after.inject);
+                if durable_now {
+                    if let Err(e) = self.persist(true).await {
+                        // The calls still running are told, as on an abort; the run ends with the
+                        // store's error, as when a chunk's start cannot be saved.
+                        chunk_cancel.cancel("the run ended: its state could not be saved");
+                        return Err(e);
+                    }
+                }
                 if let Some(worker) = self.worker_of(&batch_call_id, &call).filter(|_| delegates) {
                     // The worker's usage counts in this session's, added once, with the call's
                     // result (after it: a commit cut short never counts it twice).
@@ -2851,7 +2864,8 @@ impl<'a> Run<'a> {
                     self.add_usage(usage);
                 }
                 // Group commit: finished records become durable with the next chunk's `started`
-                // commit or the batch's last commit. A crash before that reports the call as
+                // commit or the batch's last commit (or at once when they ask something of the
+                // run, `durable_now` above). A crash before that reports the call as
                 // interrupted ("may or may not have taken effect"): never run twice.
                 self.report_result(&call, &result);
                 results.insert(call.id.clone(), result);
