@@ -2150,12 +2150,6 @@ impl<'a> Run<'a> {
         // A provider refuses a `tool_choice` naming a tool the request does not list: the run
         // ends as its start would have refused it, before this round is counted or sent.
         if let Err(e) = self.agent.check_tool_choice(&tools) {
-            let (s, r, round) = self.ids();
-            self.notify(
-                self.hooks
-                    .on_error(&HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel }, &e),
-            )
-            .await;
             return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
         }
         let round = self.state.round + 1;
@@ -2193,10 +2187,7 @@ impl<'a> Run<'a> {
         self.state.messages = Arc::try_unwrap(messages).unwrap_or_else(|shared| (*shared).clone());
         let mut response = match answer {
             None => return self.finish(RunStatus::Cancelled, None, None).await.map(Flow::Done),
-            Some(Err(e)) => {
-                self.notify(self.hooks.on_error(&ctx, &e)).await;
-                return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done);
-            }
+            Some(Err(e)) => return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done),
             Some(Ok(r)) => r,
         };
         // Each result is paired with its call by id: a model (or a ChatModel of the app's) that
@@ -3161,6 +3152,13 @@ impl<'a> Run<'a> {
         // abort cut the batch short, before or while they ran) and whose `ToolResult` it did not
         // emit: the state does not record their answers, the next load's repair gives them.
         let cut_short = unanswered_calls(&self.state.messages);
+        if let Some(e) = &error {
+            // Every error that ends a run is told (a provider's, a hook's abort or failure, a
+            // loop), before the run's end is saved, as a refused call's is when it happens.
+            let (s, r, round) = self.ids();
+            let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
+            self.notify(self.hooks.on_error(&ctx, e)).await;
+        }
         let mut final_text = text;
         if status == RunStatus::MaxRounds {
             // Counted in `AgentState::fallback_answers` with the status.

@@ -128,6 +128,8 @@ pub trait AgentHook: Send + Sync {
     }
     /// The run ended.
     async fn on_run_end(&self, _ctx: &HookContext<'_>, _status: RunStatus, _final_text: Option<&str>) {}
-    /// The run met an error.
+    /// The run met an error: one that ends it (a provider's, a hook's abort or failure, a loop
+    /// detected; told before [`on_run_end`](Self::on_run_end)), or a `before_tool_call` hook's
+    /// failure, which answers its call and lets the run go on.
     async fn on_error(&self, _ctx: &HookContext<'_>, _error: &AgentError) {}
 }

@@ -214,6 +214,23 @@ pub(crate) fn drop_reply(env: &Env, ret: &napi_ohos::Result<Unknown<'static>>, t
     }
 }
 
+/// Calls `function` with `data` without waiting for it: the call is always made (see
+/// [`Queued::unwaited`]), and what it returns, throws or rejects with is dropped on the JS thread
+/// ([`drop_reply`], logged as `what`'s).
+pub(crate) fn call_unwaited<T: 'static>(function: &JsFn<T>, data: T, what: &'static str) -> Status {
+    function.call_with_return_value(
+        Queued::unwaited(data),
+        ThreadsafeFunctionCallMode::NonBlocking,
+        move |ret, env| {
+            // Run from napi-ohos' `extern "C"` callback: under the binding's guard.
+            if let Err(why) = in_reply(&env, |threw| drop_reply(&env, &ret, threw, what)) {
+                log::warn!("arkagent: {what} may not have been called: {why}");
+            }
+            Ok(())
+        },
+    )
+}
+
 /// On the JS thread, first in every reply of a call made through a [`JsFn`]: why the call was
 /// refused (no app function was called, or its answer is lost), else `body` under a panic guard,
 /// told whether the value the reply got is what the app function threw ([`shield`]).

@@ -38,7 +38,7 @@
 //! happen (saving is the safe side); a notification that fails is ignored. Each failure is logged
 //! as a warning.
 
-use super::callback::{call_js, CallFailure, JsFn, Settled};
+use super::callback::{call_js, call_unwaited, CallFailure, JsFn, Settled};
 use super::dto::{
     status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject, HookResultJson, Text,
 };
@@ -457,15 +457,25 @@ fn persist_decision(answer: &str) -> Result<PersistDecision, String> {
 
 impl JsHook {
     /// Calls a notification method (if present; `args` are built only then) and waits for it;
-    /// failures are logged.
+    /// failures are logged. A notification of a run already cancelled (`onRunEnd` of a cancelled
+    /// run, `onRunStart` of one cancelled before it started) is made all the same, without being
+    /// waited for: the run does not wait on the app once cancelled, but the app hears how it
+    /// ended.
     async fn notify(
         &self,
-        name: &str,
+        name: &'static str,
         function: &Method,
         ctx: &HookContext<'_>,
         args: impl FnOnce() -> HookArgs,
     ) {
         let Some(function) = function else { return };
+        if ctx.signal.is_cancelled() {
+            let status = call_unwaited(function, args(), name);
+            if status != napi_ohos::Status::Ok {
+                log::warn!("arkagent: hook {name} could not be called ({status}); ignored");
+            }
+            return;
+        }
         let settled = call_js::<_, Ignored>(function, args(), self.timeout, ctx.signal).await;
         if let Err(why) = outcome(name, settled, self.timeout) {
             log::warn!("arkagent: hook {why}; ignored");

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { busy, loadModule, objectSchema, resolveThen, runUntilKilled, text, throwsWithCode } from './helper.mjs';
 
-const { Agent } = loadModule();
+const { Agent, CancellationHandle } = loadModule();
 
 const schema = JSON.stringify({ type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] });
 
@@ -316,6 +316,48 @@ test('notifications and beforePersistState that timed out while the JS thread wa
   // A failed beforePersistState lets the save happen.
   const state = JSON.parse(await agent.stateJson('s'));
   assert.equal(state.status, 'completed');
+});
+
+test('a cancelled run still calls onRunEnd (and onRunStart when cancelled before it started), without waiting for it', async () => {
+  for (const when of ['before the run', 'during the tool', 'during the model request']) {
+    const agent = new Agent({
+      provider: 'scripted',
+      scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'slow', arguments: '{}' }] }, { content: 'done' }]),
+    });
+    const handle = new CancellationHandle();
+    agent.registerTool({ name: 'slow', description: 'slow', parametersJson: objectSchema }, async () => {
+      await sleep(300);
+      return { contents: [{ type: 'text', text: 'late' }] };
+    });
+    const calls = [];
+    let ended;
+    const endedSeen = new Promise((resolve) => {
+      ended = resolve;
+    });
+    agent.addHook({
+      onRunStart: () => {
+        calls.push('onRunStart');
+      },
+      beforeModelCall: () => {
+        calls.push('beforeModelCall');
+        if (when === 'during the model request') handle.cancel('stop');
+      },
+      // A Promise that never settles: the cancelled run does not wait for it.
+      onRunEnd: (_ctx, status) => {
+        calls.push(`onRunEnd:${status}`);
+        ended();
+        return new Promise(() => {});
+      },
+    });
+    if (when === 'before the run') handle.cancel('stop');
+    if (when === 'during the tool') setTimeout(() => handle.cancel('stop'), 50);
+    const out = await agent.run('s', 'go', handle);
+    assert.equal(out.status, 'cancelled', when);
+    await Promise.race([endedSeen, sleep(2000)]);
+    const expected =
+      when === 'before the run' ? ['onRunStart', 'onRunEnd:cancelled'] : ['onRunStart', 'beforeModelCall', 'onRunEnd:cancelled'];
+    assert.deepEqual(calls, expected, when);
+  }
 });
 
 test('all nine methods in order, each with the context (session, run, round) and its arguments', async () => {

@@ -486,7 +486,9 @@ export type AgentEventListener = (eventJson: string) => void;
  * counts from when the call is made, including any wait for the JS thread: a call that times out or
  * whose run is cancelled while the thread is busy (the app's own synchronous work, a synchronous
  * executor) is never made, so a method is never called for a call, a save or a run the runtime has
- * gone on without it. Every method gets the hook context first: contextJson =
+ * gone on without it. A notification of a run already cancelled when it is due (onRunEnd with
+ * 'cancelled', onRunStart of a run cancelled before it started) is made all the same, and not
+ * waited for: the app hears how every run ended. Every method gets the hook context first: contextJson =
  * {"session_id","run_id","round"} (round: the model round, 1-based; 0 before the first).
  * - beforeToolCall(contextJson, callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
@@ -499,6 +501,8 @@ export type AgentEventListener = (eventJson: string) => void;
  *   responseJson), onApprovalRequired(contextJson, batchJson), onRunEnd(contextJson, status, finalText | null),
  *   onError(contextJson, errorJson): notifications, answers ignored. requestJson = {"messages","tools",
  *   "tool_choice"?,"temperature"?,"max_tokens"?,"parallel_tool_calls"?}; errorJson = {"layer","code","message"}.
+ *   onError hears every error that ends a run (a provider's, hook_aborted, hook_failed, loop_detected:
+ *   before onRunEnd) and a failing beforeToolCall's (its call is answered, the run goes on).
  * An answer of undefined (a method that returns nothing, or resolves to nothing) changes nothing:
  * beforeToolCall and afterToolCall proceed with the call or result as it is, beforePersistState
  * persists. null is not nothing: it is a wrong shape, a failure as above. A method property that is
