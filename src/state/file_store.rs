@@ -731,9 +731,12 @@ fn list_session_dirs(root: &Path) -> Result<Vec<String>, AgentError> {
     Ok(ids)
 }
 
-/// The newest modification time (ms since the epoch) of the files a load reads in a session's
-/// directory (snapshots, journals, `state.json`); `None` when there are none. Never writes.
-fn last_written_ms(dir: &Path) -> Result<Option<u64>, AgentError> {
+/// The newest modification time (ms since the epoch) of the files a load reads in session `id`'s
+/// directory `dir` (snapshots, journals, a `state.json` of the session's: [`written_by_store`]);
+/// `None` when there are none. A file of the app's own (a `state.json` that is not the store's, a
+/// name of the store's pattern that is not one of its files) tells nothing: the time agrees with
+/// what a load reads. Never writes.
+fn last_written_ms(dir: &Path, id: &str) -> Result<Option<u64>, AgentError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -743,8 +746,9 @@ fn last_written_ms(dir: &Path) -> Result<Option<u64>, AgentError> {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let read_by_load = name == LEGACY_STATE_FILE
-            || ((name.starts_with("snapshot-") || name.starts_with("journal-")) && name.ends_with(".ark"));
+        let read_by_load = (name == LEGACY_STATE_FILE
+            || ((name.starts_with("snapshot-") || name.starts_with("journal-")) && name.ends_with(".ark")))
+            && written_by_store(dir, name, id);
         if !read_by_load {
             continue;
         }
@@ -1558,7 +1562,8 @@ impl StateStore for FileStore {
 
     async fn updated_at_ms(&self, session_id: &str) -> Result<Option<u64>, AgentError> {
         let dir = self.session_dir(session_id)?;
-        tokio::task::spawn_blocking(move || last_written_ms(&dir)).await.map_err(join_error)?
+        let id = session_id.to_string();
+        tokio::task::spawn_blocking(move || last_written_ms(&dir, &id)).await.map_err(join_error)?
     }
 
     async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
