@@ -102,11 +102,12 @@
 //! process died.
 //!
 //! A lease dropped while its session does not exist (it never came to exist, or it was deleted
-//! under the lease) removes its lock file, so reads, refused calls and deletions leave no lock
-//! file behind. Two writers still never hold locks on two different files: a lock file is
-//! removed only by the lease that holds its lock, before that lock is released, and a lease is
-//! granted only when, once locked, its file is still the one the path names (a lease that
-//! locked a file its holder removed meanwhile opens the path again). Versions before this one
+//! under the lease, also when its directory stays for the app's own files: a directory holding
+//! none of the store's files is no session) removes its lock file, so reads, refused calls and
+//! deletions leave no lock file behind. Two writers still never hold locks on two different
+//! files: a lock file is removed only by the lease that holds its lock, before that lock is
+//! released, and a lease is granted only when, once locked, its file is still the one the path
+//! names (a lease that locked a file its holder removed meanwhile opens the path again). Versions before this one
 //! never check that, so processes of an older and a newer version must not share a root.
 //! [`StateStore::exists`] reads without any lease (the runtime asks it before a call that acts
 //! only on an existing session), so a call on a session that does not exist creates nothing. The lock file is opened close-on-exec, but a process started while a lease is held still
@@ -1186,7 +1187,8 @@ const PROBE_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(2)
 
 /// A held lease's lock file (see "Writers" in the module docs): locked, and still the file its
 /// path names. When dropped while the session does not exist (it never came to exist, or it was
-/// deleted under this lease), the lock file is removed before the lock is released.
+/// deleted under this lease: [`session_on_disk`] is false, also when its directory stays for the
+/// app's own files), the lock file is removed before the lock is released.
 #[derive(Debug)]
 struct SessionLock {
     // Held, not read: closing it releases the lock.
@@ -1194,16 +1196,19 @@ struct SessionLock {
     file: File,
     path: PathBuf,
     session_dir: PathBuf,
+    id: String,
 }
 
 impl Drop for SessionLock {
     fn drop(&mut self) {
         // Removed only while locked: a lease that locked this file meanwhile finds its path gone
         // (or naming a newer file) and tries again, so no two leases ever hold two different
-        // files. A lock file left (the removal failed) is harmless: the next lease uses it.
-        // A stat (and an unlink) on the thread that drops the lease: not worth a blocking task,
-        // and the lease must be released when the drop returns (a caller takes it again next).
-        if matches!(fs::symlink_metadata(&self.session_dir), Err(e) if e.kind() == io::ErrorKind::NotFound) {
+        // files. A lock file left (the removal failed, or the session could not be looked at) is
+        // harmless: the next lease uses it. A look at the session's directory (a stat, a listing
+        // that stops at the first file of the store's) and an unlink on the thread that drops the
+        // lease: not worth a blocking task, and the lease must be released when the drop returns
+        // (a caller takes it again next).
+        if matches!(session_on_disk(&self.session_dir, &self.id), Ok(false)) {
             let _ = fs::remove_file(&self.path);
         }
         // Then `file` is closed, which releases the lock.
@@ -1275,7 +1280,7 @@ fn lock_session(
             .map_err(|e| io_err("cannot open", &path, e))?;
         match file.try_lock() {
             Ok(()) if is_current_lock(&file, &path) => {
-                return Ok(Some(SessionLock { file, path, session_dir }));
+                return Ok(Some(SessionLock { file, path, session_dir, id: id.to_string() }));
             }
             // The holder it waited behind removed the file: try again on the current one.
             Ok(()) => attempts += 1,
@@ -1704,9 +1709,14 @@ mod tests {
         assert!(is_current_lock(&second.file, &path));
         let e = lock_session(&locks, path.clone(), session_dir.clone(), "s").unwrap_err();
         assert_eq!(e.code, codes::SESSION_BUSY);
-        // A session that exists keeps its lock file.
+        // A session that exists keeps its lock file; a directory of the app's own is no session.
         fs::create_dir(&session_dir).unwrap();
+        fs::write(session_dir.join("notes.txt"), b"the app's").unwrap();
         drop(second);
+        assert!(!path.exists());
+        fs::write(snapshot_path(&session_dir, 1), b"a snapshot").unwrap();
+        let third = lock_session(&locks, path.clone(), session_dir.clone(), "s").unwrap().unwrap();
+        drop(third);
         assert!(path.is_file());
     }
 }
