@@ -67,7 +67,11 @@
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
 //! its checksum falls back to the previous generation, whose journal holds every event up to the
-//! newer snapshot, followed by the newer journal: nothing committed is lost. Damage a crash cannot
+//! newer snapshot, followed by the newer journal: nothing committed is lost. So does a snapshot
+//! that names another generation than its file name (each names its own, [`encode_snapshot_of`]):
+//! a copy, or an older snapshot put back by hand, folded with this generation's journal, would
+//! leave out every commit between the two (and the next compaction would prune them). A snapshot
+//! written before the generation was recorded names none and is read as its name says. Damage a crash cannot
 //! leave (a bad record with more bytes after it, a journal header that fails its checksum, a
 //! journal whose header names another generation than its file name, e.g. a copy of another
 //! generation's journal, or an older journal cut, emptied or missing when the fallback needs it)
@@ -125,8 +129,8 @@
 //! of an older and a newer version must not share a root.
 
 use super::codec::{
-    decode_journal, decode_snapshot, decode_state_json, encode_records, encode_snapshot, journal_header,
-    JournalTail, JOURNAL_FORMAT, JOURNAL_HEADER_LEN,
+    decode_journal, decode_snapshot_of, decode_state_json, encode_records, encode_snapshot_of, encode_state,
+    journal_header, JournalTail, JOURNAL_FORMAT, JOURNAL_HEADER_LEN,
 };
 use super::repair::{repair_pairing, RepairPolicy};
 use super::session_id::validate_session_id;
@@ -510,8 +514,20 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
     for (idx, &gen) in snaps.iter().enumerate().rev() {
         let path = snapshot_path(dir, gen);
         let Some(bytes) = read_listed(&path, vanished)? else { continue };
-        let mut state = match decode_snapshot(&bytes) {
-            Ok(s) if s.session_id == session_id => s,
+        let mut state = match decode_snapshot_of(&bytes) {
+            // A snapshot written for another generation (a copy, or an older one put back, under
+            // this one's name): folded with this generation's journals, it would make a state that
+            // never was. Passed by as a corrupt one is: the previous generation leads here whole.
+            Ok((_, Some(written))) if written != gen => {
+                first_error.get_or_insert_with(|| {
+                    AgentError::of(
+                        codes::STATE_CORRUPT,
+                        format!("{} is the snapshot of generation {written}, not of {gen}", path.display()),
+                    )
+                });
+                continue;
+            }
+            Ok((s, _)) if s.session_id == session_id => s,
             Ok(_) => {
                 first_error.get_or_insert_with(|| {
                     AgentError::of(
@@ -832,9 +848,11 @@ fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
     })
 }
 
-/// Writes generation `gen` with `payload` as its snapshot and an empty journal, then prunes the
-/// generations before `gen - 1`, its temp files and a version-1 `state.json` of the session's.
+/// Writes generation `gen` with the state `payload` (its JSON, [`encode_state`]) as its snapshot,
+/// which names `gen` ([`encode_snapshot_of`]), and an empty journal, then prunes the generations
+/// before `gen - 1`, its temp files and a version-1 `state.json` of the session's.
 fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, AgentError> {
+    let snapshot = encode_snapshot_of(gen, payload)?;
     let jpath = journal_path(dir, gen);
     // O_APPEND: every write lands at the end, whatever else holds the file.
     let mut journal = OpenOptions::new()
@@ -849,7 +867,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
     let tmp = snapshot_temp_path(dir, gen);
     {
         let mut f = File::create(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
-        f.write_all(payload).map_err(|e| io_err("cannot write", &tmp, e))?;
+        f.write_all(&snapshot).map_err(|e| io_err("cannot write", &tmp, e))?;
         f.sync_all().map_err(|e| io_err("cannot sync", &tmp, e))?;
     }
     fs::rename(&tmp, &spath).map_err(|e| io_err("cannot rename to", &spath, e))?;
@@ -880,7 +898,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         gen,
         journal,
         journal_len: JOURNAL_HEADER_LEN as u64,
-        snapshot_len: payload.len() as u64,
+        snapshot_len: snapshot.len() as u64,
         failed_compactions: 0,
         retry_at: 0,
     })
@@ -1486,7 +1504,7 @@ impl StateStore for FileStore {
             Some(w) => w.journal_len + records.len() as u64 >= w.compact_at(min),
         };
         // Serialising the whole state happens only when a snapshot may be written.
-        let payload = if need_payload { Some(encode_snapshot(state)?) } else { None };
+        let payload = if need_payload { Some(encode_state(state)?) } else { None };
         let root = self.root.clone();
         let id = state.session_id.clone();
         tokio::task::spawn_blocking(move || {
@@ -1523,7 +1541,7 @@ impl StateStore for FileStore {
         let dir = self.session_dir(&state.session_id)?;
         let slot = self.slot(&state.session_id);
         let mut guard = slot.lock_owned().await;
-        let payload = encode_snapshot(state)?;
+        let payload = encode_state(state)?;
         let root = self.root.clone();
         let id = state.session_id.clone();
         tokio::task::spawn_blocking(move || {
