@@ -230,6 +230,34 @@ async fn an_unreadable_session_is_listed_with_its_error_and_the_others_still_are
     assert_eq!(ids(&agent.list_sessions().await.unwrap()), ["fine", "newer"]);
 }
 
+/// The time a `FileStore` lists for a session is that of the files a load reads: files of the
+/// app's own in the session's directory (a `state.json` that is not the session's, a name of the
+/// store's pattern that is none of its files), written later, do not change it, and a directory
+/// holding only such files has no time, as it has no state.
+#[tokio::test]
+async fn the_listed_time_is_that_of_the_store_s_files_not_of_the_app_s_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store = Arc::new(FileStore::new(root));
+    let agent = agent_on(store.clone(), vec![answer("a")]);
+    run(&agent, "s", "hello").await;
+    let written = store.updated_at_ms("s").await.unwrap().expect("the session's files tell a time");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    let app_file = |path: std::path::PathBuf, text: &str| {
+        std::fs::write(&path, text).unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(later).unwrap();
+    };
+    app_file(root.join("s").join("state.json"), r#"{"theme":"dark"}"#);
+    app_file(root.join("s").join("snapshot-notes.ark"), "the app's");
+    assert_eq!(store.updated_at_ms("s").await.unwrap(), Some(written));
+    assert_eq!(entry(&agent.list_sessions().await.unwrap(), "s").updated_at_ms, Some(written));
+    // A directory of the app's own: no state, no time.
+    std::fs::create_dir(root.join("prefs")).unwrap();
+    app_file(root.join("prefs").join("state.json"), r#"{"sessionId":"someone-else"}"#);
+    assert_eq!(store.load("prefs").await.unwrap(), None);
+    assert_eq!(store.updated_at_ms("prefs").await.unwrap(), None);
+}
+
 #[tokio::test]
 async fn listing_writes_nothing_and_takes_no_lease() {
     let dir = tempfile::tempdir().unwrap();

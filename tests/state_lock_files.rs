@@ -1,9 +1,9 @@
 //! The lock files of session leases (`<root>/..locks/<session id>`, see the `file_store` module
 //! docs): a call on a session that does not exist leaves nothing on disk, whatever it is (a read,
 //! a resume or decision refused with `session_not_found`, a deletion that finds nothing, the
-//! removal of a metadata key that is not there), and a deleted session leaves no lock file. The
-//! two-writers guarantee still holds while lock files come and go: at most one lease on a session
-//! at any moment, across stores.
+//! removal of a metadata key that is not there), and a deleted session leaves no lock file (also
+//! when its directory stays for the app's own files). The two-writers guarantee still holds while
+//! lock files come and go: at most one lease on a session at any moment, across stores.
 
 #[path = "support/lease.rs"]
 mod lease;
@@ -82,6 +82,32 @@ async fn a_deleted_session_leaves_no_lock_file() {
     let held = store.lease("s").await.unwrap();
     assert_eq!(FileStore::new(dir.path()).lease("s").await.unwrap_err().code, "session_busy");
     drop(held);
+}
+
+/// A deletion removes only the store's files: the app's own in the session's directory stand
+/// where they stood after it. The session is gone all the same, and so is its lock file; while the
+/// session exists, a lease dropped keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_session_whose_directory_keeps_app_files_leaves_no_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(Arc::new(FileStore::new(dir.path())), "a");
+    run(&a, "s", "hello").await.unwrap();
+    let notes = dir.path().join("s").join("notes.txt");
+    std::fs::write(&notes, "the app's").unwrap();
+    let lock = dir.path().join(LOCK_DIR).join("s");
+    drop(FileStore::new(dir.path()).lease("s").await.unwrap());
+    assert!(lock.is_file(), "the session exists: its lock file stays");
+    assert!(a.delete_session("s").await.unwrap());
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "the app's", "the app's file stands where it stood");
+    assert!(!FileStore::new(dir.path()).exists("s").await.unwrap());
+    assert!(!lock.exists(), "the deleted session's lock file is gone");
+    assert_eq!(files_under(dir.path()), [LOCK_DIR, TRASH_DIR, "s", "s/notes.txt"]);
+    // The session can be created again beside the app's file, and is leased as before.
+    run(&a, "s", "again").await.unwrap();
+    let held = FileStore::new(dir.path()).lease("s").await.unwrap();
+    assert_eq!(FileStore::new(dir.path()).lease("s").await.unwrap_err().code, "session_busy");
+    drop(held);
+    assert!(lock.is_file());
 }
 
 /// Two stores over one root take and drop leases on sessions that never exist (so each lease's

@@ -4,7 +4,10 @@
 mod state_support;
 
 use arkagent::codes;
-use arkagent::state::codec::JOURNAL_HEADER_LEN;
+use arkagent::state::codec::{
+    decode_snapshot, decode_snapshot_of, encode_snapshot, encode_snapshot_of, encode_state,
+    JOURNAL_HEADER_LEN,
+};
 use arkagent::state::{AgentState, FileStore, FileStoreOptions, StateStore};
 use state_support::{files, state_after, turn};
 use std::fs;
@@ -356,7 +359,7 @@ async fn a_missing_or_empty_older_journal_stops_the_fallback_and_keeps_the_newer
         // The older snapshot alone: its journal's records are gone, so the newer journal (which
         // continues from them) is not folded onto it.
         let older_snapshot = files(&dir, "snapshot-")[0].clone();
-        let alone = arkagent::state::codec::decode_snapshot(&fs::read(&older_snapshot).unwrap()).unwrap();
+        let alone = decode_snapshot(&fs::read(&older_snapshot).unwrap()).unwrap();
         let loaded = load(root.path()).await.unwrap().unwrap();
         assert_eq!(loaded, alone, "missing: {missing}");
         assert_ne!(loaded, state);
@@ -426,6 +429,77 @@ async fn a_hand_deleted_newest_snapshot_folds_its_journal_onto_the_previous_one(
     assert!(files(&dir, "snapshot-").pop().unwrap() > newest, "a later compaction went past it");
     assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", k + 30));
     assert!(files(&dir, "damaged-").is_empty());
+}
+
+/// The generation a snapshot file's name gives, and the one its content names.
+fn generations_of(snapshot: &Path) -> (u64, Option<u64>) {
+    let name = snapshot.file_stem().unwrap().to_str().unwrap();
+    let named = name.strip_prefix("snapshot-").unwrap().parse().unwrap();
+    (named, decode_snapshot_of(&fs::read(snapshot).unwrap()).unwrap().1)
+}
+
+#[tokio::test]
+async fn an_older_snapshot_copied_under_the_newest_one_s_name_loses_no_commit() {
+    // An older snapshot copied over the newest (by hand, or a backup put back) decoded fine and
+    // was folded with the newest generation's journal: the records of the older journal (every
+    // commit between the two snapshots) were left out, and the next compaction pruned them.
+    let root = tempfile::tempdir().unwrap();
+    let state = two_generations(root.path()).await;
+    let dir = root.path().join("s1");
+    let snaps = files(&dir, "snapshot-");
+    assert_eq!(snaps.len(), 2);
+    for snap in &snaps {
+        let (named, written) = generations_of(snap);
+        assert_eq!(written, Some(named), "a snapshot names its generation");
+    }
+    let journals = files(&dir, "journal-");
+    assert!(fs::metadata(&journals[0]).unwrap().len() > JOURNAL_HEADER_LEN as u64);
+    fs::copy(&snaps[0], &snaps[1]).unwrap();
+    // It is passed by as a damaged one: the older generation and both journals, nothing lost.
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state);
+
+    // The store goes on from there, and a compaction past it keeps every commit.
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts);
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    let k = s.metadata["seq"].as_u64().unwrap();
+    play(&store, k + 1, k + 30, &mut s).await;
+    assert!(files(&dir, "snapshot-").pop().unwrap() > snaps[1], "a later compaction went past it");
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", k + 30));
+}
+
+#[tokio::test]
+async fn snapshots_written_before_the_generation_was_recorded_still_load() {
+    let root = tempfile::tempdir().unwrap();
+    let state = two_generations(root.path()).await;
+    let dir = root.path().join("s1");
+    // Both snapshots as earlier versions wrote them: no generation in them.
+    let snaps = files(&dir, "snapshot-");
+    for snap in &snaps {
+        let older = decode_snapshot(&fs::read(snap).unwrap()).unwrap();
+        fs::write(snap, encode_snapshot(&older).unwrap()).unwrap();
+        assert_eq!(generations_of(snap).1, None);
+    }
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state);
+    assert_eq!(FileStore::new(root.path()).list().await.unwrap(), ["s1"]);
+    // The fallback from a damaged newest snapshot reads them as before.
+    let mut b = fs::read(&snaps[1]).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 1;
+    fs::write(&snaps[1], b).unwrap();
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state);
+
+    // Commits go on; the snapshots compactions write name their generation.
+    let opts = FileStoreOptions { compact_min_bytes: 1500, ..FileStoreOptions::default() };
+    let store = FileStore::with_options(root.path(), opts);
+    let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
+    let k = s.metadata["seq"].as_u64().unwrap();
+    play(&store, k + 1, k + 30, &mut s).await;
+    assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", k + 30));
+    let newest = files(&dir, "snapshot-").pop().unwrap();
+    assert!(newest > snaps[1]);
+    let (named, written) = generations_of(&newest);
+    assert_eq!(written, Some(named));
 }
 
 #[tokio::test]
@@ -597,7 +671,12 @@ async fn a_generation_at_u64_max_never_panics_nor_wraps() {
     bytes.extend(&fs::read(&journal).unwrap()[JOURNAL_HEADER_LEN..]);
     fs::write(last("journal"), &bytes).unwrap();
     fs::remove_file(&journal).unwrap();
-    fs::rename(files(&dir, "snapshot-").pop().unwrap(), last("snapshot")).unwrap();
+    // The snapshot names its generation: written again as the last one's, as the journal was.
+    let snapshot = files(&dir, "snapshot-").pop().unwrap();
+    let older = decode_snapshot(&fs::read(&snapshot).unwrap()).unwrap();
+    fs::write(last("snapshot"), encode_snapshot_of(u64::MAX, &encode_state(&older).unwrap()).unwrap())
+        .unwrap();
+    fs::remove_file(&snapshot).unwrap();
     assert_eq!(load(root.path()).await.unwrap().unwrap(), state_after("s1", 2));
 
     // Compactions are due at every commit and cannot be made: the commits go on in the journal.
@@ -614,7 +693,7 @@ async fn a_generation_at_u64_max_never_panics_nor_wraps() {
     bad[..JOURNAL_HEADER_LEN].copy_from_slice(&journal_header(1));
     fs::write(last("journal"), &bad).unwrap();
     let store = FileStore::with_options(root.path(), opts);
-    let snapshot = arkagent::state::codec::decode_snapshot(&fs::read(last("snapshot")).unwrap()).unwrap();
+    let snapshot = decode_snapshot(&fs::read(last("snapshot")).unwrap()).unwrap();
     let mut s = store.load_unrepaired("s1").await.unwrap().unwrap();
     assert_eq!(s, snapshot);
     let ev = arkagent::state::StateEvent::MetadataSet { key: "x".into(), value: 1.into() };

@@ -53,7 +53,7 @@ pub struct SessionSummary {
     /// interrupted run.
     /// Never with [`busy`](Self::busy): a session another agent or process is running now was
     /// not cut short (its `resume` would fail with `session_busy`). A store that cannot tell
-    /// ([`StateStore::lease_held`](crate::state::StateStore::lease_held) answers unknown: an
+    /// ([`StateStore::lease_held`] answers unknown: an
     /// app's own store) lists such a session interrupted.
     pub interrupted: bool,
     /// Another agent or process holds the session now (its store's lease, e.g. a process on the
@@ -71,7 +71,7 @@ pub struct SessionSummary {
     /// it (repaired: an interrupted call counts its `tool_interrupted` result).
     pub message_count: usize,
     /// When the session was last written, in ms since the Unix epoch, when the store tells
-    /// ([`StateStore::updated_at_ms`](crate::state::StateStore::updated_at_ms)); sort by it for a
+    /// ([`StateStore::updated_at_ms`]); sort by it for a
     /// most-recent-first list.
     pub updated_at_ms: Option<u64>,
     /// The first user message, on one line (whitespace runs made one space), at most
@@ -182,10 +182,10 @@ impl Agent {
     /// Reads only: no lease is taken, nothing is written (no repair made durable), a session this
     /// agent is running is read as its last commit left it (`running`, not `interrupted`), one
     /// another agent or process holds is [`busy`](SessionSummary::busy) (the store tells, from
-    /// its leases: [`StateStore::lease_held`](crate::state::StateStore::lease_held)). A
+    /// its leases: [`StateStore::lease_held`]). A
     /// session that cannot be read is listed with its [`error`](SessionSummary::error) instead of
     /// failing the listing. (A [`FileStore`](crate::state::FileStore)'s first listing sweeps
-    /// what killed deletions left in its trash; see [`StateStore::list`](crate::state::StateStore::list).)
+    /// what killed deletions left in its trash; see [`StateStore::list`].)
     ///
     /// # Errors
     /// The store's [`list`](crate::state::StateStore::list) errors: `state_list_unsupported` (an

@@ -27,7 +27,7 @@
 //!   `HSD_Str_ConvertRegionUtf16ToUtf8`) whose output nothing documents: one more reason to check.
 //!
 //! # What the module reads
-//! [`decode_engine_utf8`](super::engine_utf8::decode_engine_utf8): valid UTF-8 as it is; a
+//! [`decode_engine_utf8`]: valid UTF-8 as it is; a
 //! surrogate's three-byte sequence as U+FFFD, so that a string reads the same on ArkVM as on
 //! Node; any other byte that is not UTF-8 (no engine writes one, but nothing else vouches for the
 //! bytes) is refused. A refused string is a structured error where it was read: an export's

@@ -2,7 +2,13 @@
 //! does the I/O; fuzzers and recovery tests call these directly).
 //!
 //! A snapshot file is `ARKS` + payload length (u32 LE) + CRC-32 (u32 LE) of length and payload + the
-//! payload: the state as JSON. Any flipped bit is caught by the checksum.
+//! payload: the state as JSON. Any flipped bit is caught by the checksum. The file store writes
+//! the generation of the snapshot (the `<gen>` of its `snapshot-<gen>.ark` name) into that JSON,
+//! as its first key [`SNAPSHOT_GENERATION_KEY`] ([`encode_snapshot_of`]), so that a snapshot
+//! under another generation's name (a copy, or an older one put back by hand) is never folded with
+//! the journals of the generation it names; snapshots written before it have none
+//! ([`encode_snapshot`]) and load as before. A reader that predates the key ignores it (states are
+//! read without refusing unknown fields), so it reads such a snapshot as its own.
 //!
 //! A journal file is a header, then records, each payload length (u32 LE) + CRC-32 (u32 LE) of
 //! length and payload + the payload: one commit's events as JSON, a [`StateEvent`] object for a
@@ -66,12 +72,13 @@ fn corrupt(message: impl Into<String>) -> AgentError {
     AgentError::of(codes::STATE_CORRUPT, message)
 }
 
+fn too_large(len: usize) -> AgentError {
+    AgentError::of(codes::STATE_IO, format!("a record of {len} bytes is larger than the limit"))
+}
+
 fn frame(magic: Option<&[u8; 4]>, payload: &[u8], out: &mut Vec<u8>) -> Result<(), AgentError> {
     if payload.len() > MAX_PAYLOAD_LEN {
-        return Err(AgentError::of(
-            codes::STATE_IO,
-            format!("a record of {} bytes is larger than the limit", payload.len()),
-        ));
+        return Err(too_large(payload.len()));
     }
     let len = payload.len() as u32;
     if let Some(m) = magic {
@@ -83,25 +90,82 @@ fn frame(magic: Option<&[u8; 4]>, payload: &[u8], out: &mut Vec<u8>) -> Result<(
     Ok(())
 }
 
-/// Encodes a state as a snapshot file.
+/// The key of a snapshot's JSON that names the generation it was written for (see the module
+/// doc). [`AgentState`] has no field of that name.
+pub const SNAPSHOT_GENERATION_KEY: &str = "snapshot_generation";
+
+/// Encodes a state as a snapshot file that names no generation, as snapshots were written before
+/// the generation was recorded (the file store writes [`encode_snapshot_of`]).
 ///
 /// # Errors
 /// `state_io` when the state cannot be serialised (a payload over [`MAX_PAYLOAD_LEN`]).
 pub fn encode_snapshot(state: &AgentState) -> Result<Vec<u8>, AgentError> {
-    let payload = serde_json::to_vec(state)
-        .map_err(|e| AgentError::of(codes::STATE_IO, format!("cannot serialise the state: {e}")))?;
+    let payload = encode_state(state)?;
     let mut out = Vec::with_capacity(payload.len() + 12);
     frame(Some(SNAPSHOT_MAGIC), &payload, &mut out)?;
     Ok(out)
 }
 
-/// Decodes a snapshot file: checks magic, length and checksum, then migrates the JSON to the
-/// current schema.
+/// A state as the JSON a snapshot holds, before its generation is known: [`encode_snapshot_of`]
+/// makes the snapshot file of it. (The file store serialises the state on the caller's task, and
+/// picks the generation when it writes.)
 ///
 /// # Errors
-/// `state_corrupt` (bad magic, length or checksum, or JSON that is no state),
-/// `state_version_unsupported` (written by a newer version), `state_migration_failed`.
+/// `state_io` when the state cannot be serialised (JSON over [`MAX_PAYLOAD_LEN`]).
+pub fn encode_state(state: &AgentState) -> Result<Vec<u8>, AgentError> {
+    let json = serde_json::to_vec(state)
+        .map_err(|e| AgentError::of(codes::STATE_IO, format!("cannot serialise the state: {e}")))?;
+    if json.len() > MAX_PAYLOAD_LEN {
+        return Err(too_large(json.len()));
+    }
+    Ok(json)
+}
+
+/// Encodes `state_json` (from [`encode_state`]) as the snapshot file of generation `gen`: the
+/// generation goes into the JSON as its first key, [`SNAPSHOT_GENERATION_KEY`].
+///
+/// # Errors
+/// `state_io` when `state_json` is no JSON object holding a key, or the payload is over
+/// [`MAX_PAYLOAD_LEN`].
+pub fn encode_snapshot_of(gen: u64, state_json: &[u8]) -> Result<Vec<u8>, AgentError> {
+    let keys = state_json
+        .strip_prefix(b"{")
+        .filter(|rest| rest.first().is_some_and(|b| *b != b'}'))
+        .ok_or_else(|| AgentError::of(codes::STATE_IO, "the state did not serialise as a JSON object"))?;
+    let head = format!("{{\"{SNAPSHOT_GENERATION_KEY}\":{gen},");
+    let len = head.len() + keys.len();
+    if len > MAX_PAYLOAD_LEN {
+        return Err(too_large(len));
+    }
+    // Framed in place (the payload is the whole state: copied once, not twice).
+    let mut out = Vec::with_capacity(12 + len);
+    out.extend_from_slice(SNAPSHOT_MAGIC);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(keys);
+    let crc = checksum(len as u32, &out[12..]);
+    out[8..12].copy_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// Decodes a snapshot file: checks magic, length and checksum, then migrates the JSON to the
+/// current schema. The generation the snapshot names is not looked at ([`decode_snapshot_of`]).
+///
+/// # Errors
+/// As [`decode_snapshot_of`].
 pub fn decode_snapshot(bytes: &[u8]) -> Result<AgentState, AgentError> {
+    decode_snapshot_of(bytes).map(|(state, _)| state)
+}
+
+/// Decodes a snapshot file as [`decode_snapshot`] does, with the generation it names
+/// ([`SNAPSHOT_GENERATION_KEY`]; `None` for a snapshot written before it was recorded).
+///
+/// # Errors
+/// `state_corrupt` (bad magic, length or checksum, JSON that is no state, or a generation that
+/// is no integer), `state_version_unsupported` (written by a newer version),
+/// `state_migration_failed`.
+pub fn decode_snapshot_of(bytes: &[u8]) -> Result<(AgentState, Option<u64>), AgentError> {
     if bytes.len() < 12 || &bytes[..4] != SNAPSHOT_MAGIC {
         return Err(corrupt("the snapshot has no valid header"));
     }
@@ -114,7 +178,14 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<AgentState, AgentError> {
     if checksum(len, payload) != crc {
         return Err(corrupt("the snapshot checksum does not match"));
     }
-    decode_state_json(payload)
+    let value = parse_state(payload)?;
+    let gen = value.get(SNAPSHOT_GENERATION_KEY).map(|v| v.as_u64());
+    let state = migrate_value(value)?;
+    match gen {
+        None => Ok((state, None)),
+        Some(Some(gen)) => Ok((state, Some(gen))),
+        Some(None) => Err(corrupt(format!("the snapshot's {SNAPSHOT_GENERATION_KEY} is not a generation"))),
+    }
 }
 
 /// Decodes a state from plain JSON of any known schema version (a snapshot payload, or the
@@ -123,8 +194,12 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<AgentState, AgentError> {
 /// # Errors
 /// `state_corrupt`, `state_version_unsupported`, `state_migration_failed`.
 pub fn decode_state_json(json: &[u8]) -> Result<AgentState, AgentError> {
-    let value: Value = parse_text(json).map_err(|e| corrupt(format!("the state is not valid JSON: {e}")))?;
-    migrate_value(value)
+    migrate_value(parse_state(json)?)
+}
+
+/// Parses a state's JSON, not yet migrated.
+fn parse_state(json: &[u8]) -> Result<Value, AgentError> {
+    parse_text(json).map_err(|e| corrupt(format!("the state is not valid JSON: {e}")))
 }
 
 /// Parses JSON bytes as text: UTF-8 checked first, then `serde_json::from_str`. The same bytes are
@@ -461,6 +536,30 @@ mod tests {
             let format = 3u32 ^ (1 << bit);
             bad[4..8].copy_from_slice(&format.to_le_bytes());
             assert_eq!(decode_journal(&bad).unwrap().tail, JournalTail::Corrupt, "format {format}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_names_its_generation_and_one_without_it_still_decodes() {
+        let mut s = AgentState::new("s1");
+        s.messages.push(ChatMessage::user("hello"));
+        for gen in [1, 42, u64::MAX] {
+            let bytes = encode_snapshot_of(gen, &encode_state(&s).unwrap()).unwrap();
+            assert_eq!(decode_snapshot_of(&bytes).unwrap(), (s.clone(), Some(gen)));
+            assert_eq!(decode_snapshot(&bytes).unwrap(), s);
+            let payload: Value = serde_json::from_slice(&bytes[12..]).unwrap();
+            assert_eq!(payload[SNAPSHOT_GENERATION_KEY], gen);
+        }
+        // As snapshots were written before the generation was recorded.
+        assert_eq!(decode_snapshot_of(&encode_snapshot(&s).unwrap()).unwrap(), (s.clone(), None));
+        // A generation that is no integer is damage, never a snapshot of no generation.
+        let mut payload: Value = serde_json::to_value(&s).unwrap();
+        payload[SNAPSHOT_GENERATION_KEY] = Value::from("7");
+        let mut bytes = Vec::new();
+        frame(Some(SNAPSHOT_MAGIC), &serde_json::to_vec(&payload).unwrap(), &mut bytes).unwrap();
+        assert_eq!(decode_snapshot_of(&bytes).unwrap_err().code, codes::STATE_CORRUPT);
+        for bad in [&b"{}"[..], b"[1]", b""] {
+            assert_eq!(encode_snapshot_of(1, bad).unwrap_err().code, codes::STATE_IO);
         }
     }
 

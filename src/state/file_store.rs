@@ -67,7 +67,11 @@
 //! `load` reads the newest snapshot that decodes and folds the journals from its generation on with
 //! [`AgentState::apply`]. A torn last record (a crash mid-append) is dropped. A snapshot that fails
 //! its checksum falls back to the previous generation, whose journal holds every event up to the
-//! newer snapshot, followed by the newer journal: nothing committed is lost. Damage a crash cannot
+//! newer snapshot, followed by the newer journal: nothing committed is lost. So does a snapshot
+//! that names another generation than its file name (each names its own, [`encode_snapshot_of`]):
+//! a copy, or an older snapshot put back by hand, folded with this generation's journal, would
+//! leave out every commit between the two (and the next compaction would prune them). A snapshot
+//! written before the generation was recorded names none and is read as its name says. Damage a crash cannot
 //! leave (a bad record with more bytes after it, a journal header that fails its checksum, a
 //! journal whose header names another generation than its file name, e.g. a copy of another
 //! generation's journal, or an older journal cut, emptied or missing when the fallback needs it)
@@ -102,11 +106,12 @@
 //! process died.
 //!
 //! A lease dropped while its session does not exist (it never came to exist, or it was deleted
-//! under the lease) removes its lock file, so reads, refused calls and deletions leave no lock
-//! file behind. Two writers still never hold locks on two different files: a lock file is
-//! removed only by the lease that holds its lock, before that lock is released, and a lease is
-//! granted only when, once locked, its file is still the one the path names (a lease that
-//! locked a file its holder removed meanwhile opens the path again). Versions before this one
+//! under the lease, also when its directory stays for the app's own files: a directory holding
+//! none of the store's files is no session) removes its lock file, so reads, refused calls and
+//! deletions leave no lock file behind. Two writers still never hold locks on two different
+//! files: a lock file is removed only by the lease that holds its lock, before that lock is
+//! released, and a lease is granted only when, once locked, its file is still the one the path
+//! names (a lease that locked a file its holder removed meanwhile opens the path again). Versions before this one
 //! never check that, so processes of an older and a newer version must not share a root.
 //! [`StateStore::exists`] reads without any lease (the runtime asks it before a call that acts
 //! only on an existing session), so a call on a session that does not exist creates nothing. The lock file is opened close-on-exec, but a process started while a lease is held still
@@ -124,8 +129,8 @@
 //! of an older and a newer version must not share a root.
 
 use super::codec::{
-    decode_journal, decode_snapshot, decode_state_json, encode_records, encode_snapshot, journal_header,
-    JournalTail, JOURNAL_FORMAT, JOURNAL_HEADER_LEN,
+    decode_journal, decode_snapshot_of, decode_state_json, encode_records, encode_snapshot_of, encode_state,
+    journal_header, JournalTail, JOURNAL_FORMAT, JOURNAL_HEADER_LEN,
 };
 use super::repair::{repair_pairing, RepairPolicy};
 use super::session_id::validate_session_id;
@@ -509,8 +514,20 @@ fn scan_files(dir: &Path, session_id: &str, vanished: &mut bool) -> Result<Optio
     for (idx, &gen) in snaps.iter().enumerate().rev() {
         let path = snapshot_path(dir, gen);
         let Some(bytes) = read_listed(&path, vanished)? else { continue };
-        let mut state = match decode_snapshot(&bytes) {
-            Ok(s) if s.session_id == session_id => s,
+        let mut state = match decode_snapshot_of(&bytes) {
+            // A snapshot written for another generation (a copy, or an older one put back, under
+            // this one's name): folded with this generation's journals, it would make a state that
+            // never was. Passed by as a corrupt one is: the previous generation leads here whole.
+            Ok((_, Some(written))) if written != gen => {
+                first_error.get_or_insert_with(|| {
+                    AgentError::of(
+                        codes::STATE_CORRUPT,
+                        format!("{} is the snapshot of generation {written}, not of {gen}", path.display()),
+                    )
+                });
+                continue;
+            }
+            Ok((s, _)) if s.session_id == session_id => s,
             Ok(_) => {
                 first_error.get_or_insert_with(|| {
                     AgentError::of(
@@ -731,9 +748,12 @@ fn list_session_dirs(root: &Path) -> Result<Vec<String>, AgentError> {
     Ok(ids)
 }
 
-/// The newest modification time (ms since the epoch) of the files a load reads in a session's
-/// directory (snapshots, journals, `state.json`); `None` when there are none. Never writes.
-fn last_written_ms(dir: &Path) -> Result<Option<u64>, AgentError> {
+/// The newest modification time (ms since the epoch) of the files a load reads in session `id`'s
+/// directory `dir` (snapshots, journals, a `state.json` of the session's: [`written_by_store`]);
+/// `None` when there are none. A file of the app's own (a `state.json` that is not the store's, a
+/// name of the store's pattern that is not one of its files) tells nothing: the time agrees with
+/// what a load reads. Never writes.
+fn last_written_ms(dir: &Path, id: &str) -> Result<Option<u64>, AgentError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -743,8 +763,9 @@ fn last_written_ms(dir: &Path) -> Result<Option<u64>, AgentError> {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let read_by_load = name == LEGACY_STATE_FILE
-            || ((name.starts_with("snapshot-") || name.starts_with("journal-")) && name.ends_with(".ark"));
+        let read_by_load = (name == LEGACY_STATE_FILE
+            || ((name.starts_with("snapshot-") || name.starts_with("journal-")) && name.ends_with(".ark")))
+            && written_by_store(dir, name, id);
         if !read_by_load {
             continue;
         }
@@ -827,9 +848,11 @@ fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
     })
 }
 
-/// Writes generation `gen` with `payload` as its snapshot and an empty journal, then prunes the
-/// generations before `gen - 1`, its temp files and a version-1 `state.json` of the session's.
+/// Writes generation `gen` with the state `payload` (its JSON, [`encode_state`]) as its snapshot,
+/// which names `gen` ([`encode_snapshot_of`]), and an empty journal, then prunes the generations
+/// before `gen - 1`, its temp files and a version-1 `state.json` of the session's.
 fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, AgentError> {
+    let snapshot = encode_snapshot_of(gen, payload)?;
     let jpath = journal_path(dir, gen);
     // O_APPEND: every write lands at the end, whatever else holds the file.
     let mut journal = OpenOptions::new()
@@ -844,7 +867,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
     let tmp = snapshot_temp_path(dir, gen);
     {
         let mut f = File::create(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
-        f.write_all(payload).map_err(|e| io_err("cannot write", &tmp, e))?;
+        f.write_all(&snapshot).map_err(|e| io_err("cannot write", &tmp, e))?;
         f.sync_all().map_err(|e| io_err("cannot sync", &tmp, e))?;
     }
     fs::rename(&tmp, &spath).map_err(|e| io_err("cannot rename to", &spath, e))?;
@@ -875,7 +898,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         gen,
         journal,
         journal_len: JOURNAL_HEADER_LEN as u64,
-        snapshot_len: payload.len() as u64,
+        snapshot_len: snapshot.len() as u64,
         failed_compactions: 0,
         retry_at: 0,
     })
@@ -1182,7 +1205,8 @@ const PROBE_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(2)
 
 /// A held lease's lock file (see "Writers" in the module docs): locked, and still the file its
 /// path names. When dropped while the session does not exist (it never came to exist, or it was
-/// deleted under this lease), the lock file is removed before the lock is released.
+/// deleted under this lease: [`session_on_disk`] is false, also when its directory stays for the
+/// app's own files), the lock file is removed before the lock is released.
 #[derive(Debug)]
 struct SessionLock {
     // Held, not read: closing it releases the lock.
@@ -1190,16 +1214,19 @@ struct SessionLock {
     file: File,
     path: PathBuf,
     session_dir: PathBuf,
+    id: String,
 }
 
 impl Drop for SessionLock {
     fn drop(&mut self) {
         // Removed only while locked: a lease that locked this file meanwhile finds its path gone
         // (or naming a newer file) and tries again, so no two leases ever hold two different
-        // files. A lock file left (the removal failed) is harmless: the next lease uses it.
-        // A stat (and an unlink) on the thread that drops the lease: not worth a blocking task,
-        // and the lease must be released when the drop returns (a caller takes it again next).
-        if matches!(fs::symlink_metadata(&self.session_dir), Err(e) if e.kind() == io::ErrorKind::NotFound) {
+        // files. A lock file left (the removal failed, or the session could not be looked at) is
+        // harmless: the next lease uses it. A look at the session's directory (a stat, a listing
+        // that stops at the first file of the store's) and an unlink on the thread that drops the
+        // lease: not worth a blocking task, and the lease must be released when the drop returns
+        // (a caller takes it again next).
+        if matches!(session_on_disk(&self.session_dir, &self.id), Ok(false)) {
             let _ = fs::remove_file(&self.path);
         }
         // Then `file` is closed, which releases the lock.
@@ -1271,7 +1298,7 @@ fn lock_session(
             .map_err(|e| io_err("cannot open", &path, e))?;
         match file.try_lock() {
             Ok(()) if is_current_lock(&file, &path) => {
-                return Ok(Some(SessionLock { file, path, session_dir }));
+                return Ok(Some(SessionLock { file, path, session_dir, id: id.to_string() }));
             }
             // The holder it waited behind removed the file: try again on the current one.
             Ok(()) => attempts += 1,
@@ -1477,7 +1504,7 @@ impl StateStore for FileStore {
             Some(w) => w.journal_len + records.len() as u64 >= w.compact_at(min),
         };
         // Serialising the whole state happens only when a snapshot may be written.
-        let payload = if need_payload { Some(encode_snapshot(state)?) } else { None };
+        let payload = if need_payload { Some(encode_state(state)?) } else { None };
         let root = self.root.clone();
         let id = state.session_id.clone();
         tokio::task::spawn_blocking(move || {
@@ -1514,7 +1541,7 @@ impl StateStore for FileStore {
         let dir = self.session_dir(&state.session_id)?;
         let slot = self.slot(&state.session_id);
         let mut guard = slot.lock_owned().await;
-        let payload = encode_snapshot(state)?;
+        let payload = encode_state(state)?;
         let root = self.root.clone();
         let id = state.session_id.clone();
         tokio::task::spawn_blocking(move || {
@@ -1558,7 +1585,8 @@ impl StateStore for FileStore {
 
     async fn updated_at_ms(&self, session_id: &str) -> Result<Option<u64>, AgentError> {
         let dir = self.session_dir(session_id)?;
-        tokio::task::spawn_blocking(move || last_written_ms(&dir)).await.map_err(join_error)?
+        let id = session_id.to_string();
+        tokio::task::spawn_blocking(move || last_written_ms(&dir, &id)).await.map_err(join_error)?
     }
 
     async fn lease(&self, session_id: &str) -> Result<SessionLease, AgentError> {
@@ -1699,9 +1727,14 @@ mod tests {
         assert!(is_current_lock(&second.file, &path));
         let e = lock_session(&locks, path.clone(), session_dir.clone(), "s").unwrap_err();
         assert_eq!(e.code, codes::SESSION_BUSY);
-        // A session that exists keeps its lock file.
+        // A session that exists keeps its lock file; a directory of the app's own is no session.
         fs::create_dir(&session_dir).unwrap();
+        fs::write(session_dir.join("notes.txt"), b"the app's").unwrap();
         drop(second);
+        assert!(!path.exists());
+        fs::write(snapshot_path(&session_dir, 1), b"a snapshot").unwrap();
+        let third = lock_session(&locks, path.clone(), session_dir.clone(), "s").unwrap().unwrap();
+        drop(third);
         assert!(path.is_file());
     }
 }
