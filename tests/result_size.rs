@@ -246,3 +246,26 @@ async fn a_denial_reason_longer_than_the_limit_is_refused_before_anything_is_wri
     let (_, content, is_error) = tool_messages(&state.messages).into_iter().next().unwrap();
     assert!(is_error && content.contains(&"y".repeat(200)), "{content}");
 }
+
+#[tokio::test]
+async fn the_too_large_error_is_cut_to_a_limit_shorter_than_its_message() {
+    // Its message and metadata take about 165 bytes: under a limit of 120 it was recorded whole,
+    // itself over the limit. It is cut as any error result is, its code kept.
+    let config = AgentConfig { max_result_bytes: 120, ..AgentConfig::default() };
+    let (content, is_error, event, status) = run(121, true, config, None).await;
+    assert!(is_error && event.is_error && event.stop, "{event:?}");
+    assert!(event.size_bytes() <= 120, "{} bytes: {event:?}", event.size_bytes());
+    assert!(content.starts_with("error [tool_result_too_large]: the"), "{content}");
+    assert!(content.ends_with("more bytes cut]") && event.to_model_text() == content, "{content}");
+    assert_eq!(event.metadata.as_ref().unwrap()["code"], "tool_result_too_large");
+    assert_eq!(status, RunStatus::Completed);
+
+    // A limit under its code, metadata and note (about 102 bytes) keeps them, as for any error
+    // result (MAX_CUT_ERROR_BYTES bounds it), and cuts the whole message.
+    for limit in [1, 100] {
+        let config = AgentConfig { max_result_bytes: limit, ..AgentConfig::default() };
+        let (content, _, event, _) = run(limit + 1, false, config, None).await;
+        assert!(content.starts_with("error [tool_result_too_large]: … ["), "{content}");
+        assert!(event.size_bytes() <= arkagent::tool::MAX_CUT_ERROR_BYTES, "{event:?}");
+    }
+}

@@ -3231,24 +3231,29 @@ fn hold_answers_for_the_batch(state: &mut AgentState, report: &mut crate::state:
 
 /// `result` when it takes at most `limit` bytes ([`AgentConfig::max_result_bytes`]); else an
 /// error result cut to fit ([`ToolResult::cut_error`]: its code and metadata say what failed,
-/// "ask for less" would not), a successful one replaced by the error `tool_result_too_large`.
-/// The stop flag is kept.
+/// "ask for less" would not), a successful one replaced by the error `tool_result_too_large`,
+/// itself cut so under a limit shorter than its message. The stop flag is kept.
 fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
     let size = result.size_bytes();
     if size <= limit {
         return result;
     }
-    if result.is_error {
-        return result.cut_error(limit);
+    let error = if result.is_error {
+        result
+    } else {
+        ToolResult::from_error(&AgentError::of(
+            codes::TOOL_RESULT_TOO_LARGE,
+            format!(
+                "the result of {tool} takes {size} bytes, more than the limit of {limit}: ask the tool \
+                 for less (a page, a filter, a summary)"
+            ),
+        ))
+        .with_stop(result.stop)
+    };
+    if error.size_bytes() <= limit {
+        return error;
     }
-    ToolResult::from_error(&AgentError::of(
-        codes::TOOL_RESULT_TOO_LARGE,
-        format!(
-            "the result of {tool} takes {size} bytes, more than the limit of {limit}: ask the tool for \
-             less (a page, a filter, a summary)"
-        ),
-    ))
-    .with_stop(result.stop)
+    error.cut_error(limit)
 }
 
 /// What a call's arguments are recorded as when the registry refuses them for their size or depth:
