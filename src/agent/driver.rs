@@ -2384,7 +2384,7 @@ impl<'a> Run<'a> {
                 .into_batch_input_cancellable(self.agent.policy.as_ref(), definition, &self.cancel)
                 .await
             {
-                Ok(input) => inputs.push(input),
+                Ok(input) => inputs.push(self.answer_within_size(input)),
                 Err(abort) => {
                     return self.finish(RunStatus::Aborted, None, Some(abort)).await.map(Flow::Done)
                 }
@@ -2648,7 +2648,20 @@ impl<'a> Run<'a> {
                 risk_level: RiskLevel::Safe,
                 disposition: CallDisposition::Answer(ToolResult::from_error(&e)),
             });
-        Some(input)
+        Some(self.answer_within_size(input))
+    }
+
+    /// `input` with the answer a hook or the policy gave the call (a `Deny`, the policy's
+    /// `denied by policy: <reason>`) held to `max_result_bytes` as a tool's result is
+    /// ([`within_size`]): it goes to the model as the call's result and is saved with the session.
+    /// It is cut rather than refused: the hook and the policy are the app's code, and the run
+    /// has nobody to give the refusal to.
+    fn answer_within_size(&self, mut input: BatchCallInput) -> BatchCallInput {
+        if let CallDisposition::Answer(result) = input.disposition {
+            let limit = self.agent.config.max_result_bytes;
+            input.disposition = CallDisposition::Answer(within_size(result, &input.call.name, limit));
+        }
+        input
     }
 
     /// The steps of a mirror's batch (see [`PendingApprovalBatch::approved_calls`]): the calls
