@@ -2179,6 +2179,7 @@ impl<'a> Run<'a> {
             temperature: config.temperature,
             max_tokens: config.max_tokens,
             parallel_tool_calls: config.parallel_tool_calls,
+            argument_limits: tools.limits(),
         };
         let (s, r, _) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
@@ -3270,7 +3271,8 @@ fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
 }
 
 /// What a call's arguments are recorded as when the registry refuses them for their size or depth:
-/// what the provider is sent for them in any case (see [`crate::provider::convert::wire_arguments`]).
+/// what the provider is sent for them in any case, the request carrying the same limits
+/// ([`ChatRequest::argument_limits`], see [`crate::provider::convert::wire_arguments`]).
 const EMPTY_ARGUMENTS: &str = "{}";
 
 /// The calls of an answer whose arguments are over the argument limits of `tools` (`json_too_large`,
