@@ -251,8 +251,31 @@ async fn a_registry_with_lower_limits_records_what_it_refuses_as_an_empty_object
     assert_eq!(sent_arguments(&server)[1], ["{}"]);
 }
 
-/// Arguments over the default limits that a registry with higher limits runs stay in the state,
-/// as a session saved by an earlier version holds refused ones: loaded by an agent with the
+/// The limits are the registry's whatever they are: arguments over the default limits that a
+/// registry with higher limits takes run, and are recorded, shown to the hooks and sent back as
+/// they came; before, they were recorded whole but sent as `"{}"` (the request checked the
+/// default limits), so the state and the hooks' view of each request held what was never sent.
+#[tokio::test]
+async fn a_registry_with_higher_limits_records_and_sends_the_arguments_it_takes() {
+    let big = format!(r#"{{"x":"{}"}}"#, "y".repeat(2 << 20));
+    let server = MockServer::start([calls_reply(&[("c0", "echo", &big)]), Reply::sse_text("done")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (shown, ran) = (Arc::new(Shown::default()), Ran::default());
+    let roomy = ToolRegistry::with_limits(JsonLimits { max_bytes: 4 << 20, ..JsonLimits::default() });
+    let a = agent(&server, dir.path(), roomy, &shown, &ran);
+    let log = EventLog::new();
+    let out = a.run("s", "q", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(final_text(&out).as_deref(), Some("done"));
+    assert_eq!(*ran.lock().unwrap(), [big.as_str()]);
+    assert_eq!(code(result_of(&log.events(), "c0")), None);
+    let state = a.state("s").await.unwrap().unwrap();
+    assert_eq!(state.messages[1].tool_calls()[0].arguments, big);
+    assert_eq!(sent_arguments(&server)[1], std::slice::from_ref(&big));
+    assert_eq!(shown.requests.lock().unwrap()[1], [big]);
+}
+
+/// A session whose calls a registry with higher limits ran (or saved by an earlier version with
+/// refused arguments) holds arguments over the default limits: loaded by an agent with the
 /// default limits, the session goes on and the provider is sent `"{}"` for them.
 #[tokio::test]
 async fn a_saved_session_holding_arguments_over_the_limits_is_loaded_and_sends_an_empty_object() {
@@ -277,6 +300,7 @@ async fn a_saved_session_holding_arguments_over_the_limits_is_loaded_and_sends_a
     let out = b.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(final_text(&out).as_deref(), Some("again"));
     let requests = server.requests();
-    assert_eq!(sent_arguments(&server)[1..], [vec!["{}".to_string()], vec!["{}".to_string()]]);
+    // The registry that ran the call sent its arguments back; the default one sends `"{}"`.
+    assert_eq!(sent_arguments(&server)[1..], [vec![big], vec!["{}".to_string()]]);
     assert!(requests[2].body.len() < 4096, "a body of {} bytes", requests[2].body.len());
 }

@@ -246,3 +246,179 @@ async fn a_denial_reason_longer_than_the_limit_is_refused_before_anything_is_wri
     let (_, content, is_error) = tool_messages(&state.messages).into_iter().next().unwrap();
     assert!(is_error && content.contains(&"y".repeat(200)), "{content}");
 }
+
+#[tokio::test]
+async fn the_too_large_error_is_cut_to_a_limit_shorter_than_its_message() {
+    // Its message and metadata take about 165 bytes: under a limit of 120 it was recorded whole,
+    // itself over the limit. It is cut as any error result is, its code kept.
+    let config = AgentConfig { max_result_bytes: 120, ..AgentConfig::default() };
+    let (content, is_error, event, status) = run(121, true, config, None).await;
+    assert!(is_error && event.is_error && event.stop, "{event:?}");
+    assert!(event.size_bytes() <= 120, "{} bytes: {event:?}", event.size_bytes());
+    assert!(content.starts_with("error [tool_result_too_large]: the"), "{content}");
+    assert!(content.ends_with("more bytes cut]") && event.to_model_text() == content, "{content}");
+    assert_eq!(event.metadata.as_ref().unwrap()["code"], "tool_result_too_large");
+    assert_eq!(status, RunStatus::Completed);
+
+    // A limit under its code, metadata and note (about 102 bytes) keeps them, as for any error
+    // result (MAX_CUT_ERROR_BYTES bounds it), and cuts the whole message.
+    for limit in [1, 100] {
+        let config = AgentConfig { max_result_bytes: limit, ..AgentConfig::default() };
+        let (content, _, event, _) = run(limit + 1, false, config, None).await;
+        assert!(content.starts_with("error [tool_result_too_large]: … ["), "{content}");
+        assert!(event.size_bytes() <= arkagent::tool::MAX_CUT_ERROR_BYTES, "{event:?}");
+    }
+}
+
+/// Denies `a` with a long error result and `b` with a long successful one (a hook's `Deny`).
+struct DeniesLong;
+
+#[async_trait::async_trait]
+impl AgentHook for DeniesLong {
+    async fn before_tool_call(
+        &self,
+        _ctx: &HookContext<'_>,
+        call: &ToolCall,
+        _definition: Option<&ToolDefinition>,
+    ) -> arkagent::hook::BeforeToolCall {
+        use arkagent::hook::BeforeToolCall;
+        match call.name.as_str() {
+            "a" => BeforeToolCall::Deny(ToolResult::from_error(&AgentError::of(
+                arkagent::codes::TOOL_DENIED,
+                format!("denied by a hook: {}", "h".repeat(5000)),
+            ))),
+            "b" => BeforeToolCall::Deny(ToolResult::text("s".repeat(5000))),
+            _ => BeforeToolCall::Proceed(None),
+        }
+    }
+}
+
+/// Denies `c` with a long reason once `on` is set; asks about dangerous tools; allows the rest.
+#[derive(Default)]
+struct PolicyDeniesLong {
+    on: std::sync::atomic::AtomicBool,
+}
+
+impl arkagent::approval::ApprovalPolicy for PolicyDeniesLong {
+    fn decide(
+        &self,
+        call: &ToolCall,
+        definition: Option<&ToolDefinition>,
+    ) -> arkagent::approval::PolicyDecision {
+        use arkagent::approval::PolicyDecision;
+        if call.name == "c" && self.on.load(std::sync::atomic::Ordering::SeqCst) {
+            return PolicyDecision::Deny("p".repeat(5000));
+        }
+        match definition.map(|d| d.risk_level) {
+            Some(arkagent::RiskLevel::Dangerous) => PolicyDecision::RequireConfirmation("sure?".into()),
+            _ => PolicyDecision::Allow,
+        }
+    }
+}
+
+/// Tools `a`, `b`, `c` (safe) and `d` (dangerous), each answering `ran`.
+fn denied_tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    for name in ["a", "b", "c", "d"] {
+        let risk = if name == "d" { arkagent::RiskLevel::Dangerous } else { arkagent::RiskLevel::Safe };
+        tools
+            .register(
+                ToolDefinition::new(name, "d", json!({"type": "object"})).with_risk(risk),
+                Arc::new(FnExecutor(|_a: Map<String, Value>, _c: ToolContext| async {
+                    Ok(ToolResult::text("ran"))
+                })),
+            )
+            .unwrap();
+    }
+    tools
+}
+
+/// The results the `tool_result` events carried, by call id.
+fn results_of(events: &EventLog) -> Vec<(String, ToolResult)> {
+    events
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult { call_id, result, .. } => Some((call_id, result)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_hook_or_policy_denial_over_the_limit_is_cut_to_fit() {
+    // A hook's or the policy's answer goes to the model as the call's result and is saved with
+    // the session, as a tool's result is; before, any size was (a user's reason is refused
+    // instead, but the app's code has nobody to refuse it to: it is cut).
+    let limit = 200;
+    let model = Arc::new(Script::new(vec![
+        calls(&[("ca", "a", "{}"), ("cb", "b", "{}"), ("cc", "c", "{}")]),
+        answer("done"),
+    ]));
+    let store: Arc<dyn StateStore> = Arc::new(support::MemStore::new());
+    let policy = Arc::new(PolicyDeniesLong::default());
+    policy.on.store(true, std::sync::atomic::Ordering::SeqCst);
+    let agent = AgentBuilder::new(model, store.clone())
+        .tools(denied_tools())
+        .config(AgentConfig { max_result_bytes: limit, ..AgentConfig::default() })
+        .hook(Arc::new(DeniesLong))
+        .policy(policy)
+        .build();
+    let events = EventLog::new();
+    let outcome = agent.run("s", "q", &events, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+
+    let results = results_of(&events);
+    let state = store.load("s").await.unwrap().unwrap();
+    let saved = tool_messages(&state.messages);
+    assert_eq!(saved.len(), 3);
+    for ((id, result), (saved_id, content, is_error)) in results.iter().zip(&saved) {
+        assert!(id == saved_id && result.is_error && *is_error, "{id}: {result:?}");
+        assert!(result.size_bytes() <= limit, "{id}: {} bytes: {result:?}", result.size_bytes());
+        // What the model reads is what was recorded.
+        assert_eq!(&result.to_model_text(), content);
+    }
+    let code = |r: &ToolResult| r.metadata.as_ref().unwrap()["code"].as_str().unwrap().to_string();
+    // An error result the hook answered with is cut, saying so.
+    assert!(saved[0].1.starts_with("error [tool_denied]: denied by a hook: hhh"), "{}", saved[0].1);
+    assert!(saved[0].1.ends_with("more bytes cut]"), "{}", saved[0].1);
+    assert_eq!(code(&results[0].1), "tool_denied");
+    // A successful result the hook answered with is too large, as a tool's would be.
+    assert!(saved[1].1.starts_with("error [tool_result_too_large]: "), "{}", saved[1].1);
+    assert_eq!(code(&results[1].1), "tool_result_too_large");
+    // The policy's reason is cut, after the `error: ` mark the model reads.
+    assert!(saved[2].1.starts_with("error: denied by policy: ppp"), "{}", saved[2].1);
+    assert!(saved[2].1.ends_with("more bytes cut]"), "{}", saved[2].1);
+    assert_eq!(code(&results[2].1), "tool_denied");
+}
+
+#[tokio::test]
+async fn a_policy_denial_on_resume_over_the_limit_is_cut_to_fit() {
+    // A call planned to run when its batch froze is asked about again on resume: a denial the
+    // policy gives then is held to the limit too.
+    let limit = 200;
+    let model = Arc::new(Script::new(vec![calls(&[("cd", "d", "{}"), ("cc", "c", "{}")]), answer("done")]));
+    let store: Arc<dyn StateStore> = Arc::new(support::MemStore::new());
+    let policy = Arc::new(PolicyDeniesLong::default());
+    let agent = AgentBuilder::new(model, store.clone())
+        .tools(denied_tools())
+        .config(AgentConfig { max_result_bytes: limit, ..AgentConfig::default() })
+        .policy(policy.clone())
+        .build();
+    let events = EventLog::new();
+    let outcome = agent.run("s", "q", &events, &CancellationSignal::new()).await.unwrap();
+    let arkagent::agent::RunOutcome::Suspended { batch } = outcome else { panic!("suspended: {outcome:?}") };
+    agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    policy.on.store(true, std::sync::atomic::Ordering::SeqCst);
+    let outcome = agent.resume("s", &events, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+
+    let state = store.load("s").await.unwrap().unwrap();
+    let saved = tool_messages(&state.messages);
+    assert_eq!(saved[0].1, "ran");
+    let (_, content, is_error) = &saved[1];
+    assert!(*is_error && content.starts_with("error: denied by policy: ppp"), "{content}");
+    assert!(content.ends_with("more bytes cut]"), "{content}");
+    let (_, result) = results_of(&events).into_iter().find(|(id, _)| id == "cc").unwrap();
+    assert!(result.size_bytes() <= limit, "{} bytes: {result:?}", result.size_bytes());
+}

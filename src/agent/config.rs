@@ -66,7 +66,9 @@ pub struct AgentConfig {
     /// request of the session. A larger error result keeps its code and metadata, its text cut to
     /// fit after its `error [code]: ` (a limit under
     /// [`MAX_CUT_ERROR_BYTES`](crate::tool::MAX_CUT_ERROR_BYTES) may be passed, up to that size,
-    /// by that code, its metadata's code, layer, approval id and the note saying what was cut).
+    /// by that code, its metadata's code, layer, approval id and the note saying what was cut;
+    /// `tool_result_too_large` itself is cut so under a limit shorter than its message). What a
+    /// before-hook's `Deny` or the policy's `Deny` answers a call with is held to it the same way.
     pub max_result_bytes: usize,
 }
 

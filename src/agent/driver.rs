@@ -2173,6 +2173,7 @@ impl<'a> Run<'a> {
             temperature: config.temperature,
             max_tokens: config.max_tokens,
             parallel_tool_calls: config.parallel_tool_calls,
+            argument_limits: tools.limits(),
         };
         let (s, r, _) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
@@ -2375,7 +2376,7 @@ impl<'a> Run<'a> {
                 .into_batch_input_cancellable(self.agent.policy.as_ref(), definition, &self.cancel)
                 .await
             {
-                Ok(input) => inputs.push(input),
+                Ok(input) => inputs.push(self.answer_within_size(input)),
                 Err(abort) => {
                     return self.finish(RunStatus::Aborted, None, Some(abort)).await.map(Flow::Done)
                 }
@@ -2639,7 +2640,20 @@ impl<'a> Run<'a> {
                 risk_level: RiskLevel::Safe,
                 disposition: CallDisposition::Answer(ToolResult::from_error(&e)),
             });
-        Some(input)
+        Some(self.answer_within_size(input))
+    }
+
+    /// `input` with the answer a hook or the policy gave the call (a `Deny`, the policy's
+    /// `denied by policy: <reason>`) held to `max_result_bytes` as a tool's result is
+    /// ([`within_size`]): it goes to the model as the call's result and is saved with the session.
+    /// It is cut rather than refused: the hook and the policy are the app's code, and the run
+    /// has nobody to give the refusal to.
+    fn answer_within_size(&self, mut input: BatchCallInput) -> BatchCallInput {
+        if let CallDisposition::Answer(result) = input.disposition {
+            let limit = self.agent.config.max_result_bytes;
+            input.disposition = CallDisposition::Answer(within_size(result, &input.call.name, limit));
+        }
+        input
     }
 
     /// The steps of a mirror's batch (see [`PendingApprovalBatch::approved_calls`]): the calls
@@ -3243,28 +3257,34 @@ fn hold_answers_for_the_batch(state: &mut AgentState, report: &mut crate::state:
 
 /// `result` when it takes at most `limit` bytes ([`AgentConfig::max_result_bytes`]); else an
 /// error result cut to fit ([`ToolResult::cut_error`]: its code and metadata say what failed,
-/// "ask for less" would not), a successful one replaced by the error `tool_result_too_large`.
-/// The stop flag is kept.
+/// "ask for less" would not), a successful one replaced by the error `tool_result_too_large`,
+/// itself cut so under a limit shorter than its message. The stop flag is kept.
 fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
     let size = result.size_bytes();
     if size <= limit {
         return result;
     }
-    if result.is_error {
-        return result.cut_error(limit);
+    let error = if result.is_error {
+        result
+    } else {
+        ToolResult::from_error(&AgentError::of(
+            codes::TOOL_RESULT_TOO_LARGE,
+            format!(
+                "the result of {tool} takes {size} bytes, more than the limit of {limit}: ask the tool \
+                 for less (a page, a filter, a summary)"
+            ),
+        ))
+        .with_stop(result.stop)
+    };
+    if error.size_bytes() <= limit {
+        return error;
     }
-    ToolResult::from_error(&AgentError::of(
-        codes::TOOL_RESULT_TOO_LARGE,
-        format!(
-            "the result of {tool} takes {size} bytes, more than the limit of {limit}: ask the tool for \
-             less (a page, a filter, a summary)"
-        ),
-    ))
-    .with_stop(result.stop)
+    error.cut_error(limit)
 }
 
 /// What a call's arguments are recorded as when the registry refuses them for their size or depth:
-/// what the provider is sent for them in any case (see [`crate::provider::convert::wire_arguments`]).
+/// what the provider is sent for them in any case, the request carrying the same limits
+/// ([`ChatRequest::argument_limits`], see [`crate::provider::convert::wire_arguments`]).
 const EMPTY_ARGUMENTS: &str = "{}";
 
 /// The calls of an answer whose arguments are over the argument limits of `tools` (`json_too_large`,

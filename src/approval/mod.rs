@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 pub enum PolicyDecision {
     /// Run it.
     Allow,
-    /// Do not run it; the model gets an is_error result with the reason.
+    /// Do not run it; the model gets an is_error result with the reason (cut to the agent's
+    /// `max_result_bytes` as an error result is).
     Deny(String),
     /// Freeze the batch until the user decides.
     RequireConfirmation(String),

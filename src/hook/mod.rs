@@ -39,7 +39,8 @@ pub struct HookContext<'a> {
 pub enum BeforeToolCall {
     /// Go on, with the call rewritten (same id) or unchanged (`None`).
     Proceed(Option<ToolCall>),
-    /// Do not run; the model gets this result instead.
+    /// Do not run; the model gets this result instead (held to the agent's `max_result_bytes` as
+    /// a tool's result is: an error cut to fit, a success replaced by `tool_result_too_large`).
     Deny(ToolResult),
     /// Ask the user even where the policy allows (reason shown in the approval dialog).
     Defer(String),

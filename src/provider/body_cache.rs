@@ -179,6 +179,8 @@ struct Cached {
     entries: Vec<Entry>,
     /// The keys of the entries' messages, one after the other (see [`write_key`]).
     keys: Vec<u8>,
+    /// The argument limits the entries were written with ([`ChatRequest::argument_limits`]).
+    limits: crate::json::JsonLimits,
 }
 
 /// The owner behind a body's [`Bytes`]: keeps the buffer alive and unwritable while it is held.
@@ -215,7 +217,7 @@ impl BodyCache {
         };
         let (head, tail) = rest.split_at(at);
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
-        let result = fill(&mut cached, &request.messages, head, tail, quirks);
+        let result = fill(&mut cached, request, head, tail, quirks);
         if result.is_err() {
             // The buffer may be half written: start over next time.
             *cached = Cached::default();
@@ -227,13 +229,15 @@ impl BodyCache {
 /// Brings `c` up to date with `messages` and returns the body.
 fn fill(
     c: &mut Cached,
-    messages: &[ChatMessage],
+    request: &ChatRequest,
     head: &[u8],
     tail: &[u8],
     quirks: &ProviderQuirks,
 ) -> serde_json::Result<Bytes> {
-    if c.buf.get(..c.head) != Some(head) {
-        // Another model name (or a first call): nothing kept applies.
+    let (messages, limits) = (&request.messages[..], &request.argument_limits);
+    if c.buf.get(..c.head) != Some(head) || c.limits != *limits {
+        // Another model name or other argument limits (or a first call): nothing kept applies.
+        c.limits = *limits;
         let buf = Arc::make_mut(&mut c.buf);
         buf.clear();
         buf.extend_from_slice(head);
@@ -289,7 +293,7 @@ fn fill(
                 c.entries.push(Entry { start, end: buf.len(), key_start, key_end: c.keys.len() });
             }
             _ => {
-                let wire = wire_message(m, with_reasoning, quirks);
+                let wire = wire_message(m, with_reasoning, quirks, limits);
                 if comma && wire.is_some() {
                     buf.push(b',');
                 }
@@ -379,6 +383,22 @@ mod tests {
 
     fn whole_nostream(request: &ChatRequest, quirks: &ProviderQuirks) -> Vec<u8> {
         serde_json::to_vec(&to_wire_request(request, "m\"odel", quirks, false)).unwrap()
+    }
+
+    #[test]
+    fn other_argument_limits_serialise_the_calls_again() {
+        // The same history under other limits (another agent's registry on the same client): a
+        // call's arguments kept from the first body would go as the other limits do not say.
+        let quirks = ProviderPreset::OpenAi.quirks();
+        let cache = BodyCache::default();
+        let history = grown(2);
+        let tight = crate::json::JsonLimits { max_bytes: 8, ..Default::default() };
+        for limits in [Default::default(), tight, Default::default()] {
+            let r = ChatRequest { argument_limits: limits, ..request(history.clone()) };
+            let body = cache.body(&r, "m\"odel", &quirks, true).unwrap();
+            assert_eq!(body, whole(&r, &quirks), "{limits:?}");
+            assert_eq!(memchr::memmem::find(&body, br#""arguments":"{}""#).is_some(), limits == tight);
+        }
     }
 
     #[test]

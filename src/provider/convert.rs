@@ -28,8 +28,8 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 /// with neither text nor tool calls (Moonshot and Mistral answer 400; the runtime no longer records
 /// one, but sessions saved by earlier versions may hold one) is left out, which keeps the pairing
 /// intact since it has no calls; a tool call's arguments that are not a JSON object text (cut off
-/// at the token limit, malformed), or are over the registry's default argument limits (refused
-/// `json_too_large` or `json_too_deep`), are sent as `"{}"` (vLLM and strict gateways reject the
+/// at the token limit, malformed), or are over the request's argument limits (the registry's,
+/// which refused them `json_too_large` or `json_too_deep`), are sent as `"{}"` (vLLM and strict gateways reject the
 /// first; the second would make every later request as large; the call's error result tells the
 /// model what was wrong: see [`wire_arguments`]); a tool-call
 /// message's missing text is sent as `"content": null`.
@@ -45,7 +45,9 @@ pub fn to_wire_request<'a>(
         .messages
         .iter()
         .enumerate()
-        .filter_map(|(i, m)| wire_message(m, sends_reasoning(quirks, m, i, turn_start), quirks))
+        .filter_map(|(i, m)| {
+            wire_message(m, sends_reasoning(quirks, m, i, turn_start), quirks, &request.argument_limits)
+        })
         .collect();
     wire
 }
@@ -143,12 +145,14 @@ pub(crate) fn sends_reasoning(
             || matches!(message, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
 }
 
-/// The wire form of one message (`send_reasoning`: see [`sends_reasoning`]); `None` for an
-/// assistant message that is not sent (neither text nor calls: see [`to_wire_request`]).
+/// The wire form of one message (`send_reasoning`: see [`sends_reasoning`]; `limits`: the
+/// request's argument limits, see [`wire_arguments`]); `None` for an assistant message that is not
+/// sent (neither text nor calls: see [`to_wire_request`]).
 pub(crate) fn wire_message<'a>(
     m: &'a ChatMessage,
     send_reasoning: bool,
     quirks: &ProviderQuirks,
+    limits: &JsonLimits,
 ) -> Option<WireMessage<'a>> {
     if m.is_empty_answer() {
         return None;
@@ -173,7 +177,7 @@ pub(crate) fn wire_message<'a>(
                     kind: "function",
                     function: WireFunctionCall {
                         name: wire_tool_name(&c.name, quirks),
-                        arguments: wire_arguments(&c.arguments),
+                        arguments: wire_arguments(&c.arguments, limits),
                     },
                 })
                 .collect(),
@@ -241,8 +245,9 @@ fn app_name(name: &mut String, renames: &[(&str, &str)]) {
     }
 }
 
-/// A call's arguments as sent back: the text itself when it is a JSON object within the tool
-/// registry's default argument limits ([`JsonLimits::default`]: 1 MiB, 64 levels), else `"{}"`.
+/// A call's arguments as sent back: the text itself when it is a JSON object within `limits` (the
+/// request's [`argument_limits`](ChatRequest::argument_limits): those of the registry that checked
+/// the calls, by default [`JsonLimits::default`]: 1 MiB, 64 levels), else `"{}"`.
 ///
 /// Arguments cut off at the token limit or malformed are kept raw in the state (the model is told
 /// what was wrong by the call's error result), but vLLM and strict gateways refuse every later
@@ -250,24 +255,29 @@ fn app_name(name: &mut String, renames: &[(&str, &str)]) {
 /// limits were refused by the registry (`json_too_large`, `json_too_deep`) and never ran; sent
 /// back, they would make every later request of the session as large (a server with a body limit
 /// answers each with 413; more than 1 MiB of text is also past most models' context window). The
-/// runtime records those as `"{}"` already when the answer comes in (with the limits of its
-/// registry), so this matters for sessions saved by earlier versions, and for other histories.
-///
-/// The conversion does not know the limits of the registry that ran the calls, so it applies the
-/// defaults. A registry with higher limits runs some calls whose arguments go back as `"{}"` (the
-/// state keeps them: the call runs with them; their results go back as they are): a body carrying
-/// more than 1 MiB of one call's arguments in every later request is not one a provider can be
-/// relied on to take.
-pub fn wire_arguments(arguments: &str) -> &str {
-    let limits = JsonLimits::default();
+/// runtime records those as `"{}"` already when the answer comes in, with the same limits (its
+/// registry's), so this matters for sessions saved by earlier versions or run on by an agent
+/// with lower limits, and for other histories. The limits are the registry's, whatever they are:
+/// a registry with higher ones runs, records and sends back the arguments it takes, so the state,
+/// the hooks' view of each request and the request agree (an app that raises them accepts larger
+/// requests).
+pub fn wire_arguments<'a>(arguments: &'a str, limits: &JsonLimits) -> &'a str {
     if arguments.len() > limits.max_bytes {
+        return "{}";
+    }
+    // As the registry's parsers count: never more than `DEPTH_CAP` levels, and up to it (serde_json's
+    // own guard, off here as there, would refuse the 128th).
+    if crate::json::nests_deeper_than(arguments, limits.max_depth.min(crate::json::DEPTH_CAP)) {
         return "{}";
     }
     // Valid JSON text whose first character (after whitespace) is `{` is an object. The check
     // builds nothing (`IgnoredAny`); a body serialises each message once (the body cache).
-    let is_object = arguments.trim_start().starts_with('{')
-        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
-    if is_object && !crate::json::nests_deeper_than(arguments, limits.max_depth) {
+    let is_object = arguments.trim_start().starts_with('{') && {
+        let mut de = serde_json::Deserializer::from_str(arguments);
+        de.disable_recursion_limit();
+        <serde::de::IgnoredAny as serde::Deserialize>::deserialize(&mut de).and_then(|_| de.end()).is_ok()
+    };
+    if is_object {
         arguments
     } else {
         "{}"
@@ -588,7 +598,7 @@ mod tests {
     }
 
     #[test]
-    fn arguments_over_the_registry_default_limits_go_as_an_empty_object() {
+    fn arguments_over_the_request_limits_go_as_an_empty_object() {
         let limits = JsonLimits::default();
         let sized = |len: usize| {
             let text = format!("{{\"a\":\"{}\"}}", "x".repeat(len - 8));
@@ -596,17 +606,28 @@ mod tests {
             text
         };
         let at_limit = sized(limits.max_bytes);
-        assert_eq!(wire_arguments(&at_limit), at_limit);
-        assert_eq!(wire_arguments(&sized(limits.max_bytes + 1)), "{}");
+        assert_eq!(wire_arguments(&at_limit, &limits), at_limit);
+        assert_eq!(wire_arguments(&sized(limits.max_bytes + 1), &limits), "{}");
         let nested = |depth: usize| format!("{}{}", "{\"a\":".repeat(depth - 1) + "{", "}".repeat(depth));
-        assert_eq!(wire_arguments(&nested(limits.max_depth)), nested(limits.max_depth));
-        assert_eq!(wire_arguments(&nested(limits.max_depth + 1)), "{}");
+        assert_eq!(wire_arguments(&nested(limits.max_depth), &limits), nested(limits.max_depth));
+        assert_eq!(wire_arguments(&nested(limits.max_depth + 1), &limits), "{}");
         let arrays = format!("{{\"a\":{}{}}}", "[".repeat(limits.max_depth), "]".repeat(limits.max_depth));
-        assert_eq!(wire_arguments(&arrays), "{}");
+        assert_eq!(wire_arguments(&arrays, &limits), "{}");
         // Brackets in strings (escaped quotes and backslashes too) are text, not depth.
         let in_strings =
             format!(r#"{{"a":"{0}\"{0}","b\\":"{0}\\","c":[{{}}]}}"#, "[{".repeat(limits.max_depth));
-        assert_eq!(wire_arguments(&in_strings), in_strings);
+        assert_eq!(wire_arguments(&in_strings, &limits), in_strings);
+
+        // The limits are the registry's, whatever they are: higher ones send what they take (as
+        // the registry runs it and the agent records it), up to the parsers' 128 levels.
+        let roomy = JsonLimits { max_depth: 1000, max_bytes: 4 * limits.max_bytes };
+        let large = sized(2 * limits.max_bytes);
+        assert_eq!(wire_arguments(&large, &roomy), large);
+        assert_eq!(wire_arguments(&sized(roomy.max_bytes + 1), &roomy), "{}");
+        let cap = crate::json::DEPTH_CAP;
+        assert_eq!(wire_arguments(&nested(cap), &roomy), nested(cap));
+        assert_eq!(wire_arguments(&nested(cap + 1), &roomy), "{}");
+        assert_eq!(wire_arguments(&nested(cap), &limits), "{}");
     }
 
     /// The streamed wire body of `req` for `model` under `preset`'s quirks, as JSON.

@@ -72,6 +72,11 @@ pub struct ChatRequest {
     /// `parallel_tool_calls`: whether the model may call several tools in one answer; `None`
     /// leaves it out (the provider's default). Sent only with tools.
     pub parallel_tool_calls: Option<bool>,
+    /// The argument limits of the registry the history's calls were checked with (the agent's
+    /// registry sets them; [`JsonLimits::default`](crate::json::JsonLimits::default) otherwise):
+    /// a call's arguments over them go as `"{}"`, as the agent recorded them
+    /// ([`wire_arguments`](convert::wire_arguments)).
+    pub argument_limits: crate::json::JsonLimits,
 }
 
 impl ChatRequest {
@@ -84,6 +89,7 @@ impl ChatRequest {
             temperature: None,
             max_tokens: None,
             parallel_tool_calls: None,
+            argument_limits: crate::json::JsonLimits::default(),
         }
     }
 }

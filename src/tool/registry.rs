@@ -54,8 +54,9 @@ impl ToolRegistry {
     /// An empty registry with the given limits for tool-call arguments.
     ///
     /// A call whose arguments these refuse for their size or depth is recorded by the agent with
-    /// `{}` for them; the history sent to the provider also replaces arguments over the *default*
-    /// limits with `{}` whatever these say (see [`crate::provider::convert::wire_arguments`]).
+    /// `{}` for them; the agent's requests carry these limits, and the history sent to the
+    /// provider replaces arguments over them with `{}`, sending back what these take (see
+    /// [`crate::provider::convert::wire_arguments`]).
     pub fn with_limits(limits: JsonLimits) -> Self {
         ToolRegistry { limits, ..Self::default() }
     }

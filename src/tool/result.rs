@@ -82,6 +82,20 @@ fn code_prefix_len(text: &str) -> usize {
     }
 }
 
+/// The start of a failed result's model text that a cut keeps whatever the limit: what tells the
+/// model it failed. Its `error [code]: ` ([`code_prefix_len`]); else the `error: ` it starts with
+/// (ASCII case ignored: the tool message's mark, which [`ToolResult::cut_error`] puts before a
+/// text that does not say it failed), else the word `error` it starts with
+/// ([`reads_as_error`](crate::message::reads_as_error)); 0 for another text.
+fn kept_prefix_len(text: &str) -> usize {
+    const MARK: &str = "error: ";
+    match code_prefix_len(text) {
+        0 if text.get(..MARK.len()).is_some_and(|s| s.eq_ignore_ascii_case(MARK)) => MARK.len(),
+        0 if crate::message::reads_as_error(text) => "error".len(),
+        n => n,
+    }
+}
+
 impl ToolResult {
     /// `tool_result_invalid` when a JSON part or the metadata nests deeper than
     /// [`MAX_RESULT_DEPTH`] levels (`from` names who made the result, for the message).
@@ -162,7 +176,10 @@ impl ToolResult {
     /// cut (`… [N more bytes cut]`), becomes its one text part; the flags and the metadata (the
     /// code, layer, approval id: what the app and the model need to tell the failure) are kept.
     /// So is the text's `error [code]: `, whatever the limit: the code is all the model is told
-    /// of the failure (the metadata is not sent); the message after it is what is cut.
+    /// of the failure (the metadata is not sent); the message after it is what is cut. A text
+    /// without a code keeps the word `error` it starts with, or is cut after the `error: ` the
+    /// tool message marks it with (put in the cut text, so counted), so what is left always
+    /// reads as a failure and ends with the note ([`kept_prefix_len`]).
     /// Metadata that leaves no room for the note is reduced to its `code`, `layer` and
     /// `approval_id` (each kept when a string of at most [`crate::error::MAX_CODE_LEN`] bytes as
     /// JSON text, quotes aside);
@@ -189,7 +206,17 @@ impl ToolResult {
             });
         }
         let room = limit.saturating_sub(meta_len(&metadata).saturating_add(note_len));
-        let kept = crate::text::floor_char_boundary(&text, room.max(code_prefix_len(&text)));
+        // A failed text to cut that does not say it failed (an executor's own `unknown record:
+        // ...`) is cut as the model reads it, after the tool message's `error: ` mark
+        // ([`tool_result_message`](crate::state::repair::tool_result_message)): the mark is kept
+        // and counted, and what is left never passes for the mark by chance (`errors found: 3`
+        // cut to `error…`).
+        let text = if self.is_error && text.len() > room && !crate::message::reads_as_error(&text) {
+            format!("error: {text}")
+        } else {
+            text
+        };
+        let kept = crate::text::floor_char_boundary(&text, room.max(kept_prefix_len(&text)));
         let cut = match text.len() - kept {
             // Only the metadata was too large.
             0 => text,
@@ -319,12 +346,50 @@ mod tests {
             r.clone().cut_error(1).to_model_text(),
             format!("error [tool_denied]: … [{} more bytes cut]", r.to_model_text().len() - 21)
         );
-        // A text that starts with no code (an executor's own, or brackets holding no code) is
-        // cut from its start as before.
-        for text in ["x".repeat(500), format!("error [Not A Code]: {}", "x".repeat(500))] {
-            let cut = ToolResult::error_text(text.clone()).cut_error(1).to_model_text();
-            assert_eq!(cut, format!("… [{} more bytes cut]", text.len()));
+    }
+
+    #[test]
+    fn a_text_without_a_code_is_cut_after_the_error_mark_the_model_reads() {
+        let call = crate::message::ToolCall { id: "c".into(), name: "t".into(), arguments: "{}".into() };
+        // What the model reads: the tool message's content (marked `error: ` unless it reads as an
+        // error already).
+        let read = |r: &ToolResult| match crate::state::repair::tool_result_message(&call, r) {
+            crate::message::ChatMessage::Tool { content, .. } => content,
+            other => panic!("{other:?}"),
+        };
+        let cases = [
+            // An executor's own text: the mark is the kept start, so the cut says it failed and
+            // that it was cut (before, only `… [500 more bytes cut]` was kept).
+            ("x".repeat(500), 1, "error: … [500 more bytes cut]".to_string()),
+            // What is left is never taken for the mark by chance: `errors found` is no error word.
+            (
+                format!("errors found: {}", "x".repeat(486)),
+                36,
+                "error: error… [495 more bytes cut]".to_string(),
+            ),
+            // The word `error` of a text that says it failed (without a code) is kept.
+            (
+                format!("error [Not A Code]: {}", "x".repeat(500)),
+                1,
+                "error… [515 more bytes cut]".to_string(),
+            ),
+            (
+                format!("unknown record: {}", "x".repeat(484)),
+                60,
+                format!("error: unknown record: {}… [471 more bytes cut]", "x".repeat(13)),
+            ),
+        ];
+        for (text, limit, expected) in cases {
+            let cut = ToolResult::error_text(text.clone()).cut_error(limit);
+            assert_eq!(cut.to_model_text(), expected, "{limit}");
+            // Counted in the limit: the model reads the cut text as it is.
+            assert_eq!(read(&cut), expected);
+            assert!(cut.size_bytes() <= limit.max("error: … [500 more bytes cut]".len()), "{limit}: {cut:?}");
         }
+        // A text that fits is left as it is (the tool message marks it).
+        let r = ToolResult::error_text("no such record");
+        assert_eq!(r.clone().cut_error(100), r);
+        assert_eq!(read(&r), "error: no such record");
     }
 
     #[test]

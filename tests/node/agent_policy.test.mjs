@@ -66,6 +66,26 @@ test('a policy that denies a safe tool: it never runs and the model gets the den
   assert.match(second.content, /denied by policy: the app's approval policy denies tool "read"/, 'a default reason');
 });
 
+test('a policy or beforeToolCall denial longer than maxResultBytes is cut to fit, saying so', async () => {
+  // What the app's code answers goes to the model as the call's result and is saved with the
+  // session: it is held to maxResultBytes as a tool's result is (before, any size was saved).
+  const { agent, ran } = setup([call('r1', 'read'), call('w1', 'wipe')], { maxResultBytes: 200 });
+  agent.setApprovalPolicy((callJson) =>
+    JSON.parse(callJson).name === 'read' ? JSON.stringify({ action: 'deny', reason: 'p'.repeat(5000) }) : 'allow');
+  agent.addHook({
+    beforeToolCall: (_ctx, callJson) =>
+      JSON.parse(callJson).name === 'wipe' ? { action: 'deny', reason: 'h'.repeat(5000) } : { action: 'proceed' },
+  });
+  const out = await agent.run('s', 'read and wipe');
+  assert.equal(out.status, 'completed');
+  assert.deepEqual(ran, []);
+  const [policy, hook] = await toolMessages(agent);
+  assert.equal(policy.is_error, true);
+  assert.match(policy.content, /^error: denied by policy: p+… \[\d+ more bytes cut\]$/);
+  assert.match(hook.content, /^error \[tool_denied\]: h+… \[\d+ more bytes cut\]$/);
+  for (const m of [policy, hook]) assert.ok(Buffer.byteLength(m.content) < 200, m.content);
+});
+
 test('a policy that requires confirmation for a safe tool: freeze, approve, resume runs it once', async () => {
   const { agent, ran, events } = setup([call('r1', 'read'), call('w1', 'wipe')]);
   agent.setApprovalPolicy((callJson) => {

@@ -125,8 +125,8 @@ pub struct WireToolCall<'a> {
 pub struct WireFunctionCall<'a> {
     /// Tool name.
     pub name: &'a str,
-    /// The arguments text as the model produced it when it is a JSON object within the registry's
-    /// default argument limits, else `"{}"` (see
+    /// The arguments text as the model produced it when it is a JSON object within the request's
+    /// argument limits (the registry's), else `"{}"` (see
     /// [`crate::provider::convert::wire_arguments`]).
     pub arguments: &'a str,
 }

@@ -310,9 +310,13 @@ export interface AgentConfigObject {
    * recorded as the error tool_result_too_large instead (the call's result to the model, the state
    * and the tool_result event), so it is neither saved nor sent with every later request. A larger
    * error result (json_invalid, tool_execution_failed...) keeps its code and metadata, its text cut
-   * to fit after its `error [code]: ` (what tells the model the failure) and ended by
+   * to fit after its `error [code]: ` (what tells the model the failure; an executor's own text
+   * without one is cut after the `error: ` the model reads before it) and ended by
    * `… [N more bytes cut]` (a limit under a few hundred bytes may be passed by that code, the
-   * metadata's code, layer and approval id and the note alone, by at most 346 bytes in all).
+   * metadata's code, layer and approval id and the note alone, by at most 346 bytes in all; the
+   * tool_result_too_large error itself is cut so under a limit shorter than its message). The
+   * result a beforeToolCall deny or the approval policy's deny gives a call is held to this limit
+   * the same way: cut, not refused (a user's deny or dismiss reason over it is refused instead).
    */
   maxResultBytes?: number;
 
@@ -546,7 +550,9 @@ export interface HookDecisionObject {
    * "is_error"?, "stop"?, "metadata"?: {...}}), or an executor's, JSON.stringify of a
    * ToolResultObject ({"contents": [{"type": "text", "text"} | {"type": "json", "json": "<JSON text>"}],
    * "isError"?, "stop"?, "metadataJson"?: "<JSON object text>"}). Any other key, one field in both
-   * spellings, or a part with another type's field fails the hook (hook_failed, naming it).
+   * spellings, or a part with another type's field fails the hook (hook_failed, naming it). A deny's
+   * result (or its reason) over maxResultBytes is held to it as a tool's result is: an error cut to
+   * fit, a success replaced by tool_result_too_large.
    */
   resultJson?: string;
   reason?: string;
@@ -560,7 +566,7 @@ export interface HookDecisionObject {
  * unknown tool. Answers (directly or with a Promise) one of: 'allow', 'deny', 'requireConfirmation'
  * (or 'require_confirmation'), or the JSON text {"action": one of those, "reason"?: string} with no
  * other key. deny: the call never runs and the model gets an error result (code tool_denied,
- * "denied by policy: <reason>"); requireConfirmation: the whole batch freezes for the user (reason
+ * "denied by policy: <reason>", cut to maxResultBytes as an error result is); requireConfirmation: the whole batch freezes for the user (reason
  * shown in the pending item). A missing reason gets a default naming the tool.
  * Fails closed: a throw, a rejection, any other answer (undefined, an object, an unknown action, a
  * stray key) or no answer within the policy timeout makes the call need confirmation (reason
