@@ -196,7 +196,12 @@ async fn an_after_hook_may_inject_only_user_or_system_messages() {
         register(&agent, "lookup", RiskLevel::Safe, false, &Arc::default());
         let out = agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
         assert_eq!(out.status(), RunStatus::Completed);
-        assert!(model.requests()[1].messages.contains(&message), "{message:?} reaches the model");
+        // A system message goes as a user message after the head (strict providers refuse one
+        // anywhere but first; `tests/answer_replay.rs`).
+        assert!(
+            model.requests()[1].messages.contains(&ChatMessage::user("(reminder)")),
+            "{message:?} reaches the model"
+        );
     }
 }
 

@@ -13,7 +13,8 @@
 mod mock_server;
 
 use arkagent::agent::{AgentBuilder, AgentConfig, AgentEvent, EventLog, RunOutcome};
-use arkagent::message::ChatMessage;
+use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
+use arkagent::message::{ChatMessage, ToolCall};
 use arkagent::provider::{ClientConfig, OpenAiCompatibleClient, RetryPolicy};
 use arkagent::state::{AgentState, FileStore, RunStatus, StateStore};
 use arkagent::tool::FnExecutor;
@@ -25,12 +26,24 @@ use std::sync::{Arc, Mutex};
 type Ran = Arc<Mutex<Vec<String>>>;
 
 fn agent(server: &MockServer, dir: &std::path::Path, ran: &Ran, streaming: bool) -> arkagent::agent::Agent {
-    let config = ClientConfig::custom(server.base_url(), "m", "sk-answers")
+    agent_with(server, dir, ran, AgentConfig { streaming, ..AgentConfig::default() }, None)
+}
+
+fn agent_with(
+    server: &MockServer,
+    dir: &std::path::Path,
+    ran: &Ran,
+    config: AgentConfig,
+    hook: Option<Arc<dyn AgentHook>>,
+) -> arkagent::agent::Agent {
+    let client_config = ClientConfig::custom(server.base_url(), "m", "sk-answers")
         .with_retry(RetryPolicy { max_retries: 0, ..RetryPolicy::default() });
-    let client = Arc::new(OpenAiCompatibleClient::new(config).unwrap());
-    let agent = AgentBuilder::new(client, Arc::new(FileStore::new(dir)))
-        .config(AgentConfig { streaming, ..AgentConfig::default() })
-        .build();
+    let client = Arc::new(OpenAiCompatibleClient::new(client_config).unwrap());
+    let mut builder = AgentBuilder::new(client, Arc::new(FileStore::new(dir))).config(config);
+    if let Some(hook) = hook {
+        builder = builder.hook(hook);
+    }
+    let agent = builder.build();
     let log = ran.clone();
     agent
         .register_tool(
@@ -53,8 +66,17 @@ fn agent(server: &MockServer, dir: &std::path::Path, ran: &Ran, streaming: bool)
 
 /// What Moonshot, Mistral and vLLM refuse in a request's messages: an assistant message with
 /// neither non-empty `content` nor `tool_calls`, a tool-call message without a `content` key
-/// (one-api, langchain4j), arguments that are not a JSON object text.
+/// (one-api, langchain4j), arguments that are not a JSON object text; and what DeepSeek's reasoner
+/// and Qwen refuse: a system message anywhere but first, a first message after the system message
+/// that is no user message.
 fn strict_check(request: &Value) -> Result<(), String> {
+    let messages = request["messages"].as_array().unwrap();
+    if let Some(m) = messages.iter().skip(1).find(|m| m["role"] == "system") {
+        return Err(format!("a system message after the first: {m}"));
+    }
+    if let Some(m) = messages.iter().find(|m| m["role"] != "system").filter(|m| m["role"] != "user") {
+        return Err(format!("the first message after the system message is no user message: {m}"));
+    }
     // DeepSeek's reasoner: "does not support successive user or assistant messages" (400).
     for pair in request["messages"].as_array().unwrap().windows(2) {
         if pair[0]["role"] == pair[1]["role"]
@@ -171,6 +193,95 @@ async fn a_question_whose_model_call_failed_goes_with_the_next_one() {
     assert_eq!(
         server.requests()[2].json()["messages"],
         json!([{"role":"user","content":"q1\n\nq2"},{"role":"assistant","content":"hello"},{"role":"user","content":"q3"}])
+    );
+}
+
+#[tokio::test]
+async fn an_answer_whose_question_was_trimmed_away_is_not_sent() {
+    // The first question alone is over the budget: trimming drops it, and its answer with it, so
+    // the request opens with the second question (DeepSeek's reasoner refuses an answer first).
+    let server = MockServer::start([Reply::sse_text("Answer one."), Reply::sse_text("Answer two.")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = AgentConfig {
+        system_prompt: Some("sys".into()),
+        context_budget_tokens: Some(40),
+        ..AgentConfig::default()
+    };
+    let a = agent_with(&server, dir.path(), &Ran::default(), config, None);
+    let first = format!("first question {}", "x".repeat(200));
+    a.run("s", &first, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let out = a.run("s", "second question", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("Answer two."));
+    let request = server.requests()[1].json();
+    strict_check(&request).unwrap();
+    assert_eq!(
+        request["messages"],
+        json!([{"role":"system","content":"sys"},{"role":"user","content":"second question"}])
+    );
+    // The state keeps everything.
+    assert_eq!(a.state("s").await.unwrap().unwrap().messages.len(), 5);
+}
+
+/// An after-hook that injects a system reminder after every call.
+struct SystemReminder;
+
+#[async_trait::async_trait]
+impl AgentHook for SystemReminder {
+    async fn after_tool_call(
+        &self,
+        _c: &HookContext<'_>,
+        _call: &ToolCall,
+        _r: &ToolResult,
+    ) -> AfterToolCall {
+        AfterToolCall {
+            action: AfterToolCallAction::Proceed(None),
+            inject: vec![ChatMessage::system("remember: be brief")],
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_system_reminder_a_hook_injects_goes_as_a_user_message_in_its_place() {
+    let server = MockServer::start([
+        Reply::sse_chunks(&[
+            chunk(
+                json!({"role":"assistant","tool_calls":[
+                {"index":0,"id":"c1","type":"function","function":{"name":"echo","arguments":"{}"}}]}),
+                None,
+            ),
+            chunk(json!({}), Some("tool_calls")),
+        ]),
+        Reply::sse_text("done"),
+        Reply::sse_text("again"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = AgentConfig {
+        system_prompt: Some("sys".into()),
+        context_budget_tokens: Some(125),
+        ..AgentConfig::default()
+    };
+    let a = agent_with(&server, dir.path(), &Ran::default(), config, Some(Arc::new(SystemReminder)));
+    let out = a.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("done"));
+    let request = server.requests()[1].json();
+    strict_check(&request).unwrap();
+    let roles: Vec<&str> =
+        request["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(request["messages"][4]["content"], "remember: be brief");
+    // The state keeps what the hook injected.
+    let state = a.state("s").await.unwrap().unwrap();
+    assert!(state.messages.contains(&ChatMessage::system("remember: be brief")));
+    // A long next question trims the first turn away: the reminder, now right after the system
+    // prompt, still goes as a user message, joined with the question.
+    let second = "y".repeat(400);
+    a.run("s", &second, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let request = server.requests()[2].json();
+    strict_check(&request).unwrap();
+    assert_eq!(
+        request["messages"],
+        json!([{"role":"system","content":"sys"},{"role":"user","content":format!("remember: be brief\n\n{second}")}])
     );
 }
 

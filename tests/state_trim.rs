@@ -1,5 +1,6 @@
 //! History trimming never separates an assistant message from its tool results, keeps system
-//! messages and the last user message, and fits the budget whenever those and the newest group do.
+//! messages and the last user message, fits the budget whenever those and the newest group do, and
+//! leaves a history that opens (after its system messages) with a user message.
 
 use arkagent::state::{approx_tokens, check_pairing, trim_history};
 use arkagent::{ChatMessage, ToolCall};
@@ -49,6 +50,11 @@ proptest! {
         // The last user message (the question of the current turn) is always kept.
         let last_user = |m: &[ChatMessage]| m.iter().rev().find(|m| matches!(m, ChatMessage::User { .. })).cloned();
         prop_assert_eq!(last_user(&t.messages), last_user(&h));
+        // Once something was dropped, no answer or tool round is left before the first question.
+        if t.dropped > 0 && last_user(&h).is_some() {
+            let first = t.messages.iter().find(|m| !matches!(m, ChatMessage::System { .. }));
+            prop_assert!(matches!(first, Some(ChatMessage::User { .. })), "{:?}", t.messages);
+        }
         // What is kept of the rest is a suffix of it (oldest dropped first).
         let rest = |m: &[ChatMessage]| -> Vec<ChatMessage> {
             let q = m.iter().rposition(|m| matches!(m, ChatMessage::User { .. }));

@@ -2165,7 +2165,7 @@ impl<'a> Run<'a> {
             None => Arc::clone(&messages),
         };
         // A failed result saved before results were marked is marked in what is sent.
-        let sent = mark_failed_results(join_successive_questions(sent));
+        let sent = mark_failed_results(join_successive_questions(system_message_first_only(sent)));
         let request = ChatRequest {
             messages: sent,
             tools: Arc::clone(tools.definitions()),
@@ -3403,6 +3403,27 @@ fn unanswered_started_delegations(state: &AgentState) -> Vec<String> {
         .filter(|c| !answered.contains(c.id.as_str()) && started_delegation(state, &c.id))
         .map(|c| c.id.clone())
         .collect()
+}
+
+/// The history as sent, with every system message but a first one as a user message, in its
+/// place: a reminder an after-hook injected as a system message lands mid-history (or, trimmed,
+/// right after the system prompt), and DeepSeek's reasoner ("the system message ... must be put on
+/// the beginning of the message sequence"), Qwen and the Qwen chat templates of vLLM or llama.cpp
+/// gateways ("System message must be at the beginning", also for a second one right after the
+/// first) answer 400 to a system message anywhere but first; OpenAI reads either. Then
+/// [`join_successive_questions`] joins it with a user message beside it. The history itself keeps
+/// the system role; without a later system message (the common case) the same `Arc` is returned.
+fn system_message_first_only(messages: Arc<Vec<ChatMessage>>) -> Arc<Vec<ChatMessage>> {
+    if !messages.iter().skip(1).any(|m| matches!(m, ChatMessage::System { .. })) {
+        return messages;
+    }
+    let mut sent = Arc::unwrap_or_clone(messages);
+    for m in sent.iter_mut().skip(1) {
+        if let ChatMessage::System { content } = m {
+            *m = ChatMessage::User { content: std::mem::take(content) };
+        }
+    }
+    Arc::new(sent)
 }
 
 /// The history as sent, with successive user messages as one (their texts joined by a blank

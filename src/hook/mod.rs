@@ -71,6 +71,8 @@ pub struct AfterToolCall {
     /// Messages appended to the history after the batch's results: user or system messages
     /// (reminders for the model). Another role fails the hook (`hook_failed`, the run ends). Not
     /// with [`AfterToolCallAction::Abort`]: the run ends before the batch's results are appended.
+    /// The history keeps a system message as it is; requests send it as a user message, as strict
+    /// providers refuse a system message anywhere but first.
     pub inject: Vec<ChatMessage>,
 }
 

@@ -2,6 +2,8 @@
 //! budget, never separating an assistant message from its tool results, and never dropping a system
 //! message or the last user message (the question the current turn is answering: in a long tool
 //! loop the oldest messages are the turn's own, and without its question the model loses the task).
+//! A trimmed history opens, after its system messages, with a user message: an answer whose
+//! question was dropped goes with it.
 
 use crate::message::ChatMessage;
 
@@ -39,7 +41,9 @@ pub fn approx_tokens(message: &ChatMessage) -> usize {
 ///
 /// Messages are dropped oldest first, by groups: an assistant message together with the tool
 /// messages right after it, or one other message. System messages and the last user message are
-/// never dropped, and the newest group is always kept (see [`TrimmedHistory::over_budget`]). Pure;
+/// never dropped, and the newest group is always kept (see [`TrimmedHistory::over_budget`]). When
+/// anything was dropped, the groups then left before the first kept user message are dropped too,
+/// so that the history sent opens with a question, not an answer to one it no longer shows. Pure;
 /// pass [`approx_tokens`] as `cost` when no tokenizer is at hand. [`trim_history_keeping`] keeps
 /// the current run's question as well.
 pub fn trim_history<F: Fn(&ChatMessage) -> usize>(
@@ -109,6 +113,25 @@ pub fn trim_history_keeping<F: Fn(&ChatMessage) -> usize>(
             keep[k] = false;
             total -= costs[k];
             dropped += 1;
+        }
+    }
+    // What is left must open (after the system messages) with a question: strict providers refuse
+    // a history that opens with an answer or a tool round (DeepSeek's reasoner: "the first message
+    // (except the system message) must be a user message"), and the model would read an answer to
+    // a question it cannot see. So once something was dropped, the groups left before the first
+    // kept user message go too. Pinned messages are user messages and the newest round follows
+    // the run's question, so none of them is reached; without any user message nothing more goes.
+    if dropped > 0 && last_user.is_some() {
+        for &(start, end) in &groups {
+            if is_user(&messages[start]) && keep[start] {
+                break;
+            }
+            for k in start..end {
+                if std::mem::replace(&mut keep[k], false) {
+                    total -= costs[k];
+                    dropped += 1;
+                }
+            }
         }
     }
     let kept = messages.iter().zip(&keep).filter(|(_, k)| **k).map(|(m, _)| m.clone()).collect();
@@ -257,6 +280,46 @@ mod tests {
         h.push(ChatMessage::user("r2"));
         let t = trim_history_keeping(&h, 3, |_| 1, Some(0));
         assert!(t.messages.contains(&call_group("c1")[1]), "{:?}", t.messages);
+    }
+
+    #[test]
+    fn an_answer_whose_question_was_dropped_goes_with_it() {
+        // The first question alone is over the budget: its answer must not open the history sent
+        // with the second question (DeepSeek's reasoner answers 400 to that).
+        let h = vec![
+            ChatMessage::system("sys"),
+            ChatMessage::user(format!("first question {}", "x".repeat(200))),
+            ChatMessage::assistant_text("Answer one."),
+            ChatMessage::user("second question"),
+        ];
+        let t = trim_history(&h, 40, approx_tokens);
+        assert_eq!(t.messages, [ChatMessage::system("sys"), ChatMessage::user("second question")]);
+        assert_eq!((t.dropped, t.cost, t.over_budget), (2, 13, false));
+    }
+
+    #[test]
+    fn a_tool_round_left_at_the_head_goes_and_system_messages_stay() {
+        let mut h = vec![ChatMessage::system("sys"), ChatMessage::user("u1")];
+        h.extend(call_group("c1"));
+        h.push(ChatMessage::system("reminder"));
+        h.push(ChatMessage::assistant_text("a"));
+        h.push(ChatMessage::user("u2"));
+        h.extend(call_group("c2"));
+        // 9 messages of cost 1; dropping u1 fits 8, but the c1 round and the answer after it would
+        // open what is left: they go too, the reminder (a system message) stays.
+        let t = trim_history_keeping(&h, 8, |_| 1, Some(1));
+        let mut expected =
+            vec![ChatMessage::system("sys"), ChatMessage::system("reminder"), ChatMessage::user("u2")];
+        expected.extend(call_group("c2"));
+        assert_eq!(t.messages, expected);
+        assert_eq!((t.dropped, t.cost, t.over_budget), (4, 5, false));
+        // Over budget alike.
+        assert_eq!(trim_history_keeping(&h, 0, |_| 1, Some(1)).messages, expected);
+        // Without user messages there is no question to open with: only the budget drops.
+        let mut h = vec![ChatMessage::system("sys"), ChatMessage::assistant_text("a")];
+        h.extend(call_group("c1"));
+        let t = trim_history(&h, 3, |_| 1);
+        assert_eq!(t.messages, [&h[..1], &h[2..]].concat());
     }
 
     #[test]
