@@ -273,15 +273,15 @@ async fn a_system_reminder_a_hook_injects_goes_as_a_user_message_in_its_place() 
     // The state keeps what the hook injected.
     let state = a.state("s").await.unwrap().unwrap();
     assert!(state.messages.contains(&ChatMessage::system("remember: be brief")));
-    // A long next question trims the first turn away: the reminder, now right after the system
-    // prompt, still goes as a user message, joined with the question.
+    // A long next question trims the first turn away, the reminder with it (a system message
+    // after the opening ones is trimmed as any other): the request opens with the question.
     let second = "y".repeat(400);
     a.run("s", &second, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     let request = server.requests()[2].json();
     strict_check(&request).unwrap();
     assert_eq!(
         request["messages"],
-        json!([{"role":"system","content":"sys"},{"role":"user","content":format!("remember: be brief\n\n{second}")}])
+        json!([{"role":"system","content":"sys"},{"role":"user","content":second}])
     );
 }
 

@@ -1,5 +1,5 @@
-//! History trimming never separates an assistant message from its tool results, keeps system
-//! messages and the last user message, fits the budget whenever those and the newest group do, and
+//! History trimming never separates an assistant message from its tool results, keeps the system
+//! messages the history opens with and the last user message, fits the budget whenever those and the newest group do, and
 //! leaves a history that opens (after its system messages) with a user message.
 
 use arkagent::state::{approx_tokens, check_pairing, trim_history};
@@ -43,8 +43,8 @@ proptest! {
         prop_assert!(check_pairing(&h, &[]).is_ok());
         let t = trim_history(&h, budget, approx_tokens);
         prop_assert!(check_pairing(&t.messages, &[]).is_ok(), "{:?}", check_pairing(&t.messages, &[]));
-        let sys = |m: &[ChatMessage]| m.iter().filter(|m| matches!(m, ChatMessage::System { .. })).count();
-        prop_assert_eq!(sys(&t.messages), sys(&h));
+        let leading = |m: &[ChatMessage]| m.iter().take_while(|m| matches!(m, ChatMessage::System { .. })).count();
+        prop_assert_eq!(&t.messages[..leading(&t.messages)], &h[..leading(&h)]);
         prop_assert_eq!(t.messages.len() + t.dropped, h.len());
         prop_assert_eq!(t.cost, t.messages.iter().map(approx_tokens).sum::<usize>());
         // The last user message (the question of the current turn) is always kept.
@@ -52,7 +52,7 @@ proptest! {
         prop_assert_eq!(last_user(&t.messages), last_user(&h));
         // Once something was dropped, no answer or tool round is left before the first question.
         if t.dropped > 0 && last_user(&h).is_some() {
-            let first = t.messages.iter().find(|m| !matches!(m, ChatMessage::System { .. }));
+            let first = t.messages.get(leading(&t.messages));
             prop_assert!(matches!(first, Some(ChatMessage::User { .. })), "{:?}", t.messages);
         }
         // What is kept of the rest is a suffix of it (oldest dropped first).
@@ -60,14 +60,15 @@ proptest! {
             let q = m.iter().rposition(|m| matches!(m, ChatMessage::User { .. }));
             m.iter()
                 .enumerate()
-                .filter(|(i, m)| !matches!(m, ChatMessage::System { .. }) && Some(*i) != q)
+                .skip(leading(m))
+                .filter(|(i, _)| Some(*i) != q)
                 .map(|(_, m)| m.clone())
                 .collect()
         };
         let (all, kept) = (rest(&h), rest(&t.messages));
         prop_assert_eq!(&all[all.len() - kept.len()..], &kept[..]);
         if t.over_budget {
-            // Only the system messages, the question and the newest group remain.
+            // Only the leading system messages, the question and the newest group remain.
             prop_assert!(t.cost > budget);
             let groups = kept.iter().filter(|m| !matches!(m, ChatMessage::Tool { .. })).count();
             prop_assert!(groups <= 1, "{groups} groups kept over budget");

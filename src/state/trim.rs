@@ -1,9 +1,11 @@
 //! History trimming for the context window: drop the oldest messages until the history fits a
-//! budget, never separating an assistant message from its tool results, and never dropping a system
-//! message or the last user message (the question the current turn is answering: in a long tool
-//! loop the oldest messages are the turn's own, and without its question the model loses the task).
-//! A trimmed history opens, after its system messages, with a user message: an answer whose
-//! question was dropped goes with it.
+//! budget, never separating an assistant message from its tool results, and never dropping the
+//! system messages the history opens with (the app's prompt) or the last user message (the
+//! question the current turn is answering: in a long tool loop the oldest messages are the turn's
+//! own, and without its question the model loses the task). A system message later in the history
+//! (a reminder an after-hook injected) is dropped, oldest first, as any other message: kept, one
+//! injected per batch would grow every request without bound. A trimmed history opens, after its
+//! system messages, with a user message: an answer whose question was dropped goes with it.
 
 use crate::message::ChatMessage;
 
@@ -16,7 +18,7 @@ pub struct TrimmedHistory {
     pub dropped: usize,
     /// The cost of the kept messages.
     pub cost: usize,
-    /// True when even the system messages, the last user message and the newest group exceed the
+    /// True when even the leading system messages, the last user message and the newest group exceed the
     /// budget (they are kept anyway: a request needs its question and its newest round).
     pub over_budget: bool,
 }
@@ -40,8 +42,8 @@ pub fn approx_tokens(message: &ChatMessage) -> usize {
 /// Drops the oldest messages of `messages` until the total `cost` fits `budget`.
 ///
 /// Messages are dropped oldest first, by groups: an assistant message together with the tool
-/// messages right after it, or one other message. System messages and the last user message are
-/// never dropped, and the newest group is always kept (see [`TrimmedHistory::over_budget`]). When
+/// messages right after it, or one other message. The system messages the history opens with and
+/// the last user message are never dropped (a later system message is a group of its own), and the newest group is always kept (see [`TrimmedHistory::over_budget`]). When
 /// anything was dropped, the groups then left before the first kept user message are dropped too,
 /// so that the history sent opens with a question, not an answer to one it no longer shows. Pure;
 /// pass [`approx_tokens`] as `cost` when no tokenizer is at hand. [`trim_history_keeping`] keeps
@@ -71,12 +73,13 @@ pub fn trim_history_keeping<F: Fn(&ChatMessage) -> usize>(
     let turn_question =
         question.and_then(|n| messages.iter().enumerate().filter(|(_, m)| is_user(m)).nth(n).map(|(i, _)| i));
     let pinned = |i: usize| Some(i) == last_user || Some(i) == turn_question;
-    // Group boundaries: [start, end) of each group, oldest first; system messages are no group.
+    // Group boundaries: [start, end) of each group, oldest first; the system messages the history
+    // opens with are no group (a later one is: an injected reminder).
     let mut groups: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < messages.len() {
         match &messages[i] {
-            ChatMessage::System { .. } => i += 1,
+            ChatMessage::System { .. } if groups.is_empty() => i += 1,
             ChatMessage::Assistant { .. } => {
                 let mut j = i + 1;
                 while matches!(messages.get(j), Some(ChatMessage::Tool { .. })) {
@@ -157,6 +160,26 @@ mod tests {
                 is_error: false,
             },
         ]
+    }
+
+    #[test]
+    fn a_system_message_after_the_opening_ones_is_dropped_as_any_other() {
+        // The prompt stays; reminders injected after each batch go oldest first, so a long
+        // session's requests do not grow by one reminder per batch.
+        let mut h = vec![ChatMessage::system("prompt"), ChatMessage::user("u1")];
+        h.extend(call_group("c1"));
+        h.push(ChatMessage::system("reminder 1"));
+        h.push(ChatMessage::user("u2"));
+        h.extend(call_group("c2"));
+        h.push(ChatMessage::system("reminder 2"));
+        // 9 messages of cost 1, a budget of 4: oldest first go u1, c1 (2) and reminder 1 (5 left),
+        // u2 is the question, then c2 (2): 3 left. Reminder 2 is the newest group.
+        let t = trim_history(&h, 4, |_| 1);
+        assert_eq!(
+            t.messages,
+            [ChatMessage::system("prompt"), ChatMessage::user("u2"), ChatMessage::system("reminder 2")]
+        );
+        assert_eq!(t.dropped, 6);
     }
 
     #[test]
@@ -298,21 +321,20 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_round_left_at_the_head_goes_and_system_messages_stay() {
+    fn a_tool_round_left_at_the_head_goes_and_the_opening_system_message_stays() {
         let mut h = vec![ChatMessage::system("sys"), ChatMessage::user("u1")];
         h.extend(call_group("c1"));
         h.push(ChatMessage::system("reminder"));
         h.push(ChatMessage::assistant_text("a"));
         h.push(ChatMessage::user("u2"));
         h.extend(call_group("c2"));
-        // 9 messages of cost 1; dropping u1 fits 8, but the c1 round and the answer after it would
-        // open what is left: they go too, the reminder (a system message) stays.
+        // 9 messages of cost 1; dropping u1 fits 8, but the c1 round, the reminder and the answer
+        // after them would open what is left: they go too, the opening system message stays.
         let t = trim_history_keeping(&h, 8, |_| 1, Some(1));
-        let mut expected =
-            vec![ChatMessage::system("sys"), ChatMessage::system("reminder"), ChatMessage::user("u2")];
+        let mut expected = vec![ChatMessage::system("sys"), ChatMessage::user("u2")];
         expected.extend(call_group("c2"));
         assert_eq!(t.messages, expected);
-        assert_eq!((t.dropped, t.cost, t.over_budget), (4, 5, false));
+        assert_eq!((t.dropped, t.cost, t.over_budget), (5, 4, false));
         // Over budget alike.
         assert_eq!(trim_history_keeping(&h, 0, |_| 1, Some(1)).messages, expected);
         // Without user messages there is no question to open with: only the budget drops.
