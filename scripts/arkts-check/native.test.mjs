@@ -133,7 +133,7 @@ test('the ArkTS ToolRegistry over the real one: services, ArkAgentError codes, c
   const parent = new B.ToolRegistry();
   assert.equal(parent.registerService(new Orders()), true);
   parent.register(new B.ToolDefinition('cancel_order', 'Cancels', schema, B.ToolRiskLevel.dangerous), new Cancel());
-  parent.register(new B.ToolDefinition('delegate_task', 'Delegates', '{"type":"object"}'), new Cancel());
+  parent.register(new B.ToolDefinition('purge_orders', 'Purges', '{"type":"object"}'), new Cancel());
   const call = (id) => new B.ToolCall('c1', 'cancel_order', JSON.stringify({ order_id: id }));
   const ok = await parent.execute(call('5'), undefined, 's1', 'b1', new B.JsonObject().setString('user', 'u1'));
   assert.deepEqual(JSON.parse(ok.toModelText()), { cancelled: '5', schema: 2, user: 'u1' });
@@ -144,15 +144,37 @@ test('the ArkTS ToolRegistry over the real one: services, ArkAgentError codes, c
   });
   await assert.rejects(parent.execute(call('crash')), (e) => B.agentErrorOf(e).code === 'tool_execution_failed'
     && /database offline/.test(e.message));
-  // A worker registry without delegate_task; the copied tool keeps its registry's services.
+  // A worker registry without purge_orders; the copied tool keeps its registry's services.
   const worker = new B.ToolRegistry();
-  parent.copyIntoExcluding(worker, ['delegate_task']);
+  parent.copyIntoExcluding(worker, ['purge_orders']);
   assert.deepEqual(worker.names(), ['cancel_order']);
   assert.deepEqual(worker.definitions().map((d) => [d.name, d.riskLevel]), [['cancel_order', 'dangerous']]);
   await assert.rejects(worker.execute(call('7')), (e) => B.agentErrorOf(e).code === 'order_locked');
-  await assert.rejects(worker.execute(new B.ToolCall('c2', 'delegate_task', '{}')), (e) => B.agentErrorOf(e).code === 'tool_not_found');
+  await assert.rejects(worker.execute(new B.ToolCall('c2', 'purge_orders', '{}')), (e) => B.agentErrorOf(e).code === 'tool_not_found');
   assert.throws(() => parent.copyInto(worker), (e) => B.agentErrorOf(e).code === 'tool_name_duplicate');
   assert.deepEqual(worker.names(), ['cancel_order'], 'a clash leaves the target unchanged');
+});
+
+test('the ArkTS ToolRegistry refuses delegate_task with tool_name_reserved, as the Agent does, so no copy carries one', () => {
+  class NoopExecutor {
+    async execute() { return B.ToolResult.text('mine'); }
+  }
+  const registry = new B.ToolRegistry();
+  const e = throwsWithCode(assert,
+    () => registry.register(new B.ToolDefinition('delegate_task', 'mine', '{"type":"object"}'), new NoopExecutor()),
+    'tool_name_reserved', 'config');
+  assert.match(e.message, /delegate_task is reserved for delegation to sub-agents/);
+  assert.deepEqual(registry.names(), []);
+  // The Agent's own refusal, delegation off, is the same error.
+  const agent = new B.Agent(B.AgentConfig.scripted('[]'));
+  const agentError = throwsWithCode(assert,
+    () => agent.registerTool(new B.ToolDefinition('delegate_task', 'mine', '{"type":"object"}'), new NoopExecutor()),
+    'tool_name_reserved', 'config');
+  assert.equal(e.message, agentError.message);
+  // Nothing to copy: a registry given to copyInto never holds one.
+  const target = new B.ToolRegistry();
+  registry.copyInto(target);
+  assert.deepEqual(target.names(), []);
 });
 
 test('through the real ArkTS Agent: services reach the tools, a domain error keeps its code, the batch has its model message',

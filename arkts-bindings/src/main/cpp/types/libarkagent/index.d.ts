@@ -189,8 +189,9 @@ export declare class CancellationHandle {
 export declare class ToolRegistry {
   constructor(options?: ToolRegistryOptions);
   /**
-   * Throws tool_name_empty, tool_name_invalid, tool_name_duplicate, schema_* or config_invalid.
-   * The schema goes to the model as definition.parametersJson was written, keys in their order
+   * Throws tool_name_empty, tool_name_invalid, tool_name_duplicate, schema_* or config_invalid;
+   * tool_name_reserved for delegate_task, the delegation's own tool, as Agent.registerTool refuses
+   * it (so no registry holds one for copyInto to carry). The schema goes to the model as definition.parametersJson was written, keys in their order
    * (see ToolDefinitionObject.parametersJson).
    */
   register(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
