@@ -687,7 +687,7 @@ export declare class Agent {
    * without control characters; a value of at most 65536 bytes of compact JSON and 64 levels;
    * 262144 bytes for the whole metadata.
    * Rejects with metadata_key_invalid, json_invalid (also for an object with a key twice, as in
-   * tool arguments) / json_too_deep / json_too_large (the value),
+   * tool arguments) / json_too_deep / json_too_large (the value; the message names the key),
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
    * session (this Agent or another process; nothing is written: set it again once the run is over),
    * or invalid_state on a sub-agent's worker session whose parent session still names it (set it on
