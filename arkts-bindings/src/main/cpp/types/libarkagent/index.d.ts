@@ -528,7 +528,8 @@ export interface AgentHookObject {
  * arguments_json), one the method does not read (injectJson from beforeToolCall, argumentsJson or
  * name from afterToolCall) or a rewrite its action does not read (argumentsJson or name but with
  * proceed; resultJson but with beforeToolCall deny or afterToolCall proceed) fails the hook
- * (hook_failed, naming the key) rather than being skipped: a rewrite that is not applied must not
+ * (hook_failed, naming the key, and for a key it does not have the one it is nearest to:
+ * did you mean argumentsJson?) rather than being skipped: a rewrite that is not applied must not
  * pass for one. A key whose value is undefined is absent; reason is ignored where unused.
  */
 export interface HookDecisionObject {
