@@ -403,6 +403,45 @@ test('AssistantMessage: the Rust assistant ChatMessage both ways; bad shapes are
   assert.throws(bad({ role: 'assistant', tool_calls: [{ id: 'c1', name: 'x' }] }), (e) => e.code === 'tool_call_invalid');
 });
 
+test('a pending batch\'s calls plan decodes as typed BatchCalls: run, answer with its result, confirm with its item', () => {
+  const call = (id, name) => ({ id, name, arguments: '{}' });
+  const wire = {
+    batch_id: 'b1', run_id: 'r1', created_at_ms: 1,
+    assistant_message: { role: 'assistant', tool_calls: [call('c1', 'read'), call('c2', 'wipe'), call('c3', 'send')] },
+    items: [{ approval_id: 'ap2', tool_call: call('c2', 'wipe'), arguments_hash: 'h', risk_level: 'dangerous',
+      reason: 'Dangerous tool', created_at_ms: 1 }],
+    calls: [
+      { call: call('c1', 'read'), plan: 'run' },
+      { call: call('c2', 'wipe'), plan: 'confirm', approval_id: 'ap2' },
+      { call: call('c3', 'send'), plan: 'answer', result: { contents: [{ type: 'text', text: 'denied by policy: no' }],
+        is_error: true, stop: false, metadata: { error_code: 'tool_denied' } } },
+    ],
+  };
+  const batch = M.PendingApprovalBatch.fromJsonString(JSON.stringify(wire));
+  assert.ok(batch.calls.every((c) => c instanceof M.BatchCall));
+  assert.deepEqual(batch.calls.map((c) => [c.toolCall.id, c.plan, c.approvalId]),
+    [['c1', M.BatchCallPlan.run, undefined], ['c2', M.BatchCallPlan.confirm, 'ap2'], ['c3', M.BatchCallPlan.answer, undefined]]);
+  const answered = batch.calls[2].result;
+  assert.ok(answered instanceof M.ToolResult);
+  assert.equal(answered.isError, true);
+  assert.equal(answered.toModelText(), 'denied by policy: no');
+  assert.equal(answered.metadata.getString('error_code'), 'tool_denied');
+  assert.equal(batch.calls[0].result, undefined);
+  // A batch persisted before the plan was kept has none: its calls are the model message's.
+  const { calls: _plan, ...older } = wire;
+  assert.deepEqual(M.PendingApprovalBatch.fromJsonString(JSON.stringify(older)).calls, []);
+  const refused = (calls, code) => assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, calls })),
+    (e) => e.code === code, JSON.stringify(calls));
+  refused({}, 'approval_invalid');
+  refused(['c1'], 'approval_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'maybe' }], 'approval_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'confirm' }], 'approval_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'answer' }], 'approval_invalid');
+  refused([{ plan: 'run' }], 'approval_invalid');
+  refused([{ call: { id: 'c1' }, plan: 'run' }], 'tool_call_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'answer', result: { is_error: true } }], 'tool_result_invalid');
+});
+
 test('a pending batch in the Rust serde shape decodes; approval answers write their shape', () => {
   const wire = {
     batch_id: 'b1', run_id: 'r1', created_at_ms: 1700000000000,

@@ -215,6 +215,38 @@ test('through the real ArkTS Agent: services reach the tools, a domain error kee
     assert.equal(reloaded.modelMessage.toJson().toJsonString(), message.toJson().toJsonString());
   });
 
+test('through the real ArkTS Agent: the batch\'s calls plan, as the module froze it (run, answer, confirm)', async () => {
+  const script = JSON.stringify([
+    { tool_calls: [
+      { id: 'c1', name: 'query_order', arguments: '{"order_id":"20261010"}' },
+      { id: 'c2', name: 'clear_baking_cache', arguments: '{"confirm":"yes"}' },
+      { id: 'c3', name: 'query_stock', arguments: '{"sku":"A"}' },
+    ] },
+    { content: 'done' },
+  ]);
+  const { agent } = demoAgent(tempDir('arkagent-plan-state-'), script);
+  class NoStock {
+    decide(call, definition) {
+      if (call.name === 'query_stock') return B.ApprovalPolicyResult.deny('stock is private');
+      return new B.DefaultToolApprovalPolicy().decide(call, definition);
+    }
+  }
+  agent.setApprovalPolicy(new NoStock());
+  const outcome = await agent.run('plan-1', 'go');
+  assert.equal(outcome.status, 'awaiting_approval');
+  for (const batch of [outcome.batch, await agent.pendingApproval('plan-1')]) {
+    assert.deepEqual(batch.calls.map((c) => [c.toolCall.id, c.toolCall.name, c.plan]),
+      [['c1', 'query_order', 'run'], ['c2', 'clear_baking_cache', 'confirm'], ['c3', 'query_stock', 'answer']]);
+    assert.ok(batch.calls.every((c) => c instanceof B.BatchCall));
+    assert.equal(batch.calls[1].approvalId, batch.items[0].approvalId);
+    assert.equal(batch.calls[0].result, undefined);
+    const denied = batch.calls[2].result;
+    assert.ok(denied instanceof B.ToolResult);
+    assert.equal(denied.isError, true);
+    assert.match(denied.toModelText(), /denied by policy: stock is private/);
+  }
+});
+
 test('through the real ArkTS Agent: setMetadata reaches ToolContext.state.metadata of the next run, durably', async () => {
   const stateDir = tempDir('arkagent-metadata-state-');
   const script = JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'whoami', arguments: '{}' }] }, { content: 'done' }]);
