@@ -177,6 +177,39 @@ test('numbers are JS doubles: an integer beyond 2^53 is rounded as JSON.parse ro
   assert.equal(big.toJsonString(), '{"id":12345678901234567000}');
 });
 
+test('keepNumberText and numberLiteral keep a number as written: the double to read, the text to write', () => {
+  const text = '{"big":12345678901234567890,"one":1.0,"e":1.50e2,"neg":-0,"xs":[9007199254740993,0.10]}';
+  const kept = M.JsonObject.fromJsonString(text, false, true);
+  assert.equal(kept.toJsonString(), text);
+  assert.equal(kept.getNumber('big'), JSON.parse('12345678901234567890'));
+  assert.equal(kept.getNumber('e'), 150);
+  assert.equal(kept.get('one').asNumberText(), '1.0');
+  assert.equal(M.JsonValue.fromJsonString(`[${text}]`, false, true).toJsonString(), `[${text}]`);
+  // Compared as doubles, whatever the text.
+  assert.ok(kept.equals(M.JsonObject.fromJsonString(text)));
+  assert.equal(M.JsonValue.number(1).asNumberText(), '1');
+  assert.equal(M.JsonValue.string('1').asNumberText(), undefined);
+  // Built by the app: an exact big integer in a schema built as a JsonObject.
+  const schema = new M.JsonObject().setString('type', 'object')
+    .setObject('properties', new M.JsonObject().setObject('id', new M.JsonObject().set('const', M.JsonValue.numberLiteral('12345678901234567890'))));
+  assert.equal(new M.ToolDefinition('t', 'd', schema).parametersJson(),
+    '{"type":"object","properties":{"id":{"const":12345678901234567890}}}');
+  for (const bad of ['', '+1', '01', '1.', '.5', ' 1', '1 ', 'NaN', '0x10', '1e', '"1"']) {
+    assert.throws(() => M.JsonValue.numberLiteral(bad), (e) => e.code === 'json_invalid', bad);
+  }
+  assert.throws(() => M.JsonValue.numberLiteral('1e400'), (e) => e.code === 'json_number_invalid');
+  // ToolDefinition.fromJsonString (and fromJson of such an object) registers the numbers as written.
+  const wire = `{"name":"t","description":"d","parameters":{"type":"object","properties":{"n":{"maximum":9007199254740993,"minimum":1.0}}}}`;
+  assert.equal(M.ToolDefinition.fromJsonString(wire).parametersJson(),
+    '{"type":"object","properties":{"n":{"maximum":9007199254740993,"minimum":1.0}}}');
+  assert.equal(M.ToolDefinition.fromJson(M.JsonObject.fromJsonString(wire)).parametersJson(),
+    '{"type":"object","properties":{"n":{"maximum":9007199254740992,"minimum":1}}}', 'parsed as doubles, written as doubles');
+  // A schema given as text: its wire form (toJson) keeps the numbers too.
+  const given = new M.ToolDefinition('t', 'd', '{"type":"object","properties":{"n":{"maximum":9007199254740993}}}');
+  assert.equal(given.toJson().getObject('parameters').toJsonString(), given.parametersJson());
+  assert.equal(M.ToolDefinition.fromJson(given.toJson()).parametersJson(), given.parametersJson());
+});
+
 test('invalid JSON is refused with json_invalid and the offset of the problem', () => {
   const cases = [
     ['', 0], ['{', 1], ['{"a":1,}', 7], ['[1,]', 3], ['01', 1], ['1.', 2], ['.5', 0], ['+1', 0], ['-', 1],

@@ -644,3 +644,33 @@ test('a ToolDefinition given schema text registers that text: a repeated key ref
   assert.match(nativeRegistry.definitionsJson(),
     /"parameters":\{"type":"object","properties":\{"id":\{"const":12345678901234567890\},"b":\{"maximum":1\.50e2\}\}\}/);
 });
+
+test('definitions() read back from the module keep a schema\'s numbers as written: registered again, the same schema', async () => {
+  // ToolDefinition.fromJson read the numbers as doubles: 9007199254740993 came back as ...992 and
+  // 1.0 as 1, so a definition read back and registered again named another value.
+  const text = '{"type":"object","properties":{"id":{"const":9007199254740993},"n":{"maximum":1.0,"minimum":-0}}}';
+  const run = async () => B.ToolResult.text('ran');
+  const agent = new B.Agent(B.AgentConfig.scripted('[]'));
+  agent.registerTool(new B.ToolDefinition('t', 'd', text), { execute: run });
+  const [readBack] = agent.definitions();
+  assert.equal(readBack.parametersJson(), text);
+  assert.equal(readBack.parameters.getObject('properties').getObject('id').get('const').asNumber(), 9007199254740992);
+  const copy = new B.ToolRegistry();
+  copy.register(readBack, { execute: run });
+  assert.equal(copy.definitions()[0].parametersJson(), text);
+  assert.equal((await copy.execute(new B.ToolCall('i', 't', '{"id":9007199254740993}'))).toModelText(), 'ran');
+  await assert.rejects(copy.execute(new B.ToolCall('i', 't', '{"id":9007199254740992}')),
+    (e) => B.agentErrorOf(e).code === 'tool_argument_const');
+  // The wire form too, and what a policy is handed.
+  assert.equal(readBack.toJson().getObject('parameters').toJsonString(), text);
+  const seen = [];
+  const policyAgent = new B.Agent(B.AgentConfig.scripted(JSON.stringify([
+    { tool_calls: [{ id: 'c1', name: 't', arguments: '{"id":9007199254740993}' }] }, { content: 'done' }])));
+  policyAgent.registerTool(new B.ToolDefinition('t', 'd', text), { execute: run });
+  policyAgent.setApprovalPolicy({ decide: (call, definition) => {
+    seen.push(definition.parametersJson());
+    return B.ApprovalPolicyResult.allow();
+  } });
+  assert.equal((await policyAgent.run('s', 'go')).status, 'completed');
+  assert.deepEqual(seen, [text]);
+});
