@@ -177,6 +177,39 @@ test('numbers are JS doubles: an integer beyond 2^53 is rounded as JSON.parse ro
   assert.equal(big.toJsonString(), '{"id":12345678901234567000}');
 });
 
+test('keepNumberText and numberLiteral keep a number as written: the double to read, the text to write', () => {
+  const text = '{"big":12345678901234567890,"one":1.0,"e":1.50e2,"neg":-0,"xs":[9007199254740993,0.10]}';
+  const kept = M.JsonObject.fromJsonString(text, false, true);
+  assert.equal(kept.toJsonString(), text);
+  assert.equal(kept.getNumber('big'), JSON.parse('12345678901234567890'));
+  assert.equal(kept.getNumber('e'), 150);
+  assert.equal(kept.get('one').asNumberText(), '1.0');
+  assert.equal(M.JsonValue.fromJsonString(`[${text}]`, false, true).toJsonString(), `[${text}]`);
+  // Compared as doubles, whatever the text.
+  assert.ok(kept.equals(M.JsonObject.fromJsonString(text)));
+  assert.equal(M.JsonValue.number(1).asNumberText(), '1');
+  assert.equal(M.JsonValue.string('1').asNumberText(), undefined);
+  // Built by the app: an exact big integer in a schema built as a JsonObject.
+  const schema = new M.JsonObject().setString('type', 'object')
+    .setObject('properties', new M.JsonObject().setObject('id', new M.JsonObject().set('const', M.JsonValue.numberLiteral('12345678901234567890'))));
+  assert.equal(new M.ToolDefinition('t', 'd', schema).parametersJson(),
+    '{"type":"object","properties":{"id":{"const":12345678901234567890}}}');
+  for (const bad of ['', '+1', '01', '1.', '.5', ' 1', '1 ', 'NaN', '0x10', '1e', '"1"']) {
+    assert.throws(() => M.JsonValue.numberLiteral(bad), (e) => e.code === 'json_invalid', bad);
+  }
+  assert.throws(() => M.JsonValue.numberLiteral('1e400'), (e) => e.code === 'json_number_invalid');
+  // ToolDefinition.fromJsonString (and fromJson of such an object) registers the numbers as written.
+  const wire = `{"name":"t","description":"d","parameters":{"type":"object","properties":{"n":{"maximum":9007199254740993,"minimum":1.0}}}}`;
+  assert.equal(M.ToolDefinition.fromJsonString(wire).parametersJson(),
+    '{"type":"object","properties":{"n":{"maximum":9007199254740993,"minimum":1.0}}}');
+  assert.equal(M.ToolDefinition.fromJson(M.JsonObject.fromJsonString(wire)).parametersJson(),
+    '{"type":"object","properties":{"n":{"maximum":9007199254740992,"minimum":1}}}', 'parsed as doubles, written as doubles');
+  // A schema given as text: its wire form (toJson) keeps the numbers too.
+  const given = new M.ToolDefinition('t', 'd', '{"type":"object","properties":{"n":{"maximum":9007199254740993}}}');
+  assert.equal(given.toJson().getObject('parameters').toJsonString(), given.parametersJson());
+  assert.equal(M.ToolDefinition.fromJson(given.toJson()).parametersJson(), given.parametersJson());
+});
+
 test('invalid JSON is refused with json_invalid and the offset of the problem', () => {
   const cases = [
     ['', 0], ['{', 1], ['{"a":1,}', 7], ['[1,]', 3], ['01', 1], ['1.', 2], ['.5', 0], ['+1', 0], ['-', 1],
@@ -401,6 +434,45 @@ test('AssistantMessage: the Rust assistant ChatMessage both ways; bad shapes are
   assert.throws(bad({ role: 'assistant', tool_calls: {} }), (e) => e.code === 'message_invalid');
   assert.throws(bad({ role: 'assistant', tool_calls: ['c1'] }), (e) => e.code === 'message_invalid');
   assert.throws(bad({ role: 'assistant', tool_calls: [{ id: 'c1', name: 'x' }] }), (e) => e.code === 'tool_call_invalid');
+});
+
+test('a pending batch\'s calls plan decodes as typed BatchCalls: run, answer with its result, confirm with its item', () => {
+  const call = (id, name) => ({ id, name, arguments: '{}' });
+  const wire = {
+    batch_id: 'b1', run_id: 'r1', created_at_ms: 1,
+    assistant_message: { role: 'assistant', tool_calls: [call('c1', 'read'), call('c2', 'wipe'), call('c3', 'send')] },
+    items: [{ approval_id: 'ap2', tool_call: call('c2', 'wipe'), arguments_hash: 'h', risk_level: 'dangerous',
+      reason: 'Dangerous tool', created_at_ms: 1 }],
+    calls: [
+      { call: call('c1', 'read'), plan: 'run' },
+      { call: call('c2', 'wipe'), plan: 'confirm', approval_id: 'ap2' },
+      { call: call('c3', 'send'), plan: 'answer', result: { contents: [{ type: 'text', text: 'denied by policy: no' }],
+        is_error: true, stop: false, metadata: { error_code: 'tool_denied' } } },
+    ],
+  };
+  const batch = M.PendingApprovalBatch.fromJsonString(JSON.stringify(wire));
+  assert.ok(batch.calls.every((c) => c instanceof M.BatchCall));
+  assert.deepEqual(batch.calls.map((c) => [c.toolCall.id, c.plan, c.approvalId]),
+    [['c1', M.BatchCallPlan.run, undefined], ['c2', M.BatchCallPlan.confirm, 'ap2'], ['c3', M.BatchCallPlan.answer, undefined]]);
+  const answered = batch.calls[2].result;
+  assert.ok(answered instanceof M.ToolResult);
+  assert.equal(answered.isError, true);
+  assert.equal(answered.toModelText(), 'denied by policy: no');
+  assert.equal(answered.metadata.getString('error_code'), 'tool_denied');
+  assert.equal(batch.calls[0].result, undefined);
+  // A batch persisted before the plan was kept has none: its calls are the model message's.
+  const { calls: _plan, ...older } = wire;
+  assert.deepEqual(M.PendingApprovalBatch.fromJsonString(JSON.stringify(older)).calls, []);
+  const refused = (calls, code) => assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, calls })),
+    (e) => e.code === code, JSON.stringify(calls));
+  refused({}, 'approval_invalid');
+  refused(['c1'], 'approval_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'maybe' }], 'approval_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'confirm' }], 'approval_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'answer' }], 'approval_invalid');
+  refused([{ plan: 'run' }], 'approval_invalid');
+  refused([{ call: { id: 'c1' }, plan: 'run' }], 'tool_call_invalid');
+  refused([{ call: call('c1', 'read'), plan: 'answer', result: { is_error: true } }], 'tool_result_invalid');
 });
 
 test('a pending batch in the Rust serde shape decodes; approval answers write their shape', () => {

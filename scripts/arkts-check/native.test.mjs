@@ -133,7 +133,7 @@ test('the ArkTS ToolRegistry over the real one: services, ArkAgentError codes, c
   const parent = new B.ToolRegistry();
   assert.equal(parent.registerService(new Orders()), true);
   parent.register(new B.ToolDefinition('cancel_order', 'Cancels', schema, B.ToolRiskLevel.dangerous), new Cancel());
-  parent.register(new B.ToolDefinition('delegate_task', 'Delegates', '{"type":"object"}'), new Cancel());
+  parent.register(new B.ToolDefinition('purge_orders', 'Purges', '{"type":"object"}'), new Cancel());
   const call = (id) => new B.ToolCall('c1', 'cancel_order', JSON.stringify({ order_id: id }));
   const ok = await parent.execute(call('5'), undefined, 's1', 'b1', new B.JsonObject().setString('user', 'u1'));
   assert.deepEqual(JSON.parse(ok.toModelText()), { cancelled: '5', schema: 2, user: 'u1' });
@@ -144,15 +144,37 @@ test('the ArkTS ToolRegistry over the real one: services, ArkAgentError codes, c
   });
   await assert.rejects(parent.execute(call('crash')), (e) => B.agentErrorOf(e).code === 'tool_execution_failed'
     && /database offline/.test(e.message));
-  // A worker registry without delegate_task; the copied tool keeps its registry's services.
+  // A worker registry without purge_orders; the copied tool keeps its registry's services.
   const worker = new B.ToolRegistry();
-  parent.copyIntoExcluding(worker, ['delegate_task']);
+  parent.copyIntoExcluding(worker, ['purge_orders']);
   assert.deepEqual(worker.names(), ['cancel_order']);
   assert.deepEqual(worker.definitions().map((d) => [d.name, d.riskLevel]), [['cancel_order', 'dangerous']]);
   await assert.rejects(worker.execute(call('7')), (e) => B.agentErrorOf(e).code === 'order_locked');
-  await assert.rejects(worker.execute(new B.ToolCall('c2', 'delegate_task', '{}')), (e) => B.agentErrorOf(e).code === 'tool_not_found');
+  await assert.rejects(worker.execute(new B.ToolCall('c2', 'purge_orders', '{}')), (e) => B.agentErrorOf(e).code === 'tool_not_found');
   assert.throws(() => parent.copyInto(worker), (e) => B.agentErrorOf(e).code === 'tool_name_duplicate');
   assert.deepEqual(worker.names(), ['cancel_order'], 'a clash leaves the target unchanged');
+});
+
+test('the ArkTS ToolRegistry refuses delegate_task with tool_name_reserved, as the Agent does, so no copy carries one', () => {
+  class NoopExecutor {
+    async execute() { return B.ToolResult.text('mine'); }
+  }
+  const registry = new B.ToolRegistry();
+  const e = throwsWithCode(assert,
+    () => registry.register(new B.ToolDefinition('delegate_task', 'mine', '{"type":"object"}'), new NoopExecutor()),
+    'tool_name_reserved', 'config');
+  assert.match(e.message, /delegate_task is reserved for delegation to sub-agents/);
+  assert.deepEqual(registry.names(), []);
+  // The Agent's own refusal, delegation off, is the same error.
+  const agent = new B.Agent(B.AgentConfig.scripted('[]'));
+  const agentError = throwsWithCode(assert,
+    () => agent.registerTool(new B.ToolDefinition('delegate_task', 'mine', '{"type":"object"}'), new NoopExecutor()),
+    'tool_name_reserved', 'config');
+  assert.equal(e.message, agentError.message);
+  // Nothing to copy: a registry given to copyInto never holds one.
+  const target = new B.ToolRegistry();
+  registry.copyInto(target);
+  assert.deepEqual(target.names(), []);
 });
 
 test('through the real ArkTS Agent: services reach the tools, a domain error keeps its code, the batch has its model message',
@@ -192,6 +214,38 @@ test('through the real ArkTS Agent: services reach the tools, a domain error kee
     const reloaded = await agent.pendingApproval('svc-1');
     assert.equal(reloaded.modelMessage.toJson().toJsonString(), message.toJson().toJsonString());
   });
+
+test('through the real ArkTS Agent: the batch\'s calls plan, as the module froze it (run, answer, confirm)', async () => {
+  const script = JSON.stringify([
+    { tool_calls: [
+      { id: 'c1', name: 'query_order', arguments: '{"order_id":"20261010"}' },
+      { id: 'c2', name: 'clear_baking_cache', arguments: '{"confirm":"yes"}' },
+      { id: 'c3', name: 'query_stock', arguments: '{"sku":"A"}' },
+    ] },
+    { content: 'done' },
+  ]);
+  const { agent } = demoAgent(tempDir('arkagent-plan-state-'), script);
+  class NoStock {
+    decide(call, definition) {
+      if (call.name === 'query_stock') return B.ApprovalPolicyResult.deny('stock is private');
+      return new B.DefaultToolApprovalPolicy().decide(call, definition);
+    }
+  }
+  agent.setApprovalPolicy(new NoStock());
+  const outcome = await agent.run('plan-1', 'go');
+  assert.equal(outcome.status, 'awaiting_approval');
+  for (const batch of [outcome.batch, await agent.pendingApproval('plan-1')]) {
+    assert.deepEqual(batch.calls.map((c) => [c.toolCall.id, c.toolCall.name, c.plan]),
+      [['c1', 'query_order', 'run'], ['c2', 'clear_baking_cache', 'confirm'], ['c3', 'query_stock', 'answer']]);
+    assert.ok(batch.calls.every((c) => c instanceof B.BatchCall));
+    assert.equal(batch.calls[1].approvalId, batch.items[0].approvalId);
+    assert.equal(batch.calls[0].result, undefined);
+    const denied = batch.calls[2].result;
+    assert.ok(denied instanceof B.ToolResult);
+    assert.equal(denied.isError, true);
+    assert.match(denied.toModelText(), /denied by policy: stock is private/);
+  }
+});
 
 test('through the real ArkTS Agent: setMetadata reaches ToolContext.state.metadata of the next run, durably', async () => {
   const stateDir = tempDir('arkagent-metadata-state-');
@@ -589,4 +643,34 @@ test('a ToolDefinition given schema text registers that text: a repeated key ref
   nativeRegistry.register(B.toolDefinitionObject(new B.ToolDefinition('t', 'd', big)), () => ({ contents: [] }));
   assert.match(nativeRegistry.definitionsJson(),
     /"parameters":\{"type":"object","properties":\{"id":\{"const":12345678901234567890\},"b":\{"maximum":1\.50e2\}\}\}/);
+});
+
+test('definitions() read back from the module keep a schema\'s numbers as written: registered again, the same schema', async () => {
+  // ToolDefinition.fromJson read the numbers as doubles: 9007199254740993 came back as ...992 and
+  // 1.0 as 1, so a definition read back and registered again named another value.
+  const text = '{"type":"object","properties":{"id":{"const":9007199254740993},"n":{"maximum":1.0,"minimum":-0}}}';
+  const run = async () => B.ToolResult.text('ran');
+  const agent = new B.Agent(B.AgentConfig.scripted('[]'));
+  agent.registerTool(new B.ToolDefinition('t', 'd', text), { execute: run });
+  const [readBack] = agent.definitions();
+  assert.equal(readBack.parametersJson(), text);
+  assert.equal(readBack.parameters.getObject('properties').getObject('id').get('const').asNumber(), 9007199254740992);
+  const copy = new B.ToolRegistry();
+  copy.register(readBack, { execute: run });
+  assert.equal(copy.definitions()[0].parametersJson(), text);
+  assert.equal((await copy.execute(new B.ToolCall('i', 't', '{"id":9007199254740993}'))).toModelText(), 'ran');
+  await assert.rejects(copy.execute(new B.ToolCall('i', 't', '{"id":9007199254740992}')),
+    (e) => B.agentErrorOf(e).code === 'tool_argument_const');
+  // The wire form too, and what a policy is handed.
+  assert.equal(readBack.toJson().getObject('parameters').toJsonString(), text);
+  const seen = [];
+  const policyAgent = new B.Agent(B.AgentConfig.scripted(JSON.stringify([
+    { tool_calls: [{ id: 'c1', name: 't', arguments: '{"id":9007199254740993}' }] }, { content: 'done' }])));
+  policyAgent.registerTool(new B.ToolDefinition('t', 'd', text), { execute: run });
+  policyAgent.setApprovalPolicy({ decide: (call, definition) => {
+    seen.push(definition.parametersJson());
+    return B.ApprovalPolicyResult.allow();
+  } });
+  assert.equal((await policyAgent.run('s', 'go')).status, 'completed');
+  assert.deepEqual(seen, [text]);
 });

@@ -438,8 +438,9 @@ impl AgentBuilder {
 
 /// `delegate_task` is the delegation's tool: an app's tool of that name would have its calls
 /// taken for delegations (a worker session recorded for each, never run). `delegates`: the agent
-/// enabled delegation, so the name is taken already.
-fn reserved_tool_name(delegates: bool) -> AgentError {
+/// enabled delegation, so the name is taken already. Also the native `ToolRegistry`'s refusal
+/// (`src/napi/registry.rs`): its tools are an app's, as [`Agent::register_tool`]'s are.
+pub(crate) fn reserved_tool_name(delegates: bool) -> AgentError {
     let how = if delegates {
         "this agent delegates (enable_delegation, the native config's enableDelegation), so it has \
          that tool already"

@@ -13,6 +13,8 @@ mod sessions;
 
 pub use config::{AgentConfig, DEFAULT_MAX_RESULT_BYTES, MAX_ROUNDS_FALLBACK};
 pub use delegate::{delegate_task_definition, WorkerFactory, DELEGATE_TASK};
+#[cfg(feature = "napi")]
+pub(crate) use driver::reserved_tool_name;
 pub use driver::{Agent, AgentBuilder, RunOutcome, TurnReservation};
 pub use events::{AgentEvent, EventLog, EventSink, NoEvents};
 pub use metadata::MetadataTurn;

@@ -558,7 +558,7 @@ impl JsAgent {
     ///
     /// # Errors
     /// Rejects with `json_invalid` (also for a key twice in an object), `json_too_deep`,
-    /// `json_too_large` (the value), `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run, resume, dismissal or
+    /// `json_too_large` (the value; each names the metadata key), `metadata_key_invalid`, `metadata_too_large`, `session_busy` (a run, resume, dismissal or
     /// decision holds the session, or was asked for before and has not finished),
     /// `invalid_state` (a worker session whose parent still names it), `session_id_invalid` or a
     /// persistence error.
@@ -589,7 +589,16 @@ impl JsAgent {
                     // A key twice is refused, as in arguments: which value was meant is
                     // ambiguous, and the app would read back one it may not have meant.
                     let mut value =
-                        crate::json::parse_value_unique(&value_json, &crate::json::JsonLimits::default())?;
+                        crate::json::parse_value_unique(&value_json, &crate::json::JsonLimits::default())
+                            .map_err(|mut e| {
+                                // Named as the core names it in its own refusals of a value.
+                                e.message = format!(
+                                    "the value of metadata key {:?}: {}",
+                                    super::dto::shown_key(&key),
+                                    e.message
+                                );
+                                e
+                            })?;
                     // App text on its way to the state and every executor's context: no API key.
                     super::executor::redact_value(&mut value);
                     let turn = turn.or_else(|busy| {

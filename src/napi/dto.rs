@@ -268,6 +268,7 @@ known_keys! {
     ToolCallObject => "the tool call" ["id", "name", "arguments"];
     ToolResultObject => "a ToolResult" ["contents", "isError", "stop", "metadataJson"];
     ContentPartObject => "a content part" ["type", "text", "json"];
+    HookDecisionObject => "the decision" ["action", "argumentsJson", "name", "resultJson", "reason", "injectJson"];
     AgentConfigObject => "the Agent config" [
         "provider", "baseUrl", "model", "apiKey", "scriptJson", "stateDir", "systemPrompt", "maxRounds",
         "maxParallelTools", "toolTimeoutMs", "streaming", "temperature", "maxTokens", "allowInsecureHttp",

@@ -40,7 +40,8 @@
 
 use super::callback::{call_js, call_unwaited, CallFailure, JsFn, Settled};
 use super::dto::{
-    status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject, HookResultJson, Text,
+    status_name, to_json, ChatRequestView, HookContextView, HookDecisionObject, HookResultJson, KnownKeys,
+    Text,
 };
 use super::executor::{redact_result, redact_text};
 use crate::approval::PendingApprovalBatch;
@@ -230,10 +231,8 @@ impl FromNapiValue for Ignored {
     }
 }
 
-/// The keys a `beforeToolCall` or `afterToolCall` answer may have (the fields of
-/// [`HookDecisionObject`]); [`BEFORE_ONLY`] and [`AFTER_ONLY`] are each one method's.
-const DECISION_KEYS: [&str; 6] = ["action", "argumentsJson", "name", "resultJson", "reason", "injectJson"];
-/// The keys only a `beforeToolCall` answer reads.
+/// The keys only a `beforeToolCall` answer reads, of those any answer may have (the fields of
+/// [`HookDecisionObject`], its [`KnownKeys`]).
 const BEFORE_ONLY: [&str; 2] = ["argumentsJson", "name"];
 /// The key only an `afterToolCall` answer reads.
 const AFTER_ONLY: &str = "injectJson";
@@ -249,11 +248,11 @@ impl FromNapiValue for HookAnswer {
         // SAFETY (all three): on the JS thread, with the env and value of the reply being read.
         let decision = unsafe { HookDecisionObject::from_napi_value(env, value) }?;
         let object = unsafe { Object::from_napi_value(env, value) }?;
-        if let Some(shown) = super::dto::unknown_key(&object, &DECISION_KEYS)? {
-            return Err(napi_ohos::Error::from_reason(format!(
-                "unknown key {shown:?} (a decision has {})",
-                DECISION_KEYS.join(", ")
-            )));
+        if let Some(shown) = super::dto::unknown_key(&object, HookDecisionObject::KEYS)? {
+            // With the known key it is nearest to, as an options object's refusal gives it.
+            return Err(napi_ohos::Error::from_reason(
+                super::dto::unknown_key_refusal::<HookDecisionObject>(&shown),
+            ));
         }
         Ok(HookAnswer(decision))
     }

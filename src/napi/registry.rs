@@ -120,7 +120,8 @@ impl JsToolRegistry {
     ///
     /// # Errors
     /// `tool_name_empty`, `tool_name_invalid`, `tool_name_duplicate`, a `schema_*` error, or
-    /// `config_invalid`.
+    /// `config_invalid`; `tool_name_reserved` for `delegate_task`, the delegation's own tool, as
+    /// the Agent's `registerTool` refuses it (so no registry holds one to copy).
     #[napi]
     pub fn register(
         &self,
@@ -134,6 +135,9 @@ impl JsToolRegistry {
             let tool = super::executor::js_tool(&env, definition, executor, self.default_timeout)?;
             guard(&env, || {
                 let (definition, executor) = tool?;
+                if definition.name == crate::agent::DELEGATE_TASK {
+                    return Err(crate::agent::reserved_tool_name(false));
+                }
                 self.lock().register(definition, executor)
             })
         })
@@ -161,7 +165,7 @@ impl JsToolRegistry {
     }
 
     /// Copies every tool except the named ones into `target` (e.g. a worker's registry without
-    /// `delegate_task`); names that are not registered are ignored.
+    /// the tools it must not have); names that are not registered are ignored.
     ///
     /// # Errors
     /// As [`copy_into`](Self::copy_into).

@@ -133,8 +133,11 @@ test('afterToolCall proceed with a result of unknown or mixed keys: the run ends
 // rewrite (`arguments_json`) let the call run with the model's arguments.
 test('beforeToolCall: a decision with a key it does not have fails the hook (the call is denied, never run as it came)', async () => {
   const answers = [
-    [{ action: 'proceed', arguments_json: '{"amount":1}' }, /unknown key "arguments_json" \(a decision has action, argumentsJson, name, resultJson, reason, injectJson\)/],
-    [{ action: 'proceed', argumentJson: '{"amount":1}' }, /unknown key "argumentJson"/],
+    // A misspelling gets the key it is nearest to, as an options object's does; else the keys.
+    [{ action: 'proceed', arguments_json: '{"amount":1}' }, /unknown key "arguments_json" in the decision \(did you mean argumentsJson\?\)$/],
+    [{ action: 'proceed', argumentJson: '{"amount":1}' }, /unknown key "argumentJson" in the decision \(did you mean argumentsJson\?\)$/],
+    [{ action: 'deny', reson: 'no' }, /unknown key "reson" in the decision \(did you mean reason\?\)$/],
+    [{ action: 'deny', why: 'no' }, /unknown key "why" in the decision \(it has action, argumentsJson, name, resultJson, reason, injectJson\)$/],
     [{ action: 'deny', result: 'no' }, /unknown key "result"/],
     [{ action: 'proceed', ['k'.repeat(100)]: 1 }, new RegExp(`unknown key "${'k'.repeat(64)}"`)],
     [{ action: 'proceed', injectJson: '[]' }, /injectJson belongs to an afterToolCall answer/],
@@ -159,7 +162,7 @@ test('beforeToolCall: a decision with a key it does not have fails the hook (the
 
 test('afterToolCall: a decision with a key it does not read ends the run with hook_failed', async () => {
   const answers = [
-    [{ action: 'proceed', result_json: '{"contents":[]}' }, /unknown key "result_json"/],
+    [{ action: 'proceed', result_json: '{"contents":[]}' }, /unknown key "result_json" in the decision \(did you mean resultJson\?\)$/],
     [{ action: 'proceed', argumentsJson: '{}' }, /argumentsJson belongs to a beforeToolCall answer/],
     [{ action: 'proceed', name: 'transfer' }, /name belongs to a beforeToolCall answer/],
     // A filtered result with stop or abort: the unfiltered one was kept and sent to the model.

@@ -83,6 +83,12 @@ test('bad keys, values and arguments are coded errors, and nothing is written', 
     await rejectsWithCode(assert, agent.setMetadata(session, key, value), code, layer);
   }
   assert.equal(await agent.stateJson('s'), null);
+  // A value's refusal names the key it was for (an app sets several in a row).
+  for (const [value, code] of [['not json', 'json_invalid'], ['{"a":1,"a":2}', 'json_invalid'],
+    ['['.repeat(70) + ']'.repeat(70), 'json_too_deep'], [JSON.stringify('x'.repeat(70 * 1024)), 'json_too_large']]) {
+    const e = await rejectsWithCode(assert, agent.setMetadata('s', 'cartId', value), code, 'decode');
+    assert.match(e.message, /^the value of metadata key "cartId"/, code);
+  }
   // Arguments of the wrong type (an untyped caller): argument_invalid, thrown at once.
   throwsWithCode(assert, () => agent.setMetadata('s', 'userId'), 'argument_invalid', 'config');
   throwsWithCode(assert, () => agent.setMetadata('s', 5, '1'), 'argument_invalid', 'config');

@@ -90,26 +90,41 @@ test('names keep registration order; unregister removes', () => {
   assert.deepEqual(r.names(), ['zeta', 'mid', 'alpha']);
 });
 
-test('copyIntoExcluding: a worker registry without delegate_task; the executors are shared', async () => {
+test('copyIntoExcluding: a worker registry without the tools it must not have; the executors are shared', async () => {
   const parent = new ToolRegistry();
   const runs = [];
-  for (const name of ['read', 'write', 'delegate_task']) {
+  for (const name of ['read', 'write', 'purge']) {
     parent.register({ name, description: name, parametersJson: objectSchema, riskLevel: name === 'write' ? 'dangerous' : 'safe' },
       () => { runs.push(name); return text(`${name} ran`); });
   }
   const worker = new ToolRegistry();
   worker.register({ name: 'own', description: 'own', parametersJson: objectSchema }, noop);
-  parent.copyIntoExcluding(worker, ['delegate_task', 'not_registered']);
+  parent.copyIntoExcluding(worker, ['purge', 'not_registered']);
   // After the target's own tools, in the source's order; definitions copied as they are.
   assert.deepEqual(worker.names(), ['own', 'read', 'write']);
   assert.deepEqual(JSON.parse(worker.definitionsJson()).map((d) => [d.name, d.risk_level]),
     [['own', 'safe'], ['read', 'safe'], ['write', 'dangerous']]);
   assert.equal((await worker.execute({ id: 'c1', name: 'write', arguments: '{}' })).contents[0].text, 'write ran');
-  await rejectsWithCode(assert, worker.execute({ id: 'c2', name: 'delegate_task', arguments: '{}' }), 'tool_not_found', 'tool');
+  await rejectsWithCode(assert, worker.execute({ id: 'c2', name: 'purge', arguments: '{}' }), 'tool_not_found', 'tool');
   assert.deepEqual(runs, ['write'], 'the parent\'s executor ran, once');
   // The two registries are independent from now on.
   assert.equal(worker.unregister('read'), true);
-  assert.deepEqual(parent.names(), ['read', 'write', 'delegate_task']);
+  assert.deepEqual(parent.names(), ['read', 'write', 'purge']);
+});
+
+// The Agent refuses an app's delegate_task (the delegation's name), delegation on or off; a
+// registry took one, which an app could then copy or run as if it were the delegation.
+test('delegate_task is tool_name_reserved here too, as on the Agent: no registry holds one to copy', () => {
+  const r = new ToolRegistry();
+  const e = throwsWithCode(assert, () => r.register({ name: 'delegate_task', description: 'mine', parametersJson: objectSchema }, noop),
+    'tool_name_reserved', 'config');
+  assert.match(e.message, /^the tool name delegate_task is reserved for delegation to sub-agents: /);
+  assert.deepEqual(r.names(), []);
+  // Only that exact name: a tool named like it is the app's.
+  r.register({ name: 'delegate_tasks', description: 'mine', parametersJson: objectSchema }, noop);
+  const target = new ToolRegistry();
+  r.copyInto(target);
+  assert.deepEqual(target.names(), ['delegate_tasks']);
 });
 
 test('copyInto: a name the target has is tool_name_duplicate, and the target is unchanged', async () => {

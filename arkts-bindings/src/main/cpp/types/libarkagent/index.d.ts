@@ -189,8 +189,9 @@ export declare class CancellationHandle {
 export declare class ToolRegistry {
   constructor(options?: ToolRegistryOptions);
   /**
-   * Throws tool_name_empty, tool_name_invalid, tool_name_duplicate, schema_* or config_invalid.
-   * The schema goes to the model as definition.parametersJson was written, keys in their order
+   * Throws tool_name_empty, tool_name_invalid, tool_name_duplicate, schema_* or config_invalid;
+   * tool_name_reserved for delegate_task, the delegation's own tool, as Agent.registerTool refuses
+   * it (so no registry holds one for copyInto to carry). The schema goes to the model as definition.parametersJson was written, keys in their order
    * (see ToolDefinitionObject.parametersJson).
    */
   register(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
@@ -536,7 +537,8 @@ export interface AgentHookObject {
  * arguments_json), one the method does not read (injectJson from beforeToolCall, argumentsJson or
  * name from afterToolCall) or a rewrite its action does not read (argumentsJson or name but with
  * proceed; resultJson but with beforeToolCall deny or afterToolCall proceed) fails the hook
- * (hook_failed, naming the key) rather than being skipped: a rewrite that is not applied must not
+ * (hook_failed, naming the key, and for a key it does not have the one it is nearest to:
+ * did you mean argumentsJson?) rather than being skipped: a rewrite that is not applied must not
  * pass for one. A key whose value is undefined is absent; reason is ignored where unused.
  */
 export interface HookDecisionObject {
@@ -697,7 +699,7 @@ export declare class Agent {
    * without control characters; a value of at most 65536 bytes of compact JSON and 64 levels;
    * 262144 bytes for the whole metadata.
    * Rejects with metadata_key_invalid, json_invalid (also for an object with a key twice, as in
-   * tool arguments) / json_too_deep / json_too_large (the value),
+   * tool arguments) / json_too_deep / json_too_large (the value; the message names the key),
    * metadata_too_large, session_id_invalid, or session_busy while a run, resume or decision holds the
    * session (this Agent or another process; nothing is written: set it again once the run is over),
    * or invalid_state on a sub-agent's worker session whose parent session still names it (set it on
