@@ -44,7 +44,9 @@ proptest! {
         let t = trim_history(&h, budget, approx_tokens);
         prop_assert!(check_pairing(&t.messages, &[]).is_ok(), "{:?}", check_pairing(&t.messages, &[]));
         let leading = |m: &[ChatMessage]| m.iter().take_while(|m| matches!(m, ChatMessage::System { .. })).count();
-        prop_assert_eq!(&t.messages[..leading(&t.messages)], &h[..leading(&h)]);
+        // The system messages the history opens with are kept, and open what is kept.
+        let lead = leading(&h);
+        prop_assert_eq!(&t.messages[..lead], &h[..lead]);
         prop_assert_eq!(t.messages.len() + t.dropped, h.len());
         prop_assert_eq!(t.cost, t.messages.iter().map(approx_tokens).sum::<usize>());
         // The last user message (the question of the current turn) is always kept.
@@ -52,7 +54,7 @@ proptest! {
         prop_assert_eq!(last_user(&t.messages), last_user(&h));
         // Once something was dropped, no answer or tool round is left before the first question.
         if t.dropped > 0 && last_user(&h).is_some() {
-            let first = t.messages.get(leading(&t.messages));
+            let first = t.messages.get(lead);
             prop_assert!(matches!(first, Some(ChatMessage::User { .. })), "{:?}", t.messages);
         }
         // What is kept of the rest is a suffix of it (oldest dropped first).
@@ -60,7 +62,7 @@ proptest! {
             let q = m.iter().rposition(|m| matches!(m, ChatMessage::User { .. }));
             m.iter()
                 .enumerate()
-                .skip(leading(m))
+                .skip(lead)
                 .filter(|(i, _)| Some(*i) != q)
                 .map(|(_, m)| m.clone())
                 .collect()
