@@ -16,7 +16,7 @@ use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookP
 use crate::loop_detect::{
     call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
 };
-use crate::message::{make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
+use crate::message::{call_ids, make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
     approx_tokens, mark_failed_results, repair_pairing, tool_result_message, trim_history_keeping,
@@ -2183,12 +2183,28 @@ impl<'a> Run<'a> {
         let (s, r, _) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
         self.notify(self.hooks.before_model_call(&ctx, &request)).await;
+        // Each result is paired with its call by id, in the whole history (the saved one, not only
+        // what is sent): an id it holds already is taken, as some servers number the calls per
+        // answer (`call_0` every round).
+        let used = call_ids(&messages);
         let cancel = self.cancel.clone();
         let answer = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            r = self.call_model(&request, tools.limits()) => Some(r),
+            r = self.call_model(&request, tools.limits(), &used) => Some(r),
         };
+        // A model (or a ChatModel of the app's) that repeats an id, within one answer or of the
+        // history, or leaves one empty, gets unique ids here, before anything records the answer.
+        let answer = answer.map(|r| {
+            r.map(|mut response| {
+                let renamed = make_call_ids_unique(&mut response.tool_calls, |c| used.contains(c));
+                if renamed > 0 {
+                    log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or used already; made unique");
+                }
+                response
+            })
+        });
+        drop(used);
         drop(request);
         self.state.messages = Arc::try_unwrap(messages).unwrap_or_else(|shared| (*shared).clone());
         let mut response = match answer {
@@ -2199,12 +2215,6 @@ impl<'a> Run<'a> {
             }
             Some(Ok(r)) => r,
         };
-        // Each result is paired with its call by id: a model (or a ChatModel of the app's) that
-        // repeats an id within one answer, or leaves one empty, gets unique ids here.
-        let renamed = make_call_ids_unique(&mut response.tool_calls);
-        if renamed > 0 {
-            log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or repeated; made unique");
-        }
         let refused = refuse_arguments_over_limits(&tools, &mut response.tool_calls);
         self.notify(self.hooks.after_model_response(&ctx, &response)).await;
         self.finish_reason = response.finish_reason.clone();
@@ -2284,14 +2294,16 @@ impl<'a> Run<'a> {
         &self,
         request: &ChatRequest,
         limits: crate::json::JsonLimits,
+        used: &HashSet<&str>,
     ) -> Result<ModelResponse, AgentError> {
         if !self.agent.config.streaming {
             return self.agent.model.complete(request).await;
         }
         let mut stream = self.agent.model.stream(request).await?;
         // The ids the events announce, per stream index: (as the model sent it, unique). The
-        // provider's own stream is unique already; an app's `ChatModel` may repeat or omit ids, and
-        // its events must name the calls as the history and the results will.
+        // provider's own stream is unique within the answer; an id the history holds (`used`) is
+        // taken too, and an app's `ChatModel` may repeat or omit ids: the events must name the
+        // calls as the history and the results will.
         let mut announced: Vec<(usize, String, String)> = Vec::new();
         while let Some(event) = stream.next().await {
             match event? {
@@ -2299,8 +2311,10 @@ impl<'a> Run<'a> {
                 ModelEvent::ReasoningDelta(delta) => self.sink.emit(AgentEvent::ReasoningDelta { delta }),
                 ModelEvent::ToolCallStarted { index, id, name } => {
                     let position = announced.len();
-                    let unique = unique_call_id(&id, position, |c| announced.iter().any(|a| a.2 == c))
-                        .unwrap_or_else(|| id.clone());
+                    let unique = unique_call_id(&id, position, |c| {
+                        used.contains(c) || announced.iter().any(|a| a.2 == c)
+                    })
+                    .unwrap_or_else(|| id.clone());
                     announced.push((index, id, unique.clone()));
                     self.sink.emit(AgentEvent::ToolCallStarted { index, id: unique, name })
                 }

@@ -461,7 +461,9 @@ export interface RunOutcomeObject {
  * a worker's worker>}, between the delegating call's start and its tool_result. A resumed run
  * reports first the results its batch already had, and some of those were reported before: the
  * calls that finished before a sub-agent froze the batch, or before the app was killed. Key a call's
- * result by its call_id (a second tool_result for a call carries the same result). run_finished has
+ * result by its call_id (a second tool_result for a call carries the same result): a call_id is
+ * unique in its session, as the model's ids are renamed (call_0_0, call_0_0_2...) when they repeat
+ * an earlier answer's or one of the same answer. run_finished has
  * "status", "final_text" (null when none), "usage" ({prompt_tokens, completion_tokens, total_tokens}),
  * "finish_reason"? and, for a run that ended with an error (failed, aborted, loop_detected), "error":
  * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
