@@ -465,6 +465,24 @@ fn check_no_own_delegate_task(tools: &ToolSnapshot, delegates: bool) -> Result<(
     Ok(())
 }
 
+/// Refuses a new user message (`what`: a run's input, a worker's task) that is empty or only
+/// whitespace, before anything is written: strict providers refuse a message without text
+/// (DashScope: "Content length must be greater than 0"), and the history would send it with every
+/// later request of the session.
+fn check_input(input: &str, what: &str) -> Result<(), AgentError> {
+    if !input.trim().is_empty() {
+        return Ok(());
+    }
+    let is = if input.is_empty() { "empty" } else { "only whitespace" };
+    Err(AgentError::of(
+        codes::ARGUMENT_INVALID,
+        format!(
+            "{what} is {is}: a user message needs text (providers refuse one without); nothing was \
+             sent or written"
+        ),
+    ))
+}
+
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
@@ -985,8 +1003,10 @@ impl Agent {
     ///
     /// # Errors
     /// `config_invalid` for a bad configuration (before anything is asked, run or written),
-    /// `invalid_state` for a worker session (nothing written), `approval_pending` when the session
-    /// awaits decisions, the store's errors. Model and tool
+    /// `argument_invalid` for an input that is empty or only whitespace (nothing written: a
+    /// provider refuses a user message without text), `invalid_state` for a worker session
+    /// (nothing written), `approval_pending` when the session awaits decisions, the store's
+    /// errors. Model and tool
     /// failures do not come as errors: they end the run with a status (or go back to the model).
     pub async fn run(
         &self,
@@ -997,6 +1017,7 @@ impl Agent {
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
         crate::state::validate_session_id(session_id)?;
+        check_input(input, "the input")?;
         let _held = self.hold(session_id).await?;
         let state = match self.store.load_unrepaired(session_id).await? {
             Some(state) => {
@@ -1054,7 +1075,9 @@ impl Agent {
         let run_id = uuid::Uuid::new_v4().to_string();
         run.record(StateEvent::RunStarted { run_id: run_id.clone(), delegation });
         if run.state.messages.is_empty() {
-            if let Some(system) = &self.config.system_prompt {
+            // An empty or blank system prompt is none: strict providers refuse a message without
+            // text, and it would go with every request of the session.
+            if let Some(system) = self.config.system_prompt.as_ref().filter(|s| !s.trim().is_empty()) {
                 run.record(StateEvent::MessageAppended { message: ChatMessage::system(system.clone()) });
             }
         }
@@ -1417,7 +1440,10 @@ impl Agent {
         crate::state::validate_session_id(session_id)?;
         let _held = self.hold(session_id).await?;
         let delegation = Some(Delegation { parent_session: parent_session.to_string(), depth: self.depth });
+        // A worker that starts a run takes the task as its user message.
+        let task_checked = || check_input(task, "the task of delegate_task");
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
+            task_checked()?;
             let inherited = metadata
                 .iter()
                 .map(|(key, value)| StateEvent::MetadataSet { key: key.clone(), value: value.clone() })
@@ -1437,6 +1463,7 @@ impl Agent {
                 self.resume_loaded(state, sink, cancel, None, false).await
             }
             (RunStatus::Idle, _) => {
+                task_checked()?;
                 let state = self.repair_loaded(state, false).await?;
                 self.start_run(state, Vec::new(), delegation, task, sink, cancel).await
             }
