@@ -1918,6 +1918,35 @@ fn sibling_workers(state: &AgentState, batch: &PendingApprovalBatch) -> Vec<Stri
         .collect()
 }
 
+/// A call a denied or dismissed batch answers `tool_not_run` that could not have run anyway (an
+/// unknown tool, arguments that are no JSON object or fail the schema: the registry's gates,
+/// which are pure) is answered with the gate's error instead, as it would have been had the batch
+/// run: told only that another call was denied, the model would make it again as it was. The
+/// call is checked as the batch would have run it (as its before-hooks left it); nothing runs.
+/// The error is cut to `limit` bytes (`max_result_bytes`) as a gate's error of a call run is.
+fn not_run_or_gate_error(
+    step: BatchStep,
+    batch: &PendingApprovalBatch,
+    tools: &ToolSnapshot,
+    limit: usize,
+) -> BatchStep {
+    let BatchStep::Answer(answered) = step else { return step };
+    let code =
+        answered.result.metadata.as_ref().and_then(|m| m.get("code")).and_then(serde_json::Value::as_str);
+    if code != Some(codes::TOOL_NOT_RUN) {
+        return BatchStep::Answer(answered);
+    }
+    let planned =
+        batch.calls.iter().find(|c| c.call.id == answered.call.id).map_or(&answered.call, |c| &c.call);
+    match tools.prepare(planned) {
+        Err(e) => {
+            let result = within_size(ToolResult::from_error(&e), &planned.name, limit);
+            BatchStep::Answer(AnsweredCall { call: answered.call, result })
+        }
+        Ok(_) => BatchStep::Answer(answered),
+    }
+}
+
 /// The answer of a call a dismissal (`reason`) did not run.
 fn not_run_dismissed(call: &ToolCall, reason: &str) -> BatchStep {
     BatchStep::Answer(AnsweredCall {
@@ -2631,6 +2660,11 @@ impl<'a> Run<'a> {
                 (BatchSettlement::Denied(answers), _) => answers.into_iter().map(BatchStep::Answer).collect(),
             }
         };
+        // A call the batch does not run that could not have run anyway is told why (see
+        // `not_run_or_gate_error`).
+        let limit = self.agent.config.max_result_bytes;
+        let steps: Vec<BatchStep> =
+            steps.into_iter().map(|step| not_run_or_gate_error(step, &batch, &tools, limit)).collect();
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
         // finished call its result; a started one is never run again unless its tool is
         // idempotent (repair leaves exactly those unanswered), else it "may or may not have
