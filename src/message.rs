@@ -2,6 +2,7 @@
 //! live apart, in `provider`, and convert from these.
 
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 
 /// One tool call as the model asked for it. `arguments` is the raw JSON text the model produced:
 /// it is parsed and validated by the registry, never silently replaced.
@@ -28,35 +29,55 @@ impl ToolCall {
 }
 
 /// The id a call gets at `position` of its answer when `taken` says its own is missing or already
-/// used by an earlier call of the same answer: `call_<position>` for a missing id, `<id>_<position>`
-/// for a repeated one, with `_<position>` appended again while the result is taken too. `None`
-/// when the id is fine as it is.
+/// used (by an earlier call of the same answer, or of the session's history): `call_<position>`
+/// for a missing id, `<id>_<position>` for a repeated one, and `_2`, `_3`... appended to that while
+/// it is taken too (so an id a model repeats every round grows by a counter, not by a suffix per
+/// round). `None` when the id is fine as it is.
 pub fn unique_call_id(id: &str, position: usize, taken: impl Fn(&str) -> bool) -> Option<String> {
     if !id.is_empty() && !taken(id) {
         return None;
     }
-    let mut unique = if id.is_empty() { format!("call_{position}") } else { format!("{id}_{position}") };
-    while taken(&unique) {
-        unique = format!("{unique}_{position}");
+    let base = if id.is_empty() { format!("call_{position}") } else { format!("{id}_{position}") };
+    if !taken(&base) {
+        return Some(base);
     }
-    Some(unique)
+    let mut n = 2usize;
+    loop {
+        let unique = format!("{base}_{n}");
+        if !taken(&unique) {
+            return Some(unique);
+        }
+        n += 1;
+    }
 }
 
 /// Makes the call ids of one model answer unique and non-empty, in place (see [`unique_call_id`]):
 /// every result is paired with its call by id, so two calls with one id would get one result
 /// between them. Providers that omit ids, or repeat one within an answer (some local servers and
-/// gateways), are the reason. Returns how many ids changed.
-pub fn make_call_ids_unique(calls: &mut [ToolCall]) -> usize {
+/// gateways), are the reason; `used` names the ids taken already (the history's, see
+/// [`call_ids`]: some servers number the calls per answer, `call_0` every round), which no call
+/// of the answer may take either. Returns how many ids changed.
+pub fn make_call_ids_unique(calls: &mut [ToolCall], used: impl Fn(&str) -> bool) -> usize {
     let mut changed = 0;
     for i in 0..calls.len() {
         let (earlier, rest) = calls.split_at_mut(i);
         let call = &mut rest[0];
-        if let Some(id) = unique_call_id(&call.id, i, |c| earlier.iter().any(|e| e.id == c)) {
+        if let Some(id) = unique_call_id(&call.id, i, |c| used(c) || earlier.iter().any(|e| e.id == c)) {
             call.id = id;
             changed += 1;
         }
     }
     changed
+}
+
+/// The call ids `messages` hold: of the assistant messages' calls and of the tool results.
+pub fn call_ids(messages: &[ChatMessage]) -> HashSet<&str> {
+    let mut ids = HashSet::new();
+    for message in messages {
+        ids.extend(message.tool_calls().iter().map(|c| c.id.as_str()));
+        ids.extend(message.tool_call_id());
+    }
+    ids
 }
 
 /// One message of the conversation.
@@ -208,15 +229,64 @@ mod tests {
             .iter()
             .map(|id| ToolCall::new(*id, "t", "{}"))
             .collect();
-        assert_eq!(make_call_ids_unique(&mut calls), 5);
+        assert_eq!(make_call_ids_unique(&mut calls, |_| false), 5);
         assert_eq!(ids(&calls), ["a", "b", "a_2", "call_3", "call_3_4", "a_2_5", "a_6"]);
         let mut seen = std::collections::HashSet::new();
         assert!(calls.iter().all(|c| seen.insert(c.id.clone())));
         // Unique ids are left alone, and the pass is idempotent.
-        assert_eq!(make_call_ids_unique(&mut calls), 0);
+        assert_eq!(make_call_ids_unique(&mut calls, |_| false), 0);
         let mut fine = vec![ToolCall::new("x", "t", "{}"), ToolCall::new("y", "t", "{}")];
-        assert_eq!(make_call_ids_unique(&mut fine), 0);
+        assert_eq!(make_call_ids_unique(&mut fine, |_| false), 0);
         assert_eq!(ids(&fine), ["x", "y"]);
+    }
+
+    fn result(call_id: &str) -> ChatMessage {
+        ChatMessage::Tool {
+            tool_call_id: call_id.into(),
+            name: "t".into(),
+            content: "ok".into(),
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn call_ids_the_history_holds_are_taken_and_a_repeat_grows_by_a_counter() {
+        // A server numbering its calls per answer sends `call_0` every round.
+        let mut history = vec![ChatMessage::user("q")];
+        let mut given = Vec::new();
+        for round in 0..5 {
+            let mut calls = vec![ToolCall::new("call_0", "t", "{}"), ToolCall::new("call_1", "t", "{}")];
+            let used = call_ids(&history);
+            let renamed = make_call_ids_unique(&mut calls, |c| used.contains(c));
+            assert_eq!(renamed, if round == 0 { 0 } else { 2 });
+            given.push(ids(&calls).join(" "));
+            let results: Vec<ChatMessage> = calls.iter().map(|c| result(&c.id)).collect();
+            history.push(ChatMessage::Assistant {
+                content: None,
+                reasoning_content: None,
+                tool_calls: calls,
+            });
+            history.extend(results);
+        }
+        assert_eq!(
+            given,
+            [
+                "call_0 call_1",
+                "call_0_0 call_1_1",
+                "call_0_0_2 call_1_1_2",
+                "call_0_0_3 call_1_1_3",
+                "call_0_0_4 call_1_1_4"
+            ]
+        );
+        let all: Vec<&str> = history.iter().flat_map(|m| m.tool_calls()).map(|c| c.id.as_str()).collect();
+        assert_eq!(all.len(), 10);
+        assert_eq!(call_ids(&history).len(), 10, "each id once: {all:?}");
+        // A tool result's id counts too (a history saved with an orphan result).
+        let orphan = [result("x")];
+        let mut calls = vec![ToolCall::new("x", "t", "{}")];
+        let used = call_ids(&orphan);
+        assert_eq!(make_call_ids_unique(&mut calls, |c| used.contains(c)), 1);
+        assert_eq!(ids(&calls), ["x_0"]);
     }
 
     #[test]

@@ -20,7 +20,8 @@ pub struct AgentConfig {
     pub max_rounds: u32,
     /// The answer recorded at the round limit.
     pub max_rounds_fallback: String,
-    /// A system message put first in a new session.
+    /// A system message put first in a new session. Empty or only whitespace, it is none (not
+    /// sent: strict providers refuse a message without text).
     pub system_prompt: Option<String>,
     /// Stream the model's answer (events per delta) instead of one request/response.
     pub streaming: bool,

@@ -16,7 +16,7 @@ use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookP
 use crate::loop_detect::{
     call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
 };
-use crate::message::{make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
+use crate::message::{call_ids, make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
     approx_tokens, mark_failed_results, repair_pairing, tool_result_message, trim_history_keeping,
@@ -464,6 +464,24 @@ fn check_no_own_delegate_task(tools: &ToolSnapshot, delegates: bool) -> Result<(
         return Err(reserved_tool_name(false));
     }
     Ok(())
+}
+
+/// Refuses a new user message (`what`: a run's input, a worker's task) that is empty or only
+/// whitespace, before anything is written: strict providers refuse a message without text
+/// (DashScope: "Content length must be greater than 0"), and the history would send it with every
+/// later request of the session.
+fn check_input(input: &str, what: &str) -> Result<(), AgentError> {
+    if !input.trim().is_empty() {
+        return Ok(());
+    }
+    let is = if input.is_empty() { "empty" } else { "only whitespace" };
+    Err(AgentError::of(
+        codes::ARGUMENT_INVALID,
+        format!(
+            "{what} is {is}: a user message needs text (providers refuse one without); nothing was \
+             sent or written"
+        ),
+    ))
 }
 
 fn now_ms() -> u64 {
@@ -986,8 +1004,10 @@ impl Agent {
     ///
     /// # Errors
     /// `config_invalid` for a bad configuration (before anything is asked, run or written),
-    /// `invalid_state` for a worker session (nothing written), `approval_pending` when the session
-    /// awaits decisions, the store's errors. Model and tool
+    /// `argument_invalid` for an input that is empty or only whitespace (nothing written: a
+    /// provider refuses a user message without text), `invalid_state` for a worker session
+    /// (nothing written), `approval_pending` when the session awaits decisions, the store's
+    /// errors. Model and tool
     /// failures do not come as errors: they end the run with a status (or go back to the model).
     pub async fn run(
         &self,
@@ -998,6 +1018,7 @@ impl Agent {
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
         crate::state::validate_session_id(session_id)?;
+        check_input(input, "the input")?;
         let _held = self.hold(session_id).await?;
         let state = match self.store.load_unrepaired(session_id).await? {
             Some(state) => {
@@ -1055,7 +1076,9 @@ impl Agent {
         let run_id = uuid::Uuid::new_v4().to_string();
         run.record(StateEvent::RunStarted { run_id: run_id.clone(), delegation });
         if run.state.messages.is_empty() {
-            if let Some(system) = &self.config.system_prompt {
+            // An empty or blank system prompt is none: strict providers refuse a message without
+            // text, and it would go with every request of the session.
+            if let Some(system) = self.config.system_prompt.as_ref().filter(|s| !s.trim().is_empty()) {
                 run.record(StateEvent::MessageAppended { message: ChatMessage::system(system.clone()) });
             }
         }
@@ -1418,7 +1441,10 @@ impl Agent {
         crate::state::validate_session_id(session_id)?;
         let _held = self.hold(session_id).await?;
         let delegation = Some(Delegation { parent_session: parent_session.to_string(), depth: self.depth });
+        // A worker that starts a run takes the task as its user message.
+        let task_checked = || check_input(task, "the task of delegate_task");
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else {
+            task_checked()?;
             let inherited = metadata
                 .iter()
                 .map(|(key, value)| StateEvent::MetadataSet { key: key.clone(), value: value.clone() })
@@ -1438,6 +1464,7 @@ impl Agent {
                 self.resume_loaded(state, sink, cancel, None, false).await
             }
             (RunStatus::Idle, _) => {
+                task_checked()?;
                 let state = self.repair_loaded(state, false).await?;
                 self.start_run(state, Vec::new(), delegation, task, sink, cancel).await
             }
@@ -1892,6 +1919,35 @@ fn sibling_workers(state: &AgentState, batch: &PendingApprovalBatch) -> Vec<Stri
         .collect()
 }
 
+/// A call a denied or dismissed batch answers `tool_not_run` that could not have run anyway (an
+/// unknown tool, arguments that are no JSON object or fail the schema: the registry's gates,
+/// which are pure) is answered with the gate's error instead, as it would have been had the batch
+/// run: told only that another call was denied, the model would make it again as it was. The
+/// call is checked as the batch would have run it (as its before-hooks left it); nothing runs.
+/// The error is cut to `limit` bytes (`max_result_bytes`) as a gate's error of a call run is.
+fn not_run_or_gate_error(
+    step: BatchStep,
+    batch: &PendingApprovalBatch,
+    tools: &ToolSnapshot,
+    limit: usize,
+) -> BatchStep {
+    let BatchStep::Answer(answered) = step else { return step };
+    let code =
+        answered.result.metadata.as_ref().and_then(|m| m.get("code")).and_then(serde_json::Value::as_str);
+    if code != Some(codes::TOOL_NOT_RUN) {
+        return BatchStep::Answer(answered);
+    }
+    let planned =
+        batch.calls.iter().find(|c| c.call.id == answered.call.id).map_or(&answered.call, |c| &c.call);
+    match tools.prepare(planned) {
+        Err(e) => {
+            let result = within_size(ToolResult::from_error(&e), &planned.name, limit);
+            BatchStep::Answer(AnsweredCall { call: answered.call, result })
+        }
+        Ok(_) => BatchStep::Answer(answered),
+    }
+}
+
 /// The answer of a call a dismissal (`reason`) did not run.
 fn not_run_dismissed(call: &ToolCall, reason: &str) -> BatchStep {
     BatchStep::Answer(AnsweredCall {
@@ -2179,12 +2235,28 @@ impl<'a> Run<'a> {
         let (s, r, _) = self.ids();
         let ctx = HookContext { session_id: &s, run_id: &r, round, signal: &self.cancel };
         self.notify(self.hooks.before_model_call(&ctx, &request)).await;
+        // Each result is paired with its call by id, in the whole history (the saved one, not only
+        // what is sent): an id it holds already is taken, as some servers number the calls per
+        // answer (`call_0` every round).
+        let used = call_ids(&messages);
         let cancel = self.cancel.clone();
         let answer = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
-            r = self.call_model(&request, tools.limits()) => Some(r),
+            r = self.call_model(&request, tools.limits(), &used) => Some(r),
         };
+        // A model (or a ChatModel of the app's) that repeats an id, within one answer or of the
+        // history, or leaves one empty, gets unique ids here, before anything records the answer.
+        let answer = answer.map(|r| {
+            r.map(|mut response| {
+                let renamed = make_call_ids_unique(&mut response.tool_calls, |c| used.contains(c));
+                if renamed > 0 {
+                    log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or used already; made unique");
+                }
+                response
+            })
+        });
+        drop(used);
         drop(request);
         self.state.messages = Arc::try_unwrap(messages).unwrap_or_else(|shared| (*shared).clone());
         let mut response = match answer {
@@ -2192,12 +2264,6 @@ impl<'a> Run<'a> {
             Some(Err(e)) => return self.finish(RunStatus::Failed, None, Some(e)).await.map(Flow::Done),
             Some(Ok(r)) => r,
         };
-        // Each result is paired with its call by id: a model (or a ChatModel of the app's) that
-        // repeats an id within one answer, or leaves one empty, gets unique ids here.
-        let renamed = make_call_ids_unique(&mut response.tool_calls);
-        if renamed > 0 {
-            log::warn!("arkagent: {renamed} tool call id(s) of the model's answer were missing or repeated; made unique");
-        }
         let refused = refuse_arguments_over_limits(&tools, &mut response.tool_calls);
         self.notify(self.hooks.after_model_response(&ctx, &response)).await;
         self.finish_reason = response.finish_reason.clone();
@@ -2277,14 +2343,16 @@ impl<'a> Run<'a> {
         &self,
         request: &ChatRequest,
         limits: crate::json::JsonLimits,
+        used: &HashSet<&str>,
     ) -> Result<ModelResponse, AgentError> {
         if !self.agent.config.streaming {
             return self.agent.model.complete(request).await;
         }
         let mut stream = self.agent.model.stream(request).await?;
         // The ids the events announce, per stream index: (as the model sent it, unique). The
-        // provider's own stream is unique already; an app's `ChatModel` may repeat or omit ids, and
-        // its events must name the calls as the history and the results will.
+        // provider's own stream is unique within the answer; an id the history holds (`used`) is
+        // taken too, and an app's `ChatModel` may repeat or omit ids: the events must name the
+        // calls as the history and the results will.
         let mut announced: Vec<(usize, String, String)> = Vec::new();
         while let Some(event) = stream.next().await {
             match event? {
@@ -2292,8 +2360,10 @@ impl<'a> Run<'a> {
                 ModelEvent::ReasoningDelta(delta) => self.sink.emit(AgentEvent::ReasoningDelta { delta }),
                 ModelEvent::ToolCallStarted { index, id, name } => {
                     let position = announced.len();
-                    let unique = unique_call_id(&id, position, |c| announced.iter().any(|a| a.2 == c))
-                        .unwrap_or_else(|| id.clone());
+                    let unique = unique_call_id(&id, position, |c| {
+                        used.contains(c) || announced.iter().any(|a| a.2 == c)
+                    })
+                    .unwrap_or_else(|| id.clone());
                     announced.push((index, id, unique.clone()));
                     self.sink.emit(AgentEvent::ToolCallStarted { index, id: unique, name })
                 }
@@ -2583,6 +2653,11 @@ impl<'a> Run<'a> {
                 (BatchSettlement::Denied(answers), _) => answers.into_iter().map(BatchStep::Answer).collect(),
             }
         };
+        // A call the batch does not run that could not have run anyway is told why (see
+        // `not_run_or_gate_error`).
+        let limit = self.agent.config.max_result_bytes;
+        let steps: Vec<BatchStep> =
+            steps.into_iter().map(|step| not_run_or_gate_error(step, &batch, &tools, limit)).collect();
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
         // finished call its result; a started one is never run again unless its tool is
         // idempotent (repair leaves exactly those unanswered), else it "may or may not have

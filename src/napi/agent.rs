@@ -412,7 +412,8 @@ impl JsAgent {
     ///
     /// # Errors
     /// Rejects with `approval_pending`, `invalid_state` (a worker session: its parent would never
-    /// read the answer; nothing was written), `session_id_invalid` or a persistence error.
+    /// read the answer; nothing was written), `argument_invalid` (an input that is empty or only
+    /// whitespace; nothing was written), `session_id_invalid` or a persistence error.
     #[napi]
     pub fn run<'env>(
         &self,

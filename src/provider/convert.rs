@@ -492,7 +492,7 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
             response.tool_calls.push(ToolCall::new(id, name, normalise_arguments(arguments)));
         }
         // A missing id becomes `call_<n>`, a repeated one `<id>_<n>`: each result needs its own id.
-        make_call_ids_unique(&mut response.tool_calls);
+        make_call_ids_unique(&mut response.tool_calls, |_| false);
     }
     Ok(response)
 }

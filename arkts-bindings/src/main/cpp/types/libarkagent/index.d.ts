@@ -272,7 +272,7 @@ export interface AgentConfigObject {
    * threads; a run waiting on the app (its policy, hooks or tools) holds none.
    */
   stateDir?: string;
-  /** A system message put first in a new session. */
+  /** A system message put first in a new session; empty or only whitespace: none (not sent). */
   systemPrompt?: string;
   /** Model rounds per run before the fixed fallback answer (default 10). */
   maxRounds?: number;
@@ -466,7 +466,9 @@ export interface RunOutcomeObject {
  * a worker's worker>}, between the delegating call's start and its tool_result. A resumed run
  * reports first the results its batch already had, and some of those were reported before: the
  * calls that finished before a sub-agent froze the batch, or before the app was killed. Key a call's
- * result by its call_id (a second tool_result for a call carries the same result). run_finished has
+ * result by its call_id (a second tool_result for a call carries the same result): a call_id is
+ * unique in its session, as the model's ids are renamed (call_0_0, call_0_0_2...) when they repeat
+ * an earlier answer's or one of the same answer. run_finished has
  * "status", "final_text" (null when none), "usage" ({prompt_tokens, completion_tokens, total_tokens}),
  * "finish_reason"? and, for a run that ended with an error (failed, aborted, loop_detected), "error":
  * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
@@ -630,7 +632,9 @@ export declare class Agent {
   /**
    * Runs on a new user message. Rejects only for approval_pending, invalid_state (a sub-agent's
    * worker session, listed in its parent's state workers: it takes no new message, its parent would
-   * never read the answer; nothing was written), session_id_invalid, config_invalid (toolChoice names
+   * never read the answer; nothing was written), argument_invalid (an input that is empty or only
+   * whitespace: providers refuse a user message without text; nothing was sent or written),
+   * session_id_invalid, config_invalid (toolChoice names
    * a tool the agent does not have, while it has others) and persistence errors, among them
    * session_busy: another Agent object or process is writing this session (run, resume, decision);
    * nothing was done. Calls on one session through one Agent wait for each other, and hold it in the
