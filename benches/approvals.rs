@@ -7,6 +7,8 @@
 //! cached, instead of decoding the whole batch again), its ratio to the figure at N = 100, and
 //! `approve_all` of the whole batch (one commit) against deciding its items one by one. Medians of
 //! a few rounds, each on a fresh session; the machine's other jobs make single figures noisy.
+//! Run by `cargo test --all-targets` (no `--bench` argument), it decides N = 100 once, as a check
+//! that it works.
 
 use arkagent::agent::{Agent, AgentBuilder, EventLog, RunOutcome};
 use arkagent::message::ToolCall;
@@ -59,14 +61,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let measured = std::env::args().any(|a| a == "--bench");
+    let (sizes, rounds) = if measured { (&SIZES[..], ROUNDS) } else { (&SIZES[..1], 1) };
     println!();
-    println!("Deciding a frozen batch of N items on a FileStore ({ROUNDS} rounds, medians)");
+    println!("Deciding a frozen batch of N items on a FileStore ({rounds} rounds, medians)");
     println!("| N | one by one, total ms | per decision ms | per decision / at N=100 | approve_all ms | one by one / approve_all |");
     println!("|---|---|---|---|---|---|");
     let mut base = None;
-    for n in SIZES {
+    for &n in sizes {
         let (mut each, mut all) = (Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             let (_dir, agent, ids) = frozen(&rt, n);
             let start = Instant::now();
             rt.block_on(async {
