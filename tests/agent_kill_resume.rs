@@ -1,6 +1,6 @@
 //! The seed's acceptance scene across processes: confirm -> kill the process -> reload -> approve,
-//! and again -> deny. A child process (this test binary, re-invoked with ARKAGENT_SCENE_CHILD)
-//! runs the agent on a file store until the dangerous call freezes its batch, reports the approval
+//! and again -> deny, and both again deciding with `approve_all` / `deny_all`. A child process
+//! (this test binary, re-invoked with ARKAGENT_SCENE_CHILD) runs the agent on a file store until the dangerous call freezes its batch, reports the approval
 //! id, and is killed with SIGKILL. The parent then decides in a fresh agent over the same directory
 //! and resumes. The dangerous tool records each execution in a file, so "ran once" and "never ran"
 //! are checked across the processes.
@@ -108,7 +108,8 @@ fn confirm_then_kill(dir: &Path, delegated: bool) -> String {
     approval_id
 }
 
-fn scene(approve: bool, delegated: bool) {
+/// `all`: the fresh process decides with `approve_all` / `deny_all` instead of `approve` / `deny`.
+fn scene(approve: bool, delegated: bool, all: bool) {
     let dir = tempfile::tempdir().unwrap();
     let approval_id = confirm_then_kill(dir.path(), delegated);
     assert_eq!(executions(dir.path()), 0, "nothing ran before the decision");
@@ -126,11 +127,13 @@ fn scene(approve: bool, delegated: bool) {
         assert_eq!(batch.items[0].approval_id, approval_id);
         assert_eq!(batch.items[0].tool_call.name, "clear_baking_cache");
         assert_eq!(batch.worker_session.is_some(), delegated);
-        if approve {
-            agent.approve("scene", &approval_id).await.unwrap();
-        } else {
-            agent.deny("scene", &approval_id, "不要清空").await.unwrap();
-        }
+        let decided = match (approve, all) {
+            (true, false) => agent.approve("scene", &approval_id).await.unwrap(),
+            (false, false) => agent.deny("scene", &approval_id, "不要清空").await.unwrap(),
+            (true, true) => agent.approve_all("scene").await.unwrap(),
+            (false, true) => agent.deny_all("scene", "不要清空").await.unwrap(),
+        };
+        assert!(decided.is_fully_decided());
         let out = agent.resume("scene", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
         assert_eq!(out.status(), RunStatus::Completed);
         let state = agent.state("scene").await.unwrap().unwrap();
@@ -159,13 +162,17 @@ fn main() {
         return;
     }
     let mut passed = 0;
-    for (name, approve, delegated) in [
-        ("confirm_kill_reload_approve", true, false),
-        ("confirm_kill_reload_deny", false, false),
-        ("worker_confirm_kill_reload_approve", true, true),
-        ("worker_confirm_kill_reload_deny", false, true),
+    for (name, approve, delegated, all) in [
+        ("confirm_kill_reload_approve", true, false, false),
+        ("confirm_kill_reload_deny", false, false, false),
+        ("worker_confirm_kill_reload_approve", true, true, false),
+        ("worker_confirm_kill_reload_deny", false, true, false),
+        ("confirm_kill_reload_approve_all", true, false, true),
+        ("confirm_kill_reload_deny_all", false, false, true),
+        ("worker_confirm_kill_reload_approve_all", true, true, true),
+        ("worker_confirm_kill_reload_deny_all", false, true, true),
     ] {
-        scene(approve, delegated);
+        scene(approve, delegated, all);
         println!("test {name} ... ok");
         passed += 1;
     }

@@ -650,6 +650,14 @@ test('approvals, the pending batch, the state and deletion are decoded from the 
   native.answers.deny = JSON.stringify(decided);
   assert.equal((await agent.deny('s1', 'ap-1', 'too risky')).items[0].denyReason, 'too risky');
   assert.deepEqual(native.calls.at(-1), ['deny', 's1', 'ap-1', 'too risky']);
+  native.answers.denyAll = JSON.stringify(decided);
+  assert.equal((await agent.denyAll('s1', 'too risky')).items[0].denyReason, 'too risky');
+  assert.deepEqual(native.calls.at(-1), ['denyAll', 's1', 'too risky']);
+  decided.items[0].decision = 'approved';
+  delete decided.items[0].deny_reason;
+  native.answers.approveAll = JSON.stringify(decided);
+  assert.equal((await agent.approveAll('s1')).pendingItems().length, 0);
+  assert.deepEqual(native.calls.at(-1), ['approveAll', 's1']);
   await agent.decide('s1', M.ApprovalAnswer.deny('ap-1'));
   assert.deepEqual(native.calls.at(-1), ['deny', 's1', 'ap-1', 'denied by the user']);
   await agent.decide('s1', M.ApprovalAnswer.approve('ap-1'));

@@ -1586,6 +1586,33 @@ impl Agent {
         self.decide_here(session_id, approval_id, &UserDecision::Deny(reason.to_string())).await
     }
 
+    /// Approves every item of the session's frozen batch still pending, with the outcome of
+    /// approving each in turn with [`approve`](Self::approve), and returns the batch as it does.
+    /// The items of this session's own calls are recorded in one durable commit (all of them or
+    /// none, whatever a crash cuts short); items held in a worker's batch (a mirror's) are
+    /// decided one by one, each first in its worker, as `approve` decides them. A batch with no
+    /// item pending is returned as it stands, nothing written. On a worker session the decisions
+    /// then reach the batch of its parent that mirrors it, as `approve`'s do.
+    ///
+    /// # Errors
+    /// As [`approve`](Self::approve) (an item that cannot be decided stops the items after it
+    /// that are held in a worker's batch, and the commit of the others).
+    pub async fn approve_all(&self, session_id: &str) -> Result<PendingApprovalBatch, AgentError> {
+        self.decide_all_here(session_id, &UserDecision::Approve).await
+    }
+
+    /// Denies every item of the session's frozen batch still pending with `reason`, as
+    /// [`approve_all`](Self::approve_all) approves them (the outcome of denying each in turn with
+    /// [`deny`](Self::deny)). Nothing runs: the next [`resume`](Self::resume) answers the batch
+    /// and asks the model again ([`dismiss`](Self::dismiss) also ends the run).
+    ///
+    /// # Errors
+    /// As [`deny`](Self::deny).
+    pub async fn deny_all(&self, session_id: &str, reason: &str) -> Result<PendingApprovalBatch, AgentError> {
+        self.check_reason(reason)?;
+        self.decide_all_here(session_id, &UserDecision::Deny(reason.to_string())).await
+    }
+
     /// A denial's reason goes to the model as the call's result (`denied by user: <reason>`)
     /// and with every later request of the session: like a tool's result, it may take at most
     /// `max_result_bytes`. A longer one is refused before anything is written.
@@ -1621,6 +1648,51 @@ impl Agent {
         let _rising = parent.is_some().then(|| self.rising(vec![approval_id.to_string()], decision));
         drop(held);
         self.decide_above(session_id, parent, approval_id, decision).await;
+        Ok(batch)
+    }
+
+    /// [`decide_here`](Self::decide_here) of every item still pending in the session's batch:
+    /// those held in a worker's batch one by one (`decide_held` decides each in its worker
+    /// first), the others in one commit.
+    async fn decide_all_here(
+        &self,
+        session_id: &str,
+        decision: &UserDecision,
+    ) -> Result<PendingApprovalBatch, AgentError> {
+        self.check_exists(session_id).await?;
+        let held = self.hold(session_id).await?;
+        let no_batch = || AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending");
+        let mut state = self.load_existing(session_id).await?;
+        let batch = state.pending_approval.as_ref().ok_or_else(no_batch)?;
+        let pending: Vec<String> = batch.pending_items().map(|i| i.approval_id.clone()).collect();
+        let (below, here): (Vec<&String>, Vec<&String>) =
+            pending.iter().partition(|id| batch.item_worker(id).is_some());
+        if !below.is_empty() {
+            for approval_id in below {
+                self.decide_held(session_id, approval_id, decision, false).await?;
+            }
+            state = self.load_existing(session_id).await?;
+        }
+        let batch = state.pending_approval.as_mut().ok_or_else(no_batch)?;
+        let now = now_ms();
+        let mut events = Vec::with_capacity(here.len());
+        for approval_id in here {
+            let item = batch.decide(approval_id, decision.clone(), now)?;
+            events.push(item.decided_event().expect("a decided item has a decision event"));
+        }
+        if !events.is_empty() {
+            self.store.commit(&state, &events).await?;
+        }
+        let parent = state.delegation.map(|d| d.parent_session);
+        let batch = state.pending_approval.ok_or_else(no_batch)?;
+        // On their way up from before the session is let go, as in `decide_here`.
+        let _rising = parent.is_some().then(|| self.rising(pending.clone(), decision));
+        drop(held);
+        if parent.is_some() {
+            for approval_id in &pending {
+                self.decide_above(session_id, parent.clone(), approval_id, decision).await;
+            }
+        }
         Ok(batch)
     }
 

@@ -530,6 +530,67 @@ impl JsAgent {
         })
     }
 
+    /// Approves every item of the batch still pending in one durable commit (see
+    /// `Agent::approve_all`); resolves to the batch JSON.
+    ///
+    /// # Errors
+    /// As `approve`.
+    #[napi]
+    pub fn approve_all<'env>(
+        &self,
+        env: &'env Env,
+        session_id: Arg<Id<SessionIdArg>>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        check_this(env, self)?;
+        let Arg(Id(session_id, _)) = session_id;
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            // Reserved now, and kept until settled, as a run is (see `run_promise`).
+            let reservation = core.reserve_turn(&session_id);
+            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
+            spawn_guarded_keeping(
+                env,
+                kept,
+                async move {
+                    let decided = core.approve_all(&session_id);
+                    reservation?.within(decided).await.map(|b| to_json(&b))
+                },
+                same,
+            )
+        })
+    }
+
+    /// Denies every item of the batch still pending with `reason`, in one durable commit (see
+    /// `Agent::deny_all`); resolves to the batch JSON.
+    ///
+    /// # Errors
+    /// As `deny`.
+    #[napi]
+    pub fn deny_all<'env>(
+        &self,
+        env: &'env Env,
+        session_id: Arg<Id<SessionIdArg>>,
+        reason: Arg<Text<ReasonArg>>,
+    ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
+        check_this(env, self)?;
+        let (Arg(Id(session_id, _)), Arg(reason)) = (session_id, reason);
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            // Reserved now, and kept until settled, as a run is (see `run_promise`).
+            let reservation = core.reserve_turn(&session_id);
+            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
+            spawn_guarded_keeping(
+                env,
+                kept,
+                async move {
+                    let decided = core.deny_all(&session_id, &reason);
+                    reservation?.within(decided).await.map(|b| to_json(&b))
+                },
+                same,
+            )
+        })
+    }
+
     /// The persisted state of a session as JSON, or null.
     ///
     /// # Errors

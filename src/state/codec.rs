@@ -337,17 +337,40 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
     }
     scan.format = version;
     scan.valid_len = pos;
+    read_records(bytes, pos, &mut scan);
+    Ok(scan)
+}
+
+/// Decodes the records of a journal of this format appended after a valid length the caller
+/// already folded: `bytes` start at a record's boundary, past the header. As [`decode_journal`]
+/// (a torn or corrupt tail ends the scan), with `valid_len` counted from the start of `bytes`
+/// and no header (`format` is [`JOURNAL_FORMAT`], `generation` `None`).
+pub fn decode_records(bytes: &[u8]) -> JournalScan {
+    let mut scan = JournalScan {
+        events: Vec::new(),
+        valid_len: 0,
+        tail: JournalTail::Clean,
+        format: JOURNAL_FORMAT,
+        generation: None,
+    };
+    read_records(bytes, 0, &mut scan);
+    scan
+}
+
+/// Folds the records of `bytes` from `pos` (a record's boundary) into `scan`: its events, the
+/// valid length and how the journal ends.
+fn read_records(bytes: &[u8], mut pos: usize, scan: &mut JournalScan) {
     while pos < bytes.len() {
         let rest = &bytes[pos..];
         if rest.len() < RECORD_HEADER_LEN {
             scan.tail = JournalTail::Torn;
-            return Ok(scan);
+            return;
         }
         let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
         let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
         if len as usize > MAX_PAYLOAD_LEN {
             scan.tail = JournalTail::Corrupt;
-            return Ok(scan);
+            return;
         }
         let end = RECORD_HEADER_LEN + len as usize;
         if rest.len() < end {
@@ -357,14 +380,14 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
             let whole = checksum(present.len() as u32, present) == crc;
             scan.tail =
                 if !whole && could_be_torn(present) { JournalTail::Torn } else { JournalTail::Corrupt };
-            return Ok(scan);
+            return;
         }
         let payload = &rest[RECORD_HEADER_LEN..end];
         if checksum(len, payload) != crc {
             // A torn write of the last record can also leave garbage of the right length: only a
             // bad record with nothing after it is "torn"; one followed by more bytes is corruption.
             scan.tail = if rest.len() == end { JournalTail::Torn } else { JournalTail::Corrupt };
-            return Ok(scan);
+            return;
         }
         // A commit of several events is an array; one event (and every record of a journal
         // written before commits were one record) an object.
@@ -377,13 +400,12 @@ pub fn decode_journal(bytes: &[u8]) -> Result<JournalScan, AgentError> {
             Ok(()) => {}
             Err(_) => {
                 scan.tail = JournalTail::Corrupt;
-                return Ok(scan);
+                return;
             }
         }
         pos += end;
         scan.valid_len = pos;
     }
-    Ok(scan)
 }
 
 #[cfg(test)]

@@ -94,6 +94,15 @@
 //! exist, over whose journal a new run would start; a commit of the caller's state keeps such
 //! journals aside too.
 //!
+//! A load of a session whose journal this store holds open (it wrote the session) keeps the
+//! state it folded, when it read the newest generation whole, to where the writer appends; the
+//! next load folds only the records appended after it (read back from the open journal) onto a
+//! copy, so deciding the items of a big frozen batch one by one does not decode the whole batch
+//! again each time. The copy is used only while the journal is as the writer left it (the
+//! checks a lease makes: the same file, its length, still the newest generation); otherwise the
+//! load reads the session whole, as any load does without it. At most [`MAX_CACHED_STATES`]
+//! sessions keep one (those loaded last), and a compaction or a closed journal drops it.
+//!
 //! A state written by a newer schema version is refused with `state_version_unsupported`, and
 //! neither `load` nor `commit` changes any file of it. `load` never writes; the first `commit` of
 //! a session in a process truncates a torn tail before appending after it.
@@ -129,8 +138,8 @@
 //! of an older and a newer version must not share a root.
 
 use super::codec::{
-    decode_journal, decode_snapshot_of, decode_state_json, encode_records, encode_snapshot_of, encode_state,
-    journal_header, JournalTail, JOURNAL_FORMAT, JOURNAL_HEADER_LEN,
+    decode_journal, decode_records, decode_snapshot_of, decode_state_json, encode_records,
+    encode_snapshot_of, encode_state, journal_header, JournalTail, JOURNAL_FORMAT, JOURNAL_HEADER_LEN,
 };
 use super::repair::{repair_pairing, RepairPolicy};
 use super::session_id::validate_session_id;
@@ -181,6 +190,16 @@ struct Writer {
     failed_compactions: u32,
     /// The journal length before which no compaction is tried again after a failure (0: none).
     retry_at: u64,
+    /// The session as a load last read it (see "Loads and recovery" in the module docs).
+    cached: Option<CachedState>,
+}
+
+/// A session's state as a load of this store folded it from the snapshot and the writer's
+/// journal up to `journal_len`: the next load folds only the records appended since.
+#[derive(Debug)]
+struct CachedState {
+    state: AgentState,
+    journal_len: u64,
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Writer>>>;
@@ -202,10 +221,15 @@ pub struct FileStore {
     // The sessions whose journal this store may hold open, least recently written first: at most
     // [`MAX_OPEN_JOURNALS`] stay open (see `keep_open`). A std Mutex, never held across an await.
     open: std::sync::Mutex<std::collections::VecDeque<String>>,
+    // The sessions whose state a writer keeps cached, least recently loaded first: at most
+    // [`MAX_CACHED_STATES`] (see `keep_cached`). A std Mutex, never held across an await.
+    cached: std::sync::Mutex<std::collections::VecDeque<String>>,
     // The size of `sessions` past which idle slots are pruned (see `prune_idle_slots`).
     prune_slots_at: std::sync::atomic::AtomicUsize,
     // Whether this store swept the trash already (at `open` or its first `list`).
     trash_swept: std::sync::atomic::AtomicBool,
+    // How many loads read their session whole (see `whole_loads`).
+    whole_loads: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How many sessions' journals a store keeps open at most. Each open journal is a file descriptor
@@ -213,6 +237,10 @@ pub struct FileStore {
 /// would otherwise run out of them (`Too many open files`, for everything the process opens). A
 /// session whose journal was closed reopens it at its next commit, as after a restart.
 pub const MAX_OPEN_JOURNALS: usize = 64;
+
+/// How many sessions' states a store keeps cached at most (see "Loads and recovery" in the module
+/// docs): each is a whole state in memory.
+pub const MAX_CACHED_STATES: usize = 4;
 
 fn io_err(what: &str, path: &Path, e: io::Error) -> AgentError {
     AgentError::of(codes::STATE_IO, format!("{what} {}: {e}", path.display()))
@@ -856,6 +884,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
     let jpath = journal_path(dir, gen);
     // O_APPEND: every write lands at the end, whatever else holds the file.
     let mut journal = OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .open(&jpath)
@@ -901,6 +930,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         snapshot_len: snapshot.len() as u64,
         failed_compactions: 0,
         retry_at: 0,
+        cached: None,
     })
 }
 
@@ -929,7 +959,9 @@ fn ensure_open(
     let fresh_gen = match scan {
         Ok(Some(scan)) if scan.appendable => {
             let jpath = journal_path(dir, scan.latest_gen);
+            // Readable too: a load folds the records appended since its cached state from it.
             let mut journal = OpenOptions::new()
+                .read(true)
                 .append(true)
                 .create(true)
                 .open(&jpath)
@@ -956,6 +988,7 @@ fn ensure_open(
                 snapshot_len: scan.snapshot_len,
                 failed_compactions: 0,
                 retry_at: 0,
+                cached: None,
             });
             return Ok(false);
         }
@@ -1092,6 +1125,46 @@ impl Writer {
         open.len() == self.journal_len
             && (open.dev(), open.ino()) == (named.dev(), named.ino())
             && newest == Some(self.gen)
+    }
+
+    /// The session's state from the cache a load left, folded with the records appended to the
+    /// journal since (this writer's commits), read from the open journal. `None` when there is
+    /// none, or the journal is no longer as this writer left it (another writer appended or
+    /// compacted, the session was deleted), or those records do not decode whole: the caller
+    /// then scans the session as a load without a cache does.
+    fn cached_state(&mut self) -> Option<AgentState> {
+        use std::os::unix::fs::FileExt as _;
+        let CachedState { mut state, journal_len } = self.cached.take()?;
+        if journal_len > self.journal_len || !self.is_current() {
+            return None;
+        }
+        if journal_len < self.journal_len {
+            let mut bytes = vec![0; usize::try_from(self.journal_len - journal_len).ok()?];
+            self.journal.read_exact_at(&mut bytes, journal_len).ok()?;
+            let scan = decode_records(&bytes);
+            if scan.tail != JournalTail::Clean || scan.valid_len != bytes.len() {
+                return None;
+            }
+            for event in &scan.events {
+                state.apply(event);
+            }
+        }
+        self.cached = Some(CachedState { state: state.clone(), journal_len: self.journal_len });
+        Some(state)
+    }
+
+    /// Keeps the state a load of the whole session found as the cache, when it is the fold of
+    /// this writer's journal as it stands: the newest generation, read whole without damage, up
+    /// to where this writer appends. Returns whether it was kept.
+    fn cache_scan(&mut self, scan: &Scan) -> bool {
+        let whole = scan.appendable
+            && scan.damage.is_none()
+            && scan.latest_gen == self.gen
+            && scan.journal_valid_len == self.journal_len;
+        if whole && self.is_current() {
+            self.cached = Some(CachedState { state: scan.state.clone(), journal_len: self.journal_len });
+        }
+        self.cached.is_some()
     }
 
     fn append(&mut self, records: &[u8]) -> Result<(), AgentError> {
@@ -1346,8 +1419,10 @@ impl FileStore {
             options,
             sessions: std::sync::Mutex::new(HashMap::new()),
             open: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            cached: std::sync::Mutex::new(std::collections::VecDeque::new()),
             prune_slots_at: std::sync::atomic::AtomicUsize::new(PRUNE_SLOTS_AT),
             trash_swept: std::sync::atomic::AtomicBool::new(false),
+            whole_loads: Arc::default(),
         }
     }
 
@@ -1423,6 +1498,13 @@ impl FileStore {
         self.prune_slots_at.store((2 * map.len()).max(PRUNE_SLOTS_AT), Relaxed);
     }
 
+    /// How many loads read their session whole (snapshot and journals) instead of folding the
+    /// records appended after a cached state (the tests of the cache).
+    #[doc(hidden)]
+    pub fn whole_loads(&self) -> u64 {
+        self.whole_loads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// How many sessions this store keeps a slot for (the tests of the pruning).
     #[doc(hidden)]
     pub fn tracked_sessions(&self) -> usize {
@@ -1434,28 +1516,52 @@ impl FileStore {
     /// in use at that moment (its slot locked: a commit, a load) is passed over this time. Closing
     /// costs nothing durable: every commit synced its records.
     fn keep_open(&self, session_id: &str) {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = open.iter().position(|s| s == session_id) {
-            open.remove(at);
+        self.keep_recent(&self.open, session_id, MAX_OPEN_JOURNALS, |writer| *writer = None);
+    }
+
+    /// Notes that a writer of `session_id` just cached its state, and drops the cached states of
+    /// the sessions loaded least recently beyond [`MAX_CACHED_STATES`] (their next load reads
+    /// the session whole), as [`keep_open`](Self::keep_open) closes journals.
+    fn keep_cached(&self, session_id: &str) {
+        self.keep_recent(&self.cached, session_id, MAX_CACHED_STATES, |writer| {
+            if let Some(w) = writer.as_mut() {
+                w.cached = None;
+            }
+        });
+    }
+
+    /// Moves `session_id` to the back of `recent`, and applies `release` to the slots of the
+    /// sessions at its front beyond `max`. A session in use at that moment (its slot locked: a
+    /// commit, a load) is passed over this time.
+    fn keep_recent(
+        &self,
+        recent: &std::sync::Mutex<std::collections::VecDeque<String>>,
+        session_id: &str,
+        max: usize,
+        release: impl Fn(&mut Option<Writer>),
+    ) {
+        let mut recent = recent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = recent.iter().position(|s| s == session_id) {
+            recent.remove(at);
         }
-        open.push_back(session_id.to_string());
+        recent.push_back(session_id.to_string());
         let mut passed = 0;
-        while open.len() > MAX_OPEN_JOURNALS && passed < open.len() - MAX_OPEN_JOURNALS {
-            let Some(oldest) = open.pop_front() else { break };
+        while recent.len() > max && passed < recent.len() - max {
+            let Some(oldest) = recent.pop_front() else { break };
             let Some(slot) = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&oldest).cloned()
             else {
                 continue;
             };
-            let closed = match slot.try_lock() {
+            let released = match slot.try_lock() {
                 Ok(mut writer) => {
-                    *writer = None;
+                    release(&mut writer);
                     true
                 }
                 Err(_) => false,
             };
-            if !closed {
-                // Written or read right now: closed another time.
-                open.push_back(oldest);
+            if !released {
+                // Written or read right now: released another time.
+                recent.push_back(oldest);
                 passed += 1;
             }
         }
@@ -1480,11 +1586,27 @@ impl StateStore for FileStore {
         let dir = self.session_dir(session_id)?;
         let slot = self.slot(session_id);
         // Held so a load never reads a commit half-way.
-        let _guard = slot.lock().await;
+        let mut guard = slot.lock_owned().await;
         let id = session_id.to_string();
-        let scan =
-            tokio::task::spawn_blocking(move || scan_session(&dir, &id)).await.map_err(join_error)??;
-        Ok(scan.map(|s| s.state))
+        let whole_loads = Arc::clone(&self.whole_loads);
+        let (state, cached) = tokio::task::spawn_blocking(move || {
+            if let Some(state) = guard.as_mut().and_then(Writer::cached_state) {
+                return Ok((Some(state), true));
+            }
+            whole_loads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let scan = scan_session(&dir, &id)?;
+            let cached = match (guard.as_mut(), scan.as_ref()) {
+                (Some(w), Some(scan)) => w.cache_scan(scan),
+                _ => false,
+            };
+            Ok::<_, AgentError>((scan.map(|s| s.state), cached))
+        })
+        .await
+        .map_err(join_error)??;
+        if cached {
+            self.keep_cached(session_id);
+        }
+        Ok(state)
     }
 
     async fn exists(&self, session_id: &str) -> Result<bool, AgentError> {

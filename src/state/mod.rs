@@ -28,7 +28,9 @@ pub mod repair;
 pub mod session_id;
 pub mod trim;
 
-pub use file_store::{FileStore, FileStoreOptions, LOCK_DIR, MAX_OPEN_JOURNALS, TRASH_DIR};
+pub use file_store::{
+    FileStore, FileStoreOptions, LOCK_DIR, MAX_CACHED_STATES, MAX_OPEN_JOURNALS, TRASH_DIR,
+};
 pub use memory_store::MemoryStore;
 pub use metadata::{check_metadata_entry, MAX_METADATA_BYTES, MAX_METADATA_KEY_LEN, METADATA_VALUE_LIMITS};
 pub use repair::{

@@ -97,6 +97,44 @@ test('deny in a new Agent over the same stateDir, then resume: the executor neve
   assert.match(tool.content, /not now/);
 });
 
+test('approveAll / denyAll in a new Agent decide every pending item at once, then resume', async (t) => {
+  const dir = tempDir(t);
+  const runs = [];
+  const three = {
+    tool_calls: ['a', 'b', 'c'].map((scope, k) => ({ id: `w${k}`, name: 'wipe_cache', arguments: JSON.stringify({ scope }) })),
+  };
+  const first = open(dir, [three], runs);
+  const frozen = JSON.parse((await first.run('s', 'wipe three')).batchJson);
+  assert.equal(frozen.items.length, 3);
+
+  const restarted = open(dir, [{ content: 'All wiped.' }], runs);
+  await rejectsWithCode(assert, restarted.approveAll('missing'), 'session_not_found');
+  const long = 'x'.repeat(2 * 1024 * 1024);
+  await rejectsWithCode(assert, restarted.denyAll('s', long), 'argument_invalid');
+  assert.throws(() => restarted.approveAll(), (e) => e.code === 'argument_invalid');
+  assert.throws(() => restarted.denyAll('s'), (e) => e.code === 'argument_invalid');
+  await restarted.approve('s', frozen.items[0].approval_id);
+  const batch = JSON.parse(await restarted.approveAll('s'));
+  assert.deepEqual(batch.items.map((i) => i.decision), ['approved', 'approved', 'approved']);
+  assert.deepEqual(JSON.parse(await restarted.pendingApprovalJson('s')), batch, 'durable when it resolves');
+  // Nothing pending any more: the batch as it stands, nothing written.
+  assert.deepEqual(JSON.parse(await restarted.denyAll('s', 'late')), batch);
+  assert.deepEqual(runs, [], 'deciding runs nothing by itself');
+  const out = await restarted.resume('s');
+  assert.equal(out.status, 'completed');
+  assert.deepEqual(runs, [{ scope: 'a' }, { scope: 'b' }, { scope: 'c' }]);
+  await rejectsWithCode(assert, restarted.approveAll('s'), 'no_pending_approval');
+
+  const other = tempDir(t);
+  const denied = [];
+  await open(other, [three], denied).run('s', 'wipe three');
+  const again = open(other, [{ content: 'Nothing wiped.' }], denied);
+  const batch2 = JSON.parse(await again.denyAll('s', 'not now'));
+  assert.deepEqual(batch2.items.map((i) => [i.decision, i.deny_reason]), Array(3).fill(['denied', 'not now']));
+  assert.equal((await again.resume('s')).status, 'completed');
+  assert.deepEqual(denied, []);
+});
+
 test('dismiss in a new Agent: pending items denied with the reason, no model round, then a new message runs', async (t) => {
   const dir = tempDir(t);
   const runs = [];

@@ -38,6 +38,8 @@ for (const [what, id, found] of LONE) {
     refused(() => agent.dismiss(id, 'no'), 'sessionId', found);
     refused(() => agent.approve(id, 'x'), 'sessionId', found);
     refused(() => agent.deny(id, 'x', 'no'), 'sessionId', found);
+    refused(() => agent.approveAll(id), 'sessionId', found);
+    refused(() => agent.denyAll(id, 'no'), 'sessionId', found);
     refused(() => agent.stateJson(id), 'sessionId', found);
     refused(() => agent.setMetadata(id, 'k', '1'), 'sessionId', found);
     refused(() => agent.pendingApprovalJson(id), 'sessionId', found);

@@ -116,6 +116,8 @@ export class Agent {
   approve(sessionId, approvalId) { return this.#answer('approve', sessionId, approvalId); }
 
   deny(sessionId, approvalId, reason) { return this.#answer('deny', sessionId, approvalId, reason); }
+  approveAll(sessionId) { return this.#answer('approveAll', sessionId); }
+  denyAll(sessionId, reason) { return this.#answer('denyAll', sessionId, reason); }
 
   stateJson(sessionId) { return this.#answer('stateJson', sessionId); }
 

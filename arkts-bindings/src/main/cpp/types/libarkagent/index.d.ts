@@ -688,6 +688,15 @@ export declare class Agent {
    */
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /**
+   * Approves every item of the batch still pending in one durable commit (all or none), with the outcome of
+   * approve() on each in turn; resolves to the batch JSON (as it stands, nothing written, when no item is
+   * pending); errors as approve(). Items a sub-agent's worker holds (a mirrored batch) are decided one by one
+   * in the worker first, as approve() decides them.
+   */
+  approveAll(sessionId: string): Promise<string>;
+  /** Denies every item of the batch still pending with reason, as approveAll() approves them; errors as deny(). */
+  denyAll(sessionId: string, reason: string): Promise<string>;
+  /**
    * The persisted state of a session as JSON (AgentState, snake_case), or null. A call that started
    * and never finished (the app was killed) shows its tool_interrupted result; while a run holds the
    * session (of this Agent, or of another Agent or process on the same stateDir), its running calls
