@@ -82,3 +82,36 @@ async fn a_cached_state_is_not_used_once_another_store_wrote_the_session() {
     assert!(decided.is_fully_decided(), "{decided:?}");
     assert_eq!(FileStore::new(dir.path()).load("s").await.unwrap().unwrap().pending_approval, Some(decided));
 }
+
+#[tokio::test]
+async fn a_journal_written_over_in_place_is_read_whole_not_from_the_cache() {
+    // A byte of the journal flipped where it lies (the file keeps its length): this store's loads
+    // read what the files hold, as a fresh store does, not the state it cached before.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileStore::new(dir.path()));
+    let agent = many_wipes(Arc::clone(&store), 3);
+    let batch = suspend(&agent).await;
+    agent.approve("s", &batch.items[0].approval_id).await.unwrap();
+    let cached = store.load("s").await.unwrap().unwrap();
+    let journal = std::fs::read_dir(dir.path().join("s"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal-"))
+        .max()
+        .unwrap();
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+        .unwrap();
+    let fresh = FileStore::new(dir.path()).load("s").await.map_err(|e| e.code);
+    assert_ne!(
+        fresh.as_ref().ok().and_then(|s| s.as_ref()),
+        Some(&cached),
+        "the flip changed what the files hold"
+    );
+    assert_eq!(store.load("s").await.map_err(|e| e.code), fresh);
+}

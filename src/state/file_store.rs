@@ -99,7 +99,9 @@
 //! next load folds only the records appended after it (read back from the open journal) onto a
 //! copy, so deciding the items of a big frozen batch one by one does not decode the whole batch
 //! again each time. The copy is used only while the journal is as the writer left it (the
-//! checks a lease makes: the same file, its length, still the newest generation); otherwise the
+//! checks a lease makes: the same file, its length, still the newest generation; and its change
+//! time as the writer's last append or load left it, so a journal written over in place, same
+//! length, is read whole and its damage found as by any other reader); otherwise the
 //! load reads the session whole, as any load does without it. At most [`MAX_CACHED_STATES`]
 //! sessions keep one (those loaded last), and a compaction or a closed journal drops it.
 //!
@@ -200,6 +202,15 @@ struct Writer {
 struct CachedState {
     state: AgentState,
     journal_len: u64,
+    /// The journal's change time when the state was cached, or as this writer's last append left
+    /// it ([`changed`]): any other write to the file moves it.
+    changed: Option<(i64, i64)>,
+}
+
+/// A file's change time (seconds, nanoseconds): moved by every write to it, by anyone.
+fn changed(file: &File) -> Option<(i64, i64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    file.metadata().ok().map(|m| (m.ctime(), m.ctime_nsec()))
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Writer>>>;
@@ -1134,8 +1145,12 @@ impl Writer {
     /// then scans the session as a load without a cache does.
     fn cached_state(&mut self) -> Option<AgentState> {
         use std::os::unix::fs::FileExt as _;
-        let CachedState { mut state, journal_len } = self.cached.take()?;
-        if journal_len > self.journal_len || !self.is_current() {
+        let CachedState { mut state, journal_len, changed: when } = self.cached.take()?;
+        if journal_len > self.journal_len
+            || when.is_none()
+            || when != changed(&self.journal)
+            || !self.is_current()
+        {
             return None;
         }
         if journal_len < self.journal_len {
@@ -1149,7 +1164,8 @@ impl Writer {
                 state.apply(event);
             }
         }
-        self.cached = Some(CachedState { state: state.clone(), journal_len: self.journal_len });
+        self.cached =
+            Some(CachedState { state: state.clone(), journal_len: self.journal_len, changed: when });
         Some(state)
     }
 
@@ -1162,16 +1178,28 @@ impl Writer {
             && scan.latest_gen == self.gen
             && scan.journal_valid_len == self.journal_len;
         if whole && self.is_current() {
-            self.cached = Some(CachedState { state: scan.state.clone(), journal_len: self.journal_len });
+            let when = changed(&self.journal);
+            self.cached =
+                Some(CachedState { state: scan.state.clone(), journal_len: self.journal_len, changed: when });
         }
         self.cached.is_some()
     }
 
     fn append(&mut self, records: &[u8]) -> Result<(), AgentError> {
         let path = journal_path(&self.dir, self.gen);
+        // A cached state stays the journal's only if nobody else wrote to it since: its change
+        // time is then carried past this writer's own append.
+        let untouched =
+            self.cached.as_ref().is_some_and(|c| c.changed.is_some() && c.changed == changed(&self.journal));
+        if !untouched {
+            self.cached = None;
+        }
         self.journal.write_all(records).map_err(|e| io_err("cannot append to", &path, e))?;
         self.journal.sync_data().map_err(|e| io_err("cannot sync", &path, e))?;
         self.journal_len += records.len() as u64;
+        if let Some(cached) = &mut self.cached {
+            cached.changed = changed(&self.journal);
+        }
         Ok(())
     }
 
