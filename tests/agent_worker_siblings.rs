@@ -265,6 +265,51 @@ where
         .config(AgentConfig { max_delegation_depth: 1, ..AgentConfig::default() })
 }
 
+/// The event contract for the workers' runs in one parent run's `events`: each worker's run
+/// (its events wrapped as `WorkerEvent`, at any depth) opens a segment with `RunStarted` and
+/// closes it with `ApprovalRequired` or `RunFinished`, and ends with exactly one `RunFinished`
+/// of `status`, before the parent's own, which is the last event. Returns the workers' sessions.
+fn assert_every_worker_run_finished(events: &[AgentEvent], status: RunStatus) -> Vec<String> {
+    fn collect(event: &AgentEvent, into: &mut Vec<(String, AgentEvent)>) {
+        if let AgentEvent::WorkerEvent { session_id, event, .. } = event {
+            match &**event {
+                inner @ AgentEvent::WorkerEvent { .. } => collect(inner, into),
+                inner => into.push((session_id.clone(), inner.clone())),
+            }
+        }
+    }
+    let mut inner = Vec::new();
+    for event in events {
+        collect(event, &mut inner);
+    }
+    let mut sessions: Vec<String> = inner.iter().map(|(s, _)| s.clone()).collect();
+    sessions.dedup();
+    sessions.sort();
+    sessions.dedup();
+    for session in &sessions {
+        let (mut open, mut finished) = (false, Vec::new());
+        for (_, event) in inner.iter().filter(|(s, _)| s == session) {
+            match event {
+                AgentEvent::RunStarted { .. } => {
+                    assert!(!open && finished.is_empty(), "{session}: run_started in a segment: {inner:#?}");
+                    open = true;
+                }
+                AgentEvent::ApprovalRequired { .. } | AgentEvent::RunFinished { .. } => {
+                    assert!(open, "{session}: {event:?} outside a segment: {inner:#?}");
+                    open = false;
+                    if let AgentEvent::RunFinished { status, .. } = event {
+                        finished.push(*status);
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(finished, vec![status], "{session}: its run ends with one run_finished: {inner:#?}");
+    }
+    assert!(matches!(events.last(), Some(AgentEvent::RunFinished { .. })), "{events:#?}");
+    sessions
+}
+
 #[tokio::test]
 async fn a_cancel_ends_a_worker_frozen_while_another_ran() {
     let cleared = Arc::new(AtomicUsize::new(0));
@@ -286,15 +331,72 @@ async fn a_cancel_ends_a_worker_frozen_while_another_ran() {
     };
     let agent = Arc::new(agent_with_wait(model.clone(), store.clone(), &cleared, cancel_then_wait).build());
     agent.enable_delegation(None).unwrap();
-    let out = agent.run("parent", "q", &EventLog::new(), &cancel).await.unwrap();
+    let events = EventLog::new();
+    let out = agent.run("parent", "q", &events, &cancel).await.unwrap();
     assert_eq!(out.status(), RunStatus::Cancelled);
     assert_no_worker_runs_on(&agent, &store, &cleared, RunStatus::Cancelled).await;
+    // Both workers' runs end with a `run_finished`, the frozen one's too: it was ended, not left
+    // awaiting a resume that never comes.
+    let told = assert_every_worker_run_finished(&events.events(), RunStatus::Cancelled);
+    assert_eq!(told.len(), 2, "{:#?}", events.events());
     // The parent's next run answers both delegating calls interrupted and counts what each
     // worker used, once.
     let out = agent.run("parent", "next", &EventLog::new(), &none()).await.unwrap();
     let RunOutcome::Finished { status, usage: used, .. } = out else { panic!("{out:?}") };
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(used, usage(1000, 100));
+    assert_eq!(cleared.load(Ordering::SeqCst), 0);
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_cancel_ends_a_frozen_worker_and_those_frozen_below_it_each_run_told_ended() {
+    // The parent delegates once, beside a `wait` that cancels the run once that worker froze: its
+    // worker delegates twice in parallel, and both of those freeze on `clear_baking_cache`.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("d1", DELEGATE_TASK, r#"{"task":"让下级清缓存"}"#), ("x1", "wait", "{}")]),
+        calls(&[
+            ("e1", DELEGATE_TASK, r#"{"task":"清缓存 A"}"#),
+            ("e2", DELEGATE_TASK, r#"{"task":"清缓存 B"}"#),
+        ]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let cancel = none();
+    let run_cancel = cancel.clone();
+    let cancel_then_wait = move |ctx: ToolContext| {
+        let cancel = run_cancel.clone();
+        async move {
+            cancel.cancel("user left");
+            ctx.signal.cancelled().await;
+        }
+    };
+    let agent = Arc::new(
+        agent_with_wait(model.clone(), store.clone(), &cleared, cancel_then_wait)
+            .config(AgentConfig { max_delegation_depth: 2, ..AgentConfig::default() })
+            .build(),
+    );
+    agent.enable_delegation(None).unwrap();
+    let events = EventLog::new();
+    let out = agent.run("parent", "q", &events, &cancel).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Cancelled);
+    // The middle worker and both below it were ended, and their runs say so, each wrapped as
+    // its delegating call's (the inner ones in the middle one's wrapper).
+    let told = assert_every_worker_run_finished(&events.events(), RunStatus::Cancelled);
+    assert_eq!(told.len(), 3, "{:#?}", events.events());
+    for worker in &told {
+        let state = store.load_unrepaired(worker).await.unwrap().unwrap();
+        assert_eq!(state.status, RunStatus::Cancelled, "{worker}");
+        assert!(state.pending_approval.is_none(), "{worker}");
+    }
+    let nested = events.events().iter().any(|e| {
+        matches!(e, AgentEvent::WorkerEvent { call_id, event, .. } if call_id == "d1"
+            && matches!(&**event, AgentEvent::WorkerEvent { event, .. }
+                if matches!(**event, AgentEvent::RunFinished { status: RunStatus::Cancelled, .. })))
+    });
+    assert!(nested, "{:#?}", events.events());
     assert_eq!(cleared.load(Ordering::SeqCst), 0);
     assert_eq!(model.remaining(), 0);
 }
@@ -334,9 +436,24 @@ async fn an_abort_ends_a_worker_frozen_beside_the_call_it_aborted_on() {
             .build(),
     );
     agent.enable_delegation(None).unwrap();
-    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let events = EventLog::new();
+    let out = agent.run("parent", "q", &events, &none()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Aborted);
     let workers = workers(&store).await;
+    // The worker that answered finished completed; the frozen one's run ends `cancelled`, told.
+    let frozen = workers.iter().find(|w| {
+        events.events().iter().any(|e| {
+            matches!(e, AgentEvent::WorkerEvent { session_id, event, .. }
+            if *session_id == **w && matches!(**event, AgentEvent::ApprovalRequired { .. }))
+        })
+    });
+    let frozen = frozen.expect("a worker froze").clone();
+    let only_frozen: Vec<AgentEvent> = events
+        .events()
+        .into_iter()
+        .filter(|e| !matches!(e, AgentEvent::WorkerEvent { session_id, .. } if *session_id != frozen))
+        .collect();
+    assert_eq!(assert_every_worker_run_finished(&only_frozen, RunStatus::Cancelled), vec![frozen]);
     let statuses: Vec<RunStatus> = {
         let mut s = Vec::new();
         for w in &workers {

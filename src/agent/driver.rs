@@ -979,21 +979,54 @@ impl Agent {
     /// left awaiting, its own approve and resume would run its calls for nobody. A worker no
     /// longer frozen (the app settled it directly meanwhile) is left as it stands.
     ///
+    /// Its run, whose events ended with `ApprovalRequired`, is told ended as every run is: on
+    /// `sink` (the parent's, wrapped as the delegating call's), a segment of its own,
+    /// `RunStarted` (resumed) then `RunFinished` (`cancelled`), once the end is saved; the
+    /// workers below it end in between, each wrapped once more (as a worker's worker's events
+    /// come). Left without it, the app would see that run await approval for good.
+    ///
     /// # Errors
     /// `session_busy` (held by another process), the store's errors.
-    async fn end_frozen_worker(&self, worker: &str) -> Result<(), AgentError> {
+    async fn end_frozen_worker(&self, worker: &str, sink: &dyn EventSink) -> Result<(), AgentError> {
         let held = self.hold(worker).await?;
         let Some(state) = self.store.load_unrepaired(worker).await? else { return Ok(()) };
         let frozen = state.pending_approval.as_ref().filter(|_| state.status == RunStatus::AwaitingApproval);
         let Some(batch) = frozen else { return Ok(()) };
-        let below: Vec<String> =
-            batch.worker_session.iter().cloned().chain(sibling_workers(&state, batch)).collect();
+        let batch_call_id = batch_id_of(&state);
+        // Each worker below, with the call of this worker's batch that delegated to it.
+        let below: Vec<(String, String)> = batch
+            .worker_session
+            .iter()
+            .cloned()
+            .chain(sibling_workers(&state, batch))
+            .map(|below| {
+                let call = batch.calls.iter().find(|c| {
+                    c.call.name == DELEGATE_TASK
+                        && worker_session_id(worker, &batch_call_id, &c.call.id) == below
+                });
+                let call_id = call.map(|c| c.call.id.clone()).unwrap_or_default();
+                (below, call_id)
+            })
+            .collect();
         self.end_part_way(worker).await?;
         drop(held);
-        for worker in below {
-            Box::pin(self.end_frozen_worker(&worker)).await?;
+        let run_id = state.run_id.clone().unwrap_or_default();
+        sink.emit(AgentEvent::RunStarted { session_id: worker.to_string(), run_id, resumed: true });
+        let mut ended = Ok(());
+        for (below, call_id) in below {
+            let wrapped = WrappingSink { origin: WorkerOrigin { call_id, session_id: below.clone() }, sink };
+            // Each is ended (best effort); the first error is returned.
+            let result = Box::pin(self.end_frozen_worker(&below, &wrapped)).await;
+            ended = ended.and(result);
         }
-        Ok(())
+        sink.emit(AgentEvent::RunFinished {
+            status: RunStatus::Cancelled,
+            final_text: None,
+            usage: state.usage,
+            finish_reason: None,
+            error: None,
+        });
+        ended
     }
 
     /// Runs the agent on a new user message until it answers, suspends for approval, or ends.
@@ -3144,8 +3177,11 @@ impl<'a> Run<'a> {
         // it is ended too, as the workers still running ended with the cancel. Best effort: one
         // that cannot be ended now is logged and left.
         let batch_call_id = batch_id_of(&self.state);
-        for worker in batch.iter().filter_map(|call| self.worker_of(&batch_call_id, call)) {
-            if let Err(e) = self.agent.end_frozen_worker(&worker).await {
+        for call in batch {
+            let Some(worker) = self.worker_of(&batch_call_id, call) else { continue };
+            let origin = WorkerOrigin { call_id: call.id.clone(), session_id: worker.clone() };
+            let sink = WrappingSink { origin, sink: self.sink };
+            if let Err(e) = self.agent.end_frozen_worker(&worker, &sink).await {
                 log::warn!("arkagent: a worker frozen in a batch whose run ended was not ended: {e}");
             }
         }

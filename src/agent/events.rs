@@ -32,7 +32,11 @@
 //! in a `WorkerEvent` naming the delegating call and the worker's session (a worker's worker nests
 //! one level more). Calls running in parallel interleave. A worker that suspends for approval
 //! forwards its `ApprovalRequired` (for information: decide on the parent's own `ApprovalRequired`,
-//! which follows), and its resumed run forwards again when the parent resumes.
+//! which follows), and its resumed run forwards again when the parent resumes. A worker left
+//! frozen in a batch whose parent's run ends cancelled or aborted is ended (durably
+//! `cancelled`, never continued), and its run says so as any run ends: a segment of its own,
+//! `RunStarted` (resumed) then `RunFinished` (`cancelled`), wrapped as the delegating call's,
+//! before the parent's `RunFinished` (so does each worker frozen below it, one wrapper deeper).
 
 use crate::approval::PendingApprovalBatch;
 use crate::error::AgentError;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { loadModule, objectSchema } from './helper.mjs';
 import { startMock } from './mock_openai.mjs';
 
-const { Agent } = loadModule();
+const { Agent, CancellationHandle } = loadModule();
 
 function scripted(answers, extra = {}) {
   return new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), ...extra });
@@ -109,4 +109,49 @@ test('runs in flight together on one Agent: their events part by run_id', async 
     assert.equal(own.filter((e) => e.type === 'tool_result').length, 1);
   }
   assert.equal(events.filter((e) => !starts.some((s) => s.run_id === e.run_id)).length, 0);
+});
+
+test('a worker left frozen by its parent\'s cancelled run: its run ends with a run_finished of its own', async () => {
+  // The parent delegates beside a call that waits; the worker freezes on a dangerous call, and
+  // the app cancels the parent then, before it froze on the worker's batch.
+  const agent = scripted(
+    [
+      { tool_calls: [
+        { id: 'd1', name: 'delegate_task', arguments: '{"task":"wipe it"}' },
+        { id: 'x1', name: 'wait', arguments: '{}' },
+      ] },
+      { tool_calls: [{ id: 'w1', name: 'wipe', arguments: '{}' }] }, // the worker: frozen
+    ],
+    { enableDelegation: true, maxParallelTools: 4 },
+  );
+  let wiped = 0;
+  agent.registerTool({ name: 'wipe', description: 'd', parametersJson: objectSchema, riskLevel: 'dangerous' },
+    async () => { wiped++; return { contents: [{ type: 'text', text: 'wiped' }] }; });
+  const handle = new CancellationHandle();
+  let release;
+  const waited = new Promise((r) => (release = r));
+  agent.registerTool({ name: 'wait', description: 'd', parametersJson: objectSchema },
+    async () => { await waited; return { contents: [{ type: 'text', text: 'waited' }] }; });
+  const events = [];
+  agent.onEvent((e) => {
+    const event = JSON.parse(e);
+    events.push(event);
+    if (event.type === 'worker_event' && event.event.type === 'approval_required') handle.cancel('user left');
+  });
+  const out = await agent.run('p', 'wipe it', handle);
+  release();
+  assert.equal(out.status, 'cancelled');
+  const inner = events.filter((e) => e.type === 'worker_event').map((e) => e.event);
+  const workerRun = inner[0].run_id;
+  assert.ok(workerRun, JSON.stringify(inner[0]));
+  assert.deepEqual(inner.filter((e) => ['run_started', 'approval_required', 'run_finished'].includes(e.type))
+    .map((e) => [e.type, e.run_id, e.resumed ?? e.status ?? null]), [
+    ['run_started', workerRun, false],
+    ['approval_required', workerRun, null],
+    ['run_started', workerRun, true],
+    ['run_finished', workerRun, 'cancelled'],
+  ]);
+  assert.equal(events.at(-1).type, 'run_finished');
+  assert.equal(events.at(-1).status, 'cancelled');
+  assert.equal(wiped, 0);
 });

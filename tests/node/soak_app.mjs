@@ -525,6 +525,16 @@ function pickOp() {
   return OPS[0][0];
 }
 
+/** What deleteSession(session) resolved with: when it existed, its runs and its workers' end there. */
+const deleted = (a, session) => (existed) => {
+  if (!existed) return;
+  // The session and every sub-agent session under it.
+  const gone = (where) => where === `${a.dir}|${session}` || (parentOf.has(where) && gone(parentOf.get(where)));
+  for (const [where, ids] of runsOf) {
+    if (gone(where)) ids.forEach((id) => deletedRuns.add(id));
+  }
+};
+
 /** The random operations (not in drive mode). */
 async function steps() {
   for (let step = 0; step < STEPS; step++) {
@@ -558,16 +568,7 @@ async function steps() {
           if (json !== null && json.includes(KEY)) violate('the API key in a state');
         });
         break;
-      case 'delete':
-        call('deleteSession', () => a.agent.deleteSession(session), (existed) => {
-          if (!existed) return;
-          // The session and every sub-agent session under it.
-          const gone = (where) => where === `${a.dir}|${session}` || (parentOf.has(where) && gone(parentOf.get(where)));
-          for (const [where, ids] of runsOf) {
-            if (gone(where)) ids.forEach((id) => deletedRuns.add(id));
-          }
-        });
-        break;
+      case 'delete': call('deleteSession', () => a.agent.deleteSession(session), deleted(a, session)); break;
       case 'register':
         if (chance(0.5)) {
           try {
@@ -594,7 +595,7 @@ async function steps() {
           case 'resume': cancellable('resume', (handle) => a.agent.resume(worker, handle)); break;
           case 'dismiss': cancellable('dismiss', (handle) => a.agent.dismiss(worker, 'moved on', handle)); break;
           case 'run': cancellable('run', (handle) => a.agent.run(worker, 'a message to a worker', handle)); break;
-          case 'delete': call('deleteSession', () => a.agent.deleteSession(worker)); break;
+          case 'delete': call('deleteSession', () => a.agent.deleteSession(worker), deleted(a, worker)); break;
           default: call('setMetadata', () => a.agent.setMetadata(worker, 'userId', '"w"')); break;
         }
         break;

@@ -463,7 +463,10 @@ export interface RunOutcomeObject {
  * sub-agent's events (the worker a delegate_task call runs) come wrapped: {"type": "worker_event",
  * "run_id": <the parent's run>, "call_id": <the parent's delegate_task call>, "session_id": <the
  * worker's session>, "event": <the worker's event, with the worker's run_id; a worker_event again for
- * a worker's worker>}, between the delegating call's start and its tool_result. A resumed run
+ * a worker's worker>}, between the delegating call's start and its tool_result. A worker left frozen
+ * (its last event approval_required) when its parent's run ends cancelled or aborted is ended
+ * cancelled, never continued, and its run says so as any run ends: a run_started ("resumed": true)
+ * then a run_finished ("status": "cancelled"), wrapped, before the parent's run_finished. A resumed run
  * reports first the results its batch already had, and some of those were reported before: the
  * calls that finished before a sub-agent froze the batch, or before the app was killed. Key a call's
  * result by its call_id (a second tool_result for a call carries the same result): a call_id is
