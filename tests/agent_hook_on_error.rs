@@ -22,6 +22,7 @@ use support::{answer, calls, MemStore, Script};
 enum Act {
     Nothing,
     AbortBefore,
+    FailBefore,
     AbortAfter,
     FailAfter,
 }
@@ -39,6 +40,7 @@ impl AgentHook for Recorder {
     ) -> BeforeToolCall {
         match self.0 {
             Act::AbortBefore => BeforeToolCall::Abort("no".into()),
+            Act::FailBefore => BeforeToolCall::Failed("it threw".into()),
             _ => BeforeToolCall::Proceed(None),
         }
     }
@@ -113,4 +115,13 @@ async fn a_provider_error_is_told_once() {
     assert_eq!(status, RunStatus::Failed);
     assert_eq!(heard.len(), 2, "{heard:?}");
     assert!(heard[0].starts_with("error:") && heard[1] == "end:Failed", "{heard:?}");
+}
+
+#[tokio::test]
+async fn a_failed_before_hook_is_told_to_on_error_and_the_run_goes_on() {
+    // An adapter's hook that threw: its call is answered `hook_failed`, the model answers after.
+    let script = vec![calls(&[("c1", "echo", "{}")]), answer("ok")];
+    let (status, heard) = hear(script, Act::FailBefore).await;
+    assert_eq!(status, RunStatus::Completed);
+    assert_eq!(heard, [format!("error:{}", codes::HOOK_FAILED), "end:Completed".to_string()]);
 }

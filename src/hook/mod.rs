@@ -46,6 +46,10 @@ pub enum BeforeToolCall {
     Defer(String),
     /// End the run now.
     Abort(String),
+    /// The hook itself failed (for an adapter's foreign hook: it threw, rejected, timed out or
+    /// answered a wrong shape). As for a panicking hook, the call is answered `hook_failed`
+    /// without running, `on_error` hears it, and the run goes on.
+    Failed(String),
 }
 
 /// What `after_tool_call` decides about the result.
@@ -129,7 +133,8 @@ pub trait AgentHook: Send + Sync {
     async fn before_persist_state(&self, _ctx: &HookContext<'_>, _state: &AgentState) -> PersistDecision {
         PersistDecision::Persist
     }
-    /// The run ended.
+    /// The run ended (not when it is suspended for approval: `on_approval_required` tells that,
+    /// and its resume calls [`on_run_start`](Self::on_run_start) again).
     async fn on_run_end(&self, _ctx: &HookContext<'_>, _status: RunStatus, _final_text: Option<&str>) {}
     /// The run met an error: one that ends it (a provider's, a hook's abort or failure, a loop
     /// detected; told before [`on_run_end`](Self::on_run_end)), or a `before_tool_call` hook's

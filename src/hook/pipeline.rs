@@ -341,6 +341,13 @@ impl HookPipeline {
                         format!("hook #{index} aborted the run before call {}: {reason}", current.id),
                     ))
                 }
+                BeforeToolCall::Failed(why) => {
+                    let error = AgentError::of(
+                        codes::HOOK_FAILED,
+                        format!("hook #{index} failed in before_tool_call for call {}: {why}", current.id),
+                    );
+                    return BeforeToolCallOutcome::Refused { call: current, error };
+                }
             }
         }
         BeforeToolCallOutcome::Proceed(current)

@@ -529,7 +529,7 @@ impl AgentHook for JsHook {
             Ok(None) => BeforeToolCall::Proceed(None),
             Err(why) => {
                 log::warn!("arkagent: {}: {why}; the call is denied", codes::HOOK_FAILED);
-                BeforeToolCall::Deny(ToolResult::from_error(&AgentError::of(codes::HOOK_FAILED, why)))
+                BeforeToolCall::Failed(why)
             }
         }
     }

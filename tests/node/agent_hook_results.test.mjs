@@ -111,7 +111,7 @@ test('beforeToolCall deny with a result of unknown or mixed keys: the call is de
     assert.equal(out.status, 'completed', what);
     assert.deepEqual(ran, [], what);
     assert.equal(tool.is_error, true, what);
-    assert.match(tool.content, /^error \[hook_failed\]: resultJson is not a ToolResult: /, what);
+    assert.match(tool.content, /^error \[hook_failed\]: hook #0 failed in before_tool_call for call c1: resultJson is not a ToolResult: /, what);
     assert.match(tool.content, names, what);
   }
 });
@@ -155,7 +155,7 @@ test('beforeToolCall: a decision with a key it does not have fails the hook (the
     const what = JSON.stringify(answer);
     assert.equal(out.status, 'completed', what);
     assert.deepEqual(ran, [], what);
-    assert.match(tool.content, /^error \[hook_failed\]: beforeToolCall returned an invalid decision: /, what);
+    assert.match(tool.content, /^error \[hook_failed\]: hook #0 failed in before_tool_call for call c1: beforeToolCall returned an invalid decision: /, what);
     assert.match(tool.content, why, what);
   }
 });

@@ -186,13 +186,16 @@ test('failures are contained: throw, rejection, wrong shape and a Promise that n
   ];
   for (const beforeToolCall of failing) {
     const { agent, ran } = setup({ toolTimeoutMs: 200 });
-    agent.addHook({ beforeToolCall });
+    const errors = [];
+    agent.addHook({ beforeToolCall, onError: (_c, errorJson) => errors.push(JSON.parse(errorJson).code) });
     const out = await agent.run('s', 'go');
     assert.equal(out.status, 'completed', String(beforeToolCall));
     assert.deepEqual(ran, [], String(beforeToolCall));
     const tool = await toolMessage(agent);
     assert.equal(tool.is_error, true);
-    assert.match(tool.content, /hook_failed|hook/, tool.content);
+    assert.match(tool.content, /^error \[hook_failed\]: /, tool.content);
+    // The failure is told to onError, as a failing beforeToolCall's is documented to be.
+    assert.deepEqual(errors, ['hook_failed'], String(beforeToolCall));
   }
 });
 
@@ -262,7 +265,7 @@ test('a beforeToolCall that timed out while the JS thread was busy is never call
   assert.deepEqual(ran, []);
   const tool = await toolMessage(agent);
   assert.equal(tool.is_error, true);
-  assert.match(tool.content, /^error \[hook_failed\]: beforeToolCall did not settle within 100 ms \(the JS thread was busy all along: it was never called\)/);
+  assert.match(tool.content, /^error \[hook_failed\]: hook #0 failed in before_tool_call for call c1: beforeToolCall did not settle within 100 ms \(the JS thread was busy all along: it was never called\)/);
 });
 
 test('an afterToolCall that timed out while the JS thread was busy is never called: the run ends with hook_failed', async () => {

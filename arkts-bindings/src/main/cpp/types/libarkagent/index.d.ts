@@ -498,7 +498,8 @@ export type AgentEventListener = (eventJson: string) => void;
  * executor) is never made, so a method is never called for a call, a save or a run the runtime has
  * gone on without it. A notification of a run already cancelled when it is due (onRunEnd with
  * 'cancelled', onRunStart of a run cancelled before it started) is made all the same, and not
- * waited for: the app hears how every run ended. Every method gets the hook context first: contextJson =
+ * waited for: the app hears how every run ended. A run suspended for approval has not ended:
+ * onApprovalRequired tells it (no onRunEnd), and its resume calls onRunStart again. Every method gets the hook context first: contextJson =
  * {"session_id","run_id","round"} (round: the model round, 1-based; 0 before the first).
  * - beforeToolCall(contextJson, callJson, definitionJson | null) -> {action: 'proceed', argumentsJson?} |
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
