@@ -203,6 +203,34 @@ enum RunCall {
 }
 
 impl JsAgent {
+    /// The promise of a decision on `session_id`'s batch (`approve`, `deny`, `approveAll`,
+    /// `denyAll`): reserved now, and kept until settled, as a run is (see `run_promise`); resolves
+    /// to the batch JSON.
+    fn decision_promise<'env, F>(
+        &self,
+        env: &'env Env,
+        session_id: String,
+        decide: impl FnOnce(Arc<Agent>, String) -> F,
+    ) -> napi_ohos::Result<PromiseRaw<'env, String>>
+    where
+        F: std::future::Future<Output = Result<crate::approval::PendingApprovalBatch, AgentError>>
+            + Send
+            + 'static,
+    {
+        let core = Arc::clone(&self.core);
+        guard_napi(env, || {
+            let reservation = core.reserve_turn(&session_id);
+            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
+            let decided = decide(core, session_id);
+            spawn_guarded_keeping(
+                env,
+                kept,
+                async move { reservation?.within(decided).await.map(|b| to_json(&b)) },
+                same,
+            )
+        })
+    }
+
     /// The promise of a run, resume or dismissal: resolves to the outcome once the listener saw
     /// every event of the run (one glue for the three exports).
     fn run_promise<'env>(
@@ -481,20 +509,8 @@ impl JsAgent {
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
         check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(Id(approval_id, _))) = (session_id, approval_id);
-        let core = Arc::clone(&self.core);
-        guard_napi(env, || {
-            // Reserved now, and kept until settled, as a run is (see `run_promise`).
-            let reservation = core.reserve_turn(&session_id);
-            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
-            spawn_guarded_keeping(
-                env,
-                kept,
-                async move {
-                    let decided = core.approve(&session_id, &approval_id);
-                    reservation?.within(decided).await.map(|b| to_json(&b))
-                },
-                same,
-            )
+        self.decision_promise(env, session_id, move |core, id| async move {
+            core.approve(&id, &approval_id).await
         })
     }
 
@@ -513,20 +529,8 @@ impl JsAgent {
         check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(Id(approval_id, _)), Arg(reason)) =
             (session_id, approval_id, reason);
-        let core = Arc::clone(&self.core);
-        guard_napi(env, || {
-            // Reserved now, and kept until settled, as a run is (see `run_promise`).
-            let reservation = core.reserve_turn(&session_id);
-            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
-            spawn_guarded_keeping(
-                env,
-                kept,
-                async move {
-                    let decided = core.deny(&session_id, &approval_id, &reason);
-                    reservation?.within(decided).await.map(|b| to_json(&b))
-                },
-                same,
-            )
+        self.decision_promise(env, session_id, move |core, id| async move {
+            core.deny(&id, &approval_id, &reason).await
         })
     }
 
@@ -543,21 +547,7 @@ impl JsAgent {
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
         check_this(env, self)?;
         let Arg(Id(session_id, _)) = session_id;
-        let core = Arc::clone(&self.core);
-        guard_napi(env, || {
-            // Reserved now, and kept until settled, as a run is (see `run_promise`).
-            let reservation = core.reserve_turn(&session_id);
-            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
-            spawn_guarded_keeping(
-                env,
-                kept,
-                async move {
-                    let decided = core.approve_all(&session_id);
-                    reservation?.within(decided).await.map(|b| to_json(&b))
-                },
-                same,
-            )
-        })
+        self.decision_promise(env, session_id, move |core, id| async move { core.approve_all(&id).await })
     }
 
     /// Denies every item of the batch still pending with `reason`, in one durable commit (see
@@ -574,21 +564,11 @@ impl JsAgent {
     ) -> napi_ohos::Result<PromiseRaw<'env, String>> {
         check_this(env, self)?;
         let (Arg(Id(session_id, _)), Arg(reason)) = (session_id, reason);
-        let core = Arc::clone(&self.core);
-        guard_napi(env, || {
-            // Reserved now, and kept until settled, as a run is (see `run_promise`).
-            let reservation = core.reserve_turn(&session_id);
-            let kept = reservation.as_ref().ok().map(TurnReservation::kept);
-            spawn_guarded_keeping(
-                env,
-                kept,
-                async move {
-                    let decided = core.deny_all(&session_id, &reason);
-                    reservation?.within(decided).await.map(|b| to_json(&b))
-                },
-                same,
-            )
-        })
+        self.decision_promise(
+            env,
+            session_id,
+            move |core, id| async move { core.deny_all(&id, &reason).await },
+        )
     }
 
     /// The persisted state of a session as JSON, or null.
