@@ -258,6 +258,16 @@ fn tail(state: &AgentState) -> Vec<(String, String)> {
         .collect()
 }
 
+/// [`tail`] of a batch of `c1` and `c2` whose `c1` hook injected the reminder: both results, then
+/// the reminder, as the batch would have appended them.
+fn both_results_then_the_reminder() -> Vec<(String, String)> {
+    vec![
+        ("tool".into(), "c1".into()),
+        ("tool".into(), "c2".into()),
+        ("user".into(), "REMINDER from hook".into()),
+    ]
+}
+
 #[tokio::test]
 async fn an_after_hook_stop_and_its_messages_survive_a_death_later_in_the_batch() {
     // `c1`'s hook stops and injects a reminder; its finished record is durable (saved with
@@ -274,14 +284,7 @@ async fn an_after_hook_stop_and_its_messages_survive_a_death_later_in_the_batch(
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(requests, 0, "the hook's stop holds after the death");
     assert_eq!(executions, 2, "nothing ran twice");
-    assert_eq!(
-        tail(&state),
-        [
-            ("tool".into(), "c1".into()),
-            ("tool".into(), "c2".into()),
-            ("user".into(), "REMINDER from hook".into())
-        ]
-    );
+    assert_eq!(tail(&state), both_results_then_the_reminder());
     assert!(state.tool_runs.is_empty() && !state.stop_requested);
 }
 
@@ -300,14 +303,7 @@ async fn an_after_hook_stop_survives_when_the_batch_runs_on_after_the_death() {
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(requests, 0);
     assert_eq!(executions, 3, "c2 ran again, c1 did not");
-    assert_eq!(
-        tail(&state),
-        [
-            ("tool".into(), "c1".into()),
-            ("tool".into(), "c2".into()),
-            ("user".into(), "REMINDER from hook".into())
-        ]
-    );
+    assert_eq!(tail(&state), both_results_then_the_reminder());
 }
 
 #[tokio::test]
@@ -328,14 +324,7 @@ async fn an_after_hook_stop_in_a_parallel_chunk_survives_a_death_before_the_chun
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(requests, 0, "the hook's stop holds after the death");
     assert_eq!(executions, 2, "nothing ran twice");
-    assert_eq!(
-        tail(&state),
-        [
-            ("tool".into(), "c1".into()),
-            ("tool".into(), "c2".into()),
-            ("user".into(), "REMINDER from hook".into())
-        ]
-    );
+    assert_eq!(tail(&state), both_results_then_the_reminder());
     let c1 = state.messages.iter().find_map(|m| match m {
         ChatMessage::Tool { tool_call_id, content, .. } if tool_call_id == "c1" => Some(content.clone()),
         _ => None,
