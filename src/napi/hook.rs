@@ -246,15 +246,18 @@ struct HookAnswer(HookDecisionObject);
 impl FromNapiValue for HookAnswer {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
         // SAFETY (all three): on the JS thread, with the env and value of the reply being read.
-        let decision = unsafe { HookDecisionObject::from_napi_value(env, value) }?;
-        let object = unsafe { Object::from_napi_value(env, value) }?;
-        if let Some(shown) = super::dto::unknown_key(&object, HookDecisionObject::KEYS)? {
-            // With the known key it is nearest to, as an options object's refusal gives it.
-            return Err(napi_ohos::Error::from_reason(
-                super::dto::unknown_key_refusal::<HookDecisionObject>(&shown),
-            ));
+        let decision = unsafe { HookDecisionObject::from_napi_value(env, value) };
+        // A stray key is named first, also when the decision does not convert: `{Action:
+        // 'proceed'}` lacks `action` because it is misspelt, which the hint says.
+        if let Ok(object) = unsafe { Object::from_napi_value(env, value) } {
+            if let Some(shown) = super::dto::unknown_key(&object, HookDecisionObject::KEYS)? {
+                // With the known key it is nearest to, as an options object's refusal gives it.
+                return Err(napi_ohos::Error::from_reason(super::dto::unknown_key_refusal::<
+                    HookDecisionObject,
+                >(&shown)));
+            }
         }
-        Ok(HookAnswer(decision))
+        Ok(HookAnswer(decision?))
     }
 }
 
@@ -280,6 +283,11 @@ fn unread_keys(method: &str, decision: &HookDecisionObject) -> Result<(), String
         _ if before && decision.inject_json.is_some() => {
             Some((AFTER_ONLY, "belongs to an afterToolCall answer".to_string()))
         }
+        // The run ends before the batch's messages are appended: they would be dropped unsaid.
+        _ if action == "abort" && decision.inject_json.is_some() => Some((
+            AFTER_ONLY,
+            "is not read with the action abort: the run ends before it is appended".to_string(),
+        )),
         Some(key) if !before => Some((key, "belongs to a beforeToolCall answer".to_string())),
         Some(key) if known && action != "proceed" => {
             Some((key, format!("is read with the action proceed only, not {action}")))

@@ -168,6 +168,10 @@ test('afterToolCall: a decision with a key it does not read ends the run with ho
     // A filtered result with stop or abort: the unfiltered one was kept and sent to the model.
     [{ action: 'stop', resultJson: '{"contents":[]}' }, /resultJson is read with the action proceed only, not stop/],
     [{ action: 'abort', reason: 'x', resultJson: '{"contents":[]}' }, /resultJson is read with the action proceed only, not abort/],
+    // Messages to inject with an abort: the run ends before they are appended.
+    [{ action: 'abort', reason: 'x', injectJson: '[{"role":"user","content":"hi"}]' }, /injectJson is not read with the action abort/],
+    // A misspelt action key: named, with the key meant, not only "missing field action".
+    [{ Action: 'proceed' }, /unknown key "Action" in the decision \(did you mean action\?\)$/],
   ];
   for (const [answer, why] of answers) {
     const { agent, ran } = setup({ afterToolCall: () => answer });

@@ -505,7 +505,7 @@ export type AgentEventListener = (eventJson: string) => void;
  *   {action: 'deny', resultJson} | {action: 'defer', reason} | {action: 'abort', reason}
  * - afterToolCall(contextJson, callJson, resultJson) -> {action: 'proceed', resultJson?} | {action: 'stop'} |
  *   {action: 'abort', reason}, with injectJson?: a JSON array of messages to append after the batch's
- *   results (not with abort: the run ends before they are appended; a system message is kept as one
+ *   results (not with abort, which fails the hook naming it: the run ends before they are appended; a system message is kept as one
  *   in the state and sent as a user message, as strict providers refuse one anywhere but first)
  * - beforePersistState(contextJson, stateJson) -> 'persist' | 'skip' (a skip is ignored for terminal
  *   states and frozen batches, which are always saved)
