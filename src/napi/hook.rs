@@ -6,7 +6,7 @@
 //! | method                                   | answer                                          |
 //! |------------------------------------------|-------------------------------------------------|
 //! | `beforeToolCall(contextJson, callJson, definitionJson \| null)` | `{action: proceed, argumentsJson?, name?}`, `{action: deny, resultJson? \| reason?}`, `{action: defer, reason}`, `{action: abort, reason}` |
-//! | `afterToolCall(contextJson, callJson, resultJson)` | `{action: proceed, resultJson?}`, `{action: stop}`, `{action: abort, reason}`; `injectJson?` (user or system messages; another role fails the hook) with any |
+//! | `afterToolCall(contextJson, callJson, resultJson)` | `{action: proceed, resultJson?}`, `{action: stop}`, `{action: abort, reason}`; `injectJson?` (user or system messages; another role fails the hook) with proceed or stop |
 //! | `beforePersistState(contextJson, stateJson)` | `'persist'` or `'skip'` (a skip of a terminal state or a frozen batch is ignored) |
 //! | `onRunStart(contextJson)`, `beforeModelCall(contextJson, requestJson)`, `afterModelResponse(contextJson, responseJson)`, `onApprovalRequired(contextJson, batchJson)`, `onRunEnd(contextJson, status, finalText \| null)`, `onError(contextJson, errorJson)` | ignored |
 //!
