@@ -92,6 +92,22 @@ test('ArkTS executors run behind the native gates; results come back in the nati
   assert.equal(store.cachedEntries, 0);
 });
 
+test('an ArkTS executor reads its arguments\' numbers as written, and its JSON result keeps them', async () => {
+  const registry = new B.ToolRegistry();
+  let seen;
+  class Echo {
+    async execute(args) {
+      seen = args.get('id').asNumberText();
+      return B.ToolResult.json(args.get('id'));
+    }
+  }
+  registry.register(new B.ToolDefinition('echo', 'Echoes the id', '{"type":"object"}'), new Echo());
+  const result = await registry.execute(new B.ToolCall('c1', 'echo', '{"id":9007199254740993}'));
+  assert.equal(seen, '9007199254740993', 'JSON.parse would give 9007199254740992');
+  // The result crossed the native module as JSON text and was read back: still exact.
+  assert.equal(result.toModelText(), '9007199254740993');
+});
+
 test('each step of the offline scenario meets its gate in the native registry', async () => {
   const { registry } = demoRegistry();
   const calls = JSON.parse(D.offlineRunScript()).flatMap((a) => a.tool_calls ?? []);
