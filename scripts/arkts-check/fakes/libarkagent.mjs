@@ -171,6 +171,10 @@ export class ToolRegistry {
   }
 
   register(definition, executor) {
+    // As the real module: the name is the delegation's, refused whatever the agent's config.
+    if (definition.name === 'delegate_task') {
+      throw codedError('tool_name_reserved', 'config', 'the tool name delegate_task is reserved for the delegation');
+    }
     if (this.tools.has(definition.name)) {
       throw codedError('tool_name_duplicate', 'config', `Tool already registered: ${definition.name}`);
     }
