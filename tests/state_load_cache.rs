@@ -115,3 +115,42 @@ async fn a_journal_written_over_in_place_is_read_whole_not_from_the_cache() {
     );
     assert_eq!(store.load("s").await.map_err(|e| e.code), fresh);
 }
+
+#[tokio::test]
+async fn a_writer_whose_journal_was_written_over_in_place_reopens_it_and_loses_no_later_commit() {
+    // The writer's next commit after the flip reopens the session (the damaged record kept aside,
+    // the tail cut) instead of appending after the damage, where no load would ever read it.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileStore::new(dir.path()));
+    let model = Script::new(vec![answer("a1"), answer("a2"), answer("a3")]);
+    let agent = AgentBuilder::new(Arc::new(model), Arc::clone(&store) as Arc<dyn StateStore>).build();
+    for q in ["q1", "q2"] {
+        agent.run("s", q, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    }
+    let journal = std::fs::read_dir(dir.path().join("s"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal-"))
+        .max()
+        .unwrap();
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0x20;
+    std::fs::write(&journal, &bytes).unwrap();
+    agent.run("s", "q3", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let fresh = FileStore::new(dir.path()).load("s").await.unwrap().unwrap();
+    let users: Vec<String> = fresh
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            arkagent::ChatMessage::User { content } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        users.last().map(String::as_str),
+        Some("q3"),
+        "the commit after the damage is durable: {users:?}"
+    );
+    assert_eq!(store.load("s").await.unwrap().unwrap(), fresh);
+}

@@ -99,9 +99,10 @@
 //! next load folds only the records appended after it (read back from the open journal) onto a
 //! copy, so deciding the items of a big frozen batch one by one does not decode the whole batch
 //! again each time. The copy is used only while the journal is as the writer left it (the
-//! checks a lease makes: the same file, its length, still the newest generation; and its change
-//! time as the writer's last append or load left it, so a journal written over in place, same
-//! length, is read whole and its damage found as by any other reader); otherwise the
+//! checks a lease makes: the same file, its length, still the newest generation, and its change
+//! time as the writer opened it or its last append left it, so a journal written over in place,
+//! same length, is read whole and its damage found as by any other reader, and the writer's next
+//! lease reopens the session, keeping the damage aside, instead of appending after it); otherwise the
 //! load reads the session whole, as any load does without it. At most [`MAX_CACHED_STATES`]
 //! sessions keep one (those loaded last), and a compaction or a closed journal drops it.
 //!
@@ -128,8 +129,9 @@
 //! only on an existing session), so a call on a session that does not exist creates nothing. The lock file is opened close-on-exec, but a process started while a lease is held still
 //! shares the lock between its fork and its exec (a child that forks without exec, for as long as
 //! it lives). On taking a lease, the store checks that the journal it keeps open is still the
-//! session's newest and that nobody appended to it; otherwise it reopens the session at its next
-//! commit, so a store never appends after another writer's compaction.
+//! session's newest and that nobody appended to it or wrote over it (its length and change time);
+//! otherwise it reopens the session at its next commit, so a store never appends after another
+//! writer's compaction, nor after damage no load would read past.
 //!
 //! [`StateStore::lease_held`] (what a listing asks to tell a session another process runs now
 //! from one a kill cut short) probes the lock file without creating it: a shared try-lock, which
@@ -194,6 +196,9 @@ struct Writer {
     retry_at: u64,
     /// The session as a load last read it (see "Loads and recovery" in the module docs).
     cached: Option<CachedState>,
+    /// The journal's change time as this writer opened it or its last append left it
+    /// ([`changed`]): any other write to the file moves it.
+    changed: Option<(i64, i64)>,
 }
 
 /// A session's state as a load of this store folded it from the snapshot and the writer's
@@ -202,9 +207,6 @@ struct Writer {
 struct CachedState {
     state: AgentState,
     journal_len: u64,
-    /// The journal's change time when the state was cached, or as this writer's last append left
-    /// it ([`changed`]): any other write to the file moves it.
-    changed: Option<(i64, i64)>,
 }
 
 /// A file's change time (seconds, nanoseconds): moved by every write to it, by anyone.
@@ -933,6 +935,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
             let _ = fs::remove_file(dir.join(LEGACY_STATE_FILE));
         }
     }
+    let changed = changed(&journal);
     Ok(Writer {
         dir: dir.to_path_buf(),
         gen,
@@ -942,6 +945,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         failed_compactions: 0,
         retry_at: 0,
         cached: None,
+        changed,
     })
 }
 
@@ -991,6 +995,7 @@ fn ensure_open(
                 journal.set_len(valid).map_err(|e| io_err("cannot truncate", &jpath, e))?;
                 journal.sync_all().map_err(|e| io_err("cannot sync", &jpath, e))?;
             }
+            let changed = changed(&journal);
             *slot = Some(Writer {
                 dir: dir.to_path_buf(),
                 gen: scan.latest_gen,
@@ -999,6 +1004,7 @@ fn ensure_open(
                 snapshot_len: scan.snapshot_len,
                 failed_compactions: 0,
                 retry_at: 0,
+                changed,
                 cached: None,
             });
             return Ok(false);
@@ -1136,6 +1142,7 @@ impl Writer {
         open.len() == self.journal_len
             && (open.dev(), open.ino()) == (named.dev(), named.ino())
             && newest == Some(self.gen)
+            && self.changed.is_some_and(|c| c == (open.ctime(), open.ctime_nsec()))
     }
 
     /// The session's state from the cache a load left, folded with the records appended to the
@@ -1145,12 +1152,8 @@ impl Writer {
     /// then scans the session as a load without a cache does.
     fn cached_state(&mut self) -> Option<AgentState> {
         use std::os::unix::fs::FileExt as _;
-        let CachedState { mut state, journal_len, changed: when } = self.cached.take()?;
-        if journal_len > self.journal_len
-            || when.is_none()
-            || when != changed(&self.journal)
-            || !self.is_current()
-        {
+        let CachedState { mut state, journal_len } = self.cached.take()?;
+        if journal_len > self.journal_len || !self.is_current() {
             return None;
         }
         if journal_len < self.journal_len {
@@ -1164,8 +1167,7 @@ impl Writer {
                 state.apply(event);
             }
         }
-        self.cached =
-            Some(CachedState { state: state.clone(), journal_len: self.journal_len, changed: when });
+        self.cached = Some(CachedState { state: state.clone(), journal_len: self.journal_len });
         Some(state)
     }
 
@@ -1178,28 +1180,17 @@ impl Writer {
             && scan.latest_gen == self.gen
             && scan.journal_valid_len == self.journal_len;
         if whole && self.is_current() {
-            let when = changed(&self.journal);
-            self.cached =
-                Some(CachedState { state: scan.state.clone(), journal_len: self.journal_len, changed: when });
+            self.cached = Some(CachedState { state: scan.state.clone(), journal_len: self.journal_len });
         }
         self.cached.is_some()
     }
 
     fn append(&mut self, records: &[u8]) -> Result<(), AgentError> {
         let path = journal_path(&self.dir, self.gen);
-        // A cached state stays the journal's only if nobody else wrote to it since: its change
-        // time is then carried past this writer's own append.
-        let untouched =
-            self.cached.as_ref().is_some_and(|c| c.changed.is_some() && c.changed == changed(&self.journal));
-        if !untouched {
-            self.cached = None;
-        }
         self.journal.write_all(records).map_err(|e| io_err("cannot append to", &path, e))?;
         self.journal.sync_data().map_err(|e| io_err("cannot sync", &path, e))?;
         self.journal_len += records.len() as u64;
-        if let Some(cached) = &mut self.cached {
-            cached.changed = changed(&self.journal);
-        }
+        self.changed = changed(&self.journal);
         Ok(())
     }
 
