@@ -614,3 +614,33 @@ async fn a_dismissal_after_approving_one_item_runs_no_call_one_level_down() {
         "{results:?}"
     );
 }
+
+#[tokio::test]
+async fn a_resume_cancelled_before_it_ran_the_batch_ends_the_workers_frozen_under_it() {
+    // Both workers froze side by side; the app approves everything, then resumes the parent with
+    // a signal already cancelled: the batch never runs on, so the workers, which nothing could
+    // continue any more, end cancelled too, each run told ended in the parent's events.
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        two_delegations(),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+    ]));
+    let store = Arc::new(MemStore::new());
+    let agent = delegation::agent(model.clone(), store.clone(), &cleared, 1);
+    let out = agent.run("parent", "q", &EventLog::new(), &none()).await.unwrap();
+    let RunOutcome::Suspended { .. } = out else { panic!("{out:?}") };
+    agent.approve_all("parent").await.unwrap();
+    let cancelled = CancellationSignal::new();
+    cancelled.cancel("the user left");
+    let events = EventLog::new();
+    let out = agent.resume("parent", &events, &cancelled).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Cancelled);
+    for worker in workers(&store).await {
+        let state = store.load(&worker).await.unwrap().unwrap();
+        assert_eq!(state.status, RunStatus::Cancelled, "{worker} is not left awaiting approval");
+        assert!(state.pending_approval.is_none(), "{worker}");
+    }
+    assert_eq!(assert_every_worker_run_finished(&events.events(), RunStatus::Cancelled).len(), 2);
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "no worker's call ran");
+}

@@ -3174,10 +3174,18 @@ impl<'a> Run<'a> {
         WorkerEvents::drain(workers, self.sink);
         drop(running);
         // A worker frozen in the batch (its delegating call stays `started`) is never continued:
-        // it is ended too, as the workers still running ended with the cancel. Best effort: one
-        // that cannot be ended now is logged and left.
+        // it is ended too, as the workers still running ended with the cancel.
+        self.end_frozen_workers(batch).await;
+        let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };
+        self.finish(status, None, aborted).await.map(Flow::Done)
+    }
+
+    /// Ends the workers of `calls` (the batch's delegations) that are frozen: the run that would
+    /// continue them ends first. Each one's run is told ended through this run's sink, wrapped as
+    /// its delegating call's. Best effort: one that cannot be ended now is logged and left.
+    async fn end_frozen_workers(&self, calls: &[ToolCall]) {
         let batch_call_id = batch_id_of(&self.state);
-        for call in batch {
+        for call in calls {
             let Some(worker) = self.worker_of(&batch_call_id, call) else { continue };
             let origin = WorkerOrigin { call_id: call.id.clone(), session_id: worker.clone() };
             let sink = WrappingSink { origin, sink: self.sink };
@@ -3185,8 +3193,6 @@ impl<'a> Run<'a> {
                 log::warn!("arkagent: a worker frozen in a batch whose run ended was not ended: {e}");
             }
         }
-        let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };
-        self.finish(status, None, aborted).await.map(Flow::Done)
     }
 
     /// Ends the run of the worker a dismissed mirror was frozen on, or of one frozen beside it
@@ -3366,11 +3372,14 @@ impl<'a> Run<'a> {
             });
             final_text = Some(fallback);
         }
-        if self.state.pending_approval.is_some() {
+        if let Some(batch) = &self.state.pending_approval {
             // A run that ends while it settles a decided batch (cancelled, aborted, failed) keeps
             // no batch: it could no longer be resumed, decided or dismissed, yet `state` (and the
             // app's `pendingApproval()`) would still show it. Calls it did not answer are answered
-            // by the next run's repair, as for any ended run.
+            // by the next run's repair, as for any ended run. A worker frozen under it (a mirror's,
+            // cancelled before the batch ran on) could no longer be continued either: it is ended.
+            let calls: Vec<ToolCall> = batch.calls.iter().map(|c| c.call.clone()).collect();
+            self.end_frozen_workers(&calls).await;
             self.record(StateEvent::ApprovalCleared);
         }
         // The finish reason and the error are saved with the status, so the session tells them
