@@ -422,3 +422,26 @@ async fn a_policy_denial_on_resume_over_the_limit_is_cut_to_fit() {
     let (_, result) = results_of(&events).into_iter().find(|(id, _)| id == "cc").unwrap();
     assert!(result.size_bytes() <= limit, "{} bytes: {result:?}", result.size_bytes());
 }
+
+#[tokio::test]
+async fn a_hooks_answer_too_large_does_not_tell_the_model_to_ask_the_tool_for_less() {
+    // `b` never ran: its oversized answer is the hook's, so the replacement says it was left
+    // out, not "ask the tool for less" (which sends the model to call it again differently).
+    let model = Arc::new(Script::new(vec![calls(&[("cb", "b", "{}")]), answer("done")]));
+    let store: Arc<dyn StateStore> = Arc::new(support::MemStore::new());
+    let agent = AgentBuilder::new(model, store.clone())
+        .tools(denied_tools())
+        .config(AgentConfig { max_result_bytes: 1000, ..AgentConfig::default() })
+        .hook(Arc::new(DeniesLong))
+        .build();
+    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let state = store.load("s").await.unwrap().unwrap();
+    let saved = tool_messages(&state.messages);
+    assert!(
+        saved[0].1.starts_with("error [tool_result_too_large]: the result of b takes 5000 bytes"),
+        "{}",
+        saved[0].1
+    );
+    assert!(saved[0].1.contains("given instead of running it"), "{}", saved[0].1);
+    assert!(!saved[0].1.contains("ask the tool"), "{}", saved[0].1);
+}

@@ -2832,7 +2832,7 @@ impl<'a> Run<'a> {
     fn answer_within_size(&self, mut input: BatchCallInput) -> BatchCallInput {
         if let CallDisposition::Answer(result) = input.disposition {
             let limit = self.agent.config.max_result_bytes;
-            input.disposition = CallDisposition::Answer(within_size(result, &input.call.name, limit));
+            input.disposition = CallDisposition::Answer(answer_within_limit(result, &input.call.name, limit));
         }
         input
     }
@@ -3453,6 +3453,16 @@ fn hold_answers_for_the_batch(state: &mut AgentState, report: &mut crate::state:
 /// "ask for less" would not), a successful one replaced by the error `tool_result_too_large`,
 /// itself cut so under a limit shorter than its message. The stop flag is kept.
 fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
+    within_size_of(result, tool, limit, true)
+}
+
+/// [`within_size`] of an answer the tool did not give (a hook's or the policy's denial): the
+/// model is not told to ask the tool for less, as it never ran.
+fn answer_within_limit(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
+    within_size_of(result, tool, limit, false)
+}
+
+fn within_size_of(result: ToolResult, tool: &str, limit: usize, ran: bool) -> ToolResult {
     let size = result.size_bytes();
     if size <= limit {
         return result;
@@ -3460,12 +3470,14 @@ fn within_size(result: ToolResult, tool: &str, limit: usize) -> ToolResult {
     let error = if result.is_error {
         result
     } else {
+        let advice = if ran {
+            "ask the tool for less (a page, a filter, a summary)"
+        } else {
+            "the app's answer for the call, given instead of running it, was left out"
+        };
         ToolResult::from_error(&AgentError::of(
             codes::TOOL_RESULT_TOO_LARGE,
-            format!(
-                "the result of {tool} takes {size} bytes, more than the limit of {limit}: ask the tool \
-                 for less (a page, a filter, a summary)"
-            ),
+            format!("the result of {tool} takes {size} bytes, more than the limit of {limit}: {advice}"),
         ))
         .with_stop(result.stop)
     };
