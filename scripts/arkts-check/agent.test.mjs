@@ -586,6 +586,31 @@ test('a listener that throws does not stop the others; undecodable events go to 
   assert.deepEqual(errors, ['listener: listener bug', 'event: event_invalid', 'event: json_invalid', 'listener: listener bug']);
 });
 
+test('an async listener\'s rejection is reported as \'listener\', as a throw is, and contained', async () => {
+  const { agent, native } = newAgent();
+  const errors = [];
+  const got = [];
+  agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.message}`));
+  agent.addEventListener(async () => {
+    await null;
+    throw new Error('render failed');
+  });
+  agent.addEventListener(() => Promise.reject('not an Error'));
+  agent.addEventListener((e) => got.push(e.kind));
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    native.listener('{"type":"text_delta","delta":"a"}');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  assert.deepEqual(got, ['text_delta']);
+  assert.deepEqual(errors.sort(), ['listener: not an Error', 'listener: render failed']);
+  assert.deepEqual(unhandled, []);
+});
+
 test('run and resume return typed outcomes (completed, suspended with its batch, failed with its error)', async () => {
   const { agent, native } = newAgent();
   const usageJson = '{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}';

@@ -458,6 +458,33 @@ test('through the real ArkTS Agent: a failed run\'s RunFinishedEvent has the out
     for (const e of events) assert.equal(e.runId, events[0].runId, e.kind);
   });
 
+test('through the real ArkTS Agent: an async listener\'s rejection is reported as \'listener\', as a throw is', async () => {
+  const agent = new B.Agent(B.AgentConfig.scripted('[{"content":"hello"}]'));
+  const errors = [];
+  agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.message}`));
+  agent.addEventListener(async (e) => {
+    if (e instanceof B.RunFinishedEvent) {
+      await null;
+      throw new Error('render failed');
+    }
+  });
+  agent.addEventListener((e) => {
+    if (e instanceof B.RunStartedEvent) throw new Error('sync listener failed');
+  });
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const out = await agent.run('async-listener-1', 'hi');
+    assert.equal(out.status, 'completed');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  assert.deepEqual(unhandled, []);
+  assert.deepEqual(errors, ['listener: sync listener failed', 'listener: render failed']);
+});
+
 test('an ArkTS AgentHook through the real Agent: all nine methods, each with its session, run and round', async () => {
   const stateDir = tempDir('arkagent-hook-state-');
   const build = (script) => demoAgent(stateDir, script).agent;
