@@ -356,6 +356,33 @@ test('CancellationSignal: a listener that throws is contained; the ones after it
   assert.match(warned[0], /cleanup bug/);
 });
 
+test('CancellationSignal: an async listener\'s rejection is contained (logged); the ones after it still run', async (t) => {
+  const warned = [];
+  t.mock.method(console, 'warn', (line) => warned.push(line));
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  const signal = new M.CancellationSignal();
+  const seen = [];
+  try {
+    signal.onCancel(async () => {
+      await null;
+      throw new Error('async cleanup bug');
+    });
+    signal.onCancel((reason) => seen.push(`second:${reason}`));
+    assert.doesNotThrow(() => signal.cancel('user'));
+    signal.onCancel(() => Promise.reject(new Error('late async bug')));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  assert.deepEqual(seen, ['second:user']);
+  assert.deepEqual(unhandled, []);
+  assert.equal(warned.length, 2);
+  assert.match(warned.join('\n'), /async cleanup bug/);
+  assert.match(warned.join('\n'), /late async bug/);
+});
+
 test('ArkAgentError: an Error with a stable code and layer tool; isStableCode is the native rule', () => {
   const e = M.ArkAgentError.tool('plan_todo_status_unknown', "status 'x' is unknown");
   assert.ok(e instanceof Error);
