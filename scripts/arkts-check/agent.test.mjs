@@ -698,6 +698,15 @@ test('approvals, the pending batch, the state and deletion are decoded from the 
   assert.equal(await agent.pendingApproval('s1'), undefined);
   native.answers.pendingApprovalJson = JSON.stringify(BATCH);
   assert.equal((await agent.pendingApproval('s1')).batchId, 'batch-1');
+  // Parallel workers frozen side by side: each item's worker, as item_workers or worker_session names it.
+  const beside = structuredClone(BATCH);
+  beside.worker_session = 'w-a';
+  beside.items.push({ ...structuredClone(BATCH.items[0]), approval_id: 'ap-2' });
+  beside.item_workers = { 'ap-2': 'w-b' };
+  native.answers.pendingApprovalJson = JSON.stringify(beside);
+  const mirrored = await agent.pendingApproval('s1');
+  assert.deepEqual(mirrored.items.map((i) => [i.approvalId, i.workerSession, mirrored.workerOf(i.approvalId)]),
+    [['ap-1', 'w-a', 'w-a'], ['ap-2', 'w-b', 'w-b']]);
   native.answers.stateJson = null;
   assert.equal(await agent.state('s1'), undefined);
   native.answers.stateJson = '{"schema_version":3,"session_id":"s1","status":"idle"}';

@@ -526,6 +526,20 @@ test('a pending batch in the Rust serde shape decodes; approval answers write th
   assert.equal(batch.workerSession, undefined);
   const mirrored = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1' }));
   assert.equal(mirrored.workerSession, 'w0a1');
+  assert.deepEqual(batch.items.map((i) => i.workerSession), [undefined, undefined]);
+  assert.equal(batch.workerOf('ap1'), undefined);
+  assert.deepEqual(mirrored.items.map((i) => i.workerSession), ['w0a1', 'w0a1']);
+  // Parallel workers frozen side by side: item_workers names the worker of each item beside the
+  // batch's own; an item it does not name is worker_session's (the Rust item_worker).
+  const beside = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1',
+    item_workers: { ap2: 'w0b2' } }));
+  assert.equal(beside.workerSession, 'w0a1');
+  assert.deepEqual(beside.items.map((i) => i.workerSession), ['w0a1', 'w0b2']);
+  assert.deepEqual([beside.workerOf('ap1'), beside.workerOf('ap2'), beside.workerOf('unknown')], ['w0a1', 'w0b2', 'w0a1']);
+  for (const bad of [[], 'w0b2', { ap2: 7 }]) {
+    assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1', item_workers: bad })),
+      (e) => e.code === 'approval_invalid', JSON.stringify(bad));
+  }
   // The model message: the answer holding the batch's calls (the Rust assistant_message).
   const withCalls = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, assistant_message: { role: 'assistant',
     content: 'I will clear it', tool_calls: [wire.items[0].tool_call, wire.items[1].tool_call] } }));

@@ -437,6 +437,49 @@ test('through the real ArkTS Agent: a worker\'s events arrive as WorkerEvent, it
   assert.equal(parentResult, events.indexOf(workers.at(-1)) + 1, 'the worker\'s events precede the call\'s result');
 });
 
+test('through the real ArkTS Agent: parallel workers frozen side by side, each item names its own worker', async () => {
+  const script = JSON.stringify([
+    { tool_calls: [{ id: 'p1', name: 'delegate_task', arguments: '{"task":"A"}' },
+      { id: 'p2', name: 'delegate_task', arguments: '{"task":"B"}' }] },
+    { tool_calls: [{ id: 'w1', name: 'danger', arguments: '{}' }] }, // worker A
+    { tool_calls: [{ id: 'w2', name: 'danger', arguments: '{}' }] }, // worker B
+    { content: 'done' }, { content: 'done' }, { content: 'final' },
+  ]);
+  const config = B.AgentConfig.scripted(script);
+  config.stateDir = tempDir('arkagent-item-workers-');
+  config.enableDelegation = true;
+  const agent = new B.Agent(config);
+  class DangerTool {
+    async execute() { return B.ToolResult.text('ran'); }
+  }
+  agent.registerTool(new B.ToolDefinition('danger', 'a dangerous tool', '{"type":"object"}', B.ToolRiskLevel.dangerous),
+    new DangerTool());
+  const events = [];
+  agent.addEventListener((e) => events.push(e));
+  const out = await agent.run('workers-1', 'go');
+  assert.ok(out.isAwaitingApproval());
+  // Each worker's session, by the call it made (its tool_call_started, inside its WorkerEvent).
+  const workerOfCall = new Map();
+  for (const e of events) {
+    if (e instanceof B.WorkerEvent && e.innermost() instanceof B.ToolCallStartedEvent) {
+      workerOfCall.set(e.innermost().callId, e.sessionId);
+    }
+  }
+  assert.deepEqual([...workerOfCall.keys()].sort(), ['w1', 'w2']);
+  assert.equal(new Set(workerOfCall.values()).size, 2, 'two workers');
+  for (const batch of [out.batch, await agent.pendingApproval('workers-1')]) {
+    assert.equal(batch.items.length, 2);
+    const expected = batch.items.map((i) => workerOfCall.get(i.toolCall.id));
+    assert.deepEqual(batch.items.map((i) => i.workerSession), expected);
+    assert.deepEqual(batch.items.map((i) => batch.workerOf(i.approvalId)), expected);
+    assert.equal(batch.workerSession, expected[0], 'the batch\'s own worker: its first item\'s');
+  }
+  await agent.approveAll('workers-1');
+  const done = await agent.resume('workers-1');
+  assert.equal(done.status, 'completed');
+  assert.equal(done.finalText, 'final');
+});
+
 test('through the real ArkTS Agent: a failed run\'s RunFinishedEvent has the outcome\'s error; every event its run id',
   async () => {
     // The script ends after the tool call: the second model round fails (provider_script_exhausted).
