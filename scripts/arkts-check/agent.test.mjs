@@ -611,6 +611,36 @@ test('an async listener\'s rejection is reported as \'listener\', as a throw is,
   assert.deepEqual(unhandled, []);
 });
 
+test('integers beyond 2^53 from the module stay exact: ctx metadata, a tool_result\'s JSON part, a batch\'s answered call, state()',
+  async () => {
+    const BIG = '12345678901234567891';
+    const { agent, native } = newAgent();
+    const seen = [];
+    class Reads {
+      async execute(_args, ctx) {
+        seen.push(ctx.state.metadata.get('uid').asNumberText());
+        return M.ToolResult.text('ok');
+      }
+    }
+    agent.registerTool(new M.ToolDefinition('reads', 'd', schema()), new Reads());
+    await native.tools.get('reads').executor('{}', context({ metadataJson: `{"uid":${BIG}}` }));
+    assert.deepEqual(seen, [BIG]);
+    const events = [];
+    agent.addEventListener((e) => events.push(e));
+    native.listener(`{"type":"tool_result","run_id":"r1","call_id":"c1","name":"reads",`
+      + `"result":{"contents":[{"type":"json","value":{"id":${BIG}}}],"is_error":false}}`);
+    assert.equal(events.length, 1);
+    assert.equal(events[0].result.contents[0].value.asObject().get('id').asNumberText(), BIG);
+    const batch = structuredClone(BATCH);
+    batch.calls = [{ call: { id: 'c1', name: 'reads', arguments: '{}' }, plan: 'answer',
+      result: { contents: [{ type: 'json', value: 0 }], is_error: false } }];
+    native.answers.pendingApprovalJson = JSON.stringify(batch).replace('"value":0', `"value":${BIG}`);
+    const pending = await agent.pendingApproval('s1');
+    assert.equal(pending.calls[0].result.contents[0].value.asNumberText(), BIG);
+    native.answers.stateJson = `{"schema_version":3,"session_id":"s1","status":"idle","metadata":{"uid":${BIG}}}`;
+    assert.equal((await agent.state('s1')).getObject('metadata').get('uid').asNumberText(), BIG);
+  });
+
 test('run and resume return typed outcomes (completed, suspended with its batch, failed with its error)', async () => {
   const { agent, native } = newAgent();
   const usageJson = '{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}';

@@ -292,6 +292,28 @@ test('through the real ArkTS Agent: setMetadata reaches ToolContext.state.metada
   assert.equal(state.getObject('metadata').toJsonString(), '{"profile":{"tier":"gold"},"userId":"u-42"}');
 });
 
+test('through the real ArkTS Agent: an integer beyond 2^53 set with setMetadata reaches ctx.state.metadata exact', async () => {
+  const BIG = '12345678901234567891';
+  const script = JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'reads', arguments: '{}' }] }, { content: 'done' }]);
+  const agent = new B.Agent(B.AgentConfig.scripted(script));
+  const seen = {};
+  class Reads {
+    async execute(_args, ctx) {
+      seen.metadata = ctx.state.metadata.get('uid').asNumberText();
+      return B.ToolResult.json(B.JsonValue.numberLiteral(BIG));
+    }
+  }
+  agent.registerTool(new B.ToolDefinition('reads', 'Reads the metadata', '{"type":"object"}'), new Reads());
+  agent.addEventListener((e) => {
+    if (e instanceof B.ToolResultEvent) seen.event = e.result.contents[0].value.asNumberText();
+  });
+  await agent.setMetadata('big-1', 'uid', BIG);
+  const outcome = await agent.run('big-1', 'go');
+  assert.equal(outcome.status, 'completed');
+  assert.deepEqual(seen, { metadata: BIG, event: BIG });
+  assert.equal((await agent.state('big-1')).getObject('metadata').get('uid').asNumberText(), BIG);
+});
+
 test('through the real ArkTS Agent: AgentConfig.loopDiagnosis reaches the native diagnosis (scripted verdicts)', async () => {
   // With 'scripted', a diagnosis takes the next scripted answer: two rounds of calls, then the verdict.
   const verdict = (confidence) => ({ content: JSON.stringify({ is_loop: true, confidence, reason: 'same lookups' }) });
