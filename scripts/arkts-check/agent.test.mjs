@@ -586,6 +586,61 @@ test('a listener that throws does not stop the others; undecodable events go to 
   assert.deepEqual(errors, ['listener: listener bug', 'event: event_invalid', 'event: json_invalid', 'listener: listener bug']);
 });
 
+test('an async listener\'s rejection is reported as \'listener\', as a throw is, and contained', async () => {
+  const { agent, native } = newAgent();
+  const errors = [];
+  const got = [];
+  agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.message}`));
+  agent.addEventListener(async () => {
+    await null;
+    throw new Error('render failed');
+  });
+  agent.addEventListener(() => Promise.reject('not an Error'));
+  agent.addEventListener((e) => got.push(e.kind));
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    native.listener('{"type":"text_delta","delta":"a"}');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  assert.deepEqual(got, ['text_delta']);
+  assert.deepEqual(errors.sort(), ['listener: not an Error', 'listener: render failed']);
+  assert.deepEqual(unhandled, []);
+});
+
+test('integers beyond 2^53 from the module stay exact: ctx metadata, a tool_result\'s JSON part, a batch\'s answered call, state()',
+  async () => {
+    const BIG = '12345678901234567891';
+    const { agent, native } = newAgent();
+    const seen = [];
+    class Reads {
+      async execute(_args, ctx) {
+        seen.push(ctx.state.metadata.get('uid').asNumberText());
+        return M.ToolResult.text('ok');
+      }
+    }
+    agent.registerTool(new M.ToolDefinition('reads', 'd', schema()), new Reads());
+    await native.tools.get('reads').executor('{}', context({ metadataJson: `{"uid":${BIG}}` }));
+    assert.deepEqual(seen, [BIG]);
+    const events = [];
+    agent.addEventListener((e) => events.push(e));
+    native.listener(`{"type":"tool_result","run_id":"r1","call_id":"c1","name":"reads",`
+      + `"result":{"contents":[{"type":"json","value":{"id":${BIG}}}],"is_error":false}}`);
+    assert.equal(events.length, 1);
+    assert.equal(events[0].result.contents[0].value.asObject().get('id').asNumberText(), BIG);
+    const batch = structuredClone(BATCH);
+    batch.calls = [{ call: { id: 'c1', name: 'reads', arguments: '{}' }, plan: 'answer',
+      result: { contents: [{ type: 'json', value: 0 }], is_error: false } }];
+    native.answers.pendingApprovalJson = JSON.stringify(batch).replace('"value":0', `"value":${BIG}`);
+    const pending = await agent.pendingApproval('s1');
+    assert.equal(pending.calls[0].result.contents[0].value.asNumberText(), BIG);
+    native.answers.stateJson = `{"schema_version":3,"session_id":"s1","status":"idle","metadata":{"uid":${BIG}}}`;
+    assert.equal((await agent.state('s1')).getObject('metadata').get('uid').asNumberText(), BIG);
+  });
+
 test('run and resume return typed outcomes (completed, suspended with its batch, failed with its error)', async () => {
   const { agent, native } = newAgent();
   const usageJson = '{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}';
@@ -673,6 +728,15 @@ test('approvals, the pending batch, the state and deletion are decoded from the 
   assert.equal(await agent.pendingApproval('s1'), undefined);
   native.answers.pendingApprovalJson = JSON.stringify(BATCH);
   assert.equal((await agent.pendingApproval('s1')).batchId, 'batch-1');
+  // Parallel workers frozen side by side: each item's worker, as item_workers or worker_session names it.
+  const beside = structuredClone(BATCH);
+  beside.worker_session = 'w-a';
+  beside.items.push({ ...structuredClone(BATCH.items[0]), approval_id: 'ap-2' });
+  beside.item_workers = { 'ap-2': 'w-b' };
+  native.answers.pendingApprovalJson = JSON.stringify(beside);
+  const mirrored = await agent.pendingApproval('s1');
+  assert.deepEqual(mirrored.items.map((i) => [i.approvalId, i.workerSession, mirrored.workerOf(i.approvalId)]),
+    [['ap-1', 'w-a', 'w-a'], ['ap-2', 'w-b', 'w-b']]);
   native.answers.stateJson = null;
   assert.equal(await agent.state('s1'), undefined);
   native.answers.stateJson = '{"schema_version":3,"session_id":"s1","status":"idle"}';

@@ -356,6 +356,33 @@ test('CancellationSignal: a listener that throws is contained; the ones after it
   assert.match(warned[0], /cleanup bug/);
 });
 
+test('CancellationSignal: an async listener\'s rejection is contained (logged); the ones after it still run', async (t) => {
+  const warned = [];
+  t.mock.method(console, 'warn', (line) => warned.push(line));
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  const signal = new M.CancellationSignal();
+  const seen = [];
+  try {
+    signal.onCancel(async () => {
+      await null;
+      throw new Error('async cleanup bug');
+    });
+    signal.onCancel((reason) => seen.push(`second:${reason}`));
+    assert.doesNotThrow(() => signal.cancel('user'));
+    signal.onCancel(() => Promise.reject(new Error('late async bug')));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  assert.deepEqual(seen, ['second:user']);
+  assert.deepEqual(unhandled, []);
+  assert.equal(warned.length, 2);
+  assert.match(warned.join('\n'), /async cleanup bug/);
+  assert.match(warned.join('\n'), /late async bug/);
+});
+
 test('ArkAgentError: an Error with a stable code and layer tool; isStableCode is the native rule', () => {
   const e = M.ArkAgentError.tool('plan_todo_status_unknown', "status 'x' is unknown");
   assert.ok(e instanceof Error);
@@ -499,6 +526,20 @@ test('a pending batch in the Rust serde shape decodes; approval answers write th
   assert.equal(batch.workerSession, undefined);
   const mirrored = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1' }));
   assert.equal(mirrored.workerSession, 'w0a1');
+  assert.deepEqual(batch.items.map((i) => i.workerSession), [undefined, undefined]);
+  assert.equal(batch.workerOf('ap1'), undefined);
+  assert.deepEqual(mirrored.items.map((i) => i.workerSession), ['w0a1', 'w0a1']);
+  // Parallel workers frozen side by side: item_workers names the worker of each item beside the
+  // batch's own; an item it does not name is worker_session's (the Rust item_worker).
+  const beside = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1',
+    item_workers: { ap2: 'w0b2' } }));
+  assert.equal(beside.workerSession, 'w0a1');
+  assert.deepEqual(beside.items.map((i) => i.workerSession), ['w0a1', 'w0b2']);
+  assert.deepEqual([beside.workerOf('ap1'), beside.workerOf('ap2'), beside.workerOf('unknown')], ['w0a1', 'w0b2', 'w0a1']);
+  for (const bad of [[], 'w0b2', { ap2: 7 }]) {
+    assert.throws(() => M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, worker_session: 'w0a1', item_workers: bad })),
+      (e) => e.code === 'approval_invalid', JSON.stringify(bad));
+  }
   // The model message: the answer holding the batch's calls (the Rust assistant_message).
   const withCalls = M.PendingApprovalBatch.fromJsonString(JSON.stringify({ ...wire, assistant_message: { role: 'assistant',
     content: 'I will clear it', tool_calls: [wire.items[0].tool_call, wire.items[1].tool_call] } }));

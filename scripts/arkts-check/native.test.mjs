@@ -292,6 +292,28 @@ test('through the real ArkTS Agent: setMetadata reaches ToolContext.state.metada
   assert.equal(state.getObject('metadata').toJsonString(), '{"profile":{"tier":"gold"},"userId":"u-42"}');
 });
 
+test('through the real ArkTS Agent: an integer beyond 2^53 set with setMetadata reaches ctx.state.metadata exact', async () => {
+  const BIG = '12345678901234567891';
+  const script = JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'reads', arguments: '{}' }] }, { content: 'done' }]);
+  const agent = new B.Agent(B.AgentConfig.scripted(script));
+  const seen = {};
+  class Reads {
+    async execute(_args, ctx) {
+      seen.metadata = ctx.state.metadata.get('uid').asNumberText();
+      return B.ToolResult.json(B.JsonValue.numberLiteral(BIG));
+    }
+  }
+  agent.registerTool(new B.ToolDefinition('reads', 'Reads the metadata', '{"type":"object"}'), new Reads());
+  agent.addEventListener((e) => {
+    if (e instanceof B.ToolResultEvent) seen.event = e.result.contents[0].value.asNumberText();
+  });
+  await agent.setMetadata('big-1', 'uid', BIG);
+  const outcome = await agent.run('big-1', 'go');
+  assert.equal(outcome.status, 'completed');
+  assert.deepEqual(seen, { metadata: BIG, event: BIG });
+  assert.equal((await agent.state('big-1')).getObject('metadata').get('uid').asNumberText(), BIG);
+});
+
 test('through the real ArkTS Agent: AgentConfig.loopDiagnosis reaches the native diagnosis (scripted verdicts)', async () => {
   // With 'scripted', a diagnosis takes the next scripted answer: two rounds of calls, then the verdict.
   const verdict = (confidence) => ({ content: JSON.stringify({ is_loop: true, confidence, reason: 'same lookups' }) });
@@ -437,6 +459,49 @@ test('through the real ArkTS Agent: a worker\'s events arrive as WorkerEvent, it
   assert.equal(parentResult, events.indexOf(workers.at(-1)) + 1, 'the worker\'s events precede the call\'s result');
 });
 
+test('through the real ArkTS Agent: parallel workers frozen side by side, each item names its own worker', async () => {
+  const script = JSON.stringify([
+    { tool_calls: [{ id: 'p1', name: 'delegate_task', arguments: '{"task":"A"}' },
+      { id: 'p2', name: 'delegate_task', arguments: '{"task":"B"}' }] },
+    { tool_calls: [{ id: 'w1', name: 'danger', arguments: '{}' }] }, // worker A
+    { tool_calls: [{ id: 'w2', name: 'danger', arguments: '{}' }] }, // worker B
+    { content: 'done' }, { content: 'done' }, { content: 'final' },
+  ]);
+  const config = B.AgentConfig.scripted(script);
+  config.stateDir = tempDir('arkagent-item-workers-');
+  config.enableDelegation = true;
+  const agent = new B.Agent(config);
+  class DangerTool {
+    async execute() { return B.ToolResult.text('ran'); }
+  }
+  agent.registerTool(new B.ToolDefinition('danger', 'a dangerous tool', '{"type":"object"}', B.ToolRiskLevel.dangerous),
+    new DangerTool());
+  const events = [];
+  agent.addEventListener((e) => events.push(e));
+  const out = await agent.run('workers-1', 'go');
+  assert.ok(out.isAwaitingApproval());
+  // Each worker's session, by the call it made (its tool_call_started, inside its WorkerEvent).
+  const workerOfCall = new Map();
+  for (const e of events) {
+    if (e instanceof B.WorkerEvent && e.innermost() instanceof B.ToolCallStartedEvent) {
+      workerOfCall.set(e.innermost().callId, e.sessionId);
+    }
+  }
+  assert.deepEqual([...workerOfCall.keys()].sort(), ['w1', 'w2']);
+  assert.equal(new Set(workerOfCall.values()).size, 2, 'two workers');
+  for (const batch of [out.batch, await agent.pendingApproval('workers-1')]) {
+    assert.equal(batch.items.length, 2);
+    const expected = batch.items.map((i) => workerOfCall.get(i.toolCall.id));
+    assert.deepEqual(batch.items.map((i) => i.workerSession), expected);
+    assert.deepEqual(batch.items.map((i) => batch.workerOf(i.approvalId)), expected);
+    assert.equal(batch.workerSession, expected[0], 'the batch\'s own worker: its first item\'s');
+  }
+  await agent.approveAll('workers-1');
+  const done = await agent.resume('workers-1');
+  assert.equal(done.status, 'completed');
+  assert.equal(done.finalText, 'final');
+});
+
 test('through the real ArkTS Agent: a failed run\'s RunFinishedEvent has the outcome\'s error; every event its run id',
   async () => {
     // The script ends after the tool call: the second model round fails (provider_script_exhausted).
@@ -457,6 +522,33 @@ test('through the real ArkTS Agent: a failed run\'s RunFinishedEvent has the out
     assert.ok(events.length > 4);
     for (const e of events) assert.equal(e.runId, events[0].runId, e.kind);
   });
+
+test('through the real ArkTS Agent: an async listener\'s rejection is reported as \'listener\', as a throw is', async () => {
+  const agent = new B.Agent(B.AgentConfig.scripted('[{"content":"hello"}]'));
+  const errors = [];
+  agent.setErrorHandler((where, e) => errors.push(`${where}: ${e.message}`));
+  agent.addEventListener(async (e) => {
+    if (e instanceof B.RunFinishedEvent) {
+      await null;
+      throw new Error('render failed');
+    }
+  });
+  agent.addEventListener((e) => {
+    if (e instanceof B.RunStartedEvent) throw new Error('sync listener failed');
+  });
+  const unhandled = [];
+  const onUnhandled = (e) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const out = await agent.run('async-listener-1', 'hi');
+    assert.equal(out.status, 'completed');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  assert.deepEqual(unhandled, []);
+  assert.deepEqual(errors, ['listener: sync listener failed', 'listener: render failed']);
+});
 
 test('an ArkTS AgentHook through the real Agent: all nine methods, each with its session, run and round', async () => {
   const stateDir = tempDir('arkagent-hook-state-');
