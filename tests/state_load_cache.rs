@@ -83,6 +83,21 @@ async fn a_cached_state_is_not_used_once_another_store_wrote_the_session() {
     assert_eq!(FileStore::new(dir.path()).load("s").await.unwrap().unwrap().pending_approval, Some(decided));
 }
 
+/// Flips one byte (at `at` of the file's length) of session `s`'s newest journal where it lies:
+/// the file keeps its length.
+fn flip_in_place(root: &std::path::Path, at: fn(usize) -> usize) {
+    let journal = std::fs::read_dir(root.join("s"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal-"))
+        .max()
+        .unwrap();
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let i = at(bytes.len());
+    bytes[i] ^= 0x20;
+    std::fs::write(&journal, &bytes).unwrap();
+}
+
 #[tokio::test]
 async fn a_journal_written_over_in_place_is_read_whole_not_from_the_cache() {
     // A byte of the journal flipped where it lies (the file keeps its length): this store's loads
@@ -93,20 +108,7 @@ async fn a_journal_written_over_in_place_is_read_whole_not_from_the_cache() {
     let batch = suspend(&agent).await;
     agent.approve("s", &batch.items[0].approval_id).await.unwrap();
     let cached = store.load("s").await.unwrap().unwrap();
-    let journal = std::fs::read_dir(dir.path().join("s"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal-"))
-        .max()
-        .unwrap();
-    let mut bytes = std::fs::read(&journal).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x20;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&journal)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
-        .unwrap();
+    flip_in_place(dir.path(), |len| len / 2);
     let fresh = FileStore::new(dir.path()).load("s").await.map_err(|e| e.code);
     assert_ne!(
         fresh.as_ref().ok().and_then(|s| s.as_ref()),
@@ -127,16 +129,7 @@ async fn a_writer_whose_journal_was_written_over_in_place_reopens_it_and_loses_n
     for q in ["q1", "q2"] {
         agent.run("s", q, &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     }
-    let journal = std::fs::read_dir(dir.path().join("s"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("journal-"))
-        .max()
-        .unwrap();
-    let mut bytes = std::fs::read(&journal).unwrap();
-    let last = bytes.len() - 3;
-    bytes[last] ^= 0x20;
-    std::fs::write(&journal, &bytes).unwrap();
+    flip_in_place(dir.path(), |len| len - 3);
     agent.run("s", "q3", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     let fresh = FileStore::new(dir.path()).load("s").await.unwrap().unwrap();
     let users: Vec<String> = fresh
