@@ -3379,7 +3379,9 @@ impl<'a> Run<'a> {
             // by the next run's repair, as for any ended run. A worker frozen under it (a mirror's,
             // cancelled before the batch ran on) could no longer be continued either: it is ended.
             let calls: Vec<ToolCall> = batch.calls.iter().map(|c| c.call.clone()).collect();
-            self.end_frozen_workers(&calls).await;
+            // Boxed: `finish` is part of every run's future, nested runs (a dismissal settling
+            // its workers) included, and this one is rarely needed.
+            Box::pin(self.end_frozen_workers(&calls)).await;
             self.record(StateEvent::ApprovalCleared);
         }
         // The finish reason and the error are saved with the status, so the session tells them
