@@ -2967,7 +2967,7 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
-                        return self.ended_mid_chunk(running, delegations, &calls, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                     }
                     break;
                 };
@@ -2976,7 +2976,7 @@ impl<'a> Run<'a> {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
-                        return self.ended_mid_chunk(running, delegations, &calls, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
@@ -3004,7 +3004,7 @@ impl<'a> Run<'a> {
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
                 let Some(after) = hooked.await else {
-                    return self.ended_mid_chunk(running, delegations, &calls, &mut workers, None).await;
+                    return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
                 };
                 let stop_requested = match after.control {
                     AfterControl::Continue => false,
@@ -3060,7 +3060,7 @@ impl<'a> Run<'a> {
                     // ends as a cancelled one does: delegations are let end, other calls are not
                     // waited for (they stay `started`; the next run answers them interrupted).
                     chunk_cancel.cancel(ABORTED_BY_HOOK);
-                    return self.ended_mid_chunk(running, delegations, &calls, &mut workers, Some(e)).await;
+                    return self.ended_mid_chunk(running, delegations, &mut workers, Some(e)).await;
                 }
             }
             if waiting.is_some() {
@@ -3150,13 +3150,12 @@ impl<'a> Run<'a> {
     /// delegations (`open`) have ended: their workers see the cancel (a child signal) and end
     /// their own runs promptly, durably `cancelled` (dropped mid-run instead, a worker's session
     /// stayed `running` for good and its hooks never heard its run end), and what they said is
-    /// forwarded; the workers of the `batch` left frozen are ended `cancelled` too. Other tools
+    /// forwarded; the workers of the batch left frozen are ended `cancelled` too (by `finish`). Other tools
     /// are not waited for: they are dropped with the chunk and stay `started`, as before.
     async fn ended_mid_chunk<S, R>(
         &mut self,
         mut running: S,
         mut open: HashSet<String>,
-        batch: &[ToolCall],
         workers: &mut Option<WorkerEvents>,
         aborted: Option<AgentError>,
     ) -> Result<Flow, AgentError>
@@ -3173,9 +3172,8 @@ impl<'a> Run<'a> {
         }
         WorkerEvents::drain(workers, self.sink);
         drop(running);
-        // A worker frozen in the batch (its delegating call stays `started`) is never continued:
-        // it is ended too, as the workers still running ended with the cancel.
-        self.end_frozen_workers(batch).await;
+        // A worker frozen in the batch (its delegating call stays `started`) is ended by `finish`,
+        // as the workers still running ended with the cancel.
         let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };
         self.finish(status, None, aborted).await.map(Flow::Done)
     }
@@ -3356,6 +3354,11 @@ impl<'a> Run<'a> {
         // abort cut the batch short, before or while they ran) and whose `ToolResult` it did not
         // emit: the state does not record their answers, the next load's repair gives them.
         let cut_short = unanswered_calls(&self.state.messages);
+        // A worker frozen under such a call (the batch cut short mid-way, or a mirror's batch the
+        // run was to settle) could no longer be continued: it is ended, its run told ended.
+        // Boxed: `finish` is part of every run's future, nested runs (a dismissal settling its
+        // workers) included, and this is rarely needed.
+        Box::pin(self.end_frozen_workers(&cut_short)).await;
         if let Some(e) = &error {
             // Every error that ends a run is told (a provider's, a hook's abort or failure, a
             // loop), before the run's end is saved, as a refused call's is when it happens.
@@ -3372,16 +3375,12 @@ impl<'a> Run<'a> {
             });
             final_text = Some(fallback);
         }
-        if let Some(batch) = &self.state.pending_approval {
+        if self.state.pending_approval.is_some() {
             // A run that ends while it settles a decided batch (cancelled, aborted, failed) keeps
             // no batch: it could no longer be resumed, decided or dismissed, yet `state` (and the
             // app's `pendingApproval()`) would still show it. Calls it did not answer are answered
-            // by the next run's repair, as for any ended run. A worker frozen under it (a mirror's,
-            // cancelled before the batch ran on) could no longer be continued either: it is ended.
-            let calls: Vec<ToolCall> = batch.calls.iter().map(|c| c.call.clone()).collect();
-            // Boxed: `finish` is part of every run's future, nested runs (a dismissal settling
-            // its workers) included, and this one is rarely needed.
-            Box::pin(self.end_frozen_workers(&calls)).await;
+            // by the next run's repair, as for any ended run (a worker frozen under one is ended
+            // above).
             self.record(StateEvent::ApprovalCleared);
         }
         // The finish reason and the error are saved with the status, so the session tells them
