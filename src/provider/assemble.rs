@@ -6,10 +6,17 @@
 //! may arrive late, or in pieces, which are joined (but for a piece that repeats the whole name so
 //! far: providers that send it in every fragment); several calls may share one delta (Mistral);
 //! indexes may start at 1 (Claude through a compatible endpoint) and are renumbered from 0 in
-//! order of appearance; a known index that arrives with a different non-empty id starts a new call
-//! (gateways that send every call as index 0), and a new index always does, even with the id of
-//! an earlier call. Ids are made unique within the answer before they are announced (`call_<n>`
-//! for a missing one, `<id>_<n>` for a repeated one): each result is paired with its call by id.
+//! order of appearance; a known index that arrives with a different non-empty id goes to the call
+//! of that id, else starts a new call when the fragment names a tool or has no `function` (gateways
+//! that send every call as index 0), while one with arguments and no name continues the call at
+//! its index (Poolside sends a call's later fragments with another id than its name's); a new
+//! index always starts a new call, even with the id of an earlier call. A fragment that names a
+//! tool and whose arguments start a value (`{`, `[`) after its call's arguments form a whole JSON
+//! value starts a new call too (Gemini's compatible endpoint sends each parallel call at index 0,
+//! without an id, whole name and arguments each). Ids are made unique within the answer before
+//! they are announced (`call_<n>` for a missing one, `<id>_<n>` for a repeated one): each result is
+//! paired with its call by id; fragments are matched by the id the provider sent, which a call
+//! made unique keeps for its later fragments.
 //! A call is announced (`ToolCallStarted`) once its name is whole, so the event names the tool the
 //! answer will: when its arguments start, when a fragment of another call comes, or at the end
 //! (the arguments that came before the announcement follow it in one piece; a piece of the name
@@ -51,7 +58,12 @@ use std::borrow::Cow;
 
 #[derive(Debug, Default)]
 struct CallSlot {
+    /// The id the call is announced with: the provider's, made unique within the answer when it
+    /// starts (see [`StreamAssembler::make_id_unique`]).
     id: String,
+    /// The first non-empty id the provider sent for the call, which its later fragments repeat:
+    /// what they are matched by, whatever the call was announced as.
+    wire_id: String,
     name: String,
     arguments: String,
     started: bool,
@@ -413,7 +425,7 @@ impl StreamAssembler {
         let id = id.filter(|s| !s.is_empty());
         let name = name.filter(|s| !s.is_empty());
         let arguments = arguments.map(|a| a.0).filter(|s| !s.is_empty());
-        let slot = self.find_slot(index, id.as_deref());
+        let slot = self.find_slot(index, id.as_deref(), has_function, name.is_some(), arguments.as_deref());
         // A fragment of another call: the one before has its whole name by now.
         if let Some(before) = self.last.replace(slot).filter(|before| *before != slot) {
             if self.calls[before].can_announce() {
@@ -422,9 +434,13 @@ impl StreamAssembler {
         }
         let call = &mut self.calls[slot];
         call.has_function |= has_function;
-        if call.id.is_empty() {
+        if call.wire_id.is_empty() {
             if let Some(id) = id {
-                call.id = id.into_owned();
+                // A call announced without an id has its made-up one already.
+                if call.id.is_empty() {
+                    call.id = id.to_string();
+                }
+                call.wire_id = id.into_owned();
             }
         }
         if let Some(name) = name {
@@ -480,40 +496,70 @@ impl StreamAssembler {
         self.calls.len() - 1
     }
 
-    fn find_slot(&mut self, index: Option<u32>, id: Option<&str>) -> usize {
-        let by_id = |calls: &[CallSlot], id: &str| calls.iter().position(|c| c.id == id);
-        match index {
+    /// The slot of a call fragment: its `index`, `id`, whether it has a `function`, whether it
+    /// names a tool, and its arguments (see the module's docs).
+    fn find_slot(
+        &mut self,
+        index: Option<u32>,
+        id: Option<&str>,
+        has_function: bool,
+        named: bool,
+        arguments: Option<&str>,
+    ) -> usize {
+        // Matched by the id the provider sent, not the one announced: a repeated id made unique
+        // (`A` announced as `A_1`) still comes as `A` on the call's later fragments.
+        let by_id = |calls: &[CallSlot], id: &str| calls.iter().position(|c| c.wire_id == id);
+        let found = match index {
             Some(ix) => {
                 // Each index is in the map once; the call being streamed is usually the last one.
-                if let Some(pos) = self.index_map.iter().rposition(|(i, _)| *i == ix) {
-                    let slot = self.index_map[pos].1;
-                    let other_id = matches!(id, Some(id) if !self.calls[slot].id.is_empty() && self.calls[slot].id != id);
-                    if !other_id {
-                        return slot;
-                    }
-                    let slot = match id.and_then(|id| by_id(&self.calls, id)) {
-                        Some(s) => s,
-                        None => self.new_slot(),
-                    };
-                    self.index_map[pos].1 = slot;
+                let Some(pos) = self.index_map.iter().rposition(|(i, _)| *i == ix) else {
+                    // A new index is a new call, even with the id of an earlier one (made unique
+                    // when it starts).
+                    let slot = self.new_slot();
+                    self.index_map.push((ix, slot));
                     return slot;
-                }
-                // A new index is a new call, even with the id of an earlier one (made unique when
-                // it starts).
-                let slot = self.new_slot();
-                self.index_map.push((ix, slot));
-                slot
+                };
+                let at_index = self.index_map[pos].1;
+                let wire_id = &self.calls[at_index].wire_id;
+                let found = match id {
+                    // Another id: the call of that id (gateways that send every call as index
+                    // 0), else a new call when the fragment names a tool or has no function (an
+                    // id sent alone, its name to follow). A fragment with arguments and no name
+                    // starts no call: it continues the one at its index (Poolside sends a call's
+                    // later fragments with another id than the one beside its name).
+                    Some(id) if !wire_id.is_empty() && wire_id != id => {
+                        by_id(&self.calls, id).or((!named && has_function).then_some(at_index))
+                    }
+                    _ => Some(at_index),
+                };
+                let slot = self.unless_started_again(found, named, arguments);
+                self.index_map[pos].1 = slot;
+                return slot;
             }
             None => match id {
-                Some(id) => match by_id(&self.calls, id) {
-                    Some(s) => s,
-                    None => self.new_slot(),
-                },
-                None => match self.last {
-                    Some(s) => s,
-                    None => self.new_slot(),
-                },
+                Some(id) => by_id(&self.calls, id),
+                None => self.last,
             },
+        };
+        self.unless_started_again(found, named, arguments)
+    }
+
+    /// `found`, or a new slot when there is none or the fragment starts a call again there: it
+    /// names a tool and its arguments start a value after the call's arguments form a whole JSON
+    /// value already (Gemini's compatible endpoint sends each parallel call at index 0, without an
+    /// id, whole name and whole arguments each). A name repeated beside a continuation of the
+    /// arguments (providers that send it in every fragment) joins the call, as before.
+    fn unless_started_again(&mut self, found: Option<usize>, named: bool, arguments: Option<&str>) -> usize {
+        let starts_value = |a: &str| a.trim_start().starts_with(['{', '[']);
+        match found {
+            Some(slot)
+                if !(named
+                    && arguments.is_some_and(starts_value)
+                    && is_whole_json(&self.calls[slot].arguments)) =>
+            {
+                slot
+            }
+            _ => self.new_slot(),
         }
     }
 
@@ -569,6 +615,14 @@ impl StreamAssembler {
         self.finished = true;
         response
     }
+}
+
+/// Whether a call's `arguments` so far are one whole JSON object or array (parsed only when they
+/// end as one: a fragment that names a tool again is rare, and most arguments end otherwise while
+/// they stream).
+fn is_whole_json(arguments: &str) -> bool {
+    arguments.trim_end().ends_with(['}', ']'])
+        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok()
 }
 
 /// A piece of the content or the reasoning with the halves of a cut character joined: `text` is

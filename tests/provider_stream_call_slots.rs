@@ -1,0 +1,183 @@
+//! Which call a streamed fragment belongs to, where providers make it hard to tell: a repeated id
+//! made unique still matches its call's later fragments (which repeat the provider's id); a
+//! fragment with another id and no name continues the call at its index (Poolside); a fragment
+//! that names a tool again after the call's arguments form a whole JSON value starts a new call
+//! (Gemini's compatible endpoint, every parallel call at index 0 without an id). The events say
+//! the same as the answer: each call announced once, its arguments after its start.
+
+#[path = "support/derived.rs"]
+mod derived;
+
+use arkagent::provider::{ModelEvent, ModelResponse};
+use arkagent::ToolCall;
+
+fn frag(index: Option<u32>, id: Option<&str>, name: Option<&str>, args: &str) -> String {
+    let mut call = serde_json::json!({ "type": "function", "function": { "arguments": args } });
+    if let Some(index) = index {
+        call["index"] = index.into();
+    }
+    if let Some(id) = id {
+        call["id"] = id.into();
+    }
+    if let Some(name) = name {
+        call["function"]["name"] = name.into();
+    }
+    serde_json::json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [call] } }] }).to_string()
+}
+
+const FINISH: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#;
+
+/// The answer of a stream (the same through the derived parse), and per announced call: its
+/// index, id, name and the arguments its deltas add up to, each delta after its start.
+fn answer(payloads: &[String]) -> (ModelResponse, Vec<(usize, String, String, String)>) {
+    let mut payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    payloads.push(FINISH);
+    let events = derived::events_both_ways(&payloads);
+    let mut calls: Vec<(usize, String, String, String)> = Vec::new();
+    for e in &events {
+        match e {
+            ModelEvent::ToolCallStarted { index, id, name } => {
+                assert!(calls.iter().all(|c| c.0 != *index), "started twice: {events:?}");
+                calls.push((*index, id.clone(), name.clone(), String::new()));
+            }
+            ModelEvent::ToolCallArgumentsDelta { index, delta } => {
+                let call = calls.iter_mut().find(|c| c.0 == *index);
+                call.unwrap_or_else(|| panic!("a delta before its start: {events:?}")).3.push_str(delta);
+            }
+            _ => {}
+        }
+    }
+    match events.last() {
+        Some(ModelEvent::Finished(r)) => (r.clone(), calls),
+        other => panic!("{payloads:?}: last event {other:?}"),
+    }
+}
+
+fn announced(calls: &[(usize, &str, &str, &str)]) -> Vec<(usize, String, String, String)> {
+    calls.iter().map(|(i, id, n, a)| (*i, id.to_string(), n.to_string(), a.to_string())).collect()
+}
+
+#[test]
+fn a_repeated_id_made_unique_still_matches_its_calls_later_fragments() {
+    let a = Some("A");
+    let (order, stock) = (Some("query_order"), Some("query_stock"));
+    let cases = [
+        // Arguments in pieces, the two calls interleaved.
+        vec![
+            frag(Some(0), a, order, r#"{"q":"#),
+            frag(Some(1), a, stock, r#"{"q":"#),
+            frag(Some(0), a, None, r#""order-1"}"#),
+            frag(Some(1), a, None, r#""stock-2"}"#),
+        ],
+        // The second call's name first with empty arguments, its arguments later.
+        vec![
+            frag(Some(0), a, order, r#"{"q":"order-1"}"#),
+            frag(Some(1), a, stock, ""),
+            frag(Some(1), a, None, r#"{"q":"stock-2"}"#),
+        ],
+        // Both headers first, then the arguments.
+        vec![
+            frag(Some(0), a, order, ""),
+            frag(Some(1), a, stock, ""),
+            frag(Some(0), a, None, r#"{"q":"order-1"}"#),
+            frag(Some(1), a, None, r#"{"q":"stock-2"}"#),
+        ],
+    ];
+    for payloads in cases {
+        let (r, calls) = answer(&payloads);
+        assert_eq!(
+            r.tool_calls,
+            [
+                ToolCall::new("A", "query_order", r#"{"q":"order-1"}"#),
+                ToolCall::new("A_1", "query_stock", r#"{"q":"stock-2"}"#)
+            ],
+            "{payloads:?}"
+        );
+        assert_eq!(
+            calls,
+            announced(&[
+                (0, "A", "query_order", r#"{"q":"order-1"}"#),
+                (1, "A_1", "query_stock", r#"{"q":"stock-2"}"#)
+            ])
+        );
+    }
+    // Without an index, a fragment with the id goes to the first call of that id, as before.
+    let (r, _) = answer(&[frag(None, a, order, r#"{"q":"#), frag(None, a, None, "1}")]);
+    assert_eq!(r.tool_calls, [ToolCall::new("A", "query_order", r#"{"q":1}"#)]);
+}
+
+#[test]
+fn another_id_without_a_name_continues_the_call_at_its_index() {
+    // Poolside: one id beside the name, another on the call's later fragments.
+    let (r, calls) = answer(&[
+        frag(Some(0), Some("call_first"), Some("query_order"), ""),
+        frag(Some(0), Some("call_second"), None, r#"{"q":"#),
+        frag(Some(0), Some("call_second"), None, r#""20261010"}"#),
+    ]);
+    assert_eq!(r.tool_calls, [ToolCall::new("call_first", "query_order", r#"{"q":"20261010"}"#)]);
+    assert_eq!(calls, announced(&[(0, "call_first", "query_order", r#"{"q":"20261010"}"#)]));
+
+    // Another id with a name is another call (gateways that send every call as index 0), and an
+    // id sent alone, its name to follow, too; a fragment with a known id goes to that call.
+    let (r, _) = answer(&[
+        frag(Some(0), Some("a"), Some("x"), r#"{"k":"#),
+        frag(Some(0), Some("b"), Some("y"), r#"{"k":"#),
+        frag(Some(0), Some("a"), None, "1}"),
+        frag(Some(0), Some("b"), None, "2}"),
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c"}]}}]}"#.to_string(),
+        frag(Some(0), None, Some("z"), "{}"),
+    ]);
+    assert_eq!(
+        r.tool_calls,
+        [
+            ToolCall::new("a", "x", r#"{"k":1}"#),
+            ToolCall::new("b", "y", r#"{"k":2}"#),
+            ToolCall::new("c", "z", "{}")
+        ]
+    );
+}
+
+#[test]
+fn a_name_again_after_whole_arguments_starts_another_call() {
+    // Gemini's compatible endpoint: each parallel call at index 0, no id, whole name and arguments.
+    let order = Some("query_order");
+    let (r, calls) = answer(&[
+        frag(Some(0), None, order, r#"{"q":"order-1"}"#),
+        frag(Some(0), None, order, r#"{"q":"order-2"}"#),
+        frag(Some(0), None, Some("query_stock"), r#" {"q":"stock-3"}"#),
+    ]);
+    assert_eq!(
+        r.tool_calls,
+        [
+            ToolCall::new("call_0", "query_order", r#"{"q":"order-1"}"#),
+            ToolCall::new("call_1", "query_order", r#"{"q":"order-2"}"#),
+            ToolCall::new("call_2", "query_stock", r#" {"q":"stock-3"}"#),
+        ]
+    );
+    assert_eq!(calls.len(), 3);
+    // The same without an index, and with one id repeated (made unique).
+    let (r, _) = answer(&[frag(None, None, order, r#"{"q":1}"#), frag(None, None, order, r#"{"q":2}"#)]);
+    assert_eq!(
+        r.tool_calls.iter().map(|c| c.arguments.as_str()).collect::<Vec<_>>(),
+        [r#"{"q":1}"#, r#"{"q":2}"#]
+    );
+    let (r, _) = answer(&[
+        frag(Some(0), Some("g"), order, r#"{"q":1}"#),
+        frag(Some(0), Some("g"), order, r#"{"q":2}"#),
+    ]);
+    assert_eq!(
+        r.tool_calls,
+        [ToolCall::new("g", "query_order", r#"{"q":1}"#), ToolCall::new("g_1", "query_order", r#"{"q":2}"#)]
+    );
+
+    // A name repeated beside each piece of the arguments joins its call: while the arguments are
+    // not whole, when the piece does not start a value, and when it brings no arguments.
+    let (r, _) = answer(&[
+        frag(Some(0), Some("c"), order, r#"{"a":{"b":1}"#),
+        frag(Some(0), None, order, r#","c":[{"d":2}"#),
+        frag(Some(0), None, order, r#"]}"#),
+        frag(Some(0), None, order, ""),
+        frag(Some(0), None, order, " "),
+    ]);
+    assert_eq!(r.tool_calls, [ToolCall::new("c", "query_order", r#"{"a":{"b":1},"c":[{"d":2}]} "#)]);
+}
