@@ -2,14 +2,19 @@
 //! them (tool-calling-loop.md, 4): `tool_calls` that is not an array means no calls, and an entry
 //! without a `function` is skipped; a `function` without a name or arguments is still a call (the
 //! registry answers it), and the rest of the answer is kept. A `function` that is not an object is
-//! no function.
+//! no function. Arguments sent as an object are the text the provider wrote; of several choices,
+//! choice 0 is the answer wherever it is listed.
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
 
+use arkagent::json::JsonLimits;
 use arkagent::provider::convert::parse_response;
-use arkagent::provider::{ChatModel, ChatRequest, ClientConfig, OpenAiCompatibleClient, RetryPolicy};
-use arkagent::{ChatMessage, ToolCall};
+use arkagent::provider::{
+    decode_sse_body, ChatModel, ChatRequest, ClientConfig, ModelEvent, OpenAiCompatibleClient, RetryPolicy,
+};
+use arkagent::schema::CompiledSchema;
+use arkagent::{codes, ChatMessage, ToolCall};
 use mock_server::{MockServer, Reply};
 use serde_json::json;
 use std::sync::Arc;
@@ -84,5 +89,55 @@ fn an_entry_whose_function_is_not_an_object_is_skipped() {
         let r = parse_response(body.as_bytes()).unwrap_or_else(|e| panic!("{function}: {e}"));
         assert_eq!(r.content.as_deref(), Some("checking"), "{function}");
         assert_eq!(r.tool_calls, [ToolCall::new("a", "query_order", "{}")], "{function}");
+    }
+}
+
+#[test]
+fn the_answer_is_choice_0_wherever_it_is_listed() {
+    // A gateway that lists the choices of `n` > 1 out of order: choice 0 is the answer, as in a
+    // stream, not choice 1's call.
+    let body = br#"{"choices":[
+        {"index":1,"message":{"content":null,"tool_calls":[{"id":"b","type":"function","function":{"name":"query_order","arguments":"{}"}}]},"finish_reason":"tool_calls"},
+        {"index":0,"message":{"content":"answer of choice 0"},"finish_reason":"stop"}]}"#;
+    let r = parse_response(body).unwrap();
+    assert_eq!(
+        (r.content.as_deref(), r.finish_reason.as_deref()),
+        (Some("answer of choice 0"), Some("stop"))
+    );
+    assert!(r.tool_calls.is_empty());
+    // A choice without an index counts as choice 0; without any choice 0, the first is taken.
+    for (choices, want) in [
+        (r#"{"index":2,"message":{"content":"2"}},{"message":{"content":"none"}}"#, "none"),
+        (r#"{"index":2,"message":{"content":"2"}},{"index":1,"message":{"content":"1"}}"#, "2"),
+    ] {
+        let body = format!(r#"{{"choices":[{choices}]}}"#);
+        assert_eq!(parse_response(body.as_bytes()).unwrap().content.as_deref(), Some(want), "{choices}");
+    }
+}
+
+#[test]
+fn arguments_sent_as_an_object_are_the_text_the_model_wrote() {
+    // Not rebuilt through a JSON value: a repeated key stays for the registry to refuse, a big
+    // number keeps its digits, the keys their order; only the whitespace outside strings goes.
+    let object = r#"{"q":"20261010", "z":1,"big":123456789012345678901234567890,"q":"DROP"}"#;
+    let written = r#"{"q":"20261010","z":1,"big":123456789012345678901234567890,"q":"DROP"}"#;
+    let whole = format!(
+        r#"{{"choices":[{{"index":0,"message":{{"tool_calls":[{{"id":"a","type":"function","function":{{"name":"query_order","arguments":{object}}}}}]}},"finish_reason":"tool_calls"}}]}}"#
+    );
+    let streamed = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"a\",\"function\":{{\"name\":\"query_order\",\"arguments\":{object}}}}}]}}}}]}}\n\n\
+         data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+    );
+    let from_stream = match decode_sse_body(streamed.as_bytes()).unwrap().pop() {
+        Some(ModelEvent::Finished(r)) => r.tool_calls,
+        other => panic!("last event {other:?}"),
+    };
+    let schema = CompiledSchema::compile(&json!({"type": "object"})).unwrap();
+    for calls in [parse_response(whole.as_bytes()).unwrap().tool_calls, from_stream] {
+        assert_eq!(calls, [ToolCall::new("a", "query_order", written)]);
+        // What the registry parses them with.
+        let e = schema.parse_value_and_validate(&calls[0].arguments, &JsonLimits::default()).unwrap_err();
+        assert_eq!(e.code, codes::JSON_INVALID, "{e}");
+        assert!(e.message.contains(r#"the key "q" appears twice"#), "{e}");
     }
 }

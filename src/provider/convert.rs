@@ -456,7 +456,10 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
             return Err(body_error(&err));
         }
     }
-    let Some(choice) = wire.choices.into_iter().next() else {
+    // Choice 0, as a stream's is: a gateway may list the choices of `n` > 1 in any order.
+    let mut choices = wire.choices;
+    let zero = choices.iter().position(|c| c.index.unwrap_or(0) == 0).unwrap_or(0);
+    let Some(choice) = (zero < choices.len()).then(|| choices.swap_remove(zero)) else {
         if let Some(err) = ProviderErrorDetail::of_body(text) {
             return Err(body_error(&err));
         }

@@ -24,57 +24,31 @@ pub use response::{
     WireBaseResp, WireUsage,
 };
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use crate::json::raw_compact;
+use serde::de::{self, Deserializer};
+use serde_json::value::RawValue;
 use std::borrow::Cow;
-use std::fmt;
 
 /// A tool call's `arguments` as a provider sent it: normally a JSON string (kept as is), but some
-/// gateways send the arguments as a JSON object (or array, number...). Those are serialised back
-/// to compact JSON text, so the registry sees the same thing either way.
+/// gateways send the arguments as a JSON object (or array, number...). Those are kept as the text
+/// the provider wrote, without the whitespace outside its strings, never rebuilt through a
+/// `serde_json::Value`, so the registry reads what the model wrote either way: a key repeated in
+/// one object is still `json_invalid`, a number keeps its digits, keys their order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireArguments<'a>(pub Cow<'a, str>);
 
 impl<'de: 'a, 'a> serde::Deserialize<'de> for WireArguments<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ArgsVisitor;
-        impl<'de> Visitor<'de> for ArgsVisitor {
-            type Value = WireArguments<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or a JSON value")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(WireArguments(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(WireArguments(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(WireArguments(Cow::Owned(v)))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                let v: serde_json::Value =
-                    serde::Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(WireArguments(Cow::Owned(v.to_string())))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                let v: serde_json::Value =
-                    serde::Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-                Ok(WireArguments(Cow::Owned(v.to_string())))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-                Ok(WireArguments(Cow::Owned(v.to_string())))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Ok(WireArguments(Cow::Owned(v.to_string())))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(WireArguments(Cow::Owned(v.to_string())))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Ok(WireArguments(Cow::Owned(serde_json::Value::from(v).to_string())))
-            }
+        let raw = <&'de RawValue>::deserialize(d)?.get();
+        let Some(text) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) else {
+            return raw_compact(raw)
+                .map(|v| WireArguments(Cow::Owned(String::from(Box::<str>::from(v)))))
+                .map_err(de::Error::custom);
+        };
+        if !text.contains('\\') {
+            return Ok(WireArguments(Cow::Borrowed(text)));
         }
-        d.deserialize_any(ArgsVisitor)
+        serde_json::from_str::<String>(raw).map(|s| WireArguments(Cow::Owned(s))).map_err(de::Error::custom)
     }
 }
 
@@ -108,10 +82,27 @@ mod tests {
     }
 
     #[test]
-    fn arguments_object_is_serialised_back_to_text() {
+    fn arguments_object_is_kept_as_written_without_its_whitespace() {
         let h: Holder<'_> = serde_json::from_str(r#"{"arguments":{"city":"Paris","n":[1,2]}}"#).unwrap();
         assert_eq!(h.arguments.unwrap().0, r#"{"city":"Paris","n":[1,2]}"#);
         let h: Holder<'_> = serde_json::from_str(r#"{"arguments":null}"#).unwrap();
         assert!(h.arguments.is_none());
+        // Not rebuilt: a repeated key stays (the registry refuses it), numbers keep their digits,
+        // keys their order, strings their bytes.
+        let h: Holder<'_> = serde_json::from_str(
+            "{\"arguments\": { \"q\" : \"a b\\n\", \"z\":1.50,\n \"big\":123456789012345678901234567890, \"q\":\"DROP\"}}",
+        )
+        .unwrap();
+        assert_eq!(
+            h.arguments.unwrap().0,
+            r#"{"q":"a b\n","z":1.50,"big":123456789012345678901234567890,"q":"DROP"}"#
+        );
+        for (value, want) in
+            [("[1, 2e3]", "[1,2e3]"), ("-0.0", "-0.0"), ("true", "true"), (r#""\u0041""#, "A")]
+        {
+            let text = format!(r#"{{"arguments":{value}}}"#);
+            let h: Holder<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(h.arguments.unwrap().0, want, "{value}");
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 /// The whole response body.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatCompletionResponse<'a> {
-    /// The choices (only the first is used).
+    /// The choices (only choice 0 is used: the one with index 0 or none, else the first).
     #[serde(borrow, default, deserialize_with = "null_as_default")]
     pub choices: Vec<ResponseChoice<'a>>,
     /// Token usage.
@@ -49,6 +49,9 @@ pub(crate) fn failed_base_resp<'de, D: serde::Deserializer<'de>>(d: D) -> Result
 /// One choice.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ResponseChoice<'a> {
+    /// Its index (several choices with `n` > 1; a gateway may list them in any order).
+    #[serde(default)]
+    pub index: Option<u32>,
     /// The answer.
     #[serde(borrow, default)]
     pub message: Option<ResponseMessage<'a>>,
