@@ -3,7 +3,8 @@
 // answers (`call_0` every round, as vLLM-style servers answer), with one tool_result event per
 // call_id; an empty or blank systemPrompt is not sent; an empty or blank input is refused with
 // argument_invalid before anything is sent (tests/call_ids_across_answers.rs and
-// tests/blank_messages.rs check the core).
+// tests/blank_messages.rs check the core). Two calls of one streamed answer with one id each run
+// with their own arguments (tests/provider_stream_call_slots.rs).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadModule, objectSchema, rejectsWithCode, text } from './helper.mjs';
@@ -62,4 +63,39 @@ test('an empty or blank systemPrompt is not sent; an empty or blank input is ref
     assert.equal((await agent.run('s', 'hi')).status, 'completed');
     assert.deepEqual(mock.requests.pop().body.messages, [{ role: 'user', content: 'hi' }]);
   }
+});
+
+test('two calls of one answer with one id, repeated on every fragment, each run once with their own arguments', async (t) => {
+  // The second call is announced as A_1; its later fragments still say A (and index 1).
+  const fragment = (index, name, args) => ({
+    choices: [{ index: 0, delta: { tool_calls: [{ index, id: 'A', type: 'function', function: { ...(name ? { name } : {}), arguments: args } }] }, finish_reason: null }],
+  });
+  const chunks = [
+    fragment(0, 'query_order', ''),
+    fragment(1, 'query_stock', ''),
+    fragment(0, undefined, '{"q":"order-1"}'),
+    fragment(1, undefined, '{"q":"stock-2"}'),
+    { choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] },
+  ];
+  const mock = await startMock(async (i, _request, res) => streamChunks(res, i === 0 ? chunks : textChunks('done')));
+  t.after(() => mock.close());
+  const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'm' });
+  const ran = [];
+  for (const name of ['query_order', 'query_stock']) {
+    agent.registerTool({ name, description: 'd', parametersJson: objectSchema }, async (args, ctx) => {
+      ran.push(`${ctx.callId} ${name} ${args}`);
+      return text(`${name} ok`);
+    });
+  }
+  assert.equal((await agent.run('s', 'q')).status, 'completed');
+  assert.deepEqual(ran.sort(), ['A query_order {"q":"order-1"}', 'A_1 query_stock {"q":"stock-2"}']);
+  const messages = mock.requests[1].body.messages;
+  assert.deepEqual(
+    messages.find((m) => m.tool_calls).tool_calls.map((c) => `${c.id} ${c.function.name} ${c.function.arguments}`),
+    ['A query_order {"q":"order-1"}', 'A_1 query_stock {"q":"stock-2"}'],
+  );
+  assert.deepEqual(messages.filter((m) => m.role === 'tool').map((m) => `${m.tool_call_id} ${m.content}`), [
+    'A query_order ok',
+    'A_1 query_stock ok',
+  ]);
 });
