@@ -4,6 +4,23 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
+/// The characters that take no room and show nothing but are not whitespace to
+/// [`char::is_whitespace`]: zero-width space, non-joiner and joiner, word joiner, and the byte
+/// order mark (zero-width no-break space).
+const ZERO_WIDTH: [char; 5] = ['\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}'];
+
+/// Whether `c` is one of the zero-width characters of [`is_blank_text`].
+pub(crate) fn is_zero_width(c: char) -> bool {
+    ZERO_WIDTH.contains(&c)
+}
+
+/// Whether `text` shows nothing: empty, or only whitespace and zero-width characters (U+200B,
+/// U+200C, U+200D, U+2060, U+FEFF). A message of such text looks empty to the model and to the
+/// user, and strict providers refuse an empty one: the runtime sends none.
+pub(crate) fn is_blank_text(text: &str) -> bool {
+    text.chars().all(|c| c.is_whitespace() || is_zero_width(c))
+}
+
 /// One tool call as the model asked for it. `arguments` is the raw JSON text the model produced:
 /// it is parsed and validated by the registry, never silently replaced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
