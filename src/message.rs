@@ -4,6 +4,23 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
+/// The characters that take no room and show nothing but are not whitespace to
+/// [`char::is_whitespace`]: zero-width space, non-joiner and joiner, word joiner, and the byte
+/// order mark (zero-width no-break space).
+const ZERO_WIDTH: [char; 5] = ['\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}'];
+
+/// Whether `c` is one of the zero-width characters of [`is_blank_text`].
+pub(crate) fn is_zero_width(c: char) -> bool {
+    ZERO_WIDTH.contains(&c)
+}
+
+/// Whether `text` shows nothing: empty, or only whitespace and zero-width characters (U+200B,
+/// U+200C, U+200D, U+2060, U+FEFF). A message of such text looks empty to the model and to the
+/// user, and strict providers refuse an empty one: the runtime sends none.
+pub(crate) fn is_blank_text(text: &str) -> bool {
+    text.chars().all(|c| c.is_whitespace() || is_zero_width(c))
+}
+
 /// One tool call as the model asked for it. `arguments` is the raw JSON text the model produced:
 /// it is parsed and validated by the registry, never silently replaced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,10 +49,19 @@ impl ToolCall {
 /// used (by an earlier call of the same answer, or of the session's history): `call_<position>`
 /// for a missing id, `<id>_<position>` for a repeated one, and `_2`, `_3`... appended to that while
 /// it is taken too (so an id a model repeats every round grows by a counter, not by a suffix per
-/// round). `None` when the id is fine as it is.
+/// round). A repeated id of exactly 9 ASCII letters and digits keeps that shape, which Mistral
+/// requires of every id it is sent back (400 otherwise): its end is replaced by a counter from
+/// `position` up, written in base 62 (`D681PevKs` at position 2 becomes `D681PevK2`, then
+/// `D681PevK3`...), the first one not taken ([`nine_alphanumeric_id`]). `None` when the id is fine
+/// as it is.
 pub fn unique_call_id(id: &str, position: usize, taken: impl Fn(&str) -> bool) -> Option<String> {
     if !id.is_empty() && !taken(id) {
         return None;
+    }
+    if id.len() == MISTRAL_ID_LEN && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Some(
+            (position..).map(|n| nine_alphanumeric_id(id, n)).find(|c| !taken(c)).unwrap_or_default(),
+        );
     }
     let base = if id.is_empty() { format!("call_{position}") } else { format!("{id}_{position}") };
     if !taken(&base) {
@@ -49,6 +75,28 @@ pub fn unique_call_id(id: &str, position: usize, taken: impl Fn(&str) -> bool) -
         }
         n += 1;
     }
+}
+
+/// The length of the ids Mistral gives and requires back: 9 ASCII letters and digits.
+const MISTRAL_ID_LEN: usize = 9;
+
+/// `id` (9 ASCII letters and digits) with its end replaced by `n` written in base 62 (digits, then
+/// upper-case and lower-case letters): 9 letters and digits again, another for each `n` below
+/// 62^9.
+fn nine_alphanumeric_id(id: &str, n: usize) -> String {
+    const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut counter = Vec::new();
+    let mut rest = n;
+    loop {
+        counter.push(DIGITS[rest % 62]);
+        rest /= 62;
+        if rest == 0 || counter.len() == MISTRAL_ID_LEN {
+            break;
+        }
+    }
+    let mut unique = id[..MISTRAL_ID_LEN - counter.len()].to_string();
+    unique.extend(counter.iter().rev().map(|&b| char::from(b)));
+    unique
 }
 
 /// Makes the call ids of one model answer unique and non-empty, in place (see [`unique_call_id`]):
@@ -287,6 +335,53 @@ mod tests {
         let used = call_ids(&orphan);
         assert_eq!(make_call_ids_unique(&mut calls, |c| used.contains(c)), 1);
         assert_eq!(ids(&calls), ["x_0"]);
+    }
+
+    #[test]
+    fn a_repeated_id_of_nine_letters_and_digits_keeps_that_shape() {
+        // Mistral gives ids of 9 letters and digits and refuses any other back.
+        let mistral_shaped = |id: &str| id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric());
+        let mut history = vec![ChatMessage::user("q")];
+        let mut given = Vec::new();
+        for _ in 0..3 {
+            let mut calls = vec![
+                ToolCall::new("D681PevKs", "t", "{}"),
+                ToolCall::new("D681PevKs", "t", "{}"),
+                ToolCall::new("D681PevK2", "t", "{}"),
+            ];
+            let used = call_ids(&history);
+            make_call_ids_unique(&mut calls, |c| used.contains(c));
+            given.push(ids(&calls).join(" "));
+            let results: Vec<ChatMessage> = calls.iter().map(|c| result(&c.id)).collect();
+            history.push(ChatMessage::Assistant {
+                content: None,
+                reasoning_content: None,
+                tool_calls: calls,
+            });
+            history.extend(results);
+        }
+        assert_eq!(
+            given,
+            [
+                "D681PevKs D681PevK1 D681PevK2",
+                "D681PevK0 D681PevK3 D681PevK4",
+                "D681PevK5 D681PevK6 D681PevK7"
+            ]
+        );
+        let all: Vec<&str> = history.iter().flat_map(|m| m.tool_calls()).map(|c| c.id.as_str()).collect();
+        assert!(all.iter().all(|id| mistral_shaped(id)), "{all:?}");
+        assert_eq!(call_ids(&history).len(), 9, "each id once: {all:?}");
+        // Past one character, the counter takes more of the end.
+        let taken: HashSet<String> = (0..62).map(|n| nine_alphanumeric_id("abcdefghi", n)).collect();
+        assert!(taken.contains("abcdefghz") && taken.contains("abcdefghA"));
+        assert_eq!(
+            unique_call_id("abcdefghi", 0, |c| c == "abcdefghi" || taken.contains(c)).unwrap(),
+            "abcdefg10"
+        );
+        // Other ids keep the suffix rule: 8 or 10 characters, or one not a letter or digit.
+        for id in ["abcdefgh", "abcdefghij", "abcd_fghi", "abcdéfgh"] {
+            assert_eq!(unique_call_id(id, 1, |c| c == id).unwrap(), format!("{id}_1"));
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! answer 400 to one); a tool call's arguments cut off at the token limit get the result code
 //! `tool_arguments_truncated` and go back on the wire as `"{}"` (vLLM and strict gateways reject
 //! arguments that are not a JSON object), and so do arguments the registry refused for their size
-//! or depth (they would go with every later request); a tool-call message carries `"content": null`; the last
+//! or depth (they would go with every later request); a call's name model APIs refuse goes back by
+//! a stand-in they accept; a tool-call message carries `"content": null`; the last
 //! answer's finish reason is on the outcome and on the `run_finished` event.
 //!
 //! Each request the agent sends is checked the way strict providers check it ([`strict_check`]).
@@ -102,6 +103,12 @@ fn strict_check(request: &Value) -> Result<(), String> {
                     return Err(format!("tool-call message without a content key: {m}"));
                 }
                 for c in calls {
+                    // OpenAI: `messages[i].tool_calls[j].function.name` must match
+                    // `^[a-zA-Z0-9_-]{1,64}$` (400 otherwise).
+                    let name = c["function"]["name"].as_str().unwrap();
+                    if !is_api_name(name) {
+                        return Err(format!("a call name model APIs refuse: {name:?}"));
+                    }
                     let args = c["function"]["arguments"].as_str().unwrap();
                     if !serde_json::from_str::<Value>(args).is_ok_and(|v| v.is_object()) {
                         return Err(format!("arguments are not a JSON object: {args}"));
@@ -111,6 +118,12 @@ fn strict_check(request: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether model APIs accept `name` as a tool or call name (`^[a-zA-Z0-9_-]{1,64}$`).
+fn is_api_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn finished(out: &RunOutcome) -> (RunStatus, Option<String>, Option<String>) {
@@ -167,6 +180,85 @@ async fn a_reasoning_only_answer_cut_at_the_limit_is_not_recorded_and_the_next_t
     // The history keeps both as they were.
     let state = a.state("s").await.unwrap().unwrap();
     assert_eq!(state.messages[..2], [ChatMessage::user("q1"), ChatMessage::user("q2")]);
+}
+
+/// A model that calls a tool by a name model APIs refuse (OpenAI validates every call name of the
+/// history) is answered `tool_not_found`, quoting the name as written; the history keeps that
+/// name, and each later request sends a stand-in (refused characters as `_`, cut to 64,
+/// `unknown_tool` for none), so the session goes on (kept, every later request was refused).
+#[tokio::test]
+async fn a_call_name_model_apis_refuse_goes_back_by_a_stand_in() {
+    let long = "e".repeat(200);
+    // name as written (None: `"name": null`), the name sent back.
+    let cases: [(Option<&str>, &str); 7] = [
+        (Some("functions.echo"), "functions_echo"),
+        (Some(" echo "), "_echo_"),
+        (Some("echo<|channel|>commentary"), "echo__channel__commentary"),
+        (Some("\u{435}cho"), "_cho"),
+        (Some(""), "unknown_tool"),
+        (None, "unknown_tool"),
+        (Some(&long), &long[..64]),
+    ];
+    let mut chunks = vec![chunk(json!({"role":"assistant"}), None)];
+    for (index, (name, _)) in cases.iter().enumerate() {
+        chunks.push(chunk(
+            json!({"tool_calls":[{"index":index,"id":format!("c{index}"),"type":"function",
+                "function":{"name":name,"arguments":r#"{"x":"1"}"#}}]}),
+            None,
+        ));
+    }
+    chunks.push(chunk(json!({}), Some("tool_calls")));
+    let server =
+        MockServer::start([Reply::sse_chunks(&chunks), Reply::sse_text("done"), Reply::sse_text("again")])
+            .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, true);
+    let log = EventLog::new();
+    let out = a.run("s", "q1", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("done"));
+    let out = a.run("s", "q2", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("again"));
+    assert!(ran.lock().unwrap().is_empty());
+
+    // Every request is one a strict provider takes, with the stand-ins in place of the names.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests[1..] {
+        let body = request.json();
+        strict_check(&body).unwrap();
+        let sent: Vec<Value> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+            .map(|c| c["function"]["name"].clone())
+            .collect();
+        let stand_ins: Vec<Value> = cases.iter().map(|(_, wire)| json!(wire)).collect();
+        assert_eq!(sent, stand_ins);
+    }
+    // The history keeps what the model wrote; each result names it, as written, and its stand-in.
+    let state = a.state("s").await.unwrap().unwrap();
+    let recorded: Vec<String> =
+        state.messages.iter().flat_map(|m| m.tool_calls()).map(|c| c.name.clone()).collect();
+    let written: Vec<String> = cases.iter().map(|(name, _)| name.unwrap_or("").to_string()).collect();
+    assert_eq!(recorded, written);
+    for (index, (name, wire)) in cases.iter().enumerate() {
+        let result = log
+            .events()
+            .iter()
+            .find_map(|e| match e {
+                AgentEvent::ToolResult { call_id, result, .. } if *call_id == format!("c{index}") => {
+                    Some(result.to_model_text())
+                }
+                _ => None,
+            })
+            .unwrap();
+        let quoted: String = name.unwrap_or("").chars().take(80).collect();
+        assert!(result.starts_with("error [tool_not_found]: Tool not found: "), "{result}");
+        assert!(result.contains(&format!("{quoted:?}")), "{result}");
+        assert!(result.contains(&format!("as {wire:?}")), "{result}");
+    }
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! A message without text is never sent: strict providers refuse one (DashScope: "Content length
 //! must be greater than 0"), and the history sends it with every later request. A system prompt
-//! that is empty or only whitespace is none; a run's input (or a `delegate_task` task) that is
-//! empty or only whitespace is refused with `argument_invalid` before anything is sent or written.
+//! that is empty or only whitespace (zero-width characters included) is none; a run's input (or a
+//! `delegate_task` task) that is so is refused with `argument_invalid` before anything is sent or
+//! written.
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -28,7 +29,10 @@ fn messages(server: &MockServer, k: usize) -> Vec<Value> {
     server.requests()[k].json()["messages"].as_array().unwrap().clone()
 }
 
-const BLANKS: [&str; 4] = ["", " ", "\n\t ", "\u{3000}"];
+/// Empty, only whitespace, or only whitespace and zero-width characters (zero-width space,
+/// non-joiner and joiner, word joiner, byte order mark), which show nothing either.
+const BLANKS: [&str; 7] =
+    ["", " ", "\n\t ", "\u{3000}", "\u{200B}", " \u{200C}\u{200D}\n", "\u{2060}\u{FEFF}"];
 
 #[tokio::test]
 async fn an_empty_or_blank_system_prompt_is_not_sent() {
@@ -91,20 +95,29 @@ async fn a_blank_task_of_delegate_task_is_answered_argument_invalid_without_a_wo
             chunk(json!({}), Some("tool_calls")),
         ])
     };
-    let server = MockServer::start([call(" \n"), Reply::sse_text("好的")]).await;
+    let server = MockServer::start([call(" \n"), call("\u{200B}\u{FEFF}"), Reply::sse_text("好的")]).await;
     let dir = tempfile::tempdir().unwrap();
     let a = Arc::new(agent(&server, dir.path(), None));
     a.enable_delegation(None).unwrap();
     let out = a.run("parent", "分派", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     assert_eq!(out.status(), RunStatus::Completed);
-    // The parent's model is asked twice, no worker once.
-    assert_eq!(server.requests().len(), 2);
-    let second = messages(&server, 1);
-    let result = second.iter().find(|m| m["role"] == "tool").unwrap();
-    let text = result["content"].as_str().unwrap();
+    // The parent's model is asked three times, no worker once.
+    assert_eq!(server.requests().len(), 3);
+    let last = messages(&server, 2);
+    let results: Vec<&str> =
+        last.iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(results.len(), 2);
     assert!(
-        text.starts_with("error [argument_invalid]: the task of delegate_task is only whitespace"),
-        "{text}"
+        results[0].starts_with("error [argument_invalid]: the task of delegate_task is only whitespace"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1].starts_with(
+            "error [argument_invalid]: the task of delegate_task is only whitespace and zero-width characters"
+        ),
+        "{}",
+        results[1]
     );
     // No worker session was written.
     let store = FileStore::new(dir.path());

@@ -348,7 +348,7 @@ async fn a_key_echoed_with_json_escapes_in_arguments_is_taken_out() {
 }
 
 /// A gateway that echoes the request's `Authorization` header into a successful answer: in the
-/// text, the reasoning, a call's id and its arguments. Whole and streamed, the key reaches neither
+/// text, the reasoning, a call's id, its arguments and the finish reason. Whole and streamed, the key reaches neither
 /// the state, the events, the tool nor the outcome.
 #[tokio::test]
 async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
@@ -374,15 +374,20 @@ async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
             )
         }
     };
+    // The finish reason too (the outcome, `run_finished` and the state carry it).
     let echoed_text = |chunks: bool| {
         let text = format!("your key is {KEY}");
+        let finish = format!("stop (auth: Bearer {KEY})");
         if chunks {
-            Reply::sse(&text_body(&text))
+            Reply::sse(&sse(&[
+                json!({"choices":[{"index":0,"delta":{"role":"assistant","content":text}}]}),
+                json!({"choices":[{"index":0,"delta":{},"finish_reason":finish}]}),
+            ]))
         } else {
             Reply::json(
                 200,
                 &json!({"choices":[{"index":0,"message":{"role":"assistant","content":text},
-                "finish_reason":"stop"}]}),
+                "finish_reason":finish}]}),
             )
         }
     };
@@ -393,9 +398,12 @@ async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
         let server = MockServer::start([echoed_calls(streaming), echoed_text(streaming)]).await;
         let agent = agent_with(dir.path(), &server.base_url(), &seen, streaming);
         let out = agent.run("echo", "hi", &sink, &CancellationSignal::new()).await.unwrap();
-        let RunOutcome::Finished { final_text: Some(text), .. } = &out else { panic!("{out:?}") };
+        let RunOutcome::Finished { final_text: Some(text), finish_reason, .. } = &out else {
+            panic!("{out:?}")
+        };
         // The answer came, with the key taken out.
         assert_eq!(text, "your key is <redacted>", "streaming={streaming}");
+        assert_eq!(finish_reason.as_deref(), Some("stop (auth: Bearer <redacted>)"), "streaming={streaming}");
         let state = agent.state("echo").await.unwrap().unwrap();
         let mut files = Vec::new();
         all_bytes_under(dir.path(), &mut files);

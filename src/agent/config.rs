@@ -20,8 +20,9 @@ pub struct AgentConfig {
     pub max_rounds: u32,
     /// The answer recorded at the round limit.
     pub max_rounds_fallback: String,
-    /// A system message put first in a new session. Empty or only whitespace, it is none (not
-    /// sent: strict providers refuse a message without text).
+    /// A system message put first in a new session. Empty or only whitespace and zero-width
+    /// characters (U+200B, U+200C, U+200D, U+2060, U+FEFF), it is none (not sent: strict providers
+    /// refuse a message without text).
     pub system_prompt: Option<String>,
     /// Stream the model's answer (events per delta) instead of one request/response.
     pub streaming: bool,

@@ -548,11 +548,13 @@ fn redact_text(text: &mut String, key: &str) {
     *text = redact_key(std::mem::take(text), key);
 }
 
-/// `response` with the key taken out of what the model's answer carries: a gateway that echoes
-/// the request's `Authorization` header into a successful answer would otherwise put it in the
-/// state, the events and the tools' arguments.
+/// `response` with the key taken out of every text the provider wrote into it (its text,
+/// reasoning, calls and finish reason; the usage is counts): a gateway that echoes the request's
+/// `Authorization` header into a successful answer would otherwise put it in the state, the
+/// events (`run_finished` carries the finish reason), the outcome and the tools' arguments.
 fn redact_response(response: &mut ModelResponse, key: &str) {
-    for text in [&mut response.content, &mut response.reasoning_content].into_iter().flatten() {
+    let texts = [&mut response.content, &mut response.reasoning_content, &mut response.finish_reason];
+    for text in texts.into_iter().flatten() {
         redact_text(text, key);
     }
     for call in &mut response.tool_calls {

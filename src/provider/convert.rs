@@ -31,8 +31,9 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 /// at the token limit, malformed), or are over the request's argument limits (the registry's,
 /// which refused them `json_too_large` or `json_too_deep`), are sent as `"{}"` (vLLM and strict gateways reject the
 /// first; the second would make every later request as large; the call's error result tells the
-/// model what was wrong: see [`wire_arguments`]); a tool-call
-/// message's missing text is sent as `"content": null`.
+/// model what was wrong: see [`wire_arguments`]); a call's name that model APIs refuse goes by a
+/// stand-in (see [`wire_call_name`]); a tool-call message's missing text is sent as
+/// `"content": null`.
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,
     model: &'a str,
@@ -176,7 +177,7 @@ pub(crate) fn wire_message<'a>(
                     id: &c.id,
                     kind: "function",
                     function: WireFunctionCall {
-                        name: wire_tool_name(&c.name, quirks),
+                        name: wire_call_name(&c.name, quirks),
                         arguments: wire_arguments(&c.arguments, limits),
                     },
                 })
@@ -185,7 +186,7 @@ pub(crate) fn wire_message<'a>(
         ChatMessage::Tool { tool_call_id, name, content, .. } => WireMessage::Tool {
             tool_call_id,
             content,
-            name: quirks.tool_message_name.then(|| wire_tool_name(name, quirks)),
+            name: quirks.tool_message_name.then(|| wire_call_name(name, quirks)),
         },
     })
 }
@@ -194,6 +195,17 @@ pub(crate) fn wire_message<'a>(
 /// tool the provider refuses under it.
 pub(crate) fn wire_tool_name<'a>(name: &'a str, quirks: &ProviderQuirks) -> &'a str {
     quirks.renamed_tools.iter().find(|(app, _)| *app == name).map_or(name, |(_, wire)| wire)
+}
+
+/// The name a recorded call of `name` (and its result, with [`ProviderQuirks::tool_message_name`])
+/// goes by on the wire: [`wire_tool_name`], or a stand-in for a name model APIs refuse
+/// (`functions.query_order`, `" query_order "`, a look-alike letter, `""`, more than 64
+/// characters: [`crate::tool::wire_safe_tool_name`]). The model may call a tool by any name; such a
+/// call is answered `tool_not_found` and recorded as written, but OpenAI refuses every request
+/// whose history holds that name (`messages[i].tool_calls[j].function.name`), so the session
+/// could never go on.
+pub(crate) fn wire_call_name<'a>(name: &'a str, quirks: &ProviderQuirks) -> Cow<'a, str> {
+    crate::tool::wire_safe_tool_name(wire_tool_name(name, quirks))
 }
 
 /// The renames ([`ProviderQuirks::renamed_tools`]) of the tools `request` offers: the answer's
@@ -728,6 +740,21 @@ mod tests {
         let q = ProviderQuirks { tool_message_name: true, ..ProviderQuirks::default() };
         let v = serde_json::to_value(to_wire_request(&req, "pangu", &q, false)).unwrap();
         assert_eq!(v["messages"][3]["name"], "query_order");
+        // A name model APIs refuse goes by its stand-in, in the call and its result alike.
+        let mut messages = history();
+        for m in &mut messages {
+            match m {
+                ChatMessage::Assistant { tool_calls, .. } => {
+                    tool_calls[0].name = "functions.query order".into()
+                }
+                ChatMessage::Tool { name, .. } => *name = "functions.query order".into(),
+                _ => {}
+            }
+        }
+        let req = ChatRequest::new(Arc::from(messages), Arc::from(tools()));
+        let v = serde_json::to_value(to_wire_request(&req, "pangu", &q, false)).unwrap();
+        assert_eq!(v["messages"][2]["tool_calls"][0]["function"]["name"], "functions_query_order");
+        assert_eq!(v["messages"][3]["name"], "functions_query_order");
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub use context::{
     CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry, TIMEOUT_REASON,
 };
 pub use definition::{ParametersSchema, RiskLevel, ToolDefinition};
-pub(crate) use registry::{cancelled_error, tool_not_found};
+pub(crate) use registry::{cancelled_error, tool_not_found, wire_safe_tool_name};
 pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};
 pub use result::{ContentPart, ToolResult, MAX_CUT_ERROR_BYTES, MAX_RESULT_DEPTH};
 

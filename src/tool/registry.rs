@@ -9,6 +9,7 @@ use crate::message::ToolCall;
 use crate::schema::{CompiledSchema, SchemaOptions, ValidationMode};
 use futures_util::FutureExt;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -329,9 +330,25 @@ pub(crate) fn cancelled_error(signal: &CancellationSignal) -> AgentError {
     AgentError::of(codes::TOOL_CANCELLED, signal.reason().unwrap_or_else(|| "Tool cancelled".to_string()))
 }
 
-/// The `tool_not_found` error of a call of `name`, a tool that is not registered.
+/// The `tool_not_found` error of a call of `name`, a tool that is not registered. A name model
+/// APIs refuse is quoted (blanks and look-alike letters show) with the stand-in the call goes
+/// back by in later requests ([`wire_safe_tool_name`]), so the model reads what it wrote, what is
+/// wrong with it and the name its call then shows under.
 pub(crate) fn tool_not_found(name: &str) -> AgentError {
-    AgentError::of(codes::TOOL_NOT_FOUND, format!("Tool not found: {name}"))
+    if is_wire_tool_name(name) {
+        return AgentError::of(codes::TOOL_NOT_FOUND, format!("Tool not found: {name}"));
+    }
+    let count = name.chars().count();
+    let shown: String = name.chars().take(SHOWN_NAME_CHARS).collect();
+    let cut = if count > SHOWN_NAME_CHARS { format!("… ({count} characters)") } else { String::new() };
+    AgentError::of(
+        codes::TOOL_NOT_FOUND,
+        format!(
+            "Tool not found: {shown:?}{cut}, a name model APIs refuse (only ASCII letters, digits, '_' and '-', \
+             1 to {MAX_TOOL_NAME_CHARS} of them); the call goes back in the conversation as {:?}",
+            wire_safe_tool_name(name)
+        ),
+    )
 }
 
 /// The text of a caught panic, without the secrets registered with the process logger (a
@@ -346,11 +363,48 @@ pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// The longest tool name OpenAI-compatible APIs accept.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
 
+/// The most characters of a name an error message quotes.
+const SHOWN_NAME_CHARS: usize = 80;
+
+/// What a call of an empty name goes back by in requests ([`wire_safe_tool_name`]).
+pub(crate) const EMPTY_TOOL_NAME_STAND_IN: &str = "unknown_tool";
+
+/// Whether `c` may be in a tool name model APIs accept.
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// Whether model APIs accept `name` as a tool's or a call's name in a request: OpenAI's
+/// `^[a-zA-Z0-9_-]{1,64}$`, which the compatible providers follow (OpenAI answers 400 to a request
+/// whose history holds a call by any other name).
+pub(crate) fn is_wire_tool_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_TOOL_NAME_CHARS && name.chars().all(is_name_char)
+}
+
+/// The name a recorded call of `name` goes by in requests: `name` itself when model APIs accept
+/// it ([`is_wire_tool_name`]: every registered tool's name is one), else a stand-in they accept,
+/// each character they refuse replaced by `_` and cut to [`MAX_TOOL_NAME_CHARS`]
+/// (`functions.query_order` -> `functions_query_order`), and [`EMPTY_TOOL_NAME_STAND_IN`] for an
+/// empty name. A model that calls a tool by such a name is answered `tool_not_found` (which
+/// quotes the name as written, [`tool_not_found`]); the history keeps the name as written, and
+/// only the requests carry the stand-in, else every later request of the session would be refused.
+pub(crate) fn wire_safe_tool_name(name: &str) -> Cow<'_, str> {
+    if is_wire_tool_name(name) {
+        return Cow::Borrowed(name);
+    }
+    if name.is_empty() {
+        return Cow::Borrowed(EMPTY_TOOL_NAME_STAND_IN);
+    }
+    Cow::Owned(
+        name.chars().take(MAX_TOOL_NAME_CHARS).map(|c| if is_name_char(c) { c } else { '_' }).collect(),
+    )
+}
+
 /// Refuses a name the model's API would refuse in every request (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`,
 /// which the compatible providers follow), naming the first offending character.
 fn check_name(name: &str) -> Result<(), AgentError> {
-    let shown: String = name.chars().take(80).collect();
-    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
+    let shown: String = name.chars().take(SHOWN_NAME_CHARS).collect();
+    if let Some(c) = name.chars().find(|c| !is_name_char(*c)) {
         return Err(AgentError::of(
             codes::TOOL_NAME_INVALID,
             format!(

@@ -24,7 +24,10 @@ use crate::hook::{persist_is_forced, AfterControl, AgentHook, HookContext, HookP
 use crate::loop_detect::{
     call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
 };
-use crate::message::{call_ids, make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage};
+use crate::message::{
+    call_ids, is_blank_text, is_zero_width, make_call_ids_unique, unique_call_id, ChatMessage, ToolCall,
+    Usage,
+};
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
     approx_tokens, mark_failed_results, repair_pairing, tool_result_message, trim_history_keeping,
@@ -265,14 +268,20 @@ fn check_no_own_delegate_task(tools: &ToolSnapshot, delegates: bool) -> Result<(
 }
 
 /// Refuses a new user message (`what`: a run's input, a worker's task) that is empty or only
-/// whitespace, before anything is written: strict providers refuse a message without text
+/// whitespace and zero-width characters ([`is_blank_text`]), before anything is written: strict providers refuse a message without text
 /// (DashScope: "Content length must be greater than 0"), and the history would send it with every
 /// later request of the session.
 fn check_input(input: &str, what: &str) -> Result<(), AgentError> {
-    if !input.trim().is_empty() {
+    if !is_blank_text(input) {
         return Ok(());
     }
-    let is = if input.is_empty() { "empty" } else { "only whitespace" };
+    let is = if input.is_empty() {
+        "empty"
+    } else if input.chars().any(is_zero_width) {
+        "only whitespace and zero-width characters"
+    } else {
+        "only whitespace"
+    };
     Err(AgentError::of(
         codes::ARGUMENT_INVALID,
         format!(
@@ -694,7 +703,8 @@ impl Agent {
     ///
     /// # Errors
     /// `config_invalid` for a bad configuration (before anything is asked, run or written),
-    /// `argument_invalid` for an input that is empty or only whitespace (nothing written: a
+    /// `argument_invalid` for an input that is empty or only whitespace and zero-width
+    /// characters (U+200B, U+200C, U+200D, U+2060, U+FEFF; nothing written: a
     /// provider refuses a user message without text), `invalid_state` for a worker session
     /// (nothing written), `approval_pending` when the session awaits decisions, the store's
     /// errors. Model and tool
@@ -768,7 +778,7 @@ impl Agent {
         if run.state.messages.is_empty() {
             // An empty or blank system prompt is none: strict providers refuse a message without
             // text, and it would go with every request of the session.
-            if let Some(system) = self.config.system_prompt.as_ref().filter(|s| !s.trim().is_empty()) {
+            if let Some(system) = self.config.system_prompt.as_ref().filter(|s| !is_blank_text(s)) {
                 run.record(StateEvent::MessageAppended { message: ChatMessage::system(system.clone()) });
             }
         }

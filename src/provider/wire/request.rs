@@ -4,6 +4,7 @@
 
 use crate::tool::ParametersSchema;
 use serde::Serialize;
+use std::borrow::Cow;
 
 /// The whole request body.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -102,9 +103,10 @@ pub enum WireMessage<'a> {
         tool_call_id: &'a str,
         /// The result text.
         content: &'a str,
-        /// The tool name, for gateways that want it (a preset quirk).
+        /// The tool name, for gateways that want it (a preset quirk); a stand-in for a name
+        /// model APIs refuse (see [`crate::provider::convert::wire_call_name`]).
         #[serde(skip_serializing_if = "Option::is_none")]
-        name: Option<&'a str>,
+        name: Option<Cow<'a, str>>,
     },
 }
 
@@ -123,8 +125,9 @@ pub struct WireToolCall<'a> {
 /// `function` of a call.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct WireFunctionCall<'a> {
-    /// Tool name.
-    pub name: &'a str,
+    /// Tool name: the call's, or a stand-in for one model APIs refuse (see
+    /// [`crate::provider::convert::wire_call_name`]).
+    pub name: Cow<'a, str>,
     /// The arguments text as the model produced it when it is a JSON object within the request's
     /// argument limits (the registry's), else `"{}"` (see
     /// [`crate::provider::convert::wire_arguments`]).

@@ -272,7 +272,10 @@ export interface AgentConfigObject {
    * threads; a run waiting on the app (its policy, hooks or tools) holds none.
    */
   stateDir?: string;
-  /** A system message put first in a new session; empty or only whitespace: none (not sent). */
+  /**
+   * A system message put first in a new session; empty or only whitespace (zero-width characters
+   * U+200B, U+200C, U+200D, U+2060, U+FEFF included): none (not sent).
+   */
   systemPrompt?: string;
   /** Model rounds per run before the fixed fallback answer (default 10). */
   maxRounds?: number;
@@ -637,7 +640,8 @@ export declare class Agent {
    * Runs on a new user message. Rejects only for approval_pending, invalid_state (a sub-agent's
    * worker session, listed in its parent's state workers: it takes no new message, its parent would
    * never read the answer; nothing was written), argument_invalid (an input that is empty or only
-   * whitespace: providers refuse a user message without text; nothing was sent or written),
+   * whitespace, zero-width characters included: providers refuse a user message without text;
+   * nothing was sent or written),
    * session_id_invalid, config_invalid (toolChoice names
    * a tool the agent does not have, while it has others) and persistence errors, among them
    * session_busy: another Agent object or process is writing this session (run, resume, decision);
