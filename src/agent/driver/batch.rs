@@ -471,15 +471,18 @@ impl<'a> Run<'a> {
     /// What the policy says now about a call of a frozen batch that was planned to run: the tool
     /// may have been registered anew (dangerous now) or the policy changed since the batch was
     /// planned, and nobody was asked about the call. Its before-hooks are not asked again (their
-    /// word is in the plan). `None` for a call the batch no longer settles (not in `open`) or with
-    /// a record: it ran or started in an earlier process, and is never planned again.
+    /// word is in the plan). `None` for a call the batch no longer settles (not in `open`) or
+    /// that does not run now ([`runs_now`](Self::runs_now): it finished, or started and is
+    /// answered interrupted). A call of an idempotent tool that started in an earlier process
+    /// runs again, so it is asked about as one that never started: before, it ran again unasked
+    /// although its tool had become dangerous.
     pub(super) async fn recheck_planned_run(
         &self,
         tools: &ToolSnapshot,
         open: &HashSet<&str>,
         call: &ToolCall,
     ) -> Option<BatchCallInput> {
-        if !open.contains(call.id.as_str()) || self.state.tool_runs.contains_key(&call.id) {
+        if !open.contains(call.id.as_str()) || !self.runs_now(tools, call) {
             return None;
         }
         let outcome = crate::hook::BeforeToolCallOutcome::Proceed(call.clone());
@@ -497,6 +500,18 @@ impl<'a> Run<'a> {
                 disposition: CallDisposition::Answer(ToolResult::from_error(&e)),
             });
         Some(self.answer_within_size(input))
+    }
+
+    /// Whether `call`, of the batch being settled, runs when its plan says so: it has no record,
+    /// or it started in an earlier process and its tool, as registered now, is idempotent (it
+    /// runs again; any other started call is answered interrupted, a finished one with its
+    /// result: see [`settle_batch`](Self::settle_batch)).
+    pub(super) fn runs_now(&self, tools: &ToolSnapshot, call: &ToolCall) -> bool {
+        match self.state.tool_runs.get(&call.id) {
+            None => true,
+            Some(ToolRunRecord::Started { .. }) => tools.definition(&call.name).is_some_and(|d| d.idempotent),
+            Some(ToolRunRecord::Finished { .. }) => false,
+        }
     }
 
     /// `input` with the answer a hook or the policy gave the call (a `Deny`, the policy's
@@ -527,7 +542,11 @@ impl<'a> Run<'a> {
         let mut rechecked = Vec::with_capacity(steps.len());
         for step in steps {
             rechecked.push(match step {
-                BatchStep::Execute(call) if !approved.contains(&call.id) => {
+                // A delegating call that started continues its worker (frozen under this batch, or
+                // beside the one it mirrors), which holds the user's decisions on its own calls.
+                BatchStep::Execute(call)
+                    if !approved.contains(&call.id) && !started_delegation(&self.state, &call.id) =>
+                {
                     match self.recheck_planned_run(tools, open, &call).await.map(|input| input.disposition) {
                         Some(CallDisposition::Answer(result)) => {
                             BatchStep::Answer(AnsweredCall { call, result })
