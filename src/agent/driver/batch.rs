@@ -33,6 +33,21 @@ pub(super) fn not_run_or_gate_error(
     }
 }
 
+/// `step` with its answer (a user's denial, a call not run, an answer planned before the freeze)
+/// held to `limit` bytes (`max_result_bytes`) as any answer given instead of running the call
+/// ([`answer_within_limit`]): the user's reason is checked alone, without its `denied by user: `
+/// prefix and metadata, and the agent that settles a batch may have a lower limit than the one
+/// that froze it (an app update). Before, such an answer was recorded and sent over the limit.
+pub(super) fn step_within_limit(step: BatchStep, limit: usize) -> BatchStep {
+    match step {
+        BatchStep::Answer(AnsweredCall { call, result }) => {
+            let result = answer_within_limit(result, &call.name, limit);
+            BatchStep::Answer(AnsweredCall { call, result })
+        }
+        step => step,
+    }
+}
+
 /// The answer of a call a dismissal (`reason`) did not run.
 pub(super) fn not_run_dismissed(call: &ToolCall, reason: &str) -> BatchStep {
     BatchStep::Answer(AnsweredCall {
@@ -434,10 +449,12 @@ impl<'a> Run<'a> {
             }
         };
         // A call the batch does not run that could not have run anyway is told why (see
-        // `not_run_or_gate_error`).
+        // `not_run_or_gate_error`); every answer is held to this agent's limit.
         let limit = self.agent.config.max_result_bytes;
-        let steps: Vec<BatchStep> =
-            steps.into_iter().map(|step| not_run_or_gate_error(step, &batch, &tools, limit)).collect();
+        let steps: Vec<BatchStep> = steps
+            .into_iter()
+            .map(|step| step_within_limit(not_run_or_gate_error(step, &batch, &tools, limit), limit))
+            .collect();
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
         // finished call its result; a started one is never run again unless its tool is
         // idempotent (repair leaves exactly those unanswered), else it "may or may not have

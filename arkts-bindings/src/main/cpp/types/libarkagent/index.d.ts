@@ -691,7 +691,8 @@ export declare class Agent {
   /**
    * Denies one pending item (durable when this resolves); resolves to the batch JSON; as approve() otherwise.
    * The reason goes to the model as the call's result: one longer than maxResultBytes (in UTF-8 bytes) rejects
-   * with argument_invalid before anything is written, as it does for dismiss().
+   * with argument_invalid before anything is written, as it does for dismiss(). The recorded result
+   * ("denied by user: <reason>" and its metadata) is cut to the maxResultBytes of the agent that resumes.
    */
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /**
