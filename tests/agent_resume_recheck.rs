@@ -479,3 +479,89 @@ async fn a_started_idempotent_call_denied_on_its_new_item_is_not_run_again() {
     assert_eq!(results[0], ("c1".into(), "cleared before the kill".into(), false));
     assert_eq!(results[1], ("c2".into(), "error: denied by user: no export".into(), true));
 }
+
+#[tokio::test]
+async fn a_pending_item_whose_tool_was_removed_still_decides_the_batch() {
+    // Version 2 of the app no longer registers `clear_cache`. Its item stays pending: the user's
+    // decision on it decides the whole batch (a denial runs none of it), which an answer given
+    // without asking would take from the user. Approved, the call is answered `tool_not_found`.
+    for approve in [true, false] {
+        let store = Arc::new(MemStore::new());
+        let ran: Ran = Arc::default();
+        let clear_id = frozen_by_v1(&store, &ran).await;
+        let mut without_clear = tools(RiskLevel::Safe, &ran);
+        without_clear.unregister("clear_cache");
+        let v2 = agent(&store, vec![answer("ok")], without_clear);
+        let err = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+        assert_eq!(err.code, codes::APPROVAL_PENDING);
+        if approve {
+            v2.approve("s", &clear_id).await.unwrap();
+        } else {
+            v2.deny("s", &clear_id, "no").await.unwrap();
+        }
+        let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed);
+        let results = tool_messages(&store.load("s").await.unwrap().unwrap().messages);
+        if approve {
+            assert_eq!(ran_now(&ran), ["export_contacts"]);
+            assert_eq!(results[0], ("c1".into(), "export_contacts done".into(), false));
+            assert!(results[1].2 && results[1].1.contains("tool_not_found"), "{:?}", results[1]);
+        } else {
+            assert!(ran_now(&ran).is_empty(), "{:?}", ran_now(&ran));
+            assert!(results[0].2 && results[0].1.contains("none of the batch ran"), "{:?}", results[0]);
+            assert_eq!(results[1], ("c2".into(), "error: denied by user: no".into(), true));
+        }
+    }
+}
+
+/// A before-hook that denies every call, counting the calls it is asked about.
+#[derive(Default)]
+struct DeniesEverything {
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl arkagent::hook::AgentHook for DeniesEverything {
+    async fn before_tool_call(
+        &self,
+        _ctx: &arkagent::hook::HookContext<'_>,
+        _call: &ToolCall,
+        _definition: Option<&ToolDefinition>,
+    ) -> arkagent::hook::BeforeToolCall {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        arkagent::hook::BeforeToolCall::Deny(ToolResult::error_text("blocked by the update's hook"))
+    }
+}
+
+/// The default policy, but `clear_cache` is denied outright.
+struct DenyClears;
+
+impl ApprovalPolicy for DenyClears {
+    fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
+        if call.name == "clear_cache" {
+            return PolicyDecision::Deny("clearing is off".into());
+        }
+        DefaultApprovalPolicy.decide(call, definition)
+    }
+}
+
+#[tokio::test]
+async fn a_resume_after_an_update_asks_no_new_hook_and_keeps_the_user_s_approval() {
+    // As documented: the update's before-hooks are not asked about a batch frozen before them
+    // (their word is in its plan), and the policy is asked only about the calls that were to run
+    // without asking: the user's approval of `clear_cache` stands though the policy denies it now.
+    let store = Arc::new(MemStore::new());
+    let ran: Ran = Arc::default();
+    let clear_id = frozen_by_v1(&store, &ran).await;
+    let hook = Arc::new(DeniesEverything::default());
+    let v2 = AgentBuilder::new(Arc::new(Script::new(vec![answer("ok")])), store.clone())
+        .tools(tools(RiskLevel::Safe, &ran))
+        .policy(Arc::new(DenyClears))
+        .hook(hook.clone())
+        .build();
+    v2.approve("s", &clear_id).await.unwrap();
+    let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(hook.asked.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(ran_now(&ran), ["export_contacts", "clear_cache"]);
+}

@@ -655,6 +655,9 @@ export declare class Agent {
    * A call of the batch that was to run without asking, whose tool is registered as dangerous by now (or which
    * the approval policy now asks about), does not run unasked: the run suspends again (status
    * 'awaiting_approval', approvalRequired) with that call pending and the decisions made kept.
+   * That is the only re-check: the current beforeToolCall hooks are not asked about a batch frozen
+   * before them, and a call the user approved runs though the current policy would deny it (the
+   * current registry still gates it: an unregistered tool is answered tool_not_found).
    * A sub-agent's worker session runs as its delegation runs it: the worker's tools (no delegate_task) and depth.
    * Rejects with session_not_found (also when the batch mirrors a sub-agent's worker session that is gone:
    * nothing is written), approval_pending, invalid_state (nothing to resume, a worker session
