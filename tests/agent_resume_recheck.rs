@@ -21,11 +21,18 @@ type Ran = Arc<Mutex<Vec<String>>>;
 
 /// `export_contacts` with this risk level and `clear_cache` (dangerous); each run is logged.
 fn tools(export_risk: RiskLevel, ran: &Ran) -> ToolRegistry {
+    tools_of(export_risk, false, ran)
+}
+
+/// [`tools`], with `export_contacts` idempotent when `idempotent` is set.
+fn tools_of(export_risk: RiskLevel, idempotent: bool, ran: &Ran) -> ToolRegistry {
     let mut r = ToolRegistry::new();
     for (name, risk) in [("export_contacts", export_risk), ("clear_cache", RiskLevel::Dangerous)] {
         let ran = Arc::clone(ran);
         r.register(
-            ToolDefinition::new(name, "d", json!({"type":"object"})).with_risk(risk),
+            ToolDefinition::new(name, "d", json!({"type":"object"}))
+                .with_risk(risk)
+                .idempotent(idempotent && name == "export_contacts"),
             Arc::new(FnExecutor(move |_args, _ctx| {
                 ran.lock().unwrap().push(name.to_string());
                 async move { Ok(ToolResult::text(format!("{name} done"))) }
@@ -373,4 +380,188 @@ async fn a_batch_killed_mid_run_freezes_again_without_running_its_finished_call_
             ("c2".into(), "export_contacts done".into(), false)
         ]
     );
+}
+
+/// Version 1 (`export_contacts` safe and idempotent) froze on `clear_cache`, the user approved it,
+/// and the process was killed while `export_contacts` ran: `c1` finished, `c2` started.
+async fn killed_while_an_idempotent_call_ran(store: &Arc<MemStore>, ran: &Ran) {
+    let v1 = agent(
+        store,
+        vec![calls(&[("c1", "clear_cache", "{}"), ("c2", "export_contacts", "{}")])],
+        tools_of(RiskLevel::Safe, true, ran),
+    );
+    let out = v1.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
+    v1.approve("s", &batch.items[0].approval_id).await.unwrap();
+    // What a process killed while `c2` ran left behind (`c1` finished, `c2` started): `c2`'s
+    // tool is idempotent, so it runs again, once it is asked about.
+    let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
+    let events = vec![
+        StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
+        StateEvent::ToolStarted { call_id: "c1".into(), name: "clear_cache".into(), worker_session: None },
+        StateEvent::ToolFinished {
+            call_id: "c1".into(),
+            name: "clear_cache".into(),
+            result: ToolResult::text("cleared before the kill"),
+            stop_requested: false,
+            injected: Vec::new(),
+        },
+        StateEvent::ToolStarted {
+            call_id: "c2".into(),
+            name: "export_contacts".into(),
+            worker_session: None,
+        },
+    ];
+    for e in &events {
+        state.apply(e);
+    }
+    store.commit(&state, &events).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_started_idempotent_call_whose_tool_became_dangerous_is_asked_about_before_it_runs_again() {
+    let store = Arc::new(MemStore::new());
+    let ran: Ran = Arc::default();
+    killed_while_an_idempotent_call_ran(&store, &ran).await;
+
+    // The app, updated meanwhile, has `export_contacts` dangerous (still idempotent). Before, it
+    // ran again at once: a started call was never asked about again.
+    let v2 = agent(&store, vec![answer("ok")], tools_of(RiskLevel::Dangerous, true, &ran));
+    let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("export_contacts ran again unasked: {out:?}") };
+    assert!(ran_now(&ran).is_empty(), "{:?}", ran_now(&ran));
+    let items: Vec<_> =
+        batch.items.iter().map(|i| (i.tool_call.id.as_str(), i.risk_level, i.decision)).collect();
+    assert_eq!(
+        items,
+        [
+            ("c1", RiskLevel::Dangerous, ApprovalDecision::Approved),
+            ("c2", RiskLevel::Dangerous, ApprovalDecision::Pending)
+        ]
+    );
+    let state = store.load("s").await.unwrap().unwrap();
+    assert_eq!(state.status, RunStatus::AwaitingApproval);
+
+    // Approved: `c2` runs again, once; `c1`, finished before the kill, never runs again.
+    v2.approve("s", &batch.items[1].approval_id).await.unwrap();
+    let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(ran_now(&ran), ["export_contacts"]);
+    let state = store.load_unrepaired("s").await.unwrap().unwrap();
+    arkagent::state::check_pairing(&state.messages, &[]).unwrap();
+    let results = tool_messages(&state.messages);
+    assert_eq!(
+        results,
+        [
+            ("c1".into(), "cleared before the kill".into(), false),
+            ("c2".into(), "export_contacts done".into(), false)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_started_idempotent_call_denied_on_its_new_item_is_not_run_again() {
+    let store = Arc::new(MemStore::new());
+    let ran: Ran = Arc::default();
+    killed_while_an_idempotent_call_ran(&store, &ran).await;
+
+    let v2 = agent(&store, vec![answer("ok")], tools_of(RiskLevel::Dangerous, true, &ran));
+    let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("export_contacts ran again unasked: {out:?}") };
+    v2.deny("s", &batch.items[1].approval_id, "no export").await.unwrap();
+    let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert!(ran_now(&ran).is_empty(), "{:?}", ran_now(&ran));
+    let state = store.load_unrepaired("s").await.unwrap().unwrap();
+    arkagent::state::check_pairing(&state.messages, &[]).unwrap();
+    let results = tool_messages(&state.messages);
+    // What ran keeps its result; the denied call is answered with the denial.
+    assert_eq!(results[0], ("c1".into(), "cleared before the kill".into(), false));
+    assert_eq!(results[1], ("c2".into(), "error: denied by user: no export".into(), true));
+}
+
+#[tokio::test]
+async fn a_pending_item_whose_tool_was_removed_still_decides_the_batch() {
+    // Version 2 of the app no longer registers `clear_cache`. Its item stays pending: the user's
+    // decision on it decides the whole batch (a denial runs none of it), which an answer given
+    // without asking would take from the user. Approved, the call is answered `tool_not_found`.
+    for approve in [true, false] {
+        let store = Arc::new(MemStore::new());
+        let ran: Ran = Arc::default();
+        let clear_id = frozen_by_v1(&store, &ran).await;
+        let mut without_clear = tools(RiskLevel::Safe, &ran);
+        without_clear.unregister("clear_cache");
+        let v2 = agent(&store, vec![answer("ok")], without_clear);
+        let err = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap_err();
+        assert_eq!(err.code, codes::APPROVAL_PENDING);
+        if approve {
+            v2.approve("s", &clear_id).await.unwrap();
+        } else {
+            v2.deny("s", &clear_id, "no").await.unwrap();
+        }
+        let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed);
+        let results = tool_messages(&store.load("s").await.unwrap().unwrap().messages);
+        if approve {
+            assert_eq!(ran_now(&ran), ["export_contacts"]);
+            assert_eq!(results[0], ("c1".into(), "export_contacts done".into(), false));
+            assert!(results[1].2 && results[1].1.contains("tool_not_found"), "{:?}", results[1]);
+        } else {
+            assert!(ran_now(&ran).is_empty(), "{:?}", ran_now(&ran));
+            assert!(results[0].2 && results[0].1.contains("none of the batch ran"), "{:?}", results[0]);
+            assert_eq!(results[1], ("c2".into(), "error: denied by user: no".into(), true));
+        }
+    }
+}
+
+/// A before-hook that denies every call, counting the calls it is asked about.
+#[derive(Default)]
+struct DeniesEverything {
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl arkagent::hook::AgentHook for DeniesEverything {
+    async fn before_tool_call(
+        &self,
+        _ctx: &arkagent::hook::HookContext<'_>,
+        _call: &ToolCall,
+        _definition: Option<&ToolDefinition>,
+    ) -> arkagent::hook::BeforeToolCall {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        arkagent::hook::BeforeToolCall::Deny(ToolResult::error_text("blocked by the update's hook"))
+    }
+}
+
+/// The default policy, but `clear_cache` is denied outright.
+struct DenyClears;
+
+impl ApprovalPolicy for DenyClears {
+    fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
+        if call.name == "clear_cache" {
+            return PolicyDecision::Deny("clearing is off".into());
+        }
+        DefaultApprovalPolicy.decide(call, definition)
+    }
+}
+
+#[tokio::test]
+async fn a_resume_after_an_update_asks_no_new_hook_and_keeps_the_user_s_approval() {
+    // As documented: the update's before-hooks are not asked about a batch frozen before them
+    // (their word is in its plan), and the policy is asked only about the calls that were to run
+    // without asking: the user's approval of `clear_cache` stands though the policy denies it now.
+    let store = Arc::new(MemStore::new());
+    let ran: Ran = Arc::default();
+    let clear_id = frozen_by_v1(&store, &ran).await;
+    let hook = Arc::new(DeniesEverything::default());
+    let v2 = AgentBuilder::new(Arc::new(Script::new(vec![answer("ok")])), store.clone())
+        .tools(tools(RiskLevel::Safe, &ran))
+        .policy(Arc::new(DenyClears))
+        .hook(hook.clone())
+        .build();
+    v2.approve("s", &clear_id).await.unwrap();
+    let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(hook.asked.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(ran_now(&ran), ["export_contacts", "clear_cache"]);
 }

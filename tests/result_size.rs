@@ -239,12 +239,82 @@ async fn a_denial_reason_longer_than_the_limit_is_refused_before_anything_is_wri
     assert_eq!(e.code, arkagent::codes::ARGUMENT_INVALID);
     assert_eq!(FileStore::new(dir.path()).load("s").await.unwrap().unwrap(), before, "nothing written");
 
+    // A reason of the limit is taken; with its `denied by user: ` prefix and metadata, the
+    // recorded denial is cut to the limit, its code kept (before, it was recorded over it).
     agent.deny("s", &id, &"y".repeat(200)).await.unwrap();
     let outcome = agent.resume("s", &events, &CancellationSignal::new()).await.unwrap();
     assert_eq!(outcome.status(), RunStatus::Completed);
     let state = FileStore::new(dir.path()).load("s").await.unwrap().unwrap();
     let (_, content, is_error) = tool_messages(&state.messages).into_iter().next().unwrap();
-    assert!(is_error && content.contains(&"y".repeat(200)), "{content}");
+    assert!(is_error && content.starts_with("error: denied by user: yyy"), "{content}");
+    assert!(content.ends_with("more bytes cut]"), "{content}");
+    let (_, result) = results_of(&events).into_iter().next().unwrap();
+    assert!(result.size_bytes() <= 200, "{} bytes: {result:?}", result.size_bytes());
+}
+
+/// An agent over `store` with [`denied_tools`], the default policy, results held to `limit`.
+fn limited_agent(
+    store: &Arc<dyn StateStore>,
+    script: Vec<arkagent::provider::ModelResponse>,
+    limit: usize,
+) -> arkagent::agent::Agent {
+    AgentBuilder::new(Arc::new(Script::new(script)), store.clone())
+        .tools(denied_tools())
+        .config(AgentConfig { max_result_bytes: limit, ..AgentConfig::default() })
+        .build()
+}
+
+/// Every result the `tool_result` events carried and the session recorded takes at most `limit`
+/// bytes; the recorded texts, in call order.
+async fn recorded_within(store: &Arc<dyn StateStore>, events: &EventLog, limit: usize) -> Vec<String> {
+    let results = results_of(events);
+    let saved = tool_messages(&store.load("s").await.unwrap().unwrap().messages);
+    assert_eq!(results.len(), saved.len());
+    for ((id, result), (saved_id, content, is_error)) in results.iter().zip(&saved) {
+        assert!(id == saved_id && result.is_error && *is_error, "{id}: {result:?}");
+        assert!(result.size_bytes() <= limit, "{id}: {} bytes: {result:?}", result.size_bytes());
+        assert!(content.len() <= limit + "error: ".len(), "{id}: {content}");
+    }
+    saved.into_iter().map(|(_, content, _)| content).collect()
+}
+
+#[tokio::test]
+async fn a_user_denial_is_cut_to_the_limit_of_the_agent_that_settles_it() {
+    // Version 1 (the default limit) took a 5000-byte reason; version 2 of the app holds results
+    // to 200 bytes. Before, the 5101-byte denial was recorded and sent with every request.
+    let store: Arc<dyn StateStore> = Arc::new(support::MemStore::new());
+    let v1 =
+        limited_agent(&store, vec![calls(&[("cd", "d", "{}"), ("cc", "c", "{}")])], DEFAULT_MAX_RESULT_BYTES);
+    let outcome = v1.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let arkagent::agent::RunOutcome::Suspended { batch } = outcome else { panic!("suspended: {outcome:?}") };
+    v1.deny("s", &batch.items[0].approval_id, &"x".repeat(5000)).await.unwrap();
+
+    let v2 = limited_agent(&store, vec![answer("done")], 200);
+    let events = EventLog::new();
+    let outcome = v2.resume("s", &events, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+    let saved = recorded_within(&store, &events, 200).await;
+    assert!(saved[0].starts_with("error: denied by user: xxx"), "{}", saved[0]);
+    assert!(saved[0].ends_with("more bytes cut]"), "{}", saved[0]);
+    assert!(saved[1].starts_with("error: not run: another call"), "{}", saved[1]);
+}
+
+#[tokio::test]
+async fn a_dismissal_reason_of_the_limit_is_recorded_within_it() {
+    // The reason is checked alone (at most the limit); each answer it makes (the denial, a call
+    // not run) adds its own words and metadata, and is cut to the limit.
+    let store: Arc<dyn StateStore> = Arc::new(support::MemStore::new());
+    let agent = limited_agent(&store, vec![calls(&[("cd", "d", "{}"), ("cc", "c", "{}")])], 200);
+    let events = EventLog::new();
+    let outcome = agent.run("s", "q", &events, &CancellationSignal::new()).await.unwrap();
+    assert!(matches!(outcome, arkagent::agent::RunOutcome::Suspended { .. }), "{outcome:?}");
+    let events = EventLog::new();
+    let outcome = agent.dismiss("s", &"z".repeat(200), &events, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(outcome.status(), RunStatus::Completed);
+    let saved = recorded_within(&store, &events, 200).await;
+    assert!(saved[0].starts_with("error: denied by user: zzz"), "{}", saved[0]);
+    assert!(saved[0].ends_with("more bytes cut]"), "{}", saved[0]);
+    assert!(saved[1].starts_with("error: not run: another call"), "{}", saved[1]);
 }
 
 #[tokio::test]

@@ -230,6 +230,36 @@ impl Agent {
         Ok(Some(agent))
     }
 
+    /// `invalid_state` when `state`'s run stands on a frozen batch that mirrors a worker
+    /// session's (its `worker_session`: awaiting the user's decisions, or settling them when a
+    /// process died) and this agent does not delegate: only its `delegate_task` continues the
+    /// worker. Settled without it, the delegating call would be answered without the worker, the
+    /// user's decisions dropped with it, and the worker left awaiting approval for good (an app
+    /// update that turned delegation off). Nothing is written: an agent with delegation enabled
+    /// continues the session as it stands.
+    ///
+    /// # Errors
+    /// `invalid_state`, as above.
+    pub(crate) fn check_continues_workers(&self, state: &AgentState) -> Result<(), AgentError> {
+        if self.delegation_factory().is_some()
+            || !matches!(state.status, RunStatus::AwaitingApproval | RunStatus::Running)
+        {
+            return Ok(());
+        }
+        let Some(worker) = state.pending_approval.as_ref().and_then(|b| b.worker_session.as_ref()) else {
+            return Ok(());
+        };
+        Err(AgentError::of(
+            codes::INVALID_STATE,
+            format!(
+                "session {} is frozen on the batch of its worker session {worker} (a delegate_task \
+                 call), and this agent does not delegate (delegate_task is not enabled): it cannot \
+                 continue the worker; enable delegation to continue this session",
+                state.session_id
+            ),
+        ))
+    }
+
     /// The factory `enable_delegation` set (`None`: delegation was never enabled).
     pub(super) fn delegation_factory(&self) -> Option<Option<Arc<dyn WorkerFactory>>> {
         self.delegation.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|d| d.factory.clone())

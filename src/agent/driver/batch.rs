@@ -33,6 +33,21 @@ pub(super) fn not_run_or_gate_error(
     }
 }
 
+/// `step` with its answer (a user's denial, a call not run, an answer planned before the freeze)
+/// held to `limit` bytes (`max_result_bytes`) as any answer given instead of running the call
+/// ([`answer_within_limit`]): the user's reason is checked alone, without its `denied by user: `
+/// prefix and metadata, and the agent that settles a batch may have a lower limit than the one
+/// that froze it (an app update). Before, such an answer was recorded and sent over the limit.
+pub(super) fn step_within_limit(step: BatchStep, limit: usize) -> BatchStep {
+    match step {
+        BatchStep::Answer(AnsweredCall { call, result }) => {
+            let result = answer_within_limit(result, &call.name, limit);
+            BatchStep::Answer(AnsweredCall { call, result })
+        }
+        step => step,
+    }
+}
+
 /// The answer of a call a dismissal (`reason`) did not run.
 pub(super) fn not_run_dismissed(call: &ToolCall, reason: &str) -> BatchStep {
     BatchStep::Answer(AnsweredCall {
@@ -434,10 +449,12 @@ impl<'a> Run<'a> {
             }
         };
         // A call the batch does not run that could not have run anyway is told why (see
-        // `not_run_or_gate_error`).
+        // `not_run_or_gate_error`); every answer is held to this agent's limit.
         let limit = self.agent.config.max_result_bytes;
-        let steps: Vec<BatchStep> =
-            steps.into_iter().map(|step| not_run_or_gate_error(step, &batch, &tools, limit)).collect();
+        let steps: Vec<BatchStep> = steps
+            .into_iter()
+            .map(|step| step_within_limit(not_run_or_gate_error(step, &batch, &tools, limit), limit))
+            .collect();
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
         // finished call its result; a started one is never run again unless its tool is
         // idempotent (repair leaves exactly those unanswered), else it "may or may not have
@@ -471,15 +488,18 @@ impl<'a> Run<'a> {
     /// What the policy says now about a call of a frozen batch that was planned to run: the tool
     /// may have been registered anew (dangerous now) or the policy changed since the batch was
     /// planned, and nobody was asked about the call. Its before-hooks are not asked again (their
-    /// word is in the plan). `None` for a call the batch no longer settles (not in `open`) or with
-    /// a record: it ran or started in an earlier process, and is never planned again.
+    /// word is in the plan). `None` for a call the batch no longer settles (not in `open`) or
+    /// that does not run now ([`runs_now`](Self::runs_now): it finished, or started and is
+    /// answered interrupted). A call of an idempotent tool that started in an earlier process
+    /// runs again, so it is asked about as one that never started: before, it ran again unasked
+    /// although its tool had become dangerous.
     pub(super) async fn recheck_planned_run(
         &self,
         tools: &ToolSnapshot,
         open: &HashSet<&str>,
         call: &ToolCall,
     ) -> Option<BatchCallInput> {
-        if !open.contains(call.id.as_str()) || self.state.tool_runs.contains_key(&call.id) {
+        if !open.contains(call.id.as_str()) || !self.runs_now(tools, call) {
             return None;
         }
         let outcome = crate::hook::BeforeToolCallOutcome::Proceed(call.clone());
@@ -497,6 +517,18 @@ impl<'a> Run<'a> {
                 disposition: CallDisposition::Answer(ToolResult::from_error(&e)),
             });
         Some(self.answer_within_size(input))
+    }
+
+    /// Whether `call`, of the batch being settled, runs when its plan says so: it has no record,
+    /// or it started in an earlier process and its tool, as registered now, is idempotent (it
+    /// runs again; any other started call is answered interrupted, a finished one with its
+    /// result: see [`settle_batch`](Self::settle_batch)).
+    pub(super) fn runs_now(&self, tools: &ToolSnapshot, call: &ToolCall) -> bool {
+        match self.state.tool_runs.get(&call.id) {
+            None => true,
+            Some(ToolRunRecord::Started { .. }) => tools.definition(&call.name).is_some_and(|d| d.idempotent),
+            Some(ToolRunRecord::Finished { .. }) => false,
+        }
     }
 
     /// `input` with the answer a hook or the policy gave the call (a `Deny`, the policy's
@@ -527,7 +559,11 @@ impl<'a> Run<'a> {
         let mut rechecked = Vec::with_capacity(steps.len());
         for step in steps {
             rechecked.push(match step {
-                BatchStep::Execute(call) if !approved.contains(&call.id) => {
+                // A delegating call that started continues its worker (frozen under this batch, or
+                // beside the one it mirrors), which holds the user's decisions on its own calls.
+                BatchStep::Execute(call)
+                    if !approved.contains(&call.id) && !started_delegation(&self.state, &call.id) =>
+                {
                     match self.recheck_planned_run(tools, open, &call).await.map(|input| input.disposition) {
                         Some(CallDisposition::Answer(result)) => {
                             BatchStep::Answer(AnsweredCall { call, result })

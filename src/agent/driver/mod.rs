@@ -812,7 +812,9 @@ impl Agent {
     /// batch mirrors a worker session that is gone: its deletion was cut short, delete the session
     /// again; nothing written), `approval_pending`
     /// (undecided items), `invalid_state` (nothing to resume; or a worker session while this
-    /// agent does not delegate, so it cannot run it with the worker's tools),
+    /// agent does not delegate, so it cannot run it with the worker's tools; or a batch that
+    /// mirrors a worker's while this agent does not delegate, so it cannot continue the worker:
+    /// nothing written, an agent with delegation enabled resumes it),
     /// `delegation_depth_exceeded` (a worker session deeper than this agent's limit), the store's
     /// errors.
     pub async fn resume(
@@ -876,9 +878,10 @@ impl Agent {
         self.check_exists(session_id).await?;
         let held = self.hold(session_id).await?;
         let state = self.load_existing(session_id).await?;
-        // A worker session this agent cannot run as its delegation does is refused before any
-        // denial is written.
-        self.runner_for(&state)?;
+        // A worker session this agent cannot run as its delegation does, or a batch mirroring a
+        // worker it cannot continue, is refused before any denial is written.
+        let runner = self.runner_for(&state)?;
+        runner.as_deref().unwrap_or(self).check_continues_workers(&state)?;
         let batch = match (state.status, state.pending_approval) {
             (RunStatus::AwaitingApproval, Some(batch)) => batch,
             _ => return Err(AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending")),
@@ -940,6 +943,7 @@ impl Agent {
             }
             None => self,
         };
+        agent.check_continues_workers(&state)?;
         let state = self.take_decisions_below(state).await?;
         let state = agent.repair_loaded(state, true).await?;
         // The app's own resume: a batch it freezes on is announced to the hooks, also a worker's.

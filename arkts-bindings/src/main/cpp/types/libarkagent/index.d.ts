@@ -659,10 +659,15 @@ export declare class Agent {
    * A call of the batch that was to run without asking, whose tool is registered as dangerous by now (or which
    * the approval policy now asks about), does not run unasked: the run suspends again (status
    * 'awaiting_approval', approvalRequired) with that call pending and the decisions made kept.
+   * That is the only re-check: the current beforeToolCall hooks are not asked about a batch frozen
+   * before them, and a call the user approved runs though the current policy would deny it (the
+   * current registry still gates it: an unregistered tool is answered tool_not_found).
    * A sub-agent's worker session runs as its delegation runs it: the worker's tools (no delegate_task) and depth.
    * Rejects with session_not_found (also when the batch mirrors a sub-agent's worker session that is gone:
-   * nothing is written), approval_pending, invalid_state (nothing to resume, or a worker session
-   * while enableDelegation is off), delegation_depth_exceeded.
+   * nothing is written), approval_pending, invalid_state (nothing to resume, a worker session
+   * while enableDelegation is off, or a batch frozen on a sub-agent's call while enableDelegation is
+   * off: only delegation continues the sub-agent; nothing is written, and decisions made are kept
+   * for an agent with enableDelegation to resume it), delegation_depth_exceeded.
    */
   resume(sessionId: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
@@ -679,7 +684,8 @@ export declare class Agent {
    * runs any call, not even one the user approved (answered tool_not_run with reason).
    * A batch approved entirely runs and may meet a new freeze: the outcome is then suspended. Rejects with no_pending_approval when nothing
    * awaits approval, session_not_found for a session that does not exist or when the batch mirrors a worker session that is gone. A worker session may be dismissed itself: it runs as resume() runs it (invalid_state and
-   * delegation_depth_exceeded as there).
+   * delegation_depth_exceeded as there). A batch frozen on a sub-agent's call is refused with invalid_state
+   * while enableDelegation is off, before any denial is written (as resume()).
    */
   dismiss(sessionId: string, reason: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
@@ -692,7 +698,8 @@ export declare class Agent {
   /**
    * Denies one pending item (durable when this resolves); resolves to the batch JSON; as approve() otherwise.
    * The reason goes to the model as the call's result: one longer than maxResultBytes (in UTF-8 bytes) rejects
-   * with argument_invalid before anything is written, as it does for dismiss().
+   * with argument_invalid before anything is written, as it does for dismiss(). The recorded result
+   * ("denied by user: <reason>" and its metadata) is cut to the maxResultBytes of the agent that resumes.
    */
   deny(sessionId: string, approvalId: string, reason: string): Promise<string>;
   /**
