@@ -655,6 +655,34 @@ async fn cancellation_mid_model_request_ends_at_once() {
 }
 
 #[tokio::test]
+async fn a_call_announced_by_a_stream_that_then_fails_gets_no_result_and_never_runs() {
+    use arkagent::provider::{ModelEvent, ScriptStep, ScriptedModel};
+    let f = fixture(vec![], AgentConfig::default());
+    let cut = AgentError::of(arkagent::codes::PROVIDER_STREAM_INTERRUPTED, "scripted cut");
+    let model = ScriptedModel::from_steps([ScriptStep::BreakOff(
+        vec![
+            ModelEvent::ToolCallStarted { index: 0, id: "c1".into(), name: "query_order".into() },
+            ModelEvent::ToolCallArgumentsDelta { index: 0, delta: r#"{"order_id":"#.into() },
+        ],
+        cut,
+    )]);
+    let agent = AgentBuilder::new(Arc::new(model), f.store.clone()).tools(registry(&f.counters)).build();
+    let log = EventLog::new();
+    let out = agent.run("s", "q", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Failed);
+    let events = log.events();
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolCallStarted { .. })));
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, AgentEvent::ToolCallFinished { .. } | AgentEvent::ToolResult { .. })));
+    assert!(matches!(events.last(), Some(AgentEvent::RunFinished { status: RunStatus::Failed, .. })));
+    assert_eq!(f.counters.query.load(Ordering::SeqCst), 0);
+    // Nothing of the cut answer is recorded: the history ends with the question.
+    let state = f.store.load("s").await.unwrap().unwrap();
+    assert!(matches!(state.messages.last(), Some(ChatMessage::User { .. })), "{:?}", state.messages);
+}
+
+#[tokio::test]
 async fn safe_calls_run_concurrently_bounded_and_results_stay_in_call_order() {
     let f = fixture(vec![], AgentConfig::default());
     let in_flight = Arc::new(AtomicUsize::new(0));

@@ -3,7 +3,10 @@
 //! 1. `RunStarted` (once, also on resume).
 //! 2. Per model round: `TextDelta` / `ReasoningDelta` / `ToolCallStarted` / `ToolCallArgumentsDelta`
 //!    / `ToolCallFinished` as the answer streams (a call's `Started` precedes its deltas, which
-//!    precede its `Finished`).
+//!    precede its `Finished`). A stream that fails after it announced a call (an error mid-answer,
+//!    its idle timeout) brings no answer: that call gets no `ToolCallFinished` and no `ToolResult`
+//!    (it is no call of an answer, nothing records or runs it), and `RunFinished` (`failed`) ends
+//!    the run. Such a stream is never retried: the events would come twice.
 //! 3. Per tool batch: either `StatePersisted` (the frozen batch, with the answer) then
 //!    `ApprovalRequired`, and the run returns suspended; or `StatePersisted` (the answer and the
 //!    `started` records of the calls about to run: durable before any executor runs), one

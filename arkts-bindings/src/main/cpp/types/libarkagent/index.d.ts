@@ -480,7 +480,9 @@ export interface RunOutcomeObject {
  * {"layer", "code", "message"}: the outcome's errorLayer/errorCode/errorMessage (never the API key).
  * Every tool call of an answer gets exactly one tool_result, also one a cancel or an abort cut
  * short (right before run_finished, with the tool_interrupted answer the state gives it), except
- * the calls of a batch frozen for approval until a resume settles it. A call whose arguments the
+ * the calls of a batch frozen for approval until a resume settles it. A call a stream announced
+ * (tool_call_started) before the stream failed is no call of an answer: no tool_call_finished, no
+ * tool_result, nothing runs it, and the run_finished that follows says 'failed'. A call whose arguments the
  * registry refuses for their size or depth (json_too_large, json_too_deep): its
  * tool_call_arguments_delta events stream the text as the model sent it, its tool_call_finished
  * carries "arguments": "{}" (as stateJson, the hooks and every later request do), and
