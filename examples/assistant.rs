@@ -1,5 +1,6 @@
 //! The demo agent: the seeds' baking tools (read_baking_records, clear_baking_cache: dangerous) and
-//! order tools (query_order, query_stock) with their mock data.
+//! order tools (query_order, query_stock) with the mock data of the DevEco demo (entry-demo/): the
+//! seeds' records and order, SKU001 bread flour 42 in stock, SKU002 out of stock, a cache of 12.
 //!
 //! Offline by default, on a built-in scripted model whose scenario shows a tool call, an unknown
 //! tool, an invalid argument and an approval. Against a real OpenAI-compatible endpoint when
@@ -81,7 +82,7 @@ fn demo_tools(agent: &Agent) -> Result<(), AgentError> {
             json!({"type": "object", "properties": {"confirm": string_prop("确认口令")}}),
         )
         .with_risk(RiskLevel::Dangerous),
-        Arc::new(FnExecutor(|_args, _ctx| async move { Ok(ToolResult::text("已清空 3 条烘焙缓存")) })),
+        Arc::new(FnExecutor(|_args, _ctx| async move { Ok(ToolResult::text("已清空 12 条烘焙缓存")) })),
     )?;
     agent.register_tool(
         ToolDefinition::new(
@@ -107,8 +108,12 @@ fn demo_tools(agent: &Agent) -> Result<(), AgentError> {
         Arc::new(FnExecutor(|args: Map<String, Value>, _ctx| async move {
             let sku = args_str(&args, "sku");
             match sku.as_str() {
-                "SKU001" => Ok(ToolResult::json(json!({"sku": "SKU001", "name": "法棍", "stock": 12}))),
-                "SKU002" => Ok(ToolResult::json(json!({"sku": "SKU002", "name": "吐司", "stock": 0}))),
+                "SKU001" => Ok(ToolResult::json(
+                    json!({"sku": "SKU001", "name": "高筋面粉 5kg", "stock": 42, "warehouse": "上海"}),
+                )),
+                "SKU002" => Ok(ToolResult::json(
+                    json!({"sku": "SKU002", "name": "烤盘", "stock": 0, "warehouse": "上海"}),
+                )),
                 _ => Ok(ToolResult::error_text(format!("未知商品: {sku}"))),
             }
         })),
@@ -148,7 +153,7 @@ impl DemoModel {
                     ],
                 ),
                 ModelResponse::text(
-                    "订单 20261010 已发货（顺丰 SF123456，预计 2026-10-12 送达）；SKU001 法棍还有 12 件。\
+                    "订单 20261010 已发货（顺丰 SF123456，预计 2026-10-12 送达）；SKU001 高筋面粉在上海仓还有 42 件。\
                      烘焙缓存的处理结果见上方工具结果。",
                 ),
             ],

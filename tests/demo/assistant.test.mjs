@@ -178,7 +178,7 @@ test('ARKAGENT_STREAM=0 asks without streaming and still shows the calls and the
     // The offline scenario with --no-stream shows every step too.
     const offline = await demo(['--approve', '--no-stream', '--state-dir', dir, '--session', 'o']);
     assert.equal(offline.code, 0, offline.stderr);
-    for (const expected of ['🔧 query_order', '🔧 clear_baking_cache', 'tool_not_found', '已清空', 'SKU001 法棍还有 12 件']) {
+    for (const expected of ['🔧 query_order', '🔧 clear_baking_cache', 'tool_not_found', '已清空', 'SKU001 高筋面粉在上海仓还有 42 件', '已清空 12 条烘焙缓存']) {
       assert.ok(offline.stdout.includes(expected), `lacks ${expected}: ${offline.stdout}`);
     }
   } finally {
