@@ -1,20 +1,38 @@
 //! The demo agent: the seeds' baking tools (read_baking_records, clear_baking_cache: dangerous) and
-//! order tools (query_order, query_stock) with their mock data.
+//! order tools (query_order, query_stock) with the mock data of the DevEco demo (entry-demo/): the
+//! seeds' records and order, SKU001 bread flour 42 in stock, SKU002 out of stock, a cache of 12.
 //!
 //! Offline by default, on a built-in scripted model whose scenario shows a tool call, an unknown
 //! tool, an invalid argument and an approval. Against a real OpenAI-compatible endpoint when
-//! ARKAGENT_BASE_URL, ARKAGENT_API_KEY and ARKAGENT_MODEL are set (ARKAGENT_PROVIDER picks a
-//! preset's quirks: openai, deepseek, zhipu, qwen, moonshot; default custom).
+//! ARKAGENT_MODEL and an endpoint are set: ARKAGENT_BASE_URL, or ARKAGENT_PROVIDER naming a preset
+//! (openai, deepseek, zhipu, qwen, moonshot; it also picks the preset's quirks; default custom),
+//! whose URL is used when no ARKAGENT_BASE_URL is given. ARKAGENT_API_KEY is required for a
+//! preset's own URL and optional with ARKAGENT_BASE_URL (a local keyless server sends none). Any
+//! other combination of these variables is refused, naming what is missing, rather than run
+//! offline. ARKAGENT_STREAM=0 (or `--no-stream`) asks the model without streaming (Huawei MaaS
+//! needs it for tools); ARKAGENT_ALLOW_INSECURE_HTTP=1 (or `--allow-insecure-http`) allows plain
+//! http:// to a host other than loopback (a LAN gateway).
 //!
 //! ```text
-//! cargo run --release --example assistant [-- [--approve|--deny|--later] [--resume] [--list] [--state-dir DIR] [--session ID] [PROMPT]]
+//! cargo run --release --example assistant [-- [--approve|--deny|--later] [--resume] [--list] [--no-stream] [--allow-insecure-http] [--state-dir DIR] [--session ID] [PROMPT]]
 //! ```
 //! The approval is asked on the terminal; when stdin is not a terminal, `--approve` or `--deny`
-//! decides (deny by default); `--later` leaves it pending and exits. State goes to `--state-dir` (default `.arkagent-demo`); after a
-//! suspension (Ctrl-C at the prompt, or a kill), `--resume` continues the session. `--list` shows the
-//! conversations of the state directory (status, what each waits for, its first question) and exits.
+//! decides (deny by default); `--later` leaves it pending and exits. State goes to `--state-dir`
+//! (default `.arkagent-demo`), in the session `demo` offline and `live` against an endpoint (so
+//! the scripted conversation never reaches a real model), unless `--session` names another; after
+//! a suspension (Ctrl-C at the prompt, or a kill), `--resume` continues the session. `--list`
+//! shows the conversations of the state directory (status, what each waits for, its first
+//! question) and exits.
+//!
+//! Exit status: 0 when the run completed (or was left pending with `--later`, or there was
+//! nothing to resume), 1 when it failed (the error on stderr) or the agent refused the request,
+//! 2 for a bad option or an incomplete ARKAGENT_* configuration, 3 when the run ended without the
+//! model's answer (max_rounds: the round limit's fallback answer; loop_detected; aborted by a
+//! hook; cancelled). When stdout is closed (`| head`), the demo exits at once, quietly, with 0;
+//! the state is saved as the run went, and `--resume` continues it.
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, RunOutcome};
+use arkagent::hook::{AgentHook, HookContext};
 use arkagent::provider::{
     ChatModel, ChatRequest, ClientConfig, ModelEventStream, ModelResponse, OpenAiCompatibleClient,
     ProviderPreset, ScriptedModel,
@@ -22,7 +40,7 @@ use arkagent::provider::{
 use arkagent::state::{FileStore, RunStatus};
 use arkagent::tool::FnExecutor;
 use arkagent::{
-    AgentError, CancellationSignal, ChatMessage, RiskLevel, ToolCall, ToolDefinition, ToolResult,
+    codes, AgentError, CancellationSignal, ChatMessage, RiskLevel, ToolCall, ToolDefinition, ToolResult,
 };
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
@@ -64,7 +82,7 @@ fn demo_tools(agent: &Agent) -> Result<(), AgentError> {
             json!({"type": "object", "properties": {"confirm": string_prop("确认口令")}}),
         )
         .with_risk(RiskLevel::Dangerous),
-        Arc::new(FnExecutor(|_args, _ctx| async move { Ok(ToolResult::text("已清空 3 条烘焙缓存")) })),
+        Arc::new(FnExecutor(|_args, _ctx| async move { Ok(ToolResult::text("已清空 12 条烘焙缓存")) })),
     )?;
     agent.register_tool(
         ToolDefinition::new(
@@ -90,8 +108,12 @@ fn demo_tools(agent: &Agent) -> Result<(), AgentError> {
         Arc::new(FnExecutor(|args: Map<String, Value>, _ctx| async move {
             let sku = args_str(&args, "sku");
             match sku.as_str() {
-                "SKU001" => Ok(ToolResult::json(json!({"sku": "SKU001", "name": "法棍", "stock": 12}))),
-                "SKU002" => Ok(ToolResult::json(json!({"sku": "SKU002", "name": "吐司", "stock": 0}))),
+                "SKU001" => Ok(ToolResult::json(
+                    json!({"sku": "SKU001", "name": "高筋面粉 5kg", "stock": 42, "warehouse": "上海"}),
+                )),
+                "SKU002" => Ok(ToolResult::json(
+                    json!({"sku": "SKU002", "name": "烤盘", "stock": 0, "warehouse": "上海"}),
+                )),
                 _ => Ok(ToolResult::error_text(format!("未知商品: {sku}"))),
             }
         })),
@@ -131,7 +153,7 @@ impl DemoModel {
                     ],
                 ),
                 ModelResponse::text(
-                    "订单 20261010 已发货（顺丰 SF123456，预计 2026-10-12 送达）；SKU001 法棍还有 12 件。\
+                    "订单 20261010 已发货（顺丰 SF123456，预计 2026-10-12 送达）；SKU001 高筋面粉在上海仓还有 42 件。\
                      烘焙缓存的处理结果见上方工具结果。",
                 ),
             ],
@@ -159,14 +181,35 @@ impl ChatModel for DemoModel {
     }
 }
 
+const USAGE: &str = "usage: assistant [--approve|--deny|--later] [--resume] [--list] [--no-stream] \
+[--allow-insecure-http] [--state-dir DIR] [--session ID] [PROMPT]
+  offline on a scripted model unless ARKAGENT_MODEL and ARKAGENT_BASE_URL (or ARKAGENT_PROVIDER
+  naming a preset) are set; ARKAGENT_API_KEY, ARKAGENT_STREAM=0, ARKAGENT_ALLOW_INSECURE_HTTP=1
+  exit status: 0 completed (or left pending), 1 failed or refused, 2 bad option or configuration,
+  3 ended without the model's answer (max_rounds, loop_detected, aborted, cancelled)";
+
 struct Options {
     approve: Option<bool>,
     later: bool,
     resume: bool,
     list: bool,
+    help: bool,
+    /// `--no-stream`; ARKAGENT_STREAM otherwise.
+    no_stream: bool,
+    /// `--allow-insecure-http`; ARKAGENT_ALLOW_INSECURE_HTTP otherwise.
+    allow_insecure_http: bool,
     state_dir: String,
-    session: String,
+    /// `--session`; by default `demo` offline, `live` online ([`Options::session`]).
+    session: Option<String>,
     prompt: Option<String>,
+}
+
+impl Options {
+    /// The session the run uses: `--session`, or one per mode, so that the offline scenario's
+    /// history (its scripted calls, a cache clearing pending) is never sent to a real model.
+    fn session(&self, online: bool) -> String {
+        self.session.clone().unwrap_or_else(|| if online { "live" } else { "demo" }.into())
+    }
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -175,8 +218,11 @@ fn parse_options() -> Result<Options, String> {
         later: false,
         resume: false,
         list: false,
+        help: false,
+        no_stream: false,
+        allow_insecure_http: false,
         state_dir: ".arkagent-demo".into(),
-        session: "demo".into(),
+        session: None,
         prompt: None,
     };
     let mut args = std::env::args().skip(1);
@@ -187,44 +233,115 @@ fn parse_options() -> Result<Options, String> {
             "--resume" => o.resume = true,
             "--list" => o.list = true,
             "--later" => o.later = true,
+            "--no-stream" => o.no_stream = true,
+            "--allow-insecure-http" => o.allow_insecure_http = true,
             "--state-dir" => o.state_dir = args.next().ok_or("--state-dir needs a directory")?,
-            "--session" => o.session = args.next().ok_or("--session needs an id")?,
-            "-h" | "--help" => return Err("usage: assistant [--approve|--deny|--later] [--resume] [--list] [--state-dir DIR] [--session ID] [PROMPT]".into()),
+            "--session" => o.session = Some(args.next().ok_or("--session needs an id")?),
+            "-h" | "--help" => o.help = true,
             other if other.starts_with("--") => return Err(format!("unknown option {other}")),
+            _ if o.prompt.is_some() => return Err("one prompt only (quote it)".into()),
             other => o.prompt = Some(other.to_string()),
         }
+    }
+    if o.resume && o.prompt.is_some() {
+        return Err("--resume continues the session as it stands and takes no prompt: \
+                    ask without --resume (after the session's run has ended), or in another --session"
+            .into());
     }
     Ok(o)
 }
 
-fn model_from_env() -> Result<(Arc<dyn ChatModel>, String), AgentError> {
-    let (url, key, model) = (
-        std::env::var("ARKAGENT_BASE_URL"),
-        std::env::var("ARKAGENT_API_KEY"),
-        std::env::var("ARKAGENT_MODEL"),
-    );
-    match (url, key, model) {
-        (Ok(url), Ok(key), Ok(model)) if !url.is_empty() && !model.is_empty() => {
-            let preset = match std::env::var("ARKAGENT_PROVIDER") {
-                Ok(p) if !p.is_empty() => ProviderPreset::from_name(&p)?,
-                _ => ProviderPreset::Custom,
-            };
-            let config = ClientConfig::new(preset, model.clone(), key).with_base_url(url);
-            let label = format!("{} at {}", model, config.endpoint()?);
-            Ok((Arc::new(OpenAiCompatibleClient::new(config)?), label))
-        }
-        _ => Ok((Arc::new(DemoModel::new()), "the built-in scripted model (offline)".into())),
+/// An ARKAGENT_* variable, `None` when unset or empty.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// A yes/no ARKAGENT_* variable: `None` when unset.
+fn env_flag(name: &str) -> Result<Option<bool>, String> {
+    match env_var(name).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(None),
+        Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(Some(true)),
+        Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(Some(false)),
+        Some(v) => Err(format!("{name}={v}: expected 1 or 0")),
     }
+}
+
+/// The model the ARKAGENT_* variables configure, with a label saying which it is and whether it
+/// is a real endpoint; the scripted model when none of them is set.
+///
+/// # Errors
+/// A message naming what is missing when the variables are set but incomplete (never a silent
+/// offline run), or what is wrong with them (an unknown preset, a bad URL, plain http://).
+fn model_from_env(o: &Options, streaming: bool) -> Result<(Arc<dyn ChatModel>, String, bool), String> {
+    let (url, key, model, provider) = (
+        env_var("ARKAGENT_BASE_URL"),
+        env_var("ARKAGENT_API_KEY"),
+        env_var("ARKAGENT_MODEL"),
+        env_var("ARKAGENT_PROVIDER"),
+    );
+    if url.is_none() && key.is_none() && model.is_none() && provider.is_none() {
+        return Ok((Arc::new(DemoModel::new()), "the built-in scripted model (offline)".into(), false));
+    }
+    let preset = match &provider {
+        Some(p) => ProviderPreset::from_name(p).map_err(|e| format!("ARKAGENT_PROVIDER: {}", e.message))?,
+        None => ProviderPreset::Custom,
+    };
+    let mut missing = Vec::new();
+    if model.is_none() {
+        missing.push("ARKAGENT_MODEL");
+    }
+    if url.is_none() && preset.default_base_url().is_none() {
+        missing.push("ARKAGENT_BASE_URL (or ARKAGENT_PROVIDER naming a preset with its own URL)");
+    }
+    // A preset's own URL is a hosted service, which needs a key; a base URL given may be a local
+    // server that takes none.
+    if url.is_none() && key.is_none() && preset.default_base_url().is_some() {
+        missing.push("ARKAGENT_API_KEY (needed by the preset's hosted endpoint)");
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "incomplete endpoint configuration: missing {}; unset every ARKAGENT_* variable to run \
+             offline on the scripted model",
+            missing.join(", ")
+        ));
+    }
+    let model = model.unwrap_or_default();
+    let mut config = ClientConfig::new(preset, model.clone(), key.unwrap_or_default());
+    if let Some(url) = url {
+        config = config.with_base_url(url);
+    }
+    config.allow_insecure_http =
+        o.allow_insecure_http || env_flag("ARKAGENT_ALLOW_INSECURE_HTTP")?.unwrap_or(false);
+    let endpoint = config.endpoint().map_err(|e| e.to_string())?;
+    let keyless = if config.api_key.is_empty() { ", no API key" } else { "" };
+    let streamed = if streaming { "streamed" } else { "not streamed" };
+    let label = format!("{model} at {endpoint} (online, {streamed}{keyless})");
+    let client = OpenAiCompatibleClient::new(config).map_err(|e| e.to_string())?;
+    Ok((Arc::new(client), label, true))
 }
 
 /// True while streamed text has not ended its line.
 static MID_LINE: AtomicBool = AtomicBool::new(false);
 
+/// Writes to stdout; when the reader has gone (`assistant | head -3`), exits at once and quietly:
+/// nothing more can be shown, and the state is saved as the run went (`--resume` continues it).
+fn show(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = write(&mut out).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
+}
+
+/// `println!` through [`show`].
+macro_rules! say {
+    ($($arg:tt)*) => { show(|out| writeln!(out, $($arg)*)) };
+}
+
 /// Prints events readably as they happen.
 fn print_event(event: AgentEvent) {
-    let mut out = std::io::stdout().lock();
-    let _ = write_event(&mut out, event);
-    let _ = out.flush();
+    show(|out| write_event(out, event));
 }
 
 fn write_event(out: &mut impl Write, event: AgentEvent) -> std::io::Result<()> {
@@ -236,7 +353,7 @@ fn write_event(out: &mut impl Write, event: AgentEvent) -> std::io::Result<()> {
             MID_LINE.store(true, Ordering::Relaxed);
             write!(out, "{delta}")
         }
-        AgentEvent::ToolCallFinished { call, .. } => writeln!(out, "  🔧 {} {}", call.name, call.arguments),
+        AgentEvent::ToolCallFinished { call, .. } => write_call(out, &call),
         AgentEvent::ToolResult { name, result, .. } => {
             let mark = if result.is_error { "✗" } else { "✓" };
             writeln!(out, "  {mark} {name} → {}", result.to_model_text())
@@ -257,17 +374,36 @@ fn write_event(out: &mut impl Write, event: AgentEvent) -> std::io::Result<()> {
     }
 }
 
+fn write_call(out: &mut impl Write, call: &ToolCall) -> std::io::Result<()> {
+    writeln!(out, "  🔧 {} {}", call.name, call.arguments)
+}
+
+/// Prints each answer of a model asked without streaming, which sends no text or call events:
+/// its text and its calls, as the streamed events show them.
+struct PrintAnswers;
+
+#[async_trait]
+impl AgentHook for PrintAnswers {
+    async fn after_model_response(&self, _ctx: &HookContext<'_>, response: &ModelResponse) {
+        show(|out| {
+            if let Some(text) = response.content.as_deref().filter(|t| !t.is_empty()) {
+                writeln!(out, "{text}")?;
+            }
+            response.tool_calls.iter().try_for_each(|call| write_call(out, call))
+        });
+    }
+}
+
 fn ask(question: &str, flag: Option<bool>) -> bool {
     if let Some(decision) = flag {
-        println!("  {question} {}", if decision { "yes (--approve)" } else { "no (--deny)" });
+        say!("  {question} {}", if decision { "yes (--approve)" } else { "no (--deny)" });
         return decision;
     }
     if !std::io::stdin().is_terminal() {
-        println!("  {question} no (stdin is not a terminal; pass --approve to approve)");
+        say!("  {question} no (stdin is not a terminal; pass --approve to approve)");
         return false;
     }
-    print!("  {question} [y/N] ");
-    let _ = std::io::stdout().flush();
+    show(|out| write!(out, "  {question} [y/N] "));
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
     matches!(line.trim(), "y" | "Y" | "yes")
@@ -276,23 +412,24 @@ fn ask(question: &str, flag: Option<bool>) -> bool {
 async fn decide_and_resume(
     agent: &Agent,
     o: &Options,
+    session: &str,
     mut outcome: RunOutcome,
 ) -> Result<RunOutcome, AgentError> {
     let sink = print_event;
     while let RunOutcome::Suspended { batch } = &outcome {
         if o.later {
-            println!("  left pending (--later): continue with --resume");
+            say!("  left pending (--later): continue with --resume");
             return Ok(outcome);
         }
         for item in batch.pending_items() {
             let q = format!("执行 {} {}？", item.tool_call.name, item.tool_call.arguments);
             if ask(&q, o.approve) {
-                agent.approve(&o.session, &item.approval_id).await?;
+                agent.approve(session, &item.approval_id).await?;
             } else {
-                agent.deny(&o.session, &item.approval_id, "用户拒绝了操作").await?;
+                agent.deny(session, &item.approval_id, "用户拒绝了操作").await?;
             }
         }
-        outcome = agent.resume(&o.session, &sink, &CancellationSignal::new()).await?;
+        outcome = agent.resume(session, &sink, &CancellationSignal::new()).await?;
     }
     Ok(outcome)
 }
@@ -300,7 +437,7 @@ async fn decide_and_resume(
 /// `--list`: the conversations of the state directory, one line each, and what to do with them.
 async fn list_conversations(agent: &Agent, o: &Options) -> Result<(), AgentError> {
     let sessions = agent.list_sessions().await?;
-    println!("{} conversation(s) in {}", sessions.len(), o.state_dir);
+    say!("{} conversation(s) in {}", sessions.len(), o.state_dir);
     for s in sessions {
         let what = match (&s.error, s.status) {
             (Some(e), _) => format!("unreadable ({})", e.code),
@@ -312,74 +449,134 @@ async fn list_conversations(agent: &Agent, o: &Options) -> Result<(), AgentError
             (None, None) => "unknown".into(),
         };
         let title = s.title.as_deref().unwrap_or("");
-        println!("  {:<12} {what:<38} {:>3} msg  {title}", s.session_id, s.message_count);
+        say!("  {:<12} {what:<38} {:>3} msg  {title}", s.session_id, s.message_count);
     }
     Ok(())
 }
 
-async fn main_async(o: Options) -> Result<(), AgentError> {
-    let (model, label) = model_from_env()?;
+/// How the demo ends: its exit status (see the module's docs).
+enum Exit {
+    Ok,
+    /// 1: the run failed, or the agent refused what was asked (the message on stderr).
+    Failed(String),
+    /// 2: a bad option or an incomplete configuration.
+    Usage(String),
+    /// 3: the run ended without the model's answer.
+    NoAnswer(RunStatus),
+}
+
+async fn main_async(o: Options) -> Exit {
+    let streaming = match env_flag("ARKAGENT_STREAM") {
+        Ok(stream) => !o.no_stream && stream.unwrap_or(true),
+        Err(e) => return Exit::Usage(e),
+    };
+    let (model, label, online) = match model_from_env(&o, streaming) {
+        Ok(m) => m,
+        Err(e) => return Exit::Usage(e),
+    };
+    let session = o.session(online);
     let store = Arc::new(FileStore::new(&o.state_dir));
     let config = AgentConfig {
         system_prompt: Some("你是烘焙店的助手。需要事实时调用工具，不要编造。".into()),
+        streaming,
         ..AgentConfig::default()
     };
-    let agent = AgentBuilder::new(model, store).config(config).build();
-    demo_tools(&agent)?;
-    if o.list {
-        return list_conversations(&agent, &o).await;
+    let mut builder = AgentBuilder::new(model, store).config(config);
+    if !streaming {
+        builder = builder.hook(Arc::new(PrintAnswers));
     }
-    println!("arkagent demo — model: {label}; state: {}/{}", o.state_dir, o.session);
+    let agent = builder.build();
+    let result = async {
+        demo_tools(&agent)?;
+        if o.list {
+            list_conversations(&agent, &o).await?;
+            return Ok(Exit::Ok);
+        }
+        say!("arkagent demo — model: {label}; state: {}/{session}", o.state_dir);
+        run_session(&agent, &o, &session).await
+    }
+    .await;
+    result.unwrap_or_else(|e| {
+        let hint = if e.code == codes::APPROVAL_PENDING {
+            format!(
+                "\n  the session {session} waits for a decision on its last run: continue it with \
+                 --resume (with --approve or --deny when stdin is not a terminal), or ask in another \
+                 session with --session ID"
+            )
+        } else {
+            String::new()
+        };
+        Exit::Failed(format!("{e}{hint}"))
+    })
+}
+
+async fn run_session(agent: &Agent, o: &Options, session: &str) -> Result<Exit, AgentError> {
     let cancel = CancellationSignal::new();
     let sink = print_event;
     let outcome = if o.resume {
-        match agent.state(&o.session).await? {
+        match agent.state(session).await? {
             Some(s) if s.status == RunStatus::AwaitingApproval => {
                 let batch = s.pending_approval.clone().expect("awaiting approval has a batch");
-                println!("resuming a suspended run ({} item(s) waiting)", batch.items.len());
+                say!("resuming a suspended run ({} item(s) waiting)", batch.items.len());
                 RunOutcome::Suspended { batch }
             }
-            Some(s) if s.status == RunStatus::Running => agent.resume(&o.session, &sink, &cancel).await?,
+            Some(s) if s.status == RunStatus::Running => agent.resume(session, &sink, &cancel).await?,
             Some(s) => {
-                println!("nothing to resume: the session is {:?}", s.status);
-                return Ok(());
+                say!("nothing to resume: the session is {:?}", s.status);
+                return Ok(Exit::Ok);
             }
-            None => {
-                println!("no session {} in {}", o.session, o.state_dir);
-                return Ok(());
-            }
+            None => return Ok(Exit::Failed(format!("no session {session} in {}", o.state_dir))),
         }
     } else {
         let prompt = o.prompt.clone().unwrap_or_else(|| DEFAULT_PROMPT.to_string());
-        println!("> {prompt}");
-        agent.run(&o.session, &prompt, &sink, &cancel).await?
+        say!("> {prompt}");
+        agent.run(session, &prompt, &sink, &cancel).await?
     };
-    let outcome = decide_and_resume(&agent, &o, outcome).await?;
-    if let RunOutcome::Finished { status, error: Some(e), .. } = &outcome {
-        println!("run ended {status:?}: {e}");
-    }
-    Ok(())
+    Ok(match decide_and_resume(agent, o, session, outcome).await? {
+        RunOutcome::Finished { status: RunStatus::Completed, .. } | RunOutcome::Suspended { .. } => Exit::Ok,
+        RunOutcome::Finished { status, error: Some(e), .. } if status == RunStatus::Failed => {
+            Exit::Failed(format!("run ended {status:?}: {e}"))
+        }
+        RunOutcome::Finished { status, error, .. } => {
+            if let Some(e) = error {
+                eprintln!("run ended {status:?}: {e}");
+            }
+            Exit::NoAnswer(status)
+        }
+    })
 }
 
 fn main() {
     let options = match parse_options() {
+        Ok(o) if o.help => {
+            say!("{USAGE}");
+            return;
+        }
         Ok(o) => o,
         Err(message) => {
-            eprintln!("{message}");
+            eprintln!("{message}\n{USAGE}");
             std::process::exit(2);
         }
     };
     let _ = arkagent::logging::init(arkagent::logging::LogConfig::default());
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
-    let result = match runtime {
+    let exit = match runtime {
         Ok(rt) => rt.block_on(main_async(options)),
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
+        Err(e) => Exit::Failed(format!("cannot start the runtime: {e}")),
+    };
+    match exit {
+        Exit::Ok => {}
+        Exit::Failed(message) => {
+            eprintln!("error: {message}");
             std::process::exit(1);
         }
-    };
-    if let Err(e) = result {
-        eprintln!("error: {e}");
-        std::process::exit(1);
+        Exit::Usage(message) => {
+            eprintln!("error: {message}");
+            std::process::exit(2);
+        }
+        Exit::NoAnswer(status) => {
+            eprintln!("the run ended without the model's answer: {status:?}");
+            std::process::exit(3);
+        }
     }
 }

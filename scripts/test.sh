@@ -33,6 +33,9 @@ list_held="$(flock -x "$demo_dir/..locks/demo" "$target_dir/debug/examples/assis
 rm -rf "$demo_dir"
 grep -qF "awaiting approval: --resume to decide" <<<"$list_free" || { echo "demo --list: $list_free" >&2; exit 1; }
 grep -qF "busy: in use by another process" <<<"$list_held" || { echo "demo --list (held): $list_held" >&2; exit 1; }
+# The demo as a newcomer runs it (exit status, sessions per mode, ARKAGENT_* variables, streaming
+# off, plain http to a LAN host, a percent-encoded key echo, `| head`, --help), against local mocks.
+ASSISTANT="$target_dir/debug/examples/assistant" node --test tests/demo/
 echo "demo: ok"
 
 echo "== cargo check --features napi,napi-ohos/arkvm-test (HarmonyOS-only branches of napi-ohos)"

@@ -425,6 +425,39 @@ async fn a_key_echoed_in_a_successful_answer_is_taken_out() {
     }
 }
 
+/// A gateway that echoes the key percent-encoded (as in a URL or a form field: Qianfan's
+/// `bce-v3/ALTAK-.../...` as `bce-v3%2FALTAK-...`, hex in either case) in a refusal's plain-text
+/// body: the run's error, its `run_finished` event and every byte of the state directory (the
+/// failed run saves its error) are without it.
+#[tokio::test]
+async fn a_key_echoed_percent_encoded_is_taken_out_of_the_error_and_the_state() {
+    const SLASHED: &str = "bce-v3/ALTAK-abc/SECRET9";
+    for encoded in ["bce-v3%2FALTAK-abc%2FSECRET9", "bce-v3%2fALTAK-abc%2fSECRET9"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = MockServer::start([Reply::raw(403, format!("denied for {encoded}"))]).await;
+        let config = ClientConfig::custom(server.base_url(), "m", SLASHED).with_retry(RetryPolicy::none());
+        let client = OpenAiCompatibleClient::new(config).unwrap();
+        let agent = AgentBuilder::new(Arc::new(client), Arc::new(FileStore::new(dir.path()))).build();
+        let sink = arkagent::agent::EventLog::new();
+        let out = agent.run("leak", "hi", &sink, &CancellationSignal::new()).await.unwrap();
+        let RunOutcome::Finished { error: Some(e), .. } = &out else { panic!("{out:?}") };
+        // The server's words are kept, the key is not.
+        assert!(e.message.contains("denied for <redacted>"), "{e}");
+        let saved =
+            agent.state("leak").await.unwrap().unwrap().run_error.expect("the failed run saved its error");
+        assert!(saved.message.contains("denied for <redacted>"), "{saved:?}");
+        let mut texts = vec![format!("{out:?} {e}"), format!("{saved:?}")];
+        texts.extend(sink.events().iter().map(|e| serde_json::to_string(e).unwrap()));
+        let mut files = Vec::new();
+        all_bytes_under(dir.path(), &mut files);
+        assert!(!files.is_empty());
+        texts.extend(files.iter().map(|(path, bytes)| format!("{path}: {}", String::from_utf8_lossy(bytes))));
+        for text in texts {
+            assert!(!text.contains("SECRET9"), "{encoded}: {text}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Session ids
 

@@ -19,7 +19,7 @@ const ROOT = path.resolve(HERE, '..', '..');
 const DEMO_ETS = path.join(ROOT, 'entry-demo', 'entry', 'src', 'main', 'ets');
 const EVENTS = path.join(ROOT, 'tests', 'fixtures', 'agent_events', 'events.jsonl');
 export const DEMO_LOGIC = ['tools/BakingTools', 'tools/OrderTools', 'demo/OfflineScenario', 'demo/Transcript',
-  'demo/Conversations'];
+  'demo/Conversations', 'demo/DemoMode'];
 
 let B; // the bindings
 let D; // the demo's logic modules
@@ -125,6 +125,36 @@ test('the offline scenario: a call, an unknown tool, an invalid argument, an app
   // resume() replays only what follows the approval batch.
   assert.deepEqual(JSON.parse(D.offlineResumeScript()), run.slice(D.resumeStep()));
   assert.equal(D.resumeStep(), 4);
+});
+
+test('offline and online modes keep their conversations apart; a base URL without a key is online', () => {
+  const offline = D.DemoMode.of('', '');
+  assert.equal(offline.offline, true);
+  // A keyless local gateway, and a key with the preset's own URL: online.
+  for (const [url, key] of [['http://192.168.1.20:8000/v1', ''], ['', 'sk-x'], ['https://gw/v1', 'sk-x']]) {
+    const mode = D.DemoMode.of(url, key);
+    assert.equal(mode.offline, false, `${url} ${key}`);
+    assert.notEqual(mode.stateDirName, offline.stateDirName, 'each mode has its own state directory, so its own sessions');
+  }
+  assert.equal(D.DemoMode.of('  ', '').offline, true, 'a blank base URL is none');
+});
+
+test('the offline resume goes on from where the conversation stands, never past an approval not made', () => {
+  const run = JSON.parse(D.offlineRunScript());
+  const user = new B.ConversationMessage(B.ConversationRole.user, 'hi');
+  const answer = new B.ConversationMessage(B.ConversationRole.assistant, 'a');
+  const result = new B.ConversationMessage(B.ConversationRole.tool, 'r', [], undefined, 'c', 'query_order');
+  const older = [user, answer, result, answer, result, answer, result, answer, result, answer];
+  // Killed while the model's second answer was awaited: the script goes on from it, the approval
+  // step included.
+  const killed = JSON.parse(D.offlineResumeScriptFor([...older, user, answer, result]));
+  assert.deepEqual(killed, run.slice(1));
+  assert.ok(killed.some((a) => (a.tool_calls ?? []).some((c) => c.name === 'clear_baking_cache')));
+  // Killed before any answer: the whole scenario.
+  assert.deepEqual(JSON.parse(D.offlineResumeScriptFor([user])), run);
+  // Suspended for approval (four answers, the last one's calls frozen): the final answer only.
+  const suspended = [user, answer, result, answer, result, answer, result, answer];
+  assert.deepEqual(JSON.parse(D.offlineResumeScriptFor(suspended)), JSON.parse(D.offlineResumeScript()));
 });
 
 function events() {

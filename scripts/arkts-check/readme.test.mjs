@@ -116,6 +116,22 @@ test('every ArkTS example of the docs passes the ArkTS check against the real de
   assert.equal(status, 0);
 });
 
+test('an example that imports from the bindings imports every name of the bindings it uses', () => {
+  // A block without an import is a fragment (the harness supplies its names); one with an import
+  // is pasted as a module, and a name it leaves out would not compile where it is pasted.
+  const exported = bindingExports();
+  const incomplete = [];
+  for (const [doc, i, text] of blocks()) {
+    if (!/from '@arkagent\/bindings'/.test(text)) continue;
+    const imported = new Set([...text.matchAll(/import \{([^}]*)\}/g)].flatMap((m) => m[1].split(',').map((s) => s.trim())));
+    const declared = new Set([...text.matchAll(/\b(?:const|let|class|function)\s+(\w+)/g)].map((m) => m[1]));
+    const used = new Set(text.match(/\b[A-Za-z_]\w*\b/g));
+    const missing = exported.filter((n) => used.has(n) && !imported.has(n) && !declared.has(n));
+    if (missing.length > 0) incomplete.push(`${doc} block ${i}: ${missing.join(', ')}`);
+  }
+  assert.deepEqual(incomplete, []);
+});
+
 test('the harness reports a wrong example', () => {
   const wrong = "const agentCount: number = 'two';\nagent.registerTool(definition, 'not an executor');\n";
   const { status, report } = checkApp([['Wrong.ets', asModule(wrong, bindingExports())]]);

@@ -540,7 +540,51 @@ fn redact_key(text: String, key: &str) -> String {
             text = text.replace(&escaped, "<redacted>");
         }
     }
+    redact_percent_encoded_key(&mut text, key, false);
+    if key.contains(' ') {
+        redact_percent_encoded_key(&mut text, key, true);
+    }
     text
+}
+
+/// `text` with every copy of `key` that percent-encoding spells replaced by `<redacted>`: a
+/// gateway that echoes the key in a URL, a query or a form field writes it so (Qianfan's
+/// `bce-v3/ALTAK-.../...` as `bce-v3%2FALTAK-...`), with hex digits in either case, and with
+/// `+` for a space when `plus_is_space` (HTML form encoding; a `+` of the key itself is then
+/// `%2B`, so [`redact_key`] asks for this only when the key holds a space, after a pass that keeps
+/// `+` as it is). Any byte may be encoded or not, so the text is decoded and the key looked for
+/// there; only the bytes that spell it are replaced, the rest of the text is kept byte for byte.
+/// Text without a `%` (and, with `plus_is_space`, without a `+`) is left as it is.
+fn redact_percent_encoded_key(text: &mut String, key: &str, plus_is_space: bool) {
+    let bytes = text.as_bytes();
+    let plus = plus_is_space && memchr::memchr(b'+', bytes).is_some();
+    if !plus && memchr::memchr(b'%', bytes).is_none() {
+        return;
+    }
+    let hex = |b: u8| char::from(b).to_digit(16);
+    // The decoded bytes, with where each came from in `text`.
+    let (mut decoded, mut origins) = (Vec::with_capacity(bytes.len()), Vec::with_capacity(bytes.len()));
+    let mut i = 0;
+    while i < bytes.len() {
+        let escape = (bytes[i] == b'%')
+            .then(|| Some(hex(*bytes.get(i + 1)?)? * 16 + hex(*bytes.get(i + 2)?)?))
+            .flatten();
+        let (byte, len) = match (escape, bytes[i]) {
+            (Some(value), _) => (value as u8, 3),
+            (None, b'+') if plus_is_space => (b' ', 1),
+            (None, b) => (b, 1),
+        };
+        decoded.push(byte);
+        origins.push((i, i + len));
+        i += len;
+    }
+    let ranges: Vec<(usize, usize)> = memchr::memmem::find_iter(&decoded, key.as_bytes())
+        .map(|at| (origins[at].0, origins[at + key.len() - 1].1))
+        .filter(|&(start, end)| text.is_char_boundary(start) && text.is_char_boundary(end))
+        .collect();
+    for (start, end) in ranges.into_iter().rev() {
+        text.replace_range(start..end, "<redacted>");
+    }
 }
 
 /// `text` with the key taken out ([`redact_key`]), in place.
@@ -1422,6 +1466,30 @@ mod tests {
         assert_eq!(redact_key("bad key sk-123456 here".into(), "sk-123456"), "bad key <redacted> here");
         assert_eq!(redact_key("short k".into(), "k"), "short k");
         assert_eq!(redact_key(r#"a\/b-123 and a/b-123"#.into(), "a/b-123"), "<redacted> and <redacted>");
+    }
+
+    #[test]
+    fn a_key_spelt_with_percent_encoding_is_taken_out() {
+        let key = "bce-v3/ALTAK-abc/SECRET9";
+        for (text, want) in [
+            ("denied for bce-v3%2FALTAK-abc%2FSECRET9", "denied for <redacted>"),
+            ("denied for bce-v3%2fALTAK-abc%2fSECRET9.", "denied for <redacted>."),
+            // Every byte encoded, or only some; twice, beside other escapes that are kept.
+            ("k=%62%63%65%2D%76%33%2F%41LTAK-abc/SECRET9&x=%20%ZZ%", "k=<redacted>&x=%20%ZZ%"),
+            ("a=bce-v3%2FALTAK-abc%2FSECRET9 b=bce-v3/ALTAK-abc%2fSECRET9", "a=<redacted> b=<redacted>"),
+            // Escapes that spell no key, a cut key: kept as they are.
+            ("bce-v3%2FALTAK-abc%2FSECRET", "bce-v3%2FALTAK-abc%2FSECRET"),
+            ("caf%C3%A9 100%", "caf%C3%A9 100%"),
+        ] {
+            assert_eq!(redact_key(text.into(), key), want, "{text}");
+        }
+        // Form encoding writes a space as `+` (and a `+` as `%2B`); a key without a space keeps
+        // its own `+` literal.
+        let spaced = "key with space+plus";
+        assert_eq!(redact_key("k=key+with%20space%2Bplus&n=1+2".into(), spaced), "k=<redacted>&n=1+2");
+        assert_eq!(redact_key("k=ak%2Dplus+part".into(), "ak-plus+part"), "k=<redacted>");
+        // A key too short to look for is not looked for.
+        assert_eq!(redact_key("%61bcde".into(), "abcde"), "%61bcde");
     }
 
     #[test]

@@ -848,7 +848,11 @@ impl ClientConfig {
                     let shown = client_host.as_deref().unwrap_or(host);
                     return Err(AgentError::of(
                         codes::INSECURE_URL,
-                        format!("plain http:// to {shown} is only allowed for loopback hosts"),
+                        format!(
+                            "plain http:// to {shown} is only allowed for loopback hosts, unless allowed: \
+                             allowInsecureHttp in the native config, allow_insecure_http in Rust's \
+                             ClientConfig"
+                        ),
                     ));
                 }
             }
@@ -1249,6 +1253,8 @@ mod tests {
         assert!(ClientConfig::custom("http://[::1]:9/v1", "m", "k").endpoint().is_ok());
         let e = ClientConfig::custom("http://example.com/v1", "m", "k").endpoint().unwrap_err();
         assert_eq!(e.code, codes::INSECURE_URL);
+        // The message names the override, as the native config and Rust spell it.
+        assert!(e.message.contains("allowInsecureHttp") && e.message.contains("allow_insecure_http"), "{e}");
         let e = ClientConfig::custom("http://user@10.1.1.1:80", "m", "k").endpoint().unwrap_err();
         assert_eq!(e.code, codes::INSECURE_URL);
         let mut c = ClientConfig::custom("http://example.com/v1", "m", "k");
