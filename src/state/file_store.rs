@@ -199,6 +199,9 @@ struct Writer {
     /// The journal's change time as this writer opened it or its last append left it
     /// ([`changed`]): any other write to the file moves it.
     changed: Option<(i64, i64)>,
+    /// The journal's device and inode as this writer opened it ([`file_id`]): each commit checks
+    /// that the journal's path still names it (see [`Writer::append`]).
+    file_id: (u64, u64),
 }
 
 /// A session's state as a load of this store folded it from the snapshot and the writer's
@@ -207,6 +210,12 @@ struct Writer {
 struct CachedState {
     state: AgentState,
     journal_len: u64,
+}
+
+/// A file's device and inode.
+fn file_id(meta: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    (meta.dev(), meta.ino())
 }
 
 /// A file's change time (seconds, nanoseconds): moved by every write to it, by anyone.
@@ -936,6 +945,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         }
     }
     let changed = changed(&journal);
+    let file_id = file_id(&journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?);
     Ok(Writer {
         dir: dir.to_path_buf(),
         gen,
@@ -946,6 +956,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         retry_at: 0,
         cached: None,
         changed,
+        file_id,
     })
 }
 
@@ -981,7 +992,8 @@ fn ensure_open(
                 .create(true)
                 .open(&jpath)
                 .map_err(|e| io_err("cannot open", &jpath, e))?;
-            let len = journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?.len();
+            let meta = journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?;
+            let len = meta.len();
             let mut valid = scan.journal_valid_len;
             if valid < JOURNAL_HEADER_LEN as u64 {
                 journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
@@ -1006,6 +1018,7 @@ fn ensure_open(
                 retry_at: 0,
                 changed,
                 cached: None,
+                file_id: file_id(&meta),
             });
             return Ok(false);
         }
@@ -1185,13 +1198,29 @@ impl Writer {
         self.cached.is_some()
     }
 
+    /// Appends `records` in one write and one `fdatasync`, then checks that the journal's path
+    /// still names the file written (one `stat`): synced into a journal that something other
+    /// than a store removed or moved away with its directory or the whole root (an app's "clear
+    /// data", a cache cleaner), the records are in no file a load reads, so the commit fails
+    /// with `state_io` instead of returning as durable.
     fn append(&mut self, records: &[u8]) -> Result<(), AgentError> {
         let path = journal_path(&self.dir, self.gen);
         self.journal.write_all(records).map_err(|e| io_err("cannot append to", &path, e))?;
         self.journal.sync_data().map_err(|e| io_err("cannot sync", &path, e))?;
         self.journal_len += records.len() as u64;
         self.changed = changed(&self.journal);
-        Ok(())
+        match fs::metadata(&path) {
+            Ok(named) if file_id(&named) == self.file_id => Ok(()),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("cannot stat", &path, e)),
+            _ => Err(AgentError::of(
+                codes::STATE_IO,
+                format!(
+                    "{} no longer names the journal written: the session's directory or the state directory was \
+                     removed or moved while the session was written, and the commit is not on disk",
+                    path.display()
+                ),
+            )),
+        }
     }
 
     fn compact(&mut self, payload: &[u8]) -> Result<(), AgentError> {
