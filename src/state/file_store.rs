@@ -34,6 +34,11 @@
 //! `state_corrupt`; a generation never wraps to 0, which would sort before the older files.
 //! The first commit of a session in a process also reads the session once (to find the end of its
 //! journal and drop a torn tail) and serialises the state once (in case a snapshot must be started).
+//! After its sync, each append checks (one `stat`) that the journal's path still names the file
+//! it wrote: a session's directory or the whole root removed or moved away meanwhile by something
+//! other than a store (an app's "clear data", a cache cleaner) fails the commit with `state_io`
+//! instead of claiming records no load reads, and the next commit makes the session again from
+//! the caller's state.
 //!
 //! # Deletion
 //! `delete` moves the session's directory into `..trash` under the root in one `rename` (the root
@@ -41,6 +46,9 @@
 //! an older generation alone (which loads as the session stood before its last compaction).
 //! Leftovers in the trash (a kill between the rename and the removal) are read by nothing and
 //! swept by [`FileStore::open`], by a store's first [`list`](StateStore::list) and by each deletion.
+//! The trash is made with the root's first session and by [`FileStore::open`], while there is
+//! room: on a full disk a new directory needs a block. A deletion that cannot make it renames the
+//! directory in the root instead (`..trash-<id>.<uuid>`, swept the same way).
 //!
 //! The store removes only the files it writes (`is_store_file`; a version-1 `state.json` only
 //! when it is that session's, `legacy_state_is_ours`, which listing and loading follow too), never the app's (a root the app shares). A directory
@@ -165,6 +173,11 @@ pub const LOCK_DIR: &str = "..locks";
 /// The directory under the root where a deleted session's directory is moved, then removed (a
 /// name no session id can take, since ids never contain `..`; see `delete_session_dir`).
 pub const TRASH_DIR: &str = "..trash";
+
+/// The prefix of the name a deleted session's directory takes in the root itself when
+/// [`TRASH_DIR`] cannot be made (a full disk has no block for a new directory): `..trash-<id>.<uuid>`,
+/// a name no session id can take either. Swept with the trash.
+const ROOT_GRAVE_PREFIX: &str = "..trash-";
 
 /// Tuning of a [`FileStore`].
 #[derive(Debug, Clone)]
@@ -826,14 +839,19 @@ fn last_written_ms(dir: &Path, id: &str) -> Result<Option<u64>, AgentError> {
     Ok(newest)
 }
 
-/// Removes what deletions left in [`TRASH_DIR`] (a kill between a deletion's rename and its
-/// removal); returns how many entries went. Best effort: an entry that cannot be removed stays for
+/// Removes what deletions left in [`TRASH_DIR`], and in the root under [`ROOT_GRAVE_PREFIX`] (a
+/// kill between a deletion's rename and its removal); returns how many entries went. Best effort: an entry that cannot be removed stays for
 /// the next sweep. Safe at any time: nothing reads the trash, and a session enters it only whole,
 /// in one rename, already gone for every load.
 fn sweep_trash(root: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(root.join(TRASH_DIR)) else { return 0 };
+    let in_trash = fs::read_dir(root.join(TRASH_DIR)).into_iter().flatten().flatten();
+    // The graves a deletion left in the root itself, when it could not make the trash.
+    let in_root =
+        fs::read_dir(root).into_iter().flatten().flatten().filter(|entry| {
+            entry.file_name().to_str().is_some_and(|name| name.starts_with(ROOT_GRAVE_PREFIX))
+        });
     let mut removed = 0;
-    for entry in entries.flatten() {
+    for entry in in_trash.chain(in_root) {
         let path = entry.path();
         let gone = if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             empty_grave(root, &path)
@@ -847,13 +865,15 @@ fn sweep_trash(root: &Path) -> usize {
     removed
 }
 
-/// Empties and removes a session directory moved into the trash (`<id>.<uuid>`): the files this
+/// Empties and removes a session directory moved into the trash (`<id>.<uuid>`, or
+/// `..trash-<id>.<uuid>` in the root: [`ROOT_GRAVE_PREFIX`]): the files this
 /// store wrote are removed; anything else (the app's own files in the session's directory) is
 /// moved back to the session's place under the root, made again if needed, and never removed. An
 /// entry that cannot go back (something of that name stands there, or a file stands in the
 /// directory's place) stays in the trash, as does the grave then (logged).
 fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
     let grave_name = grave.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let grave_name = grave_name.strip_prefix(ROOT_GRAVE_PREFIX).unwrap_or(grave_name);
     let id = grave_name.rsplit_once('.').map_or(grave_name, |(id, _)| id);
     let home = root.join(id);
     let mut restored = false;
@@ -1025,6 +1045,7 @@ fn ensure_open(
         Ok(Some(_)) => next_gen(dir)?,
         Ok(None) => {
             fs::create_dir_all(root).map_err(|e| io_err("cannot create", root, e))?;
+            prepare_trash(root);
             match fs::create_dir(dir) {
                 Ok(()) => sync_dir(root)?,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -1290,6 +1311,12 @@ impl Writer {
 /// could leave an older generation alone, which loads as the session stood before its last
 /// compaction: a deleted session came back as an older state (its settled batch pending again).
 /// What a kill leaves in the trash no load reads; each deletion sweeps it (best effort).
+///
+/// The trash is made with the root's first session ([`prepare_trash`]), while there is room: on a
+/// full disk, where deleting old sessions is the way out, a new directory needs a block there is
+/// none of. A deletion that cannot make it (a root of an older version, whose trash was never
+/// made) renames the directory in the root instead, to `..trash-<id>.<uuid>`
+/// ([`ROOT_GRAVE_PREFIX`]), which needs no new directory and is swept the same way.
 fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentError> {
     let trash = root.join(TRASH_DIR);
     // A stray file (or link) in the session's place goes the same way: the rename moves the
@@ -1300,8 +1327,17 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
         SessionEntry::Dir(..) if !holds_store_files(dir, id) => return Ok(false),
         _ => {}
     }
-    fs::create_dir_all(&trash).map_err(|e| io_err("cannot create", &trash, e))?;
-    let grave = trash.join(format!("{id}.{}", uuid::Uuid::new_v4().simple()));
+    let grave_name = format!("{id}.{}", uuid::Uuid::new_v4().simple());
+    let grave = match fs::create_dir_all(&trash) {
+        Ok(()) => trash.join(grave_name),
+        Err(e) => {
+            log::warn!(
+                "arkagent: cannot create {} ({e}); session {id} is deleted through the root instead",
+                trash.display()
+            );
+            root.join(format!("{ROOT_GRAVE_PREFIX}{grave_name}"))
+        }
+    };
     match fs::rename(dir, &grave) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -1311,6 +1347,12 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
     // Best effort from here: the session is gone for every load.
     sweep_trash(root);
     Ok(true)
+}
+
+/// Makes the root's [`TRASH_DIR`] if it is not there, while a commit still finds room for a new
+/// session (see `delete_session_dir`). Best effort: a deletion without it goes through the root.
+fn prepare_trash(root: &Path) {
+    let _ = fs::create_dir(root.join(TRASH_DIR));
 }
 
 /// How many times a lease tries again when the lock file it locked was removed (and maybe made
@@ -1486,6 +1528,7 @@ impl FileStore {
             if !fs::metadata(&r).map_err(|e| io_err("cannot open", &r, e))?.is_dir() {
                 return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", r.display())));
             }
+            prepare_trash(&r);
             sweep_trash(&r);
             Ok(())
         })
