@@ -10,7 +10,11 @@
 //! `commit` appends all its events in one write and one `fdatasync` (group commit): its cost does
 //! not depend on the length of the history. The store keeps the journal open between commits, for
 //! the [`MAX_OPEN_JOURNALS`] sessions written last; an older one is closed and reopened at its
-//! session's next commit (as after a restart), so the store holds a bounded number of files. When the journal has grown to at least
+//! session's next commit (as after a restart), so the store holds a bounded number of files. A
+//! commit that finds no file descriptor left (a low `ulimit -n`) halves that number for the
+//! store's life, closes the least recently written journals beyond it and tries once more; a
+//! session's first commit that fails removes what it made (its directory, its journal), so a
+//! failure leaves no session that loads as none. When the journal has grown to at least
 //! `max(compact_min_bytes, size of the snapshot)` bytes, the commit also compacts: a new generation
 //! is written (its empty journal created and synced, then the snapshot to a temp file, `fsync`,
 //! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
@@ -256,6 +260,9 @@ pub struct FileStore {
     // The sessions whose journal this store may hold open, least recently written first: at most
     // [`MAX_OPEN_JOURNALS`] stay open (see `keep_open`). A std Mutex, never held across an await.
     open: std::sync::Mutex<std::collections::VecDeque<String>>,
+    // How many journals `open` keeps open at most: [`MAX_OPEN_JOURNALS`], halved each time a
+    // commit runs out of file descriptors (see `give_back_journals`).
+    max_open: std::sync::atomic::AtomicUsize,
     // The sessions whose state a writer keeps cached, least recently loaded first: at most
     // [`MAX_CACHED_STATES`] (see `keep_cached`). A std Mutex, never held across an await.
     cached: std::sync::Mutex<std::collections::VecDeque<String>>,
@@ -270,14 +277,40 @@ pub struct FileStore {
 /// How many sessions' journals a store keeps open at most. Each open journal is a file descriptor
 /// for as long as it stays open; an app with many conversations (or a server with one store)
 /// would otherwise run out of them (`Too many open files`, for everything the process opens). A
-/// session whose journal was closed reopens it at its next commit, as after a restart.
+/// session whose journal was closed reopens it at its next commit, as after a restart. Under a
+/// lower limit of the process's descriptors, a commit that finds none left halves the number
+/// its store keeps open (for the store's life), closes the least recently written journals
+/// beyond it and tries once more.
 pub const MAX_OPEN_JOURNALS: usize = 64;
 
 /// How many sessions' states a store keeps cached at most (see "Loads and recovery" in the module
 /// docs): each is a whole state in memory.
 pub const MAX_CACHED_STATES: usize = 4;
 
+/// `EMFILE` and `ENFILE` (the same numbers on every Unix): no file descriptor left for the
+/// process, or for the system.
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
+
+thread_local! {
+    /// Whether an [`io_err`] of this thread found no file descriptor left since
+    /// [`noting_out_of_files`] began.
+    static OUT_OF_FILES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (on one thread) and tells whether an error it made on the way ([`io_err`]) was for
+/// want of a file descriptor: a commit that failed so tries again once it gave back journals
+/// (see [`FileStore::give_back_journals`]).
+fn noting_out_of_files<T>(f: impl FnOnce() -> T) -> (T, bool) {
+    OUT_OF_FILES.set(false);
+    let out = f();
+    (out, OUT_OF_FILES.replace(false))
+}
+
 fn io_err(what: &str, path: &Path, e: io::Error) -> AgentError {
+    if matches!(e.raw_os_error(), Some(EMFILE | ENFILE)) {
+        OUT_OF_FILES.set(true);
+    }
     AgentError::of(codes::STATE_IO, format!("{what} {}: {e}", path.display()))
 }
 
@@ -1047,7 +1080,18 @@ fn ensure_open(
             fs::create_dir_all(root).map_err(|e| io_err("cannot create", root, e))?;
             prepare_trash(root);
             match fs::create_dir(dir) {
-                Ok(()) => sync_dir(root)?,
+                Ok(()) => {
+                    // A first commit that fails leaves nothing of the session: no directory (nor
+                    // a lock file, which a lease removes when the session is not on disk).
+                    let first = sync_dir(root)
+                        .and_then(|()| next_gen(dir))
+                        .and_then(|gen| write_fresh_generation(dir, gen, payload));
+                    if first.is_err() {
+                        let _ = fs::remove_dir(dir);
+                    }
+                    *slot = Some(first?);
+                    return Ok(true);
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(io_err("cannot create", dir, e)),
             }
@@ -1068,11 +1112,34 @@ fn ensure_open(
         }
         Err(e) => return Err(e),
     };
+    *slot = Some(write_fresh_generation(dir, fresh_gen, payload)?);
+    Ok(true)
+}
+
+/// [`write_generation`] of the state `payload` a commit prepared for a session it had to make or
+/// start again ([`ensure_open`]). What a failure left is removed ([`remove_unmade_generation`]).
+fn write_fresh_generation(dir: &Path, gen: u64, payload: Option<&[u8]>) -> Result<Writer, AgentError> {
     let payload = payload.ok_or_else(|| {
         AgentError::of(codes::INTERNAL_PANIC, "a new snapshot is needed but none was prepared")
     })?;
-    *slot = Some(write_generation(dir, fresh_gen, payload)?);
-    Ok(true)
+    write_generation(dir, gen, payload).inspect_err(|_| {
+        remove_unmade_generation(dir, gen);
+    })
+}
+
+/// Removes what a [`write_generation`] of `gen` that failed left (its temp snapshot, its empty
+/// journal: no load reads them, and they may hold the space a full disk lacks), unless its
+/// snapshot is in place or cannot be told (then loads read the new generation). Returns whether
+/// it removed them.
+fn remove_unmade_generation(dir: &Path, gen: u64) -> bool {
+    match fs::symlink_metadata(snapshot_path(dir, gen)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let _ = fs::remove_file(snapshot_temp_path(dir, gen));
+            let _ = fs::remove_file(journal_path(dir, gen));
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The name the `n`th distinct copy of generation `gen`'s damaged journal takes (`n` from 1; the
@@ -1268,24 +1335,15 @@ impl Writer {
             Err(e) => e,
         };
         // No generation after `u64::MAX`: nothing was made (the commits go on appending).
-        let next = self.gen.checked_add(1);
-        match next.map(|next| fs::symlink_metadata(snapshot_path(&self.dir, next))) {
-            None => {}
-            Some(Err(nf)) if nf.kind() == io::ErrorKind::NotFound => {}
-            Some(_) => {
-                // The new snapshot is in place (only syncing its directory failed, or it cannot
-                // be told): loads read the new generation, so this journal is no longer theirs.
-                log::warn!(
-                    "arkagent: the journal of session {session_id} was compacted, but not durably \
-                     (reopened from disk at its next commit): {e}"
-                );
-                return false;
-            }
-        }
-        // Not made: no load reads what it left, which may hold the space a full disk lacks.
-        if let Some(next) = next {
-            let _ = fs::remove_file(snapshot_temp_path(&self.dir, next));
-            let _ = fs::remove_file(journal_path(&self.dir, next));
+        // Otherwise what the failure left is removed, unless the new snapshot is in place (only
+        // syncing its directory failed, or it cannot be told): loads read the new generation,
+        // so this journal is no longer theirs.
+        if self.gen.checked_add(1).is_some_and(|next| !remove_unmade_generation(&self.dir, next)) {
+            log::warn!(
+                "arkagent: the journal of session {session_id} was compacted, but not durably \
+                 (reopened from disk at its next commit): {e}"
+            );
+            return false;
         }
         self.failed_compactions = failures.saturating_add(1);
         let grow = self.journal_len.max(payload.len() as u64);
@@ -1509,6 +1567,7 @@ impl FileStore {
             options,
             sessions: std::sync::Mutex::new(HashMap::new()),
             open: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            max_open: std::sync::atomic::AtomicUsize::new(MAX_OPEN_JOURNALS),
             cached: std::sync::Mutex::new(std::collections::VecDeque::new()),
             prune_slots_at: std::sync::atomic::AtomicUsize::new(PRUNE_SLOTS_AT),
             trash_swept: std::sync::atomic::AtomicBool::new(false),
@@ -1607,7 +1666,27 @@ impl FileStore {
     /// in use at that moment (its slot locked: a commit, a load) is passed over this time. Closing
     /// costs nothing durable: every commit synced its records.
     fn keep_open(&self, session_id: &str) {
-        self.keep_recent(&self.open, session_id, MAX_OPEN_JOURNALS, |writer| *writer = None);
+        let max = self.max_open.load(std::sync::atomic::Ordering::Relaxed);
+        self.keep_recent(&self.open, session_id, max, |writer| *writer = None);
+    }
+
+    /// After a commit of `session_id` found no file descriptor left: halves the number of
+    /// journals this store keeps open from now on, and closes the least recently written ones
+    /// beyond it (those in use at that moment passed over), as [`keep_open`](Self::keep_open)
+    /// does. Returns whether it closed any, so the commit may succeed if tried again.
+    fn give_back_journals(&self, session_id: &str) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let max = (open / 2).max(1);
+        self.max_open.fetch_min(max, Relaxed);
+        let closed =
+            self.keep_recent(&self.open, session_id, self.max_open.load(Relaxed), |writer| *writer = None);
+        log::warn!(
+            "arkagent: no file descriptor left for session {session_id}'s journal: {closed} idle journals closed, \
+             at most {} kept open from now on",
+            self.max_open.load(Relaxed)
+        );
+        closed > 0
     }
 
     /// Notes that a writer of `session_id` just cached its state, and drops the cached states of
@@ -1623,14 +1702,16 @@ impl FileStore {
 
     /// Moves `session_id` to the back of `recent`, and applies `release` to the slots of the
     /// sessions at its front beyond `max`. A session in use at that moment (its slot locked: a
-    /// commit, a load) is passed over this time.
+    /// commit, a load) is passed over this time. Returns how many of the slots released held a
+    /// writer.
     fn keep_recent(
         &self,
         recent: &std::sync::Mutex<std::collections::VecDeque<String>>,
         session_id: &str,
         max: usize,
         release: impl Fn(&mut Option<Writer>),
-    ) {
+    ) -> usize {
+        let mut released_writers = 0;
         let mut recent = recent.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = recent.iter().position(|s| s == session_id) {
             recent.remove(at);
@@ -1645,6 +1726,7 @@ impl FileStore {
             };
             let released = match slot.try_lock() {
                 Ok(mut writer) => {
+                    released_writers += usize::from(writer.is_some());
                     release(&mut writer);
                     true
                 }
@@ -1656,6 +1738,62 @@ impl FileStore {
                 passed += 1;
             }
         }
+        released_writers
+    }
+
+    /// One try of [`commit`](StateStore::commit); `out_of_files` tells whether it failed for want
+    /// of a file descriptor ([`noting_out_of_files`]).
+    async fn try_commit(
+        &self,
+        state: &AgentState,
+        events: &[StateEvent],
+        out_of_files: &mut bool,
+    ) -> Result<(), AgentError> {
+        let dir = self.session_dir(&state.session_id)?;
+        let slot = self.slot(&state.session_id);
+        let mut guard = slot.lock_owned().await;
+        let records = encode_records(events)?;
+        let min = self.options.compact_min_bytes;
+        let need_payload = match guard.as_ref() {
+            None => true,
+            Some(w) => w.journal_len + records.len() as u64 >= w.compact_at(min),
+        };
+        // Serialising the whole state happens only when a snapshot may be written.
+        let payload = if need_payload { Some(encode_state(state)?) } else { None };
+        let root = self.root.clone();
+        let id = state.session_id.clone();
+        let (result, out) = tokio::task::spawn_blocking(move || {
+            noting_out_of_files(|| {
+                let result = (|| {
+                    if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
+                        return Ok(());
+                    }
+                    let Some(w) = guard.as_mut() else { return Ok(()) };
+                    if !records.is_empty() {
+                        w.append(&records)?;
+                    }
+                    // The events are durable (appended and synced): the commit succeeds whatever the
+                    // compaction does.
+                    if let Some(p) = payload.as_deref() {
+                        if w.journal_len >= w.compact_at(min) && !w.compact_after_commit(p, &id) {
+                            *guard = None;
+                        }
+                    }
+                    Ok(())
+                })();
+                if result.is_err() {
+                    // The journal may end in a partial record: reopen (and truncate it) next time.
+                    *guard = None;
+                }
+                result
+            })
+        })
+        .await
+        .map_err(join_error)?;
+        *out_of_files = out;
+        result?;
+        self.keep_open(&state.session_id);
+        Ok(())
     }
 }
 
@@ -1707,47 +1845,12 @@ impl StateStore for FileStore {
     }
 
     async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        let dir = self.session_dir(&state.session_id)?;
-        let slot = self.slot(&state.session_id);
-        let mut guard = slot.lock_owned().await;
-        let records = encode_records(events)?;
-        let min = self.options.compact_min_bytes;
-        let need_payload = match guard.as_ref() {
-            None => true,
-            Some(w) => w.journal_len + records.len() as u64 >= w.compact_at(min),
-        };
-        // Serialising the whole state happens only when a snapshot may be written.
-        let payload = if need_payload { Some(encode_state(state)?) } else { None };
-        let root = self.root.clone();
-        let id = state.session_id.clone();
-        tokio::task::spawn_blocking(move || {
-            let result = (|| {
-                if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
-                    return Ok(());
-                }
-                let Some(w) = guard.as_mut() else { return Ok(()) };
-                if !records.is_empty() {
-                    w.append(&records)?;
-                }
-                // The events are durable (appended and synced): the commit succeeds whatever the
-                // compaction does.
-                if let Some(p) = payload.as_deref() {
-                    if w.journal_len >= w.compact_at(min) && !w.compact_after_commit(p, &id) {
-                        *guard = None;
-                    }
-                }
-                Ok(())
-            })();
-            if result.is_err() {
-                // The journal may end in a partial record: reopen (and truncate it) next time.
-                *guard = None;
-            }
-            result
-        })
-        .await
-        .map_err(join_error)??;
-        self.keep_open(&state.session_id);
-        Ok(())
+        let mut out_of_files = false;
+        let result = self.try_commit(state, events, &mut out_of_files).await;
+        if result.is_err() && out_of_files && self.give_back_journals(&state.session_id) {
+            return self.try_commit(state, events, &mut out_of_files).await;
+        }
+        result
     }
 
     async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
