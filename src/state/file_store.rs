@@ -300,7 +300,8 @@ thread_local! {
 
 /// Runs `f` (on one thread) and tells whether an error it made on the way ([`io_err`]) was for
 /// want of a file descriptor: a commit that failed so tries again once it gave back journals
-/// (see [`FileStore::give_back_journals`]).
+/// (see [`FileStore::give_back_journals`]). A failure after which a second try would apply the
+/// commit's events twice (they are in a snapshot in place: [`write_generation`]) clears the flag.
 fn noting_out_of_files<T>(f: impl FnOnce() -> T) -> (T, bool) {
     OUT_OF_FILES.set(false);
     let out = f();
@@ -325,7 +326,8 @@ fn journal_path(dir: &Path, gen: u64) -> PathBuf {
 fn sync_dir(dir: &Path) -> Result<(), AgentError> {
     #[cfg(test)]
     if tests::dir_sync_fails(dir) {
-        return Err(io_err("cannot sync the directory", dir, io::Error::other("injected by a test")));
+        // Out of descriptors: the failure a commit may try again after (see `noting_out_of_files`).
+        return Err(io_err("cannot sync the directory", dir, io::Error::from_raw_os_error(EMFILE)));
     }
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err("cannot sync the directory", dir, e))
 }
@@ -975,7 +977,9 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         f.sync_all().map_err(|e| io_err("cannot sync", &tmp, e))?;
     }
     fs::rename(&tmp, &spath).map_err(|e| io_err("cannot rename to", &spath, e))?;
-    sync_dir(dir)?;
+    // From here loads read the new generation: a commit whose events it holds must not be tried
+    // again for want of a descriptor (they would be appended after it a second time).
+    sync_dir(dir).inspect_err(|_| OUT_OF_FILES.set(false))?;
     // Pruning is best effort: a leftover old generation is ignored by loads and pruned next time.
     if let Ok(Listing { snaps, journals, temps }) = list_generations(dir) {
         let keep_from = gen.saturating_sub(1);
@@ -1962,14 +1966,40 @@ mod tests {
     /// snapshot is renamed in place but whose directory cannot be synced: a failure no file
     /// placed from outside the store can cause. Keyed by path, so tests running at the same time
     /// (each in its own temp directory) are not touched.
-    static FAILING_DIR_SYNC: Mutex<Option<PathBuf>> = Mutex::new(None);
+    static FAILING_DIR_SYNC: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
     pub(super) fn dir_sync_fails(dir: &Path) -> bool {
-        FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(dir)
+        FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|d| d == dir)
     }
 
-    fn fail_dir_sync(dir: Option<&Path>) {
-        *FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()) = dir.map(Path::to_path_buf);
+    fn fail_dir_sync(dir: &Path, fail: bool) {
+        let mut failing = FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner());
+        failing.retain(|d| d != dir);
+        if fail {
+            failing.push(dir.to_path_buf());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_commit_whose_new_snapshot_is_in_place_is_not_tried_again_for_want_of_descriptors() {
+        let root = tempfile::tempdir().unwrap();
+        let store = FileStore::new(root.path());
+        // An idle journal the store can give back.
+        let other = AgentState::new("other");
+        store.commit(&other, &[]).await.unwrap();
+        // The session's first commit renames its snapshot in place, then cannot sync the
+        // directory for want of a descriptor.
+        let dir = root.path().join("s");
+        fail_dir_sync(&dir, true);
+        let mut state = AgentState::new("s");
+        let event = StateEvent::MessageAppended { message: ChatMessage::user("once") };
+        state.apply(&event);
+        let e = store.commit(&state, std::slice::from_ref(&event)).await.unwrap_err();
+        fail_dir_sync(&dir, false);
+        assert_eq!(e.code, codes::STATE_IO, "{e}");
+        // The snapshot holds the event; tried again, the commit would append it after it too.
+        let loaded = FileStore::new(root.path()).load_unrepaired("s").await.unwrap().unwrap();
+        assert_eq!(loaded, state, "the message once");
     }
 
     #[tokio::test]
@@ -1994,14 +2024,14 @@ mod tests {
             if k == 3 {
                 // The compaction this commit starts renames its snapshot, then cannot sync the
                 // directory.
-                fail_dir_sync(Some(&dir));
+                fail_dir_sync(&dir, true);
             }
             let (saved, events) = commit(k);
             store.commit(&saved, &events).await.unwrap_or_else(|e| panic!("commit {k}: {e}"));
             k += 1;
             assert!(k < 50, "no compaction");
         }
-        fail_dir_sync(None);
+        fail_dir_sync(&dir, false);
         let compacted_at = k - 1;
         assert!(compacted_at >= 3, "the failing sync was armed before the compaction ({compacted_at})");
         // The commit succeeded, and the writer was dropped: the next commits reopen the session
