@@ -149,6 +149,42 @@ async fn a_deleted_session_goes_whole_through_the_trash_which_the_next_deletion_
 }
 
 #[tokio::test]
+async fn a_deletion_that_cannot_make_the_trash_goes_through_the_root_and_is_swept() {
+    // On a full disk a new directory needs a block there is none of: the first deletion ever
+    // failed making the trash (`state_io`), though deleting old sessions is how an app frees
+    // room. The trash is now made with the root's first session, while there is room; a root
+    // without it (an older version's) deletes through a grave in the root itself.
+    let root = tempfile::tempdir().unwrap();
+    let trash = root.path().join(arkagent::state::TRASH_DIR);
+    let store = FileStore::new(root.path());
+    let mut state = AgentState::new("s1");
+    play(&store, 1, 2, &mut state).await;
+    assert!(trash.is_dir(), "made by the first commit of the root's first session");
+    // A trash that cannot be made (a file stands in its place, as good as a full disk here).
+    fs::remove_dir(&trash).unwrap();
+    fs::write(&trash, b"not a directory").unwrap();
+    let mut other = AgentState::new("s2");
+    play(&store, 1, 3, &mut other).await;
+    assert!(store.delete("s1").await.unwrap(), "deleted without the trash");
+    assert_eq!(FileStore::new(root.path()).load("s1").await.unwrap(), None);
+    assert!(!store.exists("s1").await.unwrap());
+    let mut names: Vec<String> =
+        fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, [arkagent::state::TRASH_DIR, "s2"], "nothing left of s1");
+    // What a kill between that rename and the removal leaves in the root: read by no load or
+    // listing, swept by an open (and a first listing, and the next deletion).
+    play(&store, 1, 2, &mut AgentState::new("s1")).await;
+    let grave = root.path().join("..trash-s1.0123456789abcdef");
+    fs::rename(root.path().join("s1"), &grave).unwrap();
+    assert_eq!(store.list().await.unwrap(), ["s2"]);
+    assert_eq!(store.load("s1").await.unwrap(), None);
+    FileStore::open(root.path(), FileStoreOptions::default()).await.unwrap();
+    assert!(!grave.exists(), "swept by open");
+    assert_eq!(store.load_unrepaired("s2").await.unwrap().unwrap(), other);
+}
+
+#[tokio::test]
 async fn invalid_session_ids_are_refused_by_every_operation_of_both_stores() {
     let root = tempfile::tempdir().unwrap();
     let inner = root.path().join("root");

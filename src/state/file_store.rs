@@ -10,7 +10,11 @@
 //! `commit` appends all its events in one write and one `fdatasync` (group commit): its cost does
 //! not depend on the length of the history. The store keeps the journal open between commits, for
 //! the [`MAX_OPEN_JOURNALS`] sessions written last; an older one is closed and reopened at its
-//! session's next commit (as after a restart), so the store holds a bounded number of files. When the journal has grown to at least
+//! session's next commit (as after a restart), so the store holds a bounded number of files. A
+//! commit that finds no file descriptor left (a low `ulimit -n`) halves that number for the
+//! store's life, closes the least recently written journals beyond it and tries once more; a
+//! session's first commit that fails removes what it made (its directory, its journal), so a
+//! failure leaves no session that loads as none. When the journal has grown to at least
 //! `max(compact_min_bytes, size of the snapshot)` bytes, the commit also compacts: a new generation
 //! is written (its empty journal created and synced, then the snapshot to a temp file, `fsync`,
 //! `rename`, directory `fsync`), and generations older than the previous one are deleted. A
@@ -34,6 +38,11 @@
 //! `state_corrupt`; a generation never wraps to 0, which would sort before the older files.
 //! The first commit of a session in a process also reads the session once (to find the end of its
 //! journal and drop a torn tail) and serialises the state once (in case a snapshot must be started).
+//! After its sync, each append checks (one `stat`) that the journal's path still names the file
+//! it wrote: a session's directory or the whole root removed or moved away meanwhile by something
+//! other than a store (an app's "clear data", a cache cleaner) fails the commit with `state_io`
+//! instead of claiming records no load reads, and the next commit makes the session again from
+//! the caller's state.
 //!
 //! # Deletion
 //! `delete` moves the session's directory into `..trash` under the root in one `rename` (the root
@@ -41,6 +50,9 @@
 //! an older generation alone (which loads as the session stood before its last compaction).
 //! Leftovers in the trash (a kill between the rename and the removal) are read by nothing and
 //! swept by [`FileStore::open`], by a store's first [`list`](StateStore::list) and by each deletion.
+//! The trash is made with the root's first session and by [`FileStore::open`], while there is
+//! room: on a full disk a new directory needs a block. A deletion that cannot make it renames the
+//! directory in the root instead (`..trash-<id>.<uuid>`, swept the same way).
 //!
 //! The store removes only the files it writes (`is_store_file`; a version-1 `state.json` only
 //! when it is that session's, `legacy_state_is_ours`, which listing and loading follow too), never the app's (a root the app shares). A directory
@@ -166,6 +178,11 @@ pub const LOCK_DIR: &str = "..locks";
 /// name no session id can take, since ids never contain `..`; see `delete_session_dir`).
 pub const TRASH_DIR: &str = "..trash";
 
+/// The prefix of the name a deleted session's directory takes in the root itself when
+/// [`TRASH_DIR`] cannot be made (a full disk has no block for a new directory): `..trash-<id>.<uuid>`,
+/// a name no session id can take either. Swept with the trash.
+const ROOT_GRAVE_PREFIX: &str = "..trash-";
+
 /// Tuning of a [`FileStore`].
 #[derive(Debug, Clone)]
 pub struct FileStoreOptions {
@@ -199,6 +216,9 @@ struct Writer {
     /// The journal's change time as this writer opened it or its last append left it
     /// ([`changed`]): any other write to the file moves it.
     changed: Option<(i64, i64)>,
+    /// The journal's device and inode as this writer opened it ([`file_id`]): each commit checks
+    /// that the journal's path still names it (see [`Writer::append`]).
+    file_id: (u64, u64),
 }
 
 /// A session's state as a load of this store folded it from the snapshot and the writer's
@@ -207,6 +227,12 @@ struct Writer {
 struct CachedState {
     state: AgentState,
     journal_len: u64,
+}
+
+/// A file's device and inode.
+fn file_id(meta: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    (meta.dev(), meta.ino())
 }
 
 /// A file's change time (seconds, nanoseconds): moved by every write to it, by anyone.
@@ -234,6 +260,9 @@ pub struct FileStore {
     // The sessions whose journal this store may hold open, least recently written first: at most
     // [`MAX_OPEN_JOURNALS`] stay open (see `keep_open`). A std Mutex, never held across an await.
     open: std::sync::Mutex<std::collections::VecDeque<String>>,
+    // How many journals `open` keeps open at most: [`MAX_OPEN_JOURNALS`], halved each time a
+    // commit runs out of file descriptors (see `give_back_journals`).
+    max_open: std::sync::atomic::AtomicUsize,
     // The sessions whose state a writer keeps cached, least recently loaded first: at most
     // [`MAX_CACHED_STATES`] (see `keep_cached`). A std Mutex, never held across an await.
     cached: std::sync::Mutex<std::collections::VecDeque<String>>,
@@ -248,14 +277,41 @@ pub struct FileStore {
 /// How many sessions' journals a store keeps open at most. Each open journal is a file descriptor
 /// for as long as it stays open; an app with many conversations (or a server with one store)
 /// would otherwise run out of them (`Too many open files`, for everything the process opens). A
-/// session whose journal was closed reopens it at its next commit, as after a restart.
+/// session whose journal was closed reopens it at its next commit, as after a restart. Under a
+/// lower limit of the process's descriptors, a commit that finds none left halves the number
+/// its store keeps open (for the store's life), closes the least recently written journals
+/// beyond it and tries once more.
 pub const MAX_OPEN_JOURNALS: usize = 64;
 
 /// How many sessions' states a store keeps cached at most (see "Loads and recovery" in the module
 /// docs): each is a whole state in memory.
 pub const MAX_CACHED_STATES: usize = 4;
 
+/// `EMFILE` and `ENFILE` (the same numbers on every Unix): no file descriptor left for the
+/// process, or for the system.
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
+
+thread_local! {
+    /// Whether an [`io_err`] of this thread found no file descriptor left since
+    /// [`noting_out_of_files`] began.
+    static OUT_OF_FILES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (on one thread) and tells whether an error it made on the way ([`io_err`]) was for
+/// want of a file descriptor: a commit that failed so tries again once it gave back journals
+/// (see [`FileStore::give_back_journals`]). A failure after which a second try would apply the
+/// commit's events twice (they are in a snapshot in place: [`write_generation`]) clears the flag.
+fn noting_out_of_files<T>(f: impl FnOnce() -> T) -> (T, bool) {
+    OUT_OF_FILES.set(false);
+    let out = f();
+    (out, OUT_OF_FILES.replace(false))
+}
+
 fn io_err(what: &str, path: &Path, e: io::Error) -> AgentError {
+    if matches!(e.raw_os_error(), Some(EMFILE | ENFILE)) {
+        OUT_OF_FILES.set(true);
+    }
     AgentError::of(codes::STATE_IO, format!("{what} {}: {e}", path.display()))
 }
 
@@ -270,7 +326,8 @@ fn journal_path(dir: &Path, gen: u64) -> PathBuf {
 fn sync_dir(dir: &Path) -> Result<(), AgentError> {
     #[cfg(test)]
     if tests::dir_sync_fails(dir) {
-        return Err(io_err("cannot sync the directory", dir, io::Error::other("injected by a test")));
+        // Out of descriptors: the failure a commit may try again after (see `noting_out_of_files`).
+        return Err(io_err("cannot sync the directory", dir, io::Error::from_raw_os_error(EMFILE)));
     }
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err("cannot sync the directory", dir, e))
 }
@@ -817,14 +874,19 @@ fn last_written_ms(dir: &Path, id: &str) -> Result<Option<u64>, AgentError> {
     Ok(newest)
 }
 
-/// Removes what deletions left in [`TRASH_DIR`] (a kill between a deletion's rename and its
-/// removal); returns how many entries went. Best effort: an entry that cannot be removed stays for
+/// Removes what deletions left in [`TRASH_DIR`], and in the root under [`ROOT_GRAVE_PREFIX`] (a
+/// kill between a deletion's rename and its removal); returns how many entries went. Best effort: an entry that cannot be removed stays for
 /// the next sweep. Safe at any time: nothing reads the trash, and a session enters it only whole,
 /// in one rename, already gone for every load.
 fn sweep_trash(root: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(root.join(TRASH_DIR)) else { return 0 };
+    let in_trash = fs::read_dir(root.join(TRASH_DIR)).into_iter().flatten().flatten();
+    // The graves a deletion left in the root itself, when it could not make the trash.
+    let in_root =
+        fs::read_dir(root).into_iter().flatten().flatten().filter(|entry| {
+            entry.file_name().to_str().is_some_and(|name| name.starts_with(ROOT_GRAVE_PREFIX))
+        });
     let mut removed = 0;
-    for entry in entries.flatten() {
+    for entry in in_trash.chain(in_root) {
         let path = entry.path();
         let gone = if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             empty_grave(root, &path)
@@ -838,13 +900,15 @@ fn sweep_trash(root: &Path) -> usize {
     removed
 }
 
-/// Empties and removes a session directory moved into the trash (`<id>.<uuid>`): the files this
+/// Empties and removes a session directory moved into the trash (`<id>.<uuid>`, or
+/// `..trash-<id>.<uuid>` in the root: [`ROOT_GRAVE_PREFIX`]): the files this
 /// store wrote are removed; anything else (the app's own files in the session's directory) is
 /// moved back to the session's place under the root, made again if needed, and never removed. An
 /// entry that cannot go back (something of that name stands there, or a file stands in the
 /// directory's place) stays in the trash, as does the grave then (logged).
 fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
     let grave_name = grave.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let grave_name = grave_name.strip_prefix(ROOT_GRAVE_PREFIX).unwrap_or(grave_name);
     let id = grave_name.rsplit_once('.').map_or(grave_name, |(id, _)| id);
     let home = root.join(id);
     let mut restored = false;
@@ -913,7 +977,9 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         f.sync_all().map_err(|e| io_err("cannot sync", &tmp, e))?;
     }
     fs::rename(&tmp, &spath).map_err(|e| io_err("cannot rename to", &spath, e))?;
-    sync_dir(dir)?;
+    // From here loads read the new generation: a commit whose events it holds must not be tried
+    // again for want of a descriptor (they would be appended after it a second time).
+    sync_dir(dir).inspect_err(|_| OUT_OF_FILES.set(false))?;
     // Pruning is best effort: a leftover old generation is ignored by loads and pruned next time.
     if let Ok(Listing { snaps, journals, temps }) = list_generations(dir) {
         let keep_from = gen.saturating_sub(1);
@@ -936,6 +1002,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         }
     }
     let changed = changed(&journal);
+    let file_id = file_id(&journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?);
     Ok(Writer {
         dir: dir.to_path_buf(),
         gen,
@@ -946,6 +1013,7 @@ fn write_generation(dir: &Path, gen: u64, payload: &[u8]) -> Result<Writer, Agen
         retry_at: 0,
         cached: None,
         changed,
+        file_id,
     })
 }
 
@@ -981,7 +1049,8 @@ fn ensure_open(
                 .create(true)
                 .open(&jpath)
                 .map_err(|e| io_err("cannot open", &jpath, e))?;
-            let len = journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?.len();
+            let meta = journal.metadata().map_err(|e| io_err("cannot stat", &jpath, e))?;
+            let len = meta.len();
             let mut valid = scan.journal_valid_len;
             if valid < JOURNAL_HEADER_LEN as u64 {
                 journal.set_len(0).map_err(|e| io_err("cannot truncate", &jpath, e))?;
@@ -1006,14 +1075,27 @@ fn ensure_open(
                 retry_at: 0,
                 changed,
                 cached: None,
+                file_id: file_id(&meta),
             });
             return Ok(false);
         }
         Ok(Some(_)) => next_gen(dir)?,
         Ok(None) => {
             fs::create_dir_all(root).map_err(|e| io_err("cannot create", root, e))?;
+            prepare_trash(root);
             match fs::create_dir(dir) {
-                Ok(()) => sync_dir(root)?,
+                Ok(()) => {
+                    // A first commit that fails leaves nothing of the session: no directory (nor
+                    // a lock file, which a lease removes when the session is not on disk).
+                    let first = sync_dir(root)
+                        .and_then(|()| next_gen(dir))
+                        .and_then(|gen| write_fresh_generation(dir, gen, payload));
+                    if first.is_err() {
+                        let _ = fs::remove_dir(dir);
+                    }
+                    *slot = Some(first?);
+                    return Ok(true);
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(io_err("cannot create", dir, e)),
             }
@@ -1034,11 +1116,34 @@ fn ensure_open(
         }
         Err(e) => return Err(e),
     };
+    *slot = Some(write_fresh_generation(dir, fresh_gen, payload)?);
+    Ok(true)
+}
+
+/// [`write_generation`] of the state `payload` a commit prepared for a session it had to make or
+/// start again ([`ensure_open`]). What a failure left is removed ([`remove_unmade_generation`]).
+fn write_fresh_generation(dir: &Path, gen: u64, payload: Option<&[u8]>) -> Result<Writer, AgentError> {
     let payload = payload.ok_or_else(|| {
         AgentError::of(codes::INTERNAL_PANIC, "a new snapshot is needed but none was prepared")
     })?;
-    *slot = Some(write_generation(dir, fresh_gen, payload)?);
-    Ok(true)
+    write_generation(dir, gen, payload).inspect_err(|_| {
+        remove_unmade_generation(dir, gen);
+    })
+}
+
+/// Removes what a [`write_generation`] of `gen` that failed left (its temp snapshot, its empty
+/// journal: no load reads them, and they may hold the space a full disk lacks), unless its
+/// snapshot is in place or cannot be told (then loads read the new generation). Returns whether
+/// it removed them.
+fn remove_unmade_generation(dir: &Path, gen: u64) -> bool {
+    match fs::symlink_metadata(snapshot_path(dir, gen)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let _ = fs::remove_file(snapshot_temp_path(dir, gen));
+            let _ = fs::remove_file(journal_path(dir, gen));
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The name the `n`th distinct copy of generation `gen`'s damaged journal takes (`n` from 1; the
@@ -1185,13 +1290,29 @@ impl Writer {
         self.cached.is_some()
     }
 
+    /// Appends `records` in one write and one `fdatasync`, then checks that the journal's path
+    /// still names the file written (one `stat`): synced into a journal that something other
+    /// than a store removed or moved away with its directory or the whole root (an app's "clear
+    /// data", a cache cleaner), the records are in no file a load reads, so the commit fails
+    /// with `state_io` instead of returning as durable.
     fn append(&mut self, records: &[u8]) -> Result<(), AgentError> {
         let path = journal_path(&self.dir, self.gen);
         self.journal.write_all(records).map_err(|e| io_err("cannot append to", &path, e))?;
         self.journal.sync_data().map_err(|e| io_err("cannot sync", &path, e))?;
         self.journal_len += records.len() as u64;
         self.changed = changed(&self.journal);
-        Ok(())
+        match fs::metadata(&path) {
+            Ok(named) if file_id(&named) == self.file_id => Ok(()),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("cannot stat", &path, e)),
+            _ => Err(AgentError::of(
+                codes::STATE_IO,
+                format!(
+                    "{} no longer names the journal written: the session's directory or the state directory was \
+                     removed or moved while the session was written, and the commit is not on disk",
+                    path.display()
+                ),
+            )),
+        }
     }
 
     fn compact(&mut self, payload: &[u8]) -> Result<(), AgentError> {
@@ -1218,24 +1339,15 @@ impl Writer {
             Err(e) => e,
         };
         // No generation after `u64::MAX`: nothing was made (the commits go on appending).
-        let next = self.gen.checked_add(1);
-        match next.map(|next| fs::symlink_metadata(snapshot_path(&self.dir, next))) {
-            None => {}
-            Some(Err(nf)) if nf.kind() == io::ErrorKind::NotFound => {}
-            Some(_) => {
-                // The new snapshot is in place (only syncing its directory failed, or it cannot
-                // be told): loads read the new generation, so this journal is no longer theirs.
-                log::warn!(
-                    "arkagent: the journal of session {session_id} was compacted, but not durably \
-                     (reopened from disk at its next commit): {e}"
-                );
-                return false;
-            }
-        }
-        // Not made: no load reads what it left, which may hold the space a full disk lacks.
-        if let Some(next) = next {
-            let _ = fs::remove_file(snapshot_temp_path(&self.dir, next));
-            let _ = fs::remove_file(journal_path(&self.dir, next));
+        // Otherwise what the failure left is removed, unless the new snapshot is in place (only
+        // syncing its directory failed, or it cannot be told): loads read the new generation,
+        // so this journal is no longer theirs.
+        if self.gen.checked_add(1).is_some_and(|next| !remove_unmade_generation(&self.dir, next)) {
+            log::warn!(
+                "arkagent: the journal of session {session_id} was compacted, but not durably \
+                 (reopened from disk at its next commit): {e}"
+            );
+            return false;
         }
         self.failed_compactions = failures.saturating_add(1);
         let grow = self.journal_len.max(payload.len() as u64);
@@ -1261,6 +1373,12 @@ impl Writer {
 /// could leave an older generation alone, which loads as the session stood before its last
 /// compaction: a deleted session came back as an older state (its settled batch pending again).
 /// What a kill leaves in the trash no load reads; each deletion sweeps it (best effort).
+///
+/// The trash is made with the root's first session ([`prepare_trash`]), while there is room: on a
+/// full disk, where deleting old sessions is the way out, a new directory needs a block there is
+/// none of. A deletion that cannot make it (a root of an older version, whose trash was never
+/// made) renames the directory in the root instead, to `..trash-<id>.<uuid>`
+/// ([`ROOT_GRAVE_PREFIX`]), which needs no new directory and is swept the same way.
 fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentError> {
     let trash = root.join(TRASH_DIR);
     // A stray file (or link) in the session's place goes the same way: the rename moves the
@@ -1271,8 +1389,17 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
         SessionEntry::Dir(..) if !holds_store_files(dir, id) => return Ok(false),
         _ => {}
     }
-    fs::create_dir_all(&trash).map_err(|e| io_err("cannot create", &trash, e))?;
-    let grave = trash.join(format!("{id}.{}", uuid::Uuid::new_v4().simple()));
+    let grave_name = format!("{id}.{}", uuid::Uuid::new_v4().simple());
+    let grave = match fs::create_dir_all(&trash) {
+        Ok(()) => trash.join(grave_name),
+        Err(e) => {
+            log::warn!(
+                "arkagent: cannot create {} ({e}); session {id} is deleted through the root instead",
+                trash.display()
+            );
+            root.join(format!("{ROOT_GRAVE_PREFIX}{grave_name}"))
+        }
+    };
     match fs::rename(dir, &grave) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -1282,6 +1409,12 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
     // Best effort from here: the session is gone for every load.
     sweep_trash(root);
     Ok(true)
+}
+
+/// Makes the root's [`TRASH_DIR`] if it is not there, while a commit still finds room for a new
+/// session (see `delete_session_dir`). Best effort: a deletion without it goes through the root.
+fn prepare_trash(root: &Path) {
+    let _ = fs::create_dir(root.join(TRASH_DIR));
 }
 
 /// How many times a lease tries again when the lock file it locked was removed (and maybe made
@@ -1438,6 +1571,7 @@ impl FileStore {
             options,
             sessions: std::sync::Mutex::new(HashMap::new()),
             open: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            max_open: std::sync::atomic::AtomicUsize::new(MAX_OPEN_JOURNALS),
             cached: std::sync::Mutex::new(std::collections::VecDeque::new()),
             prune_slots_at: std::sync::atomic::AtomicUsize::new(PRUNE_SLOTS_AT),
             trash_swept: std::sync::atomic::AtomicBool::new(false),
@@ -1457,6 +1591,7 @@ impl FileStore {
             if !fs::metadata(&r).map_err(|e| io_err("cannot open", &r, e))?.is_dir() {
                 return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", r.display())));
             }
+            prepare_trash(&r);
             sweep_trash(&r);
             Ok(())
         })
@@ -1535,7 +1670,27 @@ impl FileStore {
     /// in use at that moment (its slot locked: a commit, a load) is passed over this time. Closing
     /// costs nothing durable: every commit synced its records.
     fn keep_open(&self, session_id: &str) {
-        self.keep_recent(&self.open, session_id, MAX_OPEN_JOURNALS, |writer| *writer = None);
+        let max = self.max_open.load(std::sync::atomic::Ordering::Relaxed);
+        self.keep_recent(&self.open, session_id, max, |writer| *writer = None);
+    }
+
+    /// After a commit of `session_id` found no file descriptor left: halves the number of
+    /// journals this store keeps open from now on, and closes the least recently written ones
+    /// beyond it (those in use at that moment passed over), as [`keep_open`](Self::keep_open)
+    /// does. Returns whether it closed any, so the commit may succeed if tried again.
+    fn give_back_journals(&self, session_id: &str) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let max = (open / 2).max(1);
+        self.max_open.fetch_min(max, Relaxed);
+        let closed =
+            self.keep_recent(&self.open, session_id, self.max_open.load(Relaxed), |writer| *writer = None);
+        log::warn!(
+            "arkagent: no file descriptor left for session {session_id}'s journal: {closed} idle journals closed, \
+             at most {} kept open from now on",
+            self.max_open.load(Relaxed)
+        );
+        closed > 0
     }
 
     /// Notes that a writer of `session_id` just cached its state, and drops the cached states of
@@ -1551,14 +1706,16 @@ impl FileStore {
 
     /// Moves `session_id` to the back of `recent`, and applies `release` to the slots of the
     /// sessions at its front beyond `max`. A session in use at that moment (its slot locked: a
-    /// commit, a load) is passed over this time.
+    /// commit, a load) is passed over this time. Returns how many of the slots released held a
+    /// writer.
     fn keep_recent(
         &self,
         recent: &std::sync::Mutex<std::collections::VecDeque<String>>,
         session_id: &str,
         max: usize,
         release: impl Fn(&mut Option<Writer>),
-    ) {
+    ) -> usize {
+        let mut released_writers = 0;
         let mut recent = recent.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = recent.iter().position(|s| s == session_id) {
             recent.remove(at);
@@ -1573,6 +1730,7 @@ impl FileStore {
             };
             let released = match slot.try_lock() {
                 Ok(mut writer) => {
+                    released_writers += usize::from(writer.is_some());
                     release(&mut writer);
                     true
                 }
@@ -1584,6 +1742,62 @@ impl FileStore {
                 passed += 1;
             }
         }
+        released_writers
+    }
+
+    /// One try of [`commit`](StateStore::commit); `out_of_files` tells whether it failed for want
+    /// of a file descriptor ([`noting_out_of_files`]).
+    async fn try_commit(
+        &self,
+        state: &AgentState,
+        events: &[StateEvent],
+        out_of_files: &mut bool,
+    ) -> Result<(), AgentError> {
+        let dir = self.session_dir(&state.session_id)?;
+        let slot = self.slot(&state.session_id);
+        let mut guard = slot.lock_owned().await;
+        let records = encode_records(events)?;
+        let min = self.options.compact_min_bytes;
+        let need_payload = match guard.as_ref() {
+            None => true,
+            Some(w) => w.journal_len + records.len() as u64 >= w.compact_at(min),
+        };
+        // Serialising the whole state happens only when a snapshot may be written.
+        let payload = if need_payload { Some(encode_state(state)?) } else { None };
+        let root = self.root.clone();
+        let id = state.session_id.clone();
+        let (result, out) = tokio::task::spawn_blocking(move || {
+            noting_out_of_files(|| {
+                let result = (|| {
+                    if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
+                        return Ok(());
+                    }
+                    let Some(w) = guard.as_mut() else { return Ok(()) };
+                    if !records.is_empty() {
+                        w.append(&records)?;
+                    }
+                    // The events are durable (appended and synced): the commit succeeds whatever the
+                    // compaction does.
+                    if let Some(p) = payload.as_deref() {
+                        if w.journal_len >= w.compact_at(min) && !w.compact_after_commit(p, &id) {
+                            *guard = None;
+                        }
+                    }
+                    Ok(())
+                })();
+                if result.is_err() {
+                    // The journal may end in a partial record: reopen (and truncate it) next time.
+                    *guard = None;
+                }
+                result
+            })
+        })
+        .await
+        .map_err(join_error)?;
+        *out_of_files = out;
+        result?;
+        self.keep_open(&state.session_id);
+        Ok(())
     }
 }
 
@@ -1635,47 +1849,12 @@ impl StateStore for FileStore {
     }
 
     async fn commit(&self, state: &AgentState, events: &[StateEvent]) -> Result<(), AgentError> {
-        let dir = self.session_dir(&state.session_id)?;
-        let slot = self.slot(&state.session_id);
-        let mut guard = slot.lock_owned().await;
-        let records = encode_records(events)?;
-        let min = self.options.compact_min_bytes;
-        let need_payload = match guard.as_ref() {
-            None => true,
-            Some(w) => w.journal_len + records.len() as u64 >= w.compact_at(min),
-        };
-        // Serialising the whole state happens only when a snapshot may be written.
-        let payload = if need_payload { Some(encode_state(state)?) } else { None };
-        let root = self.root.clone();
-        let id = state.session_id.clone();
-        tokio::task::spawn_blocking(move || {
-            let result = (|| {
-                if ensure_open(&mut guard, &root, &dir, &id, payload.as_deref())? {
-                    return Ok(());
-                }
-                let Some(w) = guard.as_mut() else { return Ok(()) };
-                if !records.is_empty() {
-                    w.append(&records)?;
-                }
-                // The events are durable (appended and synced): the commit succeeds whatever the
-                // compaction does.
-                if let Some(p) = payload.as_deref() {
-                    if w.journal_len >= w.compact_at(min) && !w.compact_after_commit(p, &id) {
-                        *guard = None;
-                    }
-                }
-                Ok(())
-            })();
-            if result.is_err() {
-                // The journal may end in a partial record: reopen (and truncate it) next time.
-                *guard = None;
-            }
-            result
-        })
-        .await
-        .map_err(join_error)??;
-        self.keep_open(&state.session_id);
-        Ok(())
+        let mut out_of_files = false;
+        let result = self.try_commit(state, events, &mut out_of_files).await;
+        if result.is_err() && out_of_files && self.give_back_journals(&state.session_id) {
+            return self.try_commit(state, events, &mut out_of_files).await;
+        }
+        result
     }
 
     async fn save_snapshot(&self, state: &AgentState) -> Result<(), AgentError> {
@@ -1787,14 +1966,40 @@ mod tests {
     /// snapshot is renamed in place but whose directory cannot be synced: a failure no file
     /// placed from outside the store can cause. Keyed by path, so tests running at the same time
     /// (each in its own temp directory) are not touched.
-    static FAILING_DIR_SYNC: Mutex<Option<PathBuf>> = Mutex::new(None);
+    static FAILING_DIR_SYNC: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
     pub(super) fn dir_sync_fails(dir: &Path) -> bool {
-        FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(dir)
+        FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|d| d == dir)
     }
 
-    fn fail_dir_sync(dir: Option<&Path>) {
-        *FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner()) = dir.map(Path::to_path_buf);
+    fn fail_dir_sync(dir: &Path, fail: bool) {
+        let mut failing = FAILING_DIR_SYNC.lock().unwrap_or_else(|e| e.into_inner());
+        failing.retain(|d| d != dir);
+        if fail {
+            failing.push(dir.to_path_buf());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_commit_whose_new_snapshot_is_in_place_is_not_tried_again_for_want_of_descriptors() {
+        let root = tempfile::tempdir().unwrap();
+        let store = FileStore::new(root.path());
+        // An idle journal the store can give back.
+        let other = AgentState::new("other");
+        store.commit(&other, &[]).await.unwrap();
+        // The session's first commit renames its snapshot in place, then cannot sync the
+        // directory for want of a descriptor.
+        let dir = root.path().join("s");
+        fail_dir_sync(&dir, true);
+        let mut state = AgentState::new("s");
+        let event = StateEvent::MessageAppended { message: ChatMessage::user("once") };
+        state.apply(&event);
+        let e = store.commit(&state, std::slice::from_ref(&event)).await.unwrap_err();
+        fail_dir_sync(&dir, false);
+        assert_eq!(e.code, codes::STATE_IO, "{e}");
+        // The snapshot holds the event; tried again, the commit would append it after it too.
+        let loaded = FileStore::new(root.path()).load_unrepaired("s").await.unwrap().unwrap();
+        assert_eq!(loaded, state, "the message once");
     }
 
     #[tokio::test]
@@ -1819,14 +2024,14 @@ mod tests {
             if k == 3 {
                 // The compaction this commit starts renames its snapshot, then cannot sync the
                 // directory.
-                fail_dir_sync(Some(&dir));
+                fail_dir_sync(&dir, true);
             }
             let (saved, events) = commit(k);
             store.commit(&saved, &events).await.unwrap_or_else(|e| panic!("commit {k}: {e}"));
             k += 1;
             assert!(k < 50, "no compaction");
         }
-        fail_dir_sync(None);
+        fail_dir_sync(&dir, false);
         let compacted_at = k - 1;
         assert!(compacted_at >= 3, "the failing sync was armed before the compaction ({compacted_at})");
         // The commit succeeded, and the writer was dropped: the next commits reopen the session
