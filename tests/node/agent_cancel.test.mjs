@@ -128,7 +128,7 @@ test('a call that timed out while the JS thread was busy is never started: the t
     return { contents: [{ type: 'text', text: 'order placed' }] };
   });
   const running = agent.run('s', 'order it');
-  busy(500);
+  busy(1500); // far past the 100 ms timeout: a loaded machine may be late to fire it
   const outcome = await running;
   await sleep(50);
   assert.equal(outcome.status, 'completed');
