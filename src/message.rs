@@ -4,21 +4,50 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
-/// The characters that take no room and show nothing but are not whitespace to
-/// [`char::is_whitespace`]: zero-width space, non-joiner and joiner, word joiner, and the byte
-/// order mark (zero-width no-break space).
-const ZERO_WIDTH: [char; 5] = ['\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}'];
+/// The characters Unicode says a renderer shows nothing for when it does not support them, the
+/// `Default_Ignorable_Code_Point` property (DerivedCoreProperties.txt, Unicode 16.0): the soft
+/// hyphen, the combining grapheme joiner, the Arabic letter mark, the Hangul fillers, the Khmer
+/// inherent vowels, the Mongolian variation selectors and vowel separator, the zero-width space,
+/// non-joiner and joiner, the left-to-right and right-to-left marks, the bidi embeddings,
+/// overrides and isolates, the word joiner and invisible operators, the variation selectors, the
+/// byte order mark, the shorthand format controls, the musical beam and phrase controls, and the
+/// tag characters (reserved code points of these blocks included, as the property does). None is
+/// whitespace to [`char::is_whitespace`]. Sorted, inclusive ranges.
+const DEFAULT_IGNORABLE: [(char, char); 17] = [
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{034F}', '\u{034F}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{115F}', '\u{1160}'),
+    ('\u{17B4}', '\u{17B5}'),
+    ('\u{180B}', '\u{180F}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{206F}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{FE00}', '\u{FE0F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFA0}', '\u{FFA0}'),
+    ('\u{FFF0}', '\u{FFF8}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0000}', '\u{E0FFF}'),
+];
 
-/// Whether `c` is one of the zero-width characters of [`is_blank_text`].
-pub(crate) fn is_zero_width(c: char) -> bool {
-    ZERO_WIDTH.contains(&c)
+/// Whether `c` is one of the invisible characters of [`is_blank_text`] (Unicode's
+/// `Default_Ignorable_Code_Point`: zero-width characters, direction marks, fillers, variation
+/// selectors, tags...).
+pub(crate) fn is_invisible(c: char) -> bool {
+    // Every range starts at U+00AD or later: ASCII and most text leave at once.
+    c >= '\u{00AD}' && DEFAULT_IGNORABLE.iter().any(|&(from, to)| (from..=to).contains(&c))
 }
 
-/// Whether `text` shows nothing: empty, or only whitespace and zero-width characters (U+200B,
-/// U+200C, U+200D, U+2060, U+FEFF). A message of such text looks empty to the model and to the
-/// user, and strict providers refuse an empty one: the runtime sends none.
+/// Whether `text` shows nothing: empty, or only whitespace and invisible characters (Unicode's
+/// `Default_Ignorable_Code_Point`: U+200B..U+200F, U+2060..U+206F, U+FEFF, U+00AD, U+3164, the
+/// variation selectors, the tag characters...: see [`is_invisible`]). A message of such text looks
+/// empty to the model and to the user, and strict providers refuse an empty one: the runtime sends
+/// none.
 pub(crate) fn is_blank_text(text: &str) -> bool {
-    text.chars().all(|c| c.is_whitespace() || is_zero_width(c))
+    text.chars().all(|c| c.is_whitespace() || is_invisible(c))
 }
 
 /// One tool call as the model asked for it. `arguments` is the raw JSON text the model produced:
@@ -255,6 +284,21 @@ pub fn reads_as_error(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blank_text_is_whitespace_and_default_ignorable_characters_only() {
+        for blank in ["", " \n", "\u{00AD}", "\u{200E}\u{200F}", "\u{3164}", "\u{E0020}\u{E0FFF}", "\u{FE0F}"]
+        {
+            assert!(is_blank_text(blank), "{blank:?}");
+        }
+        // The characters next to each range show something.
+        for text in
+            ["a", "你", "\u{00AC}", "\u{00AE}", "\u{2070}", "\u{FE10}", "\u{E1000}", "\u{200B}x\u{200B}"]
+        {
+            assert!(!is_blank_text(text), "{text:?}");
+        }
+        assert!(DEFAULT_IGNORABLE.windows(2).all(|w| w[0].1 < w[1].0));
+    }
 
     #[test]
     fn reads_as_error_wants_the_word_error_first() {

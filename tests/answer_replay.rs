@@ -261,6 +261,75 @@ async fn a_call_name_model_apis_refuse_goes_back_by_a_stand_in() {
     }
 }
 
+/// A stand-in never goes by the name of a tool the request offers: else the history would show a
+/// call of the real tool (`query_order`) answered `tool_not_found`. A taken stand-in gets the
+/// first free suffix (`_1`, `_2`...), cut to fit in 64 characters.
+#[tokio::test]
+async fn a_stand_in_never_goes_by_the_name_of_an_offered_tool() {
+    let (a64, a65) = ("a".repeat(64), "a".repeat(65));
+    let cut = format!("{}_1", "a".repeat(62));
+    // name as written, the name sent back.
+    let cases = [("query order", "query_order_2"), ("", "unknown_tool_1"), (a65.as_str(), cut.as_str())];
+    let mut chunks = vec![chunk(json!({"role":"assistant"}), None)];
+    for (index, (name, _)) in cases.iter().enumerate() {
+        chunks.push(chunk(
+            json!({"tool_calls":[{"index":index,"id":format!("c{index}"),"type":"function",
+                "function":{"name":name,"arguments":r#"{"x":"1"}"#}}]}),
+            None,
+        ));
+    }
+    chunks.push(chunk(json!({}), Some("tool_calls")));
+    let server = MockServer::start([Reply::sse_chunks(&chunks), Reply::sse_text("done")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let a = agent(&server, dir.path(), &ran, true);
+    let tools = ["query_order", "query_order_1", "unknown_tool", a64.as_str()];
+    for name in tools {
+        let ran = ran.clone();
+        let executor = FnExecutor(move |_args: serde_json::Map<String, Value>, _c| {
+            let ran = ran.clone();
+            async move {
+                ran.lock().unwrap().push("ran".to_string());
+                Ok(ToolResult::text("ok"))
+            }
+        });
+        a.register_tool(ToolDefinition::new(name, "d", json!({"type":"object"})), Arc::new(executor))
+            .unwrap();
+    }
+    let log = EventLog::new();
+    let out = a.run("s", "q", &log, &CancellationSignal::new()).await.unwrap();
+    assert_eq!(finished(&out).1.as_deref(), Some("done"));
+    assert!(ran.lock().unwrap().is_empty());
+
+    let body = server.requests()[1].json();
+    strict_check(&body).unwrap();
+    let offered: Vec<Value> =
+        body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].clone()).collect();
+    let sent: Vec<Value> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+        .map(|c| c["function"]["name"].clone())
+        .collect();
+    assert_eq!(sent, cases.iter().map(|(_, wire)| json!(wire)).collect::<Vec<_>>());
+    assert!(sent.iter().all(|name| !offered.contains(name)), "{sent:?} among {offered:?}");
+    // Each result names the stand-in its call goes back by.
+    for (index, (_, wire)) in cases.iter().enumerate() {
+        let result = log
+            .events()
+            .iter()
+            .find_map(|e| match e {
+                AgentEvent::ToolResult { call_id, result, .. } if *call_id == format!("c{index}") => {
+                    Some(result.to_model_text())
+                }
+                _ => None,
+            })
+            .unwrap();
+        assert!(result.contains(&format!("as {wire:?}")), "{result}");
+    }
+}
+
 #[tokio::test]
 async fn a_question_whose_model_call_failed_goes_with_the_next_one() {
     // The provider fails (no retry), the user asks again: the first question has no answer.

@@ -1,6 +1,6 @@
 //! A message without text is never sent: strict providers refuse one (DashScope: "Content length
 //! must be greater than 0"), and the history sends it with every later request. A system prompt
-//! that is empty or only whitespace (zero-width characters included) is none; a run's input (or a
+//! that is empty or only whitespace (invisible characters included) is none; a run's input (or a
 //! `delegate_task` task) that is so is refused with `argument_invalid` before anything is sent or
 //! written.
 
@@ -29,10 +29,29 @@ fn messages(server: &MockServer, k: usize) -> Vec<Value> {
     server.requests()[k].json()["messages"].as_array().unwrap().clone()
 }
 
-/// Empty, only whitespace, or only whitespace and zero-width characters (zero-width space,
-/// non-joiner and joiner, word joiner, byte order mark), which show nothing either.
-const BLANKS: [&str; 7] =
-    ["", " ", "\n\t ", "\u{3000}", "\u{200B}", " \u{200C}\u{200D}\n", "\u{2060}\u{FEFF}"];
+/// Empty, only whitespace, or only whitespace and invisible characters (Unicode's
+/// `Default_Ignorable_Code_Point`: zero-width space, non-joiner and joiner, word joiner, byte
+/// order mark, direction marks, soft hyphen, Mongolian vowel separator, invisible operators,
+/// Hangul filler, combining grapheme joiner, bidi embeddings and isolates, tag characters,
+/// variation selectors), which show nothing either.
+const BLANKS: [&str; 16] = [
+    "",
+    " ",
+    "\n\t ",
+    "\u{3000}",
+    "\u{200B}",
+    " \u{200C}\u{200D}\n",
+    "\u{2060}\u{FEFF}",
+    "\u{200E}\u{200F}",
+    "\u{00AD} ",
+    "\u{180E}",
+    "\u{2061}\u{2062}\u{2063}\u{2064}",
+    "\u{3164}\u{FFA0}",
+    "\u{034F}",
+    "\u{202A}\u{202C}\u{202E}\u{2066}\u{2069}",
+    "\u{E0020}\u{E0001}\u{E007F}",
+    "\u{FE0F}\u{E0100}\u{180B}",
+];
 
 #[tokio::test]
 async fn an_empty_or_blank_system_prompt_is_not_sent() {
@@ -114,7 +133,7 @@ async fn a_blank_task_of_delegate_task_is_answered_argument_invalid_without_a_wo
     );
     assert!(
         results[1].starts_with(
-            "error [argument_invalid]: the task of delegate_task is only whitespace and zero-width characters"
+            "error [argument_invalid]: the task of delegate_task is only whitespace and invisible characters"
         ),
         "{}",
         results[1]

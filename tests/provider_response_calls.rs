@@ -3,7 +3,7 @@
 //! without a `function` is skipped; a `function` without a name or arguments is still a call (the
 //! registry answers it), and the rest of the answer is kept. A `function` that is not an object is
 //! no function. Arguments sent as an object are the text the provider wrote; of several choices,
-//! choice 0 is the answer wherever it is listed.
+//! choice 0 is the answer wherever it is listed (an odd `index` reads as none).
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -112,6 +112,21 @@ fn the_answer_is_choice_0_wherever_it_is_listed() {
     ] {
         let body = format!(r#"{{"choices":[{choices}]}}"#);
         assert_eq!(parse_response(body.as_bytes()).unwrap().content.as_deref(), Some(want), "{choices}");
+    }
+}
+
+#[test]
+fn an_index_that_is_not_an_unsigned_integer_is_none_not_a_decode_failure() {
+    // A gateway's odd index: one that is not an unsigned integer reads as a missing one (choice
+    // 0), a whole number as that integer; the answer is read either way.
+    for (index, want) in
+        [(r#""0""#, "odd"), ("-1", "odd"), ("1.5", "odd"), ("null", "odd"), ("0.0", "odd"), ("1.0", "zero")]
+    {
+        let body = format!(
+            r#"{{"choices":[{{"index":{index},"message":{{"content":"odd"}},"finish_reason":"stop"}},{{"index":0,"message":{{"content":"zero"}}}}]}}"#
+        );
+        let r = parse_response(body.as_bytes()).unwrap_or_else(|e| panic!("{index}: {e}"));
+        assert_eq!(r.content.as_deref(), Some(want), "{index}");
     }
 }
 

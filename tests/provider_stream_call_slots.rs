@@ -2,8 +2,10 @@
 //! made unique still matches its call's later fragments (which repeat the provider's id); a
 //! fragment with another id and no name continues the call at its index (Poolside); a fragment
 //! that names a tool again after the call's arguments form a whole JSON value starts a new call
-//! (Gemini's compatible endpoint, every parallel call at index 0 without an id). The events say
-//! the same as the answer: each call announced once, its arguments after its start.
+//! (Gemini's compatible endpoint, every parallel call at index 0 without an id), and so does one
+//! naming another tool without arguments; a fragment with the call's own id is that call; a call
+//! sent again whole is dropped. The events say the same as the answer: each call announced once,
+//! its arguments after its start.
 
 #[path = "support/derived.rs"]
 mod derived;
@@ -155,20 +157,20 @@ fn a_name_again_after_whole_arguments_starts_another_call() {
         ]
     );
     assert_eq!(calls.len(), 3);
-    // The same without an index, and with one id repeated (made unique).
+    // The same without an index.
     let (r, _) = answer(&[frag(None, None, order, r#"{"q":1}"#), frag(None, None, order, r#"{"q":2}"#)]);
     assert_eq!(
         r.tool_calls.iter().map(|c| c.arguments.as_str()).collect::<Vec<_>>(),
         [r#"{"q":1}"#, r#"{"q":2}"#]
     );
+    // The id the call was opened with says the fragment is that call, whatever it brings: joined
+    // arguments that are not JSON (the registry refuses them, nothing runs) rather than a second
+    // call run from what may be the first one sent again (gateways re-send a streamed call whole).
     let (r, _) = answer(&[
         frag(Some(0), Some("g"), order, r#"{"q":1}"#),
         frag(Some(0), Some("g"), order, r#"{"q":2}"#),
     ]);
-    assert_eq!(
-        r.tool_calls,
-        [ToolCall::new("g", "query_order", r#"{"q":1}"#), ToolCall::new("g_1", "query_order", r#"{"q":2}"#)]
-    );
+    assert_eq!(r.tool_calls, [ToolCall::new("g", "query_order", r#"{"q":1}{"q":2}"#)]);
 
     // A name repeated beside each piece of the arguments joins its call: while the arguments are
     // not whole, when the piece does not start a value, and when it brings no arguments.
@@ -180,4 +182,64 @@ fn a_name_again_after_whole_arguments_starts_another_call() {
         frag(Some(0), None, order, " "),
     ]);
     assert_eq!(r.tool_calls, [ToolCall::new("c", "query_order", r#"{"a":{"b":1},"c":[{"d":2}]} "#)]);
+}
+
+#[test]
+fn a_call_sent_again_whole_is_dropped_and_runs_once() {
+    // Gateways stream a call's arguments, then send the whole call again in one chunk (same
+    // index, id, name and arguments: elizaOS#16973, opencode#17339, async-openai#329 with
+    // Mistral); or send it whole twice. The repeat is dropped, not a second call, not joined.
+    let (a, order) = (Some("call_A"), Some("query_order"));
+    let whole = r#"{"q":"pay bob 100"}"#;
+    let cases = [
+        vec![
+            frag(Some(0), a, order, ""),
+            frag(Some(0), None, None, r#"{"q":"#),
+            frag(Some(0), None, None, r#""pay bob 100"}"#),
+            frag(Some(0), a, order, whole),
+        ],
+        vec![frag(Some(0), a, order, whole), frag(Some(0), a, order, whole)],
+        // Without the id, with another id, without an index: the same call whole again.
+        vec![frag(Some(0), a, order, whole), frag(Some(0), None, order, &format!(" {whole}\n"))],
+        vec![frag(Some(0), a, order, whole), frag(Some(0), Some("call_B"), order, whole)],
+        vec![frag(None, a, order, whole), frag(None, a, order, whole)],
+        vec![frag(None, a, order, whole), frag(None, None, order, whole)],
+    ];
+    for payloads in cases {
+        let (r, calls) = answer(&payloads);
+        assert_eq!(r.tool_calls, [ToolCall::new("call_A", "query_order", whole)], "{payloads:?}");
+        assert_eq!(calls, announced(&[(0, "call_A", "query_order", whole)]), "{payloads:?}");
+    }
+    // Gemini without ids: a call sent twice whole is one call too (identical parallel calls
+    // cannot be told from a repeat; running one is the safe side).
+    let (r, _) = answer(&[frag(Some(0), None, order, whole), frag(Some(0), None, order, whole)]);
+    assert_eq!(r.tool_calls, [ToolCall::new("call_0", "query_order", whole)]);
+}
+
+#[test]
+fn another_name_without_arguments_after_whole_arguments_starts_another_call() {
+    // Gemini's parallel calls at index 0 without ids, the second one taking no arguments (or its
+    // arguments in a later fragment): not one call named `query_orderother`.
+    let (r, calls) = answer(&[
+        frag(Some(0), None, Some("query_order"), r#"{"q":"1"}"#),
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"other"}}]}}]}"#
+            .to_string(),
+    ]);
+    assert_eq!(
+        r.tool_calls,
+        [ToolCall::new("call_0", "query_order", r#"{"q":"1"}"#), ToolCall::new("call_1", "other", "{}")]
+    );
+    assert_eq!(calls.len(), 2);
+    let (r, _) = answer(&[
+        frag(None, None, Some("query_order"), r#"{"q":"1"}"#),
+        frag(None, None, Some("other"), ""),
+        frag(None, None, None, r#"{"k":2}"#),
+    ]);
+    assert_eq!(
+        r.tool_calls,
+        [
+            ToolCall::new("call_0", "query_order", r#"{"q":"1"}"#),
+            ToolCall::new("call_1", "other", r#"{"k":2}"#)
+        ]
+    );
 }

@@ -20,9 +20,10 @@ pub struct AgentConfig {
     pub max_rounds: u32,
     /// The answer recorded at the round limit.
     pub max_rounds_fallback: String,
-    /// A system message put first in a new session. Empty or only whitespace and zero-width
-    /// characters (U+200B, U+200C, U+200D, U+2060, U+FEFF), it is none (not sent: strict providers
-    /// refuse a message without text).
+    /// A system message put first in a new session. Empty or only whitespace and invisible
+    /// characters (Unicode's `Default_Ignorable_Code_Point`: U+200B..U+200F, U+2060..U+206F,
+    /// U+FEFF, U+00AD, U+3164, variation selectors, tags...), it is none (not sent: strict
+    /// providers refuse a message without text).
     pub system_prompt: Option<String>,
     /// Stream the model's answer (events per delta) instead of one request/response.
     pub streaming: bool,

@@ -10,10 +10,14 @@
 //! of that id, else starts a new call when the fragment names a tool or has no `function` (gateways
 //! that send every call as index 0), while one with arguments and no name continues the call at
 //! its index (Poolside sends a call's later fragments with another id than its name's); a new
-//! index always starts a new call, even with the id of an earlier call. A fragment that names a
-//! tool and whose arguments start a value (`{`, `[`) after its call's arguments form a whole JSON
-//! value starts a new call too (Gemini's compatible endpoint sends each parallel call at index 0,
-//! without an id, whole name and arguments each). Ids are made unique within the answer before
+//! index always starts a new call, even with the id of an earlier call. After its call's arguments
+//! form a whole JSON value, a fragment without the call's id that names a tool and brings
+//! arguments that start a value (`{`, `[`), or no arguments and another name, starts a new call
+//! too (Gemini's compatible endpoint sends each parallel call at index 0, without an id, whole
+//! name and arguments each); one with the call's id is that call (arguments joined to whole ones
+//! are not JSON then: nothing runs). A fragment that repeats its call whole (the same name and the
+//! same whole arguments, whatever its id: gateways that stream a call, then send it again in one
+//! chunk) is dropped, so the call runs once. Ids are made unique within the answer before
 //! they are announced (`call_<n>` for a missing one, `<id>_<n>` for a repeated one): each result is
 //! paired with its call by id; fragments are matched by the id the provider sent, which a call
 //! made unique keeps for its later fragments.
@@ -425,7 +429,12 @@ impl StreamAssembler {
         let id = id.filter(|s| !s.is_empty());
         let name = name.filter(|s| !s.is_empty());
         let arguments = arguments.map(|a| a.0).filter(|s| !s.is_empty());
-        let slot = self.find_slot(index, id.as_deref(), has_function, name.is_some(), arguments.as_deref());
+        let Some(slot) =
+            self.find_slot(index, id.as_deref(), has_function, name.as_deref(), arguments.as_deref())
+        else {
+            log::debug!("dropping a streamed call fragment that repeats its call whole");
+            return;
+        };
         // A fragment of another call: the one before has its whole name by now.
         if let Some(before) = self.last.replace(slot).filter(|before| *before != slot) {
             if self.calls[before].can_announce() {
@@ -496,16 +505,17 @@ impl StreamAssembler {
         self.calls.len() - 1
     }
 
-    /// The slot of a call fragment: its `index`, `id`, whether it has a `function`, whether it
-    /// names a tool, and its arguments (see the module's docs).
+    /// The slot of a call fragment: its `index`, `id`, whether it has a `function`, the tool it
+    /// names, and its arguments (see the module's docs). `None` for a fragment that repeats its
+    /// call whole (dropped).
     fn find_slot(
         &mut self,
         index: Option<u32>,
         id: Option<&str>,
         has_function: bool,
-        named: bool,
+        name: Option<&str>,
         arguments: Option<&str>,
-    ) -> usize {
+    ) -> Option<usize> {
         // Matched by the id the provider sent, not the one announced: a repeated id made unique
         // (`A` announced as `A_1`) still comes as `A` on the call's later fragments.
         let by_id = |calls: &[CallSlot], id: &str| calls.iter().position(|c| c.wire_id == id);
@@ -517,9 +527,12 @@ impl StreamAssembler {
                     // when it starts).
                     let slot = self.new_slot();
                     self.index_map.push((ix, slot));
-                    return slot;
+                    return Some(slot);
                 };
                 let at_index = self.index_map[pos].1;
+                if self.repeats_whole(at_index, name, arguments) {
+                    return None;
+                }
                 let wire_id = &self.calls[at_index].wire_id;
                 let found = match id {
                     // Another id: the call of that id (gateways that send every call as index
@@ -528,39 +541,66 @@ impl StreamAssembler {
                     // starts no call: it continues the one at its index (Poolside sends a call's
                     // later fragments with another id than the one beside its name).
                     Some(id) if !wire_id.is_empty() && wire_id != id => {
-                        by_id(&self.calls, id).or((!named && has_function).then_some(at_index))
+                        by_id(&self.calls, id).or((name.is_none() && has_function).then_some(at_index))
                     }
                     _ => Some(at_index),
                 };
-                let slot = self.unless_started_again(found, named, arguments);
+                let slot = self.unless_started_again(found, id, name, arguments)?;
                 self.index_map[pos].1 = slot;
-                return slot;
+                return Some(slot);
             }
             None => match id {
                 Some(id) => by_id(&self.calls, id),
                 None => self.last,
             },
         };
-        self.unless_started_again(found, named, arguments)
+        if self.last.is_some_and(|last| self.repeats_whole(last, name, arguments)) {
+            return None;
+        }
+        self.unless_started_again(found, id, name, arguments)
+    }
+
+    /// Whether a fragment that names a tool and brings arguments repeats the call in `slot`
+    /// whole: the same name, the same arguments, which form a whole JSON value (gateways that
+    /// stream a call, then send it again in one chunk; whatever its id says, running it twice is
+    /// what must not happen).
+    fn repeats_whole(&self, slot: usize, name: Option<&str>, arguments: Option<&str>) -> bool {
+        let call = &self.calls[slot];
+        name.is_some_and(|name| name == call.name)
+            && arguments.is_some_and(|a| a.trim() == call.arguments.trim())
+            && is_whole_json(&call.arguments)
     }
 
     /// `found`, or a new slot when there is none or the fragment starts a call again there: it
-    /// names a tool and its arguments start a value after the call's arguments form a whole JSON
-    /// value already (Gemini's compatible endpoint sends each parallel call at index 0, without an
-    /// id, whole name and whole arguments each). A name repeated beside a continuation of the
-    /// arguments (providers that send it in every fragment) joins the call, as before.
-    fn unless_started_again(&mut self, found: Option<usize>, named: bool, arguments: Option<&str>) -> usize {
-        let starts_value = |a: &str| a.trim_start().starts_with(['{', '[']);
-        match found {
-            Some(slot)
-                if !(named
-                    && arguments.is_some_and(starts_value)
-                    && is_whole_json(&self.calls[slot].arguments)) =>
-            {
-                slot
-            }
-            _ => self.new_slot(),
+    /// names a tool after the call's arguments form a whole JSON value already, and brings
+    /// arguments that start a value, or no arguments and another name (Gemini's compatible
+    /// endpoint sends each parallel call at index 0, without an id, whole name and whole arguments
+    /// each). A fragment with the id the call was opened with is that call, whatever it brings
+    /// (arguments joined to whole ones are then not JSON: the registry refuses them and nothing
+    /// runs). A name repeated beside a continuation of the arguments (providers that send it in
+    /// every fragment) joins the call, as before. `None` for a fragment that repeats the call
+    /// whole ([`repeats_whole`](Self::repeats_whole)).
+    fn unless_started_again(
+        &mut self,
+        found: Option<usize>,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&str>,
+    ) -> Option<usize> {
+        let Some(slot) = found else { return Some(self.new_slot()) };
+        if self.repeats_whole(slot, name, arguments) {
+            return None;
         }
+        let call = &self.calls[slot];
+        let Some(name) = name else { return Some(slot) };
+        if id.is_some_and(|id| id == call.wire_id) || !is_whole_json(&call.arguments) {
+            return Some(slot);
+        }
+        let starts_again = match arguments.map(str::trim_start).filter(|a| !a.is_empty()) {
+            Some(a) => a.starts_with(['{', '[']),
+            None => name != call.name,
+        };
+        Some(if starts_again { self.new_slot() } else { slot })
     }
 
     /// Whether the answer may end: not when it called a function only with the legacy

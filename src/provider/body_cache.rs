@@ -181,6 +181,9 @@ struct Cached {
     keys: Vec<u8>,
     /// The argument limits the entries were written with ([`ChatRequest::argument_limits`]).
     limits: crate::json::JsonLimits,
+    /// The names of the tools the entries were written with: a call of a name model APIs refuse
+    /// goes by a stand-in free of them ([`wire_message`]).
+    tool_names: Vec<String>,
 }
 
 /// The owner behind a body's [`Bytes`]: keeps the buffer alive and unwritable while it is held.
@@ -235,9 +238,14 @@ fn fill(
     quirks: &ProviderQuirks,
 ) -> serde_json::Result<Bytes> {
     let (messages, limits) = (&request.messages[..], &request.argument_limits);
-    if c.buf.get(..c.head) != Some(head) || c.limits != *limits {
-        // Another model name or other argument limits (or a first call): nothing kept applies.
+    let same_tools = c.tool_names.iter().eq(request.tools.iter().map(|t| &t.name));
+    if c.buf.get(..c.head) != Some(head) || c.limits != *limits || !same_tools {
+        // Another model name, other argument limits or other tools (or a first call): nothing
+        // kept applies.
         c.limits = *limits;
+        if !same_tools {
+            c.tool_names = request.tools.iter().map(|t| t.name.clone()).collect();
+        }
         let buf = Arc::make_mut(&mut c.buf);
         buf.clear();
         buf.extend_from_slice(head);
@@ -293,7 +301,7 @@ fn fill(
                 c.entries.push(Entry { start, end: buf.len(), key_start, key_end: c.keys.len() });
             }
             _ => {
-                let wire = wire_message(m, with_reasoning, quirks, limits);
+                let wire = wire_message(m, with_reasoning, quirks, limits, &request.tools);
                 if comma && wire.is_some() {
                     buf.push(b',');
                 }
@@ -398,6 +406,34 @@ mod tests {
             let body = cache.body(&r, "m\"odel", &quirks, true).unwrap();
             assert_eq!(body, whole(&r, &quirks), "{limits:?}");
             assert_eq!(memchr::memmem::find(&body, br#""arguments":"{}""#).is_some(), limits == tight);
+        }
+    }
+
+    #[test]
+    fn other_tools_serialise_the_calls_again() {
+        // A call of a name model APIs refuse goes by a stand-in free of the offered tools' names:
+        // once a tool of that name is offered, the call kept from the first body would show as a
+        // call of the real tool.
+        let quirks = ProviderPreset::OpenAi.quirks();
+        let cache = BodyCache::default();
+        let call = ToolCall::new("c0", "query order", "{}");
+        let history = vec![
+            ChatMessage::user("q"),
+            ChatMessage::Assistant { content: None, reasoning_content: None, tool_calls: vec![call] },
+            ChatMessage::Tool {
+                tool_call_id: "c0".into(),
+                name: "query order".into(),
+                content: "e".into(),
+                is_error: true,
+            },
+        ];
+        let offered = ToolDefinition::new("query_order", "d", serde_json::json!({"type":"object"}));
+        for (tools, stand_in) in [(vec![], "query_order"), (vec![offered], "query_order_1")] {
+            let r = ChatRequest::new(Arc::new(history.clone()), tools.into());
+            let body = cache.body(&r, "m\"odel", &quirks, true).unwrap();
+            assert_eq!(body, whole(&r, &quirks), "{stand_in}");
+            let needle = format!(r#""name":"{stand_in}""#);
+            assert!(memchr::memmem::find(&body, needle.as_bytes()).is_some(), "{stand_in}");
         }
     }
 

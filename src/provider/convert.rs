@@ -12,6 +12,7 @@ use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
 use crate::message::{make_call_ids_unique, ChatMessage, ToolCall};
+use crate::tool::ToolDefinition;
 use std::borrow::Cow;
 
 /// Most bytes of a raw body kept in an error message.
@@ -47,7 +48,13 @@ pub fn to_wire_request<'a>(
         .iter()
         .enumerate()
         .filter_map(|(i, m)| {
-            wire_message(m, sends_reasoning(quirks, m, i, turn_start), quirks, &request.argument_limits)
+            wire_message(
+                m,
+                sends_reasoning(quirks, m, i, turn_start),
+                quirks,
+                &request.argument_limits,
+                &request.tools,
+            )
         })
         .collect();
     wire
@@ -147,13 +154,15 @@ pub(crate) fn sends_reasoning(
 }
 
 /// The wire form of one message (`send_reasoning`: see [`sends_reasoning`]; `limits`: the
-/// request's argument limits, see [`wire_arguments`]); `None` for an assistant message that is not
-/// sent (neither text nor calls: see [`to_wire_request`]).
+/// request's argument limits, see [`wire_arguments`]; `tools`: the tools the request offers, see
+/// [`wire_call_name`]); `None` for an assistant message that is not sent (neither text nor calls:
+/// see [`to_wire_request`]).
 pub(crate) fn wire_message<'a>(
     m: &'a ChatMessage,
     send_reasoning: bool,
     quirks: &ProviderQuirks,
     limits: &JsonLimits,
+    tools: &[ToolDefinition],
 ) -> Option<WireMessage<'a>> {
     if m.is_empty_answer() {
         return None;
@@ -177,7 +186,7 @@ pub(crate) fn wire_message<'a>(
                     id: &c.id,
                     kind: "function",
                     function: WireFunctionCall {
-                        name: wire_call_name(&c.name, quirks),
+                        name: wire_call_name(&c.name, quirks, tools),
                         arguments: wire_arguments(&c.arguments, limits),
                     },
                 })
@@ -186,7 +195,7 @@ pub(crate) fn wire_message<'a>(
         ChatMessage::Tool { tool_call_id, name, content, .. } => WireMessage::Tool {
             tool_call_id,
             content,
-            name: quirks.tool_message_name.then(|| wire_call_name(name, quirks)),
+            name: quirks.tool_message_name.then(|| wire_call_name(name, quirks, tools)),
         },
     })
 }
@@ -204,8 +213,19 @@ pub(crate) fn wire_tool_name<'a>(name: &'a str, quirks: &ProviderQuirks) -> &'a 
 /// call is answered `tool_not_found` and recorded as written, but OpenAI refuses every request
 /// whose history holds that name (`messages[i].tool_calls[j].function.name`), so the session
 /// could never go on.
-pub(crate) fn wire_call_name<'a>(name: &'a str, quirks: &ProviderQuirks) -> Cow<'a, str> {
-    crate::tool::wire_safe_tool_name(wire_tool_name(name, quirks))
+///
+/// The stand-in differs from the name of every tool the request offers (`tools`, by its own name
+/// and the one it goes by on the wire), so a call of `query order` does not show in the history
+/// as a call of the real `query_order` answered `tool_not_found`.
+pub(crate) fn wire_call_name<'a>(
+    name: &'a str,
+    quirks: &ProviderQuirks,
+    tools: &[ToolDefinition],
+) -> Cow<'a, str> {
+    let offered = |stand_in: &str| {
+        tools.iter().any(|t| t.name == stand_in || wire_tool_name(&t.name, quirks) == stand_in)
+    };
+    crate::tool::wire_safe_tool_name(wire_tool_name(name, quirks), offered)
 }
 
 /// The renames ([`ProviderQuirks::renamed_tools`]) of the tools `request` offers: the answer's

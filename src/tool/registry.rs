@@ -281,7 +281,9 @@ impl ToolSnapshot {
     /// # Errors
     /// `tool_not_found`, a `json_*` decode error, or a `tool_argument_*` error.
     pub fn prepare(&self, call: &ToolCall) -> Result<PreparedCall, AgentError> {
-        let tool = self.get(&call.name).ok_or_else(|| tool_not_found(&call.name))?;
+        let tool = self
+            .get(&call.name)
+            .ok_or_else(|| tool_not_found(&call.name, |name| self.get(name).is_some()))?;
         let arguments = tool.schema.parse_and_validate(&call.arguments, &self.inner.limits)?;
         Ok(PreparedCall { tool: Arc::clone(tool), arguments })
     }
@@ -332,9 +334,10 @@ pub(crate) fn cancelled_error(signal: &CancellationSignal) -> AgentError {
 
 /// The `tool_not_found` error of a call of `name`, a tool that is not registered. A name model
 /// APIs refuse is quoted (blanks and look-alike letters show) with the stand-in the call goes
-/// back by in later requests ([`wire_safe_tool_name`]), so the model reads what it wrote, what is
-/// wrong with it and the name its call then shows under.
-pub(crate) fn tool_not_found(name: &str) -> AgentError {
+/// back by in later requests ([`wire_safe_tool_name`], free of the tool names `taken` says are
+/// offered), so the model reads what it wrote, what is wrong with it and the name its call then
+/// shows under.
+pub(crate) fn tool_not_found(name: &str, taken: impl Fn(&str) -> bool) -> AgentError {
     if is_wire_tool_name(name) {
         return AgentError::of(codes::TOOL_NOT_FOUND, format!("Tool not found: {name}"));
     }
@@ -346,7 +349,7 @@ pub(crate) fn tool_not_found(name: &str) -> AgentError {
         format!(
             "Tool not found: {shown:?}{cut}, a name model APIs refuse (only ASCII letters, digits, '_' and '-', \
              1 to {MAX_TOOL_NAME_CHARS} of them); the call goes back in the conversation as {:?}",
-            wire_safe_tool_name(name)
+            wire_safe_tool_name(name, taken)
         ),
     )
 }
@@ -385,19 +388,38 @@ pub(crate) fn is_wire_tool_name(name: &str) -> bool {
 /// it ([`is_wire_tool_name`]: every registered tool's name is one), else a stand-in they accept,
 /// each character they refuse replaced by `_` and cut to [`MAX_TOOL_NAME_CHARS`]
 /// (`functions.query_order` -> `functions_query_order`), and [`EMPTY_TOOL_NAME_STAND_IN`] for an
-/// empty name. A model that calls a tool by such a name is answered `tool_not_found` (which
-/// quotes the name as written, [`tool_not_found`]); the history keeps the name as written, and
-/// only the requests carry the stand-in, else every later request of the session would be refused.
-pub(crate) fn wire_safe_tool_name(name: &str) -> Cow<'_, str> {
+/// empty name. A stand-in that is `taken` (a tool of the request goes by it: `query order` ->
+/// `query_order`) gets the first suffix `_1`, `_2`... that makes it free, cut to fit in
+/// [`MAX_TOOL_NAME_CHARS`]: the history never shows a real tool's call answered `tool_not_found`.
+/// A model that calls a tool by such a name is answered `tool_not_found` (which quotes the name as
+/// written, [`tool_not_found`]); the history keeps the name as written, and only the requests
+/// carry the stand-in, else every later request of the session would be refused.
+pub(crate) fn wire_safe_tool_name<'a>(name: &'a str, taken: impl Fn(&str) -> bool) -> Cow<'a, str> {
     if is_wire_tool_name(name) {
         return Cow::Borrowed(name);
     }
-    if name.is_empty() {
-        return Cow::Borrowed(EMPTY_TOOL_NAME_STAND_IN);
+    let stand_in: Cow<'_, str> = if name.is_empty() {
+        Cow::Borrowed(EMPTY_TOOL_NAME_STAND_IN)
+    } else {
+        Cow::Owned(
+            name.chars().take(MAX_TOOL_NAME_CHARS).map(|c| if is_name_char(c) { c } else { '_' }).collect(),
+        )
+    };
+    if !taken(&stand_in) {
+        return stand_in;
     }
-    Cow::Owned(
-        name.chars().take(MAX_TOOL_NAME_CHARS).map(|c| if is_name_char(c) { c } else { '_' }).collect(),
-    )
+    // A request names finitely many tools: some suffix is free. The stand-in is ASCII, so its
+    // characters are its bytes.
+    let mut n = 1usize;
+    loop {
+        let suffix = format!("_{n}");
+        let mut candidate = stand_in[..stand_in.len().min(MAX_TOOL_NAME_CHARS - suffix.len())].to_string();
+        candidate.push_str(&suffix);
+        if !taken(&candidate) {
+            return Cow::Owned(candidate);
+        }
+        n += 1;
+    }
 }
 
 /// Refuses a name the model's API would refuse in every request (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`,

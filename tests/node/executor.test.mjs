@@ -48,6 +48,27 @@ test('json parts, flags and metadata cross both ways', async () => {
   assert.deepEqual(JSON.parse(r.metadataJson), { source: 'cache' });
 });
 
+test('the arguments reach the executor as the registry parsed them: numbers as README says', async () => {
+  // What README promises an ArkTS/JS executor: the parsed object written as JSON text. An
+  // integer within 64 bits keeps its digits, a bigger one is the nearest double, a fraction is
+  // written shortest, -0 is -0.0, a number beyond the double range is json_invalid.
+  let got;
+  const run = oneTool((args) => {
+    got = args;
+    return text('ok');
+  });
+  for (const [sent, want] of [
+    ['{"a":9007199254740993}', '{"a":9007199254740993}'],
+    ['{"a":123456789012345678901234567890}', '{"a":1.2345678901234568e+29}'],
+    ['{"a":1.50}', '{"a":1.5}'],
+    ['{"a":-0}', '{"a":-0.0}'],
+  ]) {
+    await run(sent);
+    assert.equal(got, want, sent);
+  }
+  await rejectsWithCode(assert, run('{"a":1e400}'), 'json_invalid');
+});
+
 test('the context carries the ids, the metadata and a live signal', async () => {
   let seen;
   const run = oneTool((args, ctx) => {

@@ -25,8 +25,7 @@ use crate::loop_detect::{
     call_signature, diagnose_loop, DiagnosisSchedule, LoopDetector, LoopDetectorConfig, LoopDiagnoser,
 };
 use crate::message::{
-    call_ids, is_blank_text, is_zero_width, make_call_ids_unique, unique_call_id, ChatMessage, ToolCall,
-    Usage,
+    call_ids, is_blank_text, is_invisible, make_call_ids_unique, unique_call_id, ChatMessage, ToolCall, Usage,
 };
 use crate::provider::{ChatModel, ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::state::{
@@ -268,7 +267,7 @@ fn check_no_own_delegate_task(tools: &ToolSnapshot, delegates: bool) -> Result<(
 }
 
 /// Refuses a new user message (`what`: a run's input, a worker's task) that is empty or only
-/// whitespace and zero-width characters ([`is_blank_text`]), before anything is written: strict providers refuse a message without text
+/// whitespace and invisible characters ([`is_blank_text`]), before anything is written: strict providers refuse a message without text
 /// (DashScope: "Content length must be greater than 0"), and the history would send it with every
 /// later request of the session.
 fn check_input(input: &str, what: &str) -> Result<(), AgentError> {
@@ -277,8 +276,8 @@ fn check_input(input: &str, what: &str) -> Result<(), AgentError> {
     }
     let is = if input.is_empty() {
         "empty"
-    } else if input.chars().any(is_zero_width) {
-        "only whitespace and zero-width characters"
+    } else if input.chars().any(is_invisible) {
+        "only whitespace and invisible characters"
     } else {
         "only whitespace"
     };
@@ -703,8 +702,9 @@ impl Agent {
     ///
     /// # Errors
     /// `config_invalid` for a bad configuration (before anything is asked, run or written),
-    /// `argument_invalid` for an input that is empty or only whitespace and zero-width
-    /// characters (U+200B, U+200C, U+200D, U+2060, U+FEFF; nothing written: a
+    /// `argument_invalid` for an input that is empty or only whitespace and invisible
+    /// characters (Unicode's `Default_Ignorable_Code_Point`: U+200B..U+200F, U+2060..U+206F,
+    /// U+FEFF, U+00AD, U+3164, variation selectors, tags...; nothing written: a
     /// provider refuses a user message without text), `invalid_state` for a worker session
     /// (nothing written), `approval_pending` when the session awaits decisions, the store's
     /// errors. Model and tool

@@ -43,6 +43,57 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entry<T> {
     }
 }
 
+/// A choice's `index` read leniently: an unsigned integer that fits in `u32`, or a number that is
+/// a whole one (`0.0`); anything else (`"0"`, `-1`, `1.5`, `null`, an object...) is none, as a
+/// missing index is. A gateway's odd index never fails the whole answer.
+pub(crate) fn index_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    d.deserialize_any(LenientIndex)
+}
+
+/// The visitor of [`index_or_none`].
+struct LenientIndex;
+
+impl<'de> Visitor<'de> for LenientIndex {
+    type Value = Option<u32>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
+        Ok(u32::try_from(n).ok())
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
+        Ok(u32::try_from(n).ok())
+    }
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Self::Value, E> {
+        let whole = n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n);
+        // Used only when in range and whole: then the cast is exact.
+        Ok(whole.then_some(n as u32))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        IgnoredAny::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        IgnoredAny::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
 /// What [`Lenient`] builds from a map, from a sequence, and from anything else.
 trait LenientTarget<'de>: Sized {
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
@@ -154,6 +205,30 @@ mod tests {
         }
         let h = read("{}").unwrap();
         assert!(h.items.is_empty() && h.one.is_none());
+    }
+
+    #[test]
+    fn an_index_is_an_unsigned_integer_or_a_whole_number_else_none() {
+        #[derive(serde::Deserialize)]
+        struct Choice {
+            #[serde(default, deserialize_with = "index_or_none")]
+            index: Option<u32>,
+        }
+        let index = |v: &str| serde_json::from_str::<Choice>(&format!(r#"{{"index":{v}}}"#)).unwrap().index;
+        for (v, want) in [
+            ("0", Some(0)),
+            ("3", Some(3)),
+            ("0.0", Some(0)),
+            ("2e0", Some(2)),
+            ("4294967295", Some(u32::MAX)),
+        ] {
+            assert_eq!(index(v), want, "{v}");
+        }
+        for v in [r#""0""#, "-1", "1.5", "-0.5", "4294967296", "1e300", "null", "true", "[0]", r#"{"i":0}"#] {
+            assert_eq!(index(v), None, "{v}");
+        }
+        assert_eq!(serde_json::from_str::<Choice>("{}").unwrap().index, None);
+        assert!(serde_json::from_str::<Choice>(r#"{"index":[0,}"#).is_err());
     }
 
     #[test]

@@ -49,8 +49,10 @@ pub(crate) fn failed_base_resp<'de, D: serde::Deserializer<'de>>(d: D) -> Result
 /// One choice.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ResponseChoice<'a> {
-    /// Its index (several choices with `n` > 1; a gateway may list them in any order).
-    #[serde(default)]
+    /// Its index (several choices with `n` > 1; a gateway may list them in any order). One that
+    /// is not an unsigned integer (`"0"`, `-1`, `1.5`) is none, as a missing one is; a whole
+    /// number (`0.0`) is that integer.
+    #[serde(default, deserialize_with = "super::lenient::index_or_none")]
     pub index: Option<u32>,
     /// The answer.
     #[serde(borrow, default)]

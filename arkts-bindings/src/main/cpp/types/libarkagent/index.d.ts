@@ -273,8 +273,9 @@ export interface AgentConfigObject {
    */
   stateDir?: string;
   /**
-   * A system message put first in a new session; empty or only whitespace (zero-width characters
-   * U+200B, U+200C, U+200D, U+2060, U+FEFF included): none (not sent).
+   * A system message put first in a new session; empty or only whitespace (invisible characters
+   * included: Unicode's Default_Ignorable_Code_Point set, such as U+200B..U+200F, U+2060..U+206F,
+   * U+FEFF, U+00AD, U+3164, variation selectors, tag characters): none (not sent).
    */
   systemPrompt?: string;
   /** Model rounds per run before the fixed fallback answer (default 10). */
@@ -642,7 +643,8 @@ export declare class Agent {
    * Runs on a new user message. Rejects only for approval_pending, invalid_state (a sub-agent's
    * worker session, listed in its parent's state workers: it takes no new message, its parent would
    * never read the answer; nothing was written), argument_invalid (an input that is empty or only
-   * whitespace, zero-width characters included: providers refuse a user message without text;
+   * whitespace, invisible characters included (Unicode's Default_Ignorable_Code_Point set, such
+   * as U+200B..U+200F, U+FEFF, U+00AD, U+3164): providers refuse a user message without text;
    * nothing was sent or written),
    * session_id_invalid, config_invalid (toolChoice names
    * a tool the agent does not have, while it has others) and persistence errors, among them
