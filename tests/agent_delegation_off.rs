@@ -12,7 +12,7 @@ mod support;
 
 use arkagent::agent::{Agent, AgentBuilder, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::approval::ApprovalDecision;
-use arkagent::state::{AgentState, RunStatus, StateStore};
+use arkagent::state::{AgentState, RunStatus, StateEvent, StateStore};
 use arkagent::{codes, CancellationSignal};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -106,4 +106,69 @@ async fn a_dismissal_without_delegation_writes_no_denial_and_one_with_it_settles
     assert!(parent.pending_approval.is_none());
     assert!(worker.pending_approval.is_none(), "the worker is not left awaiting approval");
     assert_ne!(worker.status, RunStatus::AwaitingApproval);
+}
+
+/// What a process killed while the worker's approved call ran left: the parent settling its
+/// mirror (`running`, the delegating call `d1` started), the worker `running` with `w1` started.
+async fn killed_while_the_worker_ran(store: &Arc<MemStore>, cleared: &Arc<AtomicUsize>) -> String {
+    let (worker, id) = frozen_by_v1(store, cleared).await;
+    let v1 = delegation::agent(Arc::new(Script::new(Vec::new())), store.clone(), cleared, 1);
+    v1.approve("parent", &id).await.unwrap();
+    let running = StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None };
+    let started = StateEvent::ToolStarted {
+        call_id: "w1".into(),
+        name: "clear_baking_cache".into(),
+        worker_session: None,
+    };
+    for (session, events) in [("parent", vec![running.clone()]), (worker.as_str(), vec![running, started])] {
+        let mut state = store.load_unrepaired(session).await.unwrap().unwrap();
+        for e in &events {
+            state.apply(e);
+        }
+        store.commit(&state, &events).await.unwrap();
+    }
+    worker
+}
+
+#[tokio::test]
+async fn a_new_message_on_a_parent_killed_mid_delegation_ends_its_worker() {
+    // The new message moves on: the delegating call is answered `tool_interrupted`, so nobody
+    // reads the worker's answer. Before, the worker stayed `running`, listed interrupted for good:
+    // without delegation it could be neither resumed nor deleted but with its parent, and with
+    // delegation an app resuming interrupted sessions ran its model for nobody.
+    for delegating in [false, true] {
+        let store = Arc::new(MemStore::new());
+        let cleared = Arc::new(AtomicUsize::new(0));
+        let worker = killed_while_the_worker_ran(&store, &cleared).await;
+        let v2 = if delegating {
+            delegation::agent(Arc::new(Script::new(vec![answer("v2 answered")])), store.clone(), &cleared, 1)
+        } else {
+            Arc::new(without_delegation(&store, &cleared))
+        };
+        let interrupted = |all: Vec<arkagent::agent::SessionSummary>| {
+            all.into_iter().filter(|s| s.interrupted).map(|s| s.session_id).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            interrupted(v2.list_all_sessions().await.unwrap()),
+            ["parent".to_string(), worker.clone()]
+        );
+
+        let out = v2.run("parent", "new question", &EventLog::new(), &none()).await.unwrap();
+        assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
+        let (parent, ended) = both(&store, &worker).await;
+        let results = tool_messages(&parent.messages);
+        assert!(results[0].2 && results[0].1.contains("tool_interrupted"), "{results:?}");
+        assert_eq!(ended.status, RunStatus::Cancelled, "delegating: {delegating}");
+        assert!(ended.pending_approval.is_none());
+        assert!(interrupted(v2.list_all_sessions().await.unwrap()).is_empty(), "delegating: {delegating}");
+        assert_eq!(
+            v2.resume(&worker, &EventLog::new(), &none()).await.unwrap_err().code,
+            codes::INVALID_STATE
+        );
+        assert_eq!(cleared.load(Ordering::SeqCst), 0, "the worker's call never ran again");
+
+        // Deleted with its parent, as every worker.
+        assert!(v2.delete_session("parent").await.unwrap());
+        assert!(store.load(&worker).await.unwrap().is_none());
+    }
 }

@@ -475,9 +475,92 @@ async fn a_started_idempotent_call_denied_on_its_new_item_is_not_run_again() {
     let state = store.load_unrepaired("s").await.unwrap().unwrap();
     arkagent::state::check_pairing(&state.messages, &[]).unwrap();
     let results = tool_messages(&state.messages);
-    // What ran keeps its result; the denied call is answered with the denial.
+    // What ran keeps its result; the denied call, which started before the kill, may have taken
+    // effect: it is answered interrupted, with the denial that kept it from running again.
     assert_eq!(results[0], ("c1".into(), "cleared before the kill".into(), false));
-    assert_eq!(results[1], ("c2".into(), "error: denied by user: no export".into(), true));
+    assert_eq!(
+        results[1],
+        (
+            "c2".into(),
+            "error [tool_interrupted]: the call to `export_contacts` was interrupted while it ran (the \
+             app stopped or the run was cancelled); it may or may not have taken effect, so check \
+             before calling it again. It was not run again: denied by user: no export"
+                .into(),
+            true
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_started_idempotent_call_denied_or_dismissed_is_answered_interrupted_and_the_rest_not_run() {
+    // Version 1 froze on `clear_cache` (`export_contacts` safe and idempotent), the user approved
+    // it, and the process was killed while `export_contacts` ran, before `clear_cache`. Version 2
+    // has `export_contacts` dangerous: the resume asks about it, and the user denies it or
+    // dismisses the batch. It started before the kill, so it may have acted: answered the denial
+    // alone, and `clear_cache` "none of the batch ran", the model and the user were told nothing
+    // ran.
+    for dismiss in [false, true] {
+        let store = Arc::new(MemStore::new());
+        let ran: Ran = Arc::default();
+        let v1 = agent(
+            &store,
+            vec![calls(&[("c1", "export_contacts", "{}"), ("c2", "clear_cache", "{}")])],
+            tools_of(RiskLevel::Safe, true, &ran),
+        );
+        let out = v1.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
+        v1.approve("s", &batch.items[0].approval_id).await.unwrap();
+        let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
+        let events = vec![
+            StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
+            StateEvent::ToolStarted {
+                call_id: "c1".into(),
+                name: "export_contacts".into(),
+                worker_session: None,
+            },
+        ];
+        for e in &events {
+            state.apply(e);
+        }
+        store.commit(&state, &events).await.unwrap();
+
+        let v2 = agent(&store, vec![answer("ok")], tools_of(RiskLevel::Dangerous, true, &ran));
+        let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+        let RunOutcome::Suspended { batch } = out else {
+            panic!("export_contacts ran again unasked: {out:?}")
+        };
+        let pending: Vec<_> = batch.pending_items().map(|i| i.approval_id.clone()).collect();
+        assert_eq!(pending.len(), 1);
+        let out = if dismiss {
+            v2.dismiss("s", "moved on", &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+        } else {
+            v2.deny("s", &pending[0], "no export").await.unwrap();
+            v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap()
+        };
+        assert_eq!(out.status(), RunStatus::Completed);
+        assert!(ran_now(&ran).is_empty(), "{:?}", ran_now(&ran));
+        let state = store.load_unrepaired("s").await.unwrap().unwrap();
+        arkagent::state::check_pairing(&state.messages, &[]).unwrap();
+        let results = tool_messages(&state.messages);
+        let reason = if dismiss { "moved on" } else { "no export" };
+        let (id, text, is_error) = &results[0];
+        assert_eq!(id, "c1");
+        assert!(*is_error);
+        assert!(
+            text.starts_with("error [tool_interrupted]: ")
+                && text.contains("it may or may not have taken effect")
+                && text.ends_with(&format!("It was not run again: denied by user: {reason}")),
+            "{text}"
+        );
+        let (id, text, is_error) = &results[1];
+        assert_eq!(id, "c2");
+        assert!(*is_error);
+        assert_eq!(
+            text,
+            "error: not run: another call of the same batch was denied by the user, so the rest of \
+             the batch did not run (a call of it had started before: see its result)"
+        );
+    }
 }
 
 #[tokio::test]

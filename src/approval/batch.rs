@@ -394,6 +394,21 @@ impl PendingApprovalBatch {
     /// `approval_pending` while an item is undecided; `approval_mismatch` when an item's call no
     /// longer matches its argument hash (tampered state), or the batch's calls and items disagree.
     pub fn settle(&self) -> Result<BatchSettlement, AgentError> {
+        self.settle_with(not_run_result)
+    }
+
+    /// [`settle`](Self::settle) of a batch some of whose calls started before it was frozen
+    /// again (a process died while it ran, and a resume asked about a call again): with a denial,
+    /// the calls not run are told the rest of the batch did not run, never that none of it ran,
+    /// as the calls that started may have taken effect (their answers say so).
+    ///
+    /// # Errors
+    /// As [`settle`](Self::settle).
+    pub fn settle_part_run(&self) -> Result<BatchSettlement, AgentError> {
+        self.settle_with(rest_not_run_result)
+    }
+
+    fn settle_with(&self, not_run_result: fn() -> ToolResult) -> Result<BatchSettlement, AgentError> {
         if let Some(item) = self.pending_items().next() {
             let n = self.pending_items().count();
             return Err(AgentError::of(
@@ -614,6 +629,16 @@ fn not_run_result() -> ToolResult {
     coded_error_result(
         codes::TOOL_NOT_RUN,
         "not run: another call of the same batch was denied by the user, so none of the batch ran"
+            .to_string(),
+    )
+}
+
+/// [`not_run_result`] of a batch some of whose calls started before the denial.
+fn rest_not_run_result() -> ToolResult {
+    coded_error_result(
+        codes::TOOL_NOT_RUN,
+        "not run: another call of the same batch was denied by the user, so the rest of the batch \
+         did not run (a call of it had started before: see its result)"
             .to_string(),
     )
 }

@@ -76,6 +76,24 @@ pub(super) fn not_run_unasked(call: &ToolCall, reason: &str) -> BatchStep {
     })
 }
 
+/// The answer of a call that started in an earlier process and is not run again by the batch
+/// that settles it (its tool idempotent, it was to run again, but `answer` came instead: the
+/// user's denial of it, a dismissal, the policy's denial, a call not run). It may have acted
+/// before the process died, so it is `tool_interrupted` ("may or may not have taken effect") and
+/// says why it did not run again, the answer's other metadata (an approval id) kept. Before, it
+/// was answered with the denial alone: the model and the user were told it never ran.
+pub(super) fn interrupted_not_run_again(call: &ToolCall, answer: &ToolResult) -> ToolResult {
+    let mut result = crate::state::repair::interrupted_result(call).with_stop(answer.stop);
+    let text = format!("{}. It was not run again: {}", result.to_model_text(), answer.to_model_text());
+    result.contents = vec![crate::tool::ContentPart::text(text)];
+    if let (Some(meta), Some(extra)) = (result.metadata.as_mut(), answer.metadata.as_ref()) {
+        for (key, value) in extra {
+            meta.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    result
+}
+
 /// `result` when it takes at most `limit` bytes ([`AgentConfig::max_result_bytes`]); else an
 /// error result cut to fit ([`ToolResult::cut_error`]: its code and metadata say what failed,
 /// "ask for less" would not), a successful one replaced by the error `tool_result_too_large`,
@@ -434,7 +452,12 @@ impl<'a> Run<'a> {
                     }
                 }
             }
-            match (batch.settle()?, &batch.dismissed) {
+            // A call of it that started before (a process died while the batch ran) may have
+            // taken effect: the calls a denial does not run are not told none of it ran.
+            let part_run =
+                batch.assistant_message.tool_calls().iter().any(|c| self.state.tool_runs.contains_key(&c.id));
+            let settled = if part_run { batch.settle_part_run()? } else { batch.settle()? };
+            match (settled, &batch.dismissed) {
                 // Dismissed with the parent's batch, which the user did not approve entirely:
                 // what was approved here is not run either.
                 (BatchSettlement::Run(steps), Some(reason)) if batch.denied_above => steps
@@ -458,24 +481,27 @@ impl<'a> Run<'a> {
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
         // finished call its result; a started one is never run again unless its tool is
         // idempotent (repair leaves exactly those unanswered), else it "may or may not have
-        // taken effect".
+        // taken effect", also when the batch answers it instead of running it again (denied or
+        // dismissed after it started).
         let steps = steps
             .into_iter()
             .filter(|step| open.contains(step.call().id.as_str()))
-            .map(|step| {
-                let call = step.call();
-                match self.state.tool_runs.get(&call.id) {
-                    Some(ToolRunRecord::Finished { result, .. }) => {
-                        BatchStep::Answer(AnsweredCall { call: call.clone(), result: result.clone() })
-                    }
-                    Some(ToolRunRecord::Started { .. })
-                        if !tools.definition(&call.name).is_some_and(|d| d.idempotent) =>
-                    {
-                        let result = crate::state::repair::interrupted_result(call);
-                        BatchStep::Answer(AnsweredCall { call: call.clone(), result })
-                    }
-                    _ => step,
+            .map(|step| match (self.state.tool_runs.get(&step.call().id), step) {
+                (Some(ToolRunRecord::Finished { result, .. }), step) => {
+                    BatchStep::Answer(AnsweredCall { call: step.call().clone(), result: result.clone() })
                 }
+                (Some(ToolRunRecord::Started { .. }), step)
+                    if !tools.definition(&step.call().name).is_some_and(|d| d.idempotent) =>
+                {
+                    let result = crate::state::repair::interrupted_result(step.call());
+                    BatchStep::Answer(AnsweredCall { call: step.call().clone(), result })
+                }
+                (Some(ToolRunRecord::Started { .. }), BatchStep::Answer(AnsweredCall { call, result })) => {
+                    let result =
+                        answer_within_limit(interrupted_not_run_again(&call, &result), &call.name, limit);
+                    BatchStep::Answer(AnsweredCall { call, result })
+                }
+                (_, step) => step,
             })
             .collect();
         let (stop_requested, recorded) = self.recorded_after_hooks();

@@ -1076,7 +1076,10 @@ impl Agent {
         }
         // A delegating call answered `interrupted` here never finishes, so its worker's usage is
         // counted now, with the answer (a cancelled run, or a crash followed by a new run).
-        let abandoned = self.abandoned_workers_usage(&state, &report.interrupted).await;
+        let (abandoned, workers) = self.abandoned_workers(&state, &report.interrupted).await;
+        // Nobody reads those workers' answers now: each one left part way is ended before the
+        // answer is saved (see `end_abandoned_workers`).
+        self.end_abandoned_workers(&workers).await;
         if abandoned != Usage::default() {
             let event = StateEvent::UsageAdded { usage: abandoned };
             state.apply(&event);
@@ -1093,12 +1096,14 @@ impl Agent {
         Ok(state)
     }
 
-    /// The usage of the workers of `state`'s delegating calls among `calls` (started, never
-    /// finished), and of the workers their own unfinished delegating calls left, down the chain:
-    /// none of it was counted above them (a worker's usage is added when its delegating call
-    /// finishes). A worker session that is gone or unreadable counts nothing.
-    async fn abandoned_workers_usage(&self, state: &AgentState, calls: &[String]) -> Usage {
+    /// The workers of `state`'s delegating calls among `calls` (started, never finished), and
+    /// the workers their own unfinished delegating calls left, down the chain (each after the one
+    /// that delegated to it), with their usage: none of it was counted above them (a worker's
+    /// usage is added when its delegating call finishes). A worker session that is gone or
+    /// unreadable counts nothing and is not listed.
+    async fn abandoned_workers(&self, state: &AgentState, calls: &[String]) -> (Usage, Vec<String>) {
         let mut usage = Usage::default();
+        let mut workers = Vec::new();
         // (the session, its batch's id, its unfinished delegating calls), down the chain.
         let mut open = vec![(state.session_id.clone(), batch_id_of(state), delegations_of(state, calls))];
         // Bounded: a chain is at most the delegation depth long.
@@ -1108,10 +1113,11 @@ impl Agent {
                 let worker = worker_session_id(&session, &batch_call_id, &id);
                 loads += 1;
                 if loads > 64 {
-                    return usage;
+                    return (usage, workers);
                 }
                 let Some(loaded) = self.read_worker(&worker).await else { continue };
                 usage.add(&loaded.usage);
+                workers.push(worker.clone());
                 let below = unanswered_started_delegations(&loaded);
                 if !below.is_empty() {
                     let batch = batch_id_of(&loaded);
@@ -1119,7 +1125,31 @@ impl Agent {
                 }
             }
         }
-        usage
+        (usage, workers)
+    }
+
+    /// Durably ends the `workers` (see [`abandoned_workers`](Self::abandoned_workers)) whose run
+    /// stands part way, deepest first: `cancelled`, a frozen batch cleared, as
+    /// [`end_frozen_worker`](Self::end_frozen_worker) does for a cancelled parent. Their
+    /// delegating calls are being answered `tool_interrupted` (a new message on a parent whose run
+    /// a dead process cut short mid-delegation, or an agent that cannot continue them), so their
+    /// answers have no reader: left `running`, such a worker was listed interrupted for good,
+    /// and a resume of it ran its model for nobody (or, without delegation, it could be neither
+    /// resumed nor deleted but with its parent). Done before the parent's answer is saved, so a
+    /// kill in between leaves the call to answer again. Best effort: a worker that cannot be
+    /// ended now (held by another process, a store error) is logged and left.
+    async fn end_abandoned_workers(&self, workers: &[String]) {
+        for worker in workers.iter().rev() {
+            let ended = async {
+                let _held = self.hold(worker).await?;
+                self.end_part_way(worker).await
+            };
+            if let Err(e) = ended.await {
+                log::warn!(
+                    "arkagent: a worker whose delegating call was answered interrupted was not ended: {e}"
+                );
+            }
+        }
     }
 
     /// Runs or continues the worker session of a `delegate_task` call where it stands (see

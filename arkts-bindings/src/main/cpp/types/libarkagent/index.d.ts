@@ -656,6 +656,9 @@ export declare class Agent {
    * executor's or hook's timeout (call it without awaiting it, or from the approvalRequired event).
    * A session a crash or a kill left running (its state's status is 'running') takes a new message:
    * its unfinished calls are answered tool_interrupted first; resume() instead continues that run.
+   * A sub-agent's worker session such a delegating call left running or awaiting approval is ended
+   * then ('cancelled', with or without enableDelegation): nobody reads its answer, so it is not listed
+   * interrupted and resume() does not run it; it is deleted with its parent.
    */
   run(sessionId: string, input: string, signal?: CancellationHandle): Promise<RunOutcomeObject>;
   /**
