@@ -27,9 +27,11 @@
 //! Exit status: 0 when the run completed (or was left pending with `--later`, or there was
 //! nothing to resume), 1 when it failed (the error on stderr) or the agent refused the request,
 //! 2 for a bad option or an incomplete ARKAGENT_* configuration, 3 when the run ended without the
-//! model's answer (max_rounds: the round limit's fallback answer; loop_detected; aborted by a
-//! hook; cancelled). When stdout is closed (`| head`), the demo exits at once, quietly, with 0;
-//! the state is saved as the run went, and `--resume` continues it.
+//! model's answer (max_rounds: the round limit's fallback answer, printed; loop_detected; aborted
+//! by a hook; cancelled). The run's final text is printed when the streamed or printed answers did
+//! not show it already (the max_rounds fallback, which no model wrote), never twice. When stdout
+//! is closed (`| head`), the demo exits at once, quietly, with 0; the state is saved as the run
+//! went, and `--resume` continues it.
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, RunOutcome};
 use arkagent::hook::{AgentHook, HookContext};
@@ -46,7 +48,7 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 const DEFAULT_PROMPT: &str = "我的订单 20261010 到哪了？SKU001 还有货吗？顺便把烘焙缓存清空。";
 
@@ -323,6 +325,18 @@ fn model_from_env(o: &Options, streaming: bool) -> Result<(Arc<dyn ChatModel>, S
 /// True while streamed text has not ended its line.
 static MID_LINE: AtomicBool = AtomicBool::new(false);
 
+/// The text of the model's answer shown last, streamed or printed by [`PrintAnswers`]: the run's
+/// final text is printed at its end only when it is not this one (the max_rounds fallback, which
+/// no model wrote, or an answer given before a `--resume`), so an answer never shows twice.
+static SHOWN_ANSWER: Mutex<String> = Mutex::new(String::new());
+/// True once the streamed answer has ended (its calls ran, the run stopped...): the next text
+/// delta starts another answer.
+static ANSWER_ENDED: AtomicBool = AtomicBool::new(true);
+
+fn shown_answer() -> std::sync::MutexGuard<'static, String> {
+    SHOWN_ANSWER.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Writes to stdout; when the reader has gone (`assistant | head -3`), exits at once and quietly:
 /// nothing more can be shown, and the state is saved as the run went (`--resume` continues it).
 fn show(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
@@ -348,9 +362,26 @@ fn write_event(out: &mut impl Write, event: AgentEvent) -> std::io::Result<()> {
     if !matches!(event, AgentEvent::TextDelta { .. }) && MID_LINE.swap(false, Ordering::Relaxed) {
         writeln!(out)?;
     }
+    // What is streamed of one answer: its text, its reasoning and its calls; anything else comes
+    // after it.
+    if !matches!(
+        event,
+        AgentEvent::TextDelta { .. }
+            | AgentEvent::ReasoningDelta { .. }
+            | AgentEvent::ToolCallStarted { .. }
+            | AgentEvent::ToolCallArgumentsDelta { .. }
+            | AgentEvent::ToolCallFinished { .. }
+    ) {
+        ANSWER_ENDED.store(true, Ordering::Relaxed);
+    }
     match event {
         AgentEvent::TextDelta { delta } => {
             MID_LINE.store(true, Ordering::Relaxed);
+            let mut shown = shown_answer();
+            if ANSWER_ENDED.swap(false, Ordering::Relaxed) {
+                shown.clear();
+            }
+            shown.push_str(&delta);
             write!(out, "{delta}")
         }
         AgentEvent::ToolCallFinished { call, .. } => write_call(out, &call),
@@ -369,7 +400,16 @@ fn write_event(out: &mut impl Write, event: AgentEvent) -> std::io::Result<()> {
             }
             Ok(())
         }
-        AgentEvent::RunFinished { status, .. } => writeln!(out, "[run finished: {status:?}]"),
+        AgentEvent::RunFinished { status, final_text, .. } => {
+            if let Some(text) = final_text.filter(|t| !t.trim().is_empty()) {
+                let mut shown = shown_answer();
+                if shown.trim() != text.trim() {
+                    writeln!(out, "{text}")?;
+                    *shown = text;
+                }
+            }
+            writeln!(out, "[run finished: {status:?}]")
+        }
         _ => Ok(()),
     }
 }
@@ -385,8 +425,10 @@ struct PrintAnswers;
 #[async_trait]
 impl AgentHook for PrintAnswers {
     async fn after_model_response(&self, _ctx: &HookContext<'_>, response: &ModelResponse) {
+        let text = response.content.as_deref().filter(|t| !t.is_empty());
+        *shown_answer() = text.unwrap_or_default().to_string();
         show(|out| {
-            if let Some(text) = response.content.as_deref().filter(|t| !t.is_empty()) {
+            if let Some(text) = text {
                 writeln!(out, "{text}")?;
             }
             response.tool_calls.iter().try_for_each(|call| write_call(out, call))

@@ -93,6 +93,64 @@ test('a failed run exits 1 with its error on stderr; a run that ends without an 
   }
 });
 
+/** How many times `needle` occurs in `text`. */
+function count(text, needle) {
+  return text.split(needle).length - 1;
+}
+
+test("max_rounds prints the fallback answer once, streamed or not; a model's answer is never printed twice", async () => {
+  const dir = stateDir();
+  const FALLBACK = '已多次调用工具仍未得到结论，请稍后重试或联系人工客服。';
+  // A new call every round (no loop), never an answer: the round limit (10) ends the run.
+  const call = (i) => ({ id: `c${i}`, type: 'function', function: { name: 'query_order', arguments: JSON.stringify({ order_id: String(i) }) } });
+  const rounds = await startMock((i, req, res) => {
+    if (req.body.stream) return streamChunks(res, toolCallChunks(`c${i}`, 'query_order', JSON.stringify({ order_id: String(i) })));
+    const body = { id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call(i)] }, finish_reason: 'tool_calls' }] };
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  });
+  // A preamble with a call, then the answer.
+  const answers = [
+    { role: 'assistant', content: '我查一下订单。', tool_calls: [call(1)] },
+    { role: 'assistant', content: '订单已发货，顺丰 SF123456。' },
+  ];
+  const answering = await startMock((i, req, res) => {
+    const message = answers[Math.min(i % 2, 1)];
+    if (req.body.stream) {
+      const chunks = message.tool_calls
+        ? [...textChunks(message.content).slice(0, -2), ...toolCallChunks('c1', 'query_order', message.tool_calls[0].function.arguments)]
+        : textChunks(message.content);
+      return streamChunks(res, chunks);
+    }
+    const body = { id: 'x', object: 'chat.completion', choices: [{ index: 0, message, finish_reason: message.tool_calls ? 'tool_calls' : 'stop' }] };
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  });
+  try {
+    for (const stream of ['1', '0']) {
+      const r = await demo(['--state-dir', dir, '--session', `rounds${stream}`, 'hi'], { ARKAGENT_BASE_URL: rounds.baseUrl, ARKAGENT_MODEL: 'm', ARKAGENT_STREAM: stream });
+      assert.equal(r.code, 3, `${r.stdout}\n${r.stderr}`);
+      assert.equal(count(r.stdout, FALLBACK), 1, `stream=${stream}: ${r.stdout}`);
+      assert.ok(r.stdout.includes(`${FALLBACK}\n[run finished: MaxRounds]`), r.stdout);
+      assert.match(r.stderr, /without the model's answer: MaxRounds/);
+
+      const a = await demo(['--state-dir', dir, '--session', `answer${stream}`, 'hi'], { ARKAGENT_BASE_URL: answering.baseUrl, ARKAGENT_MODEL: 'm', ARKAGENT_STREAM: stream });
+      assert.equal(a.code, 0, `${a.stdout}\n${a.stderr}`);
+      assert.equal(count(a.stdout, '我查一下订单。'), 1, `stream=${stream}: ${a.stdout}`);
+      assert.equal(count(a.stdout, '订单已发货，顺丰 SF123456。'), 1, `stream=${stream}: ${a.stdout}`);
+      assert.ok(a.stdout.includes('订单已发货，顺丰 SF123456。\n[run finished: Completed]'), a.stdout);
+    }
+    // The offline scenario's answer, streamed and not: once.
+    for (const args of [[], ['--no-stream']]) {
+      const offline = await demo(['--approve', ...args, '--state-dir', dir, '--session', `o${args.length}`]);
+      assert.equal(offline.code, 0, offline.stderr);
+      assert.equal(count(offline.stdout, 'SKU001 高筋面粉在上海仓还有 42 件'), 1, offline.stdout);
+    }
+  } finally {
+    await rounds.close();
+    await answering.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("the online mode has its own session: the offline scenario never reaches a real model", async () => {
   const dir = stateDir();
   const mock = await startMock((_i, _req, res) => streamChunks(res, textChunks('您的订单已发货。')));
