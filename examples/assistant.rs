@@ -26,9 +26,10 @@
 //!
 //! Exit status: 0 when the run completed (or was left pending with `--later`, or there was
 //! nothing to resume), 1 when it failed (the error on stderr) or the agent refused the request,
-//! 2 for a bad option or an incomplete ARKAGENT_* configuration, 3 when the run ended without the
-//! model's answer (max_rounds: the round limit's fallback answer, printed; loop_detected; aborted
-//! by a hook; cancelled). The run's final text is printed when the streamed or printed answers did
+//! 2 for a bad option or configuration (incomplete ARKAGENT_* variables, a refused URL:
+//! insecure_url, an unknown preset...), 3 when the run ended without the model's answer
+//! (max_rounds: the round limit's fallback answer, printed; loop_detected; aborted by a hook;
+//! cancelled). The run's final text is printed when the streamed or printed answers did
 //! not show it already (the max_rounds fallback, which no model wrote), never twice. When stdout
 //! is closed (`| head`), the demo exits at once, quietly, with 0; the state is saved as the run
 //! went, and `--resume` continues it.
@@ -187,7 +188,8 @@ const USAGE: &str = "usage: assistant [--approve|--deny|--later] [--resume] [--l
 [--allow-insecure-http] [--state-dir DIR] [--session ID] [PROMPT]
   offline on a scripted model unless ARKAGENT_MODEL and ARKAGENT_BASE_URL (or ARKAGENT_PROVIDER
   naming a preset) are set; ARKAGENT_API_KEY, ARKAGENT_STREAM=0, ARKAGENT_ALLOW_INSECURE_HTTP=1
-  exit status: 0 completed (or left pending), 1 failed or refused, 2 bad option or configuration,
+  exit status: 0 completed (or left pending), 1 failed or refused, 2 bad option or configuration
+  (incomplete ARKAGENT_* variables, a refused URL such as plain http to a LAN host),
   3 ended without the model's answer (max_rounds, loop_detected, aborted, cancelled)";
 
 struct Options {
@@ -314,12 +316,25 @@ fn model_from_env(o: &Options, streaming: bool) -> Result<(Arc<dyn ChatModel>, S
     }
     config.allow_insecure_http =
         o.allow_insecure_http || env_flag("ARKAGENT_ALLOW_INSECURE_HTTP")?.unwrap_or(false);
-    let endpoint = config.endpoint().map_err(|e| e.to_string())?;
+    let endpoint = config.endpoint().map_err(config_error)?;
     let keyless = if config.api_key.is_empty() { ", no API key" } else { "" };
     let streamed = if streaming { "streamed" } else { "not streamed" };
     let label = format!("{model} at {endpoint} (online, {streamed}{keyless})");
-    let client = OpenAiCompatibleClient::new(config).map_err(|e| e.to_string())?;
+    let client = OpenAiCompatibleClient::new(config).map_err(config_error)?;
     Ok((Arc::new(client), label, true))
+}
+
+/// A refused client configuration, with the demo's own way round an `insecure_url` (the library's
+/// message names the native config's and Rust's settings, not the demo's flag and variable).
+fn config_error(e: AgentError) -> String {
+    if e.code == codes::INSECURE_URL {
+        format!(
+            "{e}\n  the demo allows it with --allow-insecure-http or ARKAGENT_ALLOW_INSECURE_HTTP=1 \
+             (the key and the conversation then go unencrypted: a trusted LAN only)"
+        )
+    } else {
+        e.to_string()
+    }
 }
 
 /// True while streamed text has not ended its line.

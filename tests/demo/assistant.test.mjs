@@ -9,9 +9,11 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startMock, streamChunks, textChunks, toolCallChunks } from '../node/mock_openai.mjs';
 
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN =
   process.env.ASSISTANT ?? resolve(process.env.CARGO_TARGET_DIR ?? 'target', 'debug', 'examples', 'assistant');
 
@@ -252,6 +254,10 @@ test('plain http to a LAN host is refused naming the override, and allowed with 
     const refused = await demo(['--state-dir', dir, 'hi'], vars);
     assert.equal(refused.code, 2);
     assert.match(refused.stderr, /insecure_url: .*allowInsecureHttp.*allow_insecure_http/);
+    // The demo's own switches, which the library's message cannot know.
+    assert.match(refused.stderr, /--allow-insecure-http/);
+    assert.match(refused.stderr, /ARKAGENT_ALLOW_INSECURE_HTTP=1/);
+    assert.doesNotMatch(refused.stdout, /scripted|query_order/, 'no silent offline run');
     for (const [more, args] of [[{ ARKAGENT_ALLOW_INSECURE_HTTP: '1' }, []], [{}, ['--allow-insecure-http']]]) {
       const allowed = await demo([...args, '--state-dir', dir, 'hi'], { ...vars, ...more }, { untilLine: 'state:' });
       assert.match(allowed.stdout, /model: m at http:\/\/10\.255\.255\.1:9\/v1\/chat\/completions \(online/, allowed.stderr);
@@ -305,6 +311,10 @@ test('--help prints the usage on stdout and exits 0; --resume with a prompt is r
   assert.equal(help.code, 0);
   assert.match(help.stdout, /^usage: assistant /);
   assert.match(help.stdout, /exit status/);
+  // Exit 2 covers a URL the demo refuses (plain http to a LAN host), as README says.
+  assert.match(help.stdout.replace(/\s+/g, ' '), /2 bad option or configuration \(incomplete ARKAGENT_\* variables, a refused URL/);
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8').replace(/\s+/g, ' ');
+  assert.match(readme, /2 for a bad option or configuration: incomplete `ARKAGENT_\*` variables, a refused URL \(`insecure_url`/);
   const dir = stateDir();
   try {
     const r = await demo(['--resume', '--state-dir', dir, 'a new question']);
