@@ -9,9 +9,10 @@
 //! whose URL is used when no ARKAGENT_BASE_URL is given. ARKAGENT_API_KEY is required for a
 //! preset's own URL and optional with ARKAGENT_BASE_URL (a local keyless server sends none). Any
 //! other combination of these variables is refused, naming what is missing, rather than run
-//! offline. ARKAGENT_STREAM=0 (or `--no-stream`) asks the model without streaming (Huawei MaaS
-//! needs it for tools); ARKAGENT_ALLOW_INSECURE_HTTP=1 (or `--allow-insecure-http`) allows plain
-//! http:// to a host other than loopback (a LAN gateway).
+//! offline; a variable set to a blank value counts as set and is refused, naming it.
+//! ARKAGENT_STREAM=0 (or `--no-stream`) asks the model without streaming (Huawei MaaS needs it for
+//! tools); ARKAGENT_ALLOW_INSECURE_HTTP=1 (or `--allow-insecure-http`) allows plain http:// to a
+//! host other than loopback (a LAN gateway).
 //!
 //! ```text
 //! cargo run --release --example assistant [-- [--approve|--deny|--later] [--resume] [--list] [--no-stream] [--allow-insecure-http] [--state-dir DIR] [--session ID] [PROMPT]]
@@ -26,13 +27,13 @@
 //!
 //! Exit status: 0 when the run completed (or was left pending with `--later`, or there was
 //! nothing to resume), 1 when it failed (the error on stderr) or the agent refused the request,
-//! 2 for a bad option or configuration (incomplete ARKAGENT_* variables, a refused URL:
+//! 2 for a bad option or configuration (incomplete or blank ARKAGENT_* variables, a refused URL:
 //! insecure_url, an unknown preset...), 3 when the run ended without the model's answer
 //! (max_rounds: the round limit's fallback answer, printed; loop_detected; aborted by a hook;
-//! cancelled). The run's final text is printed when the streamed or printed answers did
-//! not show it already (the max_rounds fallback, which no model wrote), never twice. When stdout
-//! is closed (`| head`), the demo exits at once, quietly, with 0; the state is saved as the run
-//! went, and `--resume` continues it.
+//! cancelled). The run's final text is printed when the streamed or printed answers did not show
+//! it already (the max_rounds fallback, which no model wrote), never twice. When stdout is closed
+//! (`| head`), the demo exits at once, quietly, with 0; the state is saved as the run went, and
+//! `--resume` continues it.
 
 use arkagent::agent::{Agent, AgentBuilder, AgentConfig, AgentEvent, RunOutcome};
 use arkagent::hook::{AgentHook, HookContext};
@@ -188,8 +189,9 @@ const USAGE: &str = "usage: assistant [--approve|--deny|--later] [--resume] [--l
 [--allow-insecure-http] [--state-dir DIR] [--session ID] [PROMPT]
   offline on a scripted model unless ARKAGENT_MODEL and ARKAGENT_BASE_URL (or ARKAGENT_PROVIDER
   naming a preset) are set; ARKAGENT_API_KEY, ARKAGENT_STREAM=0, ARKAGENT_ALLOW_INSECURE_HTTP=1
+  (a variable set but blank is refused)
   exit status: 0 completed (or left pending), 1 failed or refused, 2 bad option or configuration
-  (incomplete ARKAGENT_* variables, a refused URL such as plain http to a LAN host),
+  (incomplete or blank ARKAGENT_* variables, a refused URL such as plain http to a LAN host),
   3 ended without the model's answer (max_rounds, loop_detected, aborted, cancelled)";
 
 struct Options {
@@ -255,18 +257,41 @@ fn parse_options() -> Result<Options, String> {
     Ok(o)
 }
 
-/// An ARKAGENT_* variable, `None` when unset or empty.
-fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+/// An ARKAGENT_* variable as it is set.
+enum EnvVar {
+    Unset,
+    /// Set to nothing but whitespace (`ARKAGENT_MODEL=`, or `ARKAGENT_API_KEY=$KEY` with `KEY`
+    /// unset): set, yet giving nothing, so refused rather than taken for unset.
+    Blank,
+    Value(String),
+}
+
+/// An ARKAGENT_* variable. Its value never goes into an error (it may be the API key).
+///
+/// # Errors
+/// When it is set but not UTF-8.
+fn env_var(name: &str) -> Result<EnvVar, String> {
+    match std::env::var(name) {
+        Ok(v) if v.trim().is_empty() => Ok(EnvVar::Blank),
+        Ok(v) => Ok(EnvVar::Value(v)),
+        Err(std::env::VarError::NotPresent) => Ok(EnvVar::Unset),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is set but not valid UTF-8")),
+    }
 }
 
 /// A yes/no ARKAGENT_* variable: `None` when unset.
+///
+/// # Errors
+/// When set to anything else, blank included.
 fn env_flag(name: &str) -> Result<Option<bool>, String> {
-    match env_var(name).map(|v| v.trim().to_ascii_lowercase()) {
-        None => Ok(None),
-        Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(Some(true)),
-        Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(Some(false)),
-        Some(v) => Err(format!("{name}={v}: expected 1 or 0")),
+    match env_var(name)? {
+        EnvVar::Unset => Ok(None),
+        EnvVar::Blank => Err(format!("{name} is set but blank: expected 1 or 0, or unset it")),
+        EnvVar::Value(v) => match v.trim().to_ascii_lowercase() {
+            v if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(Some(true)),
+            v if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(Some(false)),
+            v => Err(format!("{name}={v}: expected 1 or 0")),
+        },
     }
 }
 
@@ -274,33 +299,48 @@ fn env_flag(name: &str) -> Result<Option<bool>, String> {
 /// is a real endpoint; the scripted model when none of them is set.
 ///
 /// # Errors
-/// A message naming what is missing when the variables are set but incomplete (never a silent
-/// offline run), or what is wrong with them (an unknown preset, a bad URL, plain http://).
+/// A message naming what is missing when the variables are set but incomplete, or set but blank
+/// (never a silent offline run), or what is wrong with them (an unknown preset, a bad URL, plain
+/// http://).
 fn model_from_env(o: &Options, streaming: bool) -> Result<(Arc<dyn ChatModel>, String, bool), String> {
-    let (url, key, model, provider) = (
-        env_var("ARKAGENT_BASE_URL"),
-        env_var("ARKAGENT_API_KEY"),
-        env_var("ARKAGENT_MODEL"),
-        env_var("ARKAGENT_PROVIDER"),
-    );
+    let names = ["ARKAGENT_BASE_URL", "ARKAGENT_API_KEY", "ARKAGENT_MODEL", "ARKAGENT_PROVIDER"];
+    let mut blank = Vec::new();
+    let mut values = Vec::new();
+    for name in names {
+        values.push(match env_var(name)? {
+            EnvVar::Unset => None,
+            EnvVar::Blank => {
+                blank.push(name);
+                Some(String::new())
+            }
+            EnvVar::Value(v) => Some(v),
+        });
+    }
+    let [url, key, model, provider]: [Option<String>; 4] = values.try_into().expect("four variables");
     if url.is_none() && key.is_none() && model.is_none() && provider.is_none() {
         return Ok((Arc::new(DemoModel::new()), "the built-in scripted model (offline)".into(), false));
     }
+    // A blank variable is set (so the run is not offline) and missing as much as an unset one:
+    // named first, as such.
+    let mut missing: Vec<String> =
+        blank.iter().map(|name| format!("{name} (set but blank: give it a value, or unset it)")).collect();
+    let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let (url, key, model, provider) = (given(url), given(key), given(model), given(provider));
     let preset = match &provider {
         Some(p) => ProviderPreset::from_name(p).map_err(|e| format!("ARKAGENT_PROVIDER: {}", e.message))?,
         None => ProviderPreset::Custom,
     };
-    let mut missing = Vec::new();
-    if model.is_none() {
-        missing.push("ARKAGENT_MODEL");
+    let unnamed = |name: &str| !blank.contains(&name);
+    if model.is_none() && unnamed("ARKAGENT_MODEL") {
+        missing.push("ARKAGENT_MODEL".into());
     }
-    if url.is_none() && preset.default_base_url().is_none() {
-        missing.push("ARKAGENT_BASE_URL (or ARKAGENT_PROVIDER naming a preset with its own URL)");
+    if url.is_none() && preset.default_base_url().is_none() && unnamed("ARKAGENT_BASE_URL") {
+        missing.push("ARKAGENT_BASE_URL (or ARKAGENT_PROVIDER naming a preset with its own URL)".into());
     }
     // A preset's own URL is a hosted service, which needs a key; a base URL given may be a local
     // server that takes none.
-    if url.is_none() && key.is_none() && preset.default_base_url().is_some() {
-        missing.push("ARKAGENT_API_KEY (needed by the preset's hosted endpoint)");
+    if url.is_none() && key.is_none() && preset.default_base_url().is_some() && unnamed("ARKAGENT_API_KEY") {
+        missing.push("ARKAGENT_API_KEY (needed by the preset's hosted endpoint)".into());
     }
     if !missing.is_empty() {
         return Err(format!(

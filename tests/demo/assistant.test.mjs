@@ -189,6 +189,11 @@ test('incomplete ARKAGENT_* variables are refused, naming what is missing; a key
       [{ ARKAGENT_BASE_URL: mock.baseUrl }, 'ARKAGENT_MODEL'],
       [{ ARKAGENT_MODEL: 'm', ARKAGENT_API_KEY: 'sk-x' }, 'ARKAGENT_BASE_URL'],
       [{ ARKAGENT_PROVIDER: 'deepseek', ARKAGENT_MODEL: 'deepseek-chat' }, 'ARKAGENT_API_KEY'],
+      // Set but blank counts as set, and as missing: never an offline run.
+      [{ ARKAGENT_MODEL: '   ' }, 'ARKAGENT_MODEL \\(set but blank'],
+      [{ ARKAGENT_BASE_URL: '', ARKAGENT_MODEL: 'm' }, 'ARKAGENT_BASE_URL \\(set but blank'],
+      [{ ARKAGENT_BASE_URL: mock.baseUrl, ARKAGENT_MODEL: 'm', ARKAGENT_API_KEY: ' ' }, 'ARKAGENT_API_KEY \\(set but blank'],
+      [{ ARKAGENT_PROVIDER: '\t' }, 'ARKAGENT_PROVIDER \\(set but blank'],
     ]) {
       const r = await demo(['--state-dir', dir, 'hi'], vars);
       assert.equal(r.code, 2, `${JSON.stringify(vars)}: ${r.stdout}`);
@@ -235,6 +240,11 @@ test('ARKAGENT_STREAM=0 asks without streaming and still shows the calls and the
     assert.match(r.stdout, /not streamed/);
     assert.match(r.stdout, /我查一下订单。\n  🔧 query_order \{"order_id":"20261010"\}\n  ✓ query_order → \{/);
     assert.match(r.stdout, /订单已发货，顺丰 SF123456。\n\[run finished: Completed\]/);
+    // Set but blank is not unset: refused, naming it, before anything runs.
+    const blank = await demo(['--state-dir', dir, 'hi'], { ARKAGENT_BASE_URL: mock.baseUrl, ARKAGENT_MODEL: 'm', ARKAGENT_STREAM: ' ' });
+    assert.equal(blank.code, 2, blank.stdout);
+    assert.match(blank.stderr, /ARKAGENT_STREAM is set but blank/);
+    assert.equal(mock.requests.length, 2);
     // The offline scenario with --no-stream shows every step too.
     const offline = await demo(['--approve', '--no-stream', '--state-dir', dir, '--session', 'o']);
     assert.equal(offline.code, 0, offline.stderr);
@@ -312,9 +322,9 @@ test('--help prints the usage on stdout and exits 0; --resume with a prompt is r
   assert.match(help.stdout, /^usage: assistant /);
   assert.match(help.stdout, /exit status/);
   // Exit 2 covers a URL the demo refuses (plain http to a LAN host), as README says.
-  assert.match(help.stdout.replace(/\s+/g, ' '), /2 bad option or configuration \(incomplete ARKAGENT_\* variables, a refused URL/);
+  assert.match(help.stdout.replace(/\s+/g, ' '), /2 bad option or configuration \(incomplete or blank ARKAGENT_\* variables, a refused URL/);
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8').replace(/\s+/g, ' ');
-  assert.match(readme, /2 for a bad option or configuration: incomplete `ARKAGENT_\*` variables, a refused URL \(`insecure_url`/);
+  assert.match(readme, /2 for a bad option or configuration: incomplete or blank `ARKAGENT_\*` variables, a refused URL \(`insecure_url`/);
   const dir = stateDir();
   try {
     const r = await demo(['--resume', '--state-dir', dir, 'a new question']);
