@@ -81,7 +81,7 @@ impl ToolCall {
 /// round). A repeated id of exactly 9 ASCII letters and digits keeps that shape, which Mistral
 /// requires of every id it is sent back (400 otherwise): its end is replaced by a counter from
 /// `position` up, written in base 62 (`D681PevKs` at position 2 becomes `D681PevK2`, then
-/// `D681PevK3`...), the first one not taken ([`nine_alphanumeric_id`]). `None` when the id is fine
+/// `D681PevK3`...), the first one not taken (`nine_alphanumeric_id`). `None` when the id is fine
 /// as it is.
 pub fn unique_call_id(id: &str, position: usize, taken: impl Fn(&str) -> bool) -> Option<String> {
     if !id.is_empty() && !taken(id) {

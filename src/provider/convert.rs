@@ -33,7 +33,7 @@ pub const RAW_BODY_EXCERPT: usize = 2048;
 /// which refused them `json_too_large` or `json_too_deep`), are sent as `"{}"` (vLLM and strict gateways reject the
 /// first; the second would make every later request as large; the call's error result tells the
 /// model what was wrong: see [`wire_arguments`]); a call's name that model APIs refuse goes by a
-/// stand-in (see [`wire_call_name`]); a tool-call message's missing text is sent as
+/// stand-in (see `wire_call_name`); a tool-call message's missing text is sent as
 /// `"content": null`.
 pub fn to_wire_request<'a>(
     request: &'a ChatRequest,

@@ -104,7 +104,7 @@ pub enum WireMessage<'a> {
         /// The result text.
         content: &'a str,
         /// The tool name, for gateways that want it (a preset quirk); a stand-in for a name
-        /// model APIs refuse (see [`crate::provider::convert::wire_call_name`]).
+        /// model APIs refuse (see `provider::convert::wire_call_name`).
         #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<Cow<'a, str>>,
     },
@@ -126,7 +126,7 @@ pub struct WireToolCall<'a> {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct WireFunctionCall<'a> {
     /// Tool name: the call's, or a stand-in for one model APIs refuse (see
-    /// [`crate::provider::convert::wire_call_name`]).
+    /// `provider::convert::wire_call_name`).
     pub name: Cow<'a, str>,
     /// The arguments text as the model produced it when it is a JSON object within the request's
     /// argument limits (the registry's), else `"{}"` (see
