@@ -5,7 +5,10 @@
 //! serde_json parse + the `jsonschema` crate's validator for the same schema, compiled once.
 //! Targets: b/a <= 1.05 and b/c <= 0.8.
 //!
-//! Run: `cargo bench --bench validate` (`VALIDATE_BENCH_QUICK=1` runs only the interleaved part). After criterion's own report, the bench prints the ratios
+//! Also a plain unanchored `pattern` on a long string it does not match (`pattern_no_match`).
+//!
+//! Run: `cargo bench --bench validate` (`VALIDATE_BENCH_QUICK=1` runs only the interleaved part,
+//! `VALIDATE_BENCH_PATTERN=1` only the pattern row). After criterion's own report, the bench prints the ratios
 //! from criterion's estimates, and a second, interleaved measurement (a, b, c alternating in short
 //! rounds, median of the per-round ratios) that is less sensitive to a noisy shared machine.
 
@@ -185,6 +188,20 @@ fn criterion_run(c_: &mut Criterion, cases: &[Case]) {
     }
 }
 
+/// A plain unanchored `pattern` on a long string it does not match (`[a-z]+@` on 20,000 `a`s):
+/// the search tries every start; each used to scan the rest of the run again (quadratic).
+fn criterion_pattern(c_: &mut Criterion) {
+    let schema = json!({"type": "object", "properties": {"email": {"type": "string", "pattern": "[a-z]+@"}}});
+    let ours = CompiledSchema::compile(&schema).unwrap();
+    let text = json!({"email": "a".repeat(20_000)}).to_string();
+    let limits = JsonLimits::default();
+    let mut g = c_.benchmark_group("pattern_no_match");
+    g.bench_function("unanchored_20000_chars", |bn| {
+        bn.iter(|| ours.parse_and_validate(black_box(&text), &limits).is_err())
+    });
+    g.finish();
+}
+
 fn estimate_ns(group: &str, name: &str) -> Option<f64> {
     let dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let path = format!("{dir}/criterion/{group}/{name}/new/estimates.json");
@@ -266,6 +283,13 @@ fn main() {
         }
         return;
     }
+    if std::env::var_os("VALIDATE_BENCH_PATTERN").is_some() {
+        // Only the pattern row (BENCHMARKS.md, "Unanchored patterns").
+        let mut crit = Criterion::default().configure_from_args();
+        criterion_pattern(&mut crit);
+        crit.final_summary();
+        return;
+    }
     if std::env::var_os("VALIDATE_BENCH_QUICK").is_some() {
         // Development shortcut: only the interleaved measurement.
         interleaved(&cases);
@@ -273,6 +297,7 @@ fn main() {
     }
     let mut crit = Criterion::default().configure_from_args();
     criterion_run(&mut crit, &cases);
+    criterion_pattern(&mut crit);
     crit.final_summary();
     println!("\nratios from criterion's medians:");
     for case in &cases {

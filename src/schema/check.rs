@@ -300,10 +300,17 @@ fn bound(
     }
 }
 
+/// The most bytes of a value or a list a violation's message quotes.
+const SHOWN_BYTES: usize = 200;
+
 fn short_json(v: &Value) -> String {
-    let mut s = v.to_string();
-    if s.len() > 200 {
-        s.truncate(crate::text::floor_char_boundary(&s, 200));
+    short(v.to_string())
+}
+
+/// `s` cut to [`SHOWN_BYTES`] (at a character boundary) with `…` after the cut.
+fn short(mut s: String) -> String {
+    if s.len() > SHOWN_BYTES {
+        s.truncate(crate::text::floor_char_boundary(&s, SHOWN_BYTES));
         s.push('…');
     }
     s
@@ -342,7 +349,14 @@ pub(crate) fn check_value(node: &Node, value: &Value, path: &Path<'_>, sink: &mu
         sink.push(codes::TOOL_ARGUMENT_ANY_OF, path, |p| {
             let listed: Vec<String> =
                 reasons.iter().enumerate().map(|(i, r)| format!("({}) {r}", i + 1)).collect();
-            format!("{p} must match at least one schema of anyOf: {}", listed.join("; "))
+            // Cut as an enum's options are: a schema of thousands of alternatives is no message.
+            let listed = listed.join("; ");
+            let all = if listed.len() > SHOWN_BYTES {
+                format!(" ({} schemas in all)", reasons.len())
+            } else {
+                String::new()
+            };
+            format!("{p} must match at least one schema of anyOf: {}{all}", short(listed))
         });
     }
 }
@@ -351,6 +365,26 @@ pub(crate) fn check_value(node: &Node, value: &Value, path: &Path<'_>, sink: &mu
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_any_of_failure_lists_its_alternatives_cut_as_an_enum_is() {
+        let alternatives: Vec<Value> = (0..3000).map(|i| json!({"const": format!("value-{i}")})).collect();
+        let schema = crate::schema::CompiledSchema::compile(&json!({
+            "type": "object",
+            "properties": {"v": {"anyOf": alternatives}}
+        }))
+        .unwrap();
+        let e = schema.validate(&json!({"v": "other"})).unwrap_err();
+        assert_eq!(e.code, codes::TOOL_ARGUMENT_ANY_OF);
+        assert!(e.message.len() < 2 * SHOWN_BYTES, "{} bytes: {}", e.message.len(), e.message);
+        assert!(e
+            .message
+            .starts_with("$.v must match at least one schema of anyOf: (1) $.v must be \"value-0\""));
+        assert!(e.message.ends_with("… (3000 schemas in all)"), "{}", e.message);
+        // A short listing is whole.
+        let e = schema.validate(&json!({"v": 1})).unwrap_err();
+        assert!(e.message.len() < 2 * SHOWN_BYTES);
+    }
 
     /// `[[[...[leaf]...]]]`, `levels` arrays deep.
     fn nested(levels: usize, leaf: Value) -> Value {

@@ -249,6 +249,17 @@ impl Pattern {
     }
 }
 
+/// True when some `pattern` of `schema` is matched by regress (not the linear [`SimplePattern`]):
+/// a backtracking match whose time has no bound but the string's length.
+pub(crate) fn has_backtracking_pattern(schema: &Schema) -> bool {
+    let Schema::Node(node) = schema else { return false };
+    node.pattern.as_ref().is_some_and(|p| p.simple.is_none())
+        || node.properties.entries.iter().any(|(_, s)| has_backtracking_pattern(s))
+        || matches!(&node.additional, Additional::Schema(s) if has_backtracking_pattern(s))
+        || node.items.as_ref().is_some_and(has_backtracking_pattern)
+        || node.any_of.iter().any(has_backtracking_pattern)
+}
+
 #[derive(Debug)]
 pub(crate) struct Node {
     /// Type bits; 0 when `type` is absent.

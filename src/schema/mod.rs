@@ -88,6 +88,8 @@ impl Default for SchemaOptions {
 pub struct CompiledSchema {
     root: Arc<Schema>,
     mode: ValidationMode,
+    /// Some `pattern` is matched by backtracking ([`backtracks`](Self::backtracks)).
+    backtracks: bool,
 }
 
 impl CompiledSchema {
@@ -110,7 +112,8 @@ impl CompiledSchema {
         if options.tool_root {
             check_tool_root(schema)?;
         }
-        Ok(CompiledSchema { root: Arc::new(root), mode: options.mode })
+        let backtracks = compile::has_backtracking_pattern(&root);
+        Ok(CompiledSchema { root: Arc::new(root), mode: options.mode, backtracks })
     }
 
     /// The validation mode.
@@ -120,7 +123,15 @@ impl CompiledSchema {
 
     /// The same compiled schema in another mode (shares the tree).
     pub fn with_mode(&self, mode: ValidationMode) -> Self {
-        CompiledSchema { root: Arc::clone(&self.root), mode }
+        CompiledSchema { root: Arc::clone(&self.root), mode, backtracks: self.backtracks }
+    }
+
+    /// True when some `pattern` of the schema is matched by a backtracking engine (regress): one
+    /// with groups, alternatives, assertions, `\s`, or a repeat followed by what it may also take
+    /// (`^[a-z]*a$`). Its time on a string is not bounded by the string's length (`^(a+)+$` takes
+    /// minutes on 30 characters). The other patterns are matched in time linear in the string.
+    pub fn backtracks(&self) -> bool {
+        self.backtracks
     }
 
     /// Validates a value.

@@ -288,14 +288,73 @@ impl ToolSnapshot {
         Ok(PreparedCall { tool: Arc::clone(tool), arguments })
     }
 
-    /// All four gates, then the executor.
+    /// [`prepare`](Self::prepare), on tokio's blocking pool when it may take long: the tool's
+    /// schema has a `pattern` matched by backtracking ([`CompiledSchema::backtracks`]), or the
+    /// arguments are over [`OFF_THREAD_ARGUMENT_BYTES`]. The async workers stay free meanwhile
+    /// (the runtime's other runs go on), and a cancel of `signal` answers `tool_cancelled` at
+    /// once: the validation then ends in the background and its result is dropped, never used to
+    /// run the tool. At most [`OFF_THREAD_VALIDATIONS`] such validations hold a thread of the pool
+    /// at once (the rest wait without holding one), so the pool keeps threads for other work
+    /// (a `FileStore`'s). Outside a tokio runtime, or for other calls, the gates run inline.
+    ///
+    /// # Errors
+    /// As [`prepare`](Self::prepare), or `tool_cancelled`.
+    pub async fn prepare_off_thread(
+        &self,
+        call: &ToolCall,
+        signal: &CancellationSignal,
+    ) -> Result<PreparedCall, AgentError> {
+        let Some(tool) = self.get(&call.name) else { return self.prepare(call) };
+        let slow = tool.schema.backtracks() || call.arguments.len() > OFF_THREAD_ARGUMENT_BYTES;
+        if !slow || tokio::runtime::Handle::try_current().is_err() {
+            return self.prepare(call);
+        }
+        let tool = Arc::clone(tool);
+        let (arguments, limits) = (call.arguments.clone(), self.inner.limits);
+        let validated = async move {
+            let slot = VALIDATION_SLOTS
+                .acquire()
+                .await
+                .map_err(|e| AgentError::of(codes::INTERNAL_PANIC, e.to_string()))?;
+            let checked = Arc::clone(&tool);
+            let arguments = tokio::task::spawn_blocking(move || {
+                // The slot is held until the validation ends, even one whose call was cancelled.
+                let _slot = slot;
+                checked.schema.parse_and_validate(&arguments, &limits)
+            })
+            .await
+            .map_err(|e| {
+                AgentError::of(codes::INTERNAL_PANIC, format!("the validation task failed: {e}"))
+            })??;
+            Ok(PreparedCall { tool, arguments })
+        };
+        tokio::select! {
+            biased;
+            _ = signal.cancelled() => Err(cancelled_error(signal)),
+            prepared = validated => prepared,
+        }
+    }
+
+    /// All four gates ([`prepare_off_thread`](Self::prepare_off_thread)), then the executor.
     ///
     /// # Errors
     /// Any gate's error, `tool_cancelled`, the executor's domain error, or `tool_execution_failed`.
     pub async fn execute(&self, call: &ToolCall, context: ToolContext) -> Result<ToolResult, AgentError> {
-        self.prepare(call)?.run(context).await
+        self.prepare_off_thread(call, &context.signal).await?.run(context).await
     }
 }
+
+/// Arguments longer than this (in bytes) are validated on tokio's blocking pool
+/// ([`ToolSnapshot::prepare_off_thread`]): parsing and checking them takes about a millisecond
+/// or more, which an async worker should not spend.
+pub const OFF_THREAD_ARGUMENT_BYTES: usize = 64 * 1024;
+
+/// The most validations on tokio's blocking pool at once ([`ToolSnapshot::prepare_off_thread`]):
+/// half the pool the native module builds (16 threads), so slow patterns never take every thread
+/// a `FileStore` needs.
+pub const OFF_THREAD_VALIDATIONS: usize = 8;
+
+static VALIDATION_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(OFF_THREAD_VALIDATIONS);
 
 /// A call that passed gates one to three.
 #[derive(Debug)]

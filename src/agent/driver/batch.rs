@@ -172,9 +172,11 @@ pub(super) fn call_timeout(
     }
 }
 
-/// Runs one call with its timeout (none: untimed); returns the call with its outcome. A call cut
-/// off at a time limit (this one, or an adapter's own: `tool_timeout`) is reported as one that
-/// may have taken effect.
+/// Runs one call: the registry's gates, then the executor with its timeout (none: untimed);
+/// returns the call with its outcome. The timeout bounds the executor only: a validation that
+/// outlasts it (a slow `pattern`, on the blocking pool) still decides, and one cut short by a
+/// cancel never starts the executor. A call cut off at a time limit (this one, or an adapter's
+/// own: `tool_timeout`) is reported as one that may have taken effect.
 pub(super) async fn run_one(
     tools: ToolSnapshot,
     call: ToolCall,
@@ -182,9 +184,13 @@ pub(super) async fn run_one(
     timeout: Option<std::time::Duration>,
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
+    let prepared = match tools.prepare_off_thread(&call, &signal).await {
+        Ok(prepared) => prepared,
+        Err(e) => return (call, Err(e)),
+    };
     let outcome = match timeout {
-        None => tools.execute(&call, ctx).await,
-        Some(timeout) => match tokio::time::timeout(timeout, tools.execute(&call, ctx)).await {
+        None => prepared.run(ctx).await,
+        Some(timeout) => match tokio::time::timeout(timeout, prepared.run(ctx)).await {
             Ok(r) => r,
             Err(_) => {
                 signal.cancel(crate::tool::TIMEOUT_REASON);
