@@ -1,6 +1,7 @@
 //! A schema `pattern` matched by backtracking can take minutes (`^(a+)+$` on "aaa…!"): its
 //! validation runs on tokio's blocking pool, so the runtime's other calls and runs go on, a cancel
-//! answers at once (the executor never starts), and a tool's timeout bounds its executor only.
+//! answers at once (the executor never starts), and a validation that outlasts the tool's timeout
+//! is answered `tool_not_started`, the executor's own time starting after it.
 
 #[path = "support/runtime.rs"]
 mod support;
@@ -80,39 +81,51 @@ fn a_slow_validation_leaves_the_runtime_to_other_calls_and_a_cancel_answers_at_o
     finished.recv_timeout(Duration::from_secs(120)).expect("the runtime stalled on a validation");
 }
 
-#[tokio::test]
-async fn the_tool_timeout_bounds_the_executor_not_the_validation() {
-    // The validation (about 2^19 backtracking steps, a second or so, then a match) takes longer than the tool's
-    // 100 ms, the executor 1 ms: the executor still runs and its answer counts. Before, the timer started with the
-    // validation, which ran inside the timed future: the executor started after the deadline,
-    // its result was thrown away and the model told the call may or may not have taken effect.
-    let ran = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&ran);
-    let mut tools = ToolRegistry::new();
-    tools
-        .register(
-            ToolDefinition::new(
-                "place",
-                "place an order",
-                json!({"type":"object","properties":{"s":{"type":"string","pattern":"^(?:(a+)+$|a+!)"}}}),
+#[test]
+fn a_validation_that_outlasts_the_tool_timeout_is_answered_not_started_and_the_run_goes_on() {
+    // The validation takes hours, the tool's timeout is 100 ms: the call is answered
+    // `tool_not_started` (the executor never ran, so calling it again is safe), and the run goes
+    // on to the model's next answer. Before, the run waited for the pattern (and a validation
+    // that ended past the timeout let the executor run, then threw its result away and told the
+    // model the call may or may not have taken effect).
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&ran);
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(
+                ToolDefinition::new(
+                    "place",
+                    "place an order",
+                    json!({"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}),
+                )
+                .with_timeout(Duration::from_millis(100)),
+                Arc::new(FnExecutor(move |_a, _c| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    async { Ok(ToolResult::text("placed")) }
+                })),
             )
-            .with_timeout(Duration::from_millis(100)),
-            Arc::new(FnExecutor(move |_a, _c| {
-                counted.fetch_add(1, Ordering::SeqCst);
-                async {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    Ok(ToolResult::text("placed"))
-                }
-            })),
-        )
-        .unwrap();
-    let arguments = json!({"s": format!("{}!", "a".repeat(19))}).to_string();
-    let model = Arc::new(Script::new(vec![calls(&[("c1", "place", &arguments)]), answer("ok")]));
-    let store = Arc::new(MemStore::new());
-    let agent = AgentBuilder::new(model, store.clone()).tools(tools).build();
-    agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
-    let state = store.load("s").await.unwrap().unwrap();
-    let results = tool_messages(&state.messages);
-    assert_eq!(results, [("c1".to_string(), "placed".to_string(), false)]);
+            .unwrap();
+        let model = Arc::new(Script::new(vec![calls(&[("c1", "place", &endless())]), answer("ok")]));
+        let store = Arc::new(MemStore::new());
+        let agent = AgentBuilder::new(model, store.clone()).tools(tools).build();
+        let state = rt.block_on(async {
+            agent.run("s", "q", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+            store.load("s").await.unwrap().unwrap()
+        });
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "the executor ran");
+        let results = tool_messages(&state.messages);
+        assert_eq!(results.len(), 1);
+        assert!(
+            results[0].1.starts_with("error [tool_not_started]: the arguments of place could not be checked"),
+            "{results:?}"
+        );
+        assert!(results[0].1.contains("the tool did not run"), "{results:?}");
+        rt.shutdown_background();
+        done.send(()).unwrap();
+    });
+    // Not a speed claim: without the bound the run waits for the pattern for hours.
+    finished.recv_timeout(Duration::from_secs(120)).expect("the run waited for the validation");
 }

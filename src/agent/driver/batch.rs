@@ -184,7 +184,16 @@ pub(super) async fn run_one(
     timeout: Option<std::time::Duration>,
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
-    let prepared = match tools.prepare_off_thread(&call, &signal).await {
+    // The gates get the tool's time too, apart from the executor's: a backtracking pattern that
+    // outlasts it answers the call as never started (its validation ends in the background,
+    // its result dropped), instead of holding the run for as long as the pattern takes.
+    let prepared = match timeout {
+        None => tools.prepare_off_thread(&call, &signal).await,
+        Some(timeout) => tokio::time::timeout(timeout, tools.prepare_off_thread(&call, &signal))
+            .await
+            .unwrap_or_else(|_| Err(arguments_not_checked(&call.name, timeout))),
+    };
+    let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(e) => return (call, Err(e)),
     };
@@ -202,6 +211,20 @@ pub(super) async fn run_one(
         },
     };
     (call, outcome.map_err(may_have_taken_effect))
+}
+
+/// A call whose arguments were still being checked against its schema when its time ran out:
+/// the executor never started, so calling it again is safe (`tool_not_started`, not
+/// `tool_timeout`'s "may or may not have taken effect").
+fn arguments_not_checked(tool: &str, timeout: std::time::Duration) -> AgentError {
+    AgentError::of(
+        codes::TOOL_NOT_STARTED,
+        format!(
+            "the arguments of {tool} could not be checked against its schema within {} ms (a \
+             schema pattern that takes long on them), and the tool did not run",
+            timeout.as_millis()
+        ),
+    )
 }
 
 /// What a `tool_timeout` says: the call was cut off, not undone. What it did before (an order
