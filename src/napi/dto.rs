@@ -217,8 +217,20 @@ pub(crate) fn shown_key(key: &str) -> String {
 
 impl<T: FromNapiValue + KnownKeys> FromNapiValue for Checked<T> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi_ohos::Result<Self> {
-        // SAFETY (both): the caller's, passed on; read as `T` first, the value is an object.
-        let value_read = unsafe { T::from_napi_value(env, value) }?;
+        // SAFETY (all): the caller's, passed on; read as `T` first, the value is an object.
+        let value_read = match unsafe { T::from_napi_value(env, value) } {
+            Ok(value_read) => value_read,
+            Err(mut e) => {
+                // A key `T` does not read is likely why a field it needs is missing (the spec's
+                // `parameters` for `parametersJson`): the refusal names it too. Not when reading
+                // threw (a pending exception fails the look, which is then left out).
+                let object = unsafe { Object::from_napi_value(env, value) };
+                if let Ok(Some(key)) = object.and_then(|object| unknown_key(&object, T::KEYS)) {
+                    e.reason = format!("{}; {}", e.reason, unknown_key_refusal::<T>(&key));
+                }
+                return Err(e);
+            }
+        };
         let object = unsafe { Object::from_napi_value(env, value) }?;
         let unknown = unknown_key(&object, T::KEYS)?;
         Ok(Checked { value: value_read, unknown })

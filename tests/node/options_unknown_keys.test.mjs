@@ -138,3 +138,20 @@ test('the keys each object accepts are exactly its .d.ts interface keys', async 
     assert.deepEqual(listed(e).sort(), dtsKeys(name).sort(), name);
   }
 });
+
+test('a required key missing beside an unknown one (the spec spelling parameters) names the unknown key too', () => {
+  const spec = { name: 't', description: 'd', parameters: { type: 'object' } };
+  const registry = new ToolRegistry();
+  const agent = new Agent(scripted);
+  for (const register of [(d) => registry.register(d, () => text('x')), (d) => agent.registerTool(d, () => text('x'))]) {
+    const e = throwsWithCode(assert, () => register(spec), 'argument_invalid');
+    assert.equal(
+      e.message,
+      'wrong argument: Missing field `parametersJson`; unknown key "parameters" in a tool definition ' +
+        '(it has name, description, parametersJson, riskLevel, idempotent, timeoutMs)',
+    );
+  }
+  // Without an unknown key, the missing field alone.
+  const e = throwsWithCode(assert, () => registry.register({ name: 't', description: 'd' }, () => text('x')), 'argument_invalid');
+  assert.equal(e.message, 'wrong argument: Missing field `parametersJson`');
+});
