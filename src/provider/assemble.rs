@@ -53,7 +53,7 @@ use super::convert::{
     error_of_body, legacy_function_call_error, normalise_arguments, parse_response, raw_excerpt,
 };
 use super::sse::SseParser;
-use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments, WireContent};
+use super::wire::{is_choice_zero, ChatCompletionChunk, ProviderErrorDetail, WireArguments, WireContent};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
 use crate::json::{lone_surrogate_escapes_mapped, lone_surrogate_escapes_replaced};
@@ -322,8 +322,9 @@ impl StreamAssembler {
         if let Some(u) = chunk.usage {
             self.usage = Some(u.into());
         }
+        let has_zero = chunk.choices.iter().any(|c| c.index == Some(0));
         for choice in chunk.choices {
-            if choice.index.unwrap_or(0) != 0 {
+            if !is_choice_zero(choice.index, has_zero) {
                 continue;
             }
             if let Some(u) = choice.usage {
@@ -706,7 +707,9 @@ fn cut_edges(data: &str) -> [CutEdges; 2] {
         out.push_str(&format!("\\uFDD0\\u{:04X}", 0xE000 + unit - 0xD800));
     });
     let Ok(chunk) = serde_json::from_str::<ChatCompletionChunk<'_>>(&marked) else { return none };
-    let Some(delta) = chunk.choices.into_iter().find(|c| c.index.unwrap_or(0) == 0).and_then(|c| c.delta)
+    let has_zero = chunk.choices.iter().any(|c| c.index == Some(0));
+    let Some(delta) =
+        chunk.choices.into_iter().find(|c| is_choice_zero(c.index, has_zero)).and_then(|c| c.delta)
     else {
         return none;
     };
