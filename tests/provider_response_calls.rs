@@ -3,7 +3,8 @@
 //! without a `function` is skipped; a `function` without a name or arguments is still a call (the
 //! registry answers it), and the rest of the answer is kept. A `function` that is not an object is
 //! no function. Arguments sent as an object are the text the provider wrote; of several choices,
-//! choice 0 is the answer wherever it is listed (an odd `index` reads as none).
+//! choice 0 is the answer wherever it is listed (an odd `index` reads as none, which an explicit
+//! index 0 wins over).
 
 #[path = "support/mock_server.rs"]
 mod mock_server;
@@ -117,16 +118,28 @@ fn the_answer_is_choice_0_wherever_it_is_listed() {
 
 #[test]
 fn an_index_that_is_not_an_unsigned_integer_is_none_not_a_decode_failure() {
-    // A gateway's odd index: one that is not an unsigned integer reads as a missing one (choice
-    // 0), a whole number as that integer; the answer is read either way.
-    for (index, want) in
-        [(r#""0""#, "odd"), ("-1", "odd"), ("1.5", "odd"), ("null", "odd"), ("0.0", "odd"), ("1.0", "zero")]
-    {
+    // A gateway's odd index: one that is not an unsigned integer reads as a missing one, a whole
+    // number as that integer; the answer is read either way. An explicit index 0 is choice 0
+    // wherever it is listed; a choice whose index reads as none is only without one.
+    for (index, want) in [
+        (r#""0""#, "zero"),
+        ("-1", "zero"),
+        ("1.5", "zero"),
+        ("null", "zero"),
+        ("0.0", "odd"),
+        ("1.0", "zero"),
+    ] {
         let body = format!(
             r#"{{"choices":[{{"index":{index},"message":{{"content":"odd"}},"finish_reason":"stop"}},{{"index":0,"message":{{"content":"zero"}}}}]}}"#
         );
         let r = parse_response(body.as_bytes()).unwrap_or_else(|e| panic!("{index}: {e}"));
         assert_eq!(r.content.as_deref(), Some(want), "{index}");
+        // Without an index 0 (choice 2 listed first), the odd one is choice 0.
+        let body = format!(
+            r#"{{"choices":[{{"index":2,"message":{{"content":"two"}}}},{{"index":{index},"message":{{"content":"odd"}}}}]}}"#
+        );
+        let want = if index == "1.0" { "two" } else { "odd" };
+        assert_eq!(parse_response(body.as_bytes()).unwrap().content.as_deref(), Some(want), "{index}");
     }
 }
 

@@ -4,7 +4,8 @@
 //! that names a tool again after the call's arguments form a whole JSON value starts a new call
 //! (Gemini's compatible endpoint, every parallel call at index 0 without an id), and so does one
 //! naming another tool without arguments; a fragment with the call's own id is that call; a call
-//! sent again whole is dropped. The events say the same as the answer: each call announced once,
+//! sent again whole (with its id, or without one; at its index or a new one) is dropped, while the
+//! same call with an id of its own is another call. The events say the same as the answer: each call announced once,
 //! its arguments after its start.
 
 #[path = "support/derived.rs"]
@@ -188,7 +189,8 @@ fn a_name_again_after_whole_arguments_starts_another_call() {
 fn a_call_sent_again_whole_is_dropped_and_runs_once() {
     // Gateways stream a call's arguments, then send the whole call again in one chunk (same
     // index, id, name and arguments: elizaOS#16973, opencode#17339, async-openai#329 with
-    // Mistral); or send it whole twice. The repeat is dropped, not a second call, not joined.
+    // Mistral); or send it whole twice; or send it again at the next index with its id. The
+    // repeat is dropped, not a second call, not joined.
     let (a, order) = (Some("call_A"), Some("query_order"));
     let whole = r#"{"q":"pay bob 100"}"#;
     let cases = [
@@ -199,9 +201,16 @@ fn a_call_sent_again_whole_is_dropped_and_runs_once() {
             frag(Some(0), a, order, whole),
         ],
         vec![frag(Some(0), a, order, whole), frag(Some(0), a, order, whole)],
-        // Without the id, with another id, without an index: the same call whole again.
+        // Without the id, at the next index with the id, without an index: the same call whole
+        // again. (With an id of its own it is another call: see the test below.)
         vec![frag(Some(0), a, order, whole), frag(Some(0), None, order, &format!(" {whole}\n"))],
-        vec![frag(Some(0), a, order, whole), frag(Some(0), Some("call_B"), order, whole)],
+        vec![
+            frag(Some(0), a, order, ""),
+            frag(Some(0), None, None, r#"{"q":"#),
+            frag(Some(0), None, None, r#""pay bob 100"}"#),
+            frag(Some(1), a, order, whole),
+        ],
+        vec![frag(Some(0), a, order, whole), frag(Some(1), a, order, whole)],
         vec![frag(None, a, order, whole), frag(None, a, order, whole)],
         vec![frag(None, a, order, whole), frag(None, None, order, whole)],
     ];
@@ -214,6 +223,44 @@ fn a_call_sent_again_whole_is_dropped_and_runs_once() {
     // cannot be told from a repeat; running one is the safe side).
     let (r, _) = answer(&[frag(Some(0), None, order, whole), frag(Some(0), None, order, whole)]);
     assert_eq!(r.tool_calls, [ToolCall::new("call_0", "query_order", whole)]);
+}
+
+#[test]
+fn the_same_call_with_an_id_of_its_own_is_another_call_and_runs() {
+    // Gateways that send every call at index 0: the model asked twice for the same thing, each
+    // call with its own id. Both run, as in a whole answer (the second was dropped as a repeat).
+    let (order, whole) = (Some("query_order"), r#"{"q":"pay bob 100"}"#);
+    let both = [ToolCall::new("call_A", "query_order", whole), ToolCall::new("call_B", "query_order", whole)];
+    for payloads in [
+        vec![frag(Some(0), Some("call_A"), order, whole), frag(Some(0), Some("call_B"), order, whole)],
+        vec![
+            frag(Some(0), Some("call_A"), order, ""),
+            frag(Some(0), None, None, whole),
+            frag(Some(0), Some("call_B"), order, ""),
+            frag(Some(0), None, None, whole),
+        ],
+        vec![frag(None, Some("call_A"), order, whole), frag(None, Some("call_B"), order, whole)],
+    ] {
+        let (r, calls) = answer(&payloads);
+        assert_eq!(r.tool_calls, both, "{payloads:?}");
+        assert_eq!(
+            calls,
+            announced(&[(0, "call_A", "query_order", whole), (1, "call_B", "query_order", whole)]),
+            "{payloads:?}"
+        );
+    }
+    // At a new index with the id of an earlier call but other arguments: a new call, as before.
+    let (r, _) = answer(&[
+        frag(Some(0), Some("call_A"), order, whole),
+        frag(Some(1), Some("call_A"), order, r#"{"q":"other"}"#),
+    ]);
+    assert_eq!(
+        r.tool_calls,
+        [
+            ToolCall::new("call_A", "query_order", whole),
+            ToolCall::new("call_A_1", "query_order", r#"{"q":"other"}"#)
+        ]
+    );
 }
 
 #[test]

@@ -240,3 +240,22 @@ async fn through_the_client_an_odd_delta_costs_nothing_of_the_answer() {
     assert_eq!(r.content.as_deref(), Some("checking"));
     assert_eq!(r.tool_calls, [ToolCall::new("c1", "query_order", r#"{"order_id":"1"}"#)]);
 }
+
+#[test]
+fn a_choice_index_that_is_not_an_unsigned_integer_is_none_not_a_decode_failure() {
+    // As in a whole answer: a gateway's odd choice `index` reads as a missing one (choice 0),
+    // a whole number as that integer; the stream is read, not failed with `provider_decode`.
+    for index in [r#""0""#, "-1", "1.5", "null", "0.0", "{}"] {
+        let text = format!(r#"{{"choices":[{{"index":{index},"delta":{{"content":"text"}}}}]}}"#);
+        let r = answer(&[&text, FINISH]);
+        assert_eq!(r.content.as_deref(), Some("text"), "{index}");
+    }
+    // Beside an explicit choice 0, a choice whose index reads as none is another choice.
+    for index in [r#""0""#, "-1", "1.5", "1.0"] {
+        let text = format!(
+            r#"{{"choices":[{{"index":{index},"delta":{{"content":"odd"}}}},{{"index":0,"delta":{{"content":"zero"}}}}]}}"#
+        );
+        let r = answer(&[&text, FINISH]);
+        assert_eq!(r.content.as_deref(), Some("zero"), "{index}");
+    }
+}

@@ -10,14 +10,18 @@
 //! of that id, else starts a new call when the fragment names a tool or has no `function` (gateways
 //! that send every call as index 0), while one with arguments and no name continues the call at
 //! its index (Poolside sends a call's later fragments with another id than its name's); a new
-//! index always starts a new call, even with the id of an earlier call. After its call's arguments
+//! index starts a new call, even with the id of an earlier call, unless it repeats that call whole
+//! (below). After its call's arguments
 //! form a whole JSON value, a fragment without the call's id that names a tool and brings
 //! arguments that start a value (`{`, `[`), or no arguments and another name, starts a new call
 //! too (Gemini's compatible endpoint sends each parallel call at index 0, without an id, whole
 //! name and arguments each); one with the call's id is that call (arguments joined to whole ones
-//! are not JSON then: nothing runs). A fragment that repeats its call whole (the same name and the
-//! same whole arguments, whatever its id: gateways that stream a call, then send it again in one
-//! chunk) is dropped, so the call runs once. Ids are made unique within the answer before
+//! are not JSON then: nothing runs). A fragment that repeats a call whole (the same name and the
+//! same whole arguments) with the call's id, or without an id, or for a call that has none, is
+//! dropped, so the call runs once: gateways that stream a call, then send it again in one chunk,
+//! at its index or at a new one. One with an id other than the call's is another call, even the
+//! same one (gateways that send every call at index 0; a model may ask twice), and runs as in a
+//! whole answer. Ids are made unique within the answer before
 //! they are announced (`call_<n>` for a missing one, `<id>_<n>` for a repeated one): each result is
 //! paired with its call by id; fragments are matched by the id the provider sent, which a call
 //! made unique keeps for its later fragments.
@@ -53,7 +57,7 @@ use super::convert::{
     error_of_body, legacy_function_call_error, normalise_arguments, parse_response, raw_excerpt,
 };
 use super::sse::SseParser;
-use super::wire::{ChatCompletionChunk, ProviderErrorDetail, WireArguments, WireContent};
+use super::wire::{is_choice_zero, ChatCompletionChunk, ProviderErrorDetail, WireArguments, WireContent};
 use super::{ModelEvent, ModelResponse};
 use crate::error::{codes, AgentError};
 use crate::json::{lone_surrogate_escapes_mapped, lone_surrogate_escapes_replaced};
@@ -322,8 +326,9 @@ impl StreamAssembler {
         if let Some(u) = chunk.usage {
             self.usage = Some(u.into());
         }
+        let has_zero = chunk.choices.iter().any(|c| c.index == Some(0));
         for choice in chunk.choices {
-            if choice.index.unwrap_or(0) != 0 {
+            if !is_choice_zero(choice.index, has_zero) {
                 continue;
             }
             if let Some(u) = choice.usage {
@@ -524,13 +529,18 @@ impl StreamAssembler {
                 // Each index is in the map once; the call being streamed is usually the last one.
                 let Some(pos) = self.index_map.iter().rposition(|(i, _)| *i == ix) else {
                     // A new index is a new call, even with the id of an earlier one (made unique
-                    // when it starts).
+                    // when it starts), unless it repeats that call whole (a gateway that streams
+                    // a call, then sends it again in one chunk at the next index).
+                    let earlier = id.and_then(|id| by_id(&self.calls, id));
+                    if earlier.is_some_and(|s| self.repeats_whole(s, id, name, arguments)) {
+                        return None;
+                    }
                     let slot = self.new_slot();
                     self.index_map.push((ix, slot));
                     return Some(slot);
                 };
                 let at_index = self.index_map[pos].1;
-                if self.repeats_whole(at_index, name, arguments) {
+                if self.repeats_whole(at_index, id, name, arguments) {
                     return None;
                 }
                 let wire_id = &self.calls[at_index].wire_id;
@@ -554,19 +564,27 @@ impl StreamAssembler {
                 None => self.last,
             },
         };
-        if self.last.is_some_and(|last| self.repeats_whole(last, name, arguments)) {
+        if self.last.is_some_and(|last| self.repeats_whole(last, id, name, arguments)) {
             return None;
         }
         self.unless_started_again(found, id, name, arguments)
     }
 
     /// Whether a fragment that names a tool and brings arguments repeats the call in `slot`
-    /// whole: the same name, the same arguments, which form a whole JSON value (gateways that
-    /// stream a call, then send it again in one chunk; whatever its id says, running it twice is
-    /// what must not happen).
-    fn repeats_whole(&self, slot: usize, name: Option<&str>, arguments: Option<&str>) -> bool {
+    /// whole: the same name, the same arguments, which form a whole JSON value, and the same id
+    /// (or none on either side: gateways that stream a call, then send it again in one chunk).
+    /// A fragment with an id of its own is another call, which the model may make twice on
+    /// purpose (gateways that send every call at index 0): it runs as a whole answer's would.
+    fn repeats_whole(
+        &self,
+        slot: usize,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&str>,
+    ) -> bool {
         let call = &self.calls[slot];
-        name.is_some_and(|name| name == call.name)
+        id.is_none_or(|id| call.wire_id.is_empty() || call.wire_id == id)
+            && name.is_some_and(|name| name == call.name)
             && arguments.is_some_and(|a| a.trim() == call.arguments.trim())
             && is_whole_json(&call.arguments)
     }
@@ -588,7 +606,7 @@ impl StreamAssembler {
         arguments: Option<&str>,
     ) -> Option<usize> {
         let Some(slot) = found else { return Some(self.new_slot()) };
-        if self.repeats_whole(slot, name, arguments) {
+        if self.repeats_whole(slot, id, name, arguments) {
             return None;
         }
         let call = &self.calls[slot];
@@ -706,7 +724,9 @@ fn cut_edges(data: &str) -> [CutEdges; 2] {
         out.push_str(&format!("\\uFDD0\\u{:04X}", 0xE000 + unit - 0xD800));
     });
     let Ok(chunk) = serde_json::from_str::<ChatCompletionChunk<'_>>(&marked) else { return none };
-    let Some(delta) = chunk.choices.into_iter().find(|c| c.index.unwrap_or(0) == 0).and_then(|c| c.delta)
+    let has_zero = chunk.choices.iter().any(|c| c.index == Some(0));
+    let Some(delta) =
+        chunk.choices.into_iter().find(|c| is_choice_zero(c.index, has_zero)).and_then(|c| c.delta)
     else {
         return none;
     };

@@ -4,13 +4,16 @@
 //! call fragments (two allocations per chunk) and its values moved into them.
 //!
 //! It reads a subset of what the derived types read, with the same leaf types (`Option<u32>`,
-//! [`WireArguments`], [`WireUsage`]; strings are borrowed from the payload when they hold no
-//! escapes), so whatever it reads, the derived parse reads as the same chunk. Everything else makes
+//! [`WireUsage`]; strings are borrowed from the payload when they hold no escapes; arguments that
+//! are a string, as [`WireArguments`] reads one), so whatever it reads, the derived parse reads as
+//! the same chunk (an index that is not a `u32` fails here, and the derived parse reads it as
+//! none). Everything else makes
 //! it give up ([`read_chunk`] returns an error, whose text is not used): any JSON error, an `error`
 //! or a delta's legacy `function_call` that is not `null`, a `base_resp` that is not an object or whose `status_code` is not 0, a
 //! repeated field (the derived parse rejects it), a struct written as an array (which the derived
 //! parse accepts), `tool_calls`, a call fragment or a `function` of another JSON type than the usual
-//! (which the derived parse reads leniently), a second choice 0, more than [`INLINE_FRAGMENTS`]
+//! (which the derived parse reads leniently), arguments that are not a string or `null` (an
+//! object, kept as written by the derived parse), a second choice 0, more than [`INLINE_FRAGMENTS`]
 //! call fragments in one choice, a `content` that is not a string or `null` (an array of parts,
 //! Mistral's reasoning models: see [`WireContent`](super::wire::WireContent)). The caller then
 //! parses the payload the derived way, which decides: the same chunk, the same errors and the same
@@ -170,7 +173,11 @@ impl<'de, 'r> Visitor<'de> for Node<'r, 'de> {
                 Field::Str(to) => *to = map.next_value::<OptStr<'de>>()?.0,
                 Field::Index(to) => *to = map.next_value()?,
                 Field::Usage(to) => *to = map.next_value()?,
-                Field::Arguments(to) => *to = map.next_value()?,
+                // A string (or `null`) is read as `WireArguments` reads it, by a visitor: the
+                // `RawValue` that type goes through to keep an object's text as written, and a
+                // second parse of a string with escapes, cost the assembly ~10% (BENCHMARKS.md,
+                // "Session 21"). Arguments of another JSON type make the parse give up.
+                Field::Arguments(to) => *to = map.next_value::<OptStr<'de>>()?.0.map(WireArguments),
                 Field::Node(node) => map.next_value_seed(NullOr(node))?,
                 Field::Error => {
                     if map.next_value::<Option<IgnoredAny>>()?.is_some() {
@@ -340,7 +347,7 @@ mod tests {
         // `index` after `function`, `choices` after the usage, escaped keys, nulls everywhere the
         // derived types take them, unknown fields of every JSON type.
         let r = fast(
-            r#" {"usage":null,"error":null,"x":[1,{"y":null}],"choices":[{"finish_reason":null,"delta":{"tool_calls":[{"function":{"arguments":{"k":[1,2]},"name":null},"extra":true,"id":null,"ind\u0065x":1}],"content":null},"usage":null,"index":null}]} "#,
+            r#" {"usage":null,"error":null,"x":[1,{"y":null}],"choices":[{"finish_reason":null,"delta":{"tool_calls":[{"function":{"arguments":"{\"k\":[1,2]}","name":null},"extra":true,"id":null,"ind\u0065x":1}],"content":null},"usage":null,"index":null}]} "#,
         );
         let c = r.choice.unwrap();
         assert_eq!((c.fragment_count, c.fragments[0].index), (1, Some(1)));
@@ -413,6 +420,10 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[null]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":"f"}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":["f"]}]}}]}"#,
+            // Arguments that are not a string (the derived parse keeps their text as written).
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"k":[1,2]}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":[1]}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":7}}]}}]}"#,
             // Bad types and bad JSON.
             r#"{"choices":{}}"#,
             r#"{"choices":[{"index":-1}]}"#,

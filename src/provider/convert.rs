@@ -4,9 +4,9 @@
 
 use super::config::{MaxTokensField, ProviderQuirks, ThinkingSwitch, ToolChoiceSupport};
 use super::wire::{
-    ChatCompletionRequest, ChatCompletionResponse, ProviderErrorDetail, StreamOptions, ThinkingOff,
-    WireContent, WireFunction, WireFunctionCall, WireMessage, WireTool, WireToolCall, WireToolChoice,
-    WireToolChoiceFunction,
+    is_choice_zero, ChatCompletionRequest, ChatCompletionResponse, ProviderErrorDetail, StreamOptions,
+    ThinkingOff, WireContent, WireFunction, WireFunctionCall, WireMessage, WireTool, WireToolCall,
+    WireToolChoice, WireToolChoiceFunction,
 };
 use super::{ChatRequest, ModelEvent, ModelResponse, ToolChoice};
 use crate::error::{codes, AgentError};
@@ -490,7 +490,8 @@ pub fn parse_response(body: &[u8]) -> Result<ModelResponse, AgentError> {
     }
     // Choice 0, as a stream's is: a gateway may list the choices of `n` > 1 in any order.
     let mut choices = wire.choices;
-    let zero = choices.iter().position(|c| c.index.unwrap_or(0) == 0).unwrap_or(0);
+    let has_zero = choices.iter().any(|c| c.index == Some(0));
+    let zero = choices.iter().position(|c| is_choice_zero(c.index, has_zero)).unwrap_or(0);
     let Some(choice) = (zero < choices.len()).then(|| choices.swap_remove(zero)) else {
         if let Some(err) = ProviderErrorDetail::of_body(text) {
             return Err(body_error(&err));

@@ -52,6 +52,13 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for WireArguments<'a> {
     }
 }
 
+/// Whether a choice whose `index` was read as `index` is choice 0, the one assembled: index 0, or
+/// none (missing, or not read: see `lenient::index_or_none`) when no choice of its list has index 0
+/// (`list_has_zero`). A gateway's odd index never wins over an explicit 0.
+pub(crate) fn is_choice_zero(index: Option<u32>, list_has_zero: bool) -> bool {
+    index.map_or(!list_has_zero, |i| i == 0)
+}
+
 /// Deserialises `null` as the type's default (providers send `"choices": null`, `"tool_calls": null`).
 pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
