@@ -290,10 +290,10 @@ impl ToolSnapshot {
 
     /// [`prepare`](Self::prepare), on tokio's blocking pool when it may take long: the tool's
     /// schema has a `pattern` matched by backtracking ([`CompiledSchema::backtracks`]), or the
-    /// arguments are over [`OFF_THREAD_ARGUMENT_BYTES`]. The async workers stay free meanwhile
+    /// arguments are over `OFF_THREAD_ARGUMENT_BYTES`. The async workers stay free meanwhile
     /// (the runtime's other runs go on), and a cancel of `signal` answers `tool_cancelled` at
     /// once: the validation then ends in the background and its result is dropped, never used to
-    /// run the tool. At most [`OFF_THREAD_VALIDATIONS`] such validations hold a thread of the pool
+    /// run the tool. At most `OFF_THREAD_VALIDATIONS` such validations hold a thread of the pool
     /// at once (the rest wait without holding one), so the pool keeps threads for other work
     /// (a `FileStore`'s). Outside a tokio runtime, or for other calls, the gates run inline.
     ///

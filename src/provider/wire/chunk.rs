@@ -39,7 +39,7 @@ pub struct ChatCompletionChunk<'a> {
 /// One choice of a chunk.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChunkChoice<'a> {
-    /// Choice index (only choice 0 is assembled: see [`is_choice_zero`](super::is_choice_zero)).
+    /// Choice index (only choice 0 is assembled: see `is_choice_zero`).
     /// One that is not an unsigned integer (`"0"`, `-1`, `1.5`) is none, as in a whole answer.
     #[serde(default, deserialize_with = "super::lenient::index_or_none")]
     pub index: Option<u32>,

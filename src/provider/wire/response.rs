@@ -13,7 +13,7 @@ use std::borrow::Cow;
 /// The whole response body.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatCompletionResponse<'a> {
-    /// The choices (only choice 0 is used: see [`is_choice_zero`](super::is_choice_zero), else
+    /// The choices (only choice 0 is used: see `is_choice_zero`, else
     /// the first).
     #[serde(borrow, default, deserialize_with = "null_as_default")]
     pub choices: Vec<ResponseChoice<'a>>,
