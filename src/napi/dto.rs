@@ -222,11 +222,21 @@ impl<T: FromNapiValue + KnownKeys> FromNapiValue for Checked<T> {
             Ok(value_read) => value_read,
             Err(mut e) => {
                 // A key `T` does not read is likely why a field it needs is missing (the spec's
-                // `parameters` for `parametersJson`): the refusal names it too. Not when reading
-                // threw (a pending exception fails the look, which is then left out).
-                let object = unsafe { Object::from_napi_value(env, value) };
-                if let Ok(Some(key)) = object.and_then(|object| unknown_key(&object, T::KEYS)) {
-                    e.reason = format!("{}; {}", e.reason, unknown_key_refusal::<T>(&key));
+                // `parameters` for `parametersJson`): the refusal names it too. Only for a missing
+                // field (no read threw then, and the reason ends with the field's name, which the
+                // refusal's wording of the reason keeps); an exception the look itself raises (a
+                // throwing getter on another key) is cleared, not reported as the field's.
+                if e.reason.starts_with("Missing field ") {
+                    let object = unsafe { Object::from_napi_value(env, value) };
+                    match object.and_then(|object| unknown_key(&object, T::KEYS)) {
+                        Ok(Some(key)) => {
+                            e.reason = format!("{}; {}", e.reason, unknown_key_refusal::<T>(&key))
+                        }
+                        Ok(None) => {}
+                        Err(_) => {
+                            drop(super::callback::take_pending_exception(&napi_ohos::Env::from_raw(env)))
+                        }
+                    }
                 }
                 return Err(e);
             }

@@ -155,3 +155,11 @@ test('a required key missing beside an unknown one (the spec spelling parameters
   const e = throwsWithCode(assert, () => registry.register({ name: 't', description: 'd' }, () => text('x')), 'argument_invalid');
   assert.equal(e.message, 'wrong argument: Missing field `parametersJson`');
 });
+
+test('the unknown key is named only beside a missing field: a wrong type keeps its wording, a throwing getter is not blamed', () => {
+  let e = throwsWithCode(assert, () => new Agent({ provider: 5, apikey: 'x' }), 'argument_invalid');
+  assert.equal(e.message, 'wrong argument: provider: expected a string, got a number (5)');
+  // The look for an unknown key reads `boom`, whose getter throws: that is not why provider is missing.
+  e = throwsWithCode(assert, () => new Agent({ get boom() { throw new Error('getter boom'); } }), 'argument_invalid');
+  assert.equal(e.message, 'wrong argument: Missing field `provider`');
+});
