@@ -225,12 +225,17 @@ impl JsToolRegistry {
         let (Arg(call), signal, Arg(options)) = (call, signal.map(|s| s.0), options);
         // A bad option rejects the Promise (as the gates do), rather than throwing.
         let prepared = guard(env, || Ok(self.prepare(call, signal, options)))?;
+        let default_timeout = self.default_timeout;
         guard_napi(env, || {
             spawn_guarded(
                 env,
                 async move {
                     let (snapshot, call, context) = prepared?;
-                    snapshot.execute(&call, context).await
+                    // The gates get the executor's time too (its definition's, else the
+                    // registry's default), apart from the executor's own.
+                    let timeout =
+                        snapshot.definition(&call.name).and_then(|d| d.timeout).unwrap_or(default_timeout);
+                    snapshot.execute_within(&call, context, Some(timeout)).await
                 },
                 ToolResultObject::from,
             )

@@ -335,12 +335,56 @@ impl ToolSnapshot {
         }
     }
 
-    /// All four gates ([`prepare_off_thread`](Self::prepare_off_thread)), then the executor.
+    /// [`prepare_off_thread`](Self::prepare_off_thread) within `timeout` (none: as long as it
+    /// takes). Arguments a slow pattern could not check in it are answered `tool_not_started`:
+    /// the executor never started, so calling it again is safe (not `tool_timeout`'s "may or may
+    /// not have taken effect"); the validation ends in the background, its result dropped.
     ///
     /// # Errors
-    /// Any gate's error, `tool_cancelled`, the executor's domain error, or `tool_execution_failed`.
+    /// As [`prepare_off_thread`](Self::prepare_off_thread), or `tool_not_started`.
+    pub async fn prepare_within(
+        &self,
+        call: &ToolCall,
+        signal: &CancellationSignal,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<PreparedCall, AgentError> {
+        let Some(timeout) = timeout else { return self.prepare_off_thread(call, signal).await };
+        tokio::time::timeout(timeout, self.prepare_off_thread(call, signal)).await.unwrap_or_else(|_| {
+            Err(AgentError::of(
+                codes::TOOL_NOT_STARTED,
+                format!(
+                    "the arguments of {} could not be checked against its schema within {} ms (a \
+                     schema pattern that takes long on them), and the tool did not run",
+                    call.name,
+                    timeout.as_millis()
+                ),
+            ))
+        })
+    }
+
+    /// All four gates ([`prepare_within`](Self::prepare_within) the tool's timeout, when its
+    /// definition has one), then the executor.
+    ///
+    /// # Errors
+    /// Any gate's error, `tool_cancelled`, `tool_not_started`, the executor's domain error, or
+    /// `tool_execution_failed`.
     pub async fn execute(&self, call: &ToolCall, context: ToolContext) -> Result<ToolResult, AgentError> {
-        self.prepare_off_thread(call, &context.signal).await?.run(context).await
+        let timeout = self.definition(&call.name).and_then(|d| d.timeout);
+        self.execute_within(call, context, timeout).await
+    }
+
+    /// [`execute`](Self::execute) with the gates held to `gate_timeout` (the executor keeps its
+    /// own): a binding whose executors time themselves passes the time they have.
+    ///
+    /// # Errors
+    /// As [`execute`](Self::execute).
+    pub async fn execute_within(
+        &self,
+        call: &ToolCall,
+        context: ToolContext,
+        gate_timeout: Option<std::time::Duration>,
+    ) -> Result<ToolResult, AgentError> {
+        self.prepare_within(call, &context.signal, gate_timeout).await?.run(context).await
     }
 }
 

@@ -173,9 +173,9 @@ pub(super) fn call_timeout(
 }
 
 /// Runs one call: the registry's gates, then the executor with its timeout (none: untimed);
-/// returns the call with its outcome. The timeout bounds the executor only: a validation that
-/// outlasts it (a slow `pattern`, on the blocking pool) still decides, and one cut short by a
-/// cancel never starts the executor. A call cut off at a time limit (this one, or an adapter's
+/// returns the call with its outcome. The timeout bounds the gates and then, apart, the
+/// executor: a validation that outlasts it (a slow `pattern`, on the blocking pool) is answered
+/// `tool_not_started`, and one cut short by a cancel never starts the executor. A call cut off at a time limit (this one, or an adapter's
 /// own: `tool_timeout`) is reported as one that may have taken effect.
 pub(super) async fn run_one(
     tools: ToolSnapshot,
@@ -185,15 +185,9 @@ pub(super) async fn run_one(
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
     // The gates get the tool's time too, apart from the executor's: a backtracking pattern that
-    // outlasts it answers the call as never started (its validation ends in the background,
-    // its result dropped), instead of holding the run for as long as the pattern takes.
-    let prepared = match timeout {
-        None => tools.prepare_off_thread(&call, &signal).await,
-        Some(timeout) => tokio::time::timeout(timeout, tools.prepare_off_thread(&call, &signal))
-            .await
-            .unwrap_or_else(|_| Err(arguments_not_checked(&call.name, timeout))),
-    };
-    let prepared = match prepared {
+    // outlasts it answers the call as never started, instead of holding the run for as long as
+    // the pattern takes.
+    let prepared = match tools.prepare_within(&call, &signal, timeout).await {
         Ok(prepared) => prepared,
         Err(e) => return (call, Err(e)),
     };
@@ -211,20 +205,6 @@ pub(super) async fn run_one(
         },
     };
     (call, outcome.map_err(may_have_taken_effect))
-}
-
-/// A call whose arguments were still being checked against its schema when its time ran out:
-/// the executor never started, so calling it again is safe (`tool_not_started`, not
-/// `tool_timeout`'s "may or may not have taken effect").
-fn arguments_not_checked(tool: &str, timeout: std::time::Duration) -> AgentError {
-    AgentError::of(
-        codes::TOOL_NOT_STARTED,
-        format!(
-            "the arguments of {tool} could not be checked against its schema within {} ms (a \
-             schema pattern that takes long on them), and the tool did not run",
-            timeout.as_millis()
-        ),
-    )
 }
 
 /// What a `tool_timeout` says: the call was cut off, not undone. What it did before (an order
