@@ -4,8 +4,9 @@
 //! that names a tool again after the call's arguments form a whole JSON value starts a new call
 //! (Gemini's compatible endpoint, every parallel call at index 0 without an id), and so does one
 //! naming another tool without arguments; a fragment with the call's own id is that call; a call
-//! sent again whole (with its id, or without one; at its index or a new one) is dropped, while the
-//! same call with an id of its own is another call. The events say the same as the answer: each call announced once,
+//! sent again whole (with its id, or without one; at its index or a new one; whichever earlier call;
+//! its arguments the same JSON value written otherwise) is dropped, while the same call with an id
+//! of its own is another call. The events say the same as the answer: each call announced once,
 //! its arguments after its start.
 
 #[path = "support/derived.rs"]
@@ -223,6 +224,65 @@ fn a_call_sent_again_whole_is_dropped_and_runs_once() {
     // cannot be told from a repeat; running one is the safe side).
     let (r, _) = answer(&[frag(Some(0), None, order, whole), frag(Some(0), None, order, whole)]);
     assert_eq!(r.tool_calls, [ToolCall::new("call_0", "query_order", whole)]);
+}
+
+#[test]
+fn a_whole_repeat_at_a_new_index_is_dropped_whichever_earlier_call_it_repeats() {
+    // The provider's id twice (`A`, then `A` announced as `A_1` with other arguments), then the
+    // second sent again whole with that id: it runs once, as the first does.
+    let (a, order) = (Some("A"), Some("query_order"));
+    let (x, y) = (r#"{"q":"x"}"#, r#"{"q":"y"}"#);
+    let both = [ToolCall::new("A", "query_order", x), ToolCall::new("A_1", "query_order", y)];
+    for third in [y, x] {
+        let payloads =
+            [frag(Some(0), a, order, x), frag(Some(1), a, order, y), frag(Some(2), a, order, third)];
+        let (r, calls) = answer(&payloads);
+        assert_eq!(r.tool_calls, both, "{payloads:?}");
+        assert_eq!(
+            calls,
+            announced(&[(0, "A", "query_order", x), (1, "A_1", "query_order", y)]),
+            "{payloads:?}"
+        );
+    }
+    // Without an id (or with `""`), after a call with one or without one: dropped too.
+    for (first, again) in [(a, None), (None, None), (a, Some(""))] {
+        let payloads = [frag(Some(0), first, order, x), frag(Some(1), again, order, x)];
+        let (r, calls) = answer(&payloads);
+        let id = if first.is_some() { "A" } else { "call_0" };
+        assert_eq!(r.tool_calls, [ToolCall::new(id, "query_order", x)], "{payloads:?}");
+        assert_eq!(calls, announced(&[(0, id, "query_order", x)]), "{payloads:?}");
+    }
+    // After two calls, a repeat of the second without an id.
+    let payloads =
+        [frag(Some(0), a, order, x), frag(Some(1), Some("B"), order, y), frag(Some(2), None, order, y)];
+    let (r, _) = answer(&payloads);
+    assert_eq!(
+        r.tool_calls,
+        [ToolCall::new("A", "query_order", x), ToolCall::new("B", "query_order", y)],
+        "{payloads:?}"
+    );
+}
+
+#[test]
+fn a_whole_repeat_written_otherwise_is_the_same_value_and_is_dropped() {
+    // Whitespace or the order of the object's keys differ: the same arguments, one run. Another
+    // value (a number written otherwise is one) is another call.
+    let (a, order) = (Some("A"), Some("query_order"));
+    for (first, again) in [
+        (r#"{"q":"x"}"#, r#"{"q": "x"}"#),
+        (r#"{"q":"x","r":1}"#, r#"{"r":1,"q":"x"}"#),
+        (r#"{"q":"x","r":[1,{"s":2,"t":3}]}"#, "{ \"r\" : [1, {\"t\":3, \"s\":2}],\n \"q\":\"x\" }"),
+    ] {
+        for index in [Some(1), Some(0), None] {
+            let payloads = [frag(Some(0), a, order, first), frag(index, a, order, again)];
+            let (r, calls) = answer(&payloads);
+            assert_eq!(r.tool_calls, [ToolCall::new("A", "query_order", first)], "{payloads:?}");
+            assert_eq!(calls, announced(&[(0, "A", "query_order", first)]), "{payloads:?}");
+        }
+    }
+    let payloads = [frag(Some(0), a, order, r#"{"n":1}"#), frag(Some(1), a, order, r#"{"n":1.0}"#)];
+    let (r, _) = answer(&payloads);
+    assert_eq!(r.tool_calls.len(), 2, "{payloads:?}");
 }
 
 #[test]

@@ -19,10 +19,12 @@
 //! are not JSON then: nothing runs). A fragment that repeats a call whole (the same name and the
 //! same whole arguments) with the call's id, or without an id, or for a call that has none, is
 //! dropped, so the call runs once: gateways that stream a call, then send it again in one chunk,
-//! at its index or at a new one. One with an id other than the call's is another call, even the
-//! same one (gateways that send every call at index 0; a model may ask twice), and runs as in a
-//! whole answer. Ids are made unique within the answer before
-//! they are announced (`call_<n>` for a missing one, `<id>_<n>` for a repeated one): each result is
+//! at its index or at a new one (any earlier call there, even the second of two with one id).
+//! The same whole arguments are the same JSON value: whitespace and the order of an object's
+//! keys aside (parsed only for a fragment that names the call's tool and whose text differs).
+//! One with an id other than the call's is another call, even the same one (gateways that send
+//! every call at index 0; a model may ask twice), and runs as in a whole answer. Ids are made
+//! unique within the answer before they are announced (`call_<n>` for a missing one, `<id>_<n>` for a repeated one): each result is
 //! paired with its call by id; fragments are matched by the id the provider sent, which a call
 //! made unique keeps for its later fragments.
 //! A call is announced (`ToolCallStarted`) once its name is whole, so the event names the tool the
@@ -529,10 +531,11 @@ impl StreamAssembler {
                 // Each index is in the map once; the call being streamed is usually the last one.
                 let Some(pos) = self.index_map.iter().rposition(|(i, _)| *i == ix) else {
                     // A new index is a new call, even with the id of an earlier one (made unique
-                    // when it starts), unless it repeats that call whole (a gateway that streams
-                    // a call, then sends it again in one chunk at the next index).
-                    let earlier = id.and_then(|id| by_id(&self.calls, id));
-                    if earlier.is_some_and(|s| self.repeats_whole(s, id, name, arguments)) {
+                    // when it starts), unless it repeats an earlier call whole with that call's
+                    // id or without one (a gateway that streams a call, then sends it again in
+                    // one chunk at the next index). Every earlier call is looked at: several may
+                    // have the same provider's id (`A`, then `A` announced as `A_1`).
+                    if (0..self.calls.len()).any(|s| self.repeats_whole(s, id, name, arguments)) {
                         return None;
                     }
                     let slot = self.new_slot();
@@ -571,8 +574,9 @@ impl StreamAssembler {
     }
 
     /// Whether a fragment that names a tool and brings arguments repeats the call in `slot`
-    /// whole: the same name, the same arguments, which form a whole JSON value, and the same id
-    /// (or none on either side: gateways that stream a call, then send it again in one chunk).
+    /// whole: the same name, the same arguments, which form a whole JSON value (the same value:
+    /// whitespace and the order of an object's keys aside), and the same id (or none on either
+    /// side: gateways that stream a call, then send it again in one chunk).
     /// A fragment with an id of its own is another call, which the model may make twice on
     /// purpose (gateways that send every call at index 0): it runs as a whole answer's would.
     fn repeats_whole(
@@ -583,10 +587,23 @@ impl StreamAssembler {
         arguments: Option<&str>,
     ) -> bool {
         let call = &self.calls[slot];
-        id.is_none_or(|id| call.wire_id.is_empty() || call.wire_id == id)
-            && name.is_some_and(|name| name == call.name)
-            && arguments.is_some_and(|a| a.trim() == call.arguments.trim())
-            && is_whole_json(&call.arguments)
+        // The name first: a continuation of the arguments has none, and costs nothing more.
+        let (Some(name), Some(arguments)) = (name, arguments) else { return false };
+        if name != call.name || !id.is_none_or(|id| call.wire_id.is_empty() || call.wire_id == id) {
+            return false;
+        }
+        let (sent, whole) = (arguments.trim(), call.arguments.trim());
+        if sent == whole {
+            return is_whole_json(whole);
+        }
+        // The same value written otherwise (whitespace, the order of an object's keys): parsed
+        // only for a fragment that names the call's tool and ends as a whole value would.
+        sent.ends_with(['}', ']'])
+            && whole.ends_with(['}', ']'])
+            && matches!(
+                (serde_json::from_str::<serde_json::Value>(sent), serde_json::from_str::<serde_json::Value>(whole)),
+                (Ok(a), Ok(b)) if a == b
+            )
     }
 
     /// `found`, or a new slot when there is none or the fragment starts a call again there: it
