@@ -119,10 +119,12 @@ fn the_answer_is_choice_0_wherever_it_is_listed() {
 #[test]
 fn an_index_that_is_not_an_unsigned_integer_is_none_not_a_decode_failure() {
     // A gateway's odd index: one that is not an unsigned integer reads as a missing one, a whole
-    // number as that integer; the answer is read either way. An explicit index 0 is choice 0
-    // wherever it is listed; a choice whose index reads as none is only without one.
+    // number or its text as that integer; the answer is read either way. An explicit index 0 is
+    // choice 0 wherever it is listed (the first listed of two); a choice whose index reads as
+    // none is only without one.
     for (index, want) in [
-        (r#""0""#, "zero"),
+        (r#""0""#, "odd"),
+        (r#""1""#, "zero"),
         ("-1", "zero"),
         ("1.5", "zero"),
         ("null", "zero"),
@@ -138,7 +140,7 @@ fn an_index_that_is_not_an_unsigned_integer_is_none_not_a_decode_failure() {
         let body = format!(
             r#"{{"choices":[{{"index":2,"message":{{"content":"two"}}}},{{"index":{index},"message":{{"content":"odd"}}}}]}}"#
         );
-        let want = if index == "1.0" { "two" } else { "odd" };
+        let want = if index == "1.0" || index == r#""1""# { "two" } else { "odd" };
         assert_eq!(parse_response(body.as_bytes()).unwrap().content.as_deref(), Some(want), "{index}");
     }
 }

@@ -250,12 +250,23 @@ fn a_choice_index_that_is_not_an_unsigned_integer_is_none_not_a_decode_failure()
         let r = answer(&[&text, FINISH]);
         assert_eq!(r.content.as_deref(), Some("text"), "{index}");
     }
-    // Beside an explicit choice 0, a choice whose index reads as none is another choice.
-    for index in [r#""0""#, "-1", "1.5", "1.0"] {
+    // Beside an explicit choice 0, a choice whose index reads as none, or as another integer
+    // (`1.0`, `"1"`), is another choice.
+    for index in ["-1", "1.5", "1.0", r#""1""#] {
         let text = format!(
             r#"{{"choices":[{{"index":{index},"delta":{{"content":"odd"}}}},{{"index":0,"delta":{{"content":"zero"}}}}]}}"#
         );
         let r = answer(&[&text, FINISH]);
         assert_eq!(r.content.as_deref(), Some("zero"), "{index}");
+    }
+    // n > 1 with each choice in chunks of its own, the second's index written as text: its text
+    // and its call are not choice 0's (before, `"1"` read as none, and none is choice 0 in a
+    // chunk without an explicit 0, so the other choice's call ran).
+    let zero = r#"{"choices":[{"index":0,"delta":{"content":"zero","tool_calls":[{"index":0,"id":"Z","function":{"name":"t","arguments":"{}"}}]}}]}"#;
+    let other = r#"{"choices":[{"index":"1","delta":{"content":"one","tool_calls":[{"index":0,"id":"O","function":{"name":"t","arguments":"{}"}}]}}]}"#;
+    for chunks in [[zero, other], [other, zero]] {
+        let r = answer(&[chunks[0], chunks[1], FINISH]);
+        assert_eq!(r.content.as_deref(), Some("zero"));
+        assert_eq!(r.tool_calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["Z"]);
     }
 }

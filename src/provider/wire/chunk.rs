@@ -40,7 +40,7 @@ pub struct ChatCompletionChunk<'a> {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChunkChoice<'a> {
     /// Choice index (only choice 0 is assembled: see `is_choice_zero`).
-    /// One that is not an unsigned integer (`"0"`, `-1`, `1.5`) is none, as in a whole answer.
+    /// A whole number or its text (`0.0`, `"1"`) is that integer, another value (`-1`, `1.5`) none, as in a whole answer.
     #[serde(default, deserialize_with = "super::lenient::index_or_none")]
     pub index: Option<u32>,
     /// The delta.

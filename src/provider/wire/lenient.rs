@@ -43,8 +43,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entry<T> {
     }
 }
 
-/// A choice's `index` read leniently: an unsigned integer that fits in `u32`, or a number that is
-/// a whole one (`0.0`); anything else (`"0"`, `-1`, `1.5`, `null`, an object...) is none, as a
+/// A choice's `index` read leniently: an unsigned integer that fits in `u32`, a number that is a
+/// whole one (`0.0`), or a string of one (`"1"`: a gateway that writes its indexes as text still
+/// names its choices apart); anything else (`-1`, `1.5`, `null`, an object...) is none, as a
 /// missing index is. A gateway's odd index never fails the whole answer.
 pub(crate) fn index_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     d.deserialize_any(LenientIndex)
@@ -89,8 +90,8 @@ impl<'de> Visitor<'de> for LenientIndex {
     fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
         Ok(None)
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(text.trim().parse::<u32>().ok())
     }
 }
 
@@ -208,7 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn an_index_is_an_unsigned_integer_or_a_whole_number_else_none() {
+    fn an_index_is_an_unsigned_integer_a_whole_number_or_its_text_else_none() {
         #[derive(serde::Deserialize)]
         struct Choice {
             #[serde(default, deserialize_with = "index_or_none")]
@@ -221,10 +222,24 @@ mod tests {
             ("0.0", Some(0)),
             ("2e0", Some(2)),
             ("4294967295", Some(u32::MAX)),
+            (r#""0""#, Some(0)),
+            (r#"" 1 ""#, Some(1)),
         ] {
             assert_eq!(index(v), want, "{v}");
         }
-        for v in [r#""0""#, "-1", "1.5", "-0.5", "4294967296", "1e300", "null", "true", "[0]", r#"{"i":0}"#] {
+        for v in [
+            r#""x""#,
+            r#""-1""#,
+            "-1",
+            "1.5",
+            "-0.5",
+            "4294967296",
+            "1e300",
+            "null",
+            "true",
+            "[0]",
+            r#"{"i":0}"#,
+        ] {
             assert_eq!(index(v), None, "{v}");
         }
         assert_eq!(serde_json::from_str::<Choice>("{}").unwrap().index, None);

@@ -50,9 +50,9 @@ pub(crate) fn failed_base_resp<'de, D: serde::Deserializer<'de>>(d: D) -> Result
 /// One choice.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ResponseChoice<'a> {
-    /// Its index (several choices with `n` > 1; a gateway may list them in any order). One that
-    /// is not an unsigned integer (`"0"`, `-1`, `1.5`) is none, as a missing one is; a whole
-    /// number (`0.0`) is that integer.
+    /// Its index (several choices with `n` > 1; a gateway may list them in any order). A whole
+    /// number or its text (`0.0`, `"1"`) is that integer; another value (`-1`, `1.5`) is none, as
+    /// a missing one is.
     #[serde(default, deserialize_with = "super::lenient::index_or_none")]
     pub index: Option<u32>,
     /// The answer.
