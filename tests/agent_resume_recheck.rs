@@ -176,13 +176,13 @@ async fn a_tool_swapped_for_a_dangerous_one_in_the_same_process_is_asked_about()
     assert_eq!(ran_now(&ran), ["export_contacts v2", "clear_cache"]);
 }
 
-/// The default policy, but `export_contacts` is denied outright.
-struct DenyExports;
+/// The default policy, but calls of one tool are denied outright, with a reason.
+struct DenyTool(&'static str, &'static str);
 
-impl ApprovalPolicy for DenyExports {
+impl ApprovalPolicy for DenyTool {
     fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
-        if call.name == "export_contacts" {
-            return PolicyDecision::Deny("exports are off".into());
+        if call.name == self.0 {
+            return PolicyDecision::Deny(self.1.into());
         }
         DefaultApprovalPolicy.decide(call, definition)
     }
@@ -195,7 +195,7 @@ async fn a_call_the_policy_now_denies_is_answered_and_the_approved_calls_run() {
     let clear_id = frozen_by_v1(&store, &ran).await;
     let v2 = AgentBuilder::new(Arc::new(Script::new(vec![answer("ok")])), store.clone())
         .tools(tools(RiskLevel::Safe, &ran))
-        .policy(Arc::new(DenyExports))
+        .policy(Arc::new(DenyTool("export_contacts", "exports are off")))
         .build();
     v2.approve("s", &clear_id).await.unwrap();
     let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
@@ -616,18 +616,6 @@ impl arkagent::hook::AgentHook for DeniesEverything {
     }
 }
 
-/// The default policy, but `clear_cache` is denied outright.
-struct DenyClears;
-
-impl ApprovalPolicy for DenyClears {
-    fn decide(&self, call: &ToolCall, definition: Option<&ToolDefinition>) -> PolicyDecision {
-        if call.name == "clear_cache" {
-            return PolicyDecision::Deny("clearing is off".into());
-        }
-        DefaultApprovalPolicy.decide(call, definition)
-    }
-}
-
 #[tokio::test]
 async fn a_resume_after_an_update_asks_no_new_hook_and_keeps_the_user_s_approval() {
     // As documented: the update's before-hooks are not asked about a batch frozen before them
@@ -639,7 +627,7 @@ async fn a_resume_after_an_update_asks_no_new_hook_and_keeps_the_user_s_approval
     let hook = Arc::new(DeniesEverything::default());
     let v2 = AgentBuilder::new(Arc::new(Script::new(vec![answer("ok")])), store.clone())
         .tools(tools(RiskLevel::Safe, &ran))
-        .policy(Arc::new(DenyClears))
+        .policy(Arc::new(DenyTool("clear_cache", "clearing is off")))
         .hook(hook.clone())
         .build();
     v2.approve("s", &clear_id).await.unwrap();
