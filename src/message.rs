@@ -341,16 +341,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn call_ids_the_history_holds_are_taken_and_a_repeat_grows_by_a_counter() {
-        // A server numbering its calls per answer sends `call_0` every round.
+    /// A history that took `rounds` answers of `calls()`, each with its ids made unique against
+    /// the history (as the driver records them) and every call answered: each round's ids, how
+    /// many of them were renamed, and the history.
+    fn answered_rounds(
+        rounds: usize,
+        calls: impl Fn() -> Vec<ToolCall>,
+    ) -> (Vec<String>, Vec<usize>, Vec<ChatMessage>) {
         let mut history = vec![ChatMessage::user("q")];
-        let mut given = Vec::new();
-        for round in 0..5 {
-            let mut calls = vec![ToolCall::new("call_0", "t", "{}"), ToolCall::new("call_1", "t", "{}")];
+        let (mut given, mut renamed) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let mut calls = calls();
             let used = call_ids(&history);
-            let renamed = make_call_ids_unique(&mut calls, |c| used.contains(c));
-            assert_eq!(renamed, if round == 0 { 0 } else { 2 });
+            renamed.push(make_call_ids_unique(&mut calls, |c| used.contains(c)));
             given.push(ids(&calls).join(" "));
             let results: Vec<ChatMessage> = calls.iter().map(|c| result(&c.id)).collect();
             history.push(ChatMessage::Assistant {
@@ -360,6 +363,16 @@ mod tests {
             });
             history.extend(results);
         }
+        (given, renamed, history)
+    }
+
+    #[test]
+    fn call_ids_the_history_holds_are_taken_and_a_repeat_grows_by_a_counter() {
+        // A server numbering its calls per answer sends `call_0` every round.
+        let (given, renamed, history) = answered_rounds(5, || {
+            vec![ToolCall::new("call_0", "t", "{}"), ToolCall::new("call_1", "t", "{}")]
+        });
+        assert_eq!(renamed, [0, 2, 2, 2, 2]);
         assert_eq!(
             given,
             [
@@ -385,25 +398,13 @@ mod tests {
     fn a_repeated_id_of_nine_letters_and_digits_keeps_that_shape() {
         // Mistral gives ids of 9 letters and digits and refuses any other back.
         let mistral_shaped = |id: &str| id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric());
-        let mut history = vec![ChatMessage::user("q")];
-        let mut given = Vec::new();
-        for _ in 0..3 {
-            let mut calls = vec![
+        let (given, _, history) = answered_rounds(3, || {
+            vec![
                 ToolCall::new("D681PevKs", "t", "{}"),
                 ToolCall::new("D681PevKs", "t", "{}"),
                 ToolCall::new("D681PevK2", "t", "{}"),
-            ];
-            let used = call_ids(&history);
-            make_call_ids_unique(&mut calls, |c| used.contains(c));
-            given.push(ids(&calls).join(" "));
-            let results: Vec<ChatMessage> = calls.iter().map(|c| result(&c.id)).collect();
-            history.push(ChatMessage::Assistant {
-                content: None,
-                reasoning_content: None,
-                tool_calls: calls,
-            });
-            history.extend(results);
-        }
+            ]
+        });
         assert_eq!(
             given,
             [
