@@ -333,31 +333,8 @@ async fn a_parent_call_not_reached_when_a_worker_froze_is_not_run_unasked() {
 async fn a_batch_killed_mid_run_freezes_again_without_running_its_finished_call_twice() {
     let store = Arc::new(MemStore::new());
     let ran: Ran = Arc::default();
-    let v1 = agent(
-        &store,
-        vec![calls(&[("c1", "clear_cache", "{}"), ("c2", "export_contacts", "{}")])],
-        tools(RiskLevel::Safe, &ran),
-    );
-    let out = v1.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
-    let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
-    v1.approve("s", &batch.items[0].approval_id).await.unwrap();
     // What a process killed after `c1` finished left behind (`c2` never started).
-    let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
-    let events = vec![
-        StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
-        StateEvent::ToolStarted { call_id: "c1".into(), name: "clear_cache".into(), worker_session: None },
-        StateEvent::ToolFinished {
-            call_id: "c1".into(),
-            name: "clear_cache".into(),
-            result: ToolResult::text("cleared before the kill"),
-            stop_requested: false,
-            injected: Vec::new(),
-        },
-    ];
-    for e in &events {
-        state.apply(e);
-    }
-    store.commit(&state, &events).await.unwrap();
+    approved_then_killed(&store, &ran, false).await;
 
     // The app, updated meanwhile, has `export_contacts` dangerous.
     let v2 = agent(&store, vec![answer("ok")], tools(RiskLevel::Dangerous, &ran));
@@ -382,21 +359,20 @@ async fn a_batch_killed_mid_run_freezes_again_without_running_its_finished_call_
     );
 }
 
-/// Version 1 (`export_contacts` safe and idempotent) froze on `clear_cache`, the user approved it,
-/// and the process was killed while `export_contacts` ran: `c1` finished, `c2` started.
-async fn killed_while_an_idempotent_call_ran(store: &Arc<MemStore>, ran: &Ran) {
+/// Version 1 (`export_contacts` safe, idempotent when `c2_started`) froze on `clear_cache`, the
+/// user approved it, and the process was killed: after `c1` finished, and while `c2` ran when
+/// `c2_started` (its tool idempotent, so it runs again, once it is asked about).
+async fn approved_then_killed(store: &Arc<MemStore>, ran: &Ran, c2_started: bool) {
     let v1 = agent(
         store,
         vec![calls(&[("c1", "clear_cache", "{}"), ("c2", "export_contacts", "{}")])],
-        tools_of(RiskLevel::Safe, true, ran),
+        tools_of(RiskLevel::Safe, c2_started, ran),
     );
     let out = v1.run("s", "go", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
     let RunOutcome::Suspended { batch } = out else { panic!("expected suspension: {out:?}") };
     v1.approve("s", &batch.items[0].approval_id).await.unwrap();
-    // What a process killed while `c2` ran left behind (`c1` finished, `c2` started): `c2`'s
-    // tool is idempotent, so it runs again, once it is asked about.
     let mut state = store.load_unrepaired("s").await.unwrap().unwrap();
-    let events = vec![
+    let mut events = vec![
         StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
         StateEvent::ToolStarted { call_id: "c1".into(), name: "clear_cache".into(), worker_session: None },
         StateEvent::ToolFinished {
@@ -406,12 +382,14 @@ async fn killed_while_an_idempotent_call_ran(store: &Arc<MemStore>, ran: &Ran) {
             stop_requested: false,
             injected: Vec::new(),
         },
-        StateEvent::ToolStarted {
+    ];
+    if c2_started {
+        events.push(StateEvent::ToolStarted {
             call_id: "c2".into(),
             name: "export_contacts".into(),
             worker_session: None,
-        },
-    ];
+        });
+    }
     for e in &events {
         state.apply(e);
     }
@@ -422,7 +400,7 @@ async fn killed_while_an_idempotent_call_ran(store: &Arc<MemStore>, ran: &Ran) {
 async fn a_started_idempotent_call_whose_tool_became_dangerous_is_asked_about_before_it_runs_again() {
     let store = Arc::new(MemStore::new());
     let ran: Ran = Arc::default();
-    killed_while_an_idempotent_call_ran(&store, &ran).await;
+    approved_then_killed(&store, &ran, true).await;
 
     // The app, updated meanwhile, has `export_contacts` dangerous (still idempotent). Before, it
     // ran again at once: a started call was never asked about again.
@@ -463,7 +441,7 @@ async fn a_started_idempotent_call_whose_tool_became_dangerous_is_asked_about_be
 async fn a_started_idempotent_call_denied_on_its_new_item_is_not_run_again() {
     let store = Arc::new(MemStore::new());
     let ran: Ran = Arc::default();
-    killed_while_an_idempotent_call_ran(&store, &ran).await;
+    approved_then_killed(&store, &ran, true).await;
 
     let v2 = agent(&store, vec![answer("ok")], tools_of(RiskLevel::Dangerous, true, &ran));
     let out = v2.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
