@@ -9,12 +9,12 @@ use super::*;
 /// which are pure) is answered with the gate's error instead, as it would have been had the batch
 /// run: told only that another call was denied, the model would make it again as it was. The
 /// call is checked as the batch would have run it (as its before-hooks left it); nothing runs.
-/// The error is cut to `limit` bytes (`max_result_bytes`) as a gate's error of a call run is.
+/// The error is not cut here: the settlement holds every answer to `max_result_bytes`
+/// ([`step_within_limit`]).
 pub(super) fn not_run_or_gate_error(
     step: BatchStep,
     batch: &PendingApprovalBatch,
     tools: &ToolSnapshot,
-    limit: usize,
 ) -> BatchStep {
     let BatchStep::Answer(answered) = step else { return step };
     let code =
@@ -25,10 +25,7 @@ pub(super) fn not_run_or_gate_error(
     let planned =
         batch.calls.iter().find(|c| c.call.id == answered.call.id).map_or(&answered.call, |c| &c.call);
     match tools.prepare(planned) {
-        Err(e) => {
-            let result = within_size(ToolResult::from_error(&e), &planned.name, limit);
-            BatchStep::Answer(AnsweredCall { call: answered.call, result })
-        }
+        Err(e) => BatchStep::Answer(AnsweredCall { call: answered.call, result: ToolResult::from_error(&e) }),
         Ok(_) => BatchStep::Answer(answered),
     }
 }
@@ -485,7 +482,7 @@ impl<'a> Run<'a> {
         let limit = self.agent.config.max_result_bytes;
         let steps: Vec<BatchStep> = steps
             .into_iter()
-            .map(|step| step_within_limit(not_run_or_gate_error(step, &batch, &tools, limit), limit))
+            .map(|step| step_within_limit(not_run_or_gate_error(step, &batch, &tools), limit))
             .collect();
         // Calls that ran (or started) in an earlier process keep what the journal knows: a
         // finished call its result; a started one is never run again unless its tool is
