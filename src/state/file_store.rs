@@ -1245,7 +1245,7 @@ impl Writer {
         let newest =
             list_generations(&self.dir).ok().and_then(|l| l.snaps.into_iter().chain(l.journals).max());
         open.len() == self.journal_len
-            && (open.dev(), open.ino()) == (named.dev(), named.ino())
+            && file_id(&named) == self.file_id
             && newest == Some(self.gen)
             && self.changed.is_some_and(|c| c == (open.ctime(), open.ctime_nsec()))
     }
@@ -1462,9 +1462,8 @@ impl Drop for SessionLock {
 /// of a session that does not exist before it releases its lock (see [`SessionLock`]), so a lock
 /// taken on a file opened before that removal holds nothing.
 fn is_current_lock(file: &File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
     match (file.metadata(), fs::metadata(path)) {
-        (Ok(open), Ok(named)) => (open.dev(), open.ino()) == (named.dev(), named.ino()),
+        (Ok(open), Ok(named)) => file_id(&open) == file_id(&named),
         _ => false,
     }
 }
