@@ -92,6 +92,42 @@ for (const where of ['in memory', 'with a stateDir']) {
     assert.equal(await agent.stateJson('s'), null);
   });
 
+  // A new session: the calls after the run wait for it, then find the session it wrote. Before the
+  // fix they looked for it before waiting their turn and failed with session_not_found (with a
+  // stateDir every time): the user's decision was dropped and the batch stayed frozen.
+  const wipeAgent = (t, answers, runs) =>
+    openWipeAgent(where === 'in memory' ? undefined : tempDir(t), answers, runs);
+  const wipeCall = { tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{}' }] };
+
+  test(`run, approveAll, resume on a new session, none awaited (${where}): approved, then resumed`, async (t) => {
+    for (let round = 0; round < ROUNDS / 2; round += 1) {
+      const runs = [];
+      const agent = wipeAgent(t, [wipeCall, { content: 'done' }], runs);
+      const running = agent.run('s', 'wipe it');
+      const approving = agent.approveAll('s');
+      const resuming = agent.resume('s');
+      const [out, batch, resumed] = await Promise.allSettled([running, approving, resuming]);
+      assert.equal(out.value?.status, 'awaiting_approval', `round ${round}: ${out.reason}`);
+      assert.equal(JSON.parse(batch.value ?? 'null')?.items[0].decision, 'approved', `round ${round}: ${batch.reason}`);
+      assert.deepEqual([resumed.value?.status, resumed.value?.finalText], ['completed', 'done'], `round ${round}: ${resumed.reason}`);
+      assert.equal(runs.length, 1, `round ${round}`);
+    }
+  });
+
+  test(`run then dismiss on a new session, neither awaited (${where}): dismissed once frozen`, async (t) => {
+    for (let round = 0; round < ROUNDS / 2; round += 1) {
+      const runs = [];
+      const agent = wipeAgent(t, [wipeCall], runs);
+      const running = agent.run('s', 'wipe it');
+      const dismissing = agent.dismiss('s', 'user moved on');
+      const [out, dismissed] = await Promise.allSettled([running, dismissing]);
+      assert.equal(out.value?.status, 'awaiting_approval', `round ${round}: ${out.reason}`);
+      assert.equal(dismissed.value?.status, 'completed', `round ${round}: ${dismissed.reason}`);
+      assert.equal(await agent.pendingApprovalJson('s'), null, `round ${round}`);
+      assert.equal(runs.length, 0, `round ${round}`);
+    }
+  });
+
   test(`setMetadata, deleteSession, run, none awaited (${where}): in that order`, async (t) => {
     const agent = newAgent(t);
     for (let round = 0; round < ROUNDS / 4; round += 1) {
@@ -105,3 +141,21 @@ for (const where of ['in memory', 'with a stateDir']) {
     }
   });
 }
+
+// From inside the run's own hook, on a new session: approveAll (not awaited) from onRunStart waits
+// for the run, then decides the batch it froze on. Before the fix it was session_not_found: the
+// session is written only by the run's first persist, after onRunStart.
+test('approveAll not awaited from onRunStart of a new session decides the batch the run freezes on', async (t) => {
+  const dir = tempDir(t);
+  for (let round = 0; round < ROUNDS / 4; round += 1) {
+    const runs = [];
+    const session = `s${round}`;
+    const agent = openWipeAgent(dir, [{ tool_calls: [{ id: 'w1', name: 'wipe_cache', arguments: '{}' }] }], runs);
+    let approving;
+    agent.addHook({ onRunStart: () => { approving ??= agent.approveAll(session); } });
+    const out = await agent.run(session, 'wipe it');
+    assert.equal(out.status, 'awaiting_approval', `round ${round}`);
+    assert.equal(JSON.parse(await approving).items[0].decision, 'approved', `round ${round}`);
+    assert.equal(JSON.parse(await agent.pendingApprovalJson(session)).items[0].decision, 'approved', `round ${round}`);
+  }
+});

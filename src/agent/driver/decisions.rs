@@ -105,8 +105,7 @@ impl Agent {
         approval_id: &str,
         decision: &UserDecision,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.check_exists(session_id).await?;
-        let held = self.hold(session_id).await?;
+        let held = self.hold_existing(session_id).await?;
         let decided = self.decide_held(session_id, approval_id, decision, false).await?;
         let Decided { batch, parent } =
             decided.ok_or_else(|| AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending"))?;
@@ -126,8 +125,7 @@ impl Agent {
         session_id: &str,
         decision: &UserDecision,
     ) -> Result<PendingApprovalBatch, AgentError> {
-        self.check_exists(session_id).await?;
-        let held = self.hold(session_id).await?;
+        let held = self.hold_existing(session_id).await?;
         let no_batch = || AgentError::of(codes::NO_PENDING_APPROVAL, "no approval is pending");
         let mut state = self.load_existing(session_id).await?;
         let batch = state.pending_approval.as_ref().ok_or_else(no_batch)?;

@@ -824,8 +824,7 @@ impl Agent {
         cancel: &CancellationSignal,
     ) -> Result<RunOutcome, AgentError> {
         self.check_config()?;
-        self.check_exists(session_id).await?;
-        let _held = self.hold(session_id).await?;
+        let _held = self.hold_existing(session_id).await?;
         self.resume_held(session_id, sink, cancel, None).await
     }
 
@@ -875,8 +874,7 @@ impl Agent {
         self.check_reason(reason)?;
         // One hold of the session from the first denial to the settled batch: a resume from the
         // app in between would settle the denials without this dismissal and ask the model.
-        self.check_exists(session_id).await?;
-        let held = self.hold(session_id).await?;
+        let held = self.hold_existing(session_id).await?;
         let state = self.load_existing(session_id).await?;
         // A worker session this agent cannot run as its delegation does, or a batch mirroring a
         // worker it cannot continue, is refused before any denial is written.
@@ -1254,9 +1252,12 @@ impl Agent {
         Ok(names_it.then(|| parent.clone()))
     }
 
-    /// `session_not_found` when the session does not exist, asked before a call that acts only
-    /// on an existing session takes its lease: such a call on a missing session leaves nothing on
-    /// disk (a lease may create a lock file). The call checks again under its lease.
+    /// `session_not_found` when the session does not exist, asked once a call that acts only on
+    /// an existing session holds its lock, before it takes its lease ([`hold_existing`]): such a
+    /// call on a missing session leaves nothing on disk (a lease may create a lock file). The call
+    /// checks again under its lease.
+    ///
+    /// [`hold_existing`]: Self::hold_existing
     async fn check_exists(&self, session_id: &str) -> Result<(), AgentError> {
         if self.store.exists(session_id).await? {
             Ok(())

@@ -243,11 +243,34 @@ impl Agent {
     /// or process gets `session_busy`). Dropped, it releases the lease first, so a call waiting
     /// on the lock never finds the lease still taken.
     pub(super) async fn hold(&self, session_id: &str) -> Result<SessionHold, AgentError> {
+        let guard = self.lock_in_turn(session_id).await;
+        self.lease_locked(session_id, guard).await
+    }
+
+    /// [`hold`](Self::hold) for a call that acts only on an existing session (a resume, a
+    /// dismissal, a decision): `session_not_found` when the session does not exist once the
+    /// call's turn comes, before the lease (which may create a lock file: nothing is left on disk
+    /// for a missing session). Looked at in its turn, not before: a call reserved after a run that
+    /// creates the session (`run` then `approve_all` on a new session, neither awaited) waits for
+    /// the run, then finds the session it wrote. The call checks again under the lease.
+    pub(super) async fn hold_existing(&self, session_id: &str) -> Result<SessionHold, AgentError> {
+        let guard = self.lock_in_turn(session_id).await;
+        self.check_exists(session_id).await?;
+        self.lease_locked(session_id, guard).await
+    }
+
+    /// This agent's lock on the session, in the place reserved for the call
+    /// ([`reserved_place`]) or else at the end of the line now.
+    async fn lock_in_turn(&self, session_id: &str) -> LockGuard {
         let lock = self.session_lock(session_id);
-        let guard = match reserved_place(session_id, &lock) {
+        match reserved_place(session_id, &lock) {
             Some(place) => place.acquired().await,
             None => lock.lock_owned().await,
-        };
+        }
+    }
+
+    /// The rest of a hold, with the session's lock taken: the hold counted, then the store's lease.
+    async fn lease_locked(&self, session_id: &str, guard: LockGuard) -> Result<SessionHold, AgentError> {
         {
             let mut sessions = self.session_locks.lock().unwrap_or_else(|p| p.into_inner());
             sessions.taken += 1;

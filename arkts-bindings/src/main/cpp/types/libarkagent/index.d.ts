@@ -654,7 +654,9 @@ export declare class Agent {
    * session_busy: another Agent object or process is writing this session (run, resume, decision);
    * nothing was done. Calls on one session through one Agent wait for each other, and hold it in the
    * order they were made even when not awaited (run, resume, dismiss, approve, deny, deleteSession:
-   * approve() then resume() without await approves first; deleteSession() then run() deletes first). So an executor, hook or policy of a run must not await such
+   * approve() then resume() without await approves first; deleteSession() then run() deletes first;
+   * on a new session, run() then approveAll() or dismiss() waits for the run and acts on the batch it froze on:
+   * a call looks for its session only once the calls made before it are over). So an executor, hook or policy of a run must not await such
    * a call on that run's own session: it would wait for the run, which waits for it, until the
    * executor's or hook's timeout (call it without awaiting it, or from the approvalRequired event).
    * A session a crash or a kill left running (its state's status is 'running') takes a new message:
