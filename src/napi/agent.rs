@@ -188,6 +188,25 @@ async fn outcome_object(
     Ok(RunOutcomeObject::new(outcome, usage))
 }
 
+/// `run`, its `signal` cancelled (as the app's `cancel()` would: the state saved, the session let
+/// go) should the Agent's environment be torn down first (`gone`): nobody is left to answer its
+/// executors, hooks or policy, nor to hear its outcome.
+async fn cancelled_with_env<F: std::future::Future>(
+    run: F,
+    gone: &CancellationSignal,
+    signal: &CancellationSignal,
+) -> F::Output {
+    tokio::pin!(run);
+    tokio::select! {
+        biased;
+        outcome = &mut run => outcome,
+        () = gone.cancelled() => {
+            signal.cancel(super::env_life::GONE_REASON);
+            run.await
+        }
+    }
+}
+
 fn same<T>(value: T) -> T {
     value
 }
@@ -243,6 +262,7 @@ impl JsAgent {
         let core = Arc::clone(&self.core);
         let events = RunEvents::new(Arc::clone(&self.listener));
         let signal = run_signal(signal);
+        let gone = self.gone.clone();
         guard_napi(env, || {
             // The call's place is reserved now, in the order the app calls: calls on the session
             // not awaited hold it in that order (`approve` then `resume`: approve first), and a
@@ -255,17 +275,17 @@ impl JsAgent {
                 env,
                 kept,
                 async move {
-                    let outcome = reservation?
-                        .within(async {
-                            match call {
-                                RunCall::Run(input) => core.run(&session_id, &input, &events, &signal).await,
-                                RunCall::Resume => core.resume(&session_id, &events, &signal).await,
-                                RunCall::Dismiss(reason) => {
-                                    core.dismiss(&session_id, &reason, &events, &signal).await
-                                }
+                    let reservation = reservation?;
+                    let run = reservation.within(async {
+                        match call {
+                            RunCall::Run(input) => core.run(&session_id, &input, &events, &signal).await,
+                            RunCall::Resume => core.resume(&session_id, &events, &signal).await,
+                            RunCall::Dismiss(reason) => {
+                                core.dismiss(&session_id, &reason, &events, &signal).await
                             }
-                        })
-                        .await;
+                        }
+                    });
+                    let outcome = cancelled_with_env(run, &gone, &signal).await;
                     events.delivered().await;
                     outcome_object(&core, &session_id, outcome?).await
                 },
@@ -285,6 +305,8 @@ pub struct JsAgent {
     listener: Arc<EventListener>,
     tool_timeout: Duration,
     policy: Arc<PolicySlot>,
+    /// The `gone` signal of the environment it was created in (`env_life`): ends its runs.
+    gone: CancellationSignal,
 }
 
 // SAFETY: `#[repr(C)]`, its tag first.
@@ -316,6 +338,7 @@ impl JsAgent {
                 listener: Arc::new(EventListener::default()),
                 tool_timeout,
                 policy,
+                gone: super::env_life::gone(&env),
             })
         })
     }

@@ -41,6 +41,13 @@
 //! and its late answer dropped.) The flag is one atomic that either side sets first: the JS thread
 //! marks the call started, the waiting side abandoned, so a timeout knows whether the function
 //! ever ran ([`CallFailure::TimedOut`]`{ started }`).
+//!
+//! # Calls of an environment torn down
+//! A [`JsFn`] carries the `gone` signal of its environment (`env_life`). Once that environment is
+//! torn down (a worker terminated), nothing of its calls can come back: a [`call_js`] still waiting
+//! is answered at once ([`CallFailure::EnvGone`]`{ started }`), not at its deadline. A call the
+//! termination cut off on the JS thread (the function's call failed with the termination pending,
+//! which is no throw of the app's) is refused, and ends the environment there and then.
 
 use crate::tool::CancellationSignal;
 use napi_ohos::bindgen_prelude::{
@@ -55,9 +62,33 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// The thread-safe function of a [`JsFn`]: weak, and not error-first (`CalleeHandled = false`).
+pub(crate) type RawJsFn<T> = ThreadsafeFunction<Queued<T>, Unknown<'static>, JsArgs, Status, false, true>;
+
 /// A JS function callable from any thread: `T` is the Rust data queued per call ([`Queued`]),
-/// turned into [`JsArgs`] on the JS thread. Weak, and not error-first (`CalleeHandled = false`).
-pub(crate) type JsFn<T> = ThreadsafeFunction<Queued<T>, Unknown<'static>, JsArgs, Status, false, true>;
+/// turned into [`JsArgs`] on the JS thread; with the `gone` signal of its environment
+/// (`env_life`), which answers at once every call still waiting when that environment is torn
+/// down ([`call_js`]).
+pub(crate) struct JsFn<T: 'static> {
+    function: RawJsFn<T>,
+    gone: CancellationSignal,
+}
+
+impl<T: 'static> JsFn<T> {
+    /// `function`, of `env` (call on its JS thread).
+    pub(crate) fn new(env: &Env, function: RawJsFn<T>) -> Self {
+        JsFn { function, gone: super::env_life::gone(env) }
+    }
+
+    /// Queues a call without blocking; `reply` runs on the JS thread with what it returned.
+    pub(crate) fn call_with_return_value(
+        &self,
+        value: Queued<T>,
+        reply: impl FnOnce(napi_ohos::Result<Unknown<'static>>, Env) -> napi_ohos::Result<()> + 'static,
+    ) -> Status {
+        self.function.call_with_return_value(value, ThreadsafeFunctionCallMode::NonBlocking, reply)
+    }
+}
 
 /// A queued call not yet reached ([`Queued`]).
 const QUEUED: u8 = 0;
@@ -125,6 +156,9 @@ thread_local! {
     /// within the one napi-ohos callback, as [`REFUSED`].
     static THREW: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Why a call cut off by the teardown of its environment failed ([`CallFailure::EnvGone`]).
+const ENV_GONE: &str = "its environment was torn down (the worker ended)";
 
 /// Refuses the call being made: its reason is left for its reply.
 fn refuse(why: String) {
@@ -218,17 +252,13 @@ pub(crate) fn drop_reply(env: &Env, ret: &napi_ohos::Result<Unknown<'static>>, t
 /// [`Queued::unwaited`]), and what it returns, throws or rejects with is dropped on the JS thread
 /// ([`drop_reply`], logged as `what`'s).
 pub(crate) fn call_unwaited<T: 'static>(function: &JsFn<T>, data: T, what: &'static str) -> Status {
-    function.call_with_return_value(
-        Queued::unwaited(data),
-        ThreadsafeFunctionCallMode::NonBlocking,
-        move |ret, env| {
-            // Run from napi-ohos' `extern "C"` callback: under the binding's guard.
-            if let Err(why) = in_reply(&env, |threw| drop_reply(&env, &ret, threw, what)) {
-                log::warn!("arkagent: {what} may not have been called: {why}");
-            }
-            Ok(())
-        },
-    )
+    function.call_with_return_value(Queued::unwaited(data), move |ret, env| {
+        // Run from napi-ohos' `extern "C"` callback: under the binding's guard.
+        if let Err(why) = in_reply(&env, |threw| drop_reply(&env, &ret, threw, what)) {
+            log::warn!("arkagent: {what} may not have been called: {why}");
+        }
+        Ok(())
+    })
 }
 
 /// On the JS thread, first in every reply of a call made through a [`JsFn`]: why the call was
@@ -314,14 +344,21 @@ fn forward(
     let mut pending = false;
     let mut exception = std::ptr::null_mut();
     // SAFETY: as above; the exception is taken (and returned as the call's value).
-    unsafe {
-        if sys::napi_is_exception_pending(env, &mut pending) == sys::Status::napi_ok
+    let took = unsafe {
+        sys::napi_is_exception_pending(env, &mut pending) == sys::Status::napi_ok
             && pending
             && sys::napi_get_and_clear_last_exception(env, &mut exception) == sys::Status::napi_ok
-        {
-            THREW.set(true);
-            return Ok(RawJsValue(exception));
-        }
+    };
+    // The environment is terminating (a worker told to end, `process.exit()` in it): the function
+    // was cut off, or never entered, by the termination; what "threw" is the termination itself.
+    if !super::env_life::can_run_js(ctx.env) {
+        super::env_life::end(ctx.env);
+        refuse(ENV_GONE.to_string());
+        return Ok(RawJsValue(undefined));
+    }
+    if took {
+        THREW.set(true);
+        return Ok(RawJsValue(exception));
     }
     // Not called (no exception to say why): refused, as a call whose arguments failed.
     refuse(format!("the app function could not be called ({status})"));
@@ -338,11 +375,12 @@ pub(crate) fn passthrough_fn<T: 'static + JsValuesTupleIntoVec>(
     env: &Env,
     function: &Function<'_, Unknown<'static>, Unknown<'static>>,
 ) -> napi_ohos::Result<JsFn<T>> {
-    shield(env, function)?
+    let function = shield(env, function)?
         .build_threadsafe_function::<Queued<T>>()
         .weak::<true>()
         .callee_handled::<false>()
-        .build_callback(|ctx| Ok(call_args(&ctx.env, ctx.value, |env, value| value.into_vec(env.raw()))))
+        .build_callback(|ctx| Ok(call_args(&ctx.env, ctx.value, |env, value| value.into_vec(env.raw()))))?;
+    Ok(JsFn::new(env, function))
 }
 
 /// How a JS call ended, with its value converted to `R` on the JS thread.
@@ -388,6 +426,13 @@ pub(crate) enum CallFailure {
     /// a busy JS thread). `started`: whether the function was called; a call the JS thread had
     /// not reached by then never is.
     TimedOut {
+        /// Whether the function was called.
+        started: bool,
+    },
+    /// The function's environment was torn down (its worker ended) before it answered, or cut
+    /// the call off. `started`: whether the function was called (then it may or may not have
+    /// done what it was asked); a call it had not made never is.
+    EnvGone {
         /// Whether the function was called.
         started: bool,
     },
@@ -451,6 +496,13 @@ impl Waiting {
         answer.map_err(CallFailure::Binding)
     }
 
+    /// Stops waiting, the function's environment torn down: the call's [`CallFailure::EnvGone`],
+    /// which says whether the JS thread had made it (else it never will).
+    fn env_gone(&self) -> CallFailure {
+        let flag = self.abandoned.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
+        CallFailure::EnvGone { started: flag == Err(STARTED) }
+    }
+
     /// Stops waiting: the call's [`CallFailure::TimedOut`], which says whether the JS thread had
     /// made it (else it never will).
     fn timed_out(&self) -> CallFailure {
@@ -487,18 +539,33 @@ where
 {
     let (tx, rx) = oneshot::channel::<Answer<R>>();
     let waiting = Waiting::enter(cancel);
-    let status = function.call_with_return_value(
-        waiting.queued(data),
-        ThreadsafeFunctionCallMode::NonBlocking,
-        move |ret, env| {
-            reply(ret, &env, tx);
-            // Never Err here: napi-ohos would raise it as an uncaught exception.
-            Ok(())
-        },
-    );
+    let status = function.call_with_return_value(waiting.queued(data), move |ret, env| {
+        reply(ret, &env, tx);
+        // Never Err here: napi-ohos would raise it as an uncaught exception.
+        Ok(())
+    });
     if status != Status::Ok {
         return Err(CallFailure::NotQueued(status));
     }
+    // Its environment torn down, the call is answered at once: nothing of it can come any more
+    // (its thread-safe function is finalized, its Promise's callbacks never run).
+    // A refusal of the JS thread for the termination (it ends the environment first) is that too.
+    tokio::select! {
+        biased;
+        () = function.gone.cancelled() => Err(waiting.env_gone()),
+        waited = wait_for(&waiting, rx, timeout) => match waited {
+            Err(CallFailure::Binding(_)) if function.gone.is_cancelled() => Err(waiting.env_gone()),
+            waited => waited,
+        },
+    }
+}
+
+/// [`call_js`]'s wait for the answer of its queued call (at most `timeout`).
+async fn wait_for<R>(
+    waiting: &Waiting,
+    rx: oneshot::Receiver<Answer<R>>,
+    timeout: Duration,
+) -> Result<Settled<R>, CallFailure> {
     let deadline = tokio::time::Instant::now() + timeout;
     // Most functions answer within tens of microseconds, and a worker that parks takes about as
     // long again to be woken (BENCHMARKS.md, "NAPI"). So a call made while no other is waiting
@@ -580,6 +647,12 @@ fn settle<R: FromNapiValue + Send + 'static>(
         // The shield never throws (an app function's throw is its value): napi-ohos failed to call
         // it. Its error's text is left alone (napi-ohos read it unchecked); the thrown value, if
         // it kept one, is read here.
+        Err(_) if !super::env_life::can_run_js(env) && !exception_pending(env) => {
+            // Not called, or cut off: the environment is terminating.
+            super::env_life::end(env);
+            answer(slot, Err(ENV_GONE.to_string()));
+            return;
+        }
         Err(error) => {
             // SAFETY: on the JS thread, with this env; napi-ohos hands back the value it
             // referenced (releasing the reference) or creates an Error of its text.
@@ -773,6 +846,14 @@ pub(crate) fn take_pending_exception(env: &Env) -> Option<String> {
         }
         Some(value_text(&Unknown::from_raw_unchecked(env.raw(), exception)))
     }
+}
+
+/// Whether an exception is pending in `env`. Call on the JS thread.
+pub(crate) fn exception_pending(env: &Env) -> bool {
+    let mut pending = false;
+    // SAFETY: a valid env on the JS thread; only its exception slot is inspected.
+    let status = unsafe { sys::napi_is_exception_pending(env.raw(), &mut pending) };
+    status == sys::Status::napi_ok && pending
 }
 
 /// Clears an exception a failed conversion may have left pending, so the next call starts clean.

@@ -29,7 +29,26 @@ pub(crate) fn js_error(env: &Env, error: &AgentError) -> napi_ohos::Error {
         // The napi error keeps a reference to this object and throws (or rejects with) it as is.
         Ok(napi_ohos::Error::from(object.to_unknown()))
     };
-    build().unwrap_or_else(|_| napi_ohos::Error::new(Status::GenericFailure, error.to_string()))
+    build().unwrap_or_else(|_| {
+        unthrowable(env, napi_ohos::Error::new(Status::GenericFailure, error.to_string()))
+    })
+}
+
+/// `error`, or when `env` can no longer run JS (an exception is pending that the binding could
+/// not clear: the environment is terminating), an error of status `PendingException`: napi-ohos
+/// then leaves the pending exception as it is instead of throwing `error`, a throw that fails
+/// there (in a debug build its assertion then fired inside an `extern "C"` callback, and the whole
+/// process aborted, not only the worker ending). Call on the JS thread.
+pub(crate) fn unthrowable(env: &Env, error: napi_ohos::Error) -> napi_ohos::Error {
+    if error.status == Status::PendingException || super::env_life::can_run_js(env) {
+        return error;
+    }
+    // With an exception pending (an app getter threw), the same outcome as before: napi-ohos
+    // would have thrown that exception on. With none, only a terminating env refuses to run JS.
+    if !super::callback::exception_pending(env) {
+        super::env_life::end(env);
+    }
+    napi_ohos::Error::new(Status::PendingException, error.reason.clone())
 }
 
 /// The core's config fields a `config_invalid` message may name, with the Agent config's names
@@ -90,7 +109,7 @@ pub(crate) fn guard_napi<T>(env: &Env, body: impl FnOnce() -> napi_ohos::Result<
         body()
     };
     match std::panic::catch_unwind(AssertUnwindSafe(body)) {
-        Ok(result) => result,
+        Ok(result) => result.map_err(|error| unthrowable(env, error)),
         Err(payload) => Err(js_error(env, &panic_error(payload.as_ref()))),
     }
 }
@@ -318,10 +337,11 @@ unsafe extern "C" fn call_settle(
 /// the raw Promise, settled through a [`Settler`], which drops `kept` as it settles it.
 ///
 /// # Errors
-/// Only when the Promise itself cannot be created.
+/// Only when the Promise itself cannot be created, or the runtime is missing.
 fn spawn_pending(env: &Env, pending: Pending, kept: Kept) -> napi_ohos::Result<sys::napi_value> {
+    let runtime = super::runtime()?;
     let (promise, settler) = Settler::new(env)?;
-    napi_ohos::bindgen_prelude::spawn(async move {
+    runtime.spawn(async move {
         let outcome = match AssertUnwindSafe(pending).catch_unwind().await {
             Ok(outcome) => outcome,
             Err(payload) => Err(panic_error(payload.as_ref())),

@@ -23,10 +23,10 @@ use super::callback::JsFn;
 use super::dto::to_json;
 use crate::agent::{AgentEvent, EventSink};
 use napi_ohos::bindgen_prelude::{Function, Unknown};
-use napi_ohos::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_ohos::{Env, Status};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -78,6 +78,8 @@ pub(crate) struct RunEvents {
     // The run ids of the workers of this run's delegations, by worker session (from their
     // `run_started`). A std Mutex: held only while a worker's event is tagged and serialised.
     worker_runs: Mutex<HashMap<String, String>>,
+    /// Whether an event of this run could not be queued to the listener (logged once).
+    unqueued: AtomicBool,
 }
 
 impl RunEvents {
@@ -88,6 +90,7 @@ impl RunEvents {
             last: Mutex::new(None),
             run_id: OnceLock::new(),
             worker_runs: Mutex::new(HashMap::new()),
+            unqueued: AtomicBool::new(false),
         }
     }
 
@@ -135,7 +138,6 @@ impl EventSink for RunEvents {
         let (tx, rx) = oneshot::channel();
         let status = listener.call_with_return_value(
             super::callback::Queued::unwaited(self.wire_json(&event)),
-            ThreadsafeFunctionCallMode::NonBlocking,
             move |ret, env| {
                 // Run from napi-ohos' `extern "C"` callback: under the binding's guard, which
                 // turns a refused call or a panic into a dropped event (logged).
@@ -155,8 +157,12 @@ impl EventSink for RunEvents {
         );
         if status == Status::Ok {
             *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(rx);
-        } else {
-            log::warn!("arkagent: an event could not be queued to the listener ({status})");
+        } else if !self.unqueued.swap(true, Ordering::Relaxed) {
+            // Once per run: a listener whose environment is closing refuses every later event.
+            log::warn!(
+                "arkagent: an event could not be queued to the listener ({status}); the run's later \
+                 events that cannot be are dropped unlogged"
+            );
         }
     }
 }

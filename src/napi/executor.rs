@@ -201,7 +201,7 @@ impl JsToolExecutor {
             .weak::<true>()
             .callee_handled::<false>()
             .build_callback(|ctx| Ok(call_args(&ctx.env, ctx.value, executor_args)))?;
-        Ok(JsToolExecutor { tool_name, function, timeout })
+        Ok(JsToolExecutor { tool_name, function: JsFn::new(env, function), timeout })
     }
 }
 
@@ -371,6 +371,22 @@ impl ToolExecutor for JsToolExecutor {
                     )
                 })
             }
+            // The worker the executor belongs to ended: as a call a kill cut short (repair's
+            // answers), never "threw", which invites calling it again.
+            Err(CallFailure::EnvGone { started: true }) => Err(AgentError::of(
+                codes::TOOL_INTERRUPTED,
+                format!(
+                    "executor of {name} was interrupted while it ran (its ArkTS environment was torn \
+                     down); it may or may not have taken effect, so check before calling it again"
+                ),
+            )),
+            Err(CallFailure::EnvGone { started: false }) => Err(AgentError::of(
+                codes::TOOL_NOT_STARTED,
+                format!(
+                    "executor of {name} was not started: its ArkTS environment was torn down first, \
+                     and the tool did not run"
+                ),
+            )),
             Err(CallFailure::NotQueued(status)) => Err(AgentError::execution_failed(format!(
                 "executor of {name} could not be called ({status}); the ArkTS environment may be closing"
             ))),

@@ -322,6 +322,9 @@ fn outcome<R>(
             CallFailure::not_called_note(started)
         )),
         Err(CallFailure::NotQueued(status)) => Err(format!("{method} could not be called ({status})")),
+        Err(CallFailure::EnvGone { .. }) => {
+            Err(format!("{method} did not answer: its ArkTS environment was torn down"))
+        }
         Err(CallFailure::Binding(why)) => Err(format!("{method} failed in the binding: {why}")),
     }
 }

@@ -4,8 +4,8 @@
 //! weak thread-safe functions.
 //!
 //! Compiled only with the `napi` feature. The module owns the one tokio runtime of the process
-//! (two worker threads, a blocking pool of at most 16 for file work), installed when the module
-//! loads.
+//! (two worker threads, a blocking pool of at most 16 for file work), built when the module first
+//! loads and kept for the life of the process, whichever environments come and go (`runtime`).
 //!
 //! # Layout
 //! - `error`: [`AgentError`](crate::AgentError) -> JS `Error` with `code` and `layer`, and the
@@ -15,6 +15,8 @@
 //!   `engine_utf8`: the pure decoding of those bytes.
 //! - `dto`: the `#[napi(object)]` shapes that cross the boundary, with conversions both ways, and
 //!   `Id`, the string argument whose identity matters (a lone UTF-16 surrogate is refused).
+//! - `env_life`: the life of each JS environment the module was loaded in (a worker's may be torn
+//!   down with work in flight): its `gone` signal ends what was started in it.
 //! - `callback`: calling an ArkTS/JS function from Rust and getting a value or a Promise back, with
 //!   the panic guards of the closures napi-ohos runs on the JS thread.
 //! - `signal`: the `CancellationHandle` class over [`CancellationSignal`](crate::CancellationSignal).
@@ -44,6 +46,7 @@ mod agent;
 mod callback;
 mod dto;
 mod engine_utf8;
+mod env_life;
 mod error;
 mod events;
 mod executor;
@@ -71,20 +74,38 @@ const WORKER_THREADS: usize = 2;
 /// waiting on the app (its policy, hooks, executors) hold no thread at all.
 const MAX_BLOCKING_THREADS: usize = 16;
 
+/// The module's tokio runtime: built once, at the first module load (or first use), and never shut
+/// down nor handed to napi-ohos. napi-ohos' own runtime (its `async` feature, left off) is shut
+/// down when the first environment that loaded the module is torn down (its cleanup hook goes on
+/// the first environment only), and then rebuilt with its defaults (a worker per CPU, 512 blocking
+/// threads): an ArkTS Worker that loaded the module first took the runtime with it.
+static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> = std::sync::OnceLock::new();
+
+/// The module's runtime (call from any thread).
+///
+/// # Errors
+/// When it could not be built (no thread could be started): napi's error, saying why.
+pub(crate) fn runtime() -> napi_ohos::Result<&'static tokio::runtime::Runtime> {
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(WORKER_THREADS)
+                .max_blocking_threads(MAX_BLOCKING_THREADS)
+                .thread_name("arkagent-rt")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| napi_ohos::Error::from_reason(format!("arkagent: no tokio runtime: {e}")))
+}
+
 #[napi_derive_ohos::module_init]
 fn init() {
     logging::init();
     logging::install_panic_hook();
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
-        .max_blocking_threads(MAX_BLOCKING_THREADS)
-        .thread_name("arkagent-rt")
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => napi_ohos::bindgen_prelude::create_custom_tokio_runtime(rt),
-        // napi-ohos then builds its default runtime; log why ours is missing.
-        Err(e) => log::error!("could not build the tokio runtime: {e}"),
+    if let Err(e) = runtime() {
+        log::error!("{}", e.reason);
     }
 }
 

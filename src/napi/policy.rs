@@ -179,6 +179,9 @@ impl JsApprovalPolicy {
                 ))
             }
             Err(CallFailure::Binding(why)) => return Err(format!("the policy failed in the binding: {why}")),
+            Err(CallFailure::EnvGone { .. }) => {
+                return Err("the policy did not answer: its ArkTS environment was torn down".to_string())
+            }
         };
         parse_policy_answer(&answer, &call.name).map_err(|e| e.message)
     }

@@ -8,7 +8,6 @@ use super::error::{check_new, check_this, guard, guard_napi, Arg, ClassTag};
 use crate::tool::CancellationSignal;
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, This, Unknown};
-use napi_ohos::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_ohos::{sys, Env};
 use tokio_util::sync::CancellationToken;
 
@@ -167,7 +166,7 @@ impl CancellationHandle {
             let signal = self.signal.clone();
             let parent = self.parent.clone();
             let listeners = self.listeners.clone();
-            napi_ohos::bindgen_prelude::spawn(async move {
+            super::runtime()?.spawn(async move {
                 tokio::select! {
                     biased;
                     _ = signal.cancelled() => {
@@ -175,7 +174,7 @@ impl CancellationHandle {
                             .unwrap_or_else(|| DEFAULT_REASON.to_string());
                         // The return value (or a throw) is dropped on the JS thread, under the
                         // binding's guard (the reply runs from napi-ohos' `extern "C"` callback).
-                        callback.call_with_return_value(Queued::unwaited(reason), ThreadsafeFunctionCallMode::NonBlocking, |ret, env| {
+                        callback.call_with_return_value(Queued::unwaited(reason), |ret, env| {
                             let replied = super::callback::in_reply(&env, |threw| {
                                 super::panic_point!(Cancel);
                                 super::callback::drop_reply(&env, &ret, threw, "an onCancel callback");

@@ -272,7 +272,8 @@ export interface AgentConfigObject {
    * one naming an existing file, and argument_invalid for one holding a lone UTF-16 surrogate
    * (tests/node/agent_state_dir.test.mjs). File work runs on at most 16 native threads shared by all
    * Agents of the process (more runs at once queue for them), beside the module's two runtime
-   * threads; a run waiting on the app (its policy, hooks or tools) holds none.
+   * threads, for the life of the process (Workers that load the module and end included); a run
+   * waiting on the app (its policy, hooks or tools) holds none.
    */
   stateDir?: string;
   /**
@@ -768,7 +769,7 @@ export declare class Agent {
    * kill or a crash, and neither this Agent nor anyone else is running it: resume() continues it);
    * busy (another Agent or process on the same stateDir holds the session now, e.g. runs it: not
    * interrupted, and resume() rejects with session_busy until it lets go; a killed process lets go
-   * at once; looked at only for a run that stands part way, running or awaiting approval: a session
+   * at once, and so does an Agent of a Worker that is terminated (its runs are cancelled); looked at only for a run that stands part way, running or awaiting approval: a session
    * whose run ended is never busy); message_count;
    * updated_at_ms (last write, ms since the epoch, or null); title (the first user message on one
    * line, at most 60 characters, or null); last_message (the last user message or answer text, cut
