@@ -42,7 +42,7 @@ test('non-ASCII text and a 200 KB payload cross intact both ways', async () => {
   assert.equal(JSON.parse(res.contents[1].json).s, s);
 });
 
-test('400 concurrent calls failing in every way each get their own code', async () => {
+test('400 concurrent calls failing in every way each get their own code (tool_not_started when never entered)', async () => {
   const r = new ToolRegistry();
   const modes = {
     ok: async (i) => text(`ok ${i}`),
@@ -57,8 +57,16 @@ test('400 concurrent calls failing in every way each get their own code', async 
     hang: () => new Promise(() => {}),
   };
   const expected = { ok: null, throw: 'tool_execution_failed', reject: 'tool_execution_failed', undef: 'tool_result_invalid', shape: 'tool_result_invalid', hang: 'tool_timeout' };
+  // A call whose executor the JS thread could not enter within its 200 ms (a loaded machine: 400
+  // calls queue on one thread) is answered tool_not_started, never run late: the executors record
+  // their entry, and such a call must have that code instead of its mode's.
+  const entered = new Set();
   for (const [name, f] of Object.entries(modes)) {
-    r.register({ name, description: 'd', parametersJson: objectSchema, timeoutMs: 200 }, (args) => f(JSON.parse(args).i));
+    r.register({ name, description: 'd', parametersJson: objectSchema, timeoutMs: 200 }, (args) => {
+      const { i } = JSON.parse(args);
+      entered.add(i);
+      return f(i);
+    });
   }
   r.register({ name: 'ok_too', description: 'd', parametersJson: objectSchema }, (args) => text(`ok ${JSON.parse(args).i}`));
   const names = Object.keys(modes);
@@ -71,8 +79,10 @@ test('400 concurrent calls failing in every way each get their own code', async 
       );
     }),
   );
+  await new Promise((resolve) => setTimeout(resolve, 300)); // a call made late would show here
   for (const o of outcomes) {
-    assert.equal(o.code, expected[o.name], `call ${o.i} (${o.name})`);
+    const code = entered.has(o.i) ? expected[o.name] : 'tool_not_started';
+    assert.equal(o.code, code, `call ${o.i} (${o.name}, ${entered.has(o.i) ? 'entered' : 'never entered'})`);
     if (o.name === 'ok') assert.equal(o.text, `ok ${o.i}`);
   }
   // And the registry still works normally afterwards.
