@@ -410,13 +410,20 @@ pub struct PreparedCall {
 }
 
 impl PreparedCall {
-    /// Gate four (not cancelled), then the executor; a panic becomes `tool_execution_failed`.
+    /// Gate four (not cancelled), then the executor, the call marked started
+    /// ([`ToolContext::started`]) as it is entered; a panic becomes `tool_execution_failed`.
     ///
     /// # Errors
     /// `tool_cancelled`, the executor's domain error, or `tool_execution_failed`.
     pub async fn run(self, context: ToolContext) -> Result<ToolResult, AgentError> {
         if context.signal.is_cancelled() {
             return Err(cancelled_error(&context.signal));
+        }
+        if !self.tool.executor.marks_own_start() && !context.started.start() {
+            return Err(AgentError::of(
+                codes::TOOL_CANCELLED,
+                "the call was given up before it started (its run ended first)",
+            ));
         }
         let fut = self.tool.executor.execute(self.arguments, context);
         match AssertUnwindSafe(fut).catch_unwind().await {

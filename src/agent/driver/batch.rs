@@ -657,6 +657,10 @@ impl<'a> Run<'a> {
         let mut workers: Option<WorkerEvents> = None;
 
         'chunks: for chunk in to_run.chunks(width) {
+            // Whether each call's executor was entered: a run that ends mid-chunk gives up the
+            // calls it came before, and answers them as not run (see `ended_mid_chunk`).
+            let starts: Vec<(&ToolCall, CallStart)> =
+                chunk.iter().map(|call| (call, CallStart::new())).collect();
             for call in chunk {
                 let worker_session = self.worker_of(&batch_call_id, call).filter(|_| delegates);
                 self.record(StateEvent::ToolStarted {
@@ -668,9 +672,9 @@ impl<'a> Run<'a> {
             self.persist(true).await?;
             // The chunk's calls hear the run's cancel, and an abort by a hook (below).
             let chunk_cancel = self.cancel.child();
-            let mut running: FuturesUnordered<_> = chunk
+            let mut running: FuturesUnordered<_> = starts
                 .iter()
-                .map(|call| {
+                .map(|(call, started)| {
                     let ctx = ToolContext {
                         session_id: self.state.session_id.clone(),
                         state: Arc::clone(&view),
@@ -678,12 +682,13 @@ impl<'a> Run<'a> {
                         call_id: call.id.clone(),
                         signal: chunk_cancel.child(),
                         services: Arc::clone(&self.agent.services),
+                        started: started.clone(),
                     };
                     let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
                     let forward = self.worker_of(&batch_call_id, call).filter(|_| delegates).map(|worker| {
                         workers.get_or_insert_with(WorkerEvents::new).forward(self.agent, worker, &call.id)
                     });
-                    let run = run_one(tools.clone(), call.clone(), ctx, timeout);
+                    let run = run_one(tools.clone(), (*call).clone(), ctx, timeout);
                     async move {
                         let (call, outcome) = run.await;
                         let report = forward.as_ref().map(|f| f.take_report());
@@ -710,7 +715,7 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
-                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, &starts, delegations, &mut workers, None).await;
                     }
                     break;
                 };
@@ -719,7 +724,7 @@ impl<'a> Run<'a> {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
-                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, &starts, delegations, &mut workers, None).await;
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
@@ -747,7 +752,7 @@ impl<'a> Run<'a> {
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
                 let Some(after) = hooked.await else {
-                    return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                    return self.ended_mid_chunk(running, &starts, delegations, &mut workers, None).await;
                 };
                 let stop_requested = match after.control {
                     AfterControl::Continue => false,
@@ -803,7 +808,7 @@ impl<'a> Run<'a> {
                     // ends as a cancelled one does: delegations are let end, other calls are not
                     // waited for (they stay `started`; the next run answers them interrupted).
                     chunk_cancel.cancel(ABORTED_BY_HOOK);
-                    return self.ended_mid_chunk(running, delegations, &mut workers, Some(e)).await;
+                    return self.ended_mid_chunk(running, &starts, delegations, &mut workers, Some(e)).await;
                 }
             }
             if waiting.is_some() {
@@ -894,10 +899,13 @@ impl<'a> Run<'a> {
     /// their own runs promptly, durably `cancelled` (dropped mid-run instead, a worker's session
     /// stayed `running` for good and its hooks never heard its run end), and what they said is
     /// forwarded; the workers of the batch left frozen are ended `cancelled` too (by `finish`). Other tools
-    /// are not waited for: they are dropped with the chunk and stay `started`, as before.
+    /// are not waited for: they are dropped with the chunk and stay `started`, as before, but for
+    /// the calls of the chunk whose executor was never entered (`starts`): given up, they never
+    /// start, and are answered as not run.
     pub(super) async fn ended_mid_chunk<S, R>(
         &mut self,
         mut running: S,
+        starts: &[(&ToolCall, CallStart)],
         mut open: HashSet<String>,
         workers: &mut Option<WorkerEvents>,
         aborted: Option<AgentError>,
@@ -915,6 +923,18 @@ impl<'a> Run<'a> {
         }
         WorkerEvents::drain(workers, self.sink);
         drop(running);
+        // A call of the chunk the end came before (a parallel call the cancel reached first, a
+        // binding's executor whose JS thread had not reached it) never ran, and given up now it
+        // never will: answered as not run, not as one that "may or may not have taken effect".
+        // Its `started` record, saved before the chunk ran, stands until the run's end is saved
+        // with this answer: a process that dies first still reads it as one that may have acted.
+        for (call, started) in starts {
+            let recorded_started =
+                matches!(self.state.tool_runs.get(&call.id), Some(ToolRunRecord::Started { .. }));
+            if recorded_started && started.give_up() {
+                self.record_answer(call, crate::state::repair::not_started_result(call));
+            }
+        }
         // A worker frozen in the batch (its delegating call stays `started`) is ended by `finish`,
         // as the workers still running ended with the cancel.
         let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };

@@ -33,8 +33,8 @@ use crate::state::{
     AgentState, Delegation, RepairPolicy, RunStatus, StateEvent, StateStore, ToolRunRecord,
 };
 use crate::tool::{
-    CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult,
-    ToolServiceRegistry, ToolSnapshot,
+    CallStart, CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry,
+    ToolResult, ToolServiceRegistry, ToolSnapshot,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
