@@ -1,6 +1,7 @@
 //! The registry: three checks at registration (name not empty, name unique, schema compiles) and
 //! four gates before an executor runs (registered, arguments parse as a JSON object, schema,
-//! not cancelled). A per-turn [`ToolSnapshot`] makes the schema the model saw the schema that runs.
+//! not cancelled). A [`ToolSnapshot`] is the registry as it was when taken: the runtime takes one
+//! per batch, and runs a call of it only while the call's tool is still that registration.
 
 use super::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use crate::error::{codes, AgentError};
@@ -91,7 +92,7 @@ impl ToolRegistry {
     }
 
     /// Runs one call through a fresh [`snapshot`](Self::snapshot): the four gates, then the
-    /// executor. The runtime uses one snapshot per turn instead.
+    /// executor. The runtime uses one snapshot per batch instead.
     ///
     /// # Errors
     /// As [`ToolSnapshot::execute`].
@@ -236,7 +237,9 @@ struct SnapshotInner {
     limits: JsonLimits,
 }
 
-/// The tools of one turn: what is sent to the model and what runs its calls.
+/// The tools as they were when taken: what a request sends the model, and what a batch plans and
+/// runs its calls with (each call only while its tool is still the same registration, an
+/// `Arc<RegisteredTool>` of the registry).
 #[derive(Clone)]
 pub struct ToolSnapshot {
     inner: Arc<SnapshotInner>,

@@ -169,18 +169,56 @@ pub(super) fn call_timeout(
     }
 }
 
+/// Gate one as the agent's registry stands when the call reaches it (`current`): the call's batch
+/// was planned with the tools as they were when it started (`planned`: the before-hooks saw
+/// their definitions, the policy their risk levels), and since then an executor, a hook or the
+/// policy may have changed the registry. `Ok` when the call's tool is the same registration in
+/// both (or in neither: the planned snapshot's gate answers `tool_not_found`). A tool
+/// unregistered since is answered `tool_not_found`; one registered (anew) since is not run,
+/// `tool_not_run`: neither the executor it replaced nor its own, which was checked by nobody (a
+/// dangerous one would run unasked). The model may call it again, to have it checked as it is.
+pub(super) fn registered_as_planned(
+    planned: &ToolSnapshot,
+    current: &ToolSnapshot,
+    name: &str,
+) -> Result<(), AgentError> {
+    match (planned.get(name), current.get(name)) {
+        (Some(planned), Some(current)) if Arc::ptr_eq(planned, current) => Ok(()),
+        (None, None) => Ok(()),
+        (Some(_), None) => Err(AgentError::of(
+            codes::TOOL_NOT_FOUND,
+            format!("Tool not found: {name} (it was unregistered while its batch ran; the call did not run)"),
+        )),
+        (_, Some(_)) => Err(AgentError::of(
+            codes::TOOL_NOT_RUN,
+            format!(
+                "not run: {name} was registered anew while its batch ran, after the call had been \
+                 checked (hooks, approval) against the tool as it was; nothing of it ran. Call it \
+                 again to have it checked as it is now"
+            ),
+        )),
+    }
+}
+
 /// Runs one call: the registry's gates, then the executor with its timeout (none: untimed);
-/// returns the call with its outcome. The timeout bounds the gates and then, apart, the
+/// returns the call with its outcome. Gate one is passed against the agent's registry as it is
+/// then, before the other gates and again right after them, before the executor
+/// ([`registered_as_planned`]): `tools` (the batch's snapshot) runs the call only while its tool
+/// is still that registration. The timeout bounds the gates and then, apart, the
 /// executor: a validation that outlasts it (a slow `pattern`, on the blocking pool) is answered
 /// `tool_not_started`, and one cut short by a cancel never starts the executor. A call cut off at a time limit (this one, or an adapter's
 /// own: `tool_timeout`) is reported as one that may have taken effect.
 pub(super) async fn run_one(
+    agent: &Agent,
     tools: ToolSnapshot,
     call: ToolCall,
     ctx: ToolContext,
     timeout: Option<std::time::Duration>,
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
+    if let Err(e) = registered_as_planned(&tools, &agent.tools(), &call.name) {
+        return (call, Err(e));
+    }
     // The gates get the tool's time too, apart from the executor's: a backtracking pattern that
     // outlasts it answers the call as never started, instead of holding the run for as long as
     // the pattern takes.
@@ -188,6 +226,11 @@ pub(super) async fn run_one(
         Ok(prepared) => prepared,
         Err(e) => return (call, Err(e)),
     };
+    // Again once the arguments are checked (on the blocking pool, that may take a while): the
+    // executor runs only while its tool is still registered as the batch planned it.
+    if let Err(e) = registered_as_planned(&tools, &agent.tools(), &call.name) {
+        return (call, Err(e));
+    }
     let outcome = match timeout {
         None => prepared.run(ctx).await,
         Some(timeout) => match tokio::time::timeout(timeout, prepared.run(ctx)).await {
@@ -220,7 +263,11 @@ impl<'a> Run<'a> {
     /// call needs confirmation, else its steps run.
     pub(super) async fn tool_batch(&mut self, calls: Vec<ToolCall>) -> Result<Flow, AgentError> {
         self.reported.clear();
-        let tools = self.turn_tools.clone().unwrap_or_else(|| self.agent.tools());
+        // The tools as they are when the batch starts (after the answer's hooks): the before-hooks
+        // see these definitions, the policy these risk levels. Each call is then gated by the
+        // registry as it is when the call reaches its gate (`run_one`): a hook, the policy or an
+        // executor that unregisters or replaces a tool meanwhile stops its later calls.
+        let tools = self.agent.tools();
         let (s, r, round) = self.ids();
         let mut inputs = Vec::with_capacity(calls.len());
         for call in calls {
@@ -688,7 +735,7 @@ impl<'a> Run<'a> {
                     let forward = self.worker_of(&batch_call_id, call).filter(|_| delegates).map(|worker| {
                         workers.get_or_insert_with(WorkerEvents::new).forward(self.agent, worker, &call.id)
                     });
-                    let run = run_one(tools.clone(), (*call).clone(), ctx, timeout);
+                    let run = run_one(self.agent, tools.clone(), (*call).clone(), ctx, timeout);
                     async move {
                         let (call, outcome) = run.await;
                         let report = forward.as_ref().map(|f| f.take_report());

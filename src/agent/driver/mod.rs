@@ -1328,7 +1328,6 @@ struct Run<'a> {
     cancel: CancellationSignal,
     // The agent's hooks when the run started.
     hooks: HookPipeline,
-    turn_tools: Option<ToolSnapshot>,
     stop_requested: bool,
     // The finish reason of the answer to the run's last model request (`None` while it is
     // asked, and when it failed or was cancelled).
