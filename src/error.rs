@@ -211,7 +211,9 @@ error_codes! {
     TOOL_RESULT_TOO_LARGE = "tool_result_too_large" => Tool;
     /// The call was denied (by the approval policy, the user or a hook).
     TOOL_DENIED = "tool_denied" => Tool;
-    /// The call was not run because another call of its batch was denied.
+    /// The call was not run: another call of its batch was denied, the batch was dismissed, or its
+    /// tool was registered anew (or needs a confirmation nobody was asked for) since the call was
+    /// checked. Nothing of it ran.
     TOOL_NOT_RUN = "tool_not_run" => Tool;
     /// The call was started but the process stopped before it finished.
     TOOL_INTERRUPTED = "tool_interrupted" => Tool;

@@ -38,9 +38,11 @@
 //! run's, for a hook or the policy; the call's, for an executor), which [`call_args`] reads as
 //! well: a cancel ends the wait only a moment later, on a worker thread, and the JS thread, free
 //! again right after the app's `cancel()`, must not make the call in between. (One the JS thread starts just before the timeout is made,
-//! and its late answer dropped.) The flag is one atomic that either side sets first: the JS thread
-//! marks the call started, the waiting side abandoned, so a timeout knows whether the function
-//! ever ran ([`CallFailure::TimedOut`]`{ started }`).
+//! and its late answer dropped.) The flag is a [`CallStart`] that either side sets first: the JS
+//! thread marks the call started, the waiting side gives it up, so a timeout knows whether the
+//! function ever ran ([`CallFailure::TimedOut`]`{ started }`). An executor's call uses its
+//! context's ([`ToolContext::started`](crate::tool::ToolContext::started)): a run that ends while
+//! the call is queued gives it up, and knows it never ran.
 //!
 //! # Calls of an environment torn down
 //! A [`JsFn`] carries the `gone` signal of its environment (`env_life`). Once that environment is
@@ -49,7 +51,7 @@
 //! termination cut off on the JS thread (the function's call failed with the termination pending,
 //! which is no throw of the app's) is refused, and ends the environment there and then.
 
-use crate::tool::CancellationSignal;
+use crate::tool::{CallStart, CancellationSignal};
 use napi_ohos::bindgen_prelude::{
     FromNapiValue, Function, JsValue, JsValuesTupleIntoVec, PromiseRaw, ToNapiValue, Unknown,
 };
@@ -57,8 +59,7 @@ use napi_ohos::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallM
 use napi_ohos::{sys, Env, Status, ValueType};
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -90,13 +91,6 @@ impl<T: 'static> JsFn<T> {
     }
 }
 
-/// A queued call not yet reached ([`Queued`]).
-const QUEUED: u8 = 0;
-/// A queued call the JS thread has made.
-const STARTED: u8 = 1;
-/// A queued call nobody waits for any more: never made.
-const ABANDONED: u8 = 2;
-
 /// One call of a [`JsFn`] on its way to the JS thread: its Rust data, and for a call whose answer
 /// is waited for ([`call_js`]), whether the waiting side has stopped waiting.
 pub(crate) struct Queued<T> {
@@ -114,10 +108,10 @@ impl<T> Queued<T> {
 
 /// What a call whose answer is waited for carries to the JS thread.
 struct Waited {
-    /// [`QUEUED`], then [`STARTED`] (set on the JS thread as the call is made) or [`ABANDONED`]
-    /// (set by the call's [`Waiting`] when [`call_js`] returns or its future is dropped, or on the
-    /// JS thread for a call whose run was cancelled), whichever comes first.
-    flag: Arc<AtomicU8>,
+    /// Started (on the JS thread as the call is made) or given up (by the call's [`Waiting`] when
+    /// [`call_js`] returns or its future is dropped, by the run that ends while it is queued, or
+    /// on the JS thread for a call whose run was cancelled), whichever comes first.
+    flag: CallStart,
     /// The signal the wait ends on (the run's, the call's): once it fired, the wait is dropped.
     cancel: CancellationSignal,
 }
@@ -129,10 +123,10 @@ impl Waited {
     /// itself may have come from) must not make the call in between.
     fn start(&self) -> bool {
         if self.cancel.is_cancelled() {
-            let _ = self.flag.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
+            self.flag.give_up();
             return false;
         }
-        self.flag.compare_exchange(QUEUED, STARTED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.flag.start()
     }
 }
 
@@ -460,23 +454,19 @@ struct Waiting {
     /// Whether no other call was waiting when this one started.
     alone: bool,
     /// The queued call's flag ([`Waited`]).
-    abandoned: Arc<AtomicU8>,
+    flag: CallStart,
     /// The signal its caller stops waiting on ([`call_js`]).
     cancel: CancellationSignal,
 }
 
 impl Waiting {
-    fn enter(cancel: &CancellationSignal) -> Self {
-        Waiting {
-            alone: WAITING.fetch_add(1, Ordering::Relaxed) == 0,
-            abandoned: Arc::new(AtomicU8::new(QUEUED)),
-            cancel: cancel.clone(),
-        }
+    fn enter(cancel: &CancellationSignal, flag: CallStart) -> Self {
+        Waiting { alone: WAITING.fetch_add(1, Ordering::Relaxed) == 0, flag, cancel: cancel.clone() }
     }
 
     /// `value` queued as this call's.
     fn queued<T>(&self, value: T) -> Queued<T> {
-        let waited = Waited { flag: Arc::clone(&self.abandoned), cancel: self.cancel.clone() };
+        let waited = Waited { flag: self.flag.clone(), cancel: self.cancel.clone() };
         Queued { value, waited: Some(waited) }
     }
 
@@ -489,7 +479,7 @@ impl Waiting {
         answer: Answer<R>,
         deadline: tokio::time::Instant,
     ) -> Result<Settled<R>, CallFailure> {
-        if answer.is_err() && self.abandoned.load(Ordering::Acquire) == ABANDONED {
+        if answer.is_err() && self.flag.is_given_up() {
             tokio::time::sleep_until(deadline).await;
             return Err(CallFailure::TimedOut { started: false });
         }
@@ -499,22 +489,20 @@ impl Waiting {
     /// Stops waiting, the function's environment torn down: the call's [`CallFailure::EnvGone`],
     /// which says whether the JS thread had made it (else it never will).
     fn env_gone(&self) -> CallFailure {
-        let flag = self.abandoned.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
-        CallFailure::EnvGone { started: flag == Err(STARTED) }
+        CallFailure::EnvGone { started: !self.flag.give_up() }
     }
 
     /// Stops waiting: the call's [`CallFailure::TimedOut`], which says whether the JS thread had
     /// made it (else it never will).
     fn timed_out(&self) -> CallFailure {
-        let never = self.abandoned.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
-        CallFailure::TimedOut { started: never.is_err() }
+        CallFailure::TimedOut { started: !self.flag.give_up() }
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         // Once answered, the flag is no longer read: the call was made.
-        let _ = self.abandoned.compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
+        self.flag.give_up();
         WAITING.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -537,8 +525,25 @@ where
     T: 'static,
     R: FromNapiValue + Send + 'static,
 {
+    call_js_marked(function, data, timeout, cancel, CallStart::new()).await
+}
+
+/// [`call_js`], the call marked started in `started` as the JS thread makes it (an executor's
+/// [`ToolContext::started`](crate::tool::ToolContext::started)), and never made once that is
+/// given up.
+pub(crate) async fn call_js_marked<T, R>(
+    function: &JsFn<T>,
+    data: T,
+    timeout: Duration,
+    cancel: &CancellationSignal,
+    started: CallStart,
+) -> Result<Settled<R>, CallFailure>
+where
+    T: 'static,
+    R: FromNapiValue + Send + 'static,
+{
     let (tx, rx) = oneshot::channel::<Answer<R>>();
-    let waiting = Waiting::enter(cancel);
+    let waiting = Waiting::enter(cancel, started);
     let status = function.call_with_return_value(waiting.queued(data), move |ret, env| {
         reply(ret, &env, tx);
         // Never Err here: napi-ohos would raise it as an uncaught exception.

@@ -28,7 +28,7 @@
 //! Cancellation reaches the function through `context.signal` (a `CancellationHandle`: poll
 //! `cancelled`, or register `onCancel`). A timeout cancels that signal too, with reason `timeout`.
 
-use super::callback::{call_args, call_js, shield, CallFailure, JsFn, Queued, Settled, Thrown};
+use super::callback::{call_args, call_js_marked, shield, CallFailure, JsFn, Queued, Settled, Thrown};
 use super::dto::{
     unknown_key, unknown_key_refusal, Checked, ContentPartObject, KnownKeys, ToolDefinitionObject,
     ToolResultObject,
@@ -300,6 +300,13 @@ fn redact_map(map: &mut Map<String, Value>) {
 
 #[async_trait]
 impl ToolExecutor for JsToolExecutor {
+    /// The call is marked started on the JS thread, as the app's function is called
+    /// ([`call_js_marked`]): a run that ends while the call waits for the JS thread knows it
+    /// never ran.
+    fn marks_own_start(&self) -> bool {
+        true
+    }
+
     async fn execute(
         &self,
         arguments: Map<String, Value>,
@@ -328,7 +335,9 @@ impl ToolExecutor for JsToolExecutor {
                 let reason = context.signal.reason().unwrap_or_else(|| "Tool cancelled".to_string());
                 return Err(AgentError::of(codes::TOOL_CANCELLED, reason));
             }
-            outcome = call_js::<_, ExecutorResult>(&self.function, call, self.timeout, &context.signal) => outcome,
+            outcome = call_js_marked::<_, ExecutorResult>(
+                &self.function, call, self.timeout, &context.signal, context.started.clone(),
+            ) => outcome,
         };
         match outcome {
             Ok(Settled::Value(ExecutorResult(result))) => {

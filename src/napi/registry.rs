@@ -12,7 +12,9 @@ use super::signal::CancellationHandle;
 use crate::error::{codes, AgentError};
 use crate::message::ToolCall;
 use crate::state::SCHEMA_VERSION;
-use crate::tool::{CancellationSignal, ReadonlyAgentState, ToolContext, ToolRegistry, ToolServiceRegistry};
+use crate::tool::{
+    CallStart, CancellationSignal, ReadonlyAgentState, ToolContext, ToolRegistry, ToolServiceRegistry,
+};
 use napi_derive_ohos::napi;
 use napi_ohos::bindgen_prelude::{Function, PromiseRaw, This, Unknown};
 use napi_ohos::Env;
@@ -43,6 +45,7 @@ fn call_context(
         call_id: call_id.to_string(),
         signal,
         services: Arc::new(ToolServiceRegistry::new()),
+        started: CallStart::new(),
     }
 }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -83,6 +84,47 @@ impl CancellationSignal {
     }
 }
 
+/// Whether a call's executor was entered, settled once by whichever side comes first: the side
+/// that reaches the app's code marks the call started ([`start`](Self::start)), or the runtime
+/// gives the call up ([`give_up`](Self::give_up): its run ended first), after which it never
+/// starts. So a run that ends while a call waits to start (a later call of a parallel chunk, an
+/// executor of a binding queued for a busy JS thread) knows it did not run. Cloning shares it.
+#[derive(Debug, Clone, Default)]
+pub struct CallStart(Arc<AtomicU8>);
+
+/// Neither started nor given up yet.
+const NOT_STARTED: u8 = 0;
+/// The executor was entered.
+const STARTED: u8 = 1;
+/// Given up before it started: it never will.
+const GIVEN_UP: u8 = 2;
+
+impl CallStart {
+    /// A call that has not started.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Marks the call started, unless it was given up (or started) before: whether the app's
+    /// code may run now.
+    pub fn start(&self) -> bool {
+        self.0.compare_exchange(NOT_STARTED, STARTED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Gives the call up unless it started: whether it never did (now it never will).
+    pub fn give_up(&self) -> bool {
+        match self.0.compare_exchange(NOT_STARTED, GIVEN_UP, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == GIVEN_UP,
+        }
+    }
+
+    /// Whether the call was given up before it started.
+    pub fn is_given_up(&self) -> bool {
+        self.0.load(Ordering::Acquire) == GIVEN_UP
+    }
+}
+
 /// A service an app offers to its tools (a database handle, an HTTP client of its own...).
 pub trait ToolService: Send + Sync + 'static {
     /// The id tools look the service up by.
@@ -147,6 +189,10 @@ pub struct ToolContext {
     pub signal: CancellationSignal,
     /// The app's services.
     pub services: Arc<ToolServiceRegistry>,
+    /// Whether the executor was entered: the registry marks it as it calls the executor, or an
+    /// executor that [marks its own start](super::ToolExecutor::marks_own_start) as the app's code
+    /// is reached. A run that ends first gives the call up, and answers it as not run.
+    pub started: CallStart,
 }
 
 impl ToolContext {
@@ -164,6 +210,7 @@ impl ToolContext {
             call_id: call_id.into(),
             signal: CancellationSignal::new(),
             services: Arc::new(ToolServiceRegistry::new()),
+            started: CallStart::new(),
         }
     }
 }
@@ -189,6 +236,18 @@ mod tests {
         assert!(!s.register(Arc::new(Db)));
         assert!(s.get("db").unwrap().as_any().downcast_ref::<Db>().is_some());
         assert!(s.get("anything").is_none());
+    }
+
+    #[test]
+    fn a_call_is_started_or_given_up_whichever_comes_first() {
+        let start = CallStart::new();
+        assert!(start.start());
+        assert!(!start.give_up() && !start.is_given_up());
+        assert!(!start.start());
+        let given_up = CallStart::new();
+        assert!(given_up.give_up() && given_up.is_given_up());
+        assert!(!given_up.start());
+        assert!(given_up.give_up());
     }
 
     #[test]

@@ -7,7 +7,8 @@ mod registry;
 mod result;
 
 pub use context::{
-    CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry, TIMEOUT_REASON,
+    CallStart, CancellationSignal, ReadonlyAgentState, ToolContext, ToolService, ToolServiceRegistry,
+    TIMEOUT_REASON,
 };
 pub use definition::{ParametersSchema, RiskLevel, ToolDefinition};
 pub(crate) use registry::{cancelled_error, tool_not_found, wire_safe_tool_name};
@@ -40,6 +41,15 @@ pub trait ToolExecutor: Send + Sync {
         arguments: Map<String, Value>,
         context: ToolContext,
     ) -> Result<ToolResult, AgentError>;
+
+    /// Whether the executor marks its call started itself ([`ToolContext::started`]), at the
+    /// moment the app's code is reached: a binding's, which queues the call for another thread
+    /// (a cancel that comes first makes it never run). By default the registry marks it as it
+    /// calls [`execute`](Self::execute). An executor that says so must mark the call started
+    /// before any of the app's code runs, and not run it when [`CallStart::start`] refuses.
+    fn marks_own_start(&self) -> bool {
+        false
+    }
 }
 
 /// An executor made from an async closure, for Rust tools and tests.

@@ -1,6 +1,7 @@
 //! The registry: three checks at registration (name not empty, name unique, schema compiles) and
 //! four gates before an executor runs (registered, arguments parse as a JSON object, schema,
-//! not cancelled). A per-turn [`ToolSnapshot`] makes the schema the model saw the schema that runs.
+//! not cancelled). A [`ToolSnapshot`] is the registry as it was when taken: the runtime takes one
+//! per batch, and runs a call of it only while the call's tool is still that registration.
 
 use super::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use crate::error::{codes, AgentError};
@@ -91,7 +92,7 @@ impl ToolRegistry {
     }
 
     /// Runs one call through a fresh [`snapshot`](Self::snapshot): the four gates, then the
-    /// executor. The runtime uses one snapshot per turn instead.
+    /// executor. The runtime uses one snapshot per batch instead.
     ///
     /// # Errors
     /// As [`ToolSnapshot::execute`].
@@ -236,7 +237,9 @@ struct SnapshotInner {
     limits: JsonLimits,
 }
 
-/// The tools of one turn: what is sent to the model and what runs its calls.
+/// The tools as they were when taken: what a request sends the model, and what a batch plans and
+/// runs its calls with (each call only while its tool is still the same registration, an
+/// `Arc<RegisteredTool>` of the registry).
 #[derive(Clone)]
 pub struct ToolSnapshot {
     inner: Arc<SnapshotInner>,
@@ -410,13 +413,20 @@ pub struct PreparedCall {
 }
 
 impl PreparedCall {
-    /// Gate four (not cancelled), then the executor; a panic becomes `tool_execution_failed`.
+    /// Gate four (not cancelled), then the executor, the call marked started
+    /// ([`ToolContext::started`]) as it is entered; a panic becomes `tool_execution_failed`.
     ///
     /// # Errors
     /// `tool_cancelled`, the executor's domain error, or `tool_execution_failed`.
     pub async fn run(self, context: ToolContext) -> Result<ToolResult, AgentError> {
         if context.signal.is_cancelled() {
             return Err(cancelled_error(&context.signal));
+        }
+        if !self.tool.executor.marks_own_start() && !context.started.start() {
+            return Err(AgentError::of(
+                codes::TOOL_CANCELLED,
+                "the call was given up before it started (its run ended first)",
+            ));
         }
         let fut = self.tool.executor.execute(self.arguments, context);
         match AssertUnwindSafe(fut).catch_unwind().await {

@@ -255,3 +255,25 @@ for (const where of ['executor', 'policy', 'beforeToolCall']) {
     assert.deepEqual(asked, [], `the ${where} was called after its run was cancelled`);
   });
 }
+
+test('a cancel from the first of parallel calls answers the calls it came before as not run, the one that ran as interrupted', async () => {
+  const calls = ['c1', 'c2', 'c3'].map((id) => ({ id, name: 't', arguments: '{}' }));
+  for (const maxParallelTools of [4, 1]) {
+    const agent = new Agent({ provider: 'scripted', maxParallelTools, scriptJson: JSON.stringify([{ tool_calls: calls }, { content: 'never asked' }]) });
+    const handle = new CancellationHandle();
+    const started = [];
+    agent.registerTool({ name: 't', description: 't', parametersJson: objectSchema }, (_args, ctx) => {
+      started.push(ctx.callId);
+      if (ctx.callId === 'c1') handle.cancel('cancelled by c1');
+      return sleep(30).then(() => text('ran'));
+    });
+    const out = await agent.run('s', 'go', handle);
+    assert.equal(out.status, 'cancelled');
+    await sleep(100);
+    assert.deepEqual(started, ['c1'], `width ${maxParallelTools}`);
+    const answers = JSON.parse(await agent.stateJson('s')).messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.match(answers[0], /may or may not have taken effect/);
+    for (const answer of answers.slice(1)) assert.match(answer, /\[tool_interrupted\].*it did not run$/, `width ${maxParallelTools}`);
+    assert.equal(answers.length, 3);
+  }
+});

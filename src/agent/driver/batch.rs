@@ -169,18 +169,56 @@ pub(super) fn call_timeout(
     }
 }
 
+/// Gate one as the agent's registry stands when the call reaches it (`current`): the call's batch
+/// was planned with the tools as they were when it started (`planned`: the before-hooks saw
+/// their definitions, the policy their risk levels), and since then an executor, a hook or the
+/// policy may have changed the registry. `Ok` when the call's tool is the same registration in
+/// both (or in neither: the planned snapshot's gate answers `tool_not_found`). A tool
+/// unregistered since is answered `tool_not_found`; one registered (anew) since is not run,
+/// `tool_not_run`: neither the executor it replaced nor its own, which was checked by nobody (a
+/// dangerous one would run unasked). The model may call it again, to have it checked as it is.
+pub(super) fn registered_as_planned(
+    planned: &ToolSnapshot,
+    current: &ToolSnapshot,
+    name: &str,
+) -> Result<(), AgentError> {
+    match (planned.get(name), current.get(name)) {
+        (Some(planned), Some(current)) if Arc::ptr_eq(planned, current) => Ok(()),
+        (None, None) => Ok(()),
+        (Some(_), None) => Err(AgentError::of(
+            codes::TOOL_NOT_FOUND,
+            format!("Tool not found: {name} (it was unregistered while its batch ran; the call did not run)"),
+        )),
+        (_, Some(_)) => Err(AgentError::of(
+            codes::TOOL_NOT_RUN,
+            format!(
+                "not run: {name} was registered anew while its batch ran, after the call had been \
+                 checked (hooks, approval) against the tool as it was; nothing of it ran. Call it \
+                 again to have it checked as it is now"
+            ),
+        )),
+    }
+}
+
 /// Runs one call: the registry's gates, then the executor with its timeout (none: untimed);
-/// returns the call with its outcome. The timeout bounds the gates and then, apart, the
+/// returns the call with its outcome. Gate one is passed against the agent's registry as it is
+/// then, before the other gates and again right after them, before the executor
+/// ([`registered_as_planned`]): `tools` (the batch's snapshot) runs the call only while its tool
+/// is still that registration. The timeout bounds the gates and then, apart, the
 /// executor: a validation that outlasts it (a slow `pattern`, on the blocking pool) is answered
 /// `tool_not_started`, and one cut short by a cancel never starts the executor. A call cut off at a time limit (this one, or an adapter's
 /// own: `tool_timeout`) is reported as one that may have taken effect.
 pub(super) async fn run_one(
+    agent: &Agent,
     tools: ToolSnapshot,
     call: ToolCall,
     ctx: ToolContext,
     timeout: Option<std::time::Duration>,
 ) -> (ToolCall, Result<ToolResult, AgentError>) {
     let signal = ctx.signal.clone();
+    if let Err(e) = registered_as_planned(&tools, &agent.tools(), &call.name) {
+        return (call, Err(e));
+    }
     // The gates get the tool's time too, apart from the executor's: a backtracking pattern that
     // outlasts it answers the call as never started, instead of holding the run for as long as
     // the pattern takes.
@@ -188,6 +226,11 @@ pub(super) async fn run_one(
         Ok(prepared) => prepared,
         Err(e) => return (call, Err(e)),
     };
+    // Again once the arguments are checked (on the blocking pool, that may take a while): the
+    // executor runs only while its tool is still registered as the batch planned it.
+    if let Err(e) = registered_as_planned(&tools, &agent.tools(), &call.name) {
+        return (call, Err(e));
+    }
     let outcome = match timeout {
         None => prepared.run(ctx).await,
         Some(timeout) => match tokio::time::timeout(timeout, prepared.run(ctx)).await {
@@ -220,7 +263,11 @@ impl<'a> Run<'a> {
     /// call needs confirmation, else its steps run.
     pub(super) async fn tool_batch(&mut self, calls: Vec<ToolCall>) -> Result<Flow, AgentError> {
         self.reported.clear();
-        let tools = self.turn_tools.clone().unwrap_or_else(|| self.agent.tools());
+        // The tools as they are when the batch starts (after the answer's hooks): the before-hooks
+        // see these definitions, the policy these risk levels. Each call is then gated by the
+        // registry as it is when the call reaches its gate (`run_one`): a hook, the policy or an
+        // executor that unregisters or replaces a tool meanwhile stops its later calls.
+        let tools = self.agent.tools();
         let (s, r, round) = self.ids();
         let mut inputs = Vec::with_capacity(calls.len());
         for call in calls {
@@ -657,6 +704,10 @@ impl<'a> Run<'a> {
         let mut workers: Option<WorkerEvents> = None;
 
         'chunks: for chunk in to_run.chunks(width) {
+            // Whether each call's executor was entered: a run that ends mid-chunk gives up the
+            // calls it came before, and answers them as not run (see `ended_mid_chunk`).
+            let starts: Vec<(&ToolCall, CallStart)> =
+                chunk.iter().map(|call| (call, CallStart::new())).collect();
             for call in chunk {
                 let worker_session = self.worker_of(&batch_call_id, call).filter(|_| delegates);
                 self.record(StateEvent::ToolStarted {
@@ -668,9 +719,9 @@ impl<'a> Run<'a> {
             self.persist(true).await?;
             // The chunk's calls hear the run's cancel, and an abort by a hook (below).
             let chunk_cancel = self.cancel.child();
-            let mut running: FuturesUnordered<_> = chunk
+            let mut running: FuturesUnordered<_> = starts
                 .iter()
-                .map(|call| {
+                .map(|(call, started)| {
                     let ctx = ToolContext {
                         session_id: self.state.session_id.clone(),
                         state: Arc::clone(&view),
@@ -678,12 +729,13 @@ impl<'a> Run<'a> {
                         call_id: call.id.clone(),
                         signal: chunk_cancel.child(),
                         services: Arc::clone(&self.agent.services),
+                        started: started.clone(),
                     };
                     let timeout = call_timeout(call, tools.definition(&call.name), &self.agent.config);
                     let forward = self.worker_of(&batch_call_id, call).filter(|_| delegates).map(|worker| {
                         workers.get_or_insert_with(WorkerEvents::new).forward(self.agent, worker, &call.id)
                     });
-                    let run = run_one(tools.clone(), call.clone(), ctx, timeout);
+                    let run = run_one(self.agent, tools.clone(), (*call).clone(), ctx, timeout);
                     async move {
                         let (call, outcome) = run.await;
                         let report = forward.as_ref().map(|f| f.take_report());
@@ -710,7 +762,7 @@ impl<'a> Run<'a> {
                 WorkerEvents::drain(&mut workers, self.sink);
                 let Some((call, outcome, mut report)) = next else {
                     if self.cancel.is_cancelled() {
-                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, &starts, delegations, &mut workers, None).await;
                     }
                     break;
                 };
@@ -719,7 +771,7 @@ impl<'a> Run<'a> {
                     Ok(r) => r,
                     // A cancelled run is not backfilled: the call stays `started`.
                     Err(e) if e.is_cancelled() && self.cancel.is_cancelled() => {
-                        return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                        return self.ended_mid_chunk(running, &starts, delegations, &mut workers, None).await;
                     }
                     Err(e) if e.code == codes::WORKER_AWAITING_APPROVAL && call.name == DELEGATE_TASK => {
                         let frozen = report.as_mut().and_then(|r| r.frozen.take());
@@ -747,7 +799,7 @@ impl<'a> Run<'a> {
                 // not recorded (the call stays `started`; the next run answers it interrupted).
                 let hooked = unless_cancelled(&self.cancel, self.hooks.after_tool_call(&ctx, &call, result));
                 let Some(after) = hooked.await else {
-                    return self.ended_mid_chunk(running, delegations, &mut workers, None).await;
+                    return self.ended_mid_chunk(running, &starts, delegations, &mut workers, None).await;
                 };
                 let stop_requested = match after.control {
                     AfterControl::Continue => false,
@@ -803,7 +855,7 @@ impl<'a> Run<'a> {
                     // ends as a cancelled one does: delegations are let end, other calls are not
                     // waited for (they stay `started`; the next run answers them interrupted).
                     chunk_cancel.cancel(ABORTED_BY_HOOK);
-                    return self.ended_mid_chunk(running, delegations, &mut workers, Some(e)).await;
+                    return self.ended_mid_chunk(running, &starts, delegations, &mut workers, Some(e)).await;
                 }
             }
             if waiting.is_some() {
@@ -894,10 +946,13 @@ impl<'a> Run<'a> {
     /// their own runs promptly, durably `cancelled` (dropped mid-run instead, a worker's session
     /// stayed `running` for good and its hooks never heard its run end), and what they said is
     /// forwarded; the workers of the batch left frozen are ended `cancelled` too (by `finish`). Other tools
-    /// are not waited for: they are dropped with the chunk and stay `started`, as before.
+    /// are not waited for: they are dropped with the chunk and stay `started`, as before, but for
+    /// the calls of the chunk whose executor was never entered (`starts`): given up, they never
+    /// start, and are answered as not run.
     pub(super) async fn ended_mid_chunk<S, R>(
         &mut self,
         mut running: S,
+        starts: &[(&ToolCall, CallStart)],
         mut open: HashSet<String>,
         workers: &mut Option<WorkerEvents>,
         aborted: Option<AgentError>,
@@ -915,6 +970,18 @@ impl<'a> Run<'a> {
         }
         WorkerEvents::drain(workers, self.sink);
         drop(running);
+        // A call of the chunk the end came before (a parallel call the cancel reached first, a
+        // binding's executor whose JS thread had not reached it) never ran, and given up now it
+        // never will: answered as not run, not as one that "may or may not have taken effect".
+        // Its `started` record, saved before the chunk ran, stands until the run's end is saved
+        // with this answer: a process that dies first still reads it as one that may have acted.
+        for (call, started) in starts {
+            let recorded_started =
+                matches!(self.state.tool_runs.get(&call.id), Some(ToolRunRecord::Started { .. }));
+            if recorded_started && started.give_up() {
+                self.record_answer(call, crate::state::repair::not_started_result(call));
+            }
+        }
         // A worker frozen in the batch (its delegating call stays `started`) is ended by `finish`,
         // as the workers still running ended with the cancel.
         let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };

@@ -33,8 +33,8 @@ use crate::state::{
     AgentState, Delegation, RepairPolicy, RunStatus, StateEvent, StateStore, ToolRunRecord,
 };
 use crate::tool::{
-    CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry, ToolResult,
-    ToolServiceRegistry, ToolSnapshot,
+    CallStart, CancellationSignal, RiskLevel, ToolContext, ToolDefinition, ToolExecutor, ToolRegistry,
+    ToolResult, ToolServiceRegistry, ToolSnapshot,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -1329,7 +1329,6 @@ struct Run<'a> {
     cancel: CancellationSignal,
     // The agent's hooks when the run started.
     hooks: HookPipeline,
-    turn_tools: Option<ToolSnapshot>,
     stop_requested: bool,
     // The finish reason of the answer to the run's last model request (`None` while it is
     // asked, and when it failed or was cancelled).

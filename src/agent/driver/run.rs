@@ -68,7 +68,6 @@ impl<'a> Run<'a> {
             sink,
             cancel,
             hooks,
-            turn_tools: None,
             stop_requested: false,
             finish_reason: None,
             batch_usage: None,
@@ -325,7 +324,7 @@ impl<'a> Run<'a> {
         }
         // No sync here: the answer becomes durable with the next commit of this turn (its batch's
         // first commit, before any tool runs, or the terminal state): one sync less per round.
-        self.turn_tools = Some(tools);
+        // The batch takes the tools as they are when it starts (see `tool_batch`).
         Ok(Flow::Continue)
     }
 

@@ -615,7 +615,11 @@ export declare class Agent {
   registerTool(definition: ToolDefinitionObject, executor: ToolExecutorFunction): void;
   /**
    * Removes a tool; returns whether it was there. Throws tool_name_reserved for delegate_task while
-   * delegation is on (enableDelegation): nothing could register it again.
+   * delegation is on (enableDelegation): nothing could register it again. Takes effect at once,
+   * also for a batch under way (from an executor, a hook or the approval policy): a call that has
+   * not passed its gate yet is answered tool_not_found and does not run; one registered anew
+   * meanwhile is answered tool_not_run (neither its old executor nor the new, unchecked one runs);
+   * a call already running finishes.
    */
   unregisterTool(name: string): boolean;
   /** The registered tool names, in registration order. */
