@@ -875,9 +875,11 @@ fn last_written_ms(dir: &Path, id: &str) -> Result<Option<u64>, AgentError> {
 }
 
 /// Removes what deletions left in [`TRASH_DIR`], and in the root under [`ROOT_GRAVE_PREFIX`] (a
-/// kill between a deletion's rename and its removal); returns how many entries went. Best effort: an entry that cannot be removed stays for
-/// the next sweep. Safe at any time: nothing reads the trash, and a session enters it only whole,
-/// in one rename, already gone for every load.
+/// kill between a deletion's rename and its removal); returns how many entries this sweep
+/// removed. Best effort: an entry that cannot be removed stays for the next sweep. Safe at any
+/// time: nothing reads the trash, and a session enters it only whole, in one rename, already gone
+/// for every load. Sweeps may run at once (each deletion sweeps, in this process or another): an
+/// entry another sweep removed first is no failure (see [`empty_grave`]).
 fn sweep_trash(root: &Path) -> usize {
     let in_trash = fs::read_dir(root.join(TRASH_DIR)).into_iter().flatten().flatten();
     // The graves a deletion left in the root itself, when it could not make the trash.
@@ -906,6 +908,11 @@ fn sweep_trash(root: &Path) -> usize {
 /// moved back to the session's place under the root, made again if needed, and never removed. An
 /// entry that cannot go back (something of that name stands there, or a file stands in the
 /// directory's place) stays in the trash, as does the grave then (logged).
+///
+/// Another sweep may empty the same grave at the same time: what it removed or moved back first
+/// is done, not a failure, and a grave it removed first is `NotFound` here, not logged (before,
+/// each of many deletions at once warned that the grave kept the app's files). Only what stays
+/// once this sweep has gone through every entry is logged: an entry neither sweep could put back.
 fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
     let grave_name = grave.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let grave_name = grave_name.strip_prefix(ROOT_GRAVE_PREFIX).unwrap_or(grave_name);
@@ -918,12 +925,16 @@ fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
         if name.to_str().is_some_and(|name| written_by_store(grave, name, id)) {
             // A name of the store's: whatever stands under it (a directory made by a hand in a
             // snapshot's place) is not the app's.
-            if entry.file_type()?.is_dir() {
-                fs::remove_dir_all(&path)?;
-            } else {
-                fs::remove_file(&path)?;
+            let removed = match entry.file_type() {
+                Ok(kind) if kind.is_dir() => fs::remove_dir_all(&path),
+                Ok(_) => fs::remove_file(&path),
+                Err(e) => Err(e),
+            };
+            match removed {
+                // Removed by another sweep meanwhile.
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => continue,
             }
-            continue;
         }
         if validate_session_id(id).is_err()
             || !matches!(session_entry(&home), Ok(SessionEntry::Dir(..) | SessionEntry::Missing))
@@ -945,11 +956,14 @@ fn empty_grave(root: &Path, grave: &Path) -> io::Result<()> {
         let _ = sync_dir(root);
     }
     fs::remove_dir(grave).inspect_err(|e| {
-        log::warn!(
-            "arkagent: {} keeps files of the app's own that could not go back to {}: {e}",
-            grave.display(),
-            home.display()
-        );
+        // NotFound: another sweep emptied and removed it first, nothing kept.
+        if e.kind() != io::ErrorKind::NotFound {
+            log::warn!(
+                "arkagent: {} keeps files of the app's own that could not go back to {}: {e}",
+                grave.display(),
+                home.display()
+            );
+        }
     })
 }
 
