@@ -11,7 +11,7 @@ pub use context::{
     TIMEOUT_REASON,
 };
 pub use definition::{ParametersSchema, RiskLevel, ToolDefinition};
-pub(crate) use registry::{cancelled_error, tool_not_found, wire_safe_tool_name};
+pub(crate) use registry::{cancelled_error, timed_out_error, tool_not_found, wire_safe_tool_name};
 pub use registry::{PreparedCall, RegisteredTool, ToolRegistry, ToolSnapshot};
 pub use result::{ContentPart, ToolResult, MAX_CUT_ERROR_BYTES, MAX_RESULT_DEPTH};
 

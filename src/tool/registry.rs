@@ -3,7 +3,7 @@
 //! not cancelled). A [`ToolSnapshot`] is the registry as it was when taken: the runtime takes one
 //! per batch, and runs a call of it only while the call's tool is still that registration.
 
-use super::{CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
+use super::{CallStart, CancellationSignal, ToolContext, ToolDefinition, ToolExecutor, ToolResult};
 use crate::error::{codes, AgentError};
 use crate::json::JsonLimits;
 use crate::message::ToolCall;
@@ -437,6 +437,23 @@ impl PreparedCall {
             Ok(Err(e)) => Err(e),
             Err(panic) => Err(AgentError::execution_failed(panic_message(&panic))),
         }
+    }
+}
+
+/// The error of a call of `name` cut off at its time limit `timeout`, which gives the call up
+/// (`ToolContext::started`): `tool_timeout` when its executor had been entered (it may have
+/// acted), `tool_not_started` when it had not (it never will be: the tool did not run, and calling
+/// it again is safe). An adapter's own limit of the same length may fire a tick later: whichever
+/// fires first, a call never entered is `tool_not_started`.
+pub(crate) fn timed_out_error(name: &str, timeout: std::time::Duration, started: &CallStart) -> AgentError {
+    let ms = timeout.as_millis();
+    if started.give_up() {
+        AgentError::of(
+            codes::TOOL_NOT_STARTED,
+            format!("{name} was not started within {ms} ms, and the tool did not run"),
+        )
+    } else {
+        AgentError::of(codes::TOOL_TIMEOUT, format!("{name} did not finish within {ms} ms"))
     }
 }
 

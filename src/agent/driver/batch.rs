@@ -206,8 +206,11 @@ pub(super) fn registered_as_planned(
 /// ([`registered_as_planned`]): `tools` (the batch's snapshot) runs the call only while its tool
 /// is still that registration. The timeout bounds the gates and then, apart, the
 /// executor: a validation that outlasts it (a slow `pattern`, on the blocking pool) is answered
-/// `tool_not_started`, and one cut short by a cancel never starts the executor. A call cut off at a time limit (this one, or an adapter's
-/// own: `tool_timeout`) is reported as one that may have taken effect.
+/// `tool_not_started`, and one cut short by a cancel never starts the executor. A call cut off
+/// at a time limit (this one, or an adapter's own: `tool_timeout`) is reported as one that may
+/// have taken effect, unless its executor had not been entered by then (`ctx.started`, which the
+/// cut gives up: it is never entered after), which is `tool_not_started` whichever limit fired
+/// first.
 pub(super) async fn run_one(
     agent: &Agent,
     tools: ToolSnapshot,
@@ -233,16 +236,16 @@ pub(super) async fn run_one(
     }
     let outcome = match timeout {
         None => prepared.run(ctx).await,
-        Some(timeout) => match tokio::time::timeout(timeout, prepared.run(ctx)).await {
-            Ok(r) => r,
-            Err(_) => {
-                signal.cancel(crate::tool::TIMEOUT_REASON);
-                Err(AgentError::of(
-                    codes::TOOL_TIMEOUT,
-                    format!("{} did not finish within {} ms", call.name, timeout.as_millis()),
-                ))
+        Some(timeout) => {
+            let started = ctx.started.clone();
+            match tokio::time::timeout(timeout, prepared.run(ctx)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    signal.cancel(crate::tool::TIMEOUT_REASON);
+                    Err(crate::tool::timed_out_error(&call.name, timeout, &started))
+                }
             }
-        },
+        }
     };
     (call, outcome.map_err(may_have_taken_effect))
 }

@@ -137,10 +137,11 @@ export interface ToolContextObject {
  * times out or is cancelled while the thread is busy (the app's own synchronous work, another
  * executor's) is never started, so the tool does not act after the model was told it did not: a
  * timeout then is tool_not_started ("the tool did not run": calling it again is safe) rather than
- * tool_timeout (whose message says it may or may not have taken effect). The checks before the
- * executor (the arguments against the schema) have the same time of their own, the executor's
- * counting from when they passed: arguments a slow schema pattern could not check in it are
- * tool_not_started too, the executor never called.
+ * tool_timeout (whose message says it may or may not have taken effect), whichever limit ends it
+ * (the executor's own, or the run's toolTimeoutMs, which words it without "executor of"). The
+ * checks before the executor (the arguments against the schema) have the same time of their own,
+ * the executor's counting from when they passed: arguments a slow schema pattern could not check
+ * in it are tool_not_started too, the executor never called.
  */
 export type ToolExecutorFunction =
   (argumentsJson: string, context: ToolContextObject) => ToolResultObject | Promise<ToolResultObject>;
