@@ -10,7 +10,7 @@ mod support;
 use arkagent::agent::{Agent, AgentBuilder, AgentEvent, EventLog, RunOutcome, DELEGATE_TASK};
 use arkagent::hook::{AfterToolCall, AfterToolCallAction, AgentHook, HookContext};
 use arkagent::message::{ChatMessage, ToolCall};
-use arkagent::state::{FileStore, RunStatus, StateStore};
+use arkagent::state::{FileStore, RunStatus, StateEvent, StateStore};
 use arkagent::{CancellationSignal, ToolRegistry, ToolResult};
 use delegation::tools;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -186,4 +186,72 @@ async fn a_mirror_saved_without_the_parent_plan_still_continues() {
     assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
     assert_eq!(cleared.load(Ordering::SeqCst), 2);
     assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_new_message_after_a_kill_in_a_continued_mirror_keeps_what_its_hooks_did() {
+    // As `what_after_hooks_did_before_a_worker_froze_the_batch_is_kept`, but the process is killed
+    // while the decided mirror runs the delegation again (p1's answer and p2's start saved), and
+    // the app then sends a new message instead of resuming. The note p1's hook injected before
+    // the freeze (kept on the mirror) goes after the batch's results and before the new message.
+    let dir = tempfile::tempdir().unwrap();
+    let cleared = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(Script::new(vec![
+        calls(&[("p1", "query_stock", r#"{"sku":"A"}"#), ("p2", DELEGATE_TASK, r#"{"task":"清缓存"}"#)]),
+        calls(&[("w1", "clear_baking_cache", "{}")]),
+        answer("好的"), // the parent, on the new message
+        answer("再见"),
+    ]));
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let parent = agent(model.clone(), store.clone(), tools(&cleared));
+    let out =
+        parent.run("parent", "查库存再清缓存", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let RunOutcome::Suspended { batch } = out else { panic!("{out:?}") };
+    parent.approve("parent", &batch.items[0].approval_id).await.unwrap();
+    // What the mirror's resume saves before the worker runs again; the process dies then.
+    let mut state = store.load_unrepaired("parent").await.unwrap().unwrap();
+    let events = [
+        StateEvent::StatusChanged { status: RunStatus::Running, finish_reason: None, error: None },
+        StateEvent::ToolFinished {
+            call_id: "p1".into(),
+            name: "query_stock".into(),
+            result: ToolResult::text("A: 12 件"),
+            stop_requested: false,
+            injected: Vec::new(),
+        },
+        StateEvent::ToolStarted {
+            call_id: "p2".into(),
+            name: DELEGATE_TASK.into(),
+            worker_session: batch.worker_session.clone(),
+        },
+    ];
+    for event in &events {
+        state.apply(event);
+    }
+    store.commit(&state, &events).await.unwrap();
+    drop(parent);
+
+    let store: Arc<dyn StateStore> = Arc::new(FileStore::new(dir.path()));
+    let parent = agent(model.clone(), store.clone(), tools(&cleared));
+    let out = parent.run("parent", "算了", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed, "{out:?}");
+    let state = store.load("parent").await.unwrap().unwrap();
+    let answered: Vec<String> = results(&state.messages).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(answered, ["p1", "p2"]);
+    let tail: Vec<&ChatMessage> = state.messages.iter().rev().take(3).collect();
+    assert_eq!(
+        tail,
+        [
+            &ChatMessage::assistant_text("好的"),
+            &ChatMessage::user("算了"),
+            &ChatMessage::user("note: stock checked")
+        ]
+    );
+    // Injected once: a second message does not add it again.
+    let out = parent.run("parent", "再见", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!((out.status(), model.remaining()), (RunStatus::Completed, 0));
+    let state = store.load("parent").await.unwrap().unwrap();
+    let notes = state.messages.iter().filter(|m| **m == ChatMessage::user("note: stock checked")).count();
+    assert_eq!(notes, 1);
+    assert_eq!(cleared.load(Ordering::SeqCst), 0, "the worker's call never ran");
 }

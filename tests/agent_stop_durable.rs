@@ -147,27 +147,48 @@ async fn die_then_resume_with(
     config: AgentConfig,
 ) -> (RunStatus, usize, usize, AgentState) {
     let executions = Arc::new(AtomicUsize::new(0));
+    die(dir, first, dies_at, hook.clone(), config, &executions).await;
+    let model = Arc::new(Script::new(vec![answer("asked again")]));
+    let store = Arc::new(FileStore::new(dir));
+    let agent = restarted(model.clone(), store.clone(), hook, &executions);
+    let out = agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    let state = store.load("s").await.unwrap().unwrap();
+    (out.status(), model.requests().len(), executions.load(Ordering::SeqCst), state)
+}
+
+/// The first process: runs `first` (the model's tool calls) on a store that dies at `dies_at`.
+async fn die(
+    dir: &Path,
+    first: &[(&str, &str, &str)],
+    dies_at: fn(&StateEvent) -> bool,
+    hook: Option<Arc<dyn AgentHook>>,
+    config: AgentConfig,
+    executions: &Arc<AtomicUsize>,
+) {
     let dies = DiesAt { when: dies_at, dead: AtomicBool::new(false) };
     let store = Arc::new(Wrapped::new(Arc::new(FileStore::new(dir)), dies));
     let model = Arc::new(Script::new(vec![calls(first), answer("asked again")]));
-    let mut builder = AgentBuilder::new(model, store).config(config).tools(tools(&executions));
-    if let Some(hook) = &hook {
-        builder = builder.hook(Arc::clone(hook));
+    let mut builder = AgentBuilder::new(model, store).config(config).tools(tools(executions));
+    if let Some(hook) = hook {
+        builder = builder.hook(hook);
     }
     let died = builder.build().run("s", "q", &EventLog::new(), &CancellationSignal::new()).await;
     assert_eq!(died.unwrap_err().code, codes::STATE_IO, "the first process dies while saving");
     assert_eq!(executions.load(Ordering::SeqCst), first.len(), "every call ran before the death");
+}
 
-    let model = Arc::new(Script::new(vec![answer("asked again")]));
-    let store = Arc::new(FileStore::new(dir));
-    let mut builder =
-        AgentBuilder::new(model.clone(), store.clone()).config(one_at_a_time()).tools(tools(&executions));
+/// The agent of the process after the death, one call at a time.
+fn restarted(
+    model: Arc<Script>,
+    store: Arc<FileStore>,
+    hook: Option<Arc<dyn AgentHook>>,
+    executions: &Arc<AtomicUsize>,
+) -> arkagent::agent::Agent {
+    let mut builder = AgentBuilder::new(model, store).config(one_at_a_time()).tools(tools(executions));
     if let Some(hook) = hook {
         builder = builder.hook(hook);
     }
-    let out = builder.build().resume("s", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
-    let state = store.load("s").await.unwrap().unwrap();
-    (out.status(), model.requests().len(), executions.load(Ordering::SeqCst), state)
+    builder.build()
 }
 
 #[tokio::test]
@@ -347,4 +368,51 @@ async fn a_result_stop_in_a_parallel_chunk_survives_a_death_before_the_chunk_end
     assert_eq!(status, RunStatus::Completed);
     assert_eq!(requests, 0, "the result's stop holds after the death");
     assert_eq!(executions, 2, "nothing ran twice");
+}
+
+/// The `user` messages of a history, in order.
+fn questions(messages: &[ChatMessage]) -> Vec<&str> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::User { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_new_message_after_a_death_later_in_the_batch_keeps_the_hooks_messages() {
+    // As `an_after_hook_stop_and_its_messages_survive_a_death_later_in_the_batch`, but the app
+    // sends a new message instead of resuming. The reminder `c1`'s hook injected goes after both
+    // results and before the new message, as had the death come after the batch's completion;
+    // the stop is moot (the new message asks the model). Before, the reminder was dropped.
+    let dir = tempfile::tempdir().unwrap();
+    let executions = Arc::new(AtomicUsize::new(0));
+    let hook: Arc<dyn AgentHook> = Arc::new(StopAndRemindAfterFirst);
+    let first = [("c1", "note", "{}"), ("c2", "note", "{}")];
+    die(dir.path(), &first, batch_completed, Some(hook.clone()), one_at_a_time(), &executions).await;
+
+    let model = Arc::new(Script::new(vec![answer("hello again"), answer("and again")]));
+    let store = Arc::new(FileStore::new(dir.path()));
+    let agent = restarted(model.clone(), store.clone(), Some(hook), &executions);
+    let out = agent.run("s", "next", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    assert_eq!(executions.load(Ordering::SeqCst), 2, "nothing ran again");
+    let state = store.load("s").await.unwrap().unwrap();
+    let mut expected = both_results_then_the_reminder();
+    expected.push(("user".into(), "next".into()));
+    expected.push(("other".into(), format!("{:?}", ChatMessage::assistant_text("hello again"))));
+    assert_eq!(tail(&state), expected);
+    let asked = &model.requests()[0].messages;
+    assert_eq!(questions(asked), ["q", "REMINDER from hook\n\nnext"], "the model read the reminder");
+
+    // Injected once: neither a second message nor a resume adds it again.
+    let out = agent.run("s", "more", &EventLog::new(), &CancellationSignal::new()).await.unwrap();
+    assert_eq!(out.status(), RunStatus::Completed);
+    let resumed = agent.resume("s", &EventLog::new(), &CancellationSignal::new()).await;
+    assert_eq!(resumed.unwrap_err().code, codes::INVALID_STATE);
+    let state = store.load("s").await.unwrap().unwrap();
+    assert_eq!(questions(&state.messages), ["q", "REMINDER from hook", "next", "more"]);
+    assert!(state.tool_runs.is_empty());
 }

@@ -770,6 +770,10 @@ impl Agent {
         for event in prelude {
             run.record(event);
         }
+        // A batch the process died in (its last results supplied by repair) completes first, as
+        // it would have: what its hooks injected goes before the new message. (Its stop is moot:
+        // the new message asks the model; `RunStarted` clears it.)
+        run.complete_cut_short_batch();
         if run.state.pending_approval.is_some() {
             run.record(StateEvent::ApprovalCleared);
         }
@@ -1008,34 +1012,10 @@ impl Agent {
                 finish_reason: None,
                 error: None,
             });
-        } else if phase(&run.state) == Phase::NeedsModel
-            && (run.state.pending_approval.is_some() || !run.state.tool_runs.is_empty())
-        {
-            // A batch whose last results repair supplied (the process died before the batch
-            // completed): it completes now, with the stop its results or its hooks asked for, and
-            // then the messages its hooks injected, as the batch would have.
-            let (hooks_stop, recorded) = run.recorded_after_hooks();
-            let mut injected =
-                run.state.pending_approval.as_ref().map(|b| b.injected.clone()).unwrap_or_default();
-            injected.extend(recorded);
-            let stop_requested = hooks_stop
-                || run
-                    .state
-                    .pending_approval
-                    .as_ref()
-                    .is_some_and(|b| b.stop_requested || b.dismissed.is_some())
-                || run
-                    .state
-                    .tool_runs
-                    .values()
-                    .any(|r| matches!(r, ToolRunRecord::Finished { result, .. } if result.stop));
-            run.record(StateEvent::BatchCompleted { stop_requested });
-            if run.state.pending_approval.is_some() {
-                run.record(StateEvent::ApprovalCleared);
-            }
-            for message in injected {
-                run.record(StateEvent::MessageAppended { message });
-            }
+        } else {
+            // The batch the process died in, its last results supplied by repair, completes now,
+            // with the stop its results or its hooks asked for.
+            run.complete_cut_short_batch();
         }
         sink.emit(AgentEvent::RunStarted { session_id, run_id, resumed: true });
         run.hooks_run_start().await;

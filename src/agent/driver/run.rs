@@ -136,6 +136,42 @@ impl<'a> Run<'a> {
         (stop, injected)
     }
 
+    /// Completes a batch the process died in before its completion was saved, once repair
+    /// answered every call of it (the session still `running`, the history ending with the
+    /// batch's results, its tool-run records or its decided batch still there): records the
+    /// completion with the stop its results or its hooks asked for (or a dismissal saved on the
+    /// batch), clears the batch, then appends the messages its hooks injected (those a mirror
+    /// carries, then those of the calls' `finished` records, in call order), as the batch would
+    /// have. Both a resume and a new message go through here, so the history the model reads does
+    /// not depend on whether the death came before or after the batch's completion commit. Any
+    /// other state is left as it is: a cancelled or aborted run's batch is not completed (nothing
+    /// is injected then), and a completed batch has no records left to read (never twice).
+    pub(super) fn complete_cut_short_batch(&mut self) {
+        if phase(&self.state) != Phase::NeedsModel
+            || (self.state.pending_approval.is_none() && self.state.tool_runs.is_empty())
+        {
+            return;
+        }
+        let (hooks_stop, recorded) = self.recorded_after_hooks();
+        let batch = self.state.pending_approval.as_ref();
+        let mut injected = batch.map(|b| b.injected.clone()).unwrap_or_default();
+        injected.extend(recorded);
+        let stop_requested = hooks_stop
+            || batch.is_some_and(|b| b.stop_requested || b.dismissed.is_some())
+            || self
+                .state
+                .tool_runs
+                .values()
+                .any(|r| matches!(r, ToolRunRecord::Finished { result, .. } if result.stop));
+        self.record(StateEvent::BatchCompleted { stop_requested });
+        if self.state.pending_approval.is_some() {
+            self.record(StateEvent::ApprovalCleared);
+        }
+        for message in injected {
+            self.record(StateEvent::MessageAppended { message });
+        }
+    }
+
     pub(super) fn ids(&self) -> (String, String, u32) {
         (self.state.session_id.clone(), self.run_id(), self.state.round)
     }
