@@ -56,7 +56,9 @@
 //!
 //! The store removes only the files it writes (`is_store_file`; a version-1 `state.json` only
 //! when it is that session's, `legacy_state_is_ours`, which listing and loading follow too), never the app's (a root the app shares). A directory
-//! holding none of them is no session: `exists` is false and `delete` touches nothing. Files of
+//! holding none of them is no session: `exists` is false and `delete` touches nothing in it, but
+//! removes it when it is empty (what a first commit cut short by a kill made before its first
+//! file: a worker its parent names but that was never written). Files of
 //! the app's in a session's directory go into the trash with the directory (so the session
 //! still goes in one step) and come back out of it: the sweep removes the store's files of each
 //! directory in the trash and moves the rest back to the session's place under the root (made
@@ -1399,8 +1401,14 @@ fn delete_session_dir(root: &Path, dir: &Path, id: &str) -> Result<bool, AgentEr
     // entry itself, never what a link points to.
     match session_entry(dir)? {
         SessionEntry::Missing => return Ok(false),
-        // The app's own directory: no file of the store, no session.
-        SessionEntry::Dir(..) if !holds_store_files(dir, id) => return Ok(false),
+        // No file of the store, no session: the app's own directory, left as it is. But an empty
+        // one goes (`remove_dir` removes only an empty directory, never a file of the app's):
+        // what a first commit cut short by a kill made before its first file, as for a worker
+        // its parent named but that was never written (it stayed after the parent's deletion).
+        SessionEntry::Dir(..) if !holds_store_files(dir, id) => {
+            let _ = fs::remove_dir(dir);
+            return Ok(false);
+        }
         _ => {}
     }
     let grave_name = format!("{id}.{}", uuid::Uuid::new_v4().simple());

@@ -948,7 +948,7 @@ impl<'a> Run<'a> {
     /// delegations (`open`) have ended: their workers see the cancel (a child signal) and end
     /// their own runs promptly, durably `cancelled` (dropped mid-run instead, a worker's session
     /// stayed `running` for good and its hooks never heard its run end), and what they said is
-    /// forwarded; the workers of the batch left frozen are ended `cancelled` too (by `finish`). Other tools
+    /// forwarded; the workers of the batch left part way are ended `cancelled` too (by `finish`). Other tools
     /// are not waited for: they are dropped with the chunk and stay `started`, as before, but for
     /// the calls of the chunk whose executor was never entered (`starts`): given up, they never
     /// start, and are answered as not run.
@@ -985,23 +985,26 @@ impl<'a> Run<'a> {
                 self.record_answer(call, crate::state::repair::not_started_result(call));
             }
         }
-        // A worker frozen in the batch (its delegating call stays `started`) is ended by `finish`,
-        // as the workers still running ended with the cancel.
+        // A worker frozen in the batch (its delegating call stays `started`), or one a kill left
+        // `running` that the batch had not reached, is ended by `finish`, as the workers still
+        // running ended with the cancel.
         let status = if aborted.is_some() { RunStatus::Aborted } else { RunStatus::Cancelled };
         self.finish(status, None, aborted).await.map(Flow::Done)
     }
 
-    /// Ends the workers of `calls` (the batch's delegations) that are frozen: the run that would
-    /// continue them ends first. Each one's run is told ended through this run's sink, wrapped as
-    /// its delegating call's. Best effort: one that cannot be ended now is logged and left.
-    pub(super) async fn end_frozen_workers(&self, calls: &[ToolCall]) {
+    /// Ends the workers of the batch's delegations `calls` that stand part way (frozen, or
+    /// `running` after a kill): the run that would continue them ends (see
+    /// [`Agent::end_unread_worker`]). A frozen one's run is told ended through this run's sink,
+    /// wrapped as its delegating call's. Best effort: one that cannot be ended now is logged and
+    /// left.
+    pub(super) async fn end_unread_workers(&self, calls: &[ToolCall]) {
         let batch_call_id = batch_id_of(&self.state);
         for call in calls {
             let Some(worker) = self.worker_of(&batch_call_id, call) else { continue };
             let origin = WorkerOrigin { call_id: call.id.clone(), session_id: worker.clone() };
             let sink = WrappingSink { origin, sink: self.sink };
-            if let Err(e) = self.agent.end_frozen_worker(&worker, &sink).await {
-                log::warn!("arkagent: a worker frozen in a batch whose run ended was not ended: {e}");
+            if let Err(e) = self.agent.end_unread_worker(&worker, &sink).await {
+                log::warn!("arkagent: a worker of a batch whose run ended was not ended: {e}");
             }
         }
     }

@@ -500,8 +500,9 @@ impl Agent {
     /// after a crash, or awaiting approval) is durably made `cancelled`, its frozen batch
     /// cleared: left by a deletion cut short, it is not resumed (`invalid_state`) into running
     /// its delegations again from scratch in new workers; a new message answers their calls
-    /// `interrupted`. So is each of its workers that delegated in turn (a worker can be resumed
-    /// directly).
+    /// `interrupted`. So is each of its workers whose run may go on, before it (deepest first):
+    /// a deletion cut short never leaves a worker part way below an ended session, where a
+    /// resume of it (directly) would run its model and calls for nobody.
     ///
     /// A session no load of this version can read is deleted all the same, as a worker session
     /// of it is: deleting is the app's only way to be rid of it. That is a damaged session
@@ -551,11 +552,6 @@ impl Agent {
         // A worker runs only inside its parent's run, which the lock and the lease above exclude.
         // Every worker below the session, each after the one that ran it (breadth first).
         let mut found: Vec<String> = state.map(|s| s.workers).unwrap_or_default();
-        // The sessions that delegated: the session itself and every worker that has workers.
-        let mut delegating: Vec<String> = Vec::new();
-        if !found.is_empty() {
-            delegating.push(session_id.to_string());
-        }
         // Per worker in `found`: whether its run may still go on (it could be written elsewhere).
         let mut live: Vec<bool> = Vec::new();
         let mut next = 0;
@@ -564,9 +560,6 @@ impl Agent {
             let state = readable_for_deletion(&worker, self.store.load(&worker).await)?;
             live.push(state.as_ref().is_none_or(|s| !s.status.is_terminal()));
             if let Some(state) = state {
-                if !state.workers.is_empty() {
-                    delegating.push(worker.clone());
-                }
                 for w in state.workers {
                     if w != session_id && !found.contains(&w) {
                         found.push(w);
@@ -594,10 +587,18 @@ impl Agent {
             })?;
             leases.push(live.then_some(lease));
         }
-        // A worker that delegated in turn is ended too: left running or frozen by a deletion cut
-        // short, a resume of it (directly) would run its own delegation again from scratch.
-        for id in &delegating {
-            self.end_part_way(id).await?;
+        // Every worker whose run may go on is ended too, deepest first and the session last, so
+        // a deletion cut short at any point leaves no worker part way below a session that is
+        // ended: nothing reads its answer then, and a resume of it (directly) ran its model and
+        // calls for nobody (or, for a worker that delegated in turn, its own delegation again
+        // from scratch). Each one's lease is held (`leases`).
+        for (worker, live) in found.iter().zip(&live).rev() {
+            if *live {
+                self.end_part_way(worker).await?;
+            }
+        }
+        if !found.is_empty() {
+            self.end_part_way(session_id).await?;
         }
         // Deepest first, so a cut-short deletion never leaves a worker unnamed. Each lease is
         // released once its worker is gone (its lock file goes with it).
@@ -613,8 +614,8 @@ impl Agent {
 
     /// Durably ends a session whose run may go on (`running`, or awaiting approval) and must not:
     /// `cancelled`, its frozen batch cleared. That is a session about to be deleted (see
-    /// [`delete_session`](Self::delete_session)), and a worker frozen in a batch whose parent's
-    /// run ended cancelled or aborted (see [`end_frozen_worker`](Self::end_frozen_worker)).
+    /// [`delete_session`](Self::delete_session)), and a worker whose answer nobody reads any
+    /// more (see [`end_unread_worker`](Self::end_unread_worker)).
     /// The caller holds its lease. Written on the state as stored (no repair made durable).
     async fn end_part_way(&self, session_id: &str) -> Result<(), AgentError> {
         let Some(mut state) = self.store.load_unrepaired(session_id).await? else { return Ok(()) };
@@ -635,62 +636,87 @@ impl Agent {
         self.store.commit(&state, &events).await
     }
 
-    /// Durably ends a worker session left frozen by its parent's run, which ended cancelled or
-    /// aborted in the middle of the batch that delegated to it (its own delegating call, or one
-    /// beside it, frozen; the others still running then ended with the cancel): `cancelled`, its
-    /// frozen batch cleared, as a deletion does, and so on down its own frozen workers. Its
-    /// answer has no reader any more: the parent's next run answers the delegating call
-    /// `tool_interrupted` (counting what the worker used), and a cancelled parent is not resumed;
-    /// left awaiting, its own approve and resume would run its calls for nobody. A worker no
-    /// longer frozen (the app settled it directly meanwhile) is left as it stands.
+    /// Durably ends a worker session whose answer nobody reads any more, and the workers below
+    /// it whose answers it would have read: its delegating call was answered without it, or the
+    /// parent's run that would have continued it ended (cancelled, aborted, dismissed, or any
+    /// end of the run of the batch that delegated to it; see `Run::end_unread_workers`), or a
+    /// new message answers the call `tool_interrupted` (see
+    /// [`end_abandoned_workers`](Self::end_abandoned_workers)). One left part way (`running`
+    /// after a kill, or frozen) is made `cancelled`, its frozen batch cleared, as a deletion
+    /// does: left so, it was listed interrupted (or awaiting) for good, and its own approve and
+    /// resume ran its model and calls for nobody. A worker whose run ended (its answer was
+    /// read, or the app settled it directly meanwhile), or that is gone, is left as it stands.
     ///
-    /// Its run, whose events ended with `ApprovalRequired`, is told ended as every run is: on
-    /// `sink` (the parent's, wrapped as the delegating call's), a segment of its own,
-    /// `RunStarted` (resumed) then `RunFinished` (`cancelled`), once the end is saved; the
-    /// workers below it end in between, each wrapped once more (as a worker's worker's events
-    /// come). Left without it, the app would see that run await approval for good.
+    /// Ended under its hold: a run of it in this process (the app resumed it directly) is
+    /// waited for, never ended under its feet; one held by another process refuses
+    /// (`session_busy`). The workers below go first (deepest first), so a kill part way never
+    /// leaves a worker part way below one already ended, which nothing would continue.
+    ///
+    /// A frozen worker's run, whose events ended with `ApprovalRequired`, is told ended as every
+    /// run is: on `sink` (the parent's, wrapped as the delegating call's), a segment of its own,
+    /// `RunStarted` (resumed) then `RunFinished` (`cancelled`) once its end is saved; the workers
+    /// below it end in between, each wrapped once more (as a worker's worker's events come).
+    /// Left without it, the app would see that run await approval for good. A worker left
+    /// `running` by a kill has no run going on to tell ended.
     ///
     /// # Errors
-    /// `session_busy` (held by another process), the store's errors.
-    async fn end_frozen_worker(&self, worker: &str, sink: &dyn EventSink) -> Result<(), AgentError> {
-        let held = self.hold(worker).await?;
-        let Some(state) = self.store.load_unrepaired(worker).await? else { return Ok(()) };
+    /// `session_busy` (held by another process), the store's errors; the workers below are each
+    /// ended (best effort) and the first error is returned.
+    async fn end_unread_worker(&self, worker: &str, sink: &dyn EventSink) -> Result<(), AgentError> {
+        // Looked at first without its hold: a worker whose run ended, the common case, is not
+        // waited for.
+        let Some(state) = self.read_worker(worker).await.filter(|s| s.status.is_part_way()) else {
+            return Ok(());
+        };
         let frozen = state.pending_approval.as_ref().filter(|_| state.status == RunStatus::AwaitingApproval);
-        let Some(batch) = frozen else { return Ok(()) };
         let batch_call_id = batch_id_of(&state);
-        // Each worker below, with the call of this worker's batch that delegated to it.
-        let below: Vec<(String, String)> = batch
-            .worker_session
-            .iter()
-            .cloned()
-            .chain(sibling_workers(&state, batch))
-            .map(|below| {
-                let call = batch.calls.iter().find(|c| {
-                    c.call.name == DELEGATE_TASK
-                        && worker_session_id(worker, &batch_call_id, &c.call.id) == below
-                });
-                let call_id = call.map(|c| c.call.id.clone()).unwrap_or_default();
-                (below, call_id)
-            })
+        // Each worker below, with the call of this worker's batch that delegated to it: those of
+        // its delegating calls that started and have no answer, and, frozen, the worker its batch
+        // mirrors and those frozen beside it.
+        let mut below: Vec<(String, String)> = unanswered_started_delegations(&state)
+            .into_iter()
+            .map(|call_id| (worker_session_id(worker, &batch_call_id, &call_id), call_id))
             .collect();
-        self.end_part_way(worker).await?;
-        drop(held);
-        let run_id = state.run_id.clone().unwrap_or_default();
-        sink.emit(AgentEvent::RunStarted { session_id: worker.to_string(), run_id, resumed: true });
+        for mirrored in frozen
+            .into_iter()
+            .flat_map(|b| b.worker_session.iter().cloned().chain(sibling_workers(&state, b)))
+        {
+            if below.iter().all(|(w, _)| *w != mirrored) {
+                let call = frozen.and_then(|b| {
+                    b.calls.iter().find(|c| {
+                        c.call.name == DELEGATE_TASK
+                            && worker_session_id(worker, &batch_call_id, &c.call.id) == mirrored
+                    })
+                });
+                below.push((mirrored, call.map(|c| c.call.id.clone()).unwrap_or_default()));
+            }
+        }
+        let told = frozen.is_some();
+        if told {
+            let run_id = state.run_id.clone().unwrap_or_default();
+            sink.emit(AgentEvent::RunStarted { session_id: worker.to_string(), run_id, resumed: true });
+        }
         let mut ended = Ok(());
         for (below, call_id) in below {
             let wrapped = WrappingSink { origin: WorkerOrigin { call_id, session_id: below.clone() }, sink };
-            // Each is ended (best effort); the first error is returned.
-            let result = Box::pin(self.end_frozen_worker(&below, &wrapped)).await;
+            let result = Box::pin(self.end_unread_worker(&below, &wrapped)).await;
             ended = ended.and(result);
         }
-        sink.emit(AgentEvent::RunFinished {
-            status: RunStatus::Cancelled,
-            final_text: None,
-            usage: state.usage,
-            finish_reason: None,
-            error: None,
-        });
+        let this = async {
+            let _held = self.hold(worker).await?;
+            // As it stands once held (a run of the app's may have moved it on meanwhile).
+            self.end_part_way(worker).await
+        };
+        ended = this.await.and(ended);
+        if told {
+            sink.emit(AgentEvent::RunFinished {
+                status: RunStatus::Cancelled,
+                final_text: None,
+                usage: state.usage,
+                finish_reason: None,
+                error: None,
+            });
+        }
         ended
     }
 
@@ -1107,22 +1133,18 @@ impl Agent {
     }
 
     /// Durably ends the `workers` (see [`abandoned_workers`](Self::abandoned_workers)) whose run
-    /// stands part way, deepest first: `cancelled`, a frozen batch cleared, as
-    /// [`end_frozen_worker`](Self::end_frozen_worker) does for a cancelled parent. Their
-    /// delegating calls are being answered `tool_interrupted` (a new message on a parent whose run
-    /// a dead process cut short mid-delegation, or an agent that cannot continue them), so their
-    /// answers have no reader: left `running`, such a worker was listed interrupted for good,
-    /// and a resume of it ran its model for nobody (or, without delegation, it could be neither
-    /// resumed nor deleted but with its parent). Done before the parent's answer is saved, so a
-    /// kill in between leaves the call to answer again. Best effort: a worker that cannot be
-    /// ended now (held by another process, a store error) is logged and left.
+    /// stands part way, deepest first, as [`end_unread_worker`](Self::end_unread_worker) does:
+    /// their delegating calls are being answered `tool_interrupted` (a new message on a parent
+    /// whose run a dead process cut short mid-delegation, or an agent that cannot continue them),
+    /// so their answers have no reader: left `running`, such a worker was listed interrupted for
+    /// good, and a resume of it ran its model for nobody (or, without delegation, it could be
+    /// neither resumed nor deleted but with its parent). Done before the parent's answer is
+    /// saved, so a kill in between leaves the call to answer again; nothing is told (the new
+    /// run's `RunStarted` stays its first event). Best effort: a worker that cannot be ended now
+    /// (held by another process, a store error) is logged and left.
     async fn end_abandoned_workers(&self, workers: &[String]) {
         for worker in workers.iter().rev() {
-            let ended = async {
-                let _held = self.hold(worker).await?;
-                self.end_part_way(worker).await
-            };
-            if let Err(e) = ended.await {
+            if let Err(e) = self.end_unread_worker(worker, &super::events::NoEvents).await {
                 log::warn!(
                     "arkagent: a worker whose delegating call was answered interrupted was not ended: {e}"
                 );

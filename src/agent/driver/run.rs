@@ -103,6 +103,14 @@ impl<'a> Run<'a> {
         answer.cloned().unwrap_or_else(|| ChatMessage::assistant_text(""))
     }
 
+    /// The `delegate_task` calls of the model's last answer, answered or not: the batch the run
+    /// stands in, or ended in (none once the model answered without calls).
+    pub(super) fn batch_delegations(&self) -> Vec<ToolCall> {
+        let last = self.state.messages.iter().rev().find(|m| matches!(m, ChatMessage::Assistant { .. }));
+        let calls = last.map(ChatMessage::tool_calls).unwrap_or_default();
+        calls.iter().filter(|c| c.name == DELEGATE_TASK).cloned().collect()
+    }
+
     /// What the after-hooks of the current batch's calls that finished in an earlier process (or
     /// an earlier run of the batch) asked, from the calls' records, in call order: a stop, and the
     /// messages to append after the batch's results. A mirror's calls answered when its worker
@@ -523,11 +531,16 @@ impl<'a> Run<'a> {
         // abort cut the batch short, before or while they ran) and whose `ToolResult` it did not
         // emit: the state does not record their answers, the next load's repair gives them.
         let cut_short = unanswered_calls(&self.state.messages);
-        // A worker frozen under such a call (the batch cut short mid-way, or a mirror's batch the
-        // run was to settle) could no longer be continued: it is ended, its run told ended.
-        // Boxed: `finish` is part of every run's future, nested runs (a dismissal settling its
-        // workers) included, and this is rarely needed.
-        Box::pin(self.end_frozen_workers(&cut_short)).await;
+        // The run ends: no delegating call of its batch is continued any more, answered or not
+        // (cut short by a cancel or an abort, answered `tool_not_run` by a dismissal before its
+        // worker, left by a kill, was reached). A worker of one that stands part way (frozen, or
+        // `running` after a kill) is ended, a frozen one's run told ended. Boxed: `finish` is
+        // part of every run's future, nested runs (a dismissal settling its workers) included,
+        // and this is rarely needed.
+        let delegations = self.batch_delegations();
+        if !delegations.is_empty() {
+            Box::pin(self.end_unread_workers(&delegations)).await;
+        }
         if let Some(e) = &error {
             // Every error that ends a run is told (a provider's, a hook's abort or failure, a
             // loop), before the run's end is saved, as a refused call's is when it happens.
