@@ -552,13 +552,16 @@ impl Agent {
         // A worker runs only inside its parent's run, which the lock and the lease above exclude.
         // Every worker below the session, each after the one that ran it (breadth first).
         let mut found: Vec<String> = state.map(|s| s.workers).unwrap_or_default();
-        // Per worker in `found`: whether its run may still go on (it could be written elsewhere).
+        // Per worker in `found`: whether its run may still go on (it could be written elsewhere),
+        // and whether it was read standing part way (it is ended before any worker goes).
         let mut live: Vec<bool> = Vec::new();
+        let mut part_way: Vec<bool> = Vec::new();
         let mut next = 0;
         while let Some(worker) = found.get(next).cloned() {
             next += 1;
             let state = readable_for_deletion(&worker, self.store.load(&worker).await)?;
             live.push(state.as_ref().is_none_or(|s| !s.status.is_terminal()));
+            part_way.push(state.as_ref().is_some_and(|s| s.status.is_part_way()));
             if let Some(state) = state {
                 for w in state.workers {
                     if w != session_id && !found.contains(&w) {
@@ -591,9 +594,10 @@ impl Agent {
         // a deletion cut short at any point leaves no worker part way below a session that is
         // ended: nothing reads its answer then, and a resume of it (directly) ran its model and
         // calls for nobody (or, for a worker that delegated in turn, its own delegation again
-        // from scratch). Each one's lease is held (`leases`).
-        for (worker, live) in found.iter().zip(&live).rev() {
-            if *live {
+        // from scratch). Each one's lease is held (`leases`: its run may go on); one no load
+        // reads is deleted as it stands.
+        for (worker, part_way) in found.iter().zip(&part_way).rev() {
+            if *part_way {
                 self.end_part_way(worker).await?;
             }
         }
