@@ -158,3 +158,62 @@ async fn what_a_first_commit_cut_short_left_is_deleted_with_its_lock_file() {
     // The store's own directories stay (the trash empty: the deletion's move and removal).
     assert_eq!(files_under(dir.path()), [LOCK_DIR, TRASH_DIR], "nothing of it is left");
 }
+
+/// What a kill right after a deletion's rename leaves: the session's directory in the trash, its
+/// lock file still in `..locks` (the lease that would have removed it died with the process).
+async fn killed_after_the_rename(root: &Path) {
+    let a = agent(Arc::new(FileStore::new(root)), "a");
+    run(&a, "s", "hello").await.unwrap();
+    run(&a, "t", "hello").await.unwrap();
+    drop(a);
+    std::fs::rename(root.join("s"), root.join(TRASH_DIR).join("s.0123456789abcdef")).unwrap();
+    assert!(root.join(LOCK_DIR).join("s").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_file_a_killed_deletion_left_goes_with_the_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_after_the_rename(dir.path()).await;
+    // The next process lists its sessions: the trash is swept, and the lock file nobody holds
+    // of a session that is no more goes with it (before, it stayed for good).
+    let a = agent(Arc::new(FileStore::new(dir.path())), "a");
+    let listed: Vec<String> =
+        a.list_all_sessions().await.unwrap().into_iter().map(|s| s.session_id).collect();
+    assert_eq!(listed, ["t"]);
+    assert_eq!(files_under(&dir.path().join(LOCK_DIR)), ["t"], "the other session's stays");
+    assert_eq!(files_under(&dir.path().join(TRASH_DIR)), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_file_a_killed_deletion_left_goes_with_a_deletion_of_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_after_the_rename(dir.path()).await;
+    let a = agent(Arc::new(FileStore::new(dir.path())), "a");
+    assert!(!a.delete_session("s").await.unwrap(), "nothing of the session is left to delete");
+    assert!(!dir.path().join(LOCK_DIR).join("s").exists(), "nor its lock file (before, it stayed)");
+    assert!(dir.path().join(LOCK_DIR).join("t").is_file(), "another session's stays");
+    // The id is taken again, and leased as before.
+    run(&a, "s", "again").await.unwrap();
+    let held = FileStore::new(dir.path()).lease("s").await.unwrap();
+    assert_eq!(FileStore::new(dir.path()).lease("s").await.unwrap_err().code, "session_busy");
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_file_of_a_session_not_written_yet_is_left_to_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(Arc::new(FileStore::new(dir.path())), "a");
+    run(&a, "t", "hello").await.unwrap();
+    // A writer of another process holds the lease of a session it has not written yet.
+    let held = FileStore::new(dir.path()).lease("new").await.unwrap();
+    let lock = dir.path().join(LOCK_DIR).join("new");
+    assert!(lock.is_file());
+    assert!(!a.delete_session("new").await.unwrap());
+    let fresh = FileStore::new(dir.path());
+    assert_eq!(fresh.list().await.unwrap(), ["t"]);
+    fresh.sweep_trash().await.unwrap();
+    assert!(lock.is_file(), "a lock file a lease holds is never removed");
+    assert_eq!(FileStore::new(dir.path()).lease("new").await.unwrap_err().code, "session_busy");
+    drop(held);
+    assert!(!lock.exists(), "its lease removes it, the session never written");
+}

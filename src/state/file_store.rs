@@ -134,7 +134,14 @@
 //! A lease dropped while its session does not exist (it never came to exist, or it was deleted
 //! under the lease, also when its directory stays for the app's own files: a directory holding
 //! none of the store's files is no session) removes its lock file, so reads, refused calls and
-//! deletions leave no lock file behind. Two writers still never hold locks on two different
+//! deletions leave no lock file behind. What a process killed while it held a lease left (its
+//! deletion killed after it moved the session into the trash, a session whose first commit never
+//! came) is removed the same way, locked first, if no lease holds it: by
+//! [`FileStore::open`], a store's first [`list`](StateStore::list) and
+//! [`FileStore::sweep_trash`] for every such lock file, and by
+//! [`StateStore::remove_stale_lease`] (a deletion that finds no session) for its own. A lease
+//! that meets such a removal in the instant it locks the file can answer `session_busy` (as it
+//! can meet a lease dropped then). Two writers still never hold locks on two different
 //! files: a lock file is removed only by the lease that holds its lock, before that lock is
 //! released, and a lease is granted only when, once locked, its file is still the one the path
 //! names (a lease that locked a file its holder removed meanwhile opens the path again). Versions before this one
@@ -904,6 +911,53 @@ fn sweep_trash(root: &Path) -> usize {
     removed
 }
 
+/// What [`FileStore::open`], a store's first [`list`](StateStore::list) and
+/// [`FileStore::sweep_trash`] remove of what kills left: the trash ([`sweep_trash`]), then the
+/// lock files of sessions that no longer exist and that no lease holds ([`sweep_stale_locks`]).
+/// Returns how many entries went.
+fn sweep_leftovers(root: &Path) -> usize {
+    sweep_trash(root) + sweep_stale_locks(root)
+}
+
+/// Removes the lock files in [`LOCK_DIR`] of sessions that do not exist and that no lease holds
+/// (see [`remove_stale_lock`]): what a process killed while it held a lease left, the lease that
+/// would have removed it gone with it (a deletion killed after it moved the session into the
+/// trash, a lease taken for a session whose first commit never came). Returns how many went.
+/// Best effort; the lock files of sessions that exist are only looked at, never locked.
+fn sweep_stale_locks(root: &Path) -> usize {
+    let locks = root.join(LOCK_DIR);
+    let entries = fs::read_dir(&locks).into_iter().flatten().flatten();
+    let mut removed = 0;
+    for entry in entries {
+        let name = entry.file_name();
+        let Some(id) = name.to_str().filter(|id| validate_session_id(id).is_ok()) else { continue };
+        if remove_stale_lock(&entry.path(), &root.join(id), id) {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes the lock file at `path` of session `id` (whose directory is `session_dir`) when the
+/// session does not exist ([`session_on_disk`] is false) and no lease holds it; returns whether
+/// it did. The protocol a lease dropped for a session that does not exist follows (see
+/// [`SessionLock`]): the file is locked first (a lease that holds it makes that fail: left as it
+/// is), still the file the path names ([`is_current_lock`]), the session looked at again under
+/// the lock, and the file removed before the lock is released; a lease that locks the removed
+/// file meanwhile finds its path gone and opens it again ([`lock_session`]). Never creates the
+/// file, and never locks that of a session that exists (its writers' leases are left alone).
+fn remove_stale_lock(path: &Path, session_dir: &Path, id: &str) -> bool {
+    if !matches!(session_on_disk(session_dir, id), Ok(false)) {
+        return false;
+    }
+    let Ok(file) = OpenOptions::new().read(true).write(true).open(path) else { return false };
+    let removable = file.try_lock().is_ok()
+        && is_current_lock(&file, path)
+        && matches!(session_on_disk(session_dir, id), Ok(false));
+    // Removed before `file` is closed, which releases the lock.
+    removable && fs::remove_file(path).is_ok()
+}
+
 /// Empties and removes a session directory moved into the trash (`<id>.<uuid>`, or
 /// `..trash-<id>.<uuid>` in the root: [`ROOT_GRAVE_PREFIX`]): the files this
 /// store wrote are removed; anything else (the app's own files in the session's directory) is
@@ -1554,6 +1608,9 @@ fn lock_session(
             // while nothing but probes hold the file: released at once (`file` closed), and the
             // lock tried again after a pause, so a listing never makes a lease fail. (Versions
             // before this one answer busy to a probe's lock too: see the module docs.)
+            // Locked by a holder that removed the file meanwhile, before it released it (a
+            // lease dropped, a stale lock's removal): try again on the current one.
+            Err(std::fs::TryLockError::WouldBlock) if !is_current_lock(&file, &path) => attempts += 1,
             Err(std::fs::TryLockError::WouldBlock) => {
                 let waited = probed_since.get_or_insert_with(std::time::Instant::now).elapsed();
                 if waited >= PROBE_PATIENCE || file.try_lock_shared().is_err() {
@@ -1613,7 +1670,7 @@ impl FileStore {
                 return Err(AgentError::of(codes::STATE_IO, format!("{} is not a directory", r.display())));
             }
             prepare_trash(&r);
-            sweep_trash(&r);
+            sweep_leftovers(&r);
             Ok(())
         })
         .await
@@ -1624,15 +1681,18 @@ impl FileStore {
     }
 
     /// Removes what deletions cut short by a kill left in [`TRASH_DIR`] (see "Deletion" in the
-    /// module docs); returns how many entries went. Done by [`open`](Self::open), by the first
-    /// [`list`](StateStore::list) of a store, and by each deletion; best effort (an entry that
-    /// cannot be removed stays for the next sweep). Touches nothing a load reads.
+    /// module docs), and the lock files in [`LOCK_DIR`] of sessions that do not exist and that no
+    /// lease holds (a process killed while it held the lease: see "Writers"); returns how many
+    /// entries went. Done by [`open`](Self::open) and by the first [`list`](StateStore::list) of a
+    /// store (each deletion sweeps the trash); best effort (an entry that cannot be removed stays
+    /// for the next sweep). Touches nothing a load reads.
     ///
     /// # Errors
     /// None so far (the `Result` leaves room for a store that must report one).
     pub async fn sweep_trash(&self) -> Result<usize, AgentError> {
         let root = self.root.clone();
-        let removed = tokio::task::spawn_blocking(move || sweep_trash(&root)).await.map_err(join_error)?;
+        let removed =
+            tokio::task::spawn_blocking(move || sweep_leftovers(&root)).await.map_err(join_error)?;
         self.trash_swept.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(removed)
     }
@@ -1916,7 +1976,7 @@ impl StateStore for FileStore {
         let sweep = !self.trash_swept.swap(true, std::sync::atomic::Ordering::Relaxed);
         tokio::task::spawn_blocking(move || {
             if sweep {
-                sweep_trash(&root);
+                sweep_leftovers(&root);
             }
             list_session_dirs(&root)
         })
@@ -1960,6 +2020,19 @@ impl StateStore for FileStore {
         validate_session_id(session_id)?;
         let path = self.root.join(LOCK_DIR).join(session_id);
         tokio::task::spawn_blocking(move || probe_lock(&path)).await.map_err(join_error)?
+    }
+
+    /// Removes the session's lock file when the session does not exist and no lease holds it
+    /// (see "Writers" in the module docs).
+    async fn remove_stale_lease(&self, session_id: &str) -> Result<(), AgentError> {
+        validate_session_id(session_id)?;
+        let path = self.root.join(LOCK_DIR).join(session_id);
+        let session_dir = self.root.join(session_id);
+        let id = session_id.to_string();
+        tokio::task::spawn_blocking(move || remove_stale_lock(&path, &session_dir, &id))
+            .await
+            .map_err(join_error)?;
+        Ok(())
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, AgentError> {

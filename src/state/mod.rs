@@ -510,6 +510,21 @@ pub trait StateStore: Send + Sync {
         Ok(SessionLease::default())
     }
 
+    /// Removes what a [lease](StateStore::lease) left of a session that does not exist, when no
+    /// lease holds it now: a [`FileStore`]'s lock file that a process killed while it held the
+    /// lease left (a deletion killed after it moved the session away, a session whose first
+    /// commit never came). Never creates anything, and never removes what a live lease holds.
+    /// The runtime asks it when a deletion finds no session
+    /// ([`Agent::delete_session`](crate::agent::Agent::delete_session)). The default does
+    /// nothing (a store whose leases a killed process cannot leave behind).
+    ///
+    /// # Errors
+    /// `session_id_invalid`, `state_io`.
+    async fn remove_stale_lease(&self, session_id: &str) -> Result<(), AgentError> {
+        validate_session_id(session_id)?;
+        Ok(())
+    }
+
     /// Whether a [lease](StateStore::lease) on the session is alive at this moment, whoever holds
     /// it (another store or process on the same root, or a lease of this very store):
     /// `Some(true)` held, `Some(false)` free, `None` when the store cannot tell. A look at one

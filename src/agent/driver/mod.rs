@@ -480,7 +480,9 @@ impl Agent {
     /// running, resuming or deciding is not deleted (cancel the run first), nor one another agent
     /// or process is writing, nor one whose worker is being written (e.g. resumed directly):
     /// nothing is written then. A session that does not exist is not touched (nothing is created
-    /// for it either, not even a lease's lock file). Nor one a call reserved its turn on
+    /// for it either, not even a lease's lock file), but for the lock file a process killed
+    /// while it held the session's lease left, which goes unless a lease holds it
+    /// ([`StateStore::remove_stale_lease`]). Nor one a call reserved its turn on
     /// ([`Agent::reserve_turn`]) that has not finished, though it may not hold the session yet.
     /// Run [`within`](TurnReservation::within) a turn taken with [`Agent::deletion_turn`], the
     /// deletion takes the session in that turn's place (held since it was taken).
@@ -529,8 +531,15 @@ impl Agent {
             None => Arc::clone(&lock).try_lock_owned().map_err(|_| deletion_busy(session_id))?,
         };
         match self.store.exists(session_id).await {
-            // Nothing to delete, and nothing is created for it (a lease's lock file).
-            Ok(false) => return Ok(false),
+            // Nothing to delete, and nothing is created for it (a lease's lock file); but a lock
+            // file a killed process left (its deletion killed after it moved the session away)
+            // goes, unless a lease holds it. Best effort: nothing of the session is left.
+            Ok(false) => {
+                if let Err(e) = self.store.remove_stale_lease(session_id).await {
+                    log::warn!("arkagent: the lock file of deleted session {session_id} stays: {e}");
+                }
+                return Ok(false);
+            }
             // `StateStore::exists`' default loads the session: one no load reads is there.
             Ok(true) => {}
             Err(e) if unreadable(&e) => {}
