@@ -637,6 +637,9 @@ export declare class Agent {
    * listener slower than the run: the rest follows). Events wait for a slow listener in memory, unbounded:
    * keep it quick (e.g. append text deltas to a buffer that the UI reads). null or undefined removes
    * the listener (and its hold on what it captures); a run going on hears nothing from its next event.
+   * Each event goes to the listener set when the JS thread delivers it: once onEvent returns (even
+   * called from inside the listener), the previous listener is called no more, and the events still
+   * waiting for the JS thread go to the new one, in order (with none set, they are dropped).
    */
   onEvent(listener: AgentEventListener | null | undefined): void;
   /**
