@@ -21,7 +21,10 @@
 //! When a run ends, [`RunEvents::delivered`] waits until its last event was handed to the
 //! listener, so `run()` resolves after the listener saw every event of the run, unless that takes
 //! more than [`DELIVERY_WAIT`] (a listener slower than the run, or a JS thread blocked): then
-//! `run()` resolves and the events still queued are delivered after it. The queue has no bound:
+//! `run()` resolves and the events still queued are delivered after it. The run waits the same
+//! way before it calls the executors of a batch ([`EventSink::flushed`]): the listener is handed
+//! the answer's events and the `state_persisted` of the calls' `started` records before any
+//! executor is called, though both go to the JS thread by different thread-safe functions. The queue has no bound:
 //! the events of a run wait for a slow listener in memory (a few hundred bytes each).
 //!
 //! One listener hears every run of the Agent (several may be in flight on different sessions), so
@@ -230,6 +233,13 @@ impl EventSink for RunEvents {
                  events that cannot be are dropped unlogged"
             );
         }
+    }
+
+    /// [`RunEvents::delivered`]: the driver awaits it before it calls a chunk's executors, which
+    /// reach the JS thread through their own thread-safe functions; so the listener is handed
+    /// the events emitted before (at most [`DELIVERY_WAIT`] behind a slow listener) first.
+    fn flushed(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(self.delivered())
     }
 }
 
