@@ -314,7 +314,7 @@ pub(crate) fn shield_with<'env>(
             let mut undefined = std::ptr::null_mut();
             // SAFETY: on the JS thread, with this env.
             unsafe { sys::napi_get_undefined(ctx.env.raw(), &mut undefined) };
-            match caught(ctx.env, || forward(&ctx, &target, undefined)) {
+            match caught(ctx.env, || forward(&ctx, target(ctx.env)?, undefined)) {
                 Ok(forwarded) => forwarded,
                 Err(why) => {
                     refuse(why);
@@ -326,23 +326,20 @@ pub(crate) fn shield_with<'env>(
     unsafe { Function::from_napi_value(env.raw(), native.raw()) }
 }
 
-/// The shield's body: calls the function `target` names with the call's arguments, or not at all
-/// when there are none (a refused call: the module never calls an app function without
-/// arguments) or it names none.
+/// The shield's body: calls `target` (the app function, a handle of this call's scope) with the
+/// call's arguments, or not at all when there are none (a refused call: the module never calls
+/// an app function without arguments) or there is no target.
 fn forward(
     ctx: &napi_ohos::bindgen_prelude::FunctionCallContext<'_>,
-    target: &dyn Fn(&Env) -> napi_ohos::Result<Option<sys::napi_value>>,
+    target: Option<sys::napi_value>,
     undefined: sys::napi_value,
 ) -> napi_ohos::Result<RawJsValue> {
     super::panic_point!(Shield);
-    if ctx.length() == 0 {
-        return Ok(RawJsValue(undefined));
-    }
-    let env = ctx.env.raw();
-    let args: Vec<Unknown<'_>> = ctx.arguments()?;
-    let Some(target) = target(ctx.env)? else {
+    let Some(target) = target.filter(|_| ctx.length() > 0) else {
         return Ok(RawJsValue(undefined));
     };
+    let env = ctx.env.raw();
+    let args: Vec<Unknown<'_>> = ctx.arguments()?;
     let raw_args: Vec<sys::napi_value> = args.iter().map(|a| a.raw()).collect();
     let mut result = std::ptr::null_mut();
     // SAFETY: on the JS thread, with values of this env.
