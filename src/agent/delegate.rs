@@ -379,6 +379,10 @@ impl EventSink for WrappingSink<'_> {
     fn emit(&self, event: AgentEvent) {
         self.sink.emit(self.origin.wrap(event));
     }
+
+    fn flushed(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        self.sink.flushed()
+    }
 }
 
 /// The events of the workers of one batch's `delegate_task` calls, on their way to the parent's

@@ -9,7 +9,8 @@
 //!    the run. Such a stream is never retried: the events would come twice.
 //! 3. Per tool batch: either `StatePersisted` (the frozen batch, with the answer) then
 //!    `ApprovalRequired`, and the run returns suspended; or `StatePersisted` (the answer and the
-//!    `started` records of the calls about to run: durable before any executor runs), one
+//!    `started` records of the calls about to run: durable, and [`EventSink::flushed`], before any
+//!    executor runs), one
 //!    `ToolResult` per call as each finishes (answers known without running come first), and
 //!    `StatePersisted` for the batch's results. Calls that run one after another add a
 //!    `StatePersisted` before each further call. (Group commit: about two syncs per round.)
@@ -47,6 +48,8 @@ use crate::message::{ToolCall, Usage};
 use crate::state::RunStatus;
 use crate::tool::ToolResult;
 use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
 
 /// Something that happened in a run.
@@ -157,6 +160,16 @@ pub enum AgentEvent {
 pub trait EventSink: Send + Sync {
     /// One event.
     fn emit(&self, event: AgentEvent);
+
+    /// Resolves once the events emitted so far have reached whoever consumes them: at once by
+    /// default (a sink that takes them as they are emitted). A sink that hands them to another
+    /// thread (the NAPI listener, on the JS thread) waits for that. The driver awaits it, unless
+    /// the run is cancelled first, before it calls the executors of a chunk of calls: so the
+    /// consumer hears the answer and the `StatePersisted` of the calls' `started` records before
+    /// any of them runs (step 3 above), even when the executors are called on its thread.
+    fn flushed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// A sink that drops everything.

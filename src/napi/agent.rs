@@ -260,7 +260,7 @@ impl JsAgent {
         signal: Option<&CancellationHandle>,
     ) -> napi_ohos::Result<PromiseRaw<'env, RunOutcomeObject>> {
         let core = Arc::clone(&self.core);
-        let events = RunEvents::new(Arc::clone(&self.listener));
+        let events = RunEvents::new(self.listener.queue());
         let signal = run_signal(signal);
         let gone = self.gone.clone();
         guard_napi(env, || {
@@ -302,7 +302,7 @@ pub struct JsAgent {
     // First: which class this is (see `ClassTag`).
     tag: ClassTag,
     core: Arc<Agent>,
-    listener: Arc<EventListener>,
+    listener: EventListener,
     tool_timeout: Duration,
     policy: Arc<PolicySlot>,
     /// The `gone` signal of the environment it was created in (`env_life`): ends its runs.
@@ -335,7 +335,7 @@ impl JsAgent {
             Ok(JsAgent {
                 tag: ClassTag::AGENT,
                 core,
-                listener: Arc::new(EventListener::default()),
+                listener: EventListener::default(),
                 tool_timeout,
                 policy,
                 gone: super::env_life::gone(&env),
@@ -446,7 +446,8 @@ impl JsAgent {
     }
 
     /// Sets the event listener (replaces the previous one); `null` or `undefined` removes it
-    /// (and with it the listener's hold on what it captures).
+    /// (and with it the listener's hold on what it captures). The events still queued go to it
+    /// (see `events.rs`): the previous listener hears nothing once this returns.
     #[napi]
     pub fn on_event(
         &self,

@@ -293,6 +293,20 @@ pub(crate) fn shield<'env>(
     function: &Function<'_, Unknown<'static>, Unknown<'static>>,
 ) -> napi_ohos::Result<Function<'env, Unknown<'static>, Unknown<'static>>> {
     let target = function.create_ref()?;
+    shield_with(env, move |env| target.borrow_back(env).map(|target| Some(target.raw())))
+}
+
+/// A [`shield`] whose app function is the one `target` names as each call is made (on the JS
+/// thread: a handle of the call's scope); none, and the call is not made (it returns `undefined`).
+/// What the Agent's listener is called through: the function set when the JS thread gets to
+/// an event, not the one set when it was queued. Call on the JS thread.
+///
+/// # Errors
+/// When the native function cannot be created.
+pub(crate) fn shield_with<'env>(
+    env: &'env Env,
+    target: impl Fn(&Env) -> napi_ohos::Result<Option<sys::napi_value>> + 'static,
+) -> napi_ohos::Result<Function<'env, Unknown<'static>, Unknown<'static>>> {
     let native =
         env.create_function_from_closure::<Unknown<'static>, _, _>("arkagentShield", move |ctx| {
             // Run from napi-ohos' trampoline (`extern "C"`): a panic is caught, and refuses the
@@ -300,7 +314,7 @@ pub(crate) fn shield<'env>(
             let mut undefined = std::ptr::null_mut();
             // SAFETY: on the JS thread, with this env.
             unsafe { sys::napi_get_undefined(ctx.env.raw(), &mut undefined) };
-            match caught(ctx.env, || forward(&ctx, &target, undefined)) {
+            match caught(ctx.env, || forward(&ctx, target(ctx.env)?, undefined)) {
                 Ok(forwarded) => forwarded,
                 Err(why) => {
                     refuse(why);
@@ -312,25 +326,25 @@ pub(crate) fn shield<'env>(
     unsafe { Function::from_napi_value(env.raw(), native.raw()) }
 }
 
-/// The shield's body: calls `target` with the call's arguments, or not at all when there are
-/// none (a refused call: the module never calls an app function without arguments).
+/// The shield's body: calls `target` (the app function, a handle of this call's scope) with the
+/// call's arguments, or not at all when there are none (a refused call: the module never calls
+/// an app function without arguments) or there is no target.
 fn forward(
     ctx: &napi_ohos::bindgen_prelude::FunctionCallContext<'_>,
-    target: &napi_ohos::bindgen_prelude::FunctionRef<Unknown<'static>, Unknown<'static>>,
+    target: Option<sys::napi_value>,
     undefined: sys::napi_value,
 ) -> napi_ohos::Result<RawJsValue> {
     super::panic_point!(Shield);
-    if ctx.length() == 0 {
+    let Some(target) = target.filter(|_| ctx.length() > 0) else {
         return Ok(RawJsValue(undefined));
-    }
+    };
     let env = ctx.env.raw();
     let args: Vec<Unknown<'_>> = ctx.arguments()?;
-    let target = target.borrow_back(ctx.env)?;
     let raw_args: Vec<sys::napi_value> = args.iter().map(|a| a.raw()).collect();
     let mut result = std::ptr::null_mut();
     // SAFETY: on the JS thread, with values of this env.
     let status = unsafe {
-        sys::napi_call_function(env, undefined, target.raw(), raw_args.len(), raw_args.as_ptr(), &mut result)
+        sys::napi_call_function(env, undefined, target, raw_args.len(), raw_args.as_ptr(), &mut result)
     };
     if status == sys::Status::napi_ok {
         return Ok(RawJsValue(result));
@@ -369,7 +383,18 @@ pub(crate) fn passthrough_fn<T: 'static + JsValuesTupleIntoVec>(
     env: &Env,
     function: &Function<'_, Unknown<'static>, Unknown<'static>>,
 ) -> napi_ohos::Result<JsFn<T>> {
-    let function = shield(env, function)?
+    passthrough_shielded(env, shield(env, function)?)
+}
+
+/// [`passthrough_fn`] of a function shielded already ([`shield`], [`shield_with`]).
+///
+/// # Errors
+/// When the thread-safe function cannot be created.
+pub(crate) fn passthrough_shielded<T: 'static + JsValuesTupleIntoVec>(
+    env: &Env,
+    shielded: Function<'_, Unknown<'static>, Unknown<'static>>,
+) -> napi_ohos::Result<JsFn<T>> {
+    let function = shielded
         .build_threadsafe_function::<Queued<T>>()
         .weak::<true>()
         .callee_handled::<false>()

@@ -1,7 +1,8 @@
 // The GC and the objects the binding hands to executors: a call's `context.signal` is collected
 // once nothing holds it (it used to live as long as the process: one native handle leaked per
 // executor call), and an `onCancel` registration made through it outlives the object, since the
-// run still cancels the call (a cancel, a timeout) after the context was collected.
+// run still cancels the call (a cancel, a timeout) after the context was collected. An Agent's
+// listener removed with onEvent(null) is collected while the Agent's run goes on.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -96,4 +97,48 @@ test("an Agent's API key stops being a secret of the process once the Agent is c
   const again = new Agent({ provider: 'custom', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKey: key });
   assert.ok(!(await thrown()).includes(key));
   assert.deepEqual(again.toolNames(), []);
+});
+
+test('a listener removed while its run goes on is collected; the next one hears the rest', async () => {
+  const { startMock, textChunks } = await import('./mock_openai.mjs');
+  let finish;
+  const finished = new Promise((r) => (finish = r));
+  // The answer's first words, then nothing until the test has collected the removed listener.
+  const mock = await startMock(async (_i, _request, res) => {
+    const chunks = textChunks('one two three four');
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (const chunk of chunks.slice(0, 2)) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    await finished;
+    for (const chunk of chunks.slice(2)) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    res.end('data: [DONE]\n\n');
+  });
+  try {
+    let collected = false;
+    const registry = new FinalizationRegistry(() => (collected = true));
+    const agent = new Agent({ provider: 'custom', baseUrl: mock.baseUrl, model: 'm' });
+    let firstHeard = 0;
+    const attach = () => {
+      // Closes over a large object only this listener holds.
+      const held = new Array(1000).fill('held');
+      const first = (e) => held.length && JSON.parse(e).type === 'text_delta' && firstHeard++;
+      registry.register(first, null);
+      agent.onEvent(first);
+    };
+    attach();
+    const run = agent.run('s', 'go');
+    await waitFor(() => firstHeard > 0, 'the first delta heard');
+    agent.onEvent(null);
+    await collectUntil(() => collected, 'the removed listener was collected while the run went on');
+    const deltas = [];
+    agent.onEvent((e) => {
+      const event = JSON.parse(e);
+      if (event.type === 'text_delta') deltas.push(event.delta);
+    });
+    finish();
+    assert.equal((await run).finalText, 'one two three four');
+    assert.equal(deltas.join(''), 'two three four');
+  } finally {
+    finish();
+    await mock.close();
+  }
 });

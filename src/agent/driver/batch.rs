@@ -720,6 +720,10 @@ impl<'a> Run<'a> {
                 });
             }
             self.persist(true).await?;
+            // The sink's consumer hears what was emitted so far (the answer, the `started` records
+            // saved) before any executor of the chunk is called (the app's listener and its
+            // executors share the JS thread, through separate queues).
+            unless_cancelled(&self.cancel, self.sink.flushed()).await;
             // The chunk's calls hear the run's cancel, and an abort by a hook (below).
             let chunk_cancel = self.cancel.child();
             let mut running: FuturesUnordered<_> = starts

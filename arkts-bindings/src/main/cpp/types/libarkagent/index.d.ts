@@ -638,6 +638,14 @@ export declare class Agent {
    * listener slower than the run: the rest follows). Events wait for a slow listener in memory, unbounded:
    * keep it quick (e.g. append text deltas to a buffer that the UI reads). null or undefined removes
    * the listener (and its hold on what it captures); a run going on hears nothing from its next event.
+   * Each event goes to the listener set when the JS thread delivers it: once onEvent returns (even
+   * called from inside the listener), the previous listener is called no more, and the events still
+   * waiting for the JS thread go to the new one, in order (with none set, they are dropped).
+   * Before a run calls the executors of a batch, it waits until the listener was handed the events
+   * emitted so far (the answer's tool_call_finished, the state_persisted of the calls' started
+   * records), at most 5 s: the listener hears them before any executor is called (a slow listener
+   * delays the tools), and a cancel from it there stops the batch before it runs. A sub-agent's
+   * executors may be called before the listener hears its worker_event events.
    */
   onEvent(listener: AgentEventListener | null | undefined): void;
   /**
