@@ -888,8 +888,11 @@ fn last_written_ms(dir: &Path, id: &str) -> Result<Option<u64>, AgentError> {
 /// removed. Best effort: an entry that cannot be removed stays for the next sweep. Safe at any
 /// time: nothing reads the trash, and a session enters it only whole, in one rename, already gone
 /// for every load. Sweeps may run at once (each deletion sweeps, in this process or another): an
-/// entry another sweep removed first is no failure (see [`empty_grave`]).
+/// entry another sweep removed first is no failure (see [`empty_grave`]). Sweeps of this process
+/// take turns ([`SWEEPING`]): two emptying one grave at once made the second find it still
+/// being emptied ("Directory not empty") and warn that it kept the app's files.
 fn sweep_trash(root: &Path) -> usize {
+    let _turn = SWEEPING.lock().unwrap_or_else(|p| p.into_inner());
     let in_trash = fs::read_dir(root.join(TRASH_DIR)).into_iter().flatten().flatten();
     // The graves a deletion left in the root itself, when it could not make the trash.
     let in_root =
@@ -910,6 +913,10 @@ fn sweep_trash(root: &Path) -> usize {
     }
     removed
 }
+
+/// Held by each [`sweep_trash`] of the process: one sweep at a time, whichever store or root
+/// (sweeps are short, and rare: a deletion, a store's open and first listing).
+static SWEEPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// What [`FileStore::open`], a store's first [`list`](StateStore::list) and
 /// [`FileStore::sweep_trash`] remove of what kills left: the trash ([`sweep_trash`]), then the
