@@ -183,6 +183,17 @@ pub(crate) fn call_args<T>(
     make: impl FnOnce(&Env, T) -> napi_ohos::Result<Vec<sys::napi_value>>,
 ) -> JsArgs {
     let Queued { value, waited } = queued;
+    // A terminating environment still drains its queued calls, but runs no JS: such a call is
+    // never made. It is given up, not started (before, it was marked started and answered as
+    // cut off while it ran, "may or may not have taken effect"), and ends the environment.
+    if !super::env_life::can_run_js(env) && !exception_pending(env) {
+        if let Some(waited) = &waited {
+            waited.flag.give_up();
+        }
+        super::env_life::end(env);
+        refuse(ENV_GONE.to_string());
+        return JsArgs(Vec::new());
+    }
     if waited.is_some_and(|waited| !waited.start()) {
         return abandoned_args();
     }

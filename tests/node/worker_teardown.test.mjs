@@ -163,3 +163,67 @@ test("the module's runtime outlives the first worker that loaded it", async () =
   assert.equal(code, 0, `exit: ${code}; stderr: ${err.slice(-2000)}`);
   assert.deepEqual(JSON.parse(out), { said: 'w', done: 200, names: ['arkagent-rt'], atMost18: true });
 });
+
+// A call queued behind a busy executor when the worker is terminated is never entered: a
+// terminating environment still drains its queued calls, but runs no JS. It is answered as not
+// run ("the tool did not run"); before, the drain marked it started first, and it was answered as cut
+// off while it ran ("may or may not have taken effect") about half the time.
+const queuedNotEntered = String.raw`
+const body = String.raw${'`'}
+  const { parentPort, workerData } = require('node:worker_threads');
+  const { writeFileSync } = require('node:fs');
+  const m = { exports: {} }; process.dlopen(m, process.env.ARKAGENT_SO);
+  const { Agent } = m.exports;
+  const a = new Agent({ provider: 'scripted', stateDir: workerData,
+    scriptJson: JSON.stringify([{ tool_calls: [{ id: 'c1', name: 'act', arguments: '{}' }, { id: 'c2', name: 'act', arguments: '{}' }] }, { content: 'after' }]) });
+  a.registerTool({ name: 'act', description: 'd', parametersJson: '{"type":"object"}' }, (_args, ctx) => {
+    writeFileSync(workerData + '/entered-' + ctx.callId, '');
+    parentPort.postMessage('entered');
+    const t = Date.now();
+    while (Date.now() - t < 60000) {} // the JS thread busy: c2 stays queued
+    return new Promise(() => {});
+  });
+  a.run('s', 'go');
+${'`'};
+const { Agent } = load();
+(async () => {
+  const seen = [];
+  for (let i = 0; i < 3; i++) {
+    const dir = mkdtempSync(join(os.tmpdir(), 'arkagent-teardown-q-'));
+    const w = new Worker(body, { eval: true, env: process.env, workerData: dir });
+    await new Promise((resolve) => w.once('message', resolve));
+    await new Promise((resolve) => setTimeout(resolve, 200)); // c2 queued behind the busy c1
+    await w.terminate();
+    const a = new Agent({ provider: 'scripted', stateDir: dir, scriptJson: JSON.stringify([{ content: 'again' }]) });
+    const t0 = Date.now();
+    for (;;) {
+      try {
+        await a.run('s', 'again');
+        break;
+      } catch (e) {
+        if (e.code !== 'session_busy' || Date.now() - t0 > 10000) throw e;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const st = JSON.parse(await a.stateJson('s'));
+    // What the model reads of each call: "did not run" (tool_not_started from the cut-off run, or
+    // the next run's repair of a call the cancel left unanswered), or "may or may not have taken
+    // effect" (tool_interrupted, a call cut off while it ran).
+    const said = (c) => (/may or may not have taken effect/.test(c) ? 'may have run' : /did not run/.test(c) ? 'did not run' : c);
+    const codes = st.messages.filter((m) => m.role === 'tool').map((m) => m.tool_call_id + ' ' + said(m.content));
+    seen.push({ codes, entered: readdirSync(dir).filter((f) => f.startsWith('entered-')) });
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(JSON.stringify(seen));
+})();
+`;
+
+test('a call queued behind a busy executor when the worker ends is answered as not run, never entered', async () => {
+  const { code, out, err } = await runNode(['-e', prelude + queuedNotEntered], {
+    env: { ARKAGENT_LOG: 'error' },
+    ms: 90_000,
+  });
+  assert.equal(code, 0, `exit: ${code}; stderr: ${err.slice(-2000)}`);
+  const expected = { codes: ['c1 may have run', 'c2 did not run'], entered: ['entered-c1'] };
+  assert.deepEqual(JSON.parse(out), [expected, expected, expected]);
+});
