@@ -620,7 +620,10 @@ export declare class Agent {
    * also for a batch under way (from an executor, a hook or the approval policy): a call that has
    * not passed its gate yet is answered tool_not_found and does not run; one registered anew
    * meanwhile is answered tool_not_run (neither its old executor nor the new, unchecked one runs);
-   * a call already running finishes.
+   * a call already past its gate finishes. The calls of one parallel chunk (maxParallelTools above
+   * 1) pass their gates side by side: an executor's change reaches its siblings only if they had
+   * not passed theirs yet, which depends on timing; with maxParallelTools: 1 each call's gate comes
+   * after the call before it, and sees the change.
    */
   unregisterTool(name: string): boolean;
   /** The registered tool names, in registration order. */
