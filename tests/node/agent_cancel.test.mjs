@@ -119,8 +119,12 @@ for (const where of ['policy', 'beforeToolCall', 'afterToolCall']) {
   });
 }
 
-test('a call that timed out while the JS thread was busy is never started: the tool does not run, and the model is told it did not', async () => {
-  const answers = [{ tool_calls: [{ id: 'c1', name: 'place_order', arguments: '{}' }] }, { content: 'done' }];
+/**
+ * Runs one place_order call (with `args`) under a 100 ms tool timeout while the JS thread is busy
+ * for `busyMs`, then checks the call was never started and the model was told it did not run.
+ */
+async function timedOutWhileBusy(args, busyMs) {
+  const answers = [{ tool_calls: [{ id: 'c1', name: 'place_order', arguments: JSON.stringify(args) }] }, { content: 'done' }];
   const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), toolTimeoutMs: 100 });
   const started = [];
   agent.registerTool({ name: 'place_order', description: 'places an order', parametersJson: objectSchema }, (_args, ctx) => {
@@ -128,7 +132,7 @@ test('a call that timed out while the JS thread was busy is never started: the t
     return { contents: [{ type: 'text', text: 'order placed' }] };
   });
   const running = agent.run('s', 'order it');
-  busy(1500); // far past the 100 ms timeout: a loaded machine may be late to fire it
+  busy(busyMs);
   const outcome = await running;
   await sleep(50);
   assert.equal(outcome.status, 'completed');
@@ -137,32 +141,23 @@ test('a call that timed out while the JS thread was busy is never started: the t
   // Not tool_timeout's "may or may not have taken effect, so check": it never ran, and calling it
   // again is safe. The run's own limit and the executor's are the same 100 ms: either may word it.
   assert.match(tool.content, NOT_STARTED);
-});
+}
 
 /** What a call that timed out before the JS thread could start it is answered, by either limit. */
 const NOT_STARTED =
   /^error \[tool_not_started\]: (executor of place_order was not started within 100 ms: the app was busy|place_order was not started within 100 ms), and the tool did not run$/;
 
+test('a call that timed out while the JS thread was busy is never started: the tool does not run, and the model is told it did not', async () => {
+  // Busy far past the 100 ms timeout: a loaded machine may be late to fire it.
+  await timedOutWhileBusy({}, 1500);
+});
+
 test("a call the run's own limit cuts off before the busy JS thread started it is tool_not_started too, and never starts", async () => {
   // Long arguments take the executor a few milliseconds to hand to the JS thread, so its own
   // limit (the same 100 ms) ends after the run's, which answers the call first. Before, the run's
   // limit answered tool_timeout ("may or may not have taken effect") for a call that never ran.
-  const pad = 'x'.repeat(300_000);
-  const answers = [{ tool_calls: [{ id: 'c1', name: 'place_order', arguments: JSON.stringify({ pad }) }] }, { content: 'done' }];
-  const agent = new Agent({ provider: 'scripted', scriptJson: JSON.stringify(answers), toolTimeoutMs: 100 });
-  const started = [];
-  agent.registerTool({ name: 'place_order', description: 'places an order', parametersJson: objectSchema }, (_args, ctx) => {
-    started.push(ctx.callId);
-    return { contents: [{ type: 'text', text: 'order placed' }] };
-  });
-  const running = agent.run('s', 'order it');
-  busy(2000); // far past the 100 ms timeout, and the checks of the long arguments before it
-  const outcome = await running;
-  await sleep(50);
-  assert.equal(outcome.status, 'completed');
-  assert.deepEqual(started, [], 'the executor ran after its call had been answered');
-  const tool = JSON.parse(await agent.stateJson('s')).messages.find((m) => m.role === 'tool');
-  assert.match(tool.content, NOT_STARTED);
+  // Busy past the timeout and the checks of the long arguments before it.
+  await timedOutWhileBusy({ pad: 'x'.repeat(300_000) }, 2000);
 });
 
 test('a call the JS thread started and that then timed out is tool_timeout, with its caveat', async () => {

@@ -16,6 +16,19 @@ const { mkdtempSync, rmSync, readdirSync, readFileSync } = require('node:fs');
 const { join } = require('node:path');
 const os = require('node:os');
 const load = () => { const m = { exports: {} }; process.dlopen(m, process.env.ARKAGENT_SO); return m.exports; };
+// Runs 'again' on session s of agent a as soon as the terminated worker's run has let it go (it is
+// session_busy until then; at most 10 s).
+const runWhenFree = async (a) => {
+  const t0 = Date.now();
+  for (;;) {
+    try {
+      return await a.run('s', 'again');
+    } catch (e) {
+      if (e.code !== 'session_busy' || Date.now() - t0 > 10000) throw e;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+};
 `;
 
 // A getter of an argument ends the worker (process.exit inside a Worker) while the export reads it.
@@ -82,15 +95,7 @@ const { Agent } = load();
     // What the model is shown for the call: the cut-off run's answer, or (a cancel left it
     // unanswered) the one the next run's repair gives it. The session is busy until the worker's
     // run has let it go.
-    for (;;) {
-      try {
-        await a.run('s', 'again');
-        break;
-      } catch (e) {
-        if (e.code !== 'session_busy' || Date.now() - t0 > 10000) throw e;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await runWhenFree(a);
     slowest = Math.max(slowest, Date.now() - t0);
     const st = JSON.parse(await a.stateJson('s'));
     for (const m of st.messages.filter((m) => m.role === 'tool')) {
@@ -195,16 +200,7 @@ const { Agent } = load();
     await new Promise((resolve) => setTimeout(resolve, 200)); // c2 queued behind the busy c1
     await w.terminate();
     const a = new Agent({ provider: 'scripted', stateDir: dir, scriptJson: JSON.stringify([{ content: 'again' }]) });
-    const t0 = Date.now();
-    for (;;) {
-      try {
-        await a.run('s', 'again');
-        break;
-      } catch (e) {
-        if (e.code !== 'session_busy' || Date.now() - t0 > 10000) throw e;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await runWhenFree(a);
     const st = JSON.parse(await a.stateJson('s'));
     // What the model reads of each call: "did not run" (tool_not_started from the cut-off run, or
     // the next run's repair of a call the cancel left unanswered), or "may or may not have taken
